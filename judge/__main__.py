@@ -1,0 +1,7 @@
+"""`python -m judge` runs the command line."""
+
+import sys
+
+from judge.cli import main
+
+sys.exit(main())

@@ -1,0 +1,104 @@
+"""Retrieval metric names as values: parse `ndcg@10`, `map`, `P@5` into measures."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from judge.errors import UnknownMetricError
+
+# family -> (needs a cutoff: "required" | "optional" | "none", one-line definition)
+FAMILIES: dict[str, tuple[str, str]] = {
+    "P": ("required", "relevant docs in the top k / k (trec_eval P_k)"),
+    "recall": ("required", "relevant docs in the top k / relevant judged docs (recall_k)"),
+    "hit_rate": ("required", "1 if a relevant doc is in the top k, else 0 (success_k)"),
+    "mrr": ("optional", "1 / rank of the first relevant doc, 0 past k (recip_rank)"),
+    "map": ("optional", "average precision over relevant judged docs (map, map_cut_k)"),
+    "ndcg": ("optional", "nDCG, gain = grade, log2 discount (ndcg, ndcg_cut_k)"),
+    "ndcg_exp": ("optional", "nDCG with gain 2^grade - 1 (Burges et al.)"),
+    "r_precision": ("none", "relevant docs in the top R / R, R = relevant judged docs (Rprec)"),
+}
+
+# Names users bring from trec_eval or other tools, mapped to ours for a helpful error.
+_TREC_NAMES = {
+    "P_": "P@",
+    "recall_": "recall@",
+    "success_": "hit_rate@",
+    "map_cut_": "map@",
+    "ndcg_cut_": "ndcg@",
+    "recip_rank": "mrr",
+    "Rprec": "r_precision",
+}
+
+_NAME = re.compile(r"^([A-Za-z_]+)(?:@(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One retrieval metric: a family and an optional cutoff k."""
+
+    family: str
+    k: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The metric's name as a value: `ndcg@10`, `map`."""
+        return self.family if self.k is None else f"{self.family}@{self.k}"
+
+
+def valid_names() -> list[str]:
+    """The metric name patterns accepted, for help texts and error messages."""
+    out = []
+    for family, (cutoff, _) in FAMILIES.items():
+        if cutoff in ("none", "optional"):
+            out.append(family)
+        if cutoff in ("required", "optional"):
+            out.append(f"{family}@k")
+    return out
+
+
+def _suggest(name: str) -> str:
+    for trec, ours in _TREC_NAMES.items():
+        if ours.endswith("@") and name.startswith(trec) and name[len(trec) :].isdigit():
+            return f" (did you mean '{ours}{name[len(trec) :]}'?)"
+        if name == trec:
+            return f" (did you mean '{ours}'?)"
+    for family in FAMILIES:
+        if name.split("@")[0].lower() == family.lower():
+            return f" (names are case-sensitive: '{family}')"
+    return ""
+
+
+def parse_measure(name: str) -> Measure:
+    """Parse one metric name; raise UnknownMetricError listing the valid names."""
+    match = _NAME.match(name) if isinstance(name, str) else None
+    if match is not None:
+        family, k_text = match.group(1), match.group(2)
+        spec = FAMILIES.get(family)
+        if spec is not None:
+            cutoff = spec[0]
+            k = int(k_text) if k_text is not None else None
+            if k is not None and k < 1:
+                raise UnknownMetricError(f"metric '{name}': the cutoff k must be at least 1")
+            if (k is None and cutoff == "required") or (k is not None and cutoff == "none"):
+                form = f"'{family}@k'" if cutoff == "required" else f"'{family}' without @k"
+                raise UnknownMetricError(f"metric '{name}': write it as {form}, e.g. 'P@10'")
+            return Measure(family, k)
+    raise UnknownMetricError(
+        f"unknown retrieval metric {name!r}{_suggest(str(name))}; "
+        f"valid names: {', '.join(valid_names())} (k a positive integer, e.g. ndcg@10)"
+    )
+
+
+def parse_measures(names: str | list[str] | tuple[str, ...]) -> list[Measure]:
+    """Parse metric names (a list or a comma-separated string), in order, without repeats."""
+    if isinstance(names, str):
+        names = [n for n in (part.strip() for part in names.split(",")) if n]
+    measures: list[Measure] = []
+    for name in names:
+        measure = parse_measure(name)
+        if measure not in measures:
+            measures.append(measure)
+    if not measures:
+        raise UnknownMetricError(f"no metric given; valid names: {', '.join(valid_names())}")
+    return measures

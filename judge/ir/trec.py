@@ -1,0 +1,127 @@
+"""Read and write TREC qrels and run files (whitespace separated, as trec_eval reads them)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from judge.errors import InputFormatError
+
+PathLike = str | os.PathLike[str]
+
+
+def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of every non-blank line; a missing file is a clear error."""
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below; open errors differ)
+    except OSError as exc:
+        raise InputFormatError(f"cannot open: {exc.strerror}", path=str(path)) from exc
+    with handle:
+        try:
+            for number, line in enumerate(handle, start=1):
+                fields = line.split()
+                if fields:
+                    yield number, fields
+        except UnicodeDecodeError as exc:
+            raise InputFormatError(f"not UTF-8 text ({exc.reason})", path=str(path)) from exc
+
+
+def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
+    """Read a TREC qrels file: `query_id iteration doc_id grade` per line.
+
+    Args:
+        path: the file; blank lines are skipped, the iteration column is ignored.
+
+    Returns:
+        `{query_id: {doc_id: grade}}`. A malformed line or a doc judged twice for one query
+        raises `InputFormatError` naming the file and line.
+    """
+    qrels: dict[str, dict[str, int]] = {}
+    where: dict[tuple[str, str], int] = {}
+    for number, fields in _lines(path):
+        if len(fields) != 4:
+            raise InputFormatError(
+                f"expected 4 fields 'query_id iteration doc_id grade', found {len(fields)}",
+                path=str(path),
+                line=number,
+            )
+        query, _, doc, grade_text = fields
+        try:
+            grade = int(grade_text)
+        except ValueError:
+            raise InputFormatError(
+                f"grade {grade_text!r} is not an integer", path=str(path), line=number
+            ) from None
+        judged = qrels.setdefault(query, {})
+        if doc in judged:
+            raise InputFormatError(
+                f"doc {doc!r} of query {query!r} is judged again (first on line "
+                f"{where[query, doc]}); keep one judgment per doc",
+                path=str(path),
+                line=number,
+            )
+        judged[doc] = grade
+        where[query, doc] = number
+    return qrels
+
+
+def read_run(path: PathLike) -> dict[str, dict[str, float]]:
+    """Read a TREC run file: `query_id Q0 doc_id rank score [tag]` per line.
+
+    Args:
+        path: the file; the rank column is ignored (ranking is by score, as in trec_eval),
+            fields after the tag are ignored.
+
+    Returns:
+        `{query_id: {doc_id: score}}`. A malformed line, a score that is not a finite or
+        infinite number, or a doc listed twice for one query raises `InputFormatError`.
+    """
+    run: dict[str, dict[str, float]] = {}
+    for number, fields in _lines(path):
+        if len(fields) < 5:
+            raise InputFormatError(
+                f"expected 'query_id Q0 doc_id rank score tag', found {len(fields)} fields",
+                path=str(path),
+                line=number,
+            )
+        query, doc, score_text = fields[0], fields[2], fields[4]
+        try:
+            score = float(score_text)
+        except ValueError:
+            score = math.nan
+        if math.isnan(score):
+            raise InputFormatError(
+                f"score {score_text!r} is not a number", path=str(path), line=number
+            )
+        docs = run.setdefault(query, {})
+        if doc in docs:
+            raise InputFormatError(
+                f"doc {doc!r} appears twice for query {query!r}; a run ranks each doc once",
+                path=str(path),
+                line=number,
+            )
+        docs[doc] = score
+    return run
+
+
+def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: PathLike) -> None:
+    """Write qrels in TREC format, queries and docs sorted, so files diff cleanly."""
+    with open(path, "w", encoding="utf-8") as out:
+        for query in sorted(qrels):
+            for doc in sorted(qrels[query]):
+                out.write(f"{query} 0 {doc} {int(qrels[query][doc])}\n")
+
+
+def write_run(run: Mapping[str, Mapping[str, float]], path: PathLike, tag: str = "judge") -> None:
+    """Write a run in TREC format, ranked as trec_eval ranks it; scores round-trip exactly."""
+    if not tag or any(c.isspace() for c in tag):
+        raise InputFormatError(f"run tag {tag!r} must be one non-empty word")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        for query in sorted(run):
+            docs = run[query]
+            ranked = sorted(docs, key=lambda d: (float(docs[d]), d), reverse=True)
+            for rank, doc in enumerate(ranked, start=1):
+                out.write(f"{query} Q0 {doc} {rank} {float(docs[doc])!r} {tag}\n")

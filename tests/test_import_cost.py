@@ -1,0 +1,33 @@
+"""`import judge` and `judge ir` must not load litellm (seconds and ~200 MB) or datasets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+
+CHECK = """
+import sys, runpy
+sys.argv = ["judge", "ir", {qrels!r}, {run!r}, "-m", "map"]
+try:
+    runpy.run_module("judge", run_name="__main__")
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+heavy = sorted(m for m in ("litellm", "openai", "datasets", "pandas") if m in sys.modules)
+print(",".join(heavy) or "none")
+"""
+
+
+def test_judge_ir_loads_no_llm_or_dataset_library():
+    code = CHECK.format(qrels=str(DEMO / "qrels.txt"), run=str(DEMO / "run_dense.txt"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "none"
+
+
+def test_import_judge_loads_no_llm_library():
+    code = "import sys, judge, judge.ir, judge.cli; print('litellm' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr

@@ -1,0 +1,106 @@
+"""Metric names as values, and the trec_eval conventions that are easy to get wrong."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from judge.errors import CoverageWarning, UnknownMetricError
+from judge.ir import Measure, evaluate, parse_measure, parse_measures, valid_names
+
+
+@pytest.mark.parametrize(
+    ("name", "measure"),
+    [
+        ("P@5", Measure("P", 5)),
+        ("recall@100", Measure("recall", 100)),
+        ("hit_rate@1", Measure("hit_rate", 1)),
+        ("mrr", Measure("mrr")),
+        ("mrr@10", Measure("mrr", 10)),
+        ("map", Measure("map")),
+        ("map@1000", Measure("map", 1000)),
+        ("ndcg", Measure("ndcg")),
+        ("ndcg@10", Measure("ndcg", 10)),
+        ("ndcg_exp@5", Measure("ndcg_exp", 5)),
+        ("r_precision", Measure("r_precision")),
+    ],
+)
+def test_names_parse_and_print_back(name, measure):
+    assert parse_measure(name) == measure
+    assert measure.name == name
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("ndcg_cut_10", "did you mean 'ndcg@10'?"),
+        ("P_5", "did you mean 'P@5'?"),
+        ("recip_rank", "did you mean 'mrr'?"),
+        ("Rprec", "did you mean 'r_precision'?"),
+        ("success_10", "did you mean 'hit_rate@10'?"),
+        ("p@5", "case-sensitive: 'P'"),
+        ("bleu", "valid names: P@k"),
+        ("P", "write it as 'P@k'"),
+        ("r_precision@5", "without @k"),
+        ("ndcg@0", "at least 1"),
+    ],
+)
+def test_bad_names_explain_themselves(name, hint):
+    with pytest.raises(UnknownMetricError) as info:
+        parse_measure(name)
+    assert hint in str(info.value)
+
+
+def test_unknown_name_lists_every_valid_name():
+    with pytest.raises(UnknownMetricError) as info:
+        evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, ["ndcg@10", "nope"])
+    for valid in valid_names():
+        assert valid in str(info.value)
+
+
+def test_comma_separated_and_repeated_names():
+    assert [m.name for m in parse_measures("map, ndcg@10,map")] == ["map", "ndcg@10"]
+    with pytest.raises(UnknownMetricError, match="no metric given"):
+        parse_measures([])
+
+
+def test_ties_are_broken_by_doc_id_descending():
+    qrels = {"q": {"a": 1}}
+    run = {"q": {"a": 0.5, "b": 0.5, "c": 0.5, "z": 0.9}}
+    # z first (higher score), then the tie c, b, a: the relevant doc 'a' is ranked 4th.
+    assert evaluate(qrels, run, ["mrr"])["mrr"] == 0.25
+    run["q"]["0"] = 0.5  # a smaller doc id in the tie does not move 'a'
+    assert evaluate(qrels, run, ["mrr"])["mrr"] == 0.25
+
+
+def test_relevance_level_sets_relevance_but_not_ndcg_gains():
+    qrels = {"q": {"a": 1, "b": 2}}
+    run = {"q": {"a": 0.9, "b": 0.1}}
+    at_two = evaluate(qrels, run, ["P@1", "mrr", "ndcg"], relevance_level=2)
+    at_one = evaluate(qrels, run, ["ndcg"])
+    assert at_two["P@1"] == 0.0 and at_two["mrr"] == 0.5
+    assert at_two["ndcg"] == at_one["ndcg"]  # gains are the raw grades at any level
+
+
+def test_missing_and_unjudged_queries_are_reported_and_counted():
+    qrels = {"q1": {"a": 1}, "q2": {"a": 1}, "q3": {"a": 0}}
+    run = {"q1": {"a": 1.0}, "q3": {"a": 1.0}, "extra": {"a": 1.0}}
+    with pytest.warns(CoverageWarning) as record:
+        result = evaluate(qrels, run, ["P@1"], per_query=True)
+    messages = " | ".join(str(w.message) for w in record)
+    assert "1 of 3 judged queries have no results" in messages and "'q2'" in messages
+    assert "1 run queries have no judgments and are ignored: 'extra'" in messages
+    assert result == {"q1": {"P@1": 1.0}, "q2": {"P@1": 0.0}, "q3": {"P@1": 0.0}}
+    assert result.missing_queries == ("q2",) and result.unjudged_queries == ("extra",)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageWarning)
+        assert evaluate(qrels, run, ["P@1"])["P@1"] == pytest.approx(1 / 3, abs=1e-15)
+
+
+def test_complete_coverage_is_silent():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, "P@1,map")
+    assert result == {"P@1": 1.0, "map": 1.0}
+    assert result.missing_queries == () and result.unjudged_queries == ()

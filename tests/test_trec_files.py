@@ -1,0 +1,94 @@
+"""Reading and writing TREC qrels and run files, and the errors a user gets on bad ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from judge.errors import InputFormatError, JudgeError
+from judge.ir import evaluate, read_qrels, read_run, write_qrels, write_run
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_read_run_ignores_rank_column_and_trailing_fields(tmp_path):
+    path = write(
+        tmp_path, "run", "q1 Q0 a 9 0.5 tag\n\nq1 Q0 b 1 0.25 tag extra junk\nq2 Q0 a 1 -1e3 t\n"
+    )
+    assert read_run(path) == {"q1": {"a": 0.5, "b": 0.25}, "q2": {"a": -1000.0}}
+
+
+def test_read_qrels_grades_and_ids_with_hash(tmp_path):
+    path = write(tmp_path, "qrels", "2024-1 0 msmarco#4_1 3\n2024-1 0 x -1\n")
+    assert read_qrels(path) == {"2024-1": {"msmarco#4_1": 3, "x": -1}}
+
+
+@pytest.mark.parametrize(
+    ("reader", "text", "line", "fragment"),
+    [
+        (read_qrels, "q 0 d 1\nq 0 e\n", 2, "expected 4 fields"),
+        (read_qrels, "q 0 d high\n", 1, "grade 'high' is not an integer"),
+        (read_qrels, "q 0 d 1\nq 0 e 0\nq 0 d 2\n", 3, "judged again (first on line 1)"),
+        (read_run, "q Q0 d 1\n", 1, "found 4 fields"),
+        (read_run, "q Q0 d 1 0.5 t\nq Q0 e 2 abc t\n", 2, "score 'abc' is not a number"),
+        (read_run, "q Q0 d 1 nan t\n", 1, "score 'nan' is not a number"),
+        (read_run, "q Q0 d 1 0.5 t\nq Q0 d 2 0.4 t\n", 2, "appears twice"),
+    ],
+)
+def test_malformed_lines_name_file_and_line(tmp_path, reader, text, line, fragment):
+    path = write(tmp_path, "file.txt", text)
+    with pytest.raises(InputFormatError) as info:
+        reader(path)
+    assert info.value.path == str(path) and info.value.line == line
+    assert str(info.value).startswith(f"{path}:{line}: ")
+    assert fragment in str(info.value)
+    assert isinstance(info.value, JudgeError)
+
+
+def test_missing_and_binary_files_are_clear_errors(tmp_path):
+    with pytest.raises(InputFormatError, match="cannot open"):
+        read_run(tmp_path / "absent.txt")
+    path = tmp_path / "binary"
+    path.write_bytes(b"q Q0 d 1 0.5 t\n\xff\xfe\n")
+    with pytest.raises(InputFormatError, match="not UTF-8"):
+        read_run(path)
+
+
+def test_write_run_ranks_like_trec_eval_and_round_trips(tmp_path):
+    run = {"q2": {"a": 0.1}, "q1": {"a": 0.5, "c": 0.5, "b": 1 / 3, "d": 2.0}}
+    path = tmp_path / "out" / "run.txt"
+    write_run(run, path, tag="mine")
+    lines = path.read_text().splitlines()
+    # Score descending, ties by doc id descending, queries sorted; ranks from 1.
+    assert [line.split()[2] for line in lines] == ["d", "c", "a", "b", "a"]
+    assert [line.split()[3] for line in lines] == ["1", "2", "3", "4", "1"]
+    assert read_run(path) == run  # scores written with repr round-trip exactly
+    with pytest.raises(InputFormatError, match="one non-empty word"):
+        write_run(run, tmp_path / "x", tag="two words")
+
+
+def test_write_qrels_round_trips(tmp_path):
+    qrels = {"q": {"b": 2, "a": -1}, "p": {"z": 0}}
+    write_qrels(qrels, tmp_path / "qrels")
+    assert read_qrels(tmp_path / "qrels") == qrels
+    assert (tmp_path / "qrels").read_text() == "p 0 z 0\nq 0 a -1\nq 0 b 2\n"
+
+
+def test_evaluate_rejects_bad_values():
+    with pytest.raises(InputFormatError, match="NaN for query 'q'"):
+        evaluate({"q": {"a": 1}}, {"q": {"a": float("nan")}}, ["map"])
+    with pytest.raises(InputFormatError, match="not an integer"):
+        evaluate({"q": {"a": 1.5}}, {"q": {"a": 1.0}}, ["map"])
+    with pytest.raises(InputFormatError, match="must be numbers"):
+        evaluate({"q": {"a": 1}}, {"q": {"a": "high"}}, ["map"])
+    with pytest.raises(InputFormatError, match="must be dicts"):
+        evaluate([("q", "a", 1)], {}, ["map"])
+    with pytest.raises(InputFormatError, match="no queries"):
+        evaluate({}, {"q": {"a": 1.0}}, ["map"])
+    with pytest.raises(JudgeError, match="relevance_level must be an integer"):
+        evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, ["map"], relevance_level=1.5)
