@@ -25,3 +25,45 @@ class InputFormatError(JudgeError, ValueError):
 
 class CoverageWarning(UserWarning):
     """Queries or samples scored 0 or left out because judgments or results are missing."""
+
+
+class LLMError(JudgeError):
+    """A call to a model failed; the message says whether retrying later can help."""
+
+
+class LLMCallError(LLMError):
+    """The provider kept failing (rate limits, server errors, timeouts) after all retries."""
+
+
+class LLMRequestError(LLMError):
+    """The provider refused the request (bad key, unknown model, bad request): not retried."""
+
+
+class InvalidOutputError(LLMError):
+    """The model's output did not match the requested schema, even after re-asking.
+
+    Attributes:
+        raw: the model's last reply, as text.
+        error: the JSON or validation error of that reply.
+    """
+
+    def __init__(self, message: str, *, raw: str, error: str):
+        super().__init__(message)
+        self.raw = raw
+        self.error = error
+
+
+class TruncatedOutputError(InvalidOutputError):
+    """The model stopped at max_tokens (finish_reason "length") before its JSON was complete."""
+
+
+class CacheError(JudgeError):
+    """The judgment cache file cannot be used (damaged, foreign, or from a newer version)."""
+
+
+class CacheMiss(JudgeError):
+    """Replay mode found no recorded judgment for a request; nothing was sent to the network."""
+
+    def __init__(self, message: str, *, key: str):
+        super().__init__(message)
+        self.key = key

@@ -74,14 +74,22 @@ def test_ndcg_exponential_gain_seed000():
     # Seed 000, 2.5: grades [3, 0, 2, 1, 2], gain 2^rel - 1: DCG@5 10.092, NDCG@5 0.932.
     grades = [3, 0, 2, 1, 2]
     dcg = ir.dcg_at_k(grades, 5, gain="exponential")
+
     # The seed adds the per-rank terms after rounding each to 3 decimals; the exact sum is
     # 10.0912..., so 10.092 is reproduced from the rounded terms the seed prints.
-    terms = [ir.dcg_at_k(grades[: i + 1], gain="exponential") for i in range(5)]
-    terms = [b - a for a, b in zip([0.0, *terms], terms, strict=False)]
-    assert [round(t, 3) for t in terms] == [7.0, 0.0, 1.5, 0.431, 1.161]
-    assert round(sum(round(t, 3) for t in terms), 3) == 10.092
+    # The same holds for the ideal DCG: 7.000 + 1.893 + 1.500 + 0.431 = 10.824 (exact 10.8235).
+    def rounded_terms(ranking: list[int]) -> list[float]:
+        cumulative = [ir.dcg_at_k(ranking[: i + 1], gain="exponential") for i in range(5)]
+        return [round(b - a, 3) for a, b in zip([0.0, *cumulative], cumulative, strict=False)]
+
+    assert rounded_terms(grades) == [7.0, 0.0, 1.5, 0.431, 1.161]
+    assert round(sum(rounded_terms(grades)), 3) == 10.092
     assert dcg == pytest.approx(10.0912, abs=1e-4)
-    assert round(ir.dcg_at_k(sorted(grades, reverse=True), 5, gain="exponential"), 3) == 10.824
+    ideal = sorted(grades, reverse=True)
+    assert ideal == [3, 2, 2, 1, 0]
+    assert rounded_terms(ideal) == [7.0, 1.893, 1.5, 0.431, 0.0]
+    assert round(sum(rounded_terms(ideal)), 3) == 10.824
+    assert ir.dcg_at_k(ideal, 5, gain="exponential") == pytest.approx(10.8235, abs=1e-4)
     ndcg = ir.ndcg_at_k(grades, 5, gain="exponential")
     assert round(ndcg, 3) == 0.932
     qrels, run = as_qrels_and_run(grades)

@@ -1,0 +1,256 @@
+"""A SQLite cache of judgments and embeddings: readable JSON, safe across processes.
+
+The key of an entry is the sha256 of the canonical JSON of everything that decides the
+model's output (model, messages, output schema, n, temperature, seed, max_tokens, prompt
+name and version) and nothing else: keys, timeouts, retry settings and the structured-
+output mode are not in it. Entries can be exported to and imported from sorted JSONL, so
+recorded judgments can live in git.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from judge.errors import CacheError
+from judge.jsonout import canonical_json, sha256_hex
+
+CacheMode = Literal["read-write", "replay", "record", "off"]
+MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")
+
+_APPLICATION_ID = 0x4A444745  # "JDGE": marks a file as a judge cache
+_SCHEMA_VERSION = 1
+_COLUMNS = (
+    "key, kind, request, response, model, resolved_model, prompt, prompt_version, mode, "
+    "usage, created"
+)
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One stored judgment (kind "chat") or embedding (kind "embedding")."""
+
+    key: str
+    kind: str
+    request: dict[str, Any]
+    response: Any
+    model: str
+    resolved_model: str | None = None
+    prompt: str | None = None
+    prompt_version: str | None = None
+    mode: str | None = None
+    usage: dict[str, Any] | None = None
+    created: float = 0.0
+
+
+def cache_key(request: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of the request's key material."""
+    return sha256_hex(canonical_json(request))
+
+
+class Cache:
+    """Judgments and embeddings in one SQLite file (WAL; several processes may share it).
+
+    Args:
+        path: the SQLite file; created if absent.
+        mode: "read-write" (hit, or call and store), "replay" (never call: a miss is an
+            error), "record" (always call and overwrite), "off" (neither read nor write).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], mode: CacheMode = "read-write"):
+        if mode not in MODES:
+            raise CacheError(f"cache mode {mode!r} is not one of {', '.join(MODES)}")
+        self.path = Path(path)
+        self.mode: CacheMode = mode
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+        self._lock = threading.Lock()
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = sqlite3.connect(
+                self.path, timeout=60, check_same_thread=False, isolation_level=None
+            )
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if app_id != _APPLICATION_ID and tables:
+                raise CacheError(
+                    f"{self.path} is an SQLite file but not a judge cache; give --cache a new path"
+                )
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise CacheError(
+                    f"{self.path} was written by a newer judge (cache format "
+                    f"{version}); upgrade judge or use another cache file"
+                )
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            if not tables:
+                db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+                " request TEXT NOT NULL, response TEXT NOT NULL, model TEXT NOT NULL,"
+                " resolved_model TEXT, prompt TEXT, prompt_version TEXT, mode TEXT, usage TEXT,"
+                " created REAL NOT NULL) WITHOUT ROWID"
+            )
+        except sqlite3.DatabaseError as exc:
+            raise CacheError(
+                f"{self.path} is damaged or not an SQLite file ({exc}); move it "
+                "away or give --cache a new path"
+            ) from exc
+        return db
+
+    @property
+    def reads(self) -> bool:
+        """Whether lookups may be answered from the cache in this mode."""
+        return self.mode in ("read-write", "replay")
+
+    @property
+    def stores(self) -> bool:
+        """Whether new results are written in this mode."""
+        return self.mode in ("read-write", "record")
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The entry stored under key, or None (always None unless the mode reads)."""
+        if not self.reads:
+            return None
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_COLUMNS} FROM judgments WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return _entry(row)
+
+    def get_response(self, key: str) -> Any | None:
+        """Only the stored response under key (the fast path of a cache hit), or None."""
+        if not self.reads:
+            return None
+        with self._lock:
+            row = self._db.execute(
+                "SELECT response FROM judgments WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(row[0])
+
+    def put(self, entry: CacheEntry) -> None:
+        """Store an entry (a no-op unless the mode stores); the last write of a key wins."""
+        if not self.stores:
+            return
+        self._write([entry])
+        self.writes += 1
+
+    def _write(self, entries: list[CacheEntry]) -> None:
+        rows = [
+            (
+                e.key,
+                e.kind,
+                canonical_json(e.request),
+                canonical_json(e.response),
+                e.model,
+                e.resolved_model,
+                e.prompt,
+                e.prompt_version,
+                e.mode,
+                None if e.usage is None else canonical_json(e.usage),
+                e.created or time.time(),
+            )
+            for e in entries
+        ]
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(
+                    f"INSERT OR REPLACE INTO judgments ({_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+
+    def entries(self) -> Iterator[CacheEntry]:
+        """Every entry, sorted by key."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM judgments ORDER BY key").fetchall()
+        return (_entry(row) for row in rows)
+
+    def export_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Write every entry as one JSON line, sorted by key; returns the count."""
+        count = 0
+        with open(path, "w", encoding="utf-8") as out:
+            for entry in self.entries():
+                out.write(canonical_json(asdict(entry)) + "\n")
+                count += 1
+        return count
+
+    def import_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Add the entries of a JSONL export (checking each key); returns the count."""
+        entries = []
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = CacheEntry(**json.loads(line))
+                except (json.JSONDecodeError, TypeError) as exc:
+                    raise CacheError(f"{path}:{number}: not a cache entry ({exc})") from exc
+                if cache_key(entry.request) != entry.key:
+                    raise CacheError(
+                        f"{path}:{number}: the key does not match the request; "
+                        "the line was edited by hand or is damaged"
+                    )
+                entries.append(entry)
+        if entries:
+            self._write(entries)
+        return len(entries)
+
+    def close(self) -> None:
+        """Close the database file."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Cache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _entry(row: tuple[Any, ...]) -> CacheEntry:
+    key, kind, request, response, model, resolved, prompt, version, mode, usage, created = row
+    return CacheEntry(
+        key=key,
+        kind=kind,
+        request=json.loads(request),
+        response=json.loads(response),
+        model=model,
+        resolved_model=resolved,
+        prompt=prompt,
+        prompt_version=version,
+        mode=mode,
+        usage=None if usage is None else json.loads(usage),
+        created=created,
+    )

@@ -1,0 +1,68 @@
+"""Token usage and cost, counted per judge and summed for the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class Usage:
+    """What one judge (or the whole run) used: requests, cache hits, tokens, cost."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    reasks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    known_cost: float = 0.0
+    unpriced_requests: int = 0  # requests of models missing from the price map
+    last_call: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cost(self) -> float | None:
+        """Total cost in USD; None when any request's price is unknown (never a false 0)."""
+        return None if self.unpriced_requests else self.known_cost
+
+    def add_response(self, response: Any, *, cost: float | None) -> None:
+        """Count one provider response (chat or embedding) and its cost."""
+        self.requests += 1
+        usage = getattr(response, "usage", None)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.last_call = {"prompt_tokens": prompt, "completion_tokens": completion}
+        if cost is None:
+            self.unpriced_requests += 1
+        else:
+            self.known_cost += cost
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain numbers for reports (cost None when unknown)."""
+        out: dict[str, Any] = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name != "last_call"
+        }
+        out["cost"] = self.cost
+        return out
+
+
+class UsageLedger:
+    """Usage per judge label, and the total over all of them."""
+
+    def __init__(self) -> None:
+        self.by_label: dict[str, Usage] = {}
+
+    def of(self, label: str) -> Usage:
+        """The usage record of one judge, created on first use."""
+        return self.by_label.setdefault(label, Usage())
+
+    def total(self) -> Usage:
+        """The sum over all judges."""
+        out = Usage()
+        for usage in self.by_label.values():
+            for f in fields(Usage):
+                if f.name != "last_call":
+                    setattr(out, f.name, getattr(out, f.name) + getattr(usage, f.name))
+        return out

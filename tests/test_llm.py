@@ -1,0 +1,324 @@
+"""The LLM boundary through the real HTTP path: litellm talking to the fake server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from pydantic import BaseModel
+
+from judge.cache import Cache
+from judge.errors import (
+    CacheMiss,
+    InvalidOutputError,
+    LLMCallError,
+    LLMRequestError,
+    TruncatedOutputError,
+)
+from judge.llm import LLM, Embeddings, LLMSession, PromptRef, run_sync
+from judge.testing import FakeLLMServer, Fault
+
+SECRET = "sk-test-SECRET-0123456789"
+MESSAGES = [
+    {"role": "system", "content": "Split the answer into claims."},
+    {"role": "user", "content": "Paris is the capital of France and has 2 million people."},
+]
+PROMPT = PromptRef("claims", "v1")
+
+
+class Claims(BaseModel):
+    claims: list[str]
+
+
+def claims_handler(body: dict) -> str:
+    return json.dumps({"claims": ["Paris is the capital of France.", "Paris has 2M people."]})
+
+
+def make_llm(server: FakeLLMServer, **overrides) -> LLM:
+    settings = {
+        "model": "openai/fake-model",
+        "api_base": server.base_url,
+        "api_key": SECRET,
+        "timeout": 5.0,
+        "max_retries": 3,
+    }
+    settings.update(overrides)
+    return LLM(**settings)
+
+
+def chat(session: LLMSession, messages=MESSAGES, **kwargs) -> list[Claims]:
+    return run_sync(session.chat(messages, Claims, prompt=PROMPT, label="claims", **kwargs))
+
+
+def chat_bodies(server: FakeLLMServer) -> list[dict]:
+    return [r.body for r in server.requests if r.path.endswith("/chat/completions")]
+
+
+def test_json_schema_mode_returns_validated_output(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    session = LLMSession(make_llm(fake_llm_server))
+    (reply,) = chat(session)
+    assert reply.claims == ["Paris is the capital of France.", "Paris has 2M people."]
+    (body,) = chat_bodies(fake_llm_server)
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == Claims.model_json_schema()
+    assert body["temperature"] == 0 and body["messages"] == MESSAGES
+    usage = session.usage.of("claims")
+    assert usage.requests == 1 and usage.prompt_tokens > 0 and usage.cost is None  # unpriced
+
+
+def test_rejected_json_schema_falls_back_and_is_remembered(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.reject_response_format = {"json_schema"}  # as llama.cpp's server does
+    session = LLMSession(make_llm(fake_llm_server))
+    assert chat(session)[0].claims
+    first, second = chat_bodies(fake_llm_server)
+    assert first["response_format"]["type"] == "json_schema"
+    assert second["response_format"] == {
+        "type": "json_object",
+        "schema": Claims.model_json_schema(),
+    }
+    assert "JSON schema" in second["messages"][0]["content"]  # the schema is in the prompt too
+    assert session.mode == "json_object_schema"
+    other = [MESSAGES[0], {"role": "user", "content": "Another answer."}]
+    chat(session, messages=other)
+    assert chat_bodies(fake_llm_server)[2]["response_format"]["type"] == "json_object"
+    assert fake_llm_server.count() == 3  # no second rejection: the mode was remembered
+
+
+def test_server_without_any_response_format_gets_the_schema_in_the_prompt(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.reject_response_format = {"json_schema", "json_object"}
+    session = LLMSession(make_llm(fake_llm_server))
+    assert chat(session)[0].claims
+    last = chat_bodies(fake_llm_server)[-1]
+    assert "response_format" not in last and session.mode == "prompt"
+    assert '"claims"' in last["messages"][0]["content"]
+
+
+def test_reask_recovers_from_one_malformed_reply(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(Fault.malformed())
+    session = LLMSession(make_llm(fake_llm_server))
+    assert chat(session)[0].claims
+    first, second = chat_bodies(fake_llm_server)
+    assert second["messages"][: len(MESSAGES)] == MESSAGES
+    assert second["messages"][-2]["role"] == "assistant"
+    assert "could not be used" in second["messages"][-1]["content"]
+    assert session.usage.of("claims").reasks == 1
+
+
+def test_reask_limit_raises_with_raw_output(fake_llm_server):
+    fake_llm_server.chat = lambda body: 'Sure! {"claims": "not a list"}'
+    session = LLMSession(make_llm(fake_llm_server, max_reasks=2))
+    with pytest.raises(InvalidOutputError) as info:
+        chat(session)
+    assert info.value.raw == 'Sure! {"claims": "not a list"}'
+    assert "claims" in info.value.error and "after 2 re-asks" in str(info.value)
+    assert fake_llm_server.count() == 3
+
+
+def test_truncated_output_is_reported_as_such(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(Fault.truncated(), Fault.truncated())
+    session = LLMSession(make_llm(fake_llm_server, max_reasks=1))
+    with pytest.raises(TruncatedOutputError, match="max_tokens"):
+        chat(session)
+
+
+def test_tolerant_extraction_of_fenced_json_with_prose(fake_llm_server):
+    fake_llm_server.chat = lambda body: 'Here you go:\n```json\n{"claims": ["x"]}\n```\nDone.'
+    assert chat(LLMSession(make_llm(fake_llm_server)))[0].claims == ["x"]
+    assert fake_llm_server.count() == 1
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.status(429, retry_after=0.8),
+        Fault.status(500),
+        Fault.status(503),
+        Fault.disconnect(),
+        Fault.broken_body(),
+    ],
+    ids=["429", "500", "503", "disconnect", "broken-body"],
+)
+def test_transient_faults_are_retried(fake_llm_server, fault):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(fault)
+    session = LLMSession(make_llm(fake_llm_server))
+    start = time.monotonic()
+    assert chat(session)[0].claims
+    assert fake_llm_server.count() == 2  # one failure, one success: no SDK retry on top
+    assert session.usage.of("claims").retries == 1
+    if fault.retry_after:  # honoured: the backoff of a first retry is at most 0.5 s
+        assert time.monotonic() - start >= 0.8
+
+
+def test_timeouts_are_retried(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(Fault.delay(3))
+    session = LLMSession(make_llm(fake_llm_server, timeout=0.5))
+    start = time.monotonic()
+    assert chat(session)[0].claims
+    assert time.monotonic() - start < 2.5
+    assert fake_llm_server.count() == 2
+
+
+def test_retries_give_up_with_a_clear_error(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(*[Fault.status(500)] * 3)
+    session = LLMSession(make_llm(fake_llm_server, max_retries=2))
+    with pytest.raises(LLMCallError, match="gave up after 3 attempts"):
+        chat(session)
+    assert fake_llm_server.count() == 3
+
+
+@pytest.mark.parametrize(("status", "hint"), [(401, "check the API key"), (404, "model name")])
+def test_refused_requests_fail_at_once(fake_llm_server, status, hint):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(Fault.status(status, message=f"bad key {SECRET}"))
+    session = LLMSession(make_llm(fake_llm_server))
+    with pytest.raises(LLMRequestError, match=hint) as info:
+        chat(session)
+    assert fake_llm_server.count() == 1
+    assert SECRET not in str(info.value)
+
+
+def test_read_write_cache_makes_a_second_run_free(fake_llm_server, tmp_path):
+    fake_llm_server.chat = claims_handler
+    with Cache(tmp_path / "cache.sqlite") as cache:
+        first = chat(LLMSession(make_llm(fake_llm_server), cache=cache))
+    with Cache(tmp_path / "cache.sqlite") as cache:
+        session = LLMSession(make_llm(fake_llm_server), cache=cache)
+        assert chat(session) == first
+        assert session.usage.of("claims").cache_hits == 1
+    assert fake_llm_server.count() == 1
+
+
+def test_replay_after_fallback_and_reask_makes_no_request(fake_llm_server, tmp_path):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.reject_response_format = {"json_schema"}
+    fake_llm_server.fail_next(Fault.malformed())
+    with Cache(tmp_path / "c.sqlite") as cache:
+        recorded = chat(LLMSession(make_llm(fake_llm_server), cache=cache))
+        (entry,) = cache.entries()
+        assert entry.mode == "json_object_schema" and entry.prompt_version == "v1"
+    made = fake_llm_server.count()
+    with Cache(tmp_path / "c.sqlite", mode="replay") as cache:
+        assert chat(LLMSession(make_llm(fake_llm_server), cache=cache)) == recorded
+    assert fake_llm_server.count() == made
+
+
+def test_replay_miss_fails_clearly_without_a_request(fake_llm_server, tmp_path):
+    fake_llm_server.chat = claims_handler
+    with Cache(tmp_path / "c.sqlite", mode="replay") as cache:
+        session = LLMSession(make_llm(fake_llm_server), cache=cache)
+        with pytest.raises(CacheMiss, match="no recorded judgment of 'claims' for sample 's7'"):
+            chat(session, sample="s7")
+    assert fake_llm_server.count() == 0
+
+
+def test_cache_key_follows_what_changes_the_output(fake_llm_server, tmp_path):
+    fake_llm_server.chat = claims_handler
+    with Cache(tmp_path / "c.sqlite") as cache:
+        chat(LLMSession(make_llm(fake_llm_server), cache=cache))
+        # Not in the key: api key, timeout, retries, concurrency.
+        same = make_llm(
+            fake_llm_server, api_key="other", timeout=9, max_retries=0, max_concurrency=1
+        )
+        chat(LLMSession(same, cache=cache))
+        assert fake_llm_server.count() == 1
+        # In the key: model, temperature, seed, max_tokens, prompt version.
+        for changed in (
+            {"model": "openai/other"},
+            {"temperature": 0.5},
+            {"seed": 7},
+            {"max_tokens": 99},
+        ):
+            chat(LLMSession(make_llm(fake_llm_server, **changed), cache=cache))
+        session = LLMSession(make_llm(fake_llm_server), cache=cache)
+        run_sync(session.chat(MESSAGES, Claims, prompt=PromptRef("claims", "v2")))
+        assert fake_llm_server.count() == 6
+
+
+def test_identical_requests_in_flight_are_made_once(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.latency = 0.2
+    session = LLMSession(make_llm(fake_llm_server))
+
+    async def many() -> list:
+        return await asyncio.gather(*(session.chat(MESSAGES, Claims) for _ in range(5)))
+
+    results = asyncio.run(many())
+    assert len(results) == 5 and all(r == results[0] for r in results)
+    assert fake_llm_server.count() == 1
+
+
+def test_concurrency_is_bounded(fake_llm_server):
+    lock, active, peak = __import__("threading").Lock(), [0], [0]
+
+    def slow(body: dict) -> str:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.1)
+        with lock:
+            active[0] -= 1
+        return claims_handler(body)
+
+    fake_llm_server.chat = slow
+    session = LLMSession(make_llm(fake_llm_server, max_concurrency=2))
+
+    async def many() -> None:
+        await asyncio.gather(
+            *(session.chat([{"role": "user", "content": f"answer {i}"}], Claims) for i in range(6))
+        )
+
+    asyncio.run(many())
+    assert fake_llm_server.count() == 6 and peak[0] == 2
+
+
+def test_sync_wrapper_works_inside_a_running_loop(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    session = LLMSession(make_llm(fake_llm_server))
+
+    async def notebook_cell() -> list[Claims]:
+        return chat(session)  # sync call while a loop is running, as in Jupyter
+
+    assert asyncio.run(notebook_cell())[0].claims
+
+
+def test_embeddings_batched_and_cached(fake_llm_server, tmp_path):
+    embeddings = Embeddings(
+        model="openai/fake-embed", api_base=fake_llm_server.base_url, api_key=SECRET, batch_size=2
+    )
+    with Cache(tmp_path / "c.sqlite") as cache:
+        session = LLMSession(embeddings=embeddings, cache=cache)
+        texts = ["what is RAG", "what is RAG", "retrieval augmented generation", "cats"]
+        vectors = run_sync(session.embed(texts))
+        assert len(vectors) == 4 and vectors[0] == vectors[1]
+        assert fake_llm_server.count("/v1/embeddings") == 2  # 3 distinct texts, batches of 2
+        again = run_sync(LLMSession(embeddings=embeddings, cache=cache).embed(texts[::-1]))
+        assert again == vectors[::-1]
+        assert fake_llm_server.count("/v1/embeddings") == 2
+
+
+def test_no_secret_reaches_any_file(fake_llm_server, tmp_path):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(Fault.status(401, message=f"invalid key {SECRET}"))
+    embeddings = Embeddings(
+        model="openai/fake-embed", api_base=fake_llm_server.base_url, api_key=SECRET
+    )
+    with Cache(tmp_path / "c.sqlite") as cache:
+        session = LLMSession(make_llm(fake_llm_server), embeddings=embeddings, cache=cache)
+        with pytest.raises(LLMRequestError):
+            chat(session)
+        chat(session)
+        run_sync(session.embed(["a text"]))
+        cache.export_jsonl(tmp_path / "export.jsonl")
+        assert SECRET not in repr(session.llm) and SECRET not in repr(embeddings)
+    for path in tmp_path.iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path
