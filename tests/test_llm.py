@@ -104,6 +104,7 @@ def test_reask_recovers_from_one_malformed_reply(fake_llm_server):
     session = LLMSession(make_llm(fake_llm_server))
     assert chat(session)[0].claims
     first, second = chat_bodies(fake_llm_server)
+    assert first["messages"] == MESSAGES
     assert second["messages"][: len(MESSAGES)] == MESSAGES
     assert second["messages"][-2]["role"] == "assistant"
     assert "could not be used" in second["messages"][-1]["content"]
