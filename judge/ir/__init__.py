@@ -1,6 +1,6 @@
 """Retrieval metrics computed exactly as trec_eval computes them, vectorised with numpy."""
 
-from judge.ir.evaluate import IRResult, evaluate, score_queries
+from judge.ir.evaluate import IRResult, QueryScores, evaluate, score_queries
 from judge.ir.measures import Measure, parse_measure, parse_measures, valid_names
 from judge.ir.single import (
     average_precision,
@@ -17,6 +17,7 @@ from judge.ir.trec import read_qrels, read_run, write_qrels, write_run
 __all__ = [
     "IRResult",
     "Measure",
+    "QueryScores",
     "average_precision",
     "dcg_at_k",
     "evaluate",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,10 +27,20 @@ class IRResult(dict):  # type: ignore[type-arg]
     unjudged_queries: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class QueryScores:
+    """Per-query metric values, in sorted query order, and the coverage of the run."""
+
+    qids: list[str]
+    values: dict[str, np.ndarray]
+    missing_queries: tuple[str, ...]  # judged, absent from the run: they score 0
+    unjudged_queries: tuple[str, ...]  # in the run without judgments: ignored
+
+
 def score_queries(
     qrels: Qrels, run: Run, metrics: str | Sequence[str], *, relevance_level: int = 1
-) -> tuple[list[str], dict[str, np.ndarray]]:
-    """Per-query metric arrays: (sorted judged query ids, {metric: values in that order}).
+) -> QueryScores:
+    """Per-query metric arrays over every judged query (sorted by query id).
 
     Args:
         qrels: judgments, as for `evaluate`.
@@ -47,8 +58,16 @@ def score_queries(
         )
     # trec_eval orders queries by strcmp; Python's str order is the same code point order.
     qids = sorted(qrels)
-    table = MetricTable(rank_judged(qrels, run, qids), relevance_level)
-    return qids, {m.name: table.values(m) for m in measures}
+    if not qids:
+        raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
+    ranked = rank_judged(qrels, run, qids)
+    table = MetricTable(ranked, relevance_level)
+    return QueryScores(
+        qids=qids,
+        values={m.name: table.values(m) for m in measures},
+        missing_queries=tuple(qids[i] for i in np.flatnonzero(ranked.run_length == 0).tolist()),
+        unjudged_queries=tuple(sorted(run.keys() - qrels.keys())),
+    )
 
 
 def evaluate(
@@ -77,19 +96,20 @@ def evaluate(
         the run scores 0 and counts; run queries without judgments are ignored. Both are
         listed on the result and reported with a `CoverageWarning`.
     """
-    qids, values = score_queries(qrels, run, metrics, relevance_level=relevance_level)
-    if not qids:
-        raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
+    scores = score_queries(qrels, run, metrics, relevance_level=relevance_level)
+    qids = scores.qids
     if per_query:
-        columns = {name: array.tolist() for name, array in values.items()}
+        columns = {name: array.tolist() for name, array in scores.values.items()}
         result = IRResult(
             (q, {name: column[i] for name, column in columns.items()}) for i, q in enumerate(qids)
         )
     else:
         # fsum is correctly rounded, so the mean does not depend on the order of queries.
-        result = IRResult((name, math.fsum(a.tolist()) / len(qids)) for name, a in values.items())
-    result.missing_queries = tuple(q for q in qids if not run.get(q))
-    result.unjudged_queries = tuple(sorted(q for q in run if q not in qrels))
+        result = IRResult(
+            (name, math.fsum(a.tolist()) / len(qids)) for name, a in scores.values.items()
+        )
+    result.missing_queries = scores.missing_queries
+    result.unjudged_queries = scores.unjudged_queries
     _warn_coverage(result, len(qids))
     return result
 
