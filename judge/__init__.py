@@ -1,18 +1,51 @@
 """judge: exact, reproducible evaluation of retrieval-augmented generation (RAG) systems.
 
-Importing this package is cheap: it loads neither litellm nor the datasets library.
+Importing this package is cheap: it loads neither litellm nor the datasets library. The
+LLM-judged API (`judge.score`, `judge.LLM`, ...) is imported on first use.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from judge.errors import CoverageWarning, InputFormatError, JudgeError, UnknownMetricError
 
 __version__ = "0.1.0"
 
+# name -> module that defines it, imported on first access (PEP 562)
+_LAZY = {
+    "score": "judge.api",
+    "ascore": "judge.api",
+    "SampleResult": "judge.api",
+    "LLM": "judge.llm",
+    "Embeddings": "judge.llm",
+    "LLMSession": "judge.llm",
+    "Cache": "judge.cache",
+}
+
 __all__ = [
+    "LLM",
+    "Cache",
     "CoverageWarning",
+    "Embeddings",
     "InputFormatError",
     "JudgeError",
+    "LLMSession",
+    "SampleResult",
     "UnknownMetricError",
     "__version__",
+    "ascore",
+    "score",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'judge' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

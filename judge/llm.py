@@ -31,7 +31,7 @@ from judge.structured import (
     request_for,
     schema_of,
 )
-from judge.usage import Usage, UsageLedger
+from judge.usage import Tally, UsageLedger
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -196,6 +196,7 @@ class LLMSession:
         prompt: PromptRef | None = None,
         label: str = "chat",
         sample: str | None = None,
+        ledger: UsageLedger | None = None,
     ) -> list[M]:
         """Ask the model for `n` replies that validate as `output`; cached by content.
 
@@ -206,6 +207,7 @@ class LLMSession:
             prompt: name and version of the prompt the messages came from (cache key).
             label: the judge's name, for usage accounting and error messages.
             sample: the sample's id, for error messages.
+            ledger: a second usage ledger to count in (e.g. one sample's), besides the run's.
 
         Returns:
             n validated instances of `output`.
@@ -224,10 +226,10 @@ class LLMSession:
             "prompt_version": prompt.version if prompt else None,
         }
         key = cache_key(material)
-        usage = self.usage.of(label)
+        usage = self._tally(label, ledger)
         cached = self._lookup(key, label, sample)
         if cached is not None:
-            usage.cache_hits += 1
+            usage.count("cache_hits")
             return [output.model_validate(item) for item in cached["choices"]]
 
         async def call() -> list[M]:
@@ -250,6 +252,11 @@ class LLMSession:
 
         return await self._shared(key, call)
 
+    def _tally(self, label: str, ledger: UsageLedger | None) -> Tally:
+        """Where one call is counted: the run's ledger, and the caller's if given."""
+        extra = (ledger.of(label),) if ledger is not None else ()
+        return Tally(self.usage.of(label), *extra)
+
     def _need_llm(self) -> LLM:
         if self.llm is None:
             raise JudgeError("this metric needs a chat model: pass llm=LLM(model=...)")
@@ -271,7 +278,7 @@ class LLMSession:
         return entry
 
     async def _call_chat(
-        self, messages: list[Message], output: type[M], n: int, usage: Usage, label: str
+        self, messages: list[Message], output: type[M], n: int, usage: Tally, label: str
     ) -> tuple[list[M], dict[str, Any]]:
         """Call until n valid replies: fall back on rejected formats, re-ask on bad output."""
         llm = self._need_llm()
@@ -301,10 +308,10 @@ class LLMSession:
             if reasks >= llm.max_reasks:
                 raise bad[0].error_for(label, reasks)
             reasks += 1
-            usage.reasks += 1
+            usage.count("reasks")
             conversation = reask_messages(messages, bad[0])
 
-    async def _complete(self, request: dict[str, Any], n: int, usage: Usage, label: str) -> Any:
+    async def _complete(self, request: dict[str, Any], n: int, usage: Tally, label: str) -> Any:
         llm = self._need_llm()
         litellm = _litellm()
         kwargs: dict[str, Any] = {
@@ -334,7 +341,9 @@ class LLMSession:
         usage.add_response(response, cost=_cost(litellm, response))
         return response
 
-    async def embed(self, texts: Sequence[str], *, label: str = "embeddings") -> list[list[float]]:
+    async def embed(
+        self, texts: Sequence[str], *, label: str = "embeddings", ledger: UsageLedger | None = None
+    ) -> list[list[float]]:
         """Embeddings of texts, each cached by (model, text); batches the misses."""
         config = self.embeddings
         if config is None:
@@ -342,7 +351,7 @@ class LLMSession:
                 "this metric needs an embedding model: pass embeddings=Embeddings(...)"
             )
         self._bind_loop()
-        usage = self.usage.of(label)
+        usage = self._tally(label, ledger)
         keys = [cache_key({"kind": "embedding", "model": config.model, "text": t}) for t in texts]
         vectors: dict[str, list[float]] = {}
         todo: dict[str, str] = {}
@@ -350,7 +359,7 @@ class LLMSession:
             entry = self._lookup(key, label, None)
             if entry is not None:
                 vectors[key] = entry
-                usage.cache_hits += 1
+                usage.count("cache_hits")
             else:
                 todo.setdefault(key, text)
         pending = list(todo.items())
@@ -362,7 +371,7 @@ class LLMSession:
         return [vectors[key] for key in keys]
 
     async def _embed_batch(
-        self, batch: list[tuple[str, str]], usage: Usage, label: str
+        self, batch: list[tuple[str, str]], usage: Tally, label: str
     ) -> dict[str, list[float]]:
         config = self.embeddings
         assert config is not None and self._embed_slots is not None

@@ -15,7 +15,7 @@ from typing import TypeVar
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from judge.errors import LLMCallError, LLMRequestError
-from judge.usage import Usage
+from judge.usage import Tally
 
 T = TypeVar("T")
 
@@ -108,7 +108,7 @@ def _explain(exc: BaseException, what: str, secret: str | None, attempts: int) -
 async def call_with_retries(
     make_call: Callable[[], Awaitable[T]],
     max_retries: int,
-    usage: Usage,
+    usage: Tally,
     *,
     what: str,
     secret: str | None,
@@ -128,7 +128,7 @@ async def call_with_retries(
             with attempt:
                 attempts += 1
                 if attempts > 1:
-                    usage.retries += 1
+                    usage.count("retries")
                 return await make_call()
     except Exception as exc:
         if is_format_rejection(exc):

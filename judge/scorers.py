@@ -1,10 +1,62 @@
-"""Deterministic scorers of the generation metrics: pure functions on judged data, no LLM."""
+"""Deterministic scorers of the generation metrics: pure functions on judged data, no LLM.
+
+Each returns a float; NaN where the value is undefined (nothing to score). The metric
+layer attaches the machine-readable reason.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+
+from judge.ir.single import ndcg_at_k
+
+NAN = float("nan")
+
+
+def supported_share(verdicts: Sequence[str]) -> float:
+    """Claims judged "supported" / all claims; NaN when there are no claims.
+
+    `faithfulness` applies it to the answer's claims, `context_recall` to the ground
+    truth's claims.
+    """
+    if not verdicts:
+        return NAN
+    return sum(v == "supported" for v in verdicts) / len(verdicts)
+
+
+def faithfulness(verdicts: Sequence[str]) -> float:
+    """Share of the answer's claims supported by the contexts (NaN without claims)."""
+    return supported_share(verdicts)
+
+
+def context_recall(verdicts: Sequence[str]) -> float:
+    """Share of the ground truth's claims supported by the contexts (NaN without claims)."""
+    return supported_share(verdicts)
+
+
+def context_relevance(relevant: Sequence[bool]) -> float:
+    """Share of the retrieved contexts judged relevant; NaN when nothing was retrieved."""
+    return sum(map(bool, relevant)) / len(relevant) if relevant else NAN
+
+
+def context_ndcg(grades: Sequence[int], k: int | None = None) -> float:
+    """nDCG@k of the retrieved order from graded judgments (ideal: the same grades sorted).
+
+    Only the retrieved contexts are judged, so the ideal ranking is built from them; NaN
+    when nothing was retrieved.
+    """
+    return ndcg_at_k(list(grades), k) if grades else NAN
+
+
+def cosine_similarities(query: Sequence[float], others: Sequence[Sequence[float]]) -> list[float]:
+    """Cosine similarity of query to each vector (0 for a zero vector)."""
+    q = np.asarray(query, dtype=np.float64)
+    m = np.asarray(others, dtype=np.float64).reshape(len(others), q.size)
+    norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
+    dots = m @ q
+    return [float(d / n) if n > 0 else 0.0 for d, n in zip(dots, norms, strict=True)]
 
 
 def context_precision(relevance: Sequence[int | bool]) -> float:
@@ -17,8 +69,10 @@ def context_precision(relevance: Sequence[int | bool]) -> float:
     Returns:
         sum over relevant ranks k of precision@k, divided by the number of relevant
         contexts; 1.0 exactly when every relevant context comes first, 0.0 when none is
-        relevant.
+        relevant, NaN when nothing was retrieved.
     """
+    if len(relevance) == 0:
+        return NAN
     total, seen = 0.0, 0
     for rank, relevant in enumerate(relevance, start=1):
         if relevant:
@@ -41,5 +95,5 @@ def answer_relevancy(similarities: Sequence[float], *, noncommittal: bool = Fals
     if noncommittal:
         return 0.0
     if len(similarities) == 0:
-        return float("nan")
+        return NAN
     return float(np.mean(np.asarray(similarities, dtype=np.float64)))

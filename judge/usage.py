@@ -66,3 +66,25 @@ class UsageLedger:
                 if f.name != "last_call":
                     setattr(out, f.name, getattr(out, f.name) + getattr(usage, f.name))
         return out
+
+
+class Tally:
+    """Counts into several usage records at once: the run's and, say, one sample's."""
+
+    def __init__(self, *usages: Usage):
+        self.usages = usages
+
+    def count(self, name: str, amount: int = 1) -> None:
+        """Add to one counter (requests, cache_hits, retries, reasks) of every record."""
+        for usage in self.usages:
+            setattr(usage, name, getattr(usage, name) + amount)
+
+    def add_response(self, response: Any, *, cost: float | None) -> None:
+        """Count one provider response in every record."""
+        for usage in self.usages:
+            usage.add_response(response, cost=cost)
+
+    @property
+    def last_call(self) -> dict[str, int] | None:
+        """Tokens of the latest response counted."""
+        return self.usages[0].last_call

@@ -1,0 +1,162 @@
+"""`judge.score`: the LLM-judged metrics of one sample, with the evidence behind them."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from judge.cache import Cache
+from judge.errors import JudgeError
+from judge.llm import LLM, Embeddings, LLMSession, run_sync
+from judge.metrics import BUILTIN, DEFAULT_METRICS, JUDGE_ERROR, Metric, MetricScore, get_metric
+from judge.sample import Judgments, Sample
+from judge.usage import UsageLedger
+
+
+@dataclass
+class SampleResult:
+    """Scores of one sample, why any is NaN, the judgments behind them, and what it cost."""
+
+    sample: Sample
+    scores: dict[str, float]
+    reasons: dict[str, str] = field(default_factory=dict)  # metric -> NaN reason
+    errors: dict[str, str] = field(default_factory=dict)  # metric -> judge failure message
+    evidence: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, metric: str) -> float:
+        return self.scores[metric]
+
+
+def resolve_metrics(names: Sequence[str] | None, *, embeddings: bool) -> list[Metric]:
+    """The metrics to compute; the default skips answer_relevancy when there are no embeddings."""
+    if names is None:
+        names = [m for m in DEFAULT_METRICS if embeddings or not BUILTIN[m].needs_embeddings]
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    metrics = [get_metric(n) for n in dict.fromkeys(names)]
+    for m in metrics:
+        if m.needs_embeddings and not embeddings:
+            raise JudgeError(f"{m.name} needs an embedding model: pass embeddings=Embeddings(...)")
+    return metrics
+
+
+def make_session(
+    llm: LLM | LLMSession,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+) -> LLMSession:
+    """An LLMSession from the user's arguments (a session passed in is used as it is)."""
+    if isinstance(llm, LLMSession):
+        return llm
+    if not isinstance(llm, LLM):
+        raise JudgeError("llm must be judge.LLM(model=...) (or an LLMSession); there is no default")
+    if cache is not None and not isinstance(cache, Cache):
+        cache = Cache(cache)
+    return LLMSession(llm, embeddings=embeddings, cache=cache)
+
+
+async def score_sample(
+    sample: Sample, metrics: list[Metric], session: LLMSession, *, reverse_n: int = 3
+) -> SampleResult:
+    """Compute metrics on one sample; a failing judge gives NaN with its error, not a crash."""
+    usage = UsageLedger()
+    judgments = Judgments(
+        sample,
+        session,
+        verify_answer=any(m.verifies_answer for m in metrics),
+        verify_truth=any(m.verifies_truth for m in metrics),
+        reverse_n=reverse_n,
+        ledger=usage,
+    )
+
+    async def one(metric: Metric) -> MetricScore:
+        try:
+            return await metric.compute(judgments)
+        except JudgeError as exc:
+            return MetricScore(math.nan, JUDGE_ERROR, f"{type(exc).__name__}: {exc}")
+
+    outcomes = await asyncio.gather(*(one(m) for m in metrics))
+    result = SampleResult(sample, {}, evidence=judgments.evidence)
+    for metric, outcome in zip(metrics, outcomes, strict=True):
+        result.scores[metric.name] = outcome.value
+        if outcome.reason is not None:
+            result.reasons[metric.name] = outcome.reason
+        if outcome.error is not None:
+            result.errors[metric.name] = outcome.error
+    total = usage.total()
+    result.usage = {
+        "total": total.as_dict(),
+        "by_judge": {k: v.as_dict() for k, v in sorted(usage.by_label.items())},
+    }
+    return result
+
+
+async def ascore(
+    question: str,
+    answer: str | None = None,
+    contexts: Sequence[str] = (),
+    ground_truth: str | None = None,
+    *,
+    metrics: Sequence[str] | None = None,
+    llm: LLM | LLMSession,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    sample_id: str | None = None,
+) -> SampleResult:
+    """Async twin of `score`."""
+    sample = Sample.create(question, answer, contexts, ground_truth, sample_id)
+    session = make_session(llm, embeddings, cache)
+    chosen = resolve_metrics(metrics, embeddings=session.embeddings is not None)
+    return await score_sample(sample, chosen, session)
+
+
+def score(
+    question: str,
+    answer: str | None = None,
+    contexts: Sequence[str] = (),
+    ground_truth: str | None = None,
+    *,
+    metrics: Sequence[str] | None = None,
+    llm: LLM | LLMSession,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    sample_id: str | None = None,
+) -> SampleResult:
+    """Score one RAG sample with LLM-judged metrics.
+
+    Args:
+        question: the user's question.
+        answer: the generated answer.
+        contexts: the retrieved contexts, in retrieval order.
+        ground_truth: the reference answer, if any (needed by context_recall).
+        metrics: metric names; default faithfulness, answer_relevancy (when embeddings
+            are given), context_precision and context_recall.
+        llm: the judge model, `judge.LLM(model=...)`; there is no default model.
+        embeddings: the embedding model, `judge.Embeddings(model=...)`.
+        cache: a `judge.Cache` or a path to one; judgments are looked up there first.
+        sample_id: an id shown in error messages.
+
+    Returns:
+        A `SampleResult`: `scores` per metric (NaN when undefined, with `reasons`),
+        `errors` of failed judges, the `evidence` (claims, verdicts with reasons, reverse
+        questions and similarities, context grades) and the `usage` (requests, cache hits,
+        tokens, cost; cost None when the model's price is unknown).
+    """
+    return run_sync(
+        ascore(
+            question,
+            answer,
+            contexts,
+            ground_truth,
+            metrics=metrics,
+            llm=llm,
+            embeddings=embeddings,
+            cache=cache,
+            sample_id=sample_id,
+        )
+    )

@@ -1,0 +1,195 @@
+"""The LLM judges: each renders one prompt, makes one call, and returns typed data.
+
+Output models that depend on the input (three claims need exactly three verdicts) are
+built per size, so a count mismatch is a validation error: the LLM boundary re-asks, then
+fails; a reply is never silently truncated or padded.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, create_model, model_validator
+
+from judge.llm import LLMSession, PromptRef
+from judge.prompts import load_prompt
+from judge.usage import UsageLedger
+
+VerdictLabel = Literal["supported", "contradicted", "not_found"]
+
+
+class Claims(BaseModel):
+    """Atomic claims of a text."""
+
+    claims: list[str]
+
+
+class Verdict(BaseModel):
+    """The judgment of one claim against the contexts."""
+
+    claim: int = Field(ge=0, description="the claim's number")
+    verdict: VerdictLabel
+    reason: str
+    context: int | None = Field(default=None, ge=0, description="supporting context number")
+
+
+class ContextGrade(BaseModel):
+    """The judged usefulness of one retrieved context (0 unrelated .. 3 answers it)."""
+
+    context: int = Field(ge=0)
+    grade: int = Field(ge=0, le=3)
+    reason: str
+
+    @property
+    def relevant(self) -> bool:
+        """Grades 2 and 3 count as relevant for context precision and relevance."""
+        return self.grade >= 2
+
+
+class ReverseQuestions(BaseModel):
+    """Questions an answer would answer, and whether the answer is noncommittal."""
+
+    questions: list[str]
+    noncommittal: bool
+
+
+def _numbered(items: list[Any], field: str, count: int) -> None:
+    numbers = [getattr(item, field) for item in items]
+    if numbers != list(range(count)):
+        raise ValueError(f"give exactly one entry per item, numbered 0 to {count - 1} in order")
+
+
+class _VerdictList(BaseModel):
+    verdicts: list[Verdict]
+
+    @model_validator(mode="after")
+    def _in_order(self) -> _VerdictList:
+        _numbered(self.verdicts, "claim", len(self.verdicts))
+        return self
+
+
+class _GradeList(BaseModel):
+    contexts: list[ContextGrade]
+
+    @model_validator(mode="after")
+    def _in_order(self) -> _GradeList:
+        _numbered(self.contexts, "context", len(self.contexts))
+        return self
+
+
+@functools.cache
+def _sized(base: type[BaseModel], field: str, item: type, count: int) -> type[BaseModel]:
+    """`base` with `field` required to hold exactly `count` items (in the JSON schema too)."""
+    sized: Any = Annotated[list[item], Field(min_length=count, max_length=count)]  # type: ignore[valid-type]
+    fields: dict[str, Any] = {field: sized}
+    model: type[BaseModel] = create_model(
+        f"{base.__name__.strip('_')}{count}", __base__=base, **fields
+    )
+    return model
+
+
+def _ref(name: str) -> tuple[Any, PromptRef]:
+    prompt = load_prompt(name)
+    return prompt, PromptRef(prompt.name, prompt.version)
+
+
+async def extract_claims(
+    session: LLMSession,
+    *,
+    question: str,
+    text: str,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+) -> list[str]:
+    """Split a text (an answer or a ground truth) into atomic, self-contained claims."""
+    prompt, ref = _ref("claims")
+    (reply,) = await session.chat(
+        prompt.render(question=question, text=text),
+        Claims,
+        prompt=ref,
+        label="claims",
+        sample=sample,
+        ledger=ledger,
+    )
+    return [c.strip() for c in reply.claims if c.strip()]
+
+
+async def verify_claims(
+    session: LLMSession,
+    *,
+    claims: Sequence[str],
+    contexts: Sequence[str],
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+) -> list[Verdict]:
+    """Judge every claim against all contexts in one call; one verdict per claim, in order."""
+    if not claims:
+        return []
+    prompt, ref = _ref("verify")
+    model = _sized(_VerdictList, "verdicts", Verdict, len(claims))
+    (reply,) = await session.chat(
+        prompt.render(claims=list(claims), contexts=list(contexts)),
+        model,
+        prompt=ref,
+        label="verify",
+        sample=sample,
+        ledger=ledger,
+    )
+    verdicts: list[Verdict] = reply.verdicts  # type: ignore[attr-defined]
+    # A context number past the end is treated as "no context given", not trusted.
+    return [
+        v
+        if v.context is None or v.context < len(contexts)
+        else v.model_copy(update={"context": None})
+        for v in verdicts
+    ]
+
+
+async def reverse_questions(
+    session: LLMSession,
+    *,
+    answer: str,
+    n: int = 3,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+) -> ReverseQuestions:
+    """Generate n questions the answer would answer, and a noncommittal flag, in one call."""
+    prompt, ref = _ref("reverse_questions")
+    model = _sized(ReverseQuestions, "questions", str, n)
+    (reply,) = await session.chat(
+        prompt.render(answer=answer, n=n),
+        model,
+        prompt=ref,
+        label="reverse_questions",
+        sample=sample,
+        ledger=ledger,
+    )
+    return ReverseQuestions(questions=reply.questions, noncommittal=reply.noncommittal)  # type: ignore[attr-defined]
+
+
+async def grade_contexts(
+    session: LLMSession,
+    *,
+    question: str,
+    contexts: Sequence[str],
+    reference: str | None = None,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+) -> list[ContextGrade]:
+    """Grade every retrieved context 0-3 against the question (and reference) in one call."""
+    if not contexts:
+        return []
+    prompt, ref = _ref("context_relevance")
+    model = _sized(_GradeList, "contexts", ContextGrade, len(contexts))
+    (reply,) = await session.chat(
+        prompt.render(question=question, contexts=list(contexts), reference=reference),
+        model,
+        prompt=ref,
+        label="context_relevance",
+        sample=sample,
+        ledger=ledger,
+    )
+    grades: list[ContextGrade] = reply.contexts  # type: ignore[attr-defined]
+    return grades

@@ -1,0 +1,158 @@
+"""The LLM-judged metrics of one sample, registered by name: judgments in, a score out.
+
+A metric reads the judgments it needs from a sample's `Judgments` (made once and shared)
+and hands them to a pure scorer in `judge.scorers`. Undefined cases score NaN with a
+machine-readable reason instead of 0 or an exception.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from judge import scorers
+from judge.errors import UnknownMetricError
+from judge.sample import Judgments
+
+NAN = float("nan")
+
+# NaN reasons, as values a report can count.
+EMPTY_ANSWER = "empty_answer"
+NO_CONTEXTS = "no_contexts"
+NO_CLAIMS = "no_claims"
+NO_GROUND_TRUTH = "no_ground_truth"
+JUDGE_ERROR = "judge_error"
+
+
+@dataclass(frozen=True)
+class MetricScore:
+    """A metric's value; when NaN, why (`reason`) and, for failures, the message (`error`)."""
+
+    value: float
+    reason: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.value) and self.reason is None:
+            raise ValueError("a NaN score needs a reason")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named metric: how to compute it from a sample's judgments, and what it needs."""
+
+    name: str
+    description: str
+    compute: Callable[[Judgments], Awaitable[MetricScore]]
+    verifies_answer: bool = False  # needs the answer's claims verified against contexts
+    verifies_truth: bool = False  # needs the ground truth's claims verified
+    needs_embeddings: bool = False
+
+
+def _blank(text: str | None) -> bool:
+    return text is None or not text.strip()
+
+
+async def _faithfulness(j: Judgments) -> MetricScore:
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    if not j.sample.contexts:
+        return MetricScore(NAN, NO_CONTEXTS)
+    verdicts, _ = await j.verdicts()
+    if not verdicts:
+        return MetricScore(NAN, NO_CLAIMS)
+    return MetricScore(scorers.faithfulness([v.verdict for v in verdicts]))
+
+
+async def _context_recall(j: Judgments) -> MetricScore:
+    if _blank(j.sample.ground_truth):
+        return MetricScore(NAN, NO_GROUND_TRUTH)
+    if not j.sample.contexts:
+        return MetricScore(NAN, NO_CONTEXTS)
+    _, verdicts = await j.verdicts()
+    if not verdicts:
+        return MetricScore(NAN, NO_CLAIMS)
+    return MetricScore(scorers.context_recall([v.verdict for v in verdicts]))
+
+
+async def _answer_relevancy(j: Judgments) -> MetricScore:
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    generated, similarities = await j.reverse()
+    return MetricScore(scorers.answer_relevancy(similarities, noncommittal=generated.noncommittal))
+
+
+def _from_grades(
+    score: Callable[[list[int]], float],
+) -> Callable[[Judgments], Awaitable[MetricScore]]:
+    async def compute(j: Judgments) -> MetricScore:
+        if not j.sample.contexts:
+            return MetricScore(NAN, NO_CONTEXTS)
+        grades = await j.context_grades()
+        return MetricScore(score([g.grade for g in grades]))
+
+    return compute
+
+
+def _relevant(grades: list[int]) -> list[bool]:
+    return [g >= 2 for g in grades]  # grade 2 (partly answers) and 3 (answers) are relevant
+
+
+BUILTIN: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "faithfulness",
+            "answer claims supported by the contexts / all answer claims",
+            _faithfulness,
+            verifies_answer=True,
+        ),
+        Metric(
+            "answer_relevancy",
+            "mean cosine similarity of the question to questions generated from the answer; "
+            "0 for a noncommittal answer",
+            _answer_relevancy,
+            needs_embeddings=True,
+        ),
+        Metric(
+            "context_precision",
+            "rank-weighted precision of the contexts judged relevant (grade >= 2)",
+            _from_grades(lambda g: scorers.context_precision(_relevant(g))),
+        ),
+        Metric(
+            "context_recall",
+            "ground-truth claims supported by the contexts / all ground-truth claims",
+            _context_recall,
+            verifies_truth=True,
+        ),
+        Metric(
+            "context_relevance",
+            "share of the contexts judged relevant (grade >= 2)",
+            _from_grades(lambda g: scorers.context_relevance(_relevant(g))),
+        ),
+        Metric(
+            "context_ndcg",
+            "nDCG of the retrieved order from the judged grades 0-3 (add @k for a cutoff)",
+            _from_grades(scorers.context_ndcg),
+        ),
+    )
+}
+
+DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
+
+_CUTOFF = re.compile(r"^context_ndcg@(\d+)$")
+
+
+def get_metric(name: str) -> Metric:
+    """The metric registered under `name` (`context_ndcg@k` for any positive k)."""
+    if name in BUILTIN:
+        return BUILTIN[name]
+    match = _CUTOFF.match(name)
+    if match and int(match.group(1)) >= 1:
+        k = int(match.group(1))
+        base = BUILTIN["context_ndcg"]
+        return Metric(name, base.description, _from_grades(lambda g: scorers.context_ndcg(g, k)))
+    valid = ", ".join([*BUILTIN, "context_ndcg@k"])
+    raise UnknownMetricError(f"unknown metric {name!r}; valid names: {valid}")

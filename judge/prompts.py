@@ -1,0 +1,120 @@
+"""Prompt files: one per judge, rendered by variable name, versioned by the hash of the file.
+
+A prompt file has a `<<<system>>>` and a `<<<user>>>` section; `{{name}}` marks a variable.
+Every value is inserted as JSON, with `<`, `>` and `&` escaped as unicode escapes, so data
+can never close the block it sits in (`</answer>`) nor pose as part of the prompt.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judge.errors import JudgeError
+from judge.jsonout import sha256_hex
+
+_VARIABLE = re.compile(r"\{\{(\w+)\}\}")
+_SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)
+_HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
+
+
+class PromptError(JudgeError):
+    """A prompt file that cannot be used, or values that do not fit it."""
+
+
+def prompts_dir() -> Path:
+    """Where the built-in prompts are: inside the installed package, or the source tree."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "prompts", package.parent / "prompts"):
+        if candidate.is_dir():
+            return candidate
+    raise PromptError(f"the built-in prompts are missing (looked in {package}); reinstall judge")
+
+
+def data_json(value: Any) -> str:
+    """JSON for a data block: UTF-8 kept, markup characters escaped."""
+    text = json.dumps(value, ensure_ascii=False)
+    return re.sub(r"[<>&]", lambda m: _HTML_UNSAFE[m.group(0)], text)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A parsed prompt file."""
+
+    name: str
+    version: str
+    system: str
+    user: str
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """Names of the variables the prompt needs."""
+        return frozenset(_VARIABLE.findall(self.system + self.user))
+
+    def render(self, **values: Any) -> list[dict[str, str]]:
+        """Chat messages with every variable filled; a missing or unknown name is an error."""
+        missing = self.variables - values.keys()
+        extra = values.keys() - self.variables
+        if missing or extra:
+            problems = []
+            if missing:
+                problems.append(f"missing {', '.join(sorted(missing))}")
+            if extra:
+                problems.append(f"not in the prompt: {', '.join(sorted(extra))}")
+            raise PromptError(f"prompt {self.name!r}: {'; '.join(problems)}")
+        encoded = {name: data_json(value) for name, value in values.items()}
+
+        def fill(text: str) -> str:
+            return _VARIABLE.sub(lambda m: encoded[m.group(1)], text)
+
+        return [
+            {"role": "system", "content": fill(self.system)},
+            {"role": "user", "content": fill(self.user)},
+        ]
+
+
+def parse_prompt(text: str, name: str) -> Prompt:
+    """Parse prompt text (the content of a prompt file)."""
+    parts = _SECTION.split(text)
+    # parts: [before, "system", body, "user", body]
+    if len(parts) != 5 or parts[1] != "system" or parts[3] != "user" or parts[0].strip():
+        raise PromptError(
+            f"prompt {name!r} must be a <<<system>>> section followed by a <<<user>>> "
+            "section, each marker on a line of its own"
+        )
+    return Prompt(
+        name=name,
+        version=sha256_hex(text)[:16],
+        system=parts[2].strip("\n"),
+        user=parts[4].strip("\n"),
+    )
+
+
+def load_prompt(name_or_path: str | os.PathLike[str]) -> Prompt:
+    """A built-in prompt by name (`claims`), or a prompt file by path.
+
+    The file is parsed again whenever it changes on disk, so an edited prompt gets a new
+    version (and new cache keys) even in a long-running process.
+    """
+    path = Path(name_or_path)
+    if path.suffix != ".txt" and path.parent == Path("."):
+        path = prompts_dir() / f"{name_or_path}.txt"
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt {str(name_or_path)!r}: {exc.strerror}") from exc
+    return _load(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _load(path: str, mtime_ns: int, size: int) -> Prompt:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PromptError(f"cannot read prompt {path!r}: {exc}") from exc
+    return parse_prompt(text, Path(path).stem)

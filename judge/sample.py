@@ -1,0 +1,179 @@
+"""One evaluation sample and the judgments made about it, each at most once per sample."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from judge.errors import InputFormatError
+from judge.judges import (
+    ContextGrade,
+    ReverseQuestions,
+    Verdict,
+    extract_claims,
+    grade_contexts,
+    reverse_questions,
+    verify_claims,
+)
+from judge.llm import LLMSession
+from judge.scorers import cosine_similarities
+from judge.usage import UsageLedger
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The inputs of one RAG interaction (contexts in retrieval order)."""
+
+    question: str
+    answer: str | None = None
+    contexts: tuple[str, ...] = ()
+    ground_truth: str | None = None
+    id: str | None = None
+
+    @classmethod
+    def create(
+        cls,
+        question: Any,
+        answer: Any = None,
+        contexts: Any = (),
+        ground_truth: Any = None,
+        id: Any = None,
+    ) -> Sample:
+        """Check the types of user input and build a sample; bad input is a clear error."""
+        if not isinstance(question, str) or not question.strip():
+            raise InputFormatError(f"question must be a non-empty string, got {question!r:.80}")
+        for name, value in (("answer", answer), ("ground_truth", ground_truth)):
+            if value is not None and not isinstance(value, str):
+                raise InputFormatError(
+                    f"{name} must be a string or None, got {type(value).__name__}"
+                )
+        if contexts is None:
+            contexts = ()
+        if (
+            isinstance(contexts, str)
+            or not isinstance(contexts, Sequence)
+            or not all(isinstance(c, str) for c in contexts)
+        ):
+            raise InputFormatError("contexts must be a list of strings, in retrieval order")
+        return cls(question, answer, tuple(contexts), ground_truth, None if id is None else str(id))
+
+
+@dataclass
+class Judgments:
+    """Lazily made, shared judgments of one sample.
+
+    Faithfulness and context recall share one verify call over the answer's and the
+    ground truth's claims when both are wanted; context precision, relevance and nDCG
+    share one grading call.
+    """
+
+    sample: Sample
+    session: LLMSession
+    verify_answer: bool = False
+    verify_truth: bool = False
+    reverse_n: int = 3
+    ledger: UsageLedger | None = None  # the sample's own usage record
+    evidence: dict[str, Any] = field(default_factory=dict)
+    _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+
+    def _once(self, name: str, make: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        """The task computing `name`, started on first request and shared afterwards."""
+        if name not in self._tasks:
+
+            async def run() -> T:
+                return await make()
+
+            self._tasks[name] = asyncio.ensure_future(run())
+        return self._tasks[name]
+
+    def answer_claims(self) -> Awaitable[list[str]]:
+        """Claims of the answer."""
+        s = self.sample
+        return self._once(
+            "answer_claims",
+            lambda: self._claims("answer_claims", s.answer or ""),
+        )
+
+    def truth_claims(self) -> Awaitable[list[str]]:
+        """Claims of the ground truth."""
+        s = self.sample
+        return self._once(
+            "truth_claims", lambda: self._claims("truth_claims", s.ground_truth or "")
+        )
+
+    async def _claims(self, name: str, text: str) -> list[str]:
+        s = self.sample
+        claims = await extract_claims(
+            self.session, question=s.question, text=text, sample=s.id, ledger=self.ledger
+        )
+        self.evidence[name] = claims
+        return claims
+
+    def verdicts(self) -> Awaitable[tuple[list[Verdict], list[Verdict]]]:
+        """(verdicts of the answer's claims, verdicts of the ground truth's claims)."""
+        return self._once("verdicts", self._verify)
+
+    async def _verify(self) -> tuple[list[Verdict], list[Verdict]]:
+        answer = await self.answer_claims() if self.verify_answer else []
+        truth = await self.truth_claims() if self.verify_truth else []
+        combined = await verify_claims(
+            self.session,
+            claims=[*answer, *truth],
+            contexts=self.sample.contexts,
+            sample=self.sample.id,
+            ledger=self.ledger,
+        )
+        answer_verdicts = combined[: len(answer)]
+        # Number the ground truth's verdicts from 0 again, as its claims are numbered.
+        truth_verdicts = [
+            v.model_copy(update={"claim": i}) for i, v in enumerate(combined[len(answer) :])
+        ]
+        if self.verify_answer:
+            self.evidence["answer_verdicts"] = [v.model_dump() for v in answer_verdicts]
+        if self.verify_truth:
+            self.evidence["truth_verdicts"] = [v.model_dump() for v in truth_verdicts]
+        return answer_verdicts, truth_verdicts
+
+    def context_grades(self) -> Awaitable[list[ContextGrade]]:
+        """Grades 0-3 of every context, against the ground truth or else the answer."""
+        return self._once("context_grades", self._grade)
+
+    async def _grade(self) -> list[ContextGrade]:
+        s = self.sample
+        grades = await grade_contexts(
+            self.session,
+            question=s.question,
+            contexts=s.contexts,
+            reference=s.ground_truth if s.ground_truth is not None else s.answer,
+            sample=s.id,
+            ledger=self.ledger,
+        )
+        self.evidence["context_grades"] = [g.model_dump() for g in grades]
+        return grades
+
+    def reverse(self) -> Awaitable[tuple[ReverseQuestions, list[float]]]:
+        """Reverse questions of the answer and their similarities to the question."""
+        return self._once("reverse", self._reverse)
+
+    async def _reverse(self) -> tuple[ReverseQuestions, list[float]]:
+        s = self.sample
+        generated = await reverse_questions(
+            self.session, answer=s.answer or "", n=self.reverse_n, sample=s.id, ledger=self.ledger
+        )
+        if generated.noncommittal:
+            similarities: list[float] = []
+        else:
+            vectors = await self.session.embed(
+                [s.question, *generated.questions], ledger=self.ledger
+            )
+            similarities = cosine_similarities(vectors[0], vectors[1:])
+        self.evidence["reverse_questions"] = {
+            "questions": generated.questions,
+            "noncommittal": generated.noncommittal,
+            "similarities": similarities,
+        }
+        return generated, similarities
