@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socket import SHUT_RDWR, socket
@@ -35,6 +35,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "hashed_embedding",
+    "recorded_chat",
 ]
 
 CHAT_PATH = "/v1/chat/completions"
@@ -529,6 +530,34 @@ class FakeLLMServer:
             "model": body.get("model") or self.model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
+
+
+def recorded_chat(entries: Iterable[Any]) -> ChatHandler:
+    """A ChatHandler that answers from recorded judgments (cache entries or their JSONL dicts).
+
+    A request matches an entry when its messages equal the recorded ones, except that the
+    system message may carry extra text after the recorded one (the schema instructions
+    of the json_object and prompt modes). An unmatched request gets HTTP 500.
+    """
+    table: dict[str, list[tuple[str, Any]]] = {}
+    for entry in entries:
+        data = entry if isinstance(entry, dict) else vars(entry)
+        if data.get("kind") != "chat":
+            continue
+        system, *rest = data["request"]["messages"]
+        key = json.dumps(rest, sort_keys=True, ensure_ascii=False)
+        table.setdefault(key, []).append((system["content"], data["response"]["choices"]))
+
+    def answer(body: dict[str, Any]) -> list[str | Reply]:
+        system, *rest = body.get("messages") or [{}]
+        key = json.dumps(rest, sort_keys=True, ensure_ascii=False)
+        sent = _text_of(system.get("content"))
+        for recorded, choices in table.get(key, []):
+            if sent == recorded or sent.startswith(recorded + "\n"):
+                return [json.dumps(c, ensure_ascii=False) for c in choices]
+        raise _HTTPError(500, "no recorded judgment matches this request")
+
+    return answer
 
 
 def _as_reply(answer: str | Reply) -> Reply:
