@@ -30,7 +30,8 @@ class PromptError(JudgeError):
 def prompts_dir() -> Path:
     """Where the built-in prompts are: inside the installed package, or the source tree."""
     package = Path(__file__).resolve().parent
-    for candidate in (package / "prompts", package.parent / "prompts"):
+    # A wheel carries them as judge/_prompts; a source checkout has them at the top.
+    for candidate in (package / "_prompts", package.parent / "prompts"):
         if candidate.is_dir():
             return candidate
     raise PromptError(f"the built-in prompts are missing (looked in {package}); reinstall judge")

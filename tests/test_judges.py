@@ -1,0 +1,233 @@
+"""Judges and judge.score through the fake server: shared calls, mismatches, NaN reasons."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+import judge
+from judge import LLM, Embeddings
+from judge.errors import InputFormatError, JudgeError, UnknownMetricError
+from judge.testing import FakeLLMServer
+
+QUESTION = "Who created Python?"
+ANSWER = "Guido van Rossum created Python. Python was released in 1991. It runs on Mars."
+CONTEXTS = [
+    "Python was created by Guido van Rossum.",
+    "Python was first released in 1991.",
+    "Bananas are yellow.",
+]
+TRUTH = "Guido van Rossum created Python."
+
+
+def block(text: str, tag: str):
+    return json.loads(re.search(rf"<{tag}>(.*?)</{tag}>", text, re.S).group(1))
+
+
+def which(body: dict) -> str:
+    first = body["messages"][0]["content"].split("\n", 1)[0]
+    return {
+        "You split": "claims",
+        "You check": "verify",
+        "You write": "reverse",
+        "You judge": "grade",
+    }[first[:9]]
+
+
+def judge_handler(body: dict, *, drop_verdict: bool = False) -> str:
+    """A consistent hand-made judge: sentences are claims, word overlap decides support."""
+    user = body["messages"][1]["content"]
+    kind = which(body)
+    if kind == "claims":
+        text = block(user, "text")
+        return json.dumps({"claims": [s.strip() + "." for s in text.split(".") if s.strip()]})
+    if kind == "verify":
+        claims, contexts = block(user, "claims"), block(user, "contexts")
+        verdicts = []
+        for i, claim in enumerate(claims):
+            words = set(claim.lower().strip(".").split())
+            hit = next(
+                (k for k, c in enumerate(contexts) if words <= set(c.lower().strip(".").split())),
+                None,
+            )
+            verdicts.append(
+                {
+                    "claim": i,
+                    "verdict": "supported" if hit is not None else "not_found",
+                    "reason": "by word overlap",
+                    "context": hit,
+                }
+            )
+        return json.dumps({"verdicts": verdicts[:-1] if drop_verdict else verdicts})
+    if kind == "reverse":
+        noncommittal = "don't know" in block(user, "answer")
+        return json.dumps(
+            {
+                "questions": [
+                    "Who created Python?",
+                    "Who made Python?",
+                    "When was Python released?",
+                ],
+                "noncommittal": noncommittal,
+            }
+        )
+    contexts = block(user, "contexts")
+    return json.dumps(
+        {
+            "contexts": [
+                {"context": i, "grade": 3 if "Python" in c else 0, "reason": "topic"}
+                for i, c in enumerate(contexts)
+            ]
+        }
+    )
+
+
+@pytest.fixture
+def models(fake_llm_server: FakeLLMServer) -> dict:
+    fake_llm_server.chat = judge_handler
+    base = fake_llm_server.base_url
+    return {
+        "llm": LLM("openai/judge-model", api_base=base, api_key="k", max_retries=1),
+        "embeddings": Embeddings("openai/embed-model", api_base=base, api_key="k"),
+    }
+
+
+def kinds(server: FakeLLMServer) -> list[str]:
+    return sorted(which(r.body) for r in server.requests if r.path.endswith("/chat/completions"))
+
+
+def test_four_core_metrics_share_calls(fake_llm_server, models):
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, ground_truth=TRUTH, **models)
+    assert set(result.scores) == {
+        "faithfulness",
+        "answer_relevancy",
+        "context_precision",
+        "context_recall",
+    }
+    assert result["faithfulness"] == pytest.approx(2 / 3)  # "It runs on Mars." not found
+    assert result["context_recall"] == 1.0
+    assert result["context_precision"] == 1.0  # both relevant contexts come first
+    assert 0 < result["answer_relevancy"] <= 1
+    # One verify call for both claim lists; 5 chat requests and 1 embedding request.
+    assert kinds(fake_llm_server) == ["claims", "claims", "grade", "reverse", "verify"]
+    assert fake_llm_server.count("/v1/embeddings") == 1
+    evidence = result.evidence
+    assert evidence["answer_claims"][2] == "It runs on Mars."
+    assert evidence["answer_verdicts"][2]["verdict"] == "not_found"
+    assert [v["claim"] for v in evidence["truth_verdicts"]] == [0]  # numbered in its own list
+    assert len(evidence["reverse_questions"]["similarities"]) == 3
+    assert result.usage["total"]["requests"] == 6 and result.usage["total"]["cost"] is None
+    assert result.usage["by_judge"]["verify"]["requests"] == 1
+
+
+def test_grading_call_is_shared_by_three_metrics(fake_llm_server, models):
+    result = judge.score(
+        QUESTION,
+        ANSWER,
+        CONTEXTS,
+        metrics=["context_precision", "context_relevance", "context_ndcg@2"],
+        **models,
+    )
+    assert kinds(fake_llm_server) == ["grade"]
+    assert result.scores == {
+        "context_precision": 1.0,
+        "context_relevance": 2 / 3,
+        "context_ndcg@2": 1.0,
+    }
+    (request,) = fake_llm_server.requests
+    assert block(request.body["messages"][1]["content"], "reference") == ANSWER  # no truth
+
+
+def test_undefined_cases_are_nan_with_reasons_and_cost_nothing(fake_llm_server, models):
+    result = judge.score(
+        QUESTION,
+        "",
+        [],
+        metrics=["faithfulness", "answer_relevancy", "context_precision", "context_recall"],
+        **models,
+    )
+    assert all(math.isnan(v) for v in result.scores.values())
+    assert result.reasons == {
+        "faithfulness": "empty_answer",
+        "answer_relevancy": "empty_answer",
+        "context_precision": "no_contexts",
+        "context_recall": "no_ground_truth",
+    }
+    assert fake_llm_server.count() == 0
+
+
+def test_noncommittal_answer_scores_zero_relevancy(fake_llm_server, models):
+    result = judge.score(
+        QUESTION, "I don't know.", CONTEXTS, metrics=["answer_relevancy"], **models
+    )
+    assert result["answer_relevancy"] == 0.0 and "answer_relevancy" not in result.reasons
+    assert fake_llm_server.count("/v1/embeddings") == 0  # nothing to compare
+
+
+def test_verdict_count_mismatch_is_reasked_once(fake_llm_server, models):
+    calls = []
+
+    def short_once(body: dict) -> str:
+        if which(body) == "verify":
+            calls.append(body)
+            return judge_handler(body, drop_verdict=len(calls) == 1)
+        return judge_handler(body)
+
+    fake_llm_server.chat = short_once
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], **models)
+    assert result["faithfulness"] == pytest.approx(2 / 3)
+    assert len(calls) == 2
+    assert "at least 3 items" in calls[1]["messages"][-1]["content"]
+
+
+def test_persistent_mismatch_is_a_nan_with_the_error_not_a_crash(fake_llm_server, models):
+    fake_llm_server.chat = lambda body: judge_handler(body, drop_verdict=True)
+    result = judge.score(
+        QUESTION,
+        ANSWER,
+        CONTEXTS,
+        ground_truth=TRUTH,
+        metrics=["faithfulness", "context_precision"],
+        **models,
+    )
+    assert math.isnan(result["faithfulness"]) and result.reasons["faithfulness"] == "judge_error"
+    assert "InvalidOutputError" in result.errors["faithfulness"]
+    assert result["context_precision"] == 1.0  # the other judges still count
+
+
+def test_claims_keep_the_language_and_skip_blank_items(fake_llm_server, models):
+    fake_llm_server.chat = lambda body: json.dumps({"claims": ["RAG 是检索增强生成。", "  "]})
+    result = judge.score(
+        "什么是 RAG？",
+        "RAG 是检索增强生成。",
+        ["RAG 是检索增强生成。"],
+        metrics=["faithfulness"],
+        **{**models, "llm": models["llm"]},
+    )
+    assert result.evidence["answer_claims"] == ["RAG 是检索增强生成。"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"contexts": "one string"}, InputFormatError, "list of strings"),
+        ({"question": " "}, InputFormatError, "non-empty string"),
+        ({"answer": 3}, InputFormatError, "answer must be a string"),
+        ({"metrics": ["faithfulness", "bleu"]}, UnknownMetricError, "valid names: faithfulness"),
+        ({"embeddings": None, "metrics": ["answer_relevancy"]}, JudgeError, "embedding model"),
+        ({"llm": "gpt-4o"}, JudgeError, "there is no default"),
+    ],
+)
+def test_bad_arguments_fail_before_any_call(fake_llm_server, models, kwargs, error, message):
+    arguments = {"question": QUESTION, "answer": ANSWER, "contexts": CONTEXTS, **models, **kwargs}
+    with pytest.raises(error, match=message):
+        judge.score(**arguments)
+    assert fake_llm_server.count() == 0
+
+
+def test_default_metrics_without_embeddings_skip_answer_relevancy(fake_llm_server, models):
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, ground_truth=TRUTH, llm=models["llm"])
+    assert set(result.scores) == {"faithfulness", "context_precision", "context_recall"}
