@@ -119,7 +119,10 @@ def test_wheel_ships_the_prompts(tmp_path):
         assert f"judge/_prompts/{name}.txt" in names
     # Installed from the wheel (unpacked here), the package finds its own copy.
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
-    code = "from judge.prompts import prompts_dir, load_prompt; print(prompts_dir()); load_prompt('verify')"
+    code = (
+        "from judge.prompts import prompts_dir, load_prompt; "
+        "print(prompts_dir()); load_prompt('verify')"
+    )
     found = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
