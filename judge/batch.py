@@ -1,0 +1,292 @@
+"""`judge.evaluate`: many samples, one concurrency limit, progress, and resumable runs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from judge import ir
+from judge.api import make_session, resolve_metrics, score_sample
+from judge.cache import Cache
+from judge.data import Row, load_rows
+from judge.errors import InputFormatError, UnknownMetricError
+from judge.jsonout import canonical_json, sha256_hex
+from judge.llm import LLM, Embeddings, LLMSession, run_sync
+from judge.metrics import Metric
+from judge.progress import Progress
+from judge.prompts import load_prompt
+from judge.results import EvaluationResult
+
+DEFAULT_IR_METRICS = ("mrr", "ndcg@10", "recall@10")
+
+
+def split_metrics(
+    names: Sequence[str] | None, has_retrieval: bool
+) -> tuple[list[str] | None, list[str]]:
+    """(LLM-judged metric names or None for the default, retrieval metric names)."""
+    if names is None:
+        return None, list(DEFAULT_IR_METRICS) if has_retrieval else []
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    judged, retrieval = [], []
+    for name in names:
+        try:
+            ir.parse_measure(name)
+        except UnknownMetricError:
+            judged.append(name)
+        else:
+            retrieval.append(name)
+    if retrieval and not has_retrieval:
+        raise InputFormatError(
+            f"{', '.join(retrieval)} need retrieval columns: retrieved_ids (ranked doc ids) "
+            "and relevance (relevant ids, or {doc_id: grade})"
+        )
+    return judged, retrieval
+
+
+def retrieval_scores(row: Row, names: list[str]) -> dict[str, float]:
+    """trec_eval-exact retrieval metrics of one row from its ranked ids and judgments."""
+    ranked = row.retrieved_ids or []
+    run = {"q": {doc: float(len(ranked) - i) for i, doc in enumerate(dict.fromkeys(ranked))}}
+    qrels = {"q": row.relevance or {}}
+    if not qrels["q"]:
+        return {name: math.nan for name in names}
+    values = ir.score_queries(qrels, run, names).values
+    return {name: float(values[name][0]) for name in names}
+
+
+def _run_fingerprint(metrics: list[str], session: LLMSession) -> str:
+    """What decides the results besides the inputs: metric names, models, prompt versions."""
+    prompts = {
+        n: load_prompt(n).version
+        for n in ("claims", "verify", "reverse_questions", "context_relevance")
+    }
+    return sha256_hex(
+        canonical_json(
+            {
+                "metrics": metrics,
+                "model": session.llm.model if session.llm else None,
+                "embeddings": session.embeddings.model if session.embeddings else None,
+                "prompts": prompts,
+            }
+        )
+    )
+
+
+def _row_hash(row: Row) -> str:
+    return sha256_hex(
+        canonical_json(
+            {
+                "sample": dataclasses.asdict(row.sample) if row.sample else None,
+                "error": row.error,
+                "retrieved_ids": row.retrieved_ids,
+                "relevance": row.relevance,
+            }
+        )
+    )
+
+
+class Checkpoint:
+    """Finished rows appended as JSON lines; a restarted run with the same arguments reuses them."""
+
+    def __init__(self, path: str | os.PathLike[str], fingerprint: str):
+        self.path = Path(path)
+        self.fingerprint = fingerprint
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def load(self) -> dict[tuple[int, str], dict[str, Any]]:
+        """Rows already done, by (row number, input hash); torn or foreign lines are skipped."""
+        done: dict[tuple[int, str], dict[str, Any]] = {}
+        if not self.path.exists():
+            return done
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the last line of a killed run may be cut short
+            if isinstance(item, dict) and item.get("run") == self.fingerprint:
+                done[item["row"], item["input"]] = item["result"]
+        return done
+
+    def append(self, row_number: int, input_hash: str, result: dict[str, Any]) -> None:
+        """Record one finished row (flushed and synced, so a kill loses at most this row)."""
+        line = json.dumps(
+            {"run": self.fingerprint, "row": row_number, "input": input_hash, "result": result},
+            ensure_ascii=False,
+        )
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def _row_record(row: Row) -> dict[str, Any]:
+    s = row.sample
+    return {
+        "row": row.number,
+        "id": s.id if s else None,
+        "question": s.question if s else None,
+        "answer": s.answer if s else None,
+        "contexts": list(s.contexts) if s else None,
+        "ground_truth": s.ground_truth if s else None,
+        "error": row.error,
+        "scores": {},
+        "reasons": {},
+        "errors": {},
+        "evidence": {},
+        "usage": {},
+    }
+
+
+async def _evaluate_row(
+    row: Row, judged: list[Metric], retrieval: list[str], session: LLMSession | None
+) -> dict[str, Any]:
+    record = _row_record(row)
+    names = [m.name for m in judged] + retrieval
+    if row.sample is None:
+        record["scores"] = dict.fromkeys(names)
+        record["reasons"] = dict.fromkeys(names, "row_error")
+        return record
+    result = await score_sample(row.sample, judged, session) if session and judged else None
+    scores: dict[str, float] = dict(result.scores) if result else {}
+    if retrieval:
+        scores.update(retrieval_scores(row, retrieval))
+    record["scores"] = {k: None if math.isnan(v) else v for k, v in scores.items()}
+    record["reasons"] = dict(result.reasons) if result else {}
+    for name in retrieval:
+        if record["scores"][name] is None:
+            record["reasons"][name] = "no_relevance_judgments"
+    if result:
+        record.update(errors=result.errors, evidence=result.evidence, usage=result.usage)
+    return record
+
+
+async def aevaluate(
+    data: Any,
+    metrics: Sequence[str] | None = None,
+    *,
+    llm: LLM | LLMSession | None = None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    column_map: Mapping[str, str] | None = None,
+    concurrency: int = 16,
+    checkpoint: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+) -> EvaluationResult:
+    """Async twin of `evaluate`."""
+    rows, columns, source = load_rows(data, column_map)
+    has_retrieval = "retrieved_ids" in columns
+    judged_names, retrieval = split_metrics(metrics, has_retrieval)
+    if llm is None and judged_names is None and retrieval:
+        judged_names = []  # no judge model given: the default is the retrieval metrics alone
+    if llm is None and (judged_names is None or judged_names):
+        raise InputFormatError("LLM-judged metrics need llm=judge.LLM(model=...)")
+    session: LLMSession | None = None
+    judged: list[Metric] = []
+    if llm is not None:
+        if isinstance(llm, LLM):  # one limit for samples and requests
+            llm = dataclasses.replace(llm, max_concurrency=max(1, concurrency))
+        session = make_session(llm, embeddings, cache)
+        judged = resolve_metrics(judged_names, embeddings=session.embeddings is not None)
+    names = [m.name for m in judged] + retrieval
+    store = (
+        Checkpoint(checkpoint, _run_fingerprint(names, session or LLMSession()))
+        if checkpoint
+        else None
+    )
+    done = store.load() if store else {}
+    bar = Progress(len(rows), session, enabled=progress)
+    slots = asyncio.Semaphore(max(1, concurrency))
+    results: list[dict[str, Any] | None] = [None] * len(rows)
+
+    async def one(row: Row) -> None:
+        key = (row.number, _row_hash(row))
+        if key in done:
+            results[row.number] = done[key]
+        else:
+            async with slots:
+                record = await _evaluate_row(row, judged, retrieval, session)
+            results[row.number] = record
+            if store:
+                store.append(row.number, key[1], record)
+        bar.advance()
+
+    started = time.monotonic()
+    try:
+        await asyncio.gather(*(one(r) for r in rows))
+    finally:
+        bar.close()
+    finished = [r for r in results if r is not None]
+    usage = session.usage.total().as_dict() if session else {}
+    config = {
+        "source": source,
+        "columns": columns,
+        "metrics": names,
+        "model": session.llm.model if session and session.llm else None,
+        "embeddings": session.embeddings.model if session and session.embeddings else None,
+        "structured_output": session.mode if session else None,
+        "prompts": {
+            n: load_prompt(n).version
+            for n in ("claims", "verify", "reverse_questions", "context_relevance")
+        },
+        "cache": str(session.cache.path) if session and session.cache else None,
+        "cache_mode": session.cache.mode if session and session.cache else None,
+        "resumed_rows": sum(1 for r in rows if (r.number, _row_hash(r)) in done),
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    return EvaluationResult(finished, names, config, usage)
+
+
+def evaluate(
+    data: Any,
+    metrics: Sequence[str] | None = None,
+    *,
+    llm: LLM | LLMSession | None = None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    column_map: Mapping[str, str] | None = None,
+    concurrency: int = 16,
+    checkpoint: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+) -> EvaluationResult:
+    """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
+
+    Args:
+        data: a `datasets.Dataset` (or one split), a list of dicts, a pandas DataFrame, or
+            a path (.jsonl, .json, .csv, .parquet, a saved dataset directory).
+        metrics: metric names (LLM-judged ones and retrieval ones such as `ndcg@10`);
+            default: the core LLM-judged metrics, plus mrr, ndcg@10 and recall@10 when the
+            data has retrieval columns.
+        llm: the judge model; needed for LLM-judged metrics.
+        embeddings: the embedding model (for answer_relevancy).
+        cache: a `judge.Cache` or a path: judgments are looked up there first.
+        column_map: `{field: column}` for columns with other names, fields being
+            question, answer, contexts, ground_truth, id, retrieved_ids, relevance.
+        concurrency: samples and requests in flight at once.
+        checkpoint: a JSONL file where finished rows are appended; a restarted run with
+            the same arguments skips them.
+        progress: show a progress bar; None shows it only on a terminal.
+
+    Returns:
+        An `EvaluationResult`: rows in input order and a summary per metric.
+    """
+    return run_sync(
+        aevaluate(
+            data,
+            metrics,
+            llm=llm,
+            embeddings=embeddings,
+            cache=cache,
+            column_map=column_map,
+            concurrency=concurrency,
+            checkpoint=checkpoint,
+            progress=progress,
+        )
+    )

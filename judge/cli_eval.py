@@ -1,0 +1,220 @@
+"""`judge eval`, `judge demo` and `judge cache`: the batch side of the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from judge.errors import JudgeError
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the eval, demo and cache subcommands."""
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a dataset of RAG samples (LLM-judged and retrieval)",
+        description="Evaluate every row of DATA and write results, summary and "
+        "report to --out. Exit 1 when a --fail-under threshold is missed, 2 for "
+        "usage and input errors.",
+    )
+    p.add_argument("data", help=".jsonl, .json, .csv, .parquet, or a saved dataset directory")
+    _eval_options(p)
+    p.set_defaults(func=run_eval)
+
+    d = sub.add_parser(
+        "demo", help="evaluate the shipped demo dataset from recorded judgments (offline)"
+    )
+    d.add_argument("--out", default="judge-demo", help="output directory (default judge-demo)")
+    d.set_defaults(func=run_demo)
+
+    c = sub.add_parser("cache", help="export, import or inspect a judgment cache")
+    c.add_argument("action", choices=["export", "import", "stats"])
+    c.add_argument("cache", help="the SQLite cache file")
+    c.add_argument("file", nargs="?", help="the JSONL file to write (export) or read (import)")
+    c.set_defaults(func=run_cache)
+
+
+def _eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics",
+        help="comma-separated metric names (default: faithfulness, "
+        "answer_relevancy if --embedding-model, context_precision, context_recall; "
+        "plus mrr, ndcg@10, recall@10 with retrieval columns)",
+    )
+    p.add_argument("--model", help="judge model, any litellm name (e.g. openai/gpt-4o-mini)")
+    p.add_argument("--api-base", help="server URL, e.g. http://localhost:8000/v1 for vLLM")
+    p.add_argument("--api-key", help="API key (default: the provider's environment variable)")
+    p.add_argument("--embedding-model", help="embedding model (needed for answer_relevancy)")
+    p.add_argument("--embedding-api-base", help="embedding server URL (default --api-base)")
+    p.add_argument(
+        "--cache",
+        default=".judge/cache.sqlite",
+        help="judgment cache (default .judge/cache.sqlite)",
+    )
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="strict cache-only: never call a model; a missing judgment is an error",
+    )
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
+    p.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="FIELD=COLUMN",
+        help="map a column, e.g. --column question=query (repeatable)",
+    )
+    p.add_argument("--out", default="judge-results", help="output directory")
+    p.add_argument(
+        "--fail-under",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="exit 1 if the metric's mean is below VALUE (repeatable)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise JudgeError(f"{what} {item!r}: write it as NAME=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _thresholds(items: list[str]) -> dict[str, float]:
+    try:
+        return {k: float(v) for k, v in _pairs(items, "--fail-under").items()}
+    except ValueError as exc:
+        raise JudgeError(f"--fail-under needs a number: {exc}") from None
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """The `judge eval` command."""
+    from judge.batch import evaluate
+    from judge.cache import Cache
+    from judge.llm import LLM, Embeddings
+
+    thresholds = _thresholds(args.fail_under)
+    if not args.model:
+        raise JudgeError("--model is required (the judge model; there is no default)")
+    key = args.api_key or os.environ.get("JUDGE_API_KEY")
+    llm = LLM(model=args.model, api_base=args.api_base, api_key=key)
+    embeddings = (
+        Embeddings(
+            model=args.embedding_model,
+            api_base=args.embedding_api_base or args.api_base,
+            api_key=key,
+        )
+        if args.embedding_model
+        else None
+    )
+    out = Path(args.out)
+    cache = (
+        None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
+    )
+    metrics = [m for m in (args.metrics or "").split(",") if m.strip()] or None
+    result = evaluate(
+        args.data,
+        metrics,
+        llm=llm,
+        embeddings=embeddings,
+        cache=cache,
+        column_map=_pairs(args.column, "--column") or None,
+        concurrency=args.concurrency,
+        checkpoint=out / ".checkpoint.jsonl",
+        progress=False if args.no_progress else None,
+    )
+    return _finish(result, out, thresholds)
+
+
+def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
+    """Write results, summary and report; print the table; check thresholds."""
+    from judge.report import write_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    result.write_jsonl(out / "results.jsonl")
+    summary = result.summary_dict()
+    missed = []
+    for metric, floor in thresholds.items():
+        if metric not in result.summary:
+            raise JudgeError(
+                f"--fail-under {metric}: not among the metrics computed "
+                f"({', '.join(result.metrics)})"
+            )
+        mean = result.summary[metric].mean
+        if mean is None or mean < floor:
+            missed.append(f"{metric} = {'n/a' if mean is None else f'{mean:.4f}'} < {floor}")
+    summary["thresholds"] = {"required": thresholds, "missed": missed}
+    (out / "summary.json").write_text(
+        json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    write_report(result, out / "report.html")
+    checkpoint = out / ".checkpoint.jsonl"
+    if checkpoint.exists():
+        checkpoint.unlink()  # the run is complete: results.jsonl has every row
+    print(result.table())
+    print(
+        f"\n{len(result.rows)} rows, {result.errors} with errors; wrote {out}/results.jsonl, "
+        "summary.json, report.html"
+    )
+    for line in missed:
+        print(f"FAILED threshold: {line}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """The `judge demo` command: the demo dataset, replayed from recorded judgments."""
+    from judge.batch import evaluate
+    from judge.cache import Cache
+    from judge.llm import LLM, Embeddings
+
+    spec = json.loads((DEMO_DIR / "demo.json").read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Cache(Path(tmp) / "demo.sqlite")
+        cache.import_jsonl(DEMO_DIR / "judgments.jsonl")
+        cache.mode = "replay"  # offline: every judgment comes from the recording
+        result = evaluate(
+            DEMO_DIR / "samples.jsonl",
+            spec["metrics"],
+            llm=LLM(spec["model"]),
+            embeddings=Embeddings(spec["embedding_model"]),
+            cache=cache,
+            progress=False,
+        )
+        cache.close()
+    return _finish(result, Path(args.out), {})
+
+
+def run_cache(args: argparse.Namespace) -> int:
+    """The `judge cache` command."""
+    from judge.cache import Cache
+
+    if args.action != "stats" and not args.file:
+        raise JudgeError(f"judge cache {args.action} needs a JSONL file argument")
+    if args.action == "import" and not Path(args.file).is_file():
+        raise JudgeError(f"{args.file}: no such file")
+    with Cache(args.cache) as cache:
+        if args.action == "export":
+            print(f"exported {cache.export_jsonl(args.file)} entries to {args.file}")
+        elif args.action == "import":
+            print(f"imported {cache.import_jsonl(args.file)} entries into {args.cache}")
+        else:
+            stats: dict[str, Any] = {"entries": len(cache), "by_kind": {}, "by_prompt": {}}
+            for entry in cache.entries():
+                stats["by_kind"][entry.kind] = stats["by_kind"].get(entry.kind, 0) + 1
+                label = f"{entry.prompt or entry.kind}@{entry.prompt_version or '-'}"
+                stats["by_prompt"][label] = stats["by_prompt"].get(label, 0) + 1
+            print(json.dumps(stats, indent=2))
+    return 0

@@ -1,0 +1,221 @@
+"""Loading evaluation data: datasets, lists of dicts, DataFrames and files, row by row.
+
+Our column names (question, answer, contexts, ground_truth) and RAGAS's (user_input,
+response, retrieved_contexts, reference) are recognised; anything else is mapped with
+`column_map`. A whole-input problem (a missing file, no usable column) is one clear
+error before any LLM call; a bad row is reported with its number and scored as an error,
+never stopping the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge.errors import InputFormatError
+from judge.sample import Sample
+
+# field -> names recognised for it, in order of preference
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "question": ("question", "user_input", "query"),
+    "answer": ("answer", "response"),
+    "contexts": ("contexts", "retrieved_contexts"),
+    "ground_truth": ("ground_truth", "reference", "ground_truths"),
+    "id": ("id", "sample_id"),
+    "retrieved_ids": ("retrieved_ids", "retrieved_context_ids"),
+    "relevance": ("relevance", "qrels", "relevant_ids", "reference_context_ids"),
+}
+_FILE_TYPES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+@dataclass
+class Row:
+    """One input row: its number, the sample built from it, or why it could not be."""
+
+    number: int
+    sample: Sample | None = None
+    error: str | None = None
+    retrieved_ids: list[str] | None = None
+    relevance: dict[str, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _records(data: Any) -> tuple[list[dict[str, Any]], str]:
+    """The rows of any supported input as dicts, and a short description of the source."""
+    if isinstance(data, (str, os.PathLike)):
+        return _records_from_path(data)
+    if isinstance(data, list):
+        if not all(isinstance(r, Mapping) for r in data):
+            raise InputFormatError("a list input must hold one dict per sample")
+        return [dict(r) for r in data], f"list of {len(data)} dicts"
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        frame = data
+        return frame.to_dict(orient="records"), f"DataFrame of {len(frame)} rows"
+    if module == "datasets":
+        if type(data).__name__ == "DatasetDict":
+            splits = list(data)
+            raise InputFormatError(
+                f"a DatasetDict holds several splits ({', '.join(splits)}); pass one, "
+                f"e.g. data['{splits[0]}']"
+            )
+        return list(data), f"Dataset of {len(data)} rows"
+    raise InputFormatError(
+        f"cannot read evaluation data from a {type(data).__name__}; pass a datasets.Dataset, "
+        "a list of dicts, a pandas DataFrame, or a .jsonl/.json/.csv/.parquet path"
+    )
+
+
+def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], str]:
+    p = Path(path)
+    kind = _FILE_TYPES.get(p.suffix.lower())
+    if kind is None and not p.is_dir() and p.suffix:
+        raise InputFormatError(
+            f"{p}: unsupported file type {p.suffix!r} (use .jsonl, .json, .csv or .parquet)"
+        )
+    if kind is not None and not p.is_file():
+        raise InputFormatError(f"{p}: no such file")
+    try:
+        if kind == "json":
+            return _read_json(p), str(p)
+        if kind == "csv":
+            import pandas
+
+            frame = pandas.read_csv(p, keep_default_na=False, dtype=str)
+            return frame.to_dict(orient="records"), str(p)
+        import datasets  # parquet files, dataset directories and hub names
+
+        loaded = (
+            datasets.load_dataset("parquet", data_files=str(p), split="train")
+            if kind == "parquet"
+            else datasets.load_from_disk(str(p))
+            if p.is_dir()
+            else datasets.load_dataset(str(path))
+        )
+        return _records(loaded)[0], str(p)
+    except InputFormatError:
+        raise
+    except Exception as exc:  # the readers' own errors: not parseable, not found
+        raise InputFormatError(f"{p}: cannot be read ({type(exc).__name__}: {exc})") from exc
+
+
+def _read_json(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        value = json.loads(text)
+        if isinstance(value, dict):  # {"column": [values...]}
+            columns = {k: v for k, v in value.items() if isinstance(v, list)}
+            lengths = {len(v) for v in columns.values()}
+            if len(lengths) != 1:
+                raise InputFormatError(f"{path}: a JSON object must map columns to equal lists")
+            return [
+                dict(zip(columns, values, strict=True))
+                for values in zip(*columns.values(), strict=True)
+            ]
+        if not isinstance(value, list):
+            raise InputFormatError(f"{path}: expected a list of objects")
+        return value
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputFormatError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    return rows
+
+
+def resolve_columns(names: Iterable[str], column_map: Mapping[str, str] | None) -> dict[str, str]:
+    """field -> column, from the column names present and the user's mapping."""
+    present = list(names)
+    chosen: dict[str, str] = {}
+    for fld, column in (column_map or {}).items():
+        if fld not in COLUMNS:
+            raise InputFormatError(f"column_map key {fld!r} is not one of {', '.join(COLUMNS)}")
+        if column not in present:
+            raise InputFormatError(
+                f"column_map: column {column!r} is not in the data (columns: {', '.join(present)})"
+            )
+        chosen[fld] = column
+    for fld, candidates in COLUMNS.items():
+        if fld not in chosen:
+            found = next((c for c in candidates if c in present), None)
+            if found is not None:
+                chosen[fld] = found
+    if "question" not in chosen:
+        raise InputFormatError(
+            f"no question column (looked for {', '.join(COLUMNS['question'])}; columns: "
+            f"{', '.join(present) or 'none'}); map yours with column_map={{'question': ...}}"
+        )
+    return chosen
+
+
+def _list_of_str(value: Any, name: str) -> list[str]:
+    if isinstance(value, str):  # CSV cells hold lists as JSON text
+        try:
+            value = json.loads(value) if value.strip() else []
+        except json.JSONDecodeError:
+            raise ValueError(f"{name} must be a list of strings (a JSON list in CSV)") from None
+    if hasattr(value, "tolist"):  # numpy arrays from pandas/parquet
+        value = value.tolist()
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name} must be a list of strings, got {type(value).__name__}")
+    return value
+
+
+def _relevance(value: Any) -> dict[str, int]:
+    if isinstance(value, str):
+        value = json.loads(value)
+    if isinstance(value, Mapping):
+        return {str(k): int(v) for k, v in value.items()}
+    return {doc: 1 for doc in _list_of_str(value, "relevance")}  # a list of relevant ids
+
+
+def _text(value: Any, name: str) -> str | None:
+    if value is None or (isinstance(value, float) and value != value):  # None or NaN cell
+        return None
+    if (
+        isinstance(value, list)
+        and name == "ground_truth"
+        and all(isinstance(v, str) for v in value)
+    ):
+        return " ".join(value)  # RAGAS's old ground_truths column
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def load_rows(
+    data: Any, column_map: Mapping[str, str] | None = None
+) -> tuple[list[Row], dict[str, str], str]:
+    """(rows, field -> column used, source description); bad rows carry their error."""
+    records, source = _records(data)
+    if not records:
+        raise InputFormatError(f"{source}: no rows to evaluate")
+    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
+    rows = []
+    for number, record in enumerate(records):
+        row = Row(number)
+        try:
+            get = {fld: record.get(col) for fld, col in columns.items()}
+            if "retrieved_ids" in columns and get["retrieved_ids"] is not None:
+                row.retrieved_ids = _list_of_str(get["retrieved_ids"], "retrieved_ids")
+            if "relevance" in columns and get["relevance"] is not None:
+                row.relevance = _relevance(get["relevance"])
+            row.sample = Sample.create(
+                get.get("question"),
+                _text(get.get("answer"), "answer"),
+                _list_of_str(get.get("contexts"), "contexts"),
+                _text(get.get("ground_truth"), "ground_truth"),
+                get.get("id") if get.get("id") is not None else number,
+            )
+        except (ValueError, TypeError) as exc:  # InputFormatError is a ValueError
+            row.error = str(exc)
+        rows.append(row)
+    return rows, columns, source
