@@ -19,7 +19,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from judge.cache import Cache, CacheEntry, cache_key
-from judge.llm import LLM, LLMSession, PromptRef
+from judge.llm import LLM, PromptRef
+from judge.session import LLMSession
 from judge.structured import schema_of
 
 

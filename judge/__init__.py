@@ -19,7 +19,7 @@ _LAZY = {
     "SampleResult": "judge.api",
     "LLM": "judge.llm",
     "Embeddings": "judge.llm",
-    "LLMSession": "judge.llm",
+    "LLMSession": "judge.session",
     "Cache": "judge.cache",
 }
 

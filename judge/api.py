@@ -11,9 +11,10 @@ from typing import Any
 
 from judge.cache import Cache
 from judge.errors import JudgeError
-from judge.llm import LLM, Embeddings, LLMSession, run_sync
+from judge.llm import LLM, Embeddings, run_sync
 from judge.metrics import BUILTIN, DEFAULT_METRICS, JUDGE_ERROR, Metric, MetricScore, get_metric
 from judge.sample import Judgments, Sample
+from judge.session import LLMSession
 from judge.usage import UsageLedger
 
 

@@ -18,11 +18,12 @@ from judge.cache import Cache
 from judge.data import Row, load_rows
 from judge.errors import InputFormatError, UnknownMetricError
 from judge.jsonout import canonical_json, sha256_hex
-from judge.llm import LLM, Embeddings, LLMSession, run_sync
+from judge.llm import LLM, Embeddings, run_sync
 from judge.metrics import Metric
 from judge.progress import Progress
 from judge.prompts import load_prompt
 from judge.results import EvaluationResult
+from judge.session import LLMSession
 
 DEFAULT_IR_METRICS = ("mrr", "ndcg@10", "recall@10")
 

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
-from judge.llm import LLMSession, PromptRef
+from judge.llm import PromptRef
 from judge.prompts import load_prompt
+from judge.session import LLMSession
 from judge.usage import UsageLedger
 
 VerdictLabel = Literal["supported", "contradicted", "not_found"]

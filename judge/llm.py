@@ -1,42 +1,27 @@
 """The one boundary to language models: the only module that imports litellm.
 
-`LLM` and `Embeddings` are plain configuration. `LLMSession` holds what belongs to one
-run: the concurrency limit, the structured-output mode the server accepted, requests in
-flight, usage and cost. It asks for JSON matching a pydantic model, falls back from
-`json_schema` to `json_object` to a plain prompt when a server rejects a response format,
-re-asks on invalid output, retries transient failures with tenacity, and consults the
-cache first.
+`LLM` and `Embeddings` are plain configuration. The transport functions make one raw
+provider call: OpenAI-compatible servers (`openai/<model>`: OpenAI, vLLM, llama.cpp,
+Ollama's /v1) through the openai SDK, whose per-call overhead is a few times lower than
+litellm's; every other provider through litellm. Retries, caching, structured output and
+usage live in `judge.session`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from judge.errors import JudgeError, LLMRequestError
+from judge.pricing import openai_cost
+from judge.structured import MODES
 
-from judge.cache import Cache, CacheEntry, cache_key
-from judge.errors import CacheMiss, JudgeError
-from judge.llm_retry import call_with_retries, is_format_rejection, redact
-from judge.structured import (
-    MODES,
-    StructuredMode,
-    parse_choices,
-    reask_messages,
-    request_for,
-    schema_of,
-)
-from judge.usage import Tally, UsageLedger
-
-M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-
-Message = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -98,6 +83,7 @@ class PromptRef:
     version: str
 
 
+@functools.cache
 def _litellm() -> Any:
     """Import litellm on first use: it costs seconds and ~200 MB, and must not phone home."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -126,301 +112,109 @@ def run_sync(awaitable: Awaitable[T]) -> T:
         return pool.submit(asyncio.run, wrapper()).result()
 
 
-class LLMSession:
-    """The state of one run against one chat model (and optionally one embedding model).
+_OPENAI = "openai/"
 
-    Args:
-        llm: the chat model configuration.
-        embeddings: the embedding model configuration, if embeddings are needed.
-        cache: where judgments are looked up and stored; None calls every time.
-    """
 
-    def __init__(
-        self,
-        llm: LLM | None = None,
-        *,
-        embeddings: Embeddings | None = None,
-        cache: Cache | None = None,
-    ):
-        self.llm = llm
-        self.embeddings = embeddings
-        self.cache = cache
-        self.usage = UsageLedger()
-        start = (
-            "json_schema" if llm is None else llm.structured_output.replace("auto", "json_schema")
+def openai_compatible(model: str) -> bool:
+    """Whether a model string names an OpenAI-compatible endpoint (served by the openai SDK)."""
+    return model.startswith(_OPENAI)
+
+
+def _openai_client(api_base: str | None, api_key: str | None, timeout: float) -> Any:
+    """An AsyncOpenAI client with the SDK's own retries off (judge retries, once)."""
+    import openai
+
+    if api_key is None and api_base is not None:
+        api_key = os.environ.get("OPENAI_API_KEY", "EMPTY")  # local servers ignore the key
+    try:
+        return openai.AsyncOpenAI(
+            base_url=api_base, api_key=api_key, timeout=timeout, max_retries=0
         )
-        self.mode: StructuredMode = MODES[MODES.index(start)]
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._chat_slots: asyncio.Semaphore | None = None
-        self._embed_slots: asyncio.Semaphore | None = None
-        self._inflight: dict[str, asyncio.Future[Any]] = {}
+    except openai.OpenAIError as exc:
+        raise LLMRequestError(
+            f"no API key for OpenAI: pass api_key=... (--api-key) or set OPENAI_API_KEY ({exc})"
+        ) from None
 
-    def _bind_loop(self) -> None:
-        """Create the asyncio objects on the running loop (a sync wrapper may start a new one)."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._loop = loop
-            self._chat_slots = asyncio.Semaphore(self.llm.max_concurrency if self.llm else 1)
-            self._embed_slots = asyncio.Semaphore(
-                self.embeddings.max_concurrency if self.embeddings else 1
-            )
-            self._inflight = {}
 
-    async def _shared(self, key: str, make: Callable[[], Awaitable[T]]) -> T:
-        """Identical requests in flight at the same time are made once."""
-        self._bind_loop()
-        pending = self._inflight.get(key)
-        if pending is not None:
-            result: T = await asyncio.shield(pending)
-            return result
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
-            result = await make()
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # mark retrieved: a lone caller re-raises it below
-            raise
-        else:
-            future.set_result(result)
-            return result
-        finally:
-            self._inflight.pop(key, None)
+class Transport:
+    """Raw provider calls for one event loop (an SDK client belongs to the loop it ran on)."""
 
-    async def chat(
-        self,
-        messages: Sequence[Message],
-        output: type[M],
-        *,
-        n: int = 1,
-        prompt: PromptRef | None = None,
-        label: str = "chat",
-        sample: str | None = None,
-        ledger: UsageLedger | None = None,
-    ) -> list[M]:
-        """Ask the model for `n` replies that validate as `output`; cached by content.
+    def __init__(self) -> None:
+        self._clients: dict[tuple[str | None, str | None, float], Any] = {}
 
-        Args:
-            messages: the chat messages, as the model sees them (before any schema text).
-            output: the pydantic model every reply must validate against.
-            n: number of replies wanted.
-            prompt: name and version of the prompt the messages came from (cache key).
-            label: the judge's name, for usage accounting and error messages.
-            sample: the sample's id, for error messages.
-            ledger: a second usage ledger to count in (e.g. one sample's), besides the run's.
+    def _client(self, api_base: str | None, api_key: str | None, timeout: float) -> Any:
+        key = (api_base, api_key, timeout)
+        if key not in self._clients:
+            self._clients[key] = _openai_client(api_base, api_key, timeout)
+        return self._clients[key]
 
-        Returns:
-            n validated instances of `output`.
-        """
-        llm = self._need_llm()
-        material = {
-            "kind": "chat",
-            "model": llm.model,
-            "messages": list(messages),
-            "schema": schema_of(output),
-            "n": n,
-            "temperature": llm.temperature,
-            "seed": llm.seed,
-            "max_tokens": llm.max_tokens,
-            "prompt": prompt.name if prompt else None,
-            "prompt_version": prompt.version if prompt else None,
-        }
-        key = cache_key(material)
-        usage = self._tally(label, ledger)
-        cached = self._lookup(key, label, sample)
-        if cached is not None:
-            usage.count("cache_hits")
-            return [output.model_validate(item) for item in cached["choices"]]
-
-        async def call() -> list[M]:
-            replies, entry = await self._call_chat(list(messages), output, n, usage, label)
-            if self.cache is not None:
-                self.cache.put(
-                    CacheEntry(
-                        key=key,
-                        kind="chat",
-                        request=material,
-                        response={"choices": [r.model_dump(mode="json") for r in replies]},
-                        model=llm.model,
-                        prompt=prompt.name if prompt else None,
-                        prompt_version=prompt.version if prompt else None,
-                        created=time.time(),
-                        **entry,
-                    )
-                )
-            return replies
-
-        return await self._shared(key, call)
-
-    def _tally(self, label: str, ledger: UsageLedger | None) -> Tally:
-        """Where one call is counted: the run's ledger, and the caller's if given."""
-        extra = (ledger.of(label),) if ledger is not None else ()
-        return Tally(self.usage.of(label), *extra)
-
-    def _need_llm(self) -> LLM:
-        if self.llm is None:
-            raise JudgeError("this metric needs a chat model: pass llm=LLM(model=...)")
-        return self.llm
-
-    def _lookup(self, key: str, label: str, sample: str | None) -> Any | None:
-        """The cached response under key, or None; in replay mode a miss is an error."""
-        if self.cache is None:
-            return None
-        entry = self.cache.get_response(key)
-        if entry is None and self.cache.mode == "replay":
-            where = f" for sample {sample!r}" if sample is not None else ""
-            raise CacheMiss(
-                f"replay mode: no recorded judgment of {label!r}{where} (key {key[:16]}); "
-                "nothing was sent. Record it with a read-write run, or check that the model, "
-                "prompt and settings match the recording.",
-                key=key,
-            )
-        return entry
-
-    async def _call_chat(
-        self, messages: list[Message], output: type[M], n: int, usage: Tally, label: str
-    ) -> tuple[list[M], dict[str, Any]]:
-        """Call until n valid replies: fall back on rejected formats, re-ask on bad output."""
-        llm = self._need_llm()
-        schema = schema_of(output)
-        conversation: list[Message] = messages
-        valid: list[M] = []
-        reasks = 0
-        while True:
-            mode = self.mode
-            request = request_for(mode, conversation, schema, output.__name__)
-            try:
-                response = await self._complete(request, n - len(valid), usage, label)
-            except Exception as exc:
-                if mode != "prompt" and is_format_rejection(exc):
-                    self.mode = MODES[MODES.index(mode) + 1]  # remembered for the run
-                    continue
-                raise
-            good, bad = parse_choices(response, output)
-            valid += good
-            if not bad:
-                meta = {
-                    "resolved_model": getattr(response, "model", None),
-                    "mode": mode,
-                    "usage": usage.last_call,
-                }
-                return valid[:n], meta
-            if reasks >= llm.max_reasks:
-                raise bad[0].error_for(label, reasks)
-            reasks += 1
-            usage.count("reasks")
-            conversation = reask_messages(messages, bad[0])
-
-    async def _complete(self, request: dict[str, Any], n: int, usage: Tally, label: str) -> Any:
-        llm = self._need_llm()
-        litellm = _litellm()
-        kwargs: dict[str, Any] = {
-            "model": llm.model,
-            "api_base": llm.api_base,
-            "api_key": llm.api_key,
-            "temperature": llm.temperature,
-            "timeout": llm.timeout,
-            "max_retries": 0,
-            "num_retries": 0,
-            **request,
-        }
+    async def chat(self, llm: LLM, request: dict[str, Any], n: int) -> tuple[Any, float | None]:
+        """One chat completion: (response, cost in USD or None when unknown)."""
+        params: dict[str, Any] = {"temperature": llm.temperature, **request}
         for name, value in (("seed", llm.seed), ("max_tokens", llm.max_tokens)):
             if value is not None:
-                kwargs[name] = value
+                params[name] = value
         if n > 1:
-            kwargs["n"] = n
-        assert self._chat_slots is not None
-        async with self._chat_slots:
-            response = await call_with_retries(
-                lambda: litellm.acompletion(**kwargs),
-                llm.max_retries,
-                usage,
-                what=f"{label} ({llm.model})",
-                secret=llm.api_key,
-            )
-        usage.add_response(response, cost=_cost(litellm, response))
-        return response
-
-    async def embed(
-        self, texts: Sequence[str], *, label: str = "embeddings", ledger: UsageLedger | None = None
-    ) -> list[list[float]]:
-        """Embeddings of texts, each cached by (model, text); batches the misses."""
-        config = self.embeddings
-        if config is None:
-            raise JudgeError(
-                "this metric needs an embedding model: pass embeddings=Embeddings(...)"
-            )
-        self._bind_loop()
-        usage = self._tally(label, ledger)
-        keys = [cache_key({"kind": "embedding", "model": config.model, "text": t}) for t in texts]
-        vectors: dict[str, list[float]] = {}
-        todo: dict[str, str] = {}
-        for key, text in zip(keys, texts, strict=True):
-            entry = self._lookup(key, label, None)
-            if entry is not None:
-                vectors[key] = entry
-                usage.count("cache_hits")
-            else:
-                todo.setdefault(key, text)
-        pending = list(todo.items())
-        batches = [
-            pending[i : i + config.batch_size] for i in range(0, len(pending), config.batch_size)
-        ]
-        for found in await asyncio.gather(*(self._embed_batch(b, usage, label) for b in batches)):
-            vectors.update(found)
-        return [vectors[key] for key in keys]
-
-    async def _embed_batch(
-        self, batch: list[tuple[str, str]], usage: Tally, label: str
-    ) -> dict[str, list[float]]:
-        config = self.embeddings
-        assert config is not None and self._embed_slots is not None
+            params["n"] = n
+        if openai_compatible(llm.model):
+            name = llm.model[len(_OPENAI) :]
+            client = self._client(llm.api_base, llm.api_key, llm.timeout)
+            response = await client.chat.completions.create(model=name, **params)
+            return response, _openai_price(llm.api_base, name, response)
         litellm = _litellm()
-        async with self._embed_slots:
-            response = await call_with_retries(
-                lambda: litellm.aembedding(
-                    model=config.model,
-                    input=[text for _, text in batch],
-                    api_base=config.api_base,
-                    api_key=config.api_key,
-                    timeout=config.timeout,
-                    max_retries=0,
-                    num_retries=0,
-                ),
-                config.max_retries,
-                usage,
-                what=f"{label} ({config.model})",
-                secret=config.api_key,
-            )
-        usage.add_response(response, cost=_cost(litellm, response))
-        found = {}
-        for (key, text), item in zip(batch, response.data, strict=True):
-            vector = [
-                float(x) for x in (item["embedding"] if isinstance(item, dict) else item.embedding)
-            ]
-            found[key] = vector
-            if self.cache is not None:
-                self.cache.put(
-                    CacheEntry(
-                        key=key,
-                        kind="embedding",
-                        request={"kind": "embedding", "model": config.model, "text": text},
-                        response=vector,
-                        model=config.model,
-                        resolved_model=getattr(response, "model", None),
-                        created=time.time(),
-                    )
-                )
-        return found
+        response = await litellm.acompletion(
+            model=llm.model,
+            api_base=llm.api_base,
+            api_key=llm.api_key,
+            timeout=llm.timeout,
+            max_retries=0,
+            num_retries=0,
+            **params,
+        )
+        return response, _litellm_cost(litellm, response)
+
+    async def embed(self, config: Embeddings, texts: list[str]) -> tuple[Any, float | None]:
+        """One embedding request for a batch of texts: (response, cost or None)."""
+        if openai_compatible(config.model):
+            name = config.model[len(_OPENAI) :]
+            client = self._client(config.api_base, config.api_key, config.timeout)
+            response = await client.embeddings.create(model=name, input=texts)
+            return response, _openai_price(config.api_base, name, response)
+        litellm = _litellm()
+        response = await litellm.aembedding(
+            model=config.model,
+            input=texts,
+            api_base=config.api_base,
+            api_key=config.api_key,
+            timeout=config.timeout,
+            max_retries=0,
+            num_retries=0,
+        )
+        return response, _litellm_cost(litellm, response)
+
+    async def close(self) -> None:
+        """Close the SDK clients' connections."""
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
 
 
-def _cost(litellm: Any, response: Any) -> float | None:
+def _openai_price(api_base: str | None, model: str, response: Any) -> float | None:
+    """OpenAI's list price, only for OpenAI itself: a local server's price is unknown."""
+    if api_base is not None and "api.openai.com" not in api_base:
+        return None
+    usage = getattr(response, "usage", None)
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    return openai_cost(model, prompt, completion)
+
+
+def _litellm_cost(litellm: Any, response: Any) -> float | None:
     """The call's cost from litellm's price map; None (unknown, not 0) for unpriced models."""
     try:
-        cost = litellm.completion_cost(completion_response=response)
+        return float(litellm.completion_cost(completion_response=response))
     except Exception:
         return None
-    return float(cost) if cost else None
 
 
-__all__ = ["LLM", "Embeddings", "LLMSession", "PromptRef", "redact", "run_sync"]
+__all__ = ["LLM", "Embeddings", "PromptRef", "Transport", "run_sync"]

@@ -8,6 +8,7 @@ The SDKs' own retries are off, so a failure is never retried twice over.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -24,8 +25,12 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "input should 
 
 
 def redact(text: str, secret: str | None) -> str:
-    """text with the secret (an API key) replaced, so it can be shown or logged."""
-    return text.replace(secret, "<redacted>") if secret else text
+    """text with the secret (an API key) replaced, so it can be shown or logged.
+
+    Keys shorter than 6 characters are placeholders of local servers ("EMPTY", "x"):
+    replacing them would garble the message and protect nothing.
+    """
+    return text.replace(secret, "<redacted>") if secret and len(secret) >= 6 else text
 
 
 def _status(exc: BaseException) -> int | None:
@@ -54,6 +59,8 @@ def is_transient(exc: BaseException) -> bool:
     status = _status(exc)
     if status is not None:
         return status in (408, 409, 429) or status >= 500
+    if isinstance(exc, json.JSONDecodeError):
+        return True  # a 200 whose body is not JSON (a proxy's error page): the SDK raises this
     return _is_connection_or_timeout(exc)
 
 

@@ -17,8 +17,8 @@ from judge.judges import (
     reverse_questions,
     verify_claims,
 )
-from judge.llm import LLMSession
 from judge.scorers import cosine_similarities
+from judge.session import LLMSession
 from judge.usage import UsageLedger
 
 T = TypeVar("T")

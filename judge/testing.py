@@ -35,6 +35,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "hashed_embedding",
+    "heuristic_judge",
     "recorded_chat",
 ]
 
@@ -530,6 +531,77 @@ class FakeLLMServer:
             "model": body.get("model") or self.model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
+
+
+_JUDGES = {
+    "You split": "claims",
+    "You check": "verify",
+    "You write": "reverse",
+    "You judge": "grade",
+}
+
+
+def _block(text: str, tag: str) -> Any:
+    match = re.search(rf"<{tag}>(.*?)</{tag}>", text, re.S)
+    if match is None:
+        raise _HTTPError(400, f"the prompt has no <{tag}> block")
+    return json.loads(match.group(1))
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _TOKEN.findall(text)}
+
+
+def heuristic_judge(body: dict[str, Any]) -> str:
+    """A fast, consistent stand-in for a judge model, answering judge's built-in prompts.
+
+    Sentences are claims; a claim is supported by the first context holding all its words;
+    a context's grade grows with the question words it shares; the reverse questions are
+    the answer's first sentences. Deterministic, so tests and benchmarks can rely on it.
+    """
+    messages = body.get("messages") or [{}]
+    first = _text_of(messages[0].get("content"))[:9]
+    user = _text_of(messages[-1].get("content")) if len(messages) > 1 else ""
+    kind = _JUDGES.get(first)
+    if kind == "claims":
+        text = _block(user, "text")
+        return json.dumps(
+            {"claims": [s.strip() + "." for s in re.split(r"[.。]", text) if s.strip()]}
+        )
+    if kind == "verify":
+        claims, contexts = _block(user, "claims"), _block(user, "contexts")
+        verdicts = []
+        for i, claim in enumerate(claims):
+            hit = next((k for k, c in enumerate(contexts) if _words(claim) <= _words(c)), None)
+            verdicts.append(
+                {
+                    "claim": i,
+                    "verdict": "supported" if hit is not None else "not_found",
+                    "reason": "all words found" if hit is not None else "not in any context",
+                    "context": hit,
+                }
+            )
+        return json.dumps({"verdicts": verdicts})
+    if kind == "reverse":
+        answer = _block(user, "answer")
+        asked = re.search(r"write (\d+) different", _text_of(messages[0].get("content")))
+        n = int(asked.group(1)) if asked else 3
+        sentences = [s.strip() for s in re.split(r"[.。]", answer) if s.strip()] or [answer]
+        questions = [f"What about {sentences[i % len(sentences)]}?" for i in range(n)]
+        noncommittal = any(p in answer.lower() for p in ("don't know", "not sure", "不确定"))
+        return json.dumps({"questions": questions, "noncommittal": noncommittal})
+    if kind == "grade":
+        question, contexts = _words(_block(user, "question")), _block(user, "contexts")
+        grades = [min(3, len(question & _words(c))) for c in contexts]
+        return json.dumps(
+            {
+                "contexts": [
+                    {"context": i, "grade": g, "reason": f"{g} shared words"}
+                    for i, g in enumerate(grades)
+                ]
+            }
+        )
+    raise _HTTPError(400, "not one of judge's built-in prompts")
 
 
 def recorded_chat(entries: Iterable[Any]) -> ChatHandler:

@@ -17,7 +17,8 @@ from judge.errors import (
     LLMRequestError,
     TruncatedOutputError,
 )
-from judge.llm import LLM, Embeddings, LLMSession, PromptRef, run_sync
+from judge.llm import LLM, Embeddings, PromptRef, run_sync
+from judge.session import LLMSession
 from judge.testing import FakeLLMServer, Fault
 
 SECRET = "sk-test-SECRET-0123456789"
@@ -323,3 +324,31 @@ def test_no_secret_reaches_any_file(fake_llm_server, tmp_path):
         assert SECRET not in repr(session.llm) and SECRET not in repr(embeddings)
     for path in tmp_path.iterdir():
         assert SECRET.encode() not in path.read_bytes(), path
+
+
+# Other providers go through litellm rather than the openai SDK: hosted_vllm speaks the
+# OpenAI protocol, so the fake server can stand in for it.
+def test_litellm_route_structured_output_fallback_and_retries(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.reject_response_format = {"json_schema"}
+    fake_llm_server.fail_next(Fault.status(429, retry_after=0.1), Fault.status(500))
+    session = LLMSession(make_llm(fake_llm_server, model="hosted_vllm/fake-model"))
+    assert chat(session)[0].claims
+    formats = [b.get("response_format", {}).get("type") for b in chat_bodies(fake_llm_server)]
+    assert formats[-1] == "json_object" and "json_schema" in formats
+    assert session.mode == "json_object_schema"
+    assert session.usage.of("claims").retries == 2
+    assert fake_llm_server.count() == len(formats)  # litellm's own retries are off
+
+
+def test_litellm_route_refusal_and_embeddings(fake_llm_server):
+    fake_llm_server.fail_next(Fault.status(401, message="bad key"))
+    session = LLMSession(make_llm(fake_llm_server, model="hosted_vllm/fake-model"))
+    with pytest.raises(LLMRequestError, match="check the API key"):
+        chat(session)
+    assert fake_llm_server.count() == 1
+    embeddings = Embeddings(
+        model="hosted_vllm/fake-embed", api_base=fake_llm_server.base_url, api_key=SECRET
+    )
+    vectors = run_sync(LLMSession(embeddings=embeddings).embed(["a b", "a b c"]))
+    assert len(vectors) == 2 and len(vectors[0]) == 256

@@ -1,0 +1,38 @@
+"""Prices per token from litellm's price map, read as data (importing litellm takes seconds)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+_MAP_FILE = "model_prices_and_context_window_backup.json"
+
+
+@functools.cache
+def price_map() -> dict[str, Any]:
+    """litellm's model price map from its package directory, or {} if it cannot be found."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    for location in spec.submodule_search_locations:
+        path = Path(location) / _MAP_FILE
+        if path.is_file():
+            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return data
+    return {}
+
+
+def openai_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD cost of one OpenAI call; None when the model is not in the price map."""
+    entry = price_map().get(model)
+    if not isinstance(entry, dict) or entry.get("litellm_provider") != "openai":
+        return None
+    try:
+        return prompt_tokens * float(
+            entry.get("input_cost_per_token") or 0.0
+        ) + completion_tokens * float(entry.get("output_cost_per_token") or 0.0)
+    except (TypeError, ValueError):
+        return None
