@@ -50,7 +50,7 @@ class LLM:
     max_tokens: int | None = None
     timeout: float = 120.0
     max_retries: int = 6
-    max_reasks: int = 2
+    max_reasks: int = 1
     max_concurrency: int = 16
     structured_output: str = "auto"
 

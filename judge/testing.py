@@ -561,7 +561,8 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     """
     messages = body.get("messages") or [{}]
     first = _text_of(messages[0].get("content"))[:9]
-    user = _text_of(messages[-1].get("content")) if len(messages) > 1 else ""
+    # The data is in the first user message; later ones are re-asks.
+    user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
     kind = _JUDGES.get(first)
     if kind == "claims":
         text = _block(user, "text")

@@ -11,7 +11,7 @@ import pytest
 import judge
 from judge import LLM, Embeddings
 from judge.errors import InputFormatError, JudgeError, UnknownMetricError
-from judge.testing import FakeLLMServer
+from judge.testing import FakeLLMServer, heuristic_judge
 
 QUESTION = "Who created Python?"
 ANSWER = "Guido van Rossum created Python. Python was released in 1991. It runs on Mars."
@@ -38,51 +38,13 @@ def which(body: dict) -> str:
 
 
 def judge_handler(body: dict, *, drop_verdict: bool = False) -> str:
-    """A consistent hand-made judge: sentences are claims, word overlap decides support."""
-    user = body["messages"][1]["content"]
-    kind = which(body)
-    if kind == "claims":
-        text = block(user, "text")
-        return json.dumps({"claims": [s.strip() + "." for s in text.split(".") if s.strip()]})
-    if kind == "verify":
-        claims, contexts = block(user, "claims"), block(user, "contexts")
-        verdicts = []
-        for i, claim in enumerate(claims):
-            words = set(claim.lower().strip(".").split())
-            hit = next(
-                (k for k, c in enumerate(contexts) if words <= set(c.lower().strip(".").split())),
-                None,
-            )
-            verdicts.append(
-                {
-                    "claim": i,
-                    "verdict": "supported" if hit is not None else "not_found",
-                    "reason": "by word overlap",
-                    "context": hit,
-                }
-            )
-        return json.dumps({"verdicts": verdicts[:-1] if drop_verdict else verdicts})
-    if kind == "reverse":
-        noncommittal = "don't know" in block(user, "answer")
-        return json.dumps(
-            {
-                "questions": [
-                    "Who created Python?",
-                    "Who made Python?",
-                    "When was Python released?",
-                ],
-                "noncommittal": noncommittal,
-            }
-        )
-    contexts = block(user, "contexts")
-    return json.dumps(
-        {
-            "contexts": [
-                {"context": i, "grade": 3 if "Python" in c else 0, "reason": "topic"}
-                for i, c in enumerate(contexts)
-            ]
-        }
-    )
+    """heuristic_judge (sentences are claims, word overlap decides support), optionally
+    answering one verdict short."""
+    reply = heuristic_judge(body)
+    if drop_verdict and which(body) == "verify":
+        verdicts = json.loads(reply)["verdicts"]
+        return json.dumps({"verdicts": verdicts[:-1]})
+    return reply
 
 
 @pytest.fixture
@@ -109,7 +71,7 @@ def test_four_core_metrics_share_calls(fake_llm_server, models):
     }
     assert result["faithfulness"] == pytest.approx(2 / 3)  # "It runs on Mars." not found
     assert result["context_recall"] == 1.0
-    assert result["context_precision"] == 1.0  # both relevant contexts come first
+    assert result["context_precision"] == 1.0  # the relevant context comes first
     assert 0 < result["answer_relevancy"] <= 1
     # One verify call for both claim lists; 5 chat requests and 1 embedding request.
     assert kinds(fake_llm_server) == ["claims", "claims", "grade", "reverse", "verify"]
@@ -134,7 +96,7 @@ def test_grading_call_is_shared_by_three_metrics(fake_llm_server, models):
     assert kinds(fake_llm_server) == ["grade"]
     assert result.scores == {
         "context_precision": 1.0,
-        "context_relevance": 2 / 3,
+        "context_relevance": 1 / 3,  # grades 2, 1, 0 by shared question words
         "context_ndcg@2": 1.0,
     }
     (request,) = fake_llm_server.requests
