@@ -112,8 +112,12 @@ async def ascore(
     """Async twin of `score`."""
     sample = Sample.create(question, answer, contexts, ground_truth, sample_id)
     session = make_session(llm, embeddings, cache)
-    chosen = resolve_metrics(metrics, embeddings=session.embeddings is not None)
-    return await score_sample(sample, chosen, session)
+    try:
+        chosen = resolve_metrics(metrics, embeddings=session.embeddings is not None)
+        return await score_sample(sample, chosen, session)
+    finally:
+        if session is not llm:  # ours: close its connections before the loop ends
+            await session.aclose()
 
 
 def score(

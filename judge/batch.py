@@ -224,6 +224,8 @@ async def aevaluate(
         await asyncio.gather(*(one(r) for r in rows))
     finally:
         bar.close()
+        if session is not None and session is not llm:  # ours: close its connections
+            await session.aclose()
     finished = [r for r in results if r is not None]
     usage = session.usage.total().as_dict() if session else {}
     config = {

@@ -13,7 +13,6 @@ import json
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -169,7 +168,7 @@ class Cache:
                 e.prompt_version,
                 e.mode,
                 None if e.usage is None else canonical_json(e.usage),
-                e.created or time.time(),
+                e.created,  # 0 means unknown; kept, so export -> import -> export is stable
             )
             for e in entries
         ]

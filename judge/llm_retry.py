@@ -52,10 +52,15 @@ def is_format_rejection(exc: BaseException) -> bool:
     return any(word in message for word in _FORMAT_WORDS)
 
 
+_NO_KEY_WORDS = ("missing credentials", "api_key client option must be set", "no api key")
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: rate limits, server errors, timeouts, connection failures."""
     if is_format_rejection(exc):
         return False
+    if any(word in str(exc).lower() for word in _NO_KEY_WORDS):
+        return False  # litellm reports a missing key as a 500; no retry can fix it
     status = _status(exc)
     if status is not None:
         return status in (408, 409, 429) or status >= 500
@@ -104,6 +109,8 @@ def _explain(exc: BaseException, what: str, secret: str | None, attempts: int) -
             "is overloaded or unreachable: lower the concurrency, raise max_retries or "
             "timeout, or try again later."
         )
+    if any(word in detail.lower() for word in _NO_KEY_WORDS):
+        status = 401
     hint = {
         401: "check the API key (--api-key or the provider's environment variable)",
         403: "the key is not allowed to use this model",

@@ -62,6 +62,10 @@ class Sample:
         return cls(question, answer, tuple(contexts), ground_truth, None if id is None else str(id))
 
 
+def _filled(text: str | None) -> bool:
+    return text is not None and bool(text.strip())
+
+
 @dataclass
 class Judgments:
     """Lazily made, shared judgments of one sample.
@@ -118,8 +122,10 @@ class Judgments:
         return self._once("verdicts", self._verify)
 
     async def _verify(self) -> tuple[list[Verdict], list[Verdict]]:
-        answer = await self.answer_claims() if self.verify_answer else []
-        truth = await self.truth_claims() if self.verify_truth else []
+        s = self.sample
+        # A blank text has no claims: no call for it (the metric itself is NaN).
+        answer = await self.answer_claims() if self.verify_answer and _filled(s.answer) else []
+        truth = await self.truth_claims() if self.verify_truth and _filled(s.ground_truth) else []
         combined = await verify_claims(
             self.session,
             claims=[*answer, *truth],

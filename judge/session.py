@@ -66,6 +66,13 @@ class LLMSession:
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._transport: Transport | None = None
 
+    async def aclose(self) -> None:
+        """Close the network clients of the current event loop (the cache stays open)."""
+        if self._transport is not None and self._loop is asyncio.get_running_loop():
+            await self._transport.close()
+        self._transport = None
+        self._loop = None
+
     def _bind_loop(self) -> None:
         """Create the asyncio objects on the running loop (a sync wrapper may start a new one)."""
         loop = asyncio.get_running_loop()

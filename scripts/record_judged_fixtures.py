@@ -1,0 +1,183 @@
+"""Record fixtures/judged/judgments.jsonl from the hand-written judgments in samples.json.
+
+A FakeLLMServer answers every judge call from the judgments written in samples.json (no
+model is involved); `judge.score` runs each sample through the real litellm client with a
+Cache in record mode, and the cache is exported as sorted JSONL. Running it twice gives
+byte-identical output.
+
+Run: python scripts/record_judged_fixtures.py
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from judge.api import SampleResult, score
+from judge.cache import Cache
+from judge.jsonout import canonical_json
+from judge.llm import LLM, Embeddings
+from judge.testing import FakeLLMServer
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "fixtures" / "judged" / "samples.json"
+OUTPUT = ROOT / "fixtures" / "judged" / "judgments.jsonl"
+MODEL = "openai/judge-fixture"
+EMBED_MODEL = "openai/embed-fixture"
+METRICS = (
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "context_relevance",
+    "context_ndcg@5",
+)
+# The first line of each prompt's system section names the judge (see prompts/*.txt).
+JUDGES = {
+    "You split a text into atomic claims for fact-checking.": "claims",
+    "You check numbered claims against numbered contexts.": "verify",
+    "You judge how useful each retrieved context is for answering a question.": "grade",
+    "You write the questions that an answer answers.": "reverse",
+}
+_BLOCK = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
+
+
+def load_samples(path: Path = SAMPLES) -> list[dict[str, Any]]:
+    """The samples of samples.json (without its _meta)."""
+    samples: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["samples"]
+    return samples
+
+
+def data_blocks(text: str) -> dict[str, Any]:
+    """The JSON data blocks of a rendered user message, by tag name."""
+    # Data is JSON with < and > escaped, so a block never holds its own closing tag.
+    return {name: json.loads(body) for name, body in _BLOCK.findall(text)}
+
+
+def _numbered(items: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:
+    return [{field: i, **item} for i, item in enumerate(items)]
+
+
+class HandJudge:
+    """A fake-server chat handler answering each judge call from the hand-written judgments."""
+
+    def __init__(self, samples: list[dict[str, Any]]):
+        self.samples = samples
+        self.unplanned: list[str] = []  # calls judge.score made that samples.json says it skips
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        messages = body["messages"]
+        system = messages[0]["content"].splitlines()[0]
+        kind = JUDGES.get(system)
+        if kind is None:
+            raise ValueError(f"no judge starts its system message with {system!r}")
+        user = next(m["content"] for m in messages if m["role"] == "user")
+        data = data_blocks(user)
+        reply = getattr(self, f"_{kind}")(data)
+        return json.dumps(reply, ensure_ascii=False)
+
+    def _find(self, what: str, **inputs: Any) -> dict[str, Any]:
+        for sample in self.samples:
+            if all(sample[k] == v for k, v in inputs.items()):
+                return sample
+        raise LookupError(f"{what}: no sample has {json.dumps(inputs, ensure_ascii=False)[:200]}")
+
+    def _claims(self, data: dict[str, Any]) -> dict[str, Any]:
+        sample = self._find("claims", question=data["question"])
+        judged = sample["judgments"]
+        text = data["text"]
+        if text == sample["answer"] and judged["answer_claims"] is not None:
+            return {"claims": judged["answer_claims"]}
+        if text == sample["ground_truth"] and judged["truth_claims"] is not None:
+            return {"claims": judged["truth_claims"]}
+        if not text.strip():
+            # The claims prompt says a text without a factual statement has no claims.
+            self.unplanned.append(f"{sample['id']}: claims call for an empty text")
+            return {"claims": []}
+        raise LookupError(f"{sample['id']}: no hand-written claims for text {text[:80]!r}")
+
+    def _verify(self, data: dict[str, Any]) -> dict[str, Any]:
+        claims = data["claims"]
+        for sample in self.samples:
+            if sample["contexts"] != data["contexts"]:
+                continue
+            j = sample["judgments"]
+            answer = (j["answer_claims"] or [], j["answer_verdicts"] or [])
+            truth = (j["truth_claims"] or [], j["truth_verdicts"] or [])
+            # judge.score verifies the answer's and the truth's claims in one call.
+            for listed, verdicts in (
+                (answer[0] + truth[0], answer[1] + truth[1]),
+                answer,
+                truth,
+            ):
+                if listed == claims:
+                    return {"verdicts": _numbered(verdicts, "claim")}
+        raise LookupError(f"verify: no sample has these contexts and claims {claims!r:.200}")
+
+    def _grade(self, data: dict[str, Any]) -> dict[str, Any]:
+        sample = self._find("grade", question=data["question"], contexts=data["contexts"])
+        reference = data["reference"]
+        if reference not in (sample["ground_truth"], sample["answer"]):
+            raise LookupError(f"{sample['id']}: unexpected reference {reference!r:.80}")
+        return {"contexts": _numbered(sample["judgments"]["context_grades"], "context")}
+
+    def _reverse(self, data: dict[str, Any]) -> dict[str, Any]:
+        reverse: dict[str, Any] = self._find("reverse", answer=data["answer"])["judgments"][
+            "reverse_questions"
+        ]
+        return reverse
+
+
+def score_all(
+    samples: list[dict[str, Any]], server: FakeLLMServer, cache: Cache | None = None
+) -> list[SampleResult]:
+    """judge.score of every sample against the server (the fixtures' model names)."""
+    llm = LLM(model=MODEL, api_base=server.base_url, api_key="fixture", max_retries=0)
+    embeddings = Embeddings(model=EMBED_MODEL, api_base=server.base_url, api_key="fixture")
+    return [
+        score(
+            s["question"],
+            s["answer"],
+            s["contexts"],
+            s["ground_truth"],
+            metrics=list(METRICS),
+            llm=llm,
+            embeddings=embeddings,
+            cache=cache,
+            sample_id=s["id"],
+        )
+        for s in samples
+    ]
+
+
+def record(samples_path: Path = SAMPLES, output: Path = OUTPUT) -> HandJudge:
+    """Score every sample through the hand judge and export the recorded cache to output."""
+    samples = load_samples(samples_path)
+    hand = HandJudge(samples)
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(chat=hand) as server:
+        with Cache(Path(tmp) / "record.sqlite", mode="record") as cache:
+            for result in score_all(samples, server, cache):
+                if result.errors:
+                    raise SystemExit(f"{result.sample.id}: judge failed: {result.errors}")
+            cache.export_jsonl(Path(tmp) / "export.jsonl")
+        lines = (Path(tmp) / "export.jsonl").read_text(encoding="utf-8").splitlines()
+    # `created` is the wall-clock time of recording; zero it so the file is reproducible.
+    entries = [json.loads(line) | {"created": 0} for line in lines]
+    output.write_text("".join(canonical_json(e) + "\n" for e in entries), encoding="utf-8")
+    return hand
+
+
+def main() -> None:
+    """Record the fixtures and say what was written."""
+    hand = record()
+    print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    for note in hand.unplanned:
+        print(f"warning: unplanned judge call ({note})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
