@@ -12,7 +12,26 @@ from typing import Any
 
 from judge.errors import JudgeError
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+# The demo: hand-judged samples and their recorded judgments (see fixtures/judged/).
+DEMO_MODEL = "openai/judge-fixture"
+DEMO_EMBEDDINGS = "openai/embed-fixture"
+DEMO_METRICS = [
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "context_relevance",
+    "context_ndcg@5",
+]
+
+
+def demo_dir() -> Path:
+    """The demo data: inside the installed package, or in the source tree's fixtures."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "_demo", package.parent / "fixtures" / "judged"):
+        if (candidate / "samples.json").is_file():
+            return candidate
+    raise JudgeError(f"the demo data is missing (looked in {package}); reinstall judge")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -175,25 +194,35 @@ def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """The `judge demo` command: the demo dataset, replayed from recorded judgments."""
+    """The `judge demo` command: the demo dataset, replayed offline from recorded judgments."""
     from judge.batch import evaluate
     from judge.cache import Cache
     from judge.llm import LLM, Embeddings
 
-    spec = json.loads((DEMO_DIR / "demo.json").read_text(encoding="utf-8"))
+    source = demo_dir()
+    spec = json.loads((source / "samples.json").read_text(encoding="utf-8"))
+    fields = ("id", "question", "answer", "contexts", "ground_truth")
+    rows = [{f: sample.get(f) for f in fields} for sample in spec["samples"]]
+    print(
+        f"judge demo: {len(rows)} samples from {source}, judged offline from recorded "
+        f"judgments ({DEMO_MODEL}); no network is used.\n"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "demo.sqlite")
-        cache.import_jsonl(DEMO_DIR / "judgments.jsonl")
-        cache.mode = "replay"  # offline: every judgment comes from the recording
-        result = evaluate(
-            DEMO_DIR / "samples.jsonl",
-            spec["metrics"],
-            llm=LLM(spec["model"]),
-            embeddings=Embeddings(spec["embedding_model"]),
-            cache=cache,
-            progress=False,
-        )
-        cache.close()
+        cache.import_jsonl(source / "judgments.jsonl")
+        cache.mode = "replay"  # every judgment comes from the recording, or it is an error
+        try:
+            result = evaluate(
+                rows,
+                DEMO_METRICS,
+                llm=LLM(DEMO_MODEL),
+                embeddings=Embeddings(DEMO_EMBEDDINGS),
+                cache=cache,
+                progress=False,
+            )
+        finally:
+            cache.close()
+    result.config["source"] = f"judge demo ({source.name}/samples.json)"
     return _finish(result, Path(args.out), {})
 
 
