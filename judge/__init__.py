@@ -21,6 +21,9 @@ _LAZY = {
     "Embeddings": "judge.llm",
     "LLMSession": "judge.session",
     "Cache": "judge.cache",
+    "evaluate": "judge.batch",
+    "aevaluate": "judge.batch",
+    "EvaluationResult": "judge.results",
 }
 
 __all__ = [
@@ -28,13 +31,16 @@ __all__ = [
     "Cache",
     "CoverageWarning",
     "Embeddings",
+    "EvaluationResult",
     "InputFormatError",
     "JudgeError",
     "LLMSession",
     "SampleResult",
     "UnknownMetricError",
     "__version__",
+    "aevaluate",
     "ascore",
+    "evaluate",
     "score",
 ]
 

@@ -117,6 +117,8 @@ def test_wheel_ships_the_prompts(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for name in BUILTIN:
         assert f"judge/_prompts/{name}.txt" in names
+    # The demo data ships too, so `pip install . && judge demo` works outside a checkout.
+    assert {"judge/_demo/samples.json", "judge/_demo/judgments.jsonl"} <= set(names)
     # Installed from the wheel (unpacked here), the package finds its own copy.
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
     code = (
