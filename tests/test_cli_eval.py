@@ -122,9 +122,10 @@ def test_usage_errors_exit_2(tmp_path, fake_llm_server, extra, message):
 
 
 def test_input_errors_exit_2_before_any_call(tmp_path, fake_llm_server):
-    missing = run("eval", tmp_path / "none.jsonl", "--model", "openai/m", "--out", tmp_path)
+    cache = ["--cache", str(tmp_path / "c.sqlite")]
+    missing = run("eval", tmp_path / "none.jsonl", "--model", "openai/m", "--out", tmp_path, *cache)
     assert missing.returncode == 2 and "no such file" in missing.stderr
-    no_model = run("eval", dataset(tmp_path / "d.jsonl", 1), "--out", tmp_path)
+    no_model = run("eval", dataset(tmp_path / "d.jsonl", 1), "--out", tmp_path, *cache)
     assert no_model.returncode == 2 and "--model is required" in no_model.stderr
     assert fake_llm_server.count() == 0
 
