@@ -114,9 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"judge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _ir_parser(sub)
+    from judge.cli_compare import add_parser as add_compare
     from judge.cli_eval import add_parsers
 
     add_parsers(sub)
+    add_compare(sub)
     return parser
 
 

@@ -1,0 +1,104 @@
+"""`judge compare`: two evaluations (or two TREC runs and qrels), with paired significance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from judge.errors import JudgeError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the compare subcommand."""
+    p = sub.add_parser(
+        "compare",
+        help="compare two evaluations (or two TREC runs) with paired significance tests",
+        description="Compare B against A. A and B are judge eval outputs (results.jsonl or "
+        "its directory) or, with --qrels, two TREC run files (e.g. first-stage retrieval and "
+        "the same candidates reranked). Exit 1 with --fail-on-regression only when a metric "
+        "drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors.",
+    )
+    p.add_argument("a", help="baseline: results.jsonl, an eval output directory, or a run file")
+    p.add_argument("b", help="candidate, in the same form")
+    p.add_argument("--qrels", help="TREC qrels: A and B are then TREC run files")
+    p.add_argument(
+        "-m",
+        "--metric",
+        action="append",
+        dest="metrics",
+        metavar="METRIC",
+        help="metric to compare, repeatable or comma-separated (default: all "
+        "shared; for runs: mrr, ndcg@K, P@K, recall@K, hit_rate@K)",
+    )
+    p.add_argument("-l", "--relevance-level", type=int, default=1, help="for run files")
+    p.add_argument(
+        "-k",
+        "--top-k",
+        type=int,
+        help="for run files: cutoff K of the default "
+        "metrics, and list queries whose relevant docs fell out of B's top K",
+    )
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--out", help="also write comparison.json and compare.html here")
+    p.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 if any metric got significantly worse",
+    )
+    p.set_defaults(func=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """The `judge compare` command."""
+    from judge.compare import compare, write_json
+    from judge.compare_report import write_compare
+    from judge.compare_runs import compare_runs
+    from judge.diagnose import diagnose
+    from judge.ir import read_qrels, read_run
+
+    metrics = [m for item in (args.metrics or []) for m in item.split(",") if m.strip()] or None
+    if args.qrels:
+        comparison = compare_runs(
+            read_qrels(args.qrels),
+            read_run(args.a),
+            read_run(args.b),
+            metrics,
+            relevance_level=args.relevance_level,
+            k=args.top_k or 5,
+            label_a=args.a,
+            label_b=args.b,
+        )
+    else:
+        if args.top_k:
+            raise JudgeError("--top-k applies to run files: give --qrels too")
+        comparison = compare(args.a, args.b, metrics=metrics)
+    findings = diagnose({m: c.mean_b for m, c in comparison.metrics.items()})
+    comparison.extra["diagnosis_b"] = findings
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(comparison, out / "comparison.json")
+        write_compare(comparison, findings, out / "compare.html")
+    if args.format == "json":
+        print(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(comparison.table())
+        lost = comparison.extra.get("lost_from_top_k")
+        if lost is not None:
+            print(
+                f"\nqueries whose relevant docs fell out of the top {lost['k']}: "
+                f"{len(lost['queries'])}"
+            )
+            for q in lost["queries"][:20]:
+                print(f"  {q['query']}: {', '.join(q['docs'])} (rank in B: {q['rank_in_b']})")
+        if findings:
+            print("\ndiagnosis of B:\n" + "\n".join(f"  - {f}" for f in findings))
+    regressions = comparison.regressions()
+    for m in regressions:
+        print(
+            f"REGRESSION: {m.metric} dropped by {m.delta:.4f} (p_holm {m.p_adjusted:.4g})",
+            file=sys.stderr,
+        )
+    return 1 if args.fail_on_regression and regressions else 0

@@ -1,0 +1,237 @@
+"""A/B comparison of two evaluations over the same samples, with paired significance.
+
+For every metric: both means, the mean paired difference (B - A), its 95% paired
+bootstrap interval, a two-sided paired randomisation test, wins / ties / losses, and
+Holm-Bonferroni adjusted p-values across the metrics compared. Samples are matched by
+id (or, when ids do not match, by identical question); unmatched ones are reported and
+left out, and so are pairs where either side is NaN for that metric.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from judge.errors import InputFormatError
+from judge.stats import holm, paired_bootstrap_ci, permutation_p_value
+
+Scores = dict[str, dict[str, float | None]]  # sample key -> metric -> value
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """The paired comparison of one metric (delta = B - A)."""
+
+    metric: str
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    p_adjusted: float | None
+    wins: int
+    ties: int
+    losses: int
+
+    @property
+    def significant(self) -> bool:
+        """Whether the change survives Holm's adjustment at the 5% level."""
+        return self.p_adjusted is not None and self.p_adjusted < ALPHA
+
+
+@dataclass
+class Comparison:
+    """The comparison of B against A: per-metric statistics and per-sample deltas."""
+
+    label_a: str
+    label_b: str
+    metrics: dict[str, MetricComparison]
+    keys: list[str]
+    deltas: dict[str, list[float | None]]
+    unmatched_a: list[str] = field(default_factory=list)
+    unmatched_b: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def regressions(self) -> list[MetricComparison]:
+        """Metrics that got significantly worse (higher is better for every metric here)."""
+        return [m for m in self.metrics.values() if m.significant and (m.delta or 0) < 0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (the `--format json` output)."""
+        return {
+            "a": self.label_a,
+            "b": self.label_b,
+            "matched": len(self.keys),
+            "unmatched_a": self.unmatched_a,
+            "unmatched_b": self.unmatched_b,
+            "metrics": {
+                name: {k: v for k, v in asdict(m).items() if k != "metric"}
+                for name, m in self.metrics.items()
+            },
+            **self.extra,
+        }
+
+    def table(self) -> str:
+        """A terminal table in the spirit of seed 000's A/B template, with significance."""
+        head = (
+            f"{'metric':<20} {'A':>7} {'B':>7} {'Δ':>8} {'95% CI of Δ':>18} {'p':>7} "
+            f"{'p_holm':>7}  W/T/L"
+        )
+        lines = [head, "=" * len(head)]
+        for m in self.metrics.values():
+            arrow = "" if m.delta is None else "↑" if m.delta > 0 else "↓" if m.delta < 0 else "="
+            star = " *" if m.significant else ""
+            ci = "–" if m.ci_low is None else f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
+            lines.append(
+                f"{m.metric:<20} {_f(m.mean_a):>7} {_f(m.mean_b):>7} {_f(m.delta, '+'):>7}{arrow} "
+                f"{ci:>18} {_f(m.p_value):>7} {_f(m.p_adjusted):>7}  "
+                f"{m.wins}/{m.ties}/{m.losses}{star}"
+            )
+        lines.append(
+            f"\n{len(self.keys)} paired samples; * = significant after Holm-Bonferroni "
+            f"(p < {ALPHA}). Unmatched: {len(self.unmatched_a)} in A, "
+            f"{len(self.unmatched_b)} in B."
+        )
+        return "\n".join(lines)
+
+
+def _f(value: float | None, sign: str = "") -> str:
+    return "–" if value is None else f"{value:{sign}.3f}"
+
+
+def _none(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> MetricComparison:
+    """Statistics of one metric over paired values (None or NaN on either side is left out)."""
+    pairs = [
+        (x, y)
+        for x, y in zip(a, b, strict=True)
+        if x is not None and y is not None and not (math.isnan(x) or math.isnan(y))
+    ]
+    xa = np.array([p[0] for p in pairs], dtype=np.float64)
+    xb = np.array([p[1] for p in pairs], dtype=np.float64)
+    diff = xb - xa
+    low, high = paired_bootstrap_ci(diff)
+    return MetricComparison(
+        metric=metric,
+        n=len(pairs),
+        mean_a=_none(xa.mean()) if pairs else None,
+        mean_b=_none(xb.mean()) if pairs else None,
+        delta=_none(diff.mean()) if pairs else None,
+        ci_low=_none(low),
+        ci_high=_none(high),
+        p_value=_none(permutation_p_value(diff)),
+        p_adjusted=None,
+        wins=int((diff > 0).sum()),
+        ties=int((diff == 0).sum()),
+        losses=int((diff < 0).sum()),
+    )
+
+
+def compare_scores(
+    a: Scores,
+    b: Scores,
+    metrics: list[str] | None = None,
+    *,
+    label_a: str = "A",
+    label_b: str = "B",
+) -> Comparison:
+    """Compare per-sample scores already matched by key."""
+    keys = [k for k in a if k in b]
+    if not keys:
+        raise InputFormatError(f"{label_a} and {label_b} share no sample: nothing to compare")
+    if metrics is None:
+        first_a, first_b = next(iter(a.values())), next(iter(b.values()))
+        metrics = [m for m in first_a if m in first_b]
+    results = {
+        m: compare_one(m, [a[k].get(m) for k in keys], [b[k].get(m) for k in keys]) for m in metrics
+    }
+    adjusted = holm([math.nan if r.p_value is None else r.p_value for r in results.values()])
+    results = {m: _with_adjusted(r, p) for (m, r), p in zip(results.items(), adjusted, strict=True)}
+    deltas = {m: [_delta(a[k].get(m), b[k].get(m)) for k in keys] for m in metrics}
+    return Comparison(
+        label_a,
+        label_b,
+        results,
+        keys,
+        deltas,
+        unmatched_a=[k for k in a if k not in b],
+        unmatched_b=[k for k in b if k not in a],
+    )
+
+
+def _with_adjusted(result: MetricComparison, p: float) -> MetricComparison:
+    return MetricComparison(**{**asdict(result), "p_adjusted": _none(p)})
+
+
+def _delta(x: float | None, y: float | None) -> float | None:
+    if x is None or y is None or math.isnan(x) or math.isnan(y):
+        return None
+    return y - x
+
+
+def load_results(source: Any) -> tuple[list[dict[str, Any]], str]:
+    """Rows of an EvaluationResult, a results.jsonl file, or a directory holding one."""
+    if hasattr(source, "rows"):
+        return list(source.rows), "result"
+    path = Path(source)
+    if path.is_dir():
+        path = path / "results.jsonl"
+    if not path.is_file():
+        raise InputFormatError(f"{path}: no such results file (judge eval writes results.jsonl)")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputFormatError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("scores"), dict):
+            raise InputFormatError(f"{path}:{number}: not a judge results row (no scores)")
+        rows.append(row)
+    return rows, str(path)
+
+
+def _keyed(rows: list[dict[str, Any]], field_name: str) -> Scores:
+    return {str(r.get(field_name)): r["scores"] for r in rows if not r.get("error")}
+
+
+def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
+    """Compare two evaluations of the same samples (B against A).
+
+    Args:
+        a: the baseline: an EvaluationResult, a results.jsonl, or an output directory.
+        b: the candidate, in the same forms.
+        metrics: metric names to compare; default every metric both have.
+
+    Returns:
+        A `Comparison`; `table()` for the terminal, `to_dict()` for JSON.
+    """
+    rows_a, label_a = load_results(a)
+    rows_b, label_b = load_results(b)
+    by_id_a, by_id_b = _keyed(rows_a, "id"), _keyed(rows_b, "id")
+    by_q_a, by_q_b = _keyed(rows_a, "question"), _keyed(rows_b, "question")
+    shared_ids = len(by_id_a.keys() & by_id_b.keys())
+    shared_questions = len(by_q_a.keys() & by_q_b.keys())
+    # Ids usually identify samples; when two exports numbered them differently, the
+    # question text is the better key.
+    if shared_questions > shared_ids and len(by_q_a) == len(rows_a) and len(by_q_b) == len(rows_b):
+        return compare_scores(by_q_a, by_q_b, metrics, label_a=label_a, label_b=label_b)
+    return compare_scores(by_id_a, by_id_b, metrics, label_a=label_a, label_b=label_b)
+
+
+def write_json(comparison: Comparison, path: str | os.PathLike[str]) -> None:
+    """Write the comparison as JSON."""
+    Path(path).write_text(
+        json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )

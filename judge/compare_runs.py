@@ -1,0 +1,98 @@
+"""Comparing two TREC runs on the same qrels: the reranker workflow of seed 004."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from judge import ir
+from judge.compare import Comparison, Scores, compare_scores
+from judge.ir.ranking import Qrels, Run
+
+
+def rerank_metrics(k: int) -> list[str]:
+    """Seed 004's reranker metrics at cutoff k."""
+    return ["mrr", f"ndcg@{k}", f"P@{k}", f"recall@{k}", f"hit_rate@{k}"]
+
+
+def top_k(docs: Mapping[str, float], k: int) -> list[str]:
+    """The first k docs in trec_eval's order: score descending, ties by doc id descending."""
+    return sorted(docs, key=lambda d: (docs[d], d), reverse=True)[:k]
+
+
+def lost_from_top_k(
+    qrels: Qrels, run_a: Run, run_b: Run, k: int, relevance_level: int = 1
+) -> list[dict[str, object]]:
+    """Queries where a relevant doc in A's top k is no longer in B's top k (seed 004 warns
+    that a reranker can lower recall@k)."""
+    lost: list[dict[str, object]] = []
+    for query in sorted(qrels):
+        relevant = {d for d, g in qrels[query].items() if g >= relevance_level}
+        before = [d for d in top_k(run_a.get(query, {}), k) if d in relevant]
+        after = set(top_k(run_b.get(query, {}), k))
+        dropped = [d for d in before if d not in after]
+        if dropped:
+            lost.append(
+                {
+                    "query": query,
+                    "docs": dropped,
+                    "rank_in_b": {d: _rank(run_b.get(query, {}), d) for d in dropped},
+                }
+            )
+    return lost
+
+
+def _rank(docs: Mapping[str, float], doc: str) -> int | None:
+    if doc not in docs:
+        return None
+    return 1 + sum(1 for d, s in docs.items() if (s, d) > (docs[doc], doc))
+
+
+def compare_runs(
+    qrels: Qrels,
+    run_a: Run,
+    run_b: Run,
+    metrics: Sequence[str] | None = None,
+    *,
+    relevance_level: int = 1,
+    k: int | None = None,
+    label_a: str = "A",
+    label_b: str = "B",
+) -> Comparison:
+    """Compare two runs query by query with paired tests over every judged query.
+
+    Args:
+        qrels: judgments, `{query_id: {doc_id: grade}}`.
+        run_a: the baseline run (e.g. first-stage retrieval).
+        run_b: the candidate run (e.g. the same candidates reranked).
+        metrics: retrieval metric names; default seed 004's at k (5 if k is None).
+        relevance_level: smallest grade that counts as relevant.
+        k: report the queries whose relevant docs fell out of the top k.
+        label_a: name of A in reports.
+        label_b: name of B in reports.
+    """
+    names = list(metrics) if metrics else rerank_metrics(k or 5)
+    scored_a = ir.score_queries(qrels, run_a, names, relevance_level=relevance_level)
+    scored_b = ir.score_queries(qrels, run_b, names, relevance_level=relevance_level)
+    a: Scores = {
+        q: {m: float(v[i]) for m, v in scored_a.values.items()} for i, q in enumerate(scored_a.qids)
+    }
+    b: Scores = {
+        q: {m: float(v[i]) for m, v in scored_b.values.items()} for i, q in enumerate(scored_b.qids)
+    }
+    comparison = compare_scores(a, b, names, label_a=label_a, label_b=label_b)
+    comparison.extra["coverage"] = {
+        "a": {
+            "missing_queries": list(scored_a.missing_queries),
+            "unjudged_queries": list(scored_a.unjudged_queries),
+        },
+        "b": {
+            "missing_queries": list(scored_b.missing_queries),
+            "unjudged_queries": list(scored_b.unjudged_queries),
+        },
+    }
+    if k is not None:
+        comparison.extra["lost_from_top_k"] = {
+            "k": k,
+            "queries": lost_from_top_k(qrels, run_a, run_b, k, relevance_level),
+        }
+    return comparison
