@@ -160,6 +160,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
     """Write results, summary and report; print the table; check thresholds."""
+    from judge.diagnose import diagnose
     from judge.report import write_report
 
     out.mkdir(parents=True, exist_ok=True)
@@ -176,6 +177,7 @@ def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
         if mean is None or mean < floor:
             missed.append(f"{metric} = {'n/a' if mean is None else f'{mean:.4f}'} < {floor}")
     summary["thresholds"] = {"required": thresholds, "missed": missed}
+    summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
@@ -184,6 +186,9 @@ def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
     if checkpoint.exists():
         checkpoint.unlink()  # the run is complete: results.jsonl has every row
     print(result.table())
+    if summary["diagnosis"]:
+        print("\ndiagnosis (retrieval first):")
+        print("\n".join(f"  - {finding}" for finding in summary["diagnosis"]))
     print(
         f"\n{len(result.rows)} rows, {result.errors} with errors; wrote {out}/results.jsonl, "
         "summary.json, report.html"
@@ -205,7 +210,9 @@ def run_demo(args: argparse.Namespace) -> int:
     rows = [{f: sample.get(f) for f in fields} for sample in spec["samples"]]
     print(
         f"judge demo: {len(rows)} samples from {source}, judged offline from recorded "
-        f"judgments ({DEMO_MODEL}); no network is used.\n"
+        f"judgments ({DEMO_MODEL}); no network is used. The judgments were written by hand;\n"
+        "the embeddings are a bag-of-words stand-in (judge.testing.hashed_embedding), so\n"
+        "answer_relevancy reads lower than with a real embedding model.\n"
     )
     with tempfile.TemporaryDirectory() as tmp:
         cache = Cache(Path(tmp) / "demo.sqlite")

@@ -131,6 +131,13 @@ def _worst(result: Any, limit: int = 10) -> str:
     return "".join(blocks)
 
 
+def _diagnosis(result: Any) -> str:
+    from judge.diagnose import diagnose
+
+    findings = diagnose({m: s.mean for m, s in result.summary.items()})
+    return "".join(f"<li>{_e(f)}</li>" for f in findings) or "<li>nothing stands out</li>"
+
+
 def render_report(result: Any) -> str:
     """The HTML text of the report."""
     plots = "".join(
@@ -146,6 +153,7 @@ def render_report(result: Any) -> str:
         f"<h1>judge report</h1><p class=small>{len(result.rows)} rows from "
         f"{_e(result.config.get('source'))}; {result.errors} with errors.</p>"
         f"<h2>Summary</h2>{_summary_table(result)}"
+        f"<h2>Diagnosis</h2><ul>{_diagnosis(result)}</ul>"
         f"<h2>Distributions</h2><div class=plots>{plots}</div>"
         f"<h2>Worst samples</h2>{_worst(result)}"
         "<h2>Usage and cost</h2><table>"
