@@ -98,7 +98,7 @@ def run_compare(args: argparse.Namespace) -> int:
     regressions = comparison.regressions()
     for m in regressions:
         print(
-            f"REGRESSION: {m.metric} dropped by {m.delta:.4f} (p_holm {m.p_adjusted:.4g})",
+            f"REGRESSION: {m.metric} got worse, delta {m.delta:+.4f} (p_holm {m.p_adjusted:.4g})",
             file=sys.stderr,
         )
     return 1 if args.fail_on_regression and regressions else 0

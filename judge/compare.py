@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from judge.errors import InputFormatError
+from judge.metrics import higher_is_better
 from judge.stats import holm, paired_bootstrap_ci, permutation_p_value
 
 Scores = dict[str, dict[str, float | None]]  # sample key -> metric -> value
@@ -41,11 +42,18 @@ class MetricComparison:
     wins: int
     ties: int
     losses: int
+    higher_is_better: bool = True
 
     @property
     def significant(self) -> bool:
         """Whether the change survives Holm's adjustment at the 5% level."""
         return self.p_adjusted is not None and self.p_adjusted < ALPHA
+
+    @property
+    def worse(self) -> bool:
+        """Whether B moved in the bad direction (down, or up for hallucination_rate)."""
+        delta = self.delta or 0.0
+        return delta < 0 if self.higher_is_better else delta > 0
 
 
 @dataclass
@@ -62,8 +70,8 @@ class Comparison:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def regressions(self) -> list[MetricComparison]:
-        """Metrics that got significantly worse (higher is better for every metric here)."""
-        return [m for m in self.metrics.values() if m.significant and (m.delta or 0) < 0]
+        """Metrics that got significantly worse."""
+        return [m for m in self.metrics.values() if m.significant and m.worse]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (the `--format json` output)."""
@@ -123,6 +131,7 @@ def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> Me
     xb = np.array([p[1] for p in pairs], dtype=np.float64)
     diff = xb - xa
     low, high = paired_bootstrap_ci(diff)
+    better_up = higher_is_better(metric)
     return MetricComparison(
         metric=metric,
         n=len(pairs),
@@ -133,9 +142,10 @@ def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> Me
         ci_high=_none(high),
         p_value=_none(permutation_p_value(diff)),
         p_adjusted=None,
-        wins=int((diff > 0).sum()),
+        wins=int((diff > 0).sum()) if better_up else int((diff < 0).sum()),
         ties=int((diff == 0).sum()),
-        losses=int((diff < 0).sum()),
+        losses=int((diff < 0).sum()) if better_up else int((diff > 0).sum()),
+        higher_is_better=better_up,
     )
 
 

@@ -47,7 +47,7 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
     rows = []
     for m in comparison.metrics.values():
         verdict = (
-            "significant " + ("gain" if (m.delta or 0) > 0 else "drop")
+            "significant " + ("regression" if m.worse else "improvement")
             if m.significant
             else "not significant"
         )

@@ -49,6 +49,14 @@ class ContextGrade(BaseModel):
         return self.grade >= 2
 
 
+class CitationCheck(BaseModel):
+    """Whether one cited context supports the statement citing it."""
+
+    check: int = Field(ge=0)
+    supported: bool
+    reason: str
+
+
 class ReverseQuestions(BaseModel):
     """Questions an answer would answer, and whether the answer is noncommittal."""
 
@@ -77,6 +85,15 @@ class _GradeList(BaseModel):
     @model_validator(mode="after")
     def _in_order(self) -> _GradeList:
         _numbered(self.contexts, "context", len(self.contexts))
+        return self
+
+
+class _CheckList(BaseModel):
+    checks: list[CitationCheck]
+
+    @model_validator(mode="after")
+    def _in_order(self) -> _CheckList:
+        _numbered(self.checks, "check", len(self.checks))
         return self
 
 
@@ -194,3 +211,29 @@ async def grade_contexts(
     )
     grades: list[ContextGrade] = reply.contexts  # type: ignore[attr-defined]
     return grades
+
+
+async def check_citations(
+    session: LLMSession,
+    *,
+    checks: Sequence[tuple[str, int]],
+    contexts: Sequence[str],
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+) -> list[CitationCheck]:
+    """Judge every (statement, cited context number) pair in one call, in order."""
+    if not checks:
+        return []
+    prompt, ref = _ref("citations")
+    model = _sized(_CheckList, "checks", CitationCheck, len(checks))
+    items = [{"check": i, "statement": s, "context": c} for i, (s, c) in enumerate(checks)]
+    (reply,) = await session.chat(
+        prompt.render(checks=items, contexts=list(contexts)),
+        model,
+        prompt=ref,
+        label="citations",
+        sample=sample,
+        ledger=ledger,
+    )
+    result: list[CitationCheck] = reply.checks  # type: ignore[attr-defined]
+    return result

@@ -24,6 +24,7 @@ NO_CONTEXTS = "no_contexts"
 NO_CLAIMS = "no_claims"
 NO_GROUND_TRUTH = "no_ground_truth"
 JUDGE_ERROR = "judge_error"
+NO_CITATIONS = "no_citations"
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Metric:
     verifies_answer: bool = False  # needs the answer's claims verified against contexts
     verifies_truth: bool = False  # needs the ground truth's claims verified
     needs_embeddings: bool = False
+    higher_is_better: bool = True
 
 
 def _blank(text: str | None) -> bool:
@@ -82,6 +84,43 @@ async def _answer_relevancy(j: Judgments) -> MetricScore:
         return MetricScore(NAN, EMPTY_ANSWER)
     generated, similarities = await j.reverse()
     return MetricScore(scorers.answer_relevancy(similarities, noncommittal=generated.noncommittal))
+
+
+async def _answer_correctness(j: Judgments) -> MetricScore:
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    if _blank(j.sample.ground_truth):
+        return MetricScore(NAN, NO_GROUND_TRUTH)
+    precision, recall = await j.correctness()
+    if not precision or not recall:
+        return MetricScore(NAN, NO_CLAIMS)
+    return MetricScore(
+        scorers.claims_f1([v.verdict for v in precision], [v.verdict for v in recall])
+    )
+
+
+async def _hallucination_rate(j: Judgments) -> MetricScore:
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    if not j.sample.contexts:
+        return MetricScore(NAN, NO_CONTEXTS)
+    verdicts, _ = await j.verdicts()
+    if not verdicts:
+        return MetricScore(NAN, NO_CLAIMS)
+    return MetricScore(scorers.hallucinated([v.verdict for v in verdicts]))
+
+
+async def _citation_accuracy(j: Judgments) -> MetricScore:
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    found, checks = await j.citations()
+    if not found:
+        return MetricScore(NAN, NO_CITATIONS)
+    # A marker naming no context ([7] with 5 contexts) is a wrong citation, judged free.
+    supported = iter(c.supported for c in checks)
+    return MetricScore(
+        scorers.citation_accuracy([c.context is not None and next(supported) for c in found])
+    )
 
 
 def _from_grades(
@@ -133,6 +172,25 @@ BUILTIN: dict[str, Metric] = {
             _from_grades(lambda g: scorers.context_relevance(_relevant(g))),
         ),
         Metric(
+            "answer_correctness",
+            "F1 of answer claims supported by the ground truth and ground-truth claims "
+            "supported by the answer",
+            _answer_correctness,
+        ),
+        Metric(
+            "hallucination_rate",
+            "1 if any answer claim is contradicted by or absent from the contexts (the mean "
+            "over samples is the share of answers that hallucinate); lower is better",
+            _hallucination_rate,
+            verifies_answer=True,
+            higher_is_better=False,
+        ),
+        Metric(
+            "citation_accuracy",
+            "share of the answer's citations [n] whose context n supports the citing statement",
+            _citation_accuracy,
+        ),
+        Metric(
             "context_ndcg",
             "nDCG of the retrieved order from the judged grades 0-3 (add @k for a cutoff)",
             _from_grades(scorers.context_ndcg),
@@ -156,3 +214,11 @@ def get_metric(name: str) -> Metric:
         return Metric(name, base.description, _from_grades(lambda g: scorers.context_ndcg(g, k)))
     valid = ", ".join([*BUILTIN, "context_ndcg@k"])
     raise UnknownMetricError(f"unknown metric {name!r}; valid names: {valid}")
+
+
+def higher_is_better(name: str) -> bool:
+    """The good direction of a metric (retrieval metrics and unknown names: up)."""
+    try:
+        return get_metric(name).higher_is_better
+    except UnknownMetricError:
+        return True

@@ -7,11 +7,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from judge.citations import Citation, find_citations
 from judge.errors import InputFormatError
 from judge.judges import (
+    CitationCheck,
     ContextGrade,
     ReverseQuestions,
     Verdict,
+    check_citations,
     extract_claims,
     grade_contexts,
     reverse_questions,
@@ -183,3 +186,50 @@ class Judgments:
             "similarities": similarities,
         }
         return generated, similarities
+
+    def correctness(self) -> Awaitable[tuple[list[Verdict], list[Verdict]]]:
+        """(answer claims checked against the ground truth, ground-truth claims against the
+        answer): the claims are shared with faithfulness and context recall."""
+        return self._once("correctness", self._correctness)
+
+    async def _correctness(self) -> tuple[list[Verdict], list[Verdict]]:
+        s = self.sample
+        answer, truth = await asyncio.gather(self.answer_claims(), self.truth_claims())
+        precision, recall = await asyncio.gather(
+            verify_claims(
+                self.session,
+                claims=answer,
+                contexts=[s.ground_truth or ""],
+                sample=s.id,
+                ledger=self.ledger,
+            ),
+            verify_claims(
+                self.session,
+                claims=truth,
+                contexts=[s.answer or ""],
+                sample=s.id,
+                ledger=self.ledger,
+            ),
+        )
+        self.evidence["correctness"] = {
+            "answer_claims_vs_ground_truth": [v.model_dump() for v in precision],
+            "truth_claims_vs_answer": [v.model_dump() for v in recall],
+        }
+        return precision, recall
+
+    def citations(self) -> Awaitable[tuple[list[Citation], list[CitationCheck]]]:
+        """The answer's citations and, for those naming an existing context, their checks."""
+        return self._once("citations", self._citations)
+
+    async def _citations(self) -> tuple[list[Citation], list[CitationCheck]]:
+        s = self.sample
+        found = find_citations(s.answer or "", len(s.contexts))
+        valid = [(c.statement, c.context) for c in found if c.context is not None]
+        checks = await check_citations(
+            self.session, checks=valid, contexts=s.contexts, sample=s.id, ledger=self.ledger
+        )
+        self.evidence["citations"] = [
+            {"statement": c.statement, "marker": c.marker, "context": c.context} for c in found
+        ]
+        self.evidence["citation_checks"] = [c.model_dump() for c in checks]
+        return found, checks

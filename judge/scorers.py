@@ -36,6 +36,32 @@ def context_recall(verdicts: Sequence[str]) -> float:
     return supported_share(verdicts)
 
 
+def claims_f1(precision_verdicts: Sequence[str], recall_verdicts: Sequence[str]) -> float:
+    """F1 of answer-claim precision and ground-truth-claim recall (answer_correctness).
+
+    precision: answer claims supported by the ground truth / answer claims;
+    recall: ground-truth claims supported by the answer / ground-truth claims.
+    NaN when either side has no claims; 0 when neither is supported.
+    """
+    precision, recall = supported_share(precision_verdicts), supported_share(recall_verdicts)
+    if precision != precision or recall != recall:  # NaN
+        return NAN
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
+def hallucinated(verdicts: Sequence[str]) -> float:
+    """1.0 if any claim of the answer is contradicted or not found in the contexts, else 0.0
+    (the mean over samples is the hallucination rate); NaN without claims."""
+    if not verdicts:
+        return NAN
+    return float(any(v != "supported" for v in verdicts))
+
+
+def citation_accuracy(supported: Sequence[bool]) -> float:
+    """Share of citations whose cited context supports the citing statement; NaN if none."""
+    return sum(map(bool, supported)) / len(supported) if supported else NAN
+
+
 def context_relevance(relevant: Sequence[bool]) -> float:
     """Share of the retrieved contexts judged relevant; NaN when nothing was retrieved."""
     return sum(map(bool, relevant)) / len(relevant) if relevant else NAN

@@ -533,11 +533,13 @@ class FakeLLMServer:
         }
 
 
+# judge's built-in prompts, told apart by the start of their system message
 _JUDGES = {
-    "You split": "claims",
-    "You check": "verify",
-    "You write": "reverse",
-    "You judge": "grade",
+    "You split a text": "claims",
+    "You check numbered": "verify",
+    "You write the ques": "reverse",
+    "You judge how usef": "grade",
+    "You check citation": "citations",
 }
 
 
@@ -560,12 +562,12 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     the answer's first sentences. Deterministic, so tests and benchmarks can rely on it.
     """
     messages = body.get("messages") or [{}]
-    first = _text_of(messages[0].get("content"))[:9]
+    system = _text_of(messages[0].get("content"))
     # The data is in the first user message; later ones are re-asks.
     user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
-    kind = _JUDGES.get(first)
+    kind = next((k for prefix, k in _JUDGES.items() if system.startswith(prefix)), None)
     if kind == "claims":
-        text = _block(user, "text")
+        text = re.sub(r"\s*\[[\d, ]+\]", "", _block(user, "text"))  # claims carry no [n]
         return json.dumps(
             {"claims": [s.strip() + "." for s in re.split(r"[.。]", text) if s.strip()]}
         )
@@ -585,7 +587,7 @@ def heuristic_judge(body: dict[str, Any]) -> str:
         return json.dumps({"verdicts": verdicts})
     if kind == "reverse":
         answer = _block(user, "answer")
-        asked = re.search(r"write (\d+) different", _text_of(messages[0].get("content")))
+        asked = re.search(r"write (\d+) different", system)
         n = int(asked.group(1)) if asked else 3
         sentences = [s.strip() for s in re.split(r"[.。]", answer) if s.strip()] or [answer]
         questions = [f"What about {sentences[i % len(sentences)]}?" for i in range(n)]
@@ -602,6 +604,21 @@ def heuristic_judge(body: dict[str, Any]) -> str:
                 ]
             }
         )
+    if kind == "citations":
+        checks, contexts = _block(user, "checks"), _block(user, "contexts")
+        answers = []
+        for check in checks:
+            supported = _words(check["statement"]) <= _words(contexts[check["context"]])
+            answers.append(
+                {
+                    "check": check["check"],
+                    "supported": supported,
+                    "reason": "all words in the cited context"
+                    if supported
+                    else "not in the cited context",
+                }
+            )
+        return json.dumps({"checks": answers})
     raise _HTTPError(400, "not one of judge's built-in prompts")
 
 

@@ -225,3 +225,16 @@ def test_diagnosis_reads_retrieval_first(means, expected):
     assert len(findings) == len(expected)
     for finding, start in zip(findings, expected, strict=True):
         assert finding.startswith(start), finding
+
+
+def test_lower_is_better_for_hallucination_rate():
+    a = [0.0] * 30
+    b = [1.0] * 20 + [0.0] * 10  # B hallucinates in 20 more answers
+    result = compare_scores(
+        {str(i): {"hallucination_rate": x} for i, x in enumerate(a)},
+        {str(i): {"hallucination_rate": y} for i, y in enumerate(b)},
+    )
+    rate = result.metrics["hallucination_rate"]
+    assert rate.delta > 0 and not rate.higher_is_better and rate.worse
+    assert (rate.wins, rate.ties, rate.losses) == (0, 10, 20)
+    assert result.regressions() == [rate]

@@ -28,13 +28,15 @@ def block(text: str, tag: str):
 
 
 def which(body: dict) -> str:
-    first = body["messages"][0]["content"].split("\n", 1)[0]
-    return {
+    system = body["messages"][0]["content"]
+    prefixes = {
         "You split": "claims",
-        "You check": "verify",
+        "You check numbered": "verify",
         "You write": "reverse",
         "You judge": "grade",
-    }[first[:9]]
+        "You check citations": "citations",
+    }
+    return next(kind for prefix, kind in prefixes.items() if system.startswith(prefix))
 
 
 def judge_handler(body: dict, *, drop_verdict: bool = False) -> str:
@@ -193,3 +195,40 @@ def test_bad_arguments_fail_before_any_call(fake_llm_server, models, kwargs, err
 def test_default_metrics_without_embeddings_skip_answer_relevancy(fake_llm_server, models):
     result = judge.score(QUESTION, ANSWER, CONTEXTS, ground_truth=TRUTH, llm=models["llm"])
     assert set(result.scores) == {"faithfulness", "context_precision", "context_recall"}
+
+
+END_TO_END = ["answer_correctness", "hallucination_rate", "citation_accuracy"]
+
+
+def test_end_to_end_metrics(fake_llm_server, models):
+    answer = (
+        "Guido van Rossum created Python [1]. Python was released in 1991 [1]. "
+        "It runs on Mars [3]. Bananas are yellow [7]."
+    )
+    result = judge.score(
+        QUESTION, answer, CONTEXTS, ground_truth=TRUTH, metrics=END_TO_END, **models
+    )
+    # Claims vs ground truth: 1 of 4 answer claims is in it; its 1 claim is in the answer.
+    assert result["answer_correctness"] == pytest.approx(2 * 0.25 * 1.0 / 1.25)
+    assert result["hallucination_rate"] == 1.0  # "It runs on Mars." is in no context
+    # Citations: [1] supports claim 1, not claim 2 (that is context 2); [3] does not
+    # support Mars; [7] names no context. 1 of 4 citations is right.
+    assert result["citation_accuracy"] == 0.25
+    checks = result.evidence["citation_checks"]
+    assert [c["supported"] for c in checks] == [True, False, False]  # [7] needs no call
+    assert result.evidence["citations"][3] == {
+        "statement": "Bananas are yellow.",
+        "marker": 7,
+        "context": None,
+    }
+
+
+def test_end_to_end_metrics_undefined_cases(fake_llm_server, models):
+    faithful = "Guido van Rossum created Python. Python was released in 1991."
+    result = judge.score(QUESTION, faithful, CONTEXTS, metrics=END_TO_END, **models)
+    assert result["hallucination_rate"] == 0.0
+    assert result.reasons == {
+        "answer_correctness": "no_ground_truth",
+        "citation_accuracy": "no_citations",
+    }
+    assert "citations" not in kinds(fake_llm_server)  # no citation: no call
