@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +33,31 @@ class SampleResult:
         return self.scores[metric]
 
 
-def resolve_metrics(names: Sequence[str] | None, *, embeddings: bool) -> list[Metric]:
-    """The metrics to compute; the default skips answer_relevancy when there are no embeddings."""
+MetricLike = str | Metric
+
+
+def resolve_metrics(
+    names: Sequence[MetricLike] | str | None,
+    *,
+    embeddings: bool,
+    custom: Mapping[str, Metric] | None = None,
+) -> list[Metric]:
+    """The metrics to compute, from names or Metric objects (custom ones by name from
+    `custom`); the default skips answer_relevancy when there are no embeddings."""
     if names is None:
         names = [m for m in DEFAULT_METRICS if embeddings or not BUILTIN[m].needs_embeddings]
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
-    metrics = [get_metric(n) for n in dict.fromkeys(names)]
+    metrics: list[Metric] = []
+    for item in names:
+        if isinstance(item, Metric):
+            metric = item
+        elif custom and item in custom:
+            metric = custom[item]
+        else:
+            metric = get_metric(item)
+        if metric.name not in {m.name for m in metrics}:
+            metrics.append(metric)
     for m in metrics:
         if m.needs_embeddings and not embeddings:
             raise JudgeError(f"{m.name} needs an embedding model: pass embeddings=Embeddings(...)")
@@ -103,7 +121,7 @@ async def ascore(
     contexts: Sequence[str] = (),
     ground_truth: str | None = None,
     *,
-    metrics: Sequence[str] | None = None,
+    metrics: Sequence[MetricLike] | None = None,
     llm: LLM | LLMSession,
     embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,
@@ -126,7 +144,7 @@ def score(
     contexts: Sequence[str] = (),
     ground_truth: str | None = None,
     *,
-    metrics: Sequence[str] | None = None,
+    metrics: Sequence[MetricLike] | None = None,
     llm: LLM | LLMSession,
     embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from judge import ir
-from judge.api import make_session, resolve_metrics, score_sample
+from judge.api import MetricLike, make_session, resolve_metrics, score_sample
 from judge.cache import Cache
 from judge.data import Row, load_rows
 from judge.errors import InputFormatError, UnknownMetricError
@@ -29,15 +29,19 @@ DEFAULT_IR_METRICS = ("mrr", "ndcg@10", "recall@10")
 
 
 def split_metrics(
-    names: Sequence[str] | None, has_retrieval: bool
-) -> tuple[list[str] | None, list[str]]:
-    """(LLM-judged metric names or None for the default, retrieval metric names)."""
+    names: Sequence[MetricLike] | str | None, has_retrieval: bool
+) -> tuple[list[MetricLike] | None, list[str]]:
+    """(LLM-judged metrics or None for the default, retrieval metric names)."""
     if names is None:
         return None, list(DEFAULT_IR_METRICS) if has_retrieval else []
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
-    judged, retrieval = [], []
+    judged: list[MetricLike] = []
+    retrieval: list[str] = []
     for name in names:
+        if isinstance(name, Metric):
+            judged.append(name)
+            continue
         try:
             ir.parse_measure(name)
         except UnknownMetricError:
@@ -63,8 +67,22 @@ def retrieval_scores(row: Row, names: list[str]) -> dict[str, float]:
     return {name: float(values[name][0]) for name in names}
 
 
-def _run_fingerprint(metrics: list[str], session: LLMSession) -> str:
-    """What decides the results besides the inputs: metric names, models, prompt versions."""
+def _check_variables(judged: list[Metric], columns: Mapping[str, str], rows: list[Row]) -> None:
+    """A custom metric's prompt variable that no row can fill is an error before any call."""
+    known = {"question", "answer", "contexts", "ground_truth", "id"}
+    present = known | {k for r in rows if r.sample for k in r.sample.extra}
+    for metric in judged:
+        lacking = sorted(metric.variables - present)
+        if lacking:
+            raise InputFormatError(
+                f"metric {metric.name!r} reads {', '.join(lacking)}, which the data has no "
+                f"column for (columns: {', '.join(sorted(present))})"
+            )
+
+
+def _run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSession) -> str:
+    """What decides the results besides the inputs: metrics, models, prompt versions."""
+    metrics = [[m.name, m.version] for m in judged] + [[name, ""] for name in retrieval]
     prompts = {
         n: load_prompt(n).version
         for n in ("claims", "verify", "reverse_questions", "context_relevance")
@@ -171,7 +189,7 @@ async def _evaluate_row(
 
 async def aevaluate(
     data: Any,
-    metrics: Sequence[str] | None = None,
+    metrics: Sequence[MetricLike] | None = None,
     *,
     llm: LLM | LLMSession | None = None,
     embeddings: Embeddings | None = None,
@@ -180,6 +198,7 @@ async def aevaluate(
     concurrency: int = 16,
     checkpoint: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
+    custom: Mapping[str, Metric] | None = None,
 ) -> EvaluationResult:
     """Async twin of `evaluate`."""
     rows, columns, source = load_rows(data, column_map)
@@ -195,10 +214,13 @@ async def aevaluate(
         if isinstance(llm, LLM):  # one limit for samples and requests
             llm = dataclasses.replace(llm, max_concurrency=max(1, concurrency))
         session = make_session(llm, embeddings, cache)
-        judged = resolve_metrics(judged_names, embeddings=session.embeddings is not None)
+        judged = resolve_metrics(
+            judged_names, embeddings=session.embeddings is not None, custom=custom
+        )
+    _check_variables(judged, columns, rows)
     names = [m.name for m in judged] + retrieval
     store = (
-        Checkpoint(checkpoint, _run_fingerprint(names, session or LLMSession()))
+        Checkpoint(checkpoint, _run_fingerprint(judged, retrieval, session or LLMSession()))
         if checkpoint
         else None
     )
@@ -249,7 +271,7 @@ async def aevaluate(
 
 def evaluate(
     data: Any,
-    metrics: Sequence[str] | None = None,
+    metrics: Sequence[MetricLike] | None = None,
     *,
     llm: LLM | LLMSession | None = None,
     embeddings: Embeddings | None = None,
@@ -258,15 +280,17 @@ def evaluate(
     concurrency: int = 16,
     checkpoint: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
+    custom: Mapping[str, Metric] | None = None,
 ) -> EvaluationResult:
     """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
 
     Args:
         data: a `datasets.Dataset` (or one split), a list of dicts, a pandas DataFrame, or
             a path (.jsonl, .json, .csv, .parquet, a saved dataset directory).
-        metrics: metric names (LLM-judged ones and retrieval ones such as `ndcg@10`);
-            default: the core LLM-judged metrics, plus mrr, ndcg@10 and recall@10 when the
-            data has retrieval columns.
+        metrics: metric names (LLM-judged ones and retrieval ones such as `ndcg@10`) or
+            `Metric` objects (see `judge.custom.judged_metric`); default: the core
+            LLM-judged metrics, plus mrr, ndcg@10 and recall@10 when the data has
+            retrieval columns.
         llm: the judge model; needed for LLM-judged metrics.
         embeddings: the embedding model (for answer_relevancy).
         cache: a `judge.Cache` or a path: judgments are looked up there first.
@@ -276,6 +300,8 @@ def evaluate(
         checkpoint: a JSONL file where finished rows are appended; a restarted run with
             the same arguments skips them.
         progress: show a progress bar; None shows it only on a terminal.
+        custom: extra metrics by name, so `metrics` can name them (the CLI's
+            `--metrics-module` fills it).
 
     Returns:
         An `EvaluationResult`: rows in input order and a summary per metric.
@@ -291,5 +317,6 @@ def evaluate(
             concurrency=concurrency,
             checkpoint=checkpoint,
             progress=progress,
+            custom=custom,
         )
     )

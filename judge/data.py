@@ -199,6 +199,7 @@ def load_rows(
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
+    used = set(columns.values())
     rows = []
     for number, record in enumerate(records):
         row = Row(number)
@@ -214,6 +215,7 @@ def load_rows(
                 _list_of_str(get.get("contexts"), "contexts"),
                 _text(get.get("ground_truth"), "ground_truth"),
                 get.get("id") if get.get("id") is not None else number,
+                {k: v for k, v in record.items() if k not in used},
             )
         except (ValueError, TypeError) as exc:  # InputFormatError is a ValueError
             row.error = str(exc)

@@ -51,6 +51,8 @@ class Metric:
     verifies_truth: bool = False  # needs the ground truth's claims verified
     needs_embeddings: bool = False
     higher_is_better: bool = True
+    variables: frozenset[str] = frozenset()  # sample fields or columns a custom prompt reads
+    version: str = ""  # a custom prompt's version (the built-ins' are tracked by name)
 
 
 def _blank(text: str | None) -> bool:

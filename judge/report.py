@@ -105,6 +105,17 @@ def _evidence(row: dict[str, Any]) -> str:
             f"<b>reverse questions</b> (noncommittal: {_e(rq['noncommittal'])}): "
             f"{_e(' | '.join(rq['questions']))} — similarities {sims}"
         )
+    known = {
+        "answer_claims",
+        "truth_claims",
+        "answer_verdicts",
+        "truth_verdicts",
+        "context_grades",
+        "reverse_questions",
+    }
+    for key, value in ev.items():  # custom metrics' replies, correctness, citations
+        if key not in known:
+            parts.append(f"<b>{_e(key)}</b> {_e(json.dumps(value, ensure_ascii=False))}")
     if row.get("errors"):
         parts.append("<b>errors</b> " + _e(json.dumps(row["errors"], ensure_ascii=False)))
     return "<br>".join(parts) or "<span class=small>no judgments (see reasons)</span>"

@@ -36,6 +36,14 @@ class Sample:
     contexts: tuple[str, ...] = ()
     ground_truth: str | None = None
     id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # other columns, for custom metrics
+
+    def value(self, name: str) -> Any:
+        """A field by name (question, answer, ...) or an extra column; None if absent."""
+        if name in ("question", "answer", "contexts", "ground_truth", "id"):
+            value = getattr(self, name)
+            return list(value) if name == "contexts" else value
+        return self.extra.get(name)
 
     @classmethod
     def create(
@@ -45,6 +53,7 @@ class Sample:
         contexts: Any = (),
         ground_truth: Any = None,
         id: Any = None,
+        extra: dict[str, Any] | None = None,
     ) -> Sample:
         """Check the types of user input and build a sample; bad input is a clear error."""
         if not isinstance(question, str) or not question.strip():
@@ -62,7 +71,14 @@ class Sample:
             or not all(isinstance(c, str) for c in contexts)
         ):
             raise InputFormatError("contexts must be a list of strings, in retrieval order")
-        return cls(question, answer, tuple(contexts), ground_truth, None if id is None else str(id))
+        return cls(
+            question,
+            answer,
+            tuple(contexts),
+            ground_truth,
+            None if id is None else str(id),
+            dict(extra or {}),
+        )
 
 
 def _filled(text: str | None) -> bool:
