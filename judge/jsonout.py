@@ -47,30 +47,36 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
-def extract_json(text: str) -> Any:
-    """Parse the JSON value in an LLM reply, tolerating code fences and prose around it.
+def json_candidates(text: str) -> list[Any]:
+    """Every JSON value an LLM reply may mean: the whole text if it parses, else each
+    fenced block and each top-level {...} object found in the prose, in order.
 
     Raises:
-        ValueError: no JSON object or array could be parsed from the text.
+        ValueError: nothing in the text parses as JSON.
     """
-    stripped = text.strip()
-    candidates = [stripped]
-    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
-    for i, c in enumerate(text):
-        if c in "{[":
-            found = _balanced(text, i)
-            if found is not None:
-                candidates.append(found)
-                if c == "{":
-                    break
-    errors = []
-    for candidate in candidates:
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as exc:
+        first_error = exc
+    found: list[Any] = []
+    pieces = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    i = 0
+    while i < len(text):
+        if text[i] == "{":
+            piece = _balanced(text, i)
+            if piece is not None:
+                pieces.append(piece)
+                i += len(piece)
+                continue
+        i += 1
+    for piece in pieces:
         try:
-            return json.loads(candidate)
-        except json.JSONDecodeError as exc:
-            errors.append(exc)
-    detail = f": {errors[0]}" if errors else ""
-    raise ValueError(f"the reply holds no parseable JSON object{detail}")
+            found.append(json.loads(piece))
+        except json.JSONDecodeError:
+            continue
+    if not found:
+        raise ValueError(f"the reply holds no parseable JSON object: {first_error}")
+    return found
 
 
 def schema_instructions(schema: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from judge.errors import InvalidOutputError, TruncatedOutputError
-from judge.jsonout import extract_json, schema_instructions
+from judge.jsonout import json_candidates, schema_instructions
 
 StructuredMode = Literal["json_schema", "json_object_schema", "json_object", "prompt"]
 MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object_schema", "json_object", "prompt")
@@ -99,13 +99,40 @@ def parse_choices(response: Any, output: type[M]) -> tuple[list[M], list[BadRepl
         raw = _message_text(choice)
         truncated = getattr(choice, "finish_reason", None) == "length"
         try:
-            good.append(output.model_validate(extract_json(raw)))
+            good.append(_the_one_valid(raw, output))
         except ValueError as exc:  # JSON errors and pydantic's ValidationError
             detail = _short(exc) if isinstance(exc, ValidationError) else str(exc)
             bad.append(BadReply(raw=raw, error=detail, truncated=truncated))
     if not good and not bad:
         bad.append(BadReply(raw="", error="the response has no choices", truncated=False))
     return good, bad
+
+
+def _the_one_valid(raw: str, output: type[M]) -> M:
+    """The single schema-valid JSON object of a reply.
+
+    A reply whose prose holds two different valid objects (say, one echoed from an answer
+    that tries to dictate a verdict, and the judge's own) is ambiguous: it is re-asked,
+    never resolved by taking the first or the last.
+    """
+    valid: dict[str, M] = {}
+    first_error: ValueError | None = None
+    for candidate in json_candidates(raw):
+        try:
+            parsed = output.model_validate(candidate)
+        except ValidationError as exc:
+            first_error = first_error or exc
+            continue
+        valid.setdefault(parsed.model_dump_json(), parsed)
+    if len(valid) == 1:
+        return next(iter(valid.values()))
+    if len(valid) > 1:
+        raise ValueError(
+            "the reply holds several different JSON objects that fit the schema; "
+            "reply with exactly one"
+        )
+    assert first_error is not None  # json_candidates raises when nothing parses
+    raise first_error
 
 
 def _short(exc: ValidationError) -> str:
