@@ -39,6 +39,10 @@ class LLMRequestError(LLMError):
     """The provider refused the request (bad key, unknown model, bad request): not retried."""
 
 
+class ContextWindowError(LLMRequestError):
+    """A request too long for the model's context window, caught before it was sent."""
+
+
 class InvalidOutputError(LLMError):
     """The model's output did not match the requested schema, even after re-asking.
 

@@ -40,6 +40,8 @@ class LLM:
         max_reasks: times an invalid output is sent back to the model to be fixed.
         max_concurrency: requests in flight at once.
         structured_output: "auto" starts at `json_schema`; a mode name starts lower.
+        context_window: the model's input limit in tokens; None looks it up in litellm's
+            price map (local models: set it). Longer requests fail before they are sent.
     """
 
     model: str
@@ -53,6 +55,7 @@ class LLM:
     max_reasks: int = 1
     max_concurrency: int = 16
     structured_output: str = "auto"
+    context_window: int | None = None
 
     def __post_init__(self) -> None:
         if self.structured_output != "auto" and self.structured_output not in MODES:

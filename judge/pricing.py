@@ -36,3 +36,23 @@ def openai_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float
         ) + completion_tokens * float(entry.get("output_cost_per_token") or 0.0)
     except (TypeError, ValueError):
         return None
+
+
+def context_window(model: str) -> int | None:
+    """The model's input limit in tokens from the price map, or None when unknown."""
+    prices = price_map()
+    for name in (model, model.split("/", 1)[-1]):
+        entry = prices.get(name)
+        if isinstance(entry, dict):
+            limit = entry.get("max_input_tokens") or entry.get("max_tokens")
+            if isinstance(limit, int) and limit > 0:
+                return limit
+    return None
+
+
+def estimate_tokens(text: str) -> int:
+    """A quick token estimate: a CJK character is about one token, other text about four
+    characters per token (tokenizers differ by model; this is for catching the obviously
+    too long, not for billing)."""
+    wide = sum(1 for c in text if "\u2e80" <= c <= "\u9fff" or "\uac00" <= c <= "\ud7af")
+    return wide + (len(text) - wide + 3) // 4

@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from judge.cache import Cache, CacheEntry, cache_key
-from judge.errors import CacheMiss, JudgeError
+from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.llm import LLM, Embeddings, PromptRef, Transport
 from judge.llm_retry import call_with_retries, is_format_rejection
+from judge.pricing import context_window, estimate_tokens
 from judge.structured import (
     MODES,
     StructuredMode,
@@ -202,6 +203,7 @@ class LLMSession:
         """Call until n valid replies: fall back on rejected formats, re-ask on bad output."""
         llm = self._need_llm()
         schema = schema_of(output)
+        _check_window(llm, messages, label)
         conversation: list[Message] = messages
         valid: list[M] = []
         reasks = 0
@@ -308,3 +310,16 @@ class LLMSession:
                     )
                 )
         return found
+
+
+def _check_window(llm: LLM, messages: list[Message], label: str) -> None:
+    """Refuse a request that cannot fit the model, before paying for it."""
+    limit = llm.context_window or context_window(llm.model)
+    if limit is None:
+        return
+    tokens = sum(estimate_tokens(str(m.get("content", ""))) for m in messages)
+    if tokens + (llm.max_tokens or 0) > limit:
+        raise ContextWindowError(
+            f"{label}: the request is about {tokens:,} tokens, over {llm.model}'s context "
+            f"window of {limit:,}; shorten or drop contexts (it was not sent)"
+        )

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from judge.cache import Cache
 from judge.errors import (
     CacheMiss,
+    ContextWindowError,
     InvalidOutputError,
     LLMCallError,
     LLMRequestError,
@@ -363,3 +364,21 @@ def test_a_verdict_echoed_in_prose_is_never_taken(fake_llm_server):
     with pytest.raises(InvalidOutputError, match="several different JSON objects"):
         chat(session)
     assert fake_llm_server.count() == 2  # asked once more, then failed
+
+
+def test_too_long_requests_fail_before_they_are_sent(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    session = LLMSession(make_llm(fake_llm_server, context_window=200, max_tokens=50))
+    long = [MESSAGES[0], {"role": "user", "content": "检索增强生成" * 100}]  # ~600 tokens
+    with pytest.raises(ContextWindowError, match=r"about 6\d\d tokens, over .*window of 200"):
+        chat(session, messages=long)
+    assert fake_llm_server.count() == 0
+    assert chat(session)[0].claims  # a short one goes through
+
+
+def test_known_models_get_their_window_from_the_price_map(fake_llm_server):
+    session = LLMSession(make_llm(fake_llm_server, model="openai/gpt-4o-mini"))
+    huge = [{"role": "user", "content": "word " * 700_000}]
+    with pytest.raises(ContextWindowError, match="window of 128,000"):
+        chat(session, messages=huge)
+    assert fake_llm_server.count() == 0
