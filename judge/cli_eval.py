@@ -88,6 +88,13 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=6,
+        help="retries of a rate-limited, failed or timed-out request (default 6)",
+    )
     p.add_argument(
         "--column",
         action="append",
@@ -182,7 +189,13 @@ def run_eval(args: argparse.Namespace) -> int:
     if not args.model:
         raise JudgeError("--model is required (the judge model; there is no default)")
     key = args.api_key or os.environ.get("JUDGE_API_KEY")
-    llm = LLM(model=args.model, api_base=args.api_base, api_key=key)
+    llm = LLM(
+        model=args.model,
+        api_base=args.api_base,
+        api_key=key,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+    )
     embeddings = (
         Embeddings(
             model=args.embedding_model,

@@ -13,12 +13,13 @@ import contextlib
 import hashlib
 import json
 import math
+import random
 import re
 import struct
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -338,6 +339,9 @@ class FakeLLMServer:
         self.reject_response_format: set[str] = set()
         self.latency = 0.0
         self._faults: dict[str, deque[Fault]] = {}
+        self._chaos: list[tuple[float, Fault]] = []
+        self._chaos_random = random.Random(0)
+        self.faults_injected: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._connections: set[socket] = set()
@@ -399,15 +403,34 @@ class FakeLLMServer:
             return sum(_normalise(r.path) == _normalise(path) for r in self.requests)
 
     def reset(self) -> None:
-        """Forget recorded requests and pending faults."""
+        """Forget recorded requests, pending faults and random faults."""
         with self._lock:
             self.requests.clear()
             self._faults.clear()
+            self._chaos = []
+            self.faults_injected.clear()
 
     def fail_next(self, *faults: Fault, path: str = CHAT_PATH) -> None:
         """Queue faults for the next requests to `path`, one fault per request."""
         with self._lock:
             self._faults.setdefault(_normalise(path), deque()).extend(faults)
+
+    def chaos(self, faults: list[tuple[Fault, float]], *, seed: int = 0) -> None:
+        """Inject faults at random into chat requests: each (fault, probability), seeded.
+
+        Queued faults (`fail_next`) still come first; `faults_injected` counts what was
+        injected, by kind and status code.
+        """
+        cumulative, table = 0.0, []
+        for fault, probability in faults:
+            cumulative += probability
+            table.append((cumulative, fault))
+        if cumulative > 1.0:
+            raise ValueError("fault probabilities add up to more than 1")
+        with self._lock:
+            self._chaos = table
+            self._chaos_random = random.Random(seed)
+            self.faults_injected.clear()
 
     @staticmethod
     def schema_echo(body: dict[str, Any]) -> str:
@@ -435,7 +458,15 @@ class FakeLLMServer:
         with self._lock:
             self.requests.append(RecordedRequest(method, path, body, clean))
             queue = self._faults.get(_normalise(path))
-            return queue.popleft() if queue else None
+            if queue:
+                return queue.popleft()
+            if self._chaos and _normalise(path) == CHAT_PATH:
+                draw = self._chaos_random.random()
+                for threshold, fault in self._chaos:
+                    if draw < threshold:
+                        self.faults_injected[fault.kind + str(fault.code)] += 1
+                        return fault
+            return None
 
     def _answer(self, method: str, route: str, body: Any, fault: Fault | None) -> dict[str, Any]:
         """Build the JSON payload of a successful response, or raise _HTTPError."""
