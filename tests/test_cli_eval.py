@@ -172,7 +172,7 @@ def test_killed_run_resumes_and_loses_nothing(tmp_path, fake_llm_server):
     fake_llm_server.reset()
     args = eval_args(data, fake_llm_server, tmp_path / "killed", "--concurrency", "2")
     checkpoint = tmp_path / "killed" / "out" / ".checkpoint.jsonl"
-    for _ in range(3):  # kill -9 three times, at a different point each time
+    for _ in range(5):  # kill -9 five times in a row, at a different point each time
         process = subprocess.Popen(
             [sys.executable, "-m", "judge", *args],
             stdout=subprocess.DEVNULL,
@@ -200,7 +200,7 @@ def test_killed_run_resumes_and_loses_nothing(tmp_path, fake_llm_server):
     assert not checkpoint.exists()  # removed once results.jsonl is complete
     # Work done before a kill was not done again: far fewer requests than a run from scratch.
     # At most the requests in flight at each kill (concurrency 2) are made twice.
-    assert fake_llm_server.count() <= full_requests + 3 * 2, (
+    assert fake_llm_server.count() <= full_requests + 5 * 2, (
         fake_llm_server.count(),
         full_requests,
     )
