@@ -21,7 +21,7 @@ from judge.jsonout import canonical_json, sha256_hex
 from judge.llm import LLM, Embeddings, run_sync
 from judge.metrics import Metric
 from judge.progress import Progress
-from judge.prompts import load_prompt
+from judge.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.results import EvaluationResult
 from judge.session import LLMSession
 
@@ -83,10 +83,7 @@ def _check_variables(judged: list[Metric], columns: Mapping[str, str], rows: lis
 def _run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSession) -> str:
     """What decides the results besides the inputs: metrics, models, prompt versions."""
     metrics = [[m.name, m.version] for m in judged] + [[name, ""] for name in retrieval]
-    prompts = {
-        n: load_prompt(n).version
-        for n in ("claims", "verify", "reverse_questions", "context_relevance")
-    }
+    prompts = {n: load_prompt(n).version for n in BUILTIN_PROMPTS}
     return sha256_hex(
         canonical_json(
             {
@@ -257,10 +254,7 @@ async def aevaluate(
         "model": session.llm.model if session and session.llm else None,
         "embeddings": session.embeddings.model if session and session.embeddings else None,
         "structured_output": session.mode if session else None,
-        "prompts": {
-            n: load_prompt(n).version
-            for n in ("claims", "verify", "reverse_questions", "context_relevance")
-        },
+        "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
         "cache": str(session.cache.path) if session and session.cache else None,
         "cache_mode": session.cache.mode if session and session.cache else None,
         "resumed_rows": sum(1 for r in rows if (r.number, _row_hash(r)) in done),

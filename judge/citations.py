@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass
 
 _MARKER = re.compile(r"\[(\d+(?:\s*[,，]\s*\d+)*)\]")
-# A sentence ends at . ! ? (or their full-width forms) followed by space or the end; the
+# A sentence ends at . ! ? (or their full-width forms) followed by space, a marker or the end; the
 # markers that follow the punctuation ("... in 1991. [2]") still belong to that sentence.
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:。！？，；：])")
-_SENTENCE = re.compile(r".+?(?:[.!?](?=\s|$)|[。！？]|$)(?:\s*\[[\d,， ]+\])*", re.S)
+_SENTENCE = re.compile(r".+?(?:[.!?](?=\s|$|\[)|[。！？]|$)(?:\s*\[[\d,， ]+\])*", re.S)
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,13 @@ async def _answer_correctness(j: Judgments) -> MetricScore:
     if _blank(j.sample.ground_truth):
         return MetricScore(NAN, NO_GROUND_TRUTH)
     precision, recall = await j.correctness()
-    if not precision or not recall:
+    if not precision and not recall:
+        # A claim-less answer ("I don't know") recalls none of the ground truth: 0. A
+        # ground truth without claims leaves nothing to be correct about: undefined.
+        truth_has_claims = bool(await j.truth_claims())
+        answer_has_claims = bool(await j.answer_claims())
+        if truth_has_claims and not answer_has_claims:
+            return MetricScore(0.0)
         return MetricScore(NAN, NO_CLAIMS)
     return MetricScore(
         scorers.claims_f1([v.verdict for v in precision], [v.verdict for v in recall])

@@ -18,6 +18,7 @@ from typing import Any
 from judge.errors import JudgeError
 from judge.jsonout import sha256_hex
 
+BUILTIN_PROMPTS = ("claims", "verify", "reverse_questions", "context_relevance", "citations")
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)
 _HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}

@@ -211,6 +211,8 @@ class Judgments:
     async def _correctness(self) -> tuple[list[Verdict], list[Verdict]]:
         s = self.sample
         answer, truth = await asyncio.gather(self.answer_claims(), self.truth_claims())
+        if not answer or not truth:  # nothing to verify: the metric decides from the counts
+            return [], []
         precision, recall = await asyncio.gather(
             verify_claims(
                 self.session,
