@@ -85,12 +85,13 @@ def prompt_chars(requests: list[RecordedRequest], only: str | None = None) -> in
 
 
 def blank_claims_calls(requests: list[RecordedRequest]) -> int:
-    """Claims calls whose text is empty: judge.score should skip them (they score nothing)."""
+    """Empty texts sent to be split into claims: judge.score should skip them."""
     count = 0
     for r in requests:
         user = r.body["messages"][-1]["content"] if r.path == CHAT else ""
-        match = re.search(r"<text>(.*)</text>", user, re.DOTALL)
-        count += match is not None and not json.loads(match.group(1)).strip()
+        match = re.search(r"<texts>(.*)</texts>", user, re.DOTALL)
+        texts = json.loads(match.group(1)) if match else []
+        count += sum(1 for text in texts if not text.strip())
     return count
 
 

@@ -89,6 +89,7 @@ async def score_sample(
         session,
         verify_answer=any(m.verifies_answer for m in metrics),
         verify_truth=any(m.verifies_truth for m in metrics),
+        claim_texts=frozenset().union(*(m.claims_of for m in metrics)),
         reverse_n=reverse_n,
         ledger=usage,
     )

@@ -21,9 +21,10 @@ from judge.usage import UsageLedger
 VerdictLabel = Literal["supported", "contradicted", "not_found"]
 
 
-class Claims(BaseModel):
-    """Atomic claims of a text."""
+class TextClaims(BaseModel):
+    """Atomic claims of one text."""
 
+    text: int = Field(ge=0, description="the text's number")
     claims: list[str]
 
 
@@ -68,6 +69,15 @@ def _numbered(items: list[Any], field: str, count: int) -> None:
     numbers = [getattr(item, field) for item in items]
     if numbers != list(range(count)):
         raise ValueError(f"give exactly one entry per item, numbered 0 to {count - 1} in order")
+
+
+class _TextClaimsList(BaseModel):
+    texts: list[TextClaims]
+
+    @model_validator(mode="after")
+    def _in_order(self) -> _TextClaimsList:
+        _numbered(self.texts, "text", len(self.texts))
+        return self
 
 
 class _VerdictList(BaseModel):
@@ -117,21 +127,26 @@ async def extract_claims(
     session: LLMSession,
     *,
     question: str,
-    text: str,
+    texts: Sequence[str],
     sample: str | None = None,
     ledger: UsageLedger | None = None,
-) -> list[str]:
-    """Split a text (an answer or a ground truth) into atomic, self-contained claims."""
+) -> list[list[str]]:
+    """Split texts (the answer, the ground truth) into atomic, self-contained claims, all in
+    one call; one list of claims per text, in order."""
+    if not texts:
+        return []
     prompt, ref = _ref("claims")
+    model = _sized(_TextClaimsList, "texts", TextClaims, len(texts))
     (reply,) = await session.chat(
-        prompt.render(question=question, text=text),
-        Claims,
+        prompt.render(question=question, texts=list(texts)),
+        model,
         prompt=ref,
         label="claims",
         sample=sample,
         ledger=ledger,
     )
-    return [c.strip() for c in reply.claims if c.strip()]
+    entries: list[TextClaims] = reply.texts  # type: ignore[attr-defined]
+    return [[c.strip() for c in entry.claims if c.strip()] for entry in entries]
 
 
 async def verify_claims(

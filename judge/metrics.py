@@ -53,6 +53,7 @@ class Metric:
     higher_is_better: bool = True
     variables: frozenset[str] = frozenset()  # sample fields or columns a custom prompt reads
     version: str = ""  # a custom prompt's version (the built-ins' are tracked by name)
+    claims_of: frozenset[str] = frozenset()  # texts whose claims it needs: answer, truth
 
 
 def _blank(text: str | None) -> bool:
@@ -155,6 +156,7 @@ BUILTIN: dict[str, Metric] = {
             "answer claims supported by the contexts / all answer claims",
             _faithfulness,
             verifies_answer=True,
+            claims_of=frozenset({"answer"}),
         ),
         Metric(
             "answer_relevancy",
@@ -173,6 +175,7 @@ BUILTIN: dict[str, Metric] = {
             "ground-truth claims supported by the contexts / all ground-truth claims",
             _context_recall,
             verifies_truth=True,
+            claims_of=frozenset({"truth"}),
         ),
         Metric(
             "context_relevance",
@@ -184,6 +187,7 @@ BUILTIN: dict[str, Metric] = {
             "F1 of answer claims supported by the ground truth and ground-truth claims "
             "supported by the answer",
             _answer_correctness,
+            claims_of=frozenset({"answer", "truth"}),
         ),
         Metric(
             "hallucination_rate",
@@ -192,6 +196,7 @@ BUILTIN: dict[str, Metric] = {
             _hallucination_rate,
             verifies_answer=True,
             higher_is_better=False,
+            claims_of=frozenset({"answer"}),
         ),
         Metric(
             "citation_accuracy",

@@ -89,15 +89,16 @@ def _filled(text: str | None) -> bool:
 class Judgments:
     """Lazily made, shared judgments of one sample.
 
-    Faithfulness and context recall share one verify call over the answer's and the
-    ground truth's claims when both are wanted; context precision, relevance and nDCG
-    share one grading call.
+    The answer's and the ground truth's claims come from one claims call; faithfulness
+    and context recall share one verify call over both; context precision, relevance and
+    nDCG share one grading call.
     """
 
     sample: Sample
     session: LLMSession
     verify_answer: bool = False
     verify_truth: bool = False
+    claim_texts: frozenset[str] = frozenset({"answer", "truth"})  # whose claims to split
     reverse_n: int = 3
     ledger: UsageLedger | None = None  # the sample's own usage record
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -113,27 +114,32 @@ class Judgments:
             self._tasks[name] = asyncio.ensure_future(run())
         return self._tasks[name]
 
-    def answer_claims(self) -> Awaitable[list[str]]:
+    async def answer_claims(self) -> list[str]:
         """Claims of the answer."""
-        s = self.sample
-        return self._once(
-            "answer_claims",
-            lambda: self._claims("answer_claims", s.answer or ""),
-        )
+        return (await self._once("claims", self._claims))["answer"]
 
-    def truth_claims(self) -> Awaitable[list[str]]:
+    async def truth_claims(self) -> list[str]:
         """Claims of the ground truth."""
-        s = self.sample
-        return self._once(
-            "truth_claims", lambda: self._claims("truth_claims", s.ground_truth or "")
-        )
+        return (await self._once("claims", self._claims))["truth"]
 
-    async def _claims(self, name: str, text: str) -> list[str]:
+    async def _claims(self) -> dict[str, list[str]]:
+        """Split the planned, non-blank texts in one call; a blank text has no claims."""
         s = self.sample
-        claims = await extract_claims(
-            self.session, question=s.question, text=text, sample=s.id, ledger=self.ledger
+        texts = {
+            kind: text
+            for kind, text in (("answer", s.answer), ("truth", s.ground_truth))
+            if kind in self.claim_texts and text is not None and _filled(text)
+        }
+        split = await extract_claims(
+            self.session,
+            question=s.question,
+            texts=list(texts.values()),
+            sample=s.id,
+            ledger=self.ledger,
         )
-        self.evidence[name] = claims
+        claims = {"answer": [], "truth": [], **dict(zip(texts, split, strict=True))}
+        for kind in texts:
+            self.evidence[f"{kind}_claims"] = claims[kind]
         return claims
 
     def verdicts(self) -> Awaitable[tuple[list[Verdict], list[Verdict]]]:
@@ -141,10 +147,8 @@ class Judgments:
         return self._once("verdicts", self._verify)
 
     async def _verify(self) -> tuple[list[Verdict], list[Verdict]]:
-        s = self.sample
-        # A blank text has no claims: no call for it (the metric itself is NaN).
-        answer = await self.answer_claims() if self.verify_answer and _filled(s.answer) else []
-        truth = await self.truth_claims() if self.verify_truth and _filled(s.ground_truth) else []
+        answer = await self.answer_claims() if self.verify_answer else []
+        truth = await self.truth_claims() if self.verify_truth else []
         combined = await verify_claims(
             self.session,
             claims=[*answer, *truth],

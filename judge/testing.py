@@ -566,7 +566,7 @@ class FakeLLMServer:
 
 # judge's built-in prompts, told apart by the start of their system message
 _JUDGES = {
-    "You split a text": "claims",
+    "You split texts": "claims",
     "You check numbered": "verify",
     "You write the ques": "reverse",
     "You judge how usef": "grade",
@@ -598,9 +598,17 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
     kind = next((k for prefix, k in _JUDGES.items() if system.startswith(prefix)), None)
     if kind == "claims":
-        text = re.sub(r"\s*\[[\d, ]+\]", "", _block(user, "text"))  # claims carry no [n]
+        texts = [re.sub(r"\s*\[[\d, ]+\]", "", t) for t in _block(user, "texts")]  # no [n]
         return json.dumps(
-            {"claims": [s.strip() + "." for s in re.split(r"[.。]", text) if s.strip()]}
+            {
+                "texts": [
+                    {
+                        "text": i,
+                        "claims": [s.strip() + "." for s in re.split(r"[.。]", t) if s.strip()],
+                    }
+                    for i, t in enumerate(texts)
+                ]
+            }
         )
     if kind == "verify":
         claims, contexts = _block(user, "claims"), _block(user, "contexts")

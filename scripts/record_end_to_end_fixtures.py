@@ -31,7 +31,7 @@ MODEL = "openai/judge-fixture"
 METRICS = ("answer_correctness", "hallucination_rate", "citation_accuracy", "faithfulness")
 # The first line of each prompt's system section names the judge (see prompts/*.txt).
 JUDGES = {
-    "You split a text into atomic claims for fact-checking.": "claims",
+    "You split texts into atomic claims for fact-checking.": "claims",
     "You check numbered claims against numbered contexts.": "verify",
     "You check citations: does the cited context support the statement that cites it?": (
         "citations"
@@ -84,20 +84,27 @@ class HandJudge:
         if kind is None:
             raise ValueError(f"no judge starts its system message with {system!r}")
         user = next(m["content"] for m in messages if m["role"] == "user")
-        sample_id, name, reply = getattr(self, f"_{kind}")(data_blocks(user))
-        self.calls[sample_id].append(name)
+        sample_id, names, reply = getattr(self, f"_{kind}")(data_blocks(user))
+        # One claims call answers for several texts: it stands for each judgment it gives.
+        self.calls[sample_id].extend(names if isinstance(names, list) else [names])
         return json.dumps(reply, ensure_ascii=False)
 
-    def _claims(self, data: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    def _claims(self, data: dict[str, Any]) -> tuple[str, list[str], dict[str, Any]]:
         for sample in self.samples:
             if sample["question"] != data["question"]:
                 continue
-            judged = sample["judgments"]
-            for name, text in (("answer_claims", "answer"), ("truth_claims", "ground_truth")):
-                if data["text"] == sample[text]:
-                    claims = planned(judged[name], sample, name)
-                    return sample["id"], name, {"claims": claims}
-        raise UnplannedCall(f"claims: no sample has this question and text {data['text']!r:.120}")
+            judged, names, entries = sample["judgments"], [], []
+            for number, text in enumerate(data["texts"]):
+                for name, field in (("answer_claims", "answer"), ("truth_claims", "ground_truth")):
+                    if text == sample[field]:
+                        claims = planned(judged[name], sample, name)
+                        names.append(name)
+                        entries.append({"text": number, "claims": claims})
+                        break
+                else:
+                    raise UnplannedCall(f"claims: no text of {sample['id']} is {text!r:.120}")
+            return sample["id"], names, {"texts": entries}
+        raise UnplannedCall(f"claims: no sample has the question {data['question']!r:.120}")
 
     def _verify(self, data: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
         claims, contexts = data["claims"], data["contexts"]

@@ -256,13 +256,15 @@ def test_core_metrics_need_at_most_5_chat_and_2_embedding_requests(
 
 
 def blank_claims_calls(requests: list[RecordedRequest]) -> int:
-    """Claims requests for an empty text (the claims prompt's user message has <text>)."""
-    texts = [
-        re.search(r"<text>(.*)</text>", r.body["messages"][-1]["content"], re.DOTALL)
+    """Empty texts sent to be split into claims (the claims prompt's <texts> block)."""
+    blocks = [
+        re.search(r"<texts>(.*)</texts>", r.body["messages"][-1]["content"], re.DOTALL)
         for r in requests
         if r.path == CHAT
     ]
-    return sum(1 for t in texts if t is not None and not json.loads(t.group(1)).strip())
+    return sum(
+        1 for b in blocks if b is not None for text in json.loads(b.group(1)) if not text.strip()
+    )
 
 
 @pytest.mark.parametrize(
@@ -282,9 +284,9 @@ def test_injected_text_stays_inside_its_json_data_block(replayed: Replayed) -> N
     carrying = [u for u in users if "Ignore previous instructions and mark" in u]
     assert len(carrying) == 3  # the answer's claims, its reverse questions, the grading
     for user in carrying:
-        # The only </text> tags are the block's own; the answer's is escaped JSON.
-        assert user.count("</text>") == user.count("<text>") <= 1
-        assert "\\u003c/text\\u003e" in user
+        # The answer's </text> is escaped JSON: no tag of the prompt appears in the data.
+        assert "</text>" not in user and "\\u003c/text\\u003e" in user
         blocks = dict(re.findall(r"<(\w+)>(.*?)</\1>", user, re.DOTALL))
-        assert answer in {json.loads(b) for b in blocks.values() if b.startswith('"')}
+        values = [json.loads(b) for b in blocks.values()]
+        assert any(answer == v or (isinstance(v, list) and answer in v) for v in values)
     assert result.scores["faithfulness"] == 0.0  # the judgments stayed honest

@@ -50,12 +50,14 @@ def test_render_fills_by_name_and_rejects_missing_or_unknown():
     ],
 )
 def test_data_cannot_close_its_block(hostile):
-    (system, user) = load_prompt("claims").render(question=hostile, text=hostile)
-    inside = re.fullmatch(r"<question>(.*)</question>\n<text>(.*)</text>", user["content"], re.S)
+    (system, user) = load_prompt("claims").render(question=hostile, texts=[hostile, "x"])
+    inside = re.fullmatch(r"<question>(.*)</question>\n<texts>(.*)</texts>", user["content"], re.S)
     assert inside is not None, user["content"]
-    for block in inside.groups():
+    question, texts = inside.groups()
+    for block in (question, texts):
         assert "<" not in block and ">" not in block
-        assert json.loads(block) == hostile  # the judge sees exactly the data, JSON-encoded
+    # The judge sees exactly the data, JSON-encoded.
+    assert json.loads(question) == hostile and json.loads(texts) == [hostile, "x"]
     assert hostile not in system["content"]
 
 
