@@ -97,16 +97,15 @@ def _run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSes
 
 
 def _row_hash(row: Row) -> str:
-    return sha256_hex(
-        canonical_json(
-            {
-                "sample": dataclasses.asdict(row.sample) if row.sample else None,
-                "error": row.error,
-                "retrieved_ids": row.retrieved_ids,
-                "relevance": row.relevance,
-            }
-        )
-    )
+    """A fingerprint of a row's inputs. Extra columns may hold NaN, dates or other values
+    JSON cannot encode exactly: they are hashed through their text, never rejected."""
+    data = {
+        "sample": dataclasses.asdict(row.sample) if row.sample else None,
+        "error": row.error,
+        "retrieved_ids": row.retrieved_ids,
+        "relevance": row.relevance,
+    }
+    return sha256_hex(json.dumps(data, sort_keys=True, ensure_ascii=False, default=repr))
 
 
 class Checkpoint:

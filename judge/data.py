@@ -118,14 +118,26 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
             ]
         if not isinstance(value, list):
             raise InputFormatError(f"{path}: expected a list of objects")
+        for number, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise InputFormatError(
+                    f"{path}: item {number} is a {type(item).__name__}, "
+                    "not an object with one field per column"
+                )
         return value
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputFormatError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise InputFormatError(f"{path}:{number}: not JSON ({exc})") from exc
+            if not isinstance(record, dict):
+                raise InputFormatError(
+                    f"{path}:{number}: a {type(record).__name__}, not an "
+                    "object with one field per column"
+                )
+            rows.append(record)
     return rows
 
 
@@ -173,7 +185,16 @@ def _relevance(value: Any) -> dict[str, int]:
     if isinstance(value, str):
         value = json.loads(value)
     if isinstance(value, Mapping):
-        return {str(k): int(v) for k, v in value.items()}
+        grades = {}
+        for doc, grade in value.items():
+            if (
+                isinstance(grade, bool)
+                or not isinstance(grade, (int, float))
+                or grade != int(grade)
+            ):
+                raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
+            grades[str(doc)] = int(grade)
+        return grades
     return {doc: 1 for doc in _list_of_str(value, "relevance")}  # a list of relevant ids
 
 
@@ -217,7 +238,7 @@ def load_rows(
                 get.get("id") if get.get("id") is not None else number,
                 {k: v for k, v in record.items() if k not in used},
             )
-        except (ValueError, TypeError) as exc:  # InputFormatError is a ValueError
-            row.error = str(exc)
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            row.error = str(exc) or type(exc).__name__  # InputFormatError is a ValueError
         rows.append(row)
     return rows, columns, source

@@ -59,21 +59,24 @@ def json_candidates(text: str) -> list[Any]:
     except json.JSONDecodeError as exc:
         first_error = exc
     found: list[Any] = []
-    pieces = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    for fenced in (m.group(1).strip() for m in _FENCE.finditer(text)):
+        try:
+            found.append(json.loads(fenced))
+        except json.JSONDecodeError:
+            continue
     i = 0
     while i < len(text):
         if text[i] == "{":
             piece = _balanced(text, i)
             if piece is not None:
-                pieces.append(piece)
-                i += len(piece)
-                continue
+                try:
+                    found.append(json.loads(piece))
+                except json.JSONDecodeError:
+                    pass  # a brace from quoted data: the real object may be inside it
+                else:
+                    i += len(piece)  # a whole object: its inner braces are its own
+                    continue
         i += 1
-    for piece in pieces:
-        try:
-            found.append(json.loads(piece))
-        except json.JSONDecodeError:
-            continue
     if not found:
         raise ValueError(f"the reply holds no parseable JSON object: {first_error}")
     return found

@@ -203,12 +203,12 @@ class LLMSession:
         """Call until n valid replies: fall back on rejected formats, re-ask on bad output."""
         llm = self._need_llm()
         schema = schema_of(output)
-        _check_window(llm, messages, label)
         conversation: list[Message] = messages
         valid: list[M] = []
         reasks = 0
         while True:
             mode = self.mode
+            _check_window(llm, conversation, label)  # re-asks carry the bad reply: check again
             request = request_for(mode, conversation, schema, output.__name__)
             try:
                 response = await self._complete(request, n - len(valid), usage, label)
