@@ -131,15 +131,15 @@ class Checkpoint:
         return done
 
     def append(self, row_number: int, input_hash: str, result: dict[str, Any]) -> None:
-        """Record one finished row (flushed and synced, so a kill loses at most this row)."""
+        """Record one finished row. Written through to the OS at once, so killing the process
+        loses nothing finished; no fsync per row (it cost ~0.5 ms a row), so a power cut may
+        lose the last rows, which the cache then answers again without a request."""
         line = json.dumps(
             {"run": self.fingerprint, "row": row_number, "input": input_hash, "result": result},
             ensure_ascii=False,
         )
         with open(self.path, "a", encoding="utf-8") as out:
             out.write(line + "\n")
-            out.flush()
-            os.fsync(out.fileno())
 
 
 def _row_record(row: Row) -> dict[str, Any]:

@@ -28,6 +28,7 @@ class PromptError(JudgeError):
     """A prompt file that cannot be used, or values that do not fit it."""
 
 
+@functools.cache
 def prompts_dir() -> Path:
     """Where the built-in prompts are: inside the installed package, or the source tree."""
     package = Path(__file__).resolve().parent

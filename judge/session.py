@@ -79,10 +79,12 @@ class LLMSession:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self._loop = loop
-            self._chat_slots = asyncio.Semaphore(self.llm.max_concurrency if self.llm else 1)
-            self._embed_slots = asyncio.Semaphore(
-                self.embeddings.max_concurrency if self.embeddings else 1
-            )
+            # One limit for every request in flight, chat and embeddings alike; embeddings
+            # also keep their own, lower cap.
+            total = self.llm.max_concurrency if self.llm else None
+            embed = self.embeddings.max_concurrency if self.embeddings else 1
+            self._chat_slots = asyncio.Semaphore(total or embed)
+            self._embed_slots = asyncio.Semaphore(min(embed, total or embed))
             self._inflight = {}
             self._transport = Transport()  # SDK clients are bound to the loop they ran on
 
@@ -280,9 +282,10 @@ class LLMSession:
         self, batch: list[tuple[str, str]], usage: Tally, label: str
     ) -> dict[str, list[float]]:
         config = self.embeddings
-        assert config is not None and self._embed_slots is not None and self._transport is not None
+        assert config is not None and self._transport is not None
+        assert self._embed_slots is not None and self._chat_slots is not None
         transport = self._transport
-        async with self._embed_slots:
+        async with self._embed_slots, self._chat_slots:
             response, cost = await call_with_retries(
                 lambda: transport.embed(config, [text for _, text in batch]),
                 config.max_retries,
