@@ -60,26 +60,27 @@ def _blank(text: str | None) -> bool:
     return text is None or not text.strip()
 
 
-async def _faithfulness(j: Judgments) -> MetricScore:
-    if _blank(j.sample.answer):
-        return MetricScore(NAN, EMPTY_ANSWER)
-    if not j.sample.contexts:
-        return MetricScore(NAN, NO_CONTEXTS)
-    verdicts, _ = await j.verdicts()
-    if not verdicts:
-        return MetricScore(NAN, NO_CLAIMS)
-    return MetricScore(scorers.faithfulness([v.verdict for v in verdicts]))
+def _from_verdicts(
+    side: str, score: Callable[[list[str]], float]
+) -> Callable[[Judgments], Awaitable[MetricScore]]:
+    """A metric on the verdicts of one side's claims (the answer's or the ground truth's)
+    against the contexts, NaN with a reason when there is nothing to judge."""
+    text, missing = (
+        ("answer", EMPTY_ANSWER) if side == "answer" else ("ground_truth", NO_GROUND_TRUTH)
+    )
 
+    async def compute(j: Judgments) -> MetricScore:
+        if _blank(getattr(j.sample, text)):
+            return MetricScore(NAN, missing)
+        if not j.sample.contexts:
+            return MetricScore(NAN, NO_CONTEXTS)
+        answer_verdicts, truth_verdicts = await j.verdicts()
+        verdicts = answer_verdicts if side == "answer" else truth_verdicts
+        if not verdicts:
+            return MetricScore(NAN, NO_CLAIMS)
+        return MetricScore(score([v.verdict for v in verdicts]))
 
-async def _context_recall(j: Judgments) -> MetricScore:
-    if _blank(j.sample.ground_truth):
-        return MetricScore(NAN, NO_GROUND_TRUTH)
-    if not j.sample.contexts:
-        return MetricScore(NAN, NO_CONTEXTS)
-    _, verdicts = await j.verdicts()
-    if not verdicts:
-        return MetricScore(NAN, NO_CLAIMS)
-    return MetricScore(scorers.context_recall([v.verdict for v in verdicts]))
+    return compute
 
 
 async def _answer_relevancy(j: Judgments) -> MetricScore:
@@ -106,17 +107,6 @@ async def _answer_correctness(j: Judgments) -> MetricScore:
     return MetricScore(
         scorers.claims_f1([v.verdict for v in precision], [v.verdict for v in recall])
     )
-
-
-async def _hallucination_rate(j: Judgments) -> MetricScore:
-    if _blank(j.sample.answer):
-        return MetricScore(NAN, EMPTY_ANSWER)
-    if not j.sample.contexts:
-        return MetricScore(NAN, NO_CONTEXTS)
-    verdicts, _ = await j.verdicts()
-    if not verdicts:
-        return MetricScore(NAN, NO_CLAIMS)
-    return MetricScore(scorers.hallucinated([v.verdict for v in verdicts]))
 
 
 async def _citation_accuracy(j: Judgments) -> MetricScore:
@@ -154,7 +144,7 @@ BUILTIN: dict[str, Metric] = {
         Metric(
             "faithfulness",
             "answer claims supported by the contexts / all answer claims",
-            _faithfulness,
+            _from_verdicts("answer", scorers.faithfulness),
             verifies_answer=True,
             claims_of=frozenset({"answer"}),
         ),
@@ -173,7 +163,7 @@ BUILTIN: dict[str, Metric] = {
         Metric(
             "context_recall",
             "ground-truth claims supported by the contexts / all ground-truth claims",
-            _context_recall,
+            _from_verdicts("truth", scorers.context_recall),
             verifies_truth=True,
             claims_of=frozenset({"truth"}),
         ),
@@ -193,7 +183,7 @@ BUILTIN: dict[str, Metric] = {
             "hallucination_rate",
             "1 if any answer claim is contradicted by or absent from the contexts (the mean "
             "over samples is the share of answers that hallucinate); lower is better",
-            _hallucination_rate,
+            _from_verdicts("answer", scorers.hallucinated),
             verifies_answer=True,
             higher_is_better=False,
             claims_of=frozenset({"answer"}),
