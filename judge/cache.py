@@ -196,12 +196,21 @@ class Cache:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM judgments ORDER BY key").fetchall()
         return (_entry(row) for row in rows)
 
-    def export_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Write every entry as one JSON line, sorted by key; returns the count."""
+    def export_jsonl(self, path: str | os.PathLike[str], *, reproducible: bool = False) -> int:
+        """Write every entry as one JSON line, sorted by key; returns the count.
+
+        Args:
+            path: the JSONL file to write.
+            reproducible: write `created` as 0, so re-recording the same judgments gives
+                the same bytes (for fixtures kept in git).
+        """
         count = 0
         with open(path, "w", encoding="utf-8") as out:
             for entry in self.entries():
-                out.write(canonical_json(asdict(entry)) + "\n")
+                data = asdict(entry)
+                if reproducible:
+                    data["created"] = 0
+                out.write(canonical_json(data) + "\n")
                 count += 1
         return count
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from judge.api import SampleResult, score
 from judge.cache import Cache
-from judge.jsonout import canonical_json
 from judge.llm import LLM
 from judge.testing import FakeLLMServer
 
@@ -178,20 +177,19 @@ def record(samples_path: Path = SAMPLES, output: Path = OUTPUT) -> HandJudge:
     """Score every sample through the hand judge and export the recorded cache to output."""
     samples = load_samples(samples_path)
     hand = HandJudge(samples)
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(chat=hand) as server:
-        with Cache(Path(tmp) / "record.sqlite", mode="record") as cache:
-            for result in score_all(samples, server, cache):
-                if result.errors:
-                    raise SystemExit(f"{result.sample.id}: judge failed: {result.errors}")
-            cache.export_jsonl(Path(tmp) / "export.jsonl")
-        lines = (Path(tmp) / "export.jsonl").read_text(encoding="utf-8").splitlines()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeLLMServer(chat=hand) as server,
+        Cache(Path(tmp) / "record.sqlite", mode="record") as cache,
+    ):
+        for result in score_all(samples, server, cache):
+            if result.errors:
+                raise SystemExit(f"{result.sample.id}: judge failed: {result.errors}")
+        cache.export_jsonl(output, reproducible=True)
     for sample in samples:
         made, plan = sorted(hand.calls[sample["id"]]), sorted(planned_calls(sample))
         if made != plan:
             raise SystemExit(f"{sample['id']}: judge.score made calls {made}, planned {plan}")
-    # `created` is the wall-clock time of recording; zero it so the file is reproducible.
-    entries = [json.loads(line) | {"created": 0} for line in lines]
-    output.write_text("".join(canonical_json(e) + "\n" for e in entries), encoding="utf-8")
     return hand
 
 

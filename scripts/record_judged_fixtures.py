@@ -19,7 +19,6 @@ from typing import Any
 
 from judge.api import SampleResult, score
 from judge.cache import Cache
-from judge.jsonout import canonical_json
 from judge.llm import LLM, Embeddings
 from judge.testing import FakeLLMServer
 
@@ -161,16 +160,15 @@ def record(samples_path: Path = SAMPLES, output: Path = OUTPUT) -> HandJudge:
     """Score every sample through the hand judge and export the recorded cache to output."""
     samples = load_samples(samples_path)
     hand = HandJudge(samples)
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(chat=hand) as server:
-        with Cache(Path(tmp) / "record.sqlite", mode="record") as cache:
-            for result in score_all(samples, server, cache):
-                if result.errors:
-                    raise SystemExit(f"{result.sample.id}: judge failed: {result.errors}")
-            cache.export_jsonl(Path(tmp) / "export.jsonl")
-        lines = (Path(tmp) / "export.jsonl").read_text(encoding="utf-8").splitlines()
-    # `created` is the wall-clock time of recording; zero it so the file is reproducible.
-    entries = [json.loads(line) | {"created": 0} for line in lines]
-    output.write_text("".join(canonical_json(e) + "\n" for e in entries), encoding="utf-8")
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        FakeLLMServer(chat=hand) as server,
+        Cache(Path(tmp) / "record.sqlite", mode="record") as cache,
+    ):
+        for result in score_all(samples, server, cache):
+            if result.errors:
+                raise SystemExit(f"{result.sample.id}: judge failed: {result.errors}")
+        cache.export_jsonl(output, reproducible=True)
     return hand
 
 

@@ -118,3 +118,16 @@ def test_two_processes_writing_one_cache_lose_nothing(tmp_path):
     with Cache(path) as cache:
         assert len(cache) == 600
         assert {e.response["choices"][0]["n"] for e in cache.entries()} == set(range(600))
+
+
+def test_reproducible_export_zeroes_the_recording_time(tmp_path):
+    with Cache(tmp_path / "a.sqlite") as cache:
+        cache.put(entry(1))  # created=1.5
+        cache.export_jsonl(tmp_path / "plain.jsonl")
+        cache.export_jsonl(tmp_path / "fixed.jsonl", reproducible=True)
+    assert '"created":1.5' in (tmp_path / "plain.jsonl").read_text()
+    assert '"created":0' in (tmp_path / "fixed.jsonl").read_text()
+    with Cache(tmp_path / "b.sqlite") as again:  # export -> import -> export is stable
+        again.import_jsonl(tmp_path / "fixed.jsonl")
+        again.export_jsonl(tmp_path / "again.jsonl")
+    assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "fixed.jsonl").read_bytes()
