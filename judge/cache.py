@@ -209,7 +209,7 @@ class Cache:
             for entry in self.entries():
                 data = asdict(entry)
                 if reproducible:
-                    data["created"] = 0
+                    data["created"] = 0.0  # a float, as the database gives it back
                 out.write(canonical_json(data) + "\n")
                 count += 1
         return count

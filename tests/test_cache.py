@@ -126,7 +126,7 @@ def test_reproducible_export_zeroes_the_recording_time(tmp_path):
         cache.export_jsonl(tmp_path / "plain.jsonl")
         cache.export_jsonl(tmp_path / "fixed.jsonl", reproducible=True)
     assert '"created":1.5' in (tmp_path / "plain.jsonl").read_text()
-    assert '"created":0' in (tmp_path / "fixed.jsonl").read_text()
+    assert '"created":0.0' in (tmp_path / "fixed.jsonl").read_text()
     with Cache(tmp_path / "b.sqlite") as again:  # export -> import -> export is stable
         again.import_jsonl(tmp_path / "fixed.jsonl")
         again.export_jsonl(tmp_path / "again.jsonl")
