@@ -121,12 +121,33 @@ def _module_option(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="MODULE",
         help="a Python file or module defining custom metrics "
-        "(judge.custom.judged_metric); repeatable",
+        "(judge.custom.judged_metric); repeatable; also read from [tool.judge] "
+        "metrics-modules in ./pyproject.toml",
     )
 
 
+def configured_modules(path: Path = Path("pyproject.toml")) -> list[str]:
+    """Metric modules named in the project's pyproject.toml, [tool.judge] metrics-modules."""
+    if not path.is_file():
+        return []
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise JudgeError(f"{path}: cannot be read as TOML ({exc})") from None
+    modules = config.get("tool", {}).get("judge", {}).get("metrics-modules", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise JudgeError(f"{path}: [tool.judge] metrics-modules must be a list of strings")
+    return modules
+
+
 def load_custom(modules: list[str]) -> dict[str, Any]:
-    """The Metric objects defined at the top level of the given files or modules, by name."""
+    """The Metric objects defined at the top level of the given files or modules, by name,
+    and of those named in ./pyproject.toml under [tool.judge] metrics-modules."""
+    modules = list(dict.fromkeys([*configured_modules(), *modules]))
     import importlib
     import importlib.util
 

@@ -204,3 +204,18 @@ def test_a_scorer_that_returns_a_non_number():
         result = judge.score("q", "a", metrics=[metric], llm=llm(server))
     assert result.reasons["bad"] == "judge_error"
     assert "returned str ('great'); return a number" in result.errors["bad"]
+
+
+def test_metrics_modules_from_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        f'[tool.judge]\nmetrics-modules = ["{EXAMPLES / "rubric.py"}"]\n'
+    )
+    listed = subprocess.run(
+        [sys.executable, "-m", "judge", "metrics"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert listed.returncode == 0 and "support_tone" in listed.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.judge]\nmetrics-modules = 3\n")
+    bad = subprocess.run(
+        [sys.executable, "-m", "judge", "metrics"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert bad.returncode == 2 and "must be a list of strings" in bad.stderr
