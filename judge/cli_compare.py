@@ -21,8 +21,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors.",
     )
     p.add_argument("a", help="baseline: results.jsonl, an eval output directory, or a run file")
-    p.add_argument("b", help="candidate, in the same form")
+    p.add_argument("b", nargs="?", help="candidate, in the same form (omit with --columns)")
     p.add_argument("--qrels", help="TREC qrels: A and B are then TREC run files")
+    p.add_argument(
+        "--columns",
+        metavar="COL_A,COL_B",
+        help="A is a dataset; compare its two ranked doc-id columns (e.g. "
+        "first_stage_ids,reranked_ids) against its relevance column",
+    )
     p.add_argument(
         "-m",
         "--metric",
@@ -59,7 +65,23 @@ def run_compare(args: argparse.Namespace) -> int:
     from judge.ir import read_qrels, read_run
 
     metrics = [m for item in (args.metrics or []) for m in item.split(",") if m.strip()] or None
-    if args.qrels:
+    if args.columns:
+        from judge.compare_runs import compare_ranked_columns
+
+        first, _, second = args.columns.partition(",")
+        if not first or not second or args.b:
+            raise JudgeError("--columns takes COL_A,COL_B and one dataset (no B)")
+        comparison = compare_ranked_columns(
+            args.a,
+            first.strip(),
+            second.strip(),
+            metrics,
+            relevance_level=args.relevance_level,
+            k=args.top_k or 5,
+        )
+    elif args.b is None:
+        raise JudgeError("give B, or --columns COL_A,COL_B to compare two columns of A")
+    elif args.qrels:
         comparison = compare_runs(
             read_qrels(args.qrels),
             read_run(args.a),
@@ -72,7 +94,7 @@ def run_compare(args: argparse.Namespace) -> int:
         )
     else:
         if args.top_k:
-            raise JudgeError("--top-k applies to run files: give --qrels too")
+            raise JudgeError("--top-k applies to run files or --columns")
         comparison = compare(args.a, args.b, metrics=metrics)
     findings = diagnose({m: c.mean_b for m, c in comparison.metrics.items()})
     comparison.extra["diagnosis_b"] = findings

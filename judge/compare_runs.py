@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from judge import ir
 from judge.compare import Comparison, Scores, compare_scores
+from judge.data import parse_relevance, read_records, resolve_columns
+from judge.errors import InputFormatError
 from judge.ir.ranking import Qrels, Run
 
 
@@ -96,3 +100,57 @@ def compare_runs(
             "queries": lost_from_top_k(qrels, run_a, run_b, k, relevance_level),
         }
     return comparison
+
+
+def _ranked_run(ids: Any, column: str, row: int) -> dict[str, float]:
+    if isinstance(ids, str):  # CSV cells hold lists as JSON text
+        ids = json.loads(ids) if ids.strip() else []
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    if not isinstance(ids, list) or not all(isinstance(d, str) for d in ids):
+        raise InputFormatError(f"row {row}: {column} must be a list of doc ids in rank order")
+    ranked = list(dict.fromkeys(ids))
+    return {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
+
+
+def compare_ranked_columns(
+    data: Any,
+    a: str,
+    b: str,
+    metrics: Sequence[str] | None = None,
+    *,
+    relevance_level: int = 1,
+    k: int | None = None,
+    column_map: Mapping[str, str] | None = None,
+) -> Comparison:
+    """Compare two ranked id columns of a dataset (e.g. first-stage and reranked ids).
+
+    Args:
+        data: anything `judge.evaluate` reads; it needs a relevance column (relevant ids,
+            or `{doc_id: grade}`) besides the two ranked columns.
+        a: the baseline column of doc ids in rank order.
+        b: the candidate column.
+        metrics: retrieval metric names; default seed 004's at k (5 if k is None).
+        relevance_level: smallest grade that counts as relevant.
+        k: report the rows whose relevant docs fell out of the top k.
+        column_map: `{field: column}` as for `judge.evaluate` (id, relevance).
+    """
+    records, _ = read_records(data)
+    columns = resolve_columns(dict.fromkeys(c for r in records for c in r), column_map)
+    if "relevance" not in columns:
+        raise InputFormatError("comparing ranked columns needs a relevance column")
+    for name in (a, b):
+        if not any(name in r for r in records):
+            raise InputFormatError(f"no column {name!r} in the data")
+    qrels, run_a, run_b = {}, {}, {}
+    for number, record in enumerate(records):
+        query = str(record.get(columns.get("id", ""), number))
+        try:
+            qrels[query] = parse_relevance(record.get(columns["relevance"]) or {})
+        except (ValueError, TypeError) as exc:
+            raise InputFormatError(f"row {number}: relevance: {exc}") from None
+        run_a[query] = _ranked_run(record.get(a) or [], a, number)
+        run_b[query] = _ranked_run(record.get(b) or [], b, number)
+    return compare_runs(
+        qrels, run_a, run_b, metrics, relevance_level=relevance_level, k=k, label_a=a, label_b=b
+    )

@@ -44,7 +44,7 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _records(data: Any) -> tuple[list[dict[str, Any]], str]:
+def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:
     """The rows of any supported input as dicts, and a short description of the source."""
     if isinstance(data, (str, os.PathLike)):
         return _records_from_path(data)
@@ -96,7 +96,7 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
             if p.is_dir()
             else datasets.load_dataset(str(path))
         )
-        return _records(loaded)[0], str(p)
+        return read_records(loaded)[0], str(p)
     except InputFormatError:
         raise
     except Exception as exc:  # the readers' own errors: not parseable, not found
@@ -181,7 +181,7 @@ def _list_of_str(value: Any, name: str) -> list[str]:
     return value
 
 
-def _relevance(value: Any) -> dict[str, int]:
+def parse_relevance(value: Any) -> dict[str, int]:
     if isinstance(value, str):
         value = json.loads(value)
     if isinstance(value, Mapping):
@@ -216,7 +216,7 @@ def load_rows(
     data: Any, column_map: Mapping[str, str] | None = None
 ) -> tuple[list[Row], dict[str, str], str]:
     """(rows, field -> column used, source description); bad rows carry their error."""
-    records, source = _records(data)
+    records, source = read_records(data)
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
@@ -229,7 +229,7 @@ def load_rows(
             if "retrieved_ids" in columns and get["retrieved_ids"] is not None:
                 row.retrieved_ids = _list_of_str(get["retrieved_ids"], "retrieved_ids")
             if "relevance" in columns and get["relevance"] is not None:
-                row.relevance = _relevance(get["relevance"])
+                row.relevance = parse_relevance(get["relevance"])
             row.sample = Sample.create(
                 get.get("question"),
                 _text(get.get("answer"), "answer"),

@@ -238,3 +238,39 @@ def test_lower_is_better_for_hallucination_rate():
     assert rate.delta > 0 and not rate.higher_is_better and rate.worse
     assert (rate.wins, rate.ties, rate.losses) == (0, 10, 20)
     assert result.regressions() == [rate]
+
+
+def test_two_ranked_columns_of_a_dataset(tmp_path):
+    rows = [
+        {
+            "id": "q1",
+            "question": "a",
+            "first_stage": ["d3", "d1", "d2"],
+            "reranked": ["d1", "d3"],
+            "relevance": {"d1": 2},
+        },
+        {
+            "id": "q2",
+            "question": "b",
+            "first_stage": ["d5", "d4"],
+            "reranked": ["d6", "d7", "d5"],
+            "relevance": ["d5"],
+        },
+    ]
+    comparison = compare_columns_via_cli(tmp_path, rows)
+    mrr = comparison["metrics"]["mrr"]
+    assert (mrr["mean_a"], mrr["mean_b"]) == (0.75, (1.0 + 1 / 3) / 2)
+    assert comparison["lost_from_top_k"]["queries"] == [
+        {"query": "q2", "docs": ["d5"], "rank_in_b": {"d5": 3}}
+    ]
+
+
+def compare_columns_via_cli(tmp_path: Path, rows: list[dict]) -> dict:
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = judge_cli(
+        "compare", data, "--columns", "first_stage,reranked", "-k", "1", "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    assert judge_cli("compare", data, "--columns", "first_stage").returncode == 2
+    return json.loads(done.stdout)
