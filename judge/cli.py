@@ -116,9 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     _ir_parser(sub)
     from judge.cli_compare import add_parser as add_compare
     from judge.cli_eval import add_parsers
+    from judge.cli_tools import add_parsers as add_tools
 
     add_parsers(sub)
     add_compare(sub)
+    add_tools(sub)
     return parser
 
 

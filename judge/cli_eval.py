@@ -53,16 +53,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     d.add_argument("--out", default="judge-demo", help="output directory (default judge-demo)")
     d.set_defaults(func=run_demo)
 
-    m = sub.add_parser("metrics", help="list the metrics: built-in, retrieval and custom")
-    _module_option(m)
-    m.set_defaults(func=run_metrics)
-
-    c = sub.add_parser("cache", help="export, import or inspect a judgment cache")
-    c.add_argument("action", choices=["export", "import", "stats"])
-    c.add_argument("cache", help="the SQLite cache file")
-    c.add_argument("file", nargs="?", help="the JSONL file to write (export) or read (import)")
-    c.set_defaults(func=run_cache)
-
 
 def _eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -111,10 +101,10 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         help="exit 1 if the metric's mean is below VALUE (repeatable)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _module_option(p)
+    module_option(p)
 
 
-def _module_option(p: argparse.ArgumentParser) -> None:
+def module_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-module",
         action="append",
@@ -124,63 +114,6 @@ def _module_option(p: argparse.ArgumentParser) -> None:
         "(judge.custom.judged_metric); repeatable; also read from [tool.judge] "
         "metrics-modules in ./pyproject.toml",
     )
-
-
-def configured_modules(path: Path = Path("pyproject.toml")) -> list[str]:
-    """Metric modules named in the project's pyproject.toml, [tool.judge] metrics-modules."""
-    if not path.is_file():
-        return []
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    try:
-        config = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise JudgeError(f"{path}: cannot be read as TOML ({exc})") from None
-    modules = config.get("tool", {}).get("judge", {}).get("metrics-modules", [])
-    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
-        raise JudgeError(f"{path}: [tool.judge] metrics-modules must be a list of strings")
-    return modules
-
-
-def load_custom(modules: list[str]) -> dict[str, Any]:
-    """The Metric objects defined at the top level of the given files or modules, by name,
-    and of those named in ./pyproject.toml under [tool.judge] metrics-modules."""
-    modules = list(dict.fromkeys([*configured_modules(), *modules]))
-    import importlib
-    import importlib.util
-
-    from judge.metrics import Metric
-
-    found: dict[str, Any] = {}
-    for spec in modules:
-        path = Path(spec)
-        try:
-            if path.suffix == ".py":
-                if not path.is_file():
-                    raise JudgeError(f"--metrics-module {spec}: no such file")
-                loader = importlib.util.spec_from_file_location(f"judge_custom_{path.stem}", path)
-                assert loader is not None and loader.loader is not None
-                module = importlib.util.module_from_spec(loader)
-                loader.loader.exec_module(module)
-            else:
-                module = importlib.import_module(spec)
-        except JudgeError:
-            raise
-        except Exception as exc:  # the user's module failed to import
-            raise JudgeError(f"--metrics-module {spec}: {type(exc).__name__}: {exc}") from exc
-        metrics = [v for v in vars(module).values() if isinstance(v, Metric)]
-        if not metrics:
-            raise JudgeError(
-                f"--metrics-module {spec}: defines no metric "
-                "(use judge.custom.judged_metric at the top level)"
-            )
-        for metric in metrics:
-            if metric.name in found:
-                raise JudgeError(f"metric {metric.name!r} is defined twice")
-            found[metric.name] = metric
-    return found
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -204,6 +137,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
     from judge.batch import evaluate
     from judge.cache import Cache
+    from judge.custom import load_metric_modules
     from judge.llm import LLM, Embeddings
 
     thresholds = _thresholds(args.fail_under)
@@ -241,7 +175,7 @@ def run_eval(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         checkpoint=out / ".checkpoint.jsonl",
         progress=False if args.no_progress else None,
-        custom=load_custom(args.metrics_module),
+        custom=load_metric_modules(args.metrics_module),
     )
     return _finish(result, out, thresholds)
 
@@ -319,50 +253,3 @@ def run_demo(args: argparse.Namespace) -> int:
             cache.close()
     result.config["source"] = f"judge demo ({source.name}/samples.json)"
     return _finish(result, Path(args.out), {})
-
-
-def run_metrics(args: argparse.Namespace) -> int:
-    """The `judge metrics` command: every metric judge can compute, side by side."""
-    from judge.ir.measures import FAMILIES
-    from judge.metrics import BUILTIN
-
-    rows = [(m.name, "LLM-judged", m.higher_is_better, m.description) for m in BUILTIN.values()]
-    rows += [
-        (m.name, f"custom ({m.version})", m.higher_is_better, m.description)
-        for m in load_custom(args.metrics_module).values()
-    ]
-    rows += [
-        (
-            f"{f}@k" if c == "required" else f"{f}[@k]" if c == "optional" else f,
-            "retrieval",
-            True,
-            d,
-        )
-        for f, (c, d) in FAMILIES.items()
-    ]
-    for name, kind, up, description in rows:
-        print(f"{name:<22} {kind:<24} {'higher' if up else 'lower':<7} {description}")
-    return 0
-
-
-def run_cache(args: argparse.Namespace) -> int:
-    """The `judge cache` command."""
-    from judge.cache import Cache
-
-    if args.action != "stats" and not args.file:
-        raise JudgeError(f"judge cache {args.action} needs a JSONL file argument")
-    if args.action == "import" and not Path(args.file).is_file():
-        raise JudgeError(f"{args.file}: no such file")
-    with Cache(args.cache) as cache:
-        if args.action == "export":
-            print(f"exported {cache.export_jsonl(args.file)} entries to {args.file}")
-        elif args.action == "import":
-            print(f"imported {cache.import_jsonl(args.file)} entries into {args.cache}")
-        else:
-            stats: dict[str, Any] = {"entries": len(cache), "by_kind": {}, "by_prompt": {}}
-            for entry in cache.entries():
-                stats["by_kind"][entry.kind] = stats["by_kind"].get(entry.kind, 0) + 1
-                label = f"{entry.prompt or entry.kind}@{entry.prompt_version or '-'}"
-                stats["by_prompt"][label] = stats["by_prompt"].get(label, 0) + 1
-            print(json.dumps(stats, indent=2))
-    return 0

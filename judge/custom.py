@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,57 @@ def judged_metric(
         variables=parsed.variables,
         version=parsed.version,
     )
+
+
+def configured_modules(path: Path = Path("pyproject.toml")) -> list[str]:
+    """Metric modules named in the project's pyproject.toml, [tool.judge] metrics-modules."""
+    if not path.is_file():
+        return []
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise JudgeError(f"{path}: cannot be read as TOML ({exc})") from None
+    modules = config.get("tool", {}).get("judge", {}).get("metrics-modules", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise JudgeError(f"{path}: [tool.judge] metrics-modules must be a list of strings")
+    return modules
+
+
+def load_metric_modules(modules: list[str]) -> dict[str, Metric]:
+    """The Metric objects defined at the top level of the given files or modules, by name,
+    and of those named in ./pyproject.toml under [tool.judge] metrics-modules."""
+    modules = list(dict.fromkeys([*configured_modules(), *modules]))
+    import importlib.util
+
+    found: dict[str, Metric] = {}
+    for spec in modules:
+        path = Path(spec)
+        try:
+            if path.suffix == ".py":
+                if not path.is_file():
+                    raise JudgeError(f"--metrics-module {spec}: no such file")
+                loader = importlib.util.spec_from_file_location(f"judge_custom_{path.stem}", path)
+                assert loader is not None and loader.loader is not None
+                module = importlib.util.module_from_spec(loader)
+                loader.loader.exec_module(module)
+            else:
+                module = importlib.import_module(spec)
+        except JudgeError:
+            raise
+        except Exception as exc:  # the user's module failed to import
+            raise JudgeError(f"--metrics-module {spec}: {type(exc).__name__}: {exc}") from exc
+        metrics = [v for v in vars(module).values() if isinstance(v, Metric)]
+        if not metrics:
+            raise JudgeError(
+                f"--metrics-module {spec}: defines no metric "
+                "(use judge.custom.judged_metric at the top level)"
+            )
+        for metric in metrics:
+            if metric.name in found:
+                raise JudgeError(f"metric {metric.name!r} is defined twice")
+            found[metric.name] = metric
+    return found
