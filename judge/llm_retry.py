@@ -105,9 +105,9 @@ def _explain(exc: BaseException, what: str, secret: str | None, attempts: int) -
     detail = redact(str(exc), secret)
     if is_transient(exc):
         return LLMCallError(
-            f"{what}: gave up after {attempts} attempts; last error: {detail}. The provider "
-            "is overloaded or unreachable: lower the concurrency, raise max_retries or "
-            "timeout, or try again later."
+            f"{what}: gave up after {attempts} attempts; last error: {detail.rstrip('.')}. "
+            "The provider is overloaded or unreachable: lower the concurrency, raise "
+            "max_retries or timeout, or try again later."
         )
     if any(word in detail.lower() for word in _NO_KEY_WORDS):
         status = 401
@@ -141,6 +141,7 @@ async def call_with_retries(
         ):
             with attempt:
                 attempts += 1
+                usage.count("requests")  # every attempt is a request sent, failed or not
                 if attempts > 1:
                     usage.count("retries")
                 return await make_call()

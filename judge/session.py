@@ -322,7 +322,8 @@ def _check_window(llm: LLM, messages: list[Message], label: str) -> None:
         return
     tokens = sum(estimate_tokens(str(m.get("content", ""))) for m in messages)
     if tokens + (llm.max_tokens or 0) > limit:
+        reply = f" plus max_tokens {llm.max_tokens:,}" if llm.max_tokens else ""
         raise ContextWindowError(
-            f"{label}: the request is about {tokens:,} tokens, over {llm.model}'s context "
-            f"window of {limit:,}; shorten or drop contexts (it was not sent)"
+            f"{label}: the request is about {tokens:,} tokens{reply}, over {llm.model}'s "
+            f"context window of {limit:,}; shorten or drop contexts (it was not sent)"
         )

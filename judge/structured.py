@@ -79,7 +79,7 @@ class BadReply:
             )
         return InvalidOutputError(
             f"{label}: the model's output does not match the schema after {reasks} re-asks: "
-            f"{self.error}. Try a stronger model or structured_output='json_schema'.",
+            f"{self.error}. Try a stronger model, or a structured-output mode the server enforces.",
             raw=self.raw,
             error=self.error,
         )

@@ -26,8 +26,7 @@ class Usage:
         return None if self.unpriced_requests else self.known_cost
 
     def add_response(self, response: Any, *, cost: float | None) -> None:
-        """Count one provider response (chat or embedding) and its cost."""
-        self.requests += 1
+        """Count one provider response's tokens and cost (requests are counted as sent)."""
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)

@@ -370,7 +370,8 @@ def test_too_long_requests_fail_before_they_are_sent(fake_llm_server):
     fake_llm_server.chat = claims_handler
     session = LLMSession(make_llm(fake_llm_server, context_window=200, max_tokens=50))
     long = [MESSAGES[0], {"role": "user", "content": "检索增强生成" * 100}]  # ~600 tokens
-    with pytest.raises(ContextWindowError, match=r"about 6\d\d tokens, over .*window of 200"):
+    expected = r"about 6\d\d tokens plus max_tokens 50, over .*window of 200"
+    with pytest.raises(ContextWindowError, match=expected):
         chat(session, messages=long)
     assert fake_llm_server.count() == 0
     assert chat(session)[0].claims  # a short one goes through
