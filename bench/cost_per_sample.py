@@ -19,9 +19,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from judge.api import score
-from judge.llm import LLM, Embeddings
-from judge.testing import FakeLLMServer, RecordedRequest, recorded_chat
+from judge.testing import FakeLLMServer, RecordedRequest, recorded_chat, score_fixture
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "judged"
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
@@ -102,19 +100,14 @@ def measure() -> list[Row]:
     entries = [json.loads(line) for line in lines if line.strip()]
     rows = []
     with FakeLLMServer(chat=recorded_chat(entries)) as server:
-        llm = LLM(model="openai/judge-fixture", api_base=server.base_url, api_key="x")
-        embeddings = Embeddings(model="openai/embed-fixture", api_base=server.base_url, api_key="x")
         for s in samples:
             server.reset()
-            result = score(
-                s["question"],
-                s["answer"],
-                s["contexts"],
-                s["ground_truth"],
-                metrics=CORE,
-                llm=llm,
-                embeddings=embeddings,
-                sample_id=s["id"],
+            result = score_fixture(
+                s,
+                server.base_url,
+                CORE,
+                model="openai/judge-fixture",
+                embedding_model="openai/embed-fixture",
             )
             if result.errors:
                 raise SystemExit(f"{s['id']}: {result.errors}")

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
+from judge.testing_fixtures import score_fixture
 from judge.testing_replies import (
     _error_body,
     _example,
@@ -48,6 +49,7 @@ __all__ = [
     "hashed_embedding",
     "heuristic_judge",
     "recorded_chat",
+    "score_fixture",
 ]
 
 CHAT_PATH = "/v1/chat/completions"

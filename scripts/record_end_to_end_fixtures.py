@@ -18,10 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from judge.api import SampleResult, score
+from judge.api import SampleResult
 from judge.cache import Cache
-from judge.llm import LLM
-from judge.testing import FakeLLMServer
+from judge.testing import FakeLLMServer, score_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "fixtures" / "judged" / "end_to_end.json"
@@ -157,20 +156,7 @@ def score_all(
     samples: list[dict[str, Any]], server: FakeLLMServer, cache: Cache | None = None
 ) -> list[SampleResult]:
     """judge.score of every sample against the server (the fixtures' model name)."""
-    llm = LLM(model=MODEL, api_base=server.base_url, api_key="fixture", max_retries=0)
-    return [
-        score(
-            s["question"],
-            s["answer"],
-            s["contexts"],
-            s["ground_truth"],
-            metrics=list(METRICS),
-            llm=llm,
-            cache=cache,
-            sample_id=s["id"],
-        )
-        for s in samples
-    ]
+    return [score_fixture(s, server.base_url, METRICS, model=MODEL, cache=cache) for s in samples]
 
 
 def record(samples_path: Path = SAMPLES, output: Path = OUTPUT) -> HandJudge:

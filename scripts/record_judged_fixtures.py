@@ -17,10 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from judge.api import SampleResult, score
+from judge.api import SampleResult
 from judge.cache import Cache
-from judge.llm import LLM, Embeddings
-from judge.testing import FakeLLMServer
+from judge.testing import FakeLLMServer, score_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "fixtures" / "judged" / "samples.json"
@@ -138,19 +137,9 @@ def score_all(
     samples: list[dict[str, Any]], server: FakeLLMServer, cache: Cache | None = None
 ) -> list[SampleResult]:
     """judge.score of every sample against the server (the fixtures' model names)."""
-    llm = LLM(model=MODEL, api_base=server.base_url, api_key="fixture", max_retries=0)
-    embeddings = Embeddings(model=EMBED_MODEL, api_base=server.base_url, api_key="fixture")
     return [
-        score(
-            s["question"],
-            s["answer"],
-            s["contexts"],
-            s["ground_truth"],
-            metrics=list(METRICS),
-            llm=llm,
-            embeddings=embeddings,
-            cache=cache,
-            sample_id=s["id"],
+        score_fixture(
+            s, server.base_url, METRICS, model=MODEL, embedding_model=EMBED_MODEL, cache=cache
         )
         for s in samples
     ]

@@ -28,7 +28,13 @@ from judge.cache import Cache
 from judge.citations import find_citations
 from judge.compare import compare
 from judge.llm import LLM
-from judge.testing import FakeLLMServer, RecordedRequest, heuristic_judge, recorded_chat
+from judge.testing import (
+    FakeLLMServer,
+    RecordedRequest,
+    heuristic_judge,
+    recorded_chat,
+    score_fixture,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "judged"
 RECORD = "python scripts/record_end_to_end_fixtures.py"
@@ -78,18 +84,8 @@ def run(
     sample: dict[str, Any], server: FakeLLMServer, *, cache: Cache | None = None
 ) -> SampleResult:
     """judge.score of one sample with the fixtures' model name, against the server."""
-    # No retries: a miss must fail at once, not after backoff.
-    llm = LLM(model=MODEL, api_base=server.base_url, api_key="fixture", max_retries=0)
-    return score(
-        sample["question"],
-        sample["answer"],
-        sample["contexts"],
-        sample["ground_truth"],
-        metrics=list(METRICS),
-        llm=llm,
-        cache=cache,
-        sample_id=sample["id"],
-    )
+    result: SampleResult = score_fixture(sample, server.base_url, METRICS, model=MODEL, cache=cache)
+    return result
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,15 @@ import numpy as np
 import pytest
 
 import judge.prompts
-from judge.api import SampleResult, score
+from judge.api import SampleResult
 from judge.cache import Cache
-from judge.llm import LLM, Embeddings
-from judge.testing import FakeLLMServer, RecordedRequest, hashed_embedding, recorded_chat
+from judge.testing import (
+    FakeLLMServer,
+    RecordedRequest,
+    hashed_embedding,
+    recorded_chat,
+    score_fixture,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "judged"
 RECORD = "python scripts/record_judged_fixtures.py"
@@ -78,20 +83,10 @@ def run(
     metrics: Sequence[str] = METRICS,
 ) -> SampleResult:
     """judge.score of one sample with the fixtures' model names, against the server."""
-    # No retries: a miss must fail at once, not after backoff.
-    llm = LLM(model=MODEL, api_base=server.base_url, api_key="fixture", max_retries=0)
-    embeddings = Embeddings(model=EMBED_MODEL, api_base=server.base_url, api_key="fixture")
-    return score(
-        sample["question"],
-        sample["answer"],
-        sample["contexts"],
-        sample["ground_truth"],
-        metrics=metrics,
-        llm=llm,
-        embeddings=embeddings,
-        cache=cache,
-        sample_id=sample["id"],
+    result: SampleResult = score_fixture(
+        sample, server.base_url, metrics, model=MODEL, embedding_model=EMBED_MODEL, cache=cache
     )
+    return result
 
 
 @pytest.fixture(scope="module")
