@@ -135,11 +135,22 @@ _JUDGES = {
 }
 
 
+_DATA_BLOCK = re.compile(r"<(\w+)>(.*?)</\1>", re.S)
+
+
+def data_blocks(text: str) -> dict[str, Any]:
+    """The JSON data blocks of a message judge rendered, by tag name.
+
+    Data is JSON with < and > escaped, so a block never holds its own closing tag.
+    """
+    return {name: json.loads(body) for name, body in _DATA_BLOCK.findall(text)}
+
+
 def _block(text: str, tag: str) -> Any:
-    match = re.search(rf"<{tag}>(.*?)</{tag}>", text, re.S)
-    if match is None:
+    blocks = data_blocks(text)
+    if tag not in blocks:
         raise _HTTPError(400, f"the prompt has no <{tag}> block")
-    return json.loads(match.group(1))
+    return blocks[tag]
 
 
 def _words(text: str) -> set[str]:

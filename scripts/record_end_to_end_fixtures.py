@@ -13,14 +13,13 @@ Run: python scripts/record_end_to_end_fixtures.py
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from judge.api import SampleResult
 from judge.cache import Cache
-from judge.testing import FakeLLMServer, score_fixture
+from judge.testing import FakeLLMServer, data_blocks, score_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "fixtures" / "judged" / "end_to_end.json"
@@ -35,7 +34,6 @@ JUDGES = {
         "citations"
     ),
 }
-_BLOCK = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
 
 
 class UnplannedCall(LookupError):
@@ -46,12 +44,6 @@ def load_samples(path: Path = SAMPLES) -> list[dict[str, Any]]:
     """The samples of end_to_end.json (without its _meta)."""
     samples: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["samples"]
     return samples
-
-
-def data_blocks(text: str) -> dict[str, Any]:
-    """The JSON data blocks of a rendered user message, by tag name."""
-    # Data is JSON with < and > escaped, so a block never holds its own closing tag.
-    return {name: json.loads(body) for name, body in _BLOCK.findall(text)}
 
 
 def numbered(items: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:

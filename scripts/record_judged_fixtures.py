@@ -11,7 +11,6 @@ Run: python scripts/record_judged_fixtures.py
 from __future__ import annotations
 
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from judge.api import SampleResult
 from judge.cache import Cache
-from judge.testing import FakeLLMServer, score_fixture
+from judge.testing import FakeLLMServer, data_blocks, score_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "fixtures" / "judged" / "samples.json"
@@ -41,19 +40,12 @@ JUDGES = {
     "You judge how useful each retrieved context is for answering a question.": "grade",
     "You write the questions that an answer answers.": "reverse",
 }
-_BLOCK = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
 
 
 def load_samples(path: Path = SAMPLES) -> list[dict[str, Any]]:
     """The samples of samples.json (without its _meta)."""
     samples: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["samples"]
     return samples
-
-
-def data_blocks(text: str) -> dict[str, Any]:
-    """The JSON data blocks of a rendered user message, by tag name."""
-    # Data is JSON with < and > escaped, so a block never holds its own closing tag.
-    return {name: json.loads(body) for name, body in _BLOCK.findall(text)}
 
 
 def _numbered(items: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:

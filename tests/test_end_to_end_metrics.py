@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from judge.llm import LLM
 from judge.testing import (
     FakeLLMServer,
     RecordedRequest,
+    data_blocks,
     heuristic_judge,
     recorded_chat,
     score_fixture,
@@ -115,7 +115,7 @@ def judge_of(request: RecordedRequest) -> str:
 
 def user_data(request: RecordedRequest) -> dict[str, Any]:
     user = request.body["messages"][-1]["content"]
-    return {name: json.loads(body) for name, body in re.findall(r"<(\w+)>(.*?)</\1>", user, re.S)}
+    return data_blocks(user)
 
 
 def assert_expected(sample: dict[str, Any], result: SampleResult) -> None:
