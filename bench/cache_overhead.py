@@ -18,10 +18,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from judge.cache import Cache, CacheEntry, cache_key
-from judge.llm import LLM, PromptRef
-from judge.session import LLMSession
-from judge.structured import schema_of
+from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.llm.session import LLMSession
+from judge.llm.structured import schema_of
+from judge.llm.transport import LLM, PromptRef
 
 
 class Verdict(BaseModel):

@@ -6,7 +6,7 @@
 
 from pydantic import BaseModel, Field
 
-from judge.custom import judged_metric
+from judge.metrics.custom import judged_metric
 
 
 class DomainRating(BaseModel):

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from judge.custom import judged_metric
+from judge.metrics.custom import judged_metric
 
 RUBRIC = """Tone for a customer-support answer:
 4 - polite, direct, and ends with a clear next step for the customer

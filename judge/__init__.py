@@ -14,16 +14,16 @@ __version__ = "0.1.0"
 
 # name -> module that defines it, imported on first access (PEP 562)
 _LAZY = {
-    "score": "judge.api",
-    "ascore": "judge.api",
-    "SampleResult": "judge.api",
-    "LLM": "judge.llm",
-    "Embeddings": "judge.llm",
-    "LLMSession": "judge.session",
-    "Cache": "judge.cache",
-    "evaluate": "judge.batch",
-    "aevaluate": "judge.batch",
-    "EvaluationResult": "judge.results",
+    "score": "judge.run.score",
+    "ascore": "judge.run.score",
+    "SampleResult": "judge.run.score",
+    "LLM": "judge.llm.transport",
+    "Embeddings": "judge.llm.transport",
+    "LLMSession": "judge.llm.session",
+    "Cache": "judge.llm.cache",
+    "evaluate": "judge.run.evaluate",
+    "aevaluate": "judge.run.evaluate",
+    "EvaluationResult": "judge.run.results",
 }
 
 __all__ = [

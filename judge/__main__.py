@@ -2,6 +2,6 @@
 
 import sys
 
-from judge.cli import main
+from judge.cli.main import main
 
 sys.exit(main())

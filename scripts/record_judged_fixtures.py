@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from judge.api import SampleResult
-from judge.cache import Cache
+from judge.llm.cache import Cache
+from judge.run.score import SampleResult
 from judge.testing import FakeLLMServer, data_blocks, score_fixture
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 r"""Run judge against a real local OpenAI-compatible server (llama.cpp's, via llama-cpp-python).
 
 A plumbing check, not a quality check: one structured call (a pydantic model holding a
-list of strings) through `judge.session.LLMSession`, then `judge.score` on one sample with
+list of strings) through `judge.llm.session.LLMSession`, then `judge.score` on one sample with
 faithfulness and context_precision, all against the server at --api-base. It prints the
 structured-output mode the session ended in, every chat request with its response_format
 and outcome, the requests, re-asks and retries counted in the usage, each metric's value
@@ -52,8 +52,8 @@ from pydantic import BaseModel
 
 import judge
 from judge.errors import InvalidOutputError, JudgeError
-from judge.llm import Transport, run_sync
-from judge.session import LLMSession
+from judge.llm.session import LLMSession
+from judge.llm.transport import Transport, run_sync
 
 SAMPLE = {
     "question": "Who created the Python programming language, and when was it first released?",
@@ -77,7 +77,7 @@ class Fruits(BaseModel):
 class RequestLog:
     """Records every chat request judge's transport makes: its response_format and outcome.
 
-    It wraps `judge.llm.Transport.chat` (the single place where judge calls a chat model),
+    It wraps `judge.llm.transport.Transport.chat` (the single place where judge calls a chat model),
     so it sees the requests that the usage ledger does not count (a rejected format, a
     failed attempt that was retried).
     """

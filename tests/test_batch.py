@@ -11,9 +11,9 @@ import pandas
 import pytest
 
 from judge import LLM, Embeddings
-from judge.batch import evaluate
 from judge.errors import InputFormatError
-from judge.results import bootstrap_ci
+from judge.run.evaluate import evaluate
+from judge.run.results import bootstrap_ci
 from tests.test_judges import ANSWER, CONTEXTS, QUESTION, TRUTH, judge_handler
 
 GOOD = {"question": QUESTION, "answer": ANSWER, "contexts": CONTEXTS, "ground_truth": TRUTH}

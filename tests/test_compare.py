@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from judge import ir
-from judge.compare import compare, compare_one, compare_scores
-from judge.compare_runs import compare_runs, lost_from_top_k
-from judge.diagnose import diagnose
+from judge.comparison.evaluations import compare, compare_one, compare_scores
+from judge.comparison.runs import compare_runs, lost_from_top_k
 from judge.errors import InputFormatError
+from judge.report.diagnose import diagnose
 from judge.stats import holm, paired_bootstrap_ci, permutation_p_value
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,9 +12,9 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import judge
-from judge.cache import Cache
-from judge.custom import judged_metric
 from judge.errors import InputFormatError, JudgeError
+from judge.llm.cache import Cache
+from judge.metrics.custom import judged_metric
 from judge.testing import FakeLLMServer, recorded_chat
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-import judge.prompts
-from judge.api import SampleResult, score
-from judge.batch import evaluate
-from judge.cache import Cache
-from judge.citations import find_citations
-from judge.compare import compare
-from judge.llm import LLM
+import judge.metrics.prompts
+from judge.comparison.evaluations import compare
+from judge.llm.cache import Cache
+from judge.llm.transport import LLM
+from judge.metrics.citations import find_citations
+from judge.run.evaluate import evaluate
+from judge.run.score import SampleResult, score
 from judge.testing import (
     FakeLLMServer,
     RecordedRequest,
@@ -69,7 +69,7 @@ def entries() -> Entries:
     lines = (FIXTURES / "end_to_end.jsonl").read_text(encoding="utf-8").splitlines()
     loaded = [json.loads(line) for line in lines if line.strip()]
     recorded = {(e["prompt"], e["prompt_version"]) for e in loaded if e["kind"] == "chat"}
-    stale = sorted(n for n, v in recorded if judge.prompts.load_prompt(n).version != v)
+    stale = sorted(n for n, v in recorded if judge.metrics.prompts.load_prompt(n).version != v)
     if stale:
         pytest.fail(
             f"prompt(s) {', '.join(stale)} changed since fixtures/judged/end_to_end.jsonl was "
@@ -350,11 +350,11 @@ def test_checkpoint_rejudges_citations_after_the_citations_prompt_changes(
         evaluate(data, ["citation_accuracy"], llm=llm, checkpoint=checkpoint, progress=False)
         assert server.count(CHAT) == 1
         edited = tmp_path / "prompts"
-        shutil.copytree(judge.prompts.prompts_dir(), edited)
+        shutil.copytree(judge.metrics.prompts.prompts_dir(), edited)
         citations = edited / "citations.txt"
         text = citations.read_text(encoding="utf-8")
         citations.write_text(text.replace("Return exactly", "Be strict. Return exactly"), "utf-8")
-        monkeypatch.setattr(judge.prompts, "prompts_dir", lambda: edited)
+        monkeypatch.setattr(judge.metrics.prompts, "prompts_dir", lambda: edited)
         server.reset()
         evaluate(data, ["citation_accuracy"], llm=llm, checkpoint=checkpoint, progress=False)
         assert server.count(CHAT) == 1  # the changed prompt must judge the row again

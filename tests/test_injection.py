@@ -25,7 +25,7 @@ import pytest
 
 import judge
 from judge import LLM, Embeddings
-from judge.prompts import load_prompt
+from judge.metrics.prompts import load_prompt
 from judge.testing import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ BY_ID = {c["id"]: c for c in CANARIES}
 PROMPTS = ("claims", "verify", "reverse_questions", "context_relevance", "citations")
 BLOCK_TAGS = ("text", "texts", "contexts", "answer", "claims", "question", "reference", "checks")
 REAL_REASON = "The judge's own reasoning."
-_VARIABLE = re.compile(r"\{\{(\w+)\}\}")  # as in judge.prompts
+_VARIABLE = re.compile(r"\{\{(\w+)\}\}")  # as in judge.metrics.prompts
 
 
 # Rendering -----------------------------------------------------------------------------------

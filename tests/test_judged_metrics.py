@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import judge.prompts
-from judge.api import SampleResult
-from judge.cache import Cache
+import judge.metrics.prompts
+from judge.llm.cache import Cache
+from judge.run.score import SampleResult
 from judge.testing import (
     FakeLLMServer,
     RecordedRequest,
@@ -50,7 +50,9 @@ def stale_prompts(entries: Entries) -> list[str]:
     """Prompts whose recorded version differs from the prompt file now on disk."""
     recorded = {(e["prompt"], e["prompt_version"]) for e in entries if e["kind"] == "chat"}
     return sorted(
-        name for name, version in recorded if judge.prompts.load_prompt(name).version != version
+        name
+        for name, version in recorded
+        if judge.metrics.prompts.load_prompt(name).version != version
     )
 
 
@@ -213,13 +215,13 @@ def test_changed_prompt_misses_replay_and_says_how_to_rerecord(
     entries: Entries, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     edited = tmp_path / "prompts"
-    shutil.copytree(judge.prompts.prompts_dir(), edited)
+    shutil.copytree(judge.metrics.prompts.prompts_dir(), edited)
     verify = edited / "verify.txt"
     verify.write_text(
         verify.read_text(encoding="utf-8").replace("Judge only", "Judge strictly and only"),
         encoding="utf-8",
     )
-    monkeypatch.setattr(judge.prompts, "prompts_dir", lambda: edited)
+    monkeypatch.setattr(judge.metrics.prompts, "prompts_dir", lambda: edited)
     assert stale_prompts(entries) == ["verify"]
     with pytest.raises(pytest.fail.Exception, match=re.escape(f"run `{RECORD}`")):
         check_fresh(entries)

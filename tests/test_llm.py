@@ -9,7 +9,6 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from judge.cache import Cache
 from judge.errors import (
     CacheMiss,
     ContextWindowError,
@@ -18,8 +17,9 @@ from judge.errors import (
     LLMRequestError,
     TruncatedOutputError,
 )
-from judge.llm import LLM, Embeddings, PromptRef, run_sync
-from judge.session import LLMSession
+from judge.llm.cache import Cache
+from judge.llm.session import LLMSession
+from judge.llm.transport import LLM, Embeddings, PromptRef, run_sync
 from judge.testing import FakeLLMServer, Fault
 
 SECRET = "sk-test-SECRET-0123456789"

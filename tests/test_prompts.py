@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.prompts import PromptError, data_json, load_prompt, parse_prompt, prompts_dir
+from judge.metrics.prompts import PromptError, data_json, load_prompt, parse_prompt, prompts_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTIN = ("claims", "verify", "reverse_questions", "context_relevance")
@@ -124,7 +124,7 @@ def test_wheel_ships_the_prompts(tmp_path):
     # Installed from the wheel (unpacked here), the package finds its own copy.
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
     code = (
-        "from judge.prompts import prompts_dir, load_prompt; "
+        "from judge.metrics.prompts import prompts_dir, load_prompt; "
         "print(prompts_dir()); load_prompt('verify')"
     )
     found = subprocess.run(

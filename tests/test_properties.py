@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 import judge
 from judge import LLM
-from judge.data import COLUMNS, load_rows
 from judge.errors import InputFormatError
 from judge.ir import read_qrels, read_run
-from judge.pricing import estimate_tokens
+from judge.llm.pricing import estimate_tokens
+from judge.run.data import COLUMNS, load_rows
 from judge.testing import FakeLLMServer, heuristic_judge
 
 KEYS = (

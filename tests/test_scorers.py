@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from judge import scorers
+from judge.metrics import scorers
 
 NAN = float("nan")
 

@@ -12,7 +12,8 @@ import math
 
 import pytest
 
-from judge import ir, scorers
+from judge import ir
+from judge.metrics import scorers
 
 
 def as_qrels_and_run(grades: list[int], extra_judged: list[int] = ()) -> tuple[dict, dict]:

@@ -2,7 +2,7 @@
 
 from judge.ir.evaluate import IRResult, QueryScores, evaluate, score_queries
 from judge.ir.measures import Measure, parse_measure, parse_measures, valid_names
-from judge.ir.single import (
+from judge.ir.ranked_list import (
     average_precision,
     dcg_at_k,
     hit_rate_at_k,

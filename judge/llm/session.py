@@ -16,12 +16,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from judge.cache import Cache, CacheEntry, cache_key
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
-from judge.llm import LLM, Embeddings, PromptRef, Transport
-from judge.llm_retry import call_with_retries, is_format_rejection
-from judge.pricing import context_window, estimate_tokens
-from judge.structured import (
+from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.llm.pricing import context_window, estimate_tokens
+from judge.llm.retry import call_with_retries, is_format_rejection
+from judge.llm.structured import (
     MODES,
     StructuredMode,
     parse_choices,
@@ -29,7 +28,8 @@ from judge.structured import (
     request_for,
     schema_of,
 )
-from judge.usage import Tally, UsageLedger
+from judge.llm.transport import LLM, Embeddings, PromptRef, Transport
+from judge.llm.usage import Tally, UsageLedger
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

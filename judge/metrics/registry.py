@@ -1,7 +1,7 @@
 """The LLM-judged metrics of one sample, registered by name: judgments in, a score out.
 
 A metric reads the judgments it needs from a sample's `Judgments` (made once and shared)
-and hands them to a pure scorer in `judge.scorers`. Undefined cases score NaN with a
+and hands them to a pure scorer in `judge.metrics.scorers`. Undefined cases score NaN with a
 machine-readable reason instead of 0 or an exception.
 """
 
@@ -12,9 +12,9 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from judge import scorers
 from judge.errors import UnknownMetricError
-from judge.sample import Judgments
+from judge.metrics import scorers
+from judge.metrics.sample import Judgments
 
 NAN = float("nan")
 

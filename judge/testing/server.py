@@ -26,8 +26,8 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
-from judge.testing_fixtures import score_fixture
-from judge.testing_replies import (
+from judge.testing.fixtures import score_fixture
+from judge.testing.replies import (
     _error_body,
     _example,
     _hashed_embeddings,

@@ -16,7 +16,7 @@ from typing import TypeVar
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from judge.errors import LLMCallError, LLMRequestError
-from judge.usage import Tally
+from judge.llm.usage import Tally
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.jsonout import sha256_hex
+from judge.llm.replies import sha256_hex
 
 BUILTIN_PROMPTS = ("claims", "verify", "reverse_questions", "context_relevance", "citations")
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
@@ -31,7 +31,7 @@ class PromptError(JudgeError):
 @functools.cache
 def prompts_dir() -> Path:
     """Where the built-in prompts are: inside the installed package, or the source tree."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # the judge package
     # A wheel carries them as judge/_prompts; a source checkout has them at the top.
     for candidate in (package / "_prompts", package.parent / "prompts"):
         if candidate.is_dir():

@@ -4,7 +4,7 @@
 provider call: OpenAI-compatible servers (`openai/<model>`: OpenAI, vLLM, llama.cpp,
 Ollama's /v1) through the openai SDK, whose per-call overhead is a few times lower than
 litellm's; every other provider through litellm. Retries, caching, structured output and
-usage live in `judge.session`.
+usage live in `judge.llm.session`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from judge.errors import JudgeError, LLMRequestError
-from judge.pricing import openai_cost
-from judge.structured import MODES
+from judge.llm.pricing import openai_cost
+from judge.llm.structured import MODES
 
 T = TypeVar("T")
 

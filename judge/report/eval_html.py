@@ -143,7 +143,7 @@ def _worst(result: Any, limit: int = 10) -> str:
 
 
 def _diagnosis(result: Any) -> str:
-    from judge.diagnose import diagnose
+    from judge.report.diagnose import diagnose
 
     findings = diagnose({m: s.mean for m, s in result.summary.items()})
     return "".join(f"<li>{_e(f)}</li>" for f in findings) or "<li>nothing stands out</li>"

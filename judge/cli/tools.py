@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from judge.cli_eval import module_option
+from judge.cli.eval import module_option
 from judge.errors import JudgeError
 
 
@@ -26,9 +26,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 def run_metrics(args: argparse.Namespace) -> int:
     """The `judge metrics` command: every metric judge can compute, side by side."""
-    from judge.custom import load_metric_modules
     from judge.ir.measures import FAMILIES
-    from judge.metrics import BUILTIN
+    from judge.metrics.custom import load_metric_modules
+    from judge.metrics.registry import BUILTIN
 
     rows = [(m.name, "LLM-judged", m.higher_is_better, m.description) for m in BUILTIN.values()]
     rows += [
@@ -51,7 +51,7 @@ def run_metrics(args: argparse.Namespace) -> int:
 
 def run_cache(args: argparse.Namespace) -> int:
     """The `judge cache` command."""
-    from judge.cache import Cache
+    from judge.llm.cache import Cache
 
     if args.action != "stats" and not args.file:
         raise JudgeError(f"judge cache {args.action} needs a JSONL file argument")

@@ -7,9 +7,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from judge.citations import Citation, find_citations
 from judge.errors import InputFormatError
-from judge.judges import (
+from judge.llm.session import LLMSession
+from judge.llm.usage import UsageLedger
+from judge.metrics.citations import Citation, find_citations
+from judge.metrics.judges import (
     CitationCheck,
     ContextGrade,
     ReverseQuestions,
@@ -20,9 +22,7 @@ from judge.judges import (
     reverse_questions,
     verify_claims,
 )
-from judge.scorers import cosine_similarities
-from judge.session import LLMSession
-from judge.usage import UsageLedger
+from judge.metrics.scorers import cosine_similarities
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from judge.ir.single import ndcg_at_k
+from judge.ir.ranked_list import ndcg_at_k
 
 NAN = float("nan")
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from judge.errors import InvalidOutputError, TruncatedOutputError
-from judge.jsonout import json_candidates, schema_instructions
+from judge.llm.replies import json_candidates, schema_instructions
 
 StructuredMode = Literal["json_schema", "json_object_schema", "json_object", "prompt"]
 MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object_schema", "json_object", "prompt")

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from judge.errors import InputFormatError
-from judge.metrics import higher_is_better
+from judge.metrics.registry import higher_is_better
 from judge.stats import holm, paired_bootstrap_ci, permutation_p_value
 
 Scores = dict[str, dict[str, float | None]]  # sample key -> metric -> value

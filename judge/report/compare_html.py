@@ -6,8 +6,8 @@ import html
 import os
 from typing import Any
 
-from judge.compare import ALPHA, Comparison
-from judge.report import _CSS
+from judge.comparison.evaluations import ALPHA, Comparison
+from judge.report.eval_html import _CSS
 
 
 def _e(value: Any) -> str:

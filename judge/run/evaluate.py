@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from judge import ir
-from judge.api import MetricLike, make_session, resolve_metrics, score_sample
-from judge.cache import Cache
-from judge.data import Row, load_rows
 from judge.errors import InputFormatError, UnknownMetricError
-from judge.jsonout import canonical_json, sha256_hex
-from judge.llm import LLM, Embeddings, run_sync
-from judge.metrics import Metric
-from judge.progress import Progress
-from judge.prompts import BUILTIN_PROMPTS, load_prompt
-from judge.results import EvaluationResult
-from judge.session import LLMSession
+from judge.llm.cache import Cache
+from judge.llm.replies import canonical_json, sha256_hex
+from judge.llm.session import LLMSession
+from judge.llm.transport import LLM, Embeddings, run_sync
+from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
+from judge.metrics.registry import Metric
+from judge.run.data import Row, load_rows
+from judge.run.progress import Progress
+from judge.run.results import EvaluationResult
+from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
 
 DEFAULT_IR_METRICS = ("mrr", "ndcg@10", "recall@10")
 
@@ -281,7 +281,7 @@ def evaluate(
         data: a `datasets.Dataset` (or one split), a list of dicts, a pandas DataFrame, or
             a path (.jsonl, .json, .csv, .parquet, a saved dataset directory).
         metrics: metric names (LLM-judged ones and retrieval ones such as `ndcg@10`) or
-            `Metric` objects (see `judge.custom.judged_metric`); default: the core
+            `Metric` objects (see `judge.metrics.custom.judged_metric`); default: the core
             LLM-judged metrics, plus mrr, ndcg@10 and recall@10 when the data has
             retrieval columns.
         llm: the judge model; needed for LLM-judged metrics.

@@ -27,7 +27,7 @@ DEMO_METRICS = [
 
 def demo_dir() -> Path:
     """The demo data: inside the installed package, or in the source tree's fixtures."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # the judge package
     for candidate in (package / "_demo", package.parent / "fixtures" / "judged"):
         if (candidate / "samples.json").is_file():
             return candidate
@@ -111,7 +111,7 @@ def module_option(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="MODULE",
         help="a Python file or module defining custom metrics "
-        "(judge.custom.judged_metric); repeatable; also read from [tool.judge] "
+        "(judge.metrics.custom.judged_metric); repeatable; also read from [tool.judge] "
         "metrics-modules in ./pyproject.toml",
     )
 
@@ -135,10 +135,10 @@ def _thresholds(items: list[str]) -> dict[str, float]:
 
 def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
-    from judge.batch import evaluate
-    from judge.cache import Cache
-    from judge.custom import load_metric_modules
-    from judge.llm import LLM, Embeddings
+    from judge.llm.cache import Cache
+    from judge.llm.transport import LLM, Embeddings
+    from judge.metrics.custom import load_metric_modules
+    from judge.run.evaluate import evaluate
 
     thresholds = _thresholds(args.fail_under)
     if not args.model:
@@ -182,8 +182,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
     """Write results, summary and report; print the table; check thresholds."""
-    from judge.diagnose import diagnose
-    from judge.report import write_report
+    from judge.report.diagnose import diagnose
+    from judge.report.eval_html import write_report
 
     out.mkdir(parents=True, exist_ok=True)
     result.write_jsonl(out / "results.jsonl")
@@ -222,9 +222,9 @@ def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     """The `judge demo` command: the demo dataset, replayed offline from recorded judgments."""
-    from judge.batch import evaluate
-    from judge.cache import Cache
-    from judge.llm import LLM, Embeddings
+    from judge.llm.cache import Cache
+    from judge.llm.transport import LLM, Embeddings
+    from judge.run.evaluate import evaluate
 
     source = demo_dir()
     spec = json.loads((source / "samples.json").read_text(encoding="utf-8"))

@@ -13,10 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
-from judge.llm import PromptRef
-from judge.prompts import load_prompt
-from judge.session import LLMSession
-from judge.usage import UsageLedger
+from judge.llm.session import LLMSession
+from judge.llm.transport import PromptRef
+from judge.llm.usage import UsageLedger
+from judge.metrics.prompts import load_prompt
 
 VerdictLabel = Literal["supported", "contradicted", "not_found"]
 

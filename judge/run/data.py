@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import InputFormatError
-from judge.sample import Sample
+from judge.metrics.sample import Sample
 
 # field -> names recognised for it, in order of preference
 COLUMNS: dict[str, tuple[str, ...]] = {

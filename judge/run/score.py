@@ -9,13 +9,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.cache import Cache
 from judge.errors import JudgeError
-from judge.llm import LLM, Embeddings, run_sync
-from judge.metrics import BUILTIN, DEFAULT_METRICS, JUDGE_ERROR, Metric, MetricScore, get_metric
-from judge.sample import Judgments, Sample
-from judge.session import LLMSession
-from judge.usage import UsageLedger
+from judge.llm.cache import Cache
+from judge.llm.session import LLMSession
+from judge.llm.transport import LLM, Embeddings, run_sync
+from judge.llm.usage import UsageLedger
+from judge.metrics.registry import (
+    BUILTIN,
+    DEFAULT_METRICS,
+    JUDGE_ERROR,
+    Metric,
+    MetricScore,
+    get_metric,
+)
+from judge.metrics.sample import Judgments, Sample
 
 
 @dataclass

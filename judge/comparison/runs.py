@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judge import ir
-from judge.compare import Comparison, Scores, compare_scores
-from judge.data import parse_relevance, read_records, resolve_columns
+from judge.comparison.evaluations import Comparison, Scores, compare_scores
 from judge.errors import InputFormatError
 from judge.ir.ranking import Qrels, Run
+from judge.run.data import parse_relevance, read_records, resolve_columns
 
 
 def rerank_metrics(k: int) -> list[str]:

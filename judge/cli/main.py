@@ -114,9 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"judge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _ir_parser(sub)
-    from judge.cli_compare import add_parser as add_compare
-    from judge.cli_eval import add_parsers
-    from judge.cli_tools import add_parsers as add_tools
+    from judge.cli.compare import add_parser as add_compare
+    from judge.cli.eval import add_parsers
+    from judge.cli.tools import add_parsers as add_tools
 
     add_parsers(sub)
     add_compare(sub)

@@ -1,7 +1,7 @@
 """Your own LLM-judged metric: a prompt, a pydantic output model, a scoring function.
 
     from pydantic import BaseModel
-    from judge.custom import judged_metric
+    from judge.metrics.custom import judged_metric
 
     class Rating(BaseModel):
         rating: int
@@ -14,7 +14,7 @@
         score=lambda r: r.rating / 5,
     )
 
-The result is a `judge.metrics.Metric`, the same kind of object as the built-in metrics:
+The result is a `judge.metrics.registry.Metric`, the same kind of object as the built-in metrics:
 it works in `judge.score`, `judge.evaluate`, `judge eval --metrics-module`, the cache and
 replay (the prompt's hash is in the cache key), reports, `compare` and thresholds.
 """
@@ -31,10 +31,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from judge.errors import JudgeError
-from judge.llm import PromptRef
-from judge.metrics import BUILTIN, Metric, MetricScore
-from judge.prompts import PromptError, load_prompt, parse_prompt
-from judge.sample import Judgments
+from judge.llm.transport import PromptRef
+from judge.metrics.prompts import PromptError, load_prompt, parse_prompt
+from judge.metrics.registry import BUILTIN, Metric, MetricScore
+from judge.metrics.sample import Judgments
 
 MISSING_FIELD = "missing_field"
 
@@ -182,7 +182,7 @@ def load_metric_modules(modules: list[str]) -> dict[str, Metric]:
         if not metrics:
             raise JudgeError(
                 f"--metrics-module {spec}: defines no metric "
-                "(use judge.custom.judged_metric at the top level)"
+                "(use judge.metrics.custom.judged_metric at the top level)"
             )
         for metric in metrics:
             if metric.name in found:

@@ -1,0 +1,5 @@
+"""The `judge` command line."""
+
+from judge.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,1 @@
+"""The LLM boundary: model configuration, transport, retries, structured output, cache, usage."""

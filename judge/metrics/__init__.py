@@ -1,0 +1,1 @@
+"""The LLM-judged metrics: registry, judges, prompts, pure scorers and custom metrics."""

@@ -1,0 +1,1 @@
+"""Reports: report.html and compare.html, and the retrieval-first diagnosis."""

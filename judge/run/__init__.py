@@ -1,0 +1,1 @@
+"""Running evaluations: one sample (`score`), a dataset (`evaluate`), data loading, results."""
