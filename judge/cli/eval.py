@@ -1,4 +1,4 @@
-"""`judge eval`, `judge demo` and `judge cache`: the batch side of the command line."""
+"""`judge eval DATA --model M ...`: evaluate a dataset; write results, summary and report."""
 
 from __future__ import annotations
 
@@ -6,36 +6,14 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
 
-# The demo: hand-judged samples and their recorded judgments (see fixtures/judged/).
-DEMO_MODEL = "openai/judge-fixture"
-DEMO_EMBEDDINGS = "openai/embed-fixture"
-DEMO_METRICS = [
-    "faithfulness",
-    "answer_relevancy",
-    "context_precision",
-    "context_recall",
-    "context_relevance",
-    "context_ndcg@5",
-]
 
-
-def demo_dir() -> Path:
-    """The demo data: inside the installed package, or in the source tree's fixtures."""
-    package = Path(__file__).resolve().parent.parent  # the judge package
-    for candidate in (package / "_demo", package.parent / "fixtures" / "judged"):
-        if (candidate / "samples.json").is_file():
-            return candidate
-    raise JudgeError(f"the demo data is missing (looked in {package}); reinstall judge")
-
-
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register the eval, demo and cache subcommands."""
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the eval subcommand."""
     p = sub.add_parser(
         "eval",
         help="evaluate a dataset of RAG samples (LLM-judged and retrieval)",
@@ -46,12 +24,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("data", help=".jsonl, .json, .csv, .parquet, or a saved dataset directory")
     _eval_options(p)
     p.set_defaults(func=run_eval)
-
-    d = sub.add_parser(
-        "demo", help="evaluate the shipped demo dataset from recorded judgments (offline)"
-    )
-    d.add_argument("--out", default="judge-demo", help="output directory (default judge-demo)")
-    d.set_defaults(func=run_demo)
 
 
 def _eval_options(p: argparse.ArgumentParser) -> None:
@@ -177,10 +149,10 @@ def run_eval(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
         custom=load_metric_modules(args.metrics_module),
     )
-    return _finish(result, out, thresholds)
+    return finish_run(result, out, thresholds)
 
 
-def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
+def finish_run(result: Any, out: Path, thresholds: dict[str, float]) -> int:
     """Write results, summary and report; print the table; check thresholds."""
     from judge.report.diagnose import diagnose
     from judge.report.eval_html import write_report
@@ -218,38 +190,3 @@ def _finish(result: Any, out: Path, thresholds: dict[str, float]) -> int:
     for line in missed:
         print(f"FAILED threshold: {line}", file=sys.stderr)
     return 1 if missed else 0
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    """The `judge demo` command: the demo dataset, replayed offline from recorded judgments."""
-    from judge.llm.cache import Cache
-    from judge.llm.transport import LLM, Embeddings
-    from judge.run.evaluate import evaluate
-
-    source = demo_dir()
-    spec = json.loads((source / "samples.json").read_text(encoding="utf-8"))
-    fields = ("id", "question", "answer", "contexts", "ground_truth")
-    rows = [{f: sample.get(f) for f in fields} for sample in spec["samples"]]
-    print(
-        f"judge demo: {len(rows)} samples from {source}, judged offline from recorded "
-        f"judgments ({DEMO_MODEL}); no network is used. The judgments were written by hand;\n"
-        "the embeddings are a bag-of-words stand-in (judge.testing.hashed_embedding), so\n"
-        "answer_relevancy reads lower than with a real embedding model.\n"
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        cache = Cache(Path(tmp) / "demo.sqlite")
-        cache.import_jsonl(source / "judgments.jsonl")
-        cache.mode = "replay"  # every judgment comes from the recording, or it is an error
-        try:
-            result = evaluate(
-                rows,
-                DEMO_METRICS,
-                llm=LLM(DEMO_MODEL),
-                embeddings=Embeddings(DEMO_EMBEDDINGS),
-                cache=cache,
-                progress=False,
-            )
-        finally:
-            cache.close()
-    result.config["source"] = f"judge demo ({source.name}/samples.json)"
-    return _finish(result, Path(args.out), {})

@@ -1,0 +1,76 @@
+"""`judge demo`: the shipped demo dataset, scored offline from recorded judgments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from judge.cli.eval import finish_run
+from judge.errors import JudgeError
+
+# The demo: hand-judged samples and their recorded judgments (see fixtures/judged/).
+DEMO_MODEL = "openai/judge-fixture"
+DEMO_EMBEDDINGS = "openai/embed-fixture"
+DEMO_METRICS = [
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "context_relevance",
+    "context_ndcg@5",
+]
+
+
+def demo_dir() -> Path:
+    """The demo data: inside the installed package, or in the source tree's fixtures."""
+    package = Path(__file__).resolve().parent.parent  # the judge package
+    for candidate in (package / "_demo", package.parent / "fixtures" / "judged"):
+        if (candidate / "samples.json").is_file():
+            return candidate
+    raise JudgeError(f"the demo data is missing (looked in {package}); reinstall judge")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the demo subcommand."""
+    d = sub.add_parser(
+        "demo", help="evaluate the shipped demo dataset from recorded judgments (offline)"
+    )
+    d.add_argument("--out", default="judge-demo", help="output directory (default judge-demo)")
+    d.set_defaults(func=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """The `judge demo` command: the demo dataset, replayed offline from recorded judgments."""
+    from judge.llm.cache import Cache
+    from judge.llm.transport import LLM, Embeddings
+    from judge.run.evaluate import evaluate
+
+    source = demo_dir()
+    spec = json.loads((source / "samples.json").read_text(encoding="utf-8"))
+    fields = ("id", "question", "answer", "contexts", "ground_truth")
+    rows = [{f: sample.get(f) for f in fields} for sample in spec["samples"]]
+    print(
+        f"judge demo: {len(rows)} samples from {source}, judged offline from recorded "
+        f"judgments ({DEMO_MODEL}); no network is used. The judgments were written by hand;\n"
+        "the embeddings are a bag-of-words stand-in (judge.testing.hashed_embedding), so\n"
+        "answer_relevancy reads lower than with a real embedding model.\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Cache(Path(tmp) / "demo.sqlite")
+        cache.import_jsonl(source / "judgments.jsonl")
+        cache.mode = "replay"  # every judgment comes from the recording, or it is an error
+        try:
+            result = evaluate(
+                rows,
+                DEMO_METRICS,
+                llm=LLM(DEMO_MODEL),
+                embeddings=Embeddings(DEMO_EMBEDDINGS),
+                cache=cache,
+                progress=False,
+            )
+        finally:
+            cache.close()
+    result.config["source"] = f"judge demo ({source.name}/samples.json)"
+    return finish_run(result, Path(args.out), {})

@@ -1,0 +1,105 @@
+"""`judge ir QRELS RUN -m ndcg@10`: retrieval metrics from TREC files, printed as trec_eval does."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+from judge.errors import CoverageWarning
+
+DEFAULT_IR_METRICS = [
+    "P@5",
+    "P@10",
+    "recall@10",
+    "hit_rate@10",
+    "mrr",
+    "map",
+    "ndcg@10",
+    "r_precision",
+]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the ir subcommand."""
+    from judge.ir.measures import FAMILIES
+
+    table = "\n".join(f"  {f:<12} {desc}" for f, (_, desc) in FAMILIES.items())
+    p = sub.add_parser(
+        "ir",
+        help="retrieval metrics from TREC qrels and run files, exactly as trec_eval computes them",
+        description="Compute retrieval metrics from a TREC qrels file and a TREC run file.\n"
+        "Ranking is by score descending, ties by doc id descending (the rank column is "
+        "ignored); judged queries missing from the run score 0 and count in the mean "
+        "(trec_eval -c).",
+        epilog=f"metrics (add @k for a cutoff, e.g. ndcg@10, P@5):\n{table}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("qrels", help="TREC qrels file: query_id iteration doc_id grade")
+    p.add_argument("run", help="TREC run file: query_id Q0 doc_id rank score tag")
+    p.add_argument(
+        "-m",
+        "--metric",
+        action="append",
+        dest="metrics",
+        metavar="METRIC",
+        help=f"metric to compute, repeatable or comma-separated (default: "
+        f"{','.join(DEFAULT_IR_METRICS)})",
+    )
+    p.add_argument("-q", "--per-query", action="store_true", help="also print each query")
+    p.add_argument(
+        "-l",
+        "--relevance-level",
+        type=int,
+        default=1,
+        metavar="LEVEL",
+        help="smallest grade that counts as relevant (default 1)",
+    )
+    p.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    p.add_argument(
+        "--digits", type=int, default=4, help="decimals in text output (default 4, as trec_eval)"
+    )
+    p.set_defaults(func=run_ir)
+
+
+def run_ir(args: argparse.Namespace) -> int:
+    """The `judge ir` command."""
+    from judge.ir import evaluate, read_qrels, read_run
+
+    metrics = [m for item in (args.metrics or DEFAULT_IR_METRICS) for m in item.split(",") if m]
+    qrels = read_qrels(args.qrels)
+    run = read_run(args.run)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CoverageWarning)
+        means = evaluate(qrels, run, metrics, relevance_level=args.relevance_level)
+        per_query = (
+            evaluate(qrels, run, metrics, relevance_level=args.relevance_level, per_query=True)
+            if args.per_query
+            else None
+        )
+    # Each coverage warning once, on stderr, so stdout stays machine-readable.
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"judge: note: {message}", file=sys.stderr)
+    if args.format == "json":
+        doc = {
+            "metrics": dict(means),
+            "num_queries": len(qrels),
+            "relevance_level": args.relevance_level,
+            "missing_queries": list(means.missing_queries),
+            "unjudged_queries": list(means.unjudged_queries),
+        }
+        if per_query is not None:
+            doc["per_query"] = dict(per_query)
+        json.dump(doc, sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+        return 0
+    lines = []
+    if per_query is not None:
+        for query, values in per_query.items():
+            lines += [
+                f"{name:<22}\t{query}\t{value:.{args.digits}f}" for name, value in values.items()
+            ]
+    lines += [f"{name:<22}\tall\t{value:.{args.digits}f}" for name, value in means.items()]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
