@@ -19,9 +19,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.llm.config import LLM, PromptRef
 from judge.llm.session import LLMSession
 from judge.llm.structured import schema_of
-from judge.llm.transport import LLM, PromptRef
 
 
 class Verdict(BaseModel):

@@ -53,7 +53,8 @@ from pydantic import BaseModel
 import judge
 from judge.errors import InvalidOutputError, JudgeError
 from judge.llm.session import LLMSession
-from judge.llm.transport import Transport, run_sync
+from judge.llm.transport import Transport
+from judge.run.sync import run_sync
 
 SAMPLE = {
     "question": "Who created the Python programming language, and when was it first released?",

@@ -23,7 +23,7 @@ import pytest
 import judge.metrics.prompts
 from judge.comparison.evaluations import compare
 from judge.llm.cache import Cache
-from judge.llm.transport import LLM
+from judge.llm.config import LLM
 from judge.metrics.citations import find_citations
 from judge.run.evaluate import evaluate
 from judge.run.score import SampleResult, score

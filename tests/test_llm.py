@@ -18,8 +18,9 @@ from judge.errors import (
     TruncatedOutputError,
 )
 from judge.llm.cache import Cache
+from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
-from judge.llm.transport import LLM, Embeddings, PromptRef, run_sync
+from judge.run.sync import run_sync
 from judge.testing import FakeLLMServer, Fault
 
 SECRET = "sk-test-SECRET-0123456789"

@@ -108,7 +108,7 @@ def _thresholds(items: list[str]) -> dict[str, float]:
 def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
     from judge.llm.cache import Cache
-    from judge.llm.transport import LLM, Embeddings
+    from judge.llm.config import LLM, Embeddings
     from judge.metrics.custom import load_metric_modules
     from judge.run.evaluate import evaluate
 

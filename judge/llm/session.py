@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import context_window, estimate_tokens
 from judge.llm.retry import call_with_retries, is_format_rejection
 from judge.llm.structured import (
@@ -28,7 +29,7 @@ from judge.llm.structured import (
     request_for,
     schema_of,
 )
-from judge.llm.transport import LLM, Embeddings, PromptRef, Transport
+from judge.llm.transport import Transport
 from judge.llm.usage import Tally, UsageLedger
 
 M = TypeVar("M", bound=BaseModel)

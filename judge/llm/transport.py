@@ -1,89 +1,21 @@
 """The one boundary to language models: the only module that imports litellm.
 
-`LLM` and `Embeddings` are plain configuration. The transport functions make one raw
-provider call: OpenAI-compatible servers (`openai/<model>`: OpenAI, vLLM, llama.cpp,
-Ollama's /v1) through the openai SDK, whose per-call overhead is a few times lower than
-litellm's; every other provider through litellm. Retries, caching, structured output and
+The transport makes one raw provider call for a model configured in `judge.llm.config`:
+OpenAI-compatible servers (`openai/<model>`: OpenAI, vLLM, llama.cpp, Ollama's /v1) through
+the openai SDK, whose per-call overhead is a few times lower than litellm's; every other
+provider through litellm. Retries, caching, structured output and
 usage live in `judge.llm.session`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
-from collections.abc import Awaitable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from judge.errors import JudgeError, LLMRequestError
+from judge.errors import LLMRequestError
+from judge.llm.config import LLM, Embeddings
 from judge.llm.pricing import openai_cost
-from judge.llm.structured import MODES
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class LLM:
-    """Which chat model to call and how; the API key is never printed, cached or logged.
-
-    Args:
-        model: any litellm model string: `openai/gpt-4o-mini`, `ollama/qwen2.5`, or
-            `openai/<name>` with `api_base` for vLLM, llama.cpp or another
-            OpenAI-compatible server.
-        api_base: the server's base URL, e.g. `http://localhost:8000/v1`.
-        api_key: the key; None lets litellm read the provider's usual environment variable.
-        temperature, seed, max_tokens: sampling settings; they are part of the cache key.
-        timeout: seconds per request.
-        max_retries: retries of a transient failure (429, 5xx, timeout, connection).
-        max_reasks: times an invalid output is sent back to the model to be fixed.
-        max_concurrency: requests in flight at once.
-        structured_output: "auto" starts at `json_schema`; a mode name starts lower.
-        context_window: the model's input limit in tokens; None looks it up in litellm's
-            price map (local models: set it). Longer requests fail before they are sent.
-    """
-
-    model: str
-    api_base: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    temperature: float = 0.0
-    seed: int | None = None
-    max_tokens: int | None = None
-    timeout: float = 120.0
-    max_retries: int = 6
-    max_reasks: int = 1
-    max_concurrency: int = 16
-    structured_output: str = "auto"
-    context_window: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.structured_output != "auto" and self.structured_output not in MODES:
-            raise JudgeError(
-                f"structured_output {self.structured_output!r} is not 'auto' or one of "
-                f"{', '.join(MODES)}"
-            )
-
-
-@dataclass(frozen=True)
-class Embeddings:
-    """Which embedding model to call (same conventions as `LLM`)."""
-
-    model: str
-    api_base: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    timeout: float = 60.0
-    max_retries: int = 6
-    batch_size: int = 64
-    max_concurrency: int = 8
-
-
-@dataclass(frozen=True)
-class PromptRef:
-    """The prompt a request was rendered from: its name and version (hash of its file)."""
-
-    name: str
-    version: str
 
 
 @functools.cache
@@ -95,24 +27,6 @@ def _litellm() -> Any:
     litellm.suppress_debug_info = True
     litellm.telemetry = False
     return litellm
-
-
-def run_sync(awaitable: Awaitable[T]) -> T:
-    """Run a coroutine to completion from sync code, also inside a running event loop.
-
-    In Jupyter a loop is already running; rather than patching it, the coroutine runs on
-    a fresh loop in a worker thread.
-    """
-
-    async def wrapper() -> T:
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(wrapper())
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, wrapper()).result()
 
 
 _OPENAI = "openai/"
@@ -220,4 +134,4 @@ def _litellm_cost(litellm: Any, response: Any) -> float | None:
         return None
 
 
-__all__ = ["LLM", "Embeddings", "PromptRef", "Transport", "run_sync"]
+__all__ = ["Transport", "openai_compatible"]

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from judge.errors import JudgeError
-from judge.llm.transport import PromptRef
+from judge.llm.config import PromptRef
 from judge.metrics.prompts import PromptError, load_prompt, parse_prompt
 from judge.metrics.registry import BUILTIN, Metric, MetricScore
 from judge.metrics.sample import Judgments

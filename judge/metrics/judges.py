@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
+from judge.llm.config import PromptRef
 from judge.llm.session import LLMSession
-from judge.llm.transport import PromptRef
 from judge.llm.usage import UsageLedger
 from judge.metrics.prompts import load_prompt
 

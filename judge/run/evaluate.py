@@ -15,15 +15,16 @@ from typing import Any
 from judge import ir
 from judge.errors import InputFormatError, UnknownMetricError
 from judge.llm.cache import Cache
+from judge.llm.config import LLM, Embeddings
 from judge.llm.replies import canonical_json, sha256_hex
 from judge.llm.session import LLMSession
-from judge.llm.transport import LLM, Embeddings, run_sync
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
 from judge.run.data import Row, load_rows
 from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
+from judge.run.sync import run_sync
 
 DEFAULT_IR_METRICS = ("mrr", "ndcg@10", "recall@10")
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from judge.errors import JudgeError
 from judge.llm.cache import Cache
+from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
-from judge.llm.transport import LLM, Embeddings, run_sync
 from judge.llm.usage import UsageLedger
 from judge.metrics.registry import (
     BUILTIN,
@@ -23,6 +23,7 @@ from judge.metrics.registry import (
     get_metric,
 )
 from judge.metrics.sample import Judgments, Sample
+from judge.run.sync import run_sync
 
 
 @dataclass

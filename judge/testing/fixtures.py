@@ -20,7 +20,7 @@ def score_fixture(
 
     No retries: a judgment missing from a recording must fail at once, not after backoff.
     """
-    from judge.llm.transport import LLM, Embeddings
+    from judge.llm.config import LLM, Embeddings
     from judge.run.score import score
 
     llm = LLM(model=model, api_base=base_url, api_key="fixture", max_retries=0)

@@ -1,0 +1,70 @@
+"""Which model to call and how: `LLM` (chat) and `Embeddings`, plain frozen configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from judge.errors import JudgeError
+from judge.llm.structured import MODES
+
+
+@dataclass(frozen=True)
+class LLM:
+    """Which chat model to call and how; the API key is never printed, cached or logged.
+
+    Args:
+        model: any litellm model string: `openai/gpt-4o-mini`, `ollama/qwen2.5`, or
+            `openai/<name>` with `api_base` for vLLM, llama.cpp or another
+            OpenAI-compatible server.
+        api_base: the server's base URL, e.g. `http://localhost:8000/v1`.
+        api_key: the key; None lets litellm read the provider's usual environment variable.
+        temperature, seed, max_tokens: sampling settings; they are part of the cache key.
+        timeout: seconds per request.
+        max_retries: retries of a transient failure (429, 5xx, timeout, connection).
+        max_reasks: times an invalid output is sent back to the model to be fixed.
+        max_concurrency: requests in flight at once.
+        structured_output: "auto" starts at `json_schema`; a mode name starts lower.
+        context_window: the model's input limit in tokens; None looks it up in litellm's
+            price map (local models: set it). Longer requests fail before they are sent.
+    """
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = None
+    timeout: float = 120.0
+    max_retries: int = 6
+    max_reasks: int = 1
+    max_concurrency: int = 16
+    structured_output: str = "auto"
+    context_window: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.structured_output != "auto" and self.structured_output not in MODES:
+            raise JudgeError(
+                f"structured_output {self.structured_output!r} is not 'auto' or one of "
+                f"{', '.join(MODES)}"
+            )
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """Which embedding model to call (same conventions as `LLM`)."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 60.0
+    max_retries: int = 6
+    batch_size: int = 64
+    max_concurrency: int = 8
+
+
+@dataclass(frozen=True)
+class PromptRef:
+    """The prompt a request was rendered from: its name and version (hash of its file)."""
+
+    name: str
+    version: str
