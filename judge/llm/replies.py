@@ -1,25 +1,12 @@
-"""JSON in and out of LLMs: canonical JSON for cache keys, tolerant extraction of replies."""
+"""JSON in LLM replies: tolerant extraction of the JSON a reply means, and schema prompts."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from typing import Any
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 kept: the same value always gives the same text."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-
-
-def sha256_hex(text: str) -> str:
-    """Hex sha256 of the UTF-8 encoding of text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _balanced(text: str, start: int) -> str | None:

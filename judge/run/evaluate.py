@@ -14,9 +14,9 @@ from typing import Any
 
 from judge import ir
 from judge.errors import InputFormatError, UnknownMetricError
+from judge.hashing import canonical_json, sha256_hex
 from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
-from judge.llm.replies import canonical_json, sha256_hex
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric

@@ -20,23 +20,23 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
 
 
-class _HTTPError(Exception):
+class FakeHTTPError(Exception):
     """An error response to send: status code and JSON payload."""
 
     def __init__(self, status: int, message: str, payload: dict[str, Any] | None = None):
         super().__init__(message)
         self.status = status
-        self.payload = payload or _error_body(status, message)
+        self.payload = payload or error_body(status, message)
 
 
-def _error_body(status: int, message: str) -> dict[str, Any]:
+def error_body(status: int, message: str) -> dict[str, Any]:
     """Build an OpenAI-style error body."""
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     code = "invalid_api_key" if status == 401 else None
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _text_of(content: Any) -> str:
+def message_text(content: Any) -> str:
     """Return the text of a message content (a string or a list of typed parts)."""
     if isinstance(content, str):
         return content
@@ -59,7 +59,7 @@ def hashed_embedding(text: str, dims: int = 256) -> list[float]:
     return [x / norm for x in vector]
 
 
-def _hashed_embeddings(texts: list[str]) -> list[list[float]]:
+def hashed_embeddings(texts: list[str]) -> list[list[float]]:
     """Embed each text with `hashed_embedding`."""
     return [hashed_embedding(t) for t in texts]
 
@@ -73,10 +73,10 @@ def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
     return node if isinstance(node, dict) else {}
 
 
-def _example(schema: dict[str, Any], root: dict[str, Any], depth: int = 0) -> Any:
+def schema_example(schema: dict[str, Any], root: dict[str, Any], depth: int = 0) -> Any:
     """Return a minimal value valid for a JSON schema (the common pydantic subset)."""
     if "$ref" in schema:
-        return _example(_resolve(schema["$ref"], root), root, depth + 1)
+        return schema_example(_resolve(schema["$ref"], root), root, depth + 1)
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -84,19 +84,21 @@ def _example(schema: dict[str, Any], root: dict[str, Any], depth: int = 0) -> An
     for key in ("anyOf", "oneOf", "allOf"):
         options = [s for s in schema.get(key, []) if s.get("type") != "null"]
         if options:
-            return _example(options[0], root, depth + 1)
+            return schema_example(options[0], root, depth + 1)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties", {})
-        return {k: _example(props.get(k, {}), root, depth + 1) for k in schema.get("required", [])}
+        return {
+            k: schema_example(props.get(k, {}), root, depth + 1) for k in schema.get("required", [])
+        }
     if kind == "array":
         if "prefixItems" in schema:
-            return [_example(s, root, depth + 1) for s in schema["prefixItems"]]
+            return [schema_example(s, root, depth + 1) for s in schema["prefixItems"]]
         # One item shows the item shape; deep down, stop so recursive models terminate.
         count = max(schema.get("minItems", 0), 1 if depth < 8 else 0)
-        return [_example(schema.get("items", {}), root, depth + 1) for _ in range(count)]
+        return [schema_example(schema.get("items", {}), root, depth + 1) for _ in range(count)]
     if kind in ("integer", "number"):
         low = schema.get("minimum", 0)
         if "exclusiveMinimum" in schema:
@@ -109,7 +111,7 @@ def _example(schema: dict[str, Any], root: dict[str, Any], depth: int = 0) -> An
     return {"boolean": False}.get(kind or "")
 
 
-def _schema_in_text(text: str) -> dict[str, Any] | None:
+def schema_in_text(text: str) -> dict[str, Any] | None:
     """Return the first JSON object in `text` that has a "properties" key."""
     decoder = json.JSONDecoder()
     start = text.find("{")
@@ -149,7 +151,7 @@ def data_blocks(text: str) -> dict[str, Any]:
 def _block(text: str, tag: str) -> Any:
     blocks = data_blocks(text)
     if tag not in blocks:
-        raise _HTTPError(400, f"the prompt has no <{tag}> block")
+        raise FakeHTTPError(400, f"the prompt has no <{tag}> block")
     return blocks[tag]
 
 
@@ -165,9 +167,9 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     the answer's first sentences. Deterministic, so tests and benchmarks can rely on it.
     """
     messages = body.get("messages") or [{}]
-    system = _text_of(messages[0].get("content"))
+    system = message_text(messages[0].get("content"))
     # The data is in the first user message; later ones are re-asks.
-    user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    user = next((message_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
     kind = next((k for prefix, k in _JUDGES.items() if system.startswith(prefix)), None)
     if kind == "claims":
         texts = [re.sub(r"\s*\[[\d, ]+\]", "", t) for t in _block(user, "texts")]  # no [n]
@@ -230,7 +232,7 @@ def heuristic_judge(body: dict[str, Any]) -> str:
                 }
             )
         return json.dumps({"checks": answers})
-    raise _HTTPError(400, "not one of judge's built-in prompts")
+    raise FakeHTTPError(400, "not one of judge's built-in prompts")
 
 
 def recorded_chat(entries: Iterable[Any]) -> ChatHandler:
@@ -252,10 +254,10 @@ def recorded_chat(entries: Iterable[Any]) -> ChatHandler:
     def answer(body: dict[str, Any]) -> list[str]:
         system, *rest = body.get("messages") or [{}]
         key = json.dumps(rest, sort_keys=True, ensure_ascii=False)
-        sent = _text_of(system.get("content"))
+        sent = message_text(system.get("content"))
         for recorded, choices in table.get(key, []):
             if sent == recorded or sent.startswith(recorded + "\n"):
                 return [json.dumps(c, ensure_ascii=False) for c in choices]
-        raise _HTTPError(500, "no recorded judgment matches this request")
+        raise FakeHTTPError(500, "no recorded judgment matches this request")
 
     return answer

@@ -28,16 +28,16 @@ from urllib.parse import urlsplit
 
 from judge.testing.fixtures import score_fixture
 from judge.testing.replies import (
-    _error_body,
-    _example,
-    _hashed_embeddings,
-    _HTTPError,
-    _schema_in_text,
-    _text_of,
+    FakeHTTPError,
     data_blocks,
+    error_body,
     hashed_embedding,
+    hashed_embeddings,
     heuristic_judge,
+    message_text,
     recorded_chat,
+    schema_example,
+    schema_in_text,
 )
 
 __all__ = [
@@ -195,15 +195,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b"<html>502 Bad Gateway, or is it?", {})
         try:
             if fault is not None and fault.kind == "status":
-                raise _HTTPError(fault.code, fault.message)
+                raise FakeHTTPError(fault.code, fault.message)
             if raw and body is None:
-                raise _HTTPError(400, "request body is not valid JSON")
+                raise FakeHTTPError(400, "request body is not valid JSON")
             payload = fake._answer(method, route, body, fault)
             status = 200
-        except _HTTPError as exc:
+        except FakeHTTPError as exc:
             status, payload = exc.status, exc.payload
         except Exception as exc:  # a user handler's bug must reach the test as a readable 500
-            status, payload = 500, _error_body(500, f"fake server handler raised {exc!r}")
+            status, payload = 500, error_body(500, f"fake server handler raised {exc!r}")
         headers = {}
         if fault is not None and fault.retry_after is not None:
             seconds = fault.retry_after
@@ -239,7 +239,7 @@ class FakeLLMServer:
         model: str = "fake-model",
     ):
         self.chat = chat
-        self.embed: EmbedHandler = embed or _hashed_embeddings
+        self.embed: EmbedHandler = embed or hashed_embeddings
         self.model = model
         self.requests: list[RecordedRequest] = []
         self.reject_response_format: set[str] = set()
@@ -345,9 +345,11 @@ class FakeLLMServer:
         schema = fmt.get("json_schema", {}).get("schema") if isinstance(fmt, dict) else None
         if not isinstance(schema, dict):
             messages = body.get("messages") or []
-            texts = (_text_of(m.get("content")) for m in reversed(messages) if isinstance(m, dict))
-            schema = next((s for s in map(_schema_in_text, texts) if s is not None), None)
-        return json.dumps(_example(schema, schema) if schema else {})
+            texts = (
+                message_text(m.get("content")) for m in reversed(messages) if isinstance(m, dict)
+            )
+            schema = next((s for s in map(schema_in_text, texts) if s is not None), None)
+        return json.dumps(schema_example(schema, schema) if schema else {})
 
     def _track(self, conn: socket, *, add: bool) -> None:
         """Remember open connections so stop() can close them."""
@@ -375,18 +377,18 @@ class FakeLLMServer:
             return None
 
     def _answer(self, method: str, route: str, body: Any, fault: Fault | None) -> dict[str, Any]:
-        """Build the JSON payload of a successful response, or raise _HTTPError."""
+        """Build the JSON payload of a successful response, or raise FakeHTTPError."""
         if method == "GET" and route == "/v1/models":
             return {"object": "list", "data": [self._model_card(self.model)]}
         if method == "GET" and route.startswith("/v1/models/"):
             return self._model_card(route.removeprefix("/v1/models/"))
         if method == "POST" and route in (CHAT_PATH, EMBED_PATH):
             if not isinstance(body, dict):
-                raise _HTTPError(400, "request body must be a JSON object")
+                raise FakeHTTPError(400, "request body must be a JSON object")
             if route == CHAT_PATH:
                 return self._chat(body, fault)
             return self._embeddings(body)
-        raise _HTTPError(404, f"fake server has no route {method} {route}")
+        raise FakeHTTPError(404, f"fake server has no route {method} {route}")
 
     @staticmethod
     def _model_card(model: str) -> dict[str, Any]:
@@ -396,13 +398,15 @@ class FakeLLMServer:
     def _chat(self, body: dict[str, Any], fault: Fault | None) -> dict[str, Any]:
         """Answer a chat completion request with the chat handler's replies."""
         if body.get("stream"):
-            raise _HTTPError(400, "the fake server does not support stream=true")
+            raise FakeHTTPError(400, "the fake server does not support stream=true")
         fmt = body.get("response_format")
         if isinstance(fmt, dict) and fmt.get("type") in self.reject_response_format:
             error = {"code": 500, "message": LLAMA_CPP_REJECTION, "type": "server_error"}
-            raise _HTTPError(500, LLAMA_CPP_REJECTION, {"error": error})
+            raise FakeHTTPError(500, LLAMA_CPP_REJECTION, {"error": error})
         if self.chat is None:
-            raise _HTTPError(500, "no chat handler set: pass chat= to FakeLLMServer or set .chat")
+            raise FakeHTTPError(
+                500, "no chat handler set: pass chat= to FakeLLMServer or set .chat"
+            )
         n = int(body.get("n") or 1)
         answers = [self.chat(body)]
         if not isinstance(answers[0], list):
@@ -414,7 +418,9 @@ class FakeLLMServer:
         elif fault is not None and fault.kind == "truncated":
             replies = [Reply(r.content[: len(r.content) // 2], "length") for r in replies]
         messages = body.get("messages") or []
-        prompt = sum(_tokens(_text_of(m.get("content"))) for m in messages if isinstance(m, dict))
+        prompt = sum(
+            _tokens(message_text(m.get("content"))) for m in messages if isinstance(m, dict)
+        )
         prompt = next((r.prompt_tokens for r in replies if r.prompt_tokens is not None), prompt)
         completion = sum(
             _tokens(r.content) if r.completion_tokens is None else r.completion_tokens
@@ -448,10 +454,12 @@ class FakeLLMServer:
         given = body.get("input")
         texts = [given] if isinstance(given, str) else given
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-            raise _HTTPError(400, "input must be a non-empty string or list of strings")
+            raise FakeHTTPError(400, "input must be a non-empty string or list of strings")
         vectors = self.embed(texts)
         if len(vectors) != len(texts):
-            raise _HTTPError(500, f"embed handler returned {len(vectors)} vectors for {len(texts)}")
+            raise FakeHTTPError(
+                500, f"embed handler returned {len(vectors)} vectors for {len(texts)}"
+            )
         as_base64 = body.get("encoding_format") == "base64"
         data = [
             {
