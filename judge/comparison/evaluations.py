@@ -20,6 +20,7 @@ import numpy as np
 
 from judge.errors import InputFormatError
 from judge.metrics.registry import higher_is_better
+from judge.report.format import MISSING, number
 from judge.stats import holm, paired_bootstrap_ci, permutation_p_value
 
 Scores = dict[str, dict[str, float | None]]  # sample key -> metric -> value
@@ -98,10 +99,11 @@ class Comparison:
         for m in self.metrics.values():
             arrow = "" if m.delta is None else "↑" if m.delta > 0 else "↓" if m.delta < 0 else "="
             star = " *" if m.significant else ""
-            ci = "–" if m.ci_low is None else f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
+            ci = MISSING if m.ci_low is None else f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
+            delta = number(m.delta, sign="+")
             lines.append(
-                f"{m.metric:<20} {_f(m.mean_a):>7} {_f(m.mean_b):>7} {_f(m.delta, '+'):>7}{arrow} "
-                f"{ci:>18} {_f(m.p_value):>7} {_f(m.p_adjusted):>7}  "
+                f"{m.metric:<20} {number(m.mean_a):>7} {number(m.mean_b):>7} {delta:>7}{arrow} "
+                f"{ci:>18} {number(m.p_value):>7} {number(m.p_adjusted):>7}  "
                 f"{m.wins}/{m.ties}/{m.losses}{star}"
             )
         lines.append(
@@ -110,10 +112,6 @@ class Comparison:
             f"{len(self.unmatched_b)} in B."
         )
         return "\n".join(lines)
-
-
-def _f(value: float | None, sign: str = "") -> str:
-    return "–" if value is None else f"{value:{sign}.3f}"
 
 
 def _none(value: float) -> float | None:
@@ -201,13 +199,13 @@ def load_results(source: Any) -> tuple[list[dict[str, Any]], str]:
     if not path.is_file():
         raise InputFormatError(f"{path}: no such results file (judge eval writes results.jsonl)")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputFormatError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            raise InputFormatError(f"{path}:{line_number}: not JSON ({exc.msg})") from None
         if not isinstance(row, dict) or not isinstance(row.get("scores"), dict):
-            raise InputFormatError(f"{path}:{number}: not a judge results row (no scores)")
+            raise InputFormatError(f"{path}:{line_number}: not a judge results row (no scores)")
         rows.append(row)
     return rows, str(path)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from judge.errors import CacheError
-from judge.hashing import canonical_json, sha256_hex
+from judge.json_values import canonical_json, sha256_hex
 
 CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.hashing import sha256_hex
+from judge.json_values import sha256_hex
 
 BUILTIN_PROMPTS = ("claims", "verify", "reverse_questions", "context_relevance", "citations")
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")

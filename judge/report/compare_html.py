@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import html
 import os
-from typing import Any
 
 from judge.comparison.evaluations import ALPHA, Comparison
-from judge.report.eval_html import _CSS
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+from judge.report.format import CSS, escape, number
 
 
 def delta_plot(metric: str, deltas: list[float | None], keys: list[str]) -> str:
@@ -19,7 +13,7 @@ def delta_plot(metric: str, deltas: list[float | None], keys: list[str]) -> str:
     points = sorted((d, k) for d, k in zip(deltas, keys, strict=True) if d is not None)
     width, height, pad = 520, 140, 20
     if not points:
-        return f"<p>{_e(metric)}: no paired values</p>"
+        return f"<p>{escape(metric)}: no paired values</p>"
     top = max(abs(d) for d, _ in points) or 1.0
     bar = (width - 2 * pad) / len(points)
     middle = height / 2
@@ -30,13 +24,13 @@ def delta_plot(metric: str, deltas: list[float | None], keys: list[str]) -> str:
         color = "#1b5e20" if d > 0 else "#b00020" if d < 0 else "#999"
         rects.append(
             f'<rect x="{pad + i * bar:.2f}" y="{y:.1f}" width="{max(bar - 1, 0.5):.2f}" '
-            f'height="{max(h, 0.5):.1f}" fill="{color}"><title>{_e(key)}: {d:+.4f}'
+            f'height="{max(h, 0.5):.1f}" fill="{color}"><title>{escape(key)}: {d:+.4f}'
             "</title></rect>"
         )
     return (
         f'<svg class="plot" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_e(metric)} per-sample delta"><text x="{pad}" y="14" font-size="12">'
-        f"{_e(metric)}: B - A per sample, sorted (max |Δ| {top:.3f})</text>"
+        f'aria-label="{escape(metric)} per-sample delta"><text x="{pad}" y="14" font-size="12">'
+        f"{escape(metric)}: B - A per sample, sorted (max |Δ| {top:.3f})</text>"
         f'<line x1="{pad}" x2="{width - pad}" y1="{middle}" y2="{middle}" stroke="#444"/>'
         f"{''.join(rects)}</svg>"
     )
@@ -54,15 +48,15 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         rows.append(
             "<tr>"
             + "".join(
-                f"<td class=n>{_e(v)}</td>"
+                f"<td class=n>{escape(v)}</td>"
                 for v in (
                     m.metric,
-                    _n(m.mean_a),
-                    _n(m.mean_b),
-                    _n(m.delta, "+"),
-                    f"[{_n(m.ci_low, '+')}, {_n(m.ci_high, '+')}]",
-                    _n(m.p_value),
-                    _n(m.p_adjusted),
+                    number(m.mean_a),
+                    number(m.mean_b),
+                    number(m.delta, sign="+"),
+                    f"[{number(m.ci_low, sign='+')}, {number(m.ci_high, sign='+')}]",
+                    number(m.p_value),
+                    number(m.p_adjusted),
                     f"{m.wins}/{m.ties}/{m.losses}",
                     m.n,
                 )
@@ -73,8 +67,8 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
     lost_html = ""
     if lost is not None:
         items = "".join(
-            f"<li>{_e(q['query'])}: {_e(', '.join(q['docs']))} (rank in B: "
-            f"{_e(q['rank_in_b'])})</li>"
+            f"<li>{escape(q['query'])}: {escape(', '.join(q['docs']))} (rank in B: "
+            f"{escape(q['rank_in_b'])})</li>"
             for q in lost["queries"]
         )
         lost_html = (
@@ -84,11 +78,11 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
     plots = "".join(
         delta_plot(m, comparison.deltas[m], comparison.keys) for m in comparison.metrics
     )
-    notes = "".join(f"<li>{_e(f)}</li>" for f in findings) or "<li>nothing stands out</li>"
+    notes = "".join(f"<li>{escape(f)}</li>" for f in findings) or "<li>nothing stands out</li>"
     return (
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>judge compare</title>"
-        f"<style>{_CSS}</style></head><body><h1>judge compare</h1>"
-        f"<p class=small>A: {_e(comparison.label_a)}<br>B: {_e(comparison.label_b)}<br>"
+        f"<style>{CSS}</style></head><body><h1>judge compare</h1>"
+        f"<p class=small>A: {escape(comparison.label_a)}<br>B: {escape(comparison.label_b)}<br>"
         f"{len(comparison.keys)} paired samples; unmatched {len(comparison.unmatched_a)} in A, "
         f"{len(comparison.unmatched_b)} in B. Δ = B - A; 95% paired bootstrap CI; two-sided "
         f"paired randomisation test; Holm-Bonferroni adjustment; significant at p < {ALPHA}."
@@ -97,10 +91,6 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         f"{''.join(rows)}</table>{lost_html}<h2>Diagnosis of B</h2><ul>{notes}</ul>"
         f"<h2>Per-sample deltas</h2><div class=plots>{plots}</div></body></html>\n"
     )
-
-
-def _n(value: float | None, sign: str = "") -> str:
-    return "–" if value is None else f"{value:{sign}.3f}"
 
 
 def write_compare(

@@ -14,7 +14,7 @@ from typing import Any
 
 from judge import ir
 from judge.errors import InputFormatError, UnknownMetricError
-from judge.hashing import canonical_json, sha256_hex
+from judge.json_values import canonical_json, sha256_hex
 from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession

@@ -1,0 +1,34 @@
+"""JSON values of judge's data: canonical text for hashes and keys, and NaN written as null."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 kept: the same value always gives the same text."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_hex(text: str) -> str:
+    """Hex sha256 of the UTF-8 encoding of text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def nan_to_null(value: Any) -> Any:
+    """A copy of value with every float NaN replaced by None (JSON's null), at any depth.
+
+    Undefined scores are NaN in Python objects and pandas, and null in JSON files.
+    """
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: nan_to_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [nan_to_null(v) for v in value]
+    return value

@@ -1,0 +1,34 @@
+"""What every report shares: the page style, HTML escaping and how a number is printed."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+# One stylesheet for report.html and compare.html; CJK font fallbacks for Chinese data.
+CSS = """
+body{font:14px/1.45 system-ui,"Noto Sans CJK SC","PingFang SC","Microsoft YaHei",sans-serif;
+margin:24px auto;max-width:1100px;color:#1b1b1b}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;
+font-variant-numeric:tabular-nums}.plots{display:flex;flex-wrap:wrap;gap:16px}
+.plot{border:1px solid #eee;padding:6px}.bad{color:#b00020}.ok{color:#1b5e20}
+details{margin:6px 0}summary{cursor:pointer}code{background:#f6f6f6;padding:0 3px}
+.small{color:#666;font-size:12px}
+"""
+
+MISSING = "–"  # an undefined value (None or NaN) in a table
+
+
+def escape(value: Any) -> str:
+    """HTML-escaped text of any value, quotes included (safe in attributes too)."""
+    return html.escape(str(value), quote=True)
+
+
+def number(value: float | None, digits: int = 3, sign: str = "") -> str:
+    """A number with fixed decimals (sign="+" always shows the sign); MISSING if undefined."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return f"{value:{sign}.{digits}f}"
