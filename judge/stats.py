@@ -1,5 +1,5 @@
-"""Paired statistics for A/B comparisons: bootstrap CI of the mean difference, a paired
-randomisation test, and Holm-Bonferroni adjustment. Seeded, so reruns print the same."""
+"""Statistics of judge's summaries and A/B comparisons: the bootstrap interval of a mean, a
+paired randomisation test, and Holm-Bonferroni adjustment. Seeded, so reruns print the same."""
 
 from __future__ import annotations
 
@@ -14,17 +14,20 @@ EXACT_LIMIT = 20  # up to 2^20 sign patterns are enumerated: the exact p-value
 RANDOM_PERMUTATIONS = 200_000  # beyond: Monte Carlo, standard error <= 0.0011 at any p
 
 
-def paired_bootstrap_ci(diff: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(diff), resampling the pairs."""
-    n = diff.size
+def bootstrap_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(values): of one metric, or of paired differences.
+
+    Seeded, so the same values give the same interval byte for byte; NaN for no values.
+    """
+    n = values.size
     if n == 0:
         return (math.nan, math.nan)
     rng = np.random.default_rng(SEED)
     means = np.empty(BOOTSTRAP_RESAMPLES)
-    step = max(1, 4_000_000 // n)
+    step = max(1, 2_000_000 // n)  # bound the index matrix to ~16 MB
     for lo in range(0, BOOTSTRAP_RESAMPLES, step):
         hi = min(lo + step, BOOTSTRAP_RESAMPLES)
-        means[lo:hi] = diff[rng.integers(0, n, size=(hi - lo, n))].mean(axis=1)
+        means[lo:hi] = values[rng.integers(0, n, size=(hi - lo, n))].mean(axis=1)
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return (float(low), float(high))

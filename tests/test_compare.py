@@ -17,7 +17,7 @@ from judge.comparison.evaluations import compare, compare_one, compare_scores
 from judge.comparison.runs import compare_runs, lost_from_top_k
 from judge.errors import InputFormatError
 from judge.report.diagnose import diagnose
-from judge.stats import holm, paired_bootstrap_ci, permutation_p_value
+from judge.stats import bootstrap_ci, holm, permutation_p_value
 
 ROOT = Path(__file__).resolve().parent.parent
 TREC = ROOT / "fixtures" / "ir-conformance" / "trec_eval_test"
@@ -42,7 +42,7 @@ def test_bootstrap_matches_an_independent_numpy_reference():
     diff = np.array([0.1, 0.2, -0.05, 0.3, 0.0, 0.15])
     rng = np.random.default_rng(0)  # same seed and draws, computed the plain way
     means = diff[rng.integers(0, diff.size, size=(10_000, diff.size))].mean(axis=1)
-    assert paired_bootstrap_ci(diff) == tuple(np.quantile(means, [0.025, 0.975]))
+    assert bootstrap_ci(diff) == tuple(np.quantile(means, [0.025, 0.975]))
 
 
 def test_holm_by_hand():

@@ -8,17 +8,7 @@ import sys
 import warnings
 
 from judge.errors import CoverageWarning
-
-DEFAULT_IR_METRICS = [
-    "P@5",
-    "P@10",
-    "recall@10",
-    "hit_rate@10",
-    "mrr",
-    "map",
-    "ndcg@10",
-    "r_precision",
-]
+from judge.ir.measures import DEFAULT_METRICS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         dest="metrics",
         metavar="METRIC",
         help=f"metric to compute, repeatable or comma-separated (default: "
-        f"{','.join(DEFAULT_IR_METRICS)})",
+        f"{','.join(DEFAULT_METRICS)})",
     )
     p.add_argument("-q", "--per-query", action="store_true", help="also print each query")
     p.add_argument(
@@ -67,7 +57,7 @@ def run_ir(args: argparse.Namespace) -> int:
     """The `judge ir` command."""
     from judge.ir import evaluate, read_qrels, read_run
 
-    metrics = [m for item in (args.metrics or DEFAULT_IR_METRICS) for m in item.split(",") if m]
+    metrics = [m for item in (args.metrics or DEFAULT_METRICS) for m in item.split(",") if m]
     qrels = read_qrels(args.qrels)
     run = read_run(args.run)
     with warnings.catch_warnings(record=True) as caught:

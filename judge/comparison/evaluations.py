@@ -21,7 +21,7 @@ import numpy as np
 from judge.errors import InputFormatError
 from judge.metrics.registry import higher_is_better
 from judge.report.format import MISSING, number
-from judge.stats import holm, paired_bootstrap_ci, permutation_p_value
+from judge.stats import bootstrap_ci, holm, permutation_p_value
 
 Scores = dict[str, dict[str, float | None]]  # sample key -> metric -> value
 ALPHA = 0.05
@@ -128,7 +128,7 @@ def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> Me
     xa = np.array([p[0] for p in pairs], dtype=np.float64)
     xb = np.array([p[1] for p in pairs], dtype=np.float64)
     diff = xb - xa
-    low, high = paired_bootstrap_ci(diff)
+    low, high = bootstrap_ci(diff)
     better_up = higher_is_better(metric)
     return MetricComparison(
         metric=metric,

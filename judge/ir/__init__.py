@@ -1,7 +1,7 @@
 """Retrieval metrics computed exactly as trec_eval computes them, vectorised with numpy."""
 
 from judge.ir.evaluate import IRResult, QueryScores, evaluate, score_queries
-from judge.ir.measures import Measure, parse_measure, parse_measures, valid_names
+from judge.ir.measures import DEFAULT_METRICS, Measure, parse_measure, parse_measures, valid_names
 from judge.ir.ranked_list import (
     average_precision,
     dcg_at_k,
@@ -15,6 +15,7 @@ from judge.ir.ranked_list import (
 from judge.ir.trec import read_qrels, read_run, write_qrels, write_run
 
 __all__ = [
+    "DEFAULT_METRICS",
     "IRResult",
     "Measure",
     "QueryScores",

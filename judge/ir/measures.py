@@ -19,6 +19,18 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "r_precision": ("none", "relevant docs in the top R / R, R = relevant judged docs (Rprec)"),
 }
 
+# What `judge ir` and `judge eval` (on rows with retrieval columns) compute unless told.
+DEFAULT_METRICS = (
+    "P@5",
+    "P@10",
+    "recall@10",
+    "hit_rate@10",
+    "mrr",
+    "map",
+    "ndcg@10",
+    "r_precision",
+)
+
 # Names users bring from trec_eval or other tools, mapped to ours for a helpful error.
 _TREC_NAMES = {
     "P_": "P@",

@@ -26,15 +26,13 @@ from judge.run.results import EvaluationResult
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
 from judge.run.sync import run_sync
 
-DEFAULT_IR_METRICS = ("mrr", "ndcg@10", "recall@10")
-
 
 def split_metrics(
     names: Sequence[MetricLike] | str | None, has_retrieval: bool
 ) -> tuple[list[MetricLike] | None, list[str]]:
     """(LLM-judged metrics or None for the default, retrieval metric names)."""
     if names is None:
-        return None, list(DEFAULT_IR_METRICS) if has_retrieval else []
+        return None, list(ir.DEFAULT_METRICS) if has_retrieval else []
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     judged: list[MetricLike] = []

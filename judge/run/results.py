@@ -12,26 +12,7 @@ from typing import Any
 
 import numpy as np
 
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 0  # fixed: the same results give the same interval, byte for byte
-
-
-def bootstrap_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of the mean (seeded, so reproducible)."""
-    if values.size == 0:
-        return (math.nan, math.nan)
-    if values.size == 1:
-        return (float(values[0]), float(values[0]))
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    means = np.empty(BOOTSTRAP_RESAMPLES)
-    step = max(1, 2_000_000 // values.size)  # bound the index matrix to ~16 MB
-    for lo in range(0, BOOTSTRAP_RESAMPLES, step):
-        hi = min(lo + step, BOOTSTRAP_RESAMPLES)
-        picks = rng.integers(0, values.size, size=(hi - lo, values.size))
-        means[lo:hi] = values[picks].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return (float(low), float(high))
+from judge.stats import bootstrap_ci
 
 
 @dataclass(frozen=True)
