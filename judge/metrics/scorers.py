@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from judge.ir.ranked_list import ndcg_at_k
+from judge.ir.ranked_list import average_precision, ndcg_at_k
 
 NAN = float("nan")
 
@@ -99,12 +99,8 @@ def context_precision(relevance: Sequence[int | bool]) -> float:
     """
     if len(relevance) == 0:
         return NAN
-    total, seen = 0.0, 0
-    for rank, relevant in enumerate(relevance, start=1):
-        if relevant:
-            seen += 1
-            total += seen / rank
-    return total / seen if seen else 0.0
+    # Average precision over the relevant contexts retrieved (R = those found), as in RAGAS.
+    return average_precision([int(bool(r)) for r in relevance])
 
 
 def answer_relevancy(similarities: Sequence[float], *, noncommittal: bool = False) -> float:
