@@ -44,11 +44,6 @@ class ContextGrade(BaseModel):
     grade: int = Field(ge=0, le=3)
     reason: str
 
-    @property
-    def relevant(self) -> bool:
-        """Grades 2 and 3 count as relevant for context precision and relevance."""
-        return self.grade >= 2
-
 
 class CitationCheck(BaseModel):
     """Whether one cited context supports the statement citing it."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,6 @@ class Row:
     error: str | None = None
     retrieved_ids: list[str] | None = None
     relevance: dict[str, int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:

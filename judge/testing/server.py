@@ -59,8 +59,6 @@ EMBED_PATH = "/v1/embeddings"
 MALFORMED_CONTENT = '{"claims": ["a", '
 LLAMA_CPP_REJECTION = "Input should be 'text' or 'json_object'"
 _SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key"})
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error"}
-_ERROR_TYPES |= {404: "not_found_error", 409: "conflict_error", 429: "rate_limit_error"}
 
 
 @dataclass(frozen=True)
