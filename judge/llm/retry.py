@@ -16,7 +16,7 @@ from typing import TypeVar
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from judge.errors import LLMCallError, LLMRequestError
-from judge.llm.usage import Tally
+from judge.llm.usage import UsageRecorder
 
 T = TypeVar("T")
 
@@ -122,7 +122,7 @@ def _explain(exc: BaseException, what: str, secret: str | None, attempts: int) -
 async def call_with_retries(
     make_call: Callable[[], Awaitable[T]],
     max_retries: int,
-    usage: Tally,
+    usage: UsageRecorder,
     *,
     what: str,
     secret: str | None,

@@ -30,7 +30,7 @@ from judge.llm.structured import (
     schema_of,
 )
 from judge.llm.transport import Transport
-from judge.llm.usage import Tally, UsageLedger
+from judge.llm.usage import UsageLedger, UsageRecorder
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -175,10 +175,10 @@ class LLMSession:
 
         return await self._shared(key, call)
 
-    def _tally(self, label: str, ledger: UsageLedger | None) -> Tally:
+    def _tally(self, label: str, ledger: UsageLedger | None) -> UsageRecorder:
         """Where one call is counted: the run's ledger, and the caller's if given."""
         extra = (ledger.of(label),) if ledger is not None else ()
-        return Tally(self.usage.of(label), *extra)
+        return UsageRecorder(self.usage.of(label), *extra)
 
     def _need_llm(self) -> LLM:
         if self.llm is None:
@@ -201,7 +201,7 @@ class LLMSession:
         return entry
 
     async def _call_chat(
-        self, messages: list[Message], output: type[M], n: int, usage: Tally, label: str
+        self, messages: list[Message], output: type[M], n: int, usage: UsageRecorder, label: str
     ) -> tuple[list[M], dict[str, Any]]:
         """Call until n valid replies: fall back on rejected formats, re-ask on bad output."""
         llm = self._need_llm()
@@ -235,7 +235,9 @@ class LLMSession:
             usage.count("reasks")
             conversation = reask_messages(messages, bad[0])
 
-    async def _complete(self, request: dict[str, Any], n: int, usage: Tally, label: str) -> Any:
+    async def _complete(
+        self, request: dict[str, Any], n: int, usage: UsageRecorder, label: str
+    ) -> Any:
         llm = self._need_llm()
         assert self._chat_slots is not None and self._transport is not None
         transport = self._transport
@@ -280,7 +282,7 @@ class LLMSession:
         return [vectors[key] for key in keys]
 
     async def _embed_batch(
-        self, batch: list[tuple[str, str]], usage: Tally, label: str
+        self, batch: list[tuple[str, str]], usage: UsageRecorder, label: str
     ) -> dict[str, list[float]]:
         config = self.embeddings
         assert config is not None and self._transport is not None

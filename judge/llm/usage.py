@@ -67,7 +67,7 @@ class UsageLedger:
         return out
 
 
-class Tally:
+class UsageRecorder:
     """Counts into several usage records at once: the run's and, say, one sample's."""
 
     def __init__(self, *usages: Usage):

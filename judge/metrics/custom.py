@@ -34,7 +34,7 @@ from judge.errors import JudgeError
 from judge.llm.config import PromptRef
 from judge.metrics.prompts import PromptError, load_prompt, parse_prompt
 from judge.metrics.registry import BUILTIN, Metric, MetricScore
-from judge.metrics.sample import Judgments
+from judge.metrics.sample import SampleJudgments
 
 MISSING_FIELD = "missing_field"
 
@@ -107,7 +107,7 @@ def judged_metric(
         ) from None
     ref = PromptRef(name, parsed.version)
 
-    async def compute(j: Judgments) -> MetricScore:
+    async def compute(j: SampleJudgments) -> MetricScore:
         values = {v: j.sample.value(v) for v in parsed.variables}
         absent = sorted(v for v, value in values.items() if value is None)
         if absent:

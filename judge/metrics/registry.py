@@ -1,6 +1,6 @@
 """The LLM-judged metrics of one sample, registered by name: judgments in, a score out.
 
-A metric reads the judgments it needs from a sample's `Judgments` (made once and shared)
+A metric reads the judgments it needs from a sample's `SampleJudgments` (made once and shared)
 and hands them to a pure scorer in `judge.metrics.scorers`. Undefined cases score NaN with a
 machine-readable reason instead of 0 or an exception.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from judge.errors import UnknownMetricError
 from judge.metrics import scorers
-from judge.metrics.sample import Judgments
+from judge.metrics.sample import SampleJudgments
 
 NAN = float("nan")
 
@@ -46,7 +46,7 @@ class Metric:
 
     name: str
     description: str
-    compute: Callable[[Judgments], Awaitable[MetricScore]]
+    compute: Callable[[SampleJudgments], Awaitable[MetricScore]]
     verifies_answer: bool = False  # needs the answer's claims verified against contexts
     verifies_truth: bool = False  # needs the ground truth's claims verified
     needs_embeddings: bool = False
@@ -62,14 +62,14 @@ def _blank(text: str | None) -> bool:
 
 def _from_verdicts(
     side: str, score: Callable[[list[str]], float]
-) -> Callable[[Judgments], Awaitable[MetricScore]]:
+) -> Callable[[SampleJudgments], Awaitable[MetricScore]]:
     """A metric on the verdicts of one side's claims (the answer's or the ground truth's)
     against the contexts, NaN with a reason when there is nothing to judge."""
     text, missing = (
         ("answer", EMPTY_ANSWER) if side == "answer" else ("ground_truth", NO_GROUND_TRUTH)
     )
 
-    async def compute(j: Judgments) -> MetricScore:
+    async def compute(j: SampleJudgments) -> MetricScore:
         if _blank(getattr(j.sample, text)):
             return MetricScore(NAN, missing)
         if not j.sample.contexts:
@@ -83,14 +83,14 @@ def _from_verdicts(
     return compute
 
 
-async def _answer_relevancy(j: Judgments) -> MetricScore:
+async def _answer_relevancy(j: SampleJudgments) -> MetricScore:
     if _blank(j.sample.answer):
         return MetricScore(NAN, EMPTY_ANSWER)
     generated, similarities = await j.reverse()
     return MetricScore(scorers.answer_relevancy(similarities, noncommittal=generated.noncommittal))
 
 
-async def _answer_correctness(j: Judgments) -> MetricScore:
+async def _answer_correctness(j: SampleJudgments) -> MetricScore:
     if _blank(j.sample.answer):
         return MetricScore(NAN, EMPTY_ANSWER)
     if _blank(j.sample.ground_truth):
@@ -109,7 +109,7 @@ async def _answer_correctness(j: Judgments) -> MetricScore:
     )
 
 
-async def _citation_accuracy(j: Judgments) -> MetricScore:
+async def _citation_accuracy(j: SampleJudgments) -> MetricScore:
     if _blank(j.sample.answer):
         return MetricScore(NAN, EMPTY_ANSWER)
     found, checks = await j.citations()
@@ -124,8 +124,8 @@ async def _citation_accuracy(j: Judgments) -> MetricScore:
 
 def _from_grades(
     score: Callable[[list[int]], float],
-) -> Callable[[Judgments], Awaitable[MetricScore]]:
-    async def compute(j: Judgments) -> MetricScore:
+) -> Callable[[SampleJudgments], Awaitable[MetricScore]]:
+    async def compute(j: SampleJudgments) -> MetricScore:
         if not j.sample.contexts:
             return MetricScore(NAN, NO_CONTEXTS)
         grades = await j.context_grades()

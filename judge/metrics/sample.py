@@ -86,7 +86,7 @@ def _filled(text: str | None) -> bool:
 
 
 @dataclass
-class Judgments:
+class SampleJudgments:
     """Lazily made, shared judgments of one sample.
 
     The answer's and the ground truth's claims come from one claims call; faithfulness

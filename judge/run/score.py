@@ -22,7 +22,7 @@ from judge.metrics.registry import (
     MetricScore,
     get_metric,
 )
-from judge.metrics.sample import Judgments, Sample
+from judge.metrics.sample import Sample, SampleJudgments
 from judge.run.sync import run_sync
 
 
@@ -92,7 +92,7 @@ async def score_sample(
 ) -> SampleResult:
     """Compute metrics on one sample; a failing judge gives NaN with its error, not a crash."""
     usage = UsageLedger()
-    judgments = Judgments(
+    judgments = SampleJudgments(
         sample,
         session,
         verify_answer=any(m.verifies_answer for m in metrics),
