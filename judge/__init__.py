@@ -6,11 +6,21 @@ LLM-judged API (`judge.score`, `judge.LLM`, ...) is imported on first use.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge.errors import CoverageWarning, InputFormatError, JudgeError, UnknownMetricError
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
+    from judge.comparison.evaluations import Comparison, compare
+    from judge.llm.cache import Cache
+    from judge.llm.config import LLM, Embeddings
+    from judge.metrics.custom import judged_metric
+    from judge.metrics.registry import Metric, MetricScore
+    from judge.run.evaluate import aevaluate, evaluate
+    from judge.run.results import EvaluationResult
+    from judge.run.score import SampleResult, ascore, score
 
 # name -> module that defines it, imported on first access (PEP 562)
 _LAZY = {
@@ -19,28 +29,36 @@ _LAZY = {
     "SampleResult": "judge.run.score",
     "LLM": "judge.llm.config",
     "Embeddings": "judge.llm.config",
-    "LLMSession": "judge.llm.session",
     "Cache": "judge.llm.cache",
     "evaluate": "judge.run.evaluate",
     "aevaluate": "judge.run.evaluate",
     "EvaluationResult": "judge.run.results",
+    "Metric": "judge.metrics.registry",
+    "MetricScore": "judge.metrics.registry",
+    "judged_metric": "judge.metrics.custom",
+    "compare": "judge.comparison.evaluations",
+    "Comparison": "judge.comparison.evaluations",
 }
 
 __all__ = [
     "LLM",
     "Cache",
+    "Comparison",
     "CoverageWarning",
     "Embeddings",
     "EvaluationResult",
     "InputFormatError",
     "JudgeError",
-    "LLMSession",
+    "Metric",
+    "MetricScore",
     "SampleResult",
     "UnknownMetricError",
     "__version__",
     "aevaluate",
     "ascore",
+    "compare",
     "evaluate",
+    "judged_metric",
     "score",
 ]
 

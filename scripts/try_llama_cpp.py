@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         context_window=args.context_window or None,
         structured_output=args.structured_output,
     )
-    session = judge.LLMSession(llm)
+    session = LLMSession(llm)
     print(f"start mode: {session.mode}")
 
     report: dict[str, Any] = {"structured_call": structured_call(session)}

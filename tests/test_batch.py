@@ -63,7 +63,7 @@ def test_ragas_column_names_in_a_datasets_dataset(models):
         ]
         * 3
     )
-    result = evaluate(data, ["faithfulness", "context_recall"], **models, progress=False)
+    result = evaluate(data, metrics=["faithfulness", "context_recall"], **models, progress=False)
     assert result.config["columns"]["question"] == "user_input"
     assert [r["scores"]["context_recall"] for r in result.rows] == [1.0, 1.0, 1.0]
     frame = result.to_pandas()
@@ -75,7 +75,7 @@ def test_dataframe_column_map_and_split_required(models):
     frame = pandas.DataFrame([{"q": QUESTION, "a": ANSWER, "ctx": CONTEXTS}])
     result = evaluate(
         frame,
-        ["faithfulness"],
+        metrics=["faithfulness"],
         **models,
         progress=False,
         column_map={"question": "q", "answer": "a", "contexts": "ctx"},
@@ -99,7 +99,7 @@ def test_files_of_every_supported_type(tmp_path, models, suffix):
             frame.to_csv(path, index=False)
         else:
             pandas.DataFrame(rows).to_parquet(path)
-    result = evaluate(path, ["context_precision"], **models, progress=False)
+    result = evaluate(path, metrics=["context_precision"], **models, progress=False)
     assert [r["scores"]["context_precision"] for r in result.rows] == [1.0, 1.0]
     assert result.rows[1]["id"] == "second"
 
@@ -131,13 +131,15 @@ def test_retrieval_columns_add_trec_eval_metrics(models):
         {**GOOD, "retrieved_ids": ["d1"], "relevance": ["d1"]},
         {**GOOD, "retrieved_ids": ["d1"], "relevance": []},
     ]
-    result = evaluate(rows, ["mrr", "recall@2", "ndcg@3", "faithfulness"], **models, progress=False)
+    result = evaluate(
+        rows, metrics=["mrr", "recall@2", "ndcg@3", "faithfulness"], **models, progress=False
+    )
     first, second, third = (r["scores"] for r in result.rows)
     assert first["mrr"] == 0.5 and first["recall@2"] == 0.5
     assert second == {**second, "mrr": 1.0, "recall@2": 1.0, "ndcg@3": 1.0}
     assert third["mrr"] is None and result.rows[2]["reasons"]["mrr"] == "no_relevance_judgments"
     with pytest.raises(InputFormatError, match="need retrieval columns"):
-        evaluate([GOOD], ["mrr"], **models)
+        evaluate([GOOD], metrics=["mrr"], **models)
 
 
 def test_retrieval_only_needs_no_model(fake_llm_server):
@@ -167,13 +169,15 @@ def test_checkpoint_resumes_without_new_requests(tmp_path, fake_llm_server, mode
     assert second.config["resumed_rows"] == 2
     assert fake_llm_server.count() - made == 2 * 5  # only the two lost rows, no cache here
     assert [r["scores"] for r in second.rows] == [r["scores"] for r in first.rows]
-    third = evaluate(rows, ["faithfulness"], **models, checkpoint=checkpoint, progress=False)
+    third = evaluate(
+        rows, metrics=["faithfulness"], **models, checkpoint=checkpoint, progress=False
+    )
     assert third.config["resumed_rows"] == 0  # other metrics: other run, nothing reused
 
 
 def test_summary_counts_nan_by_reason(models):
     rows = [GOOD, {**GOOD, "ground_truth": None}, {**GOOD, "contexts": []}]
-    result = evaluate(rows, ["context_recall"], **models, progress=False)
+    result = evaluate(rows, metrics=["context_recall"], **models, progress=False)
     summary = result.summary["context_recall"]
     assert summary.scored == 1 and summary.errored == 0
     assert summary.nan == {"no_contexts": 1, "no_ground_truth": 1}
@@ -190,7 +194,9 @@ def test_bootstrap_interval_is_seeded_and_sane():
 
 
 def test_writers(tmp_path, models):
-    result = evaluate([GOOD, {**GOOD, "contexts": []}], ["faithfulness"], **models, progress=False)
+    result = evaluate(
+        [GOOD, {**GOOD, "contexts": []}], metrics=["faithfulness"], **models, progress=False
+    )
     result.write_jsonl(tmp_path / "r.jsonl")
     lines = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert lines[1]["scores"]["faithfulness"] is None

@@ -50,7 +50,7 @@ def test_examples_replayed_through_the_fake_server(reject):
         server.reject_response_format = reject
         result = judge.evaluate(
             EXAMPLES / "data.jsonl",
-            [domain_accuracy, support_tone],
+            metrics=[domain_accuracy, support_tone],
             llm=llm(server),
             progress=False,
         )
@@ -66,7 +66,7 @@ def test_examples_replay_from_the_cache_without_requests(tmp_path):
     with FakeLLMServer() as server:  # no chat handler: any request would fail
         result = judge.evaluate(
             EXAMPLES / "data.jsonl",
-            [domain_accuracy, support_tone],
+            metrics=[domain_accuracy, support_tone],
             llm=llm(server),
             cache=cache,
             progress=False,
@@ -138,7 +138,7 @@ def test_a_prompt_variable_the_data_lacks(tmp_path):
     )
     with FakeLLMServer() as server:
         with pytest.raises(InputFormatError, match="'domain_fit' reads domain, which the data"):
-            judge.evaluate(EXAMPLES / "data.jsonl", [needs_domain], llm=llm(server))
+            judge.evaluate(EXAMPLES / "data.jsonl", metrics=[needs_domain], llm=llm(server))
         result = judge.score("q", "a", ["c"], metrics=[needs_domain], llm=llm(server))
         assert server.count() == 0
     assert math.isnan(result["domain_fit"]) and result.reasons["domain_fit"] == "missing_field"
@@ -154,7 +154,7 @@ def test_extra_columns_fill_prompt_variables():
         score=lambda r: float(r.ok),
     )
     with FakeLLMServer(chat=lambda body: '{"ok": true}') as server:
-        result = judge.evaluate(rows, [metric], llm=llm(server), progress=False)
+        result = judge.evaluate(rows, metrics=[metric], llm=llm(server), progress=False)
         assert server.requests[0].body["messages"][1]["content"] == '"law"'
     assert result.rows[0]["scores"] == {"domain_fit": 1.0}
 

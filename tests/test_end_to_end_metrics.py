@@ -347,7 +347,9 @@ def test_checkpoint_rejudges_citations_after_the_citations_prompt_changes(
     checkpoint = tmp_path / "checkpoint.jsonl"
     with FakeLLMServer(chat=heuristic_judge) as server:
         llm = LLM(model=MODEL, api_base=server.base_url, api_key="fixture", max_retries=0)
-        evaluate(data, ["citation_accuracy"], llm=llm, checkpoint=checkpoint, progress=False)
+        evaluate(
+            data, metrics=["citation_accuracy"], llm=llm, checkpoint=checkpoint, progress=False
+        )
         assert server.count(CHAT) == 1
         edited = tmp_path / "prompts"
         shutil.copytree(judge.metrics.prompts.prompts_dir(), edited)
@@ -356,5 +358,7 @@ def test_checkpoint_rejudges_citations_after_the_citations_prompt_changes(
         citations.write_text(text.replace("Return exactly", "Be strict. Return exactly"), "utf-8")
         monkeypatch.setattr(judge.metrics.prompts, "prompts_dir", lambda: edited)
         server.reset()
-        evaluate(data, ["citation_accuracy"], llm=llm, checkpoint=checkpoint, progress=False)
+        evaluate(
+            data, metrics=["citation_accuracy"], llm=llm, checkpoint=checkpoint, progress=False
+        )
         assert server.count(CHAT) == 1  # the changed prompt must judge the row again

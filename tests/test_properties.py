@@ -194,7 +194,7 @@ def test_evaluate_reports_every_row_once_with_scores_in_range(fake_llm_server, g
     fake_llm_server.chat = heuristic_judge
     llm = LLM("openai/x", api_base=fake_llm_server.base_url, api_key="x", max_retries=0, timeout=30)
     try:
-        result = judge.evaluate(given_rows, JUDGED, llm=llm, progress=False)
+        result = judge.evaluate(given_rows, metrics=JUDGED, llm=llm, progress=False)
     except InputFormatError as exc:
         assert not given_rows or not _has_question_column(given_rows), exc
         return
@@ -224,7 +224,7 @@ def test_evaluate_dataframe_with_a_missing_cell_in_an_unused_column(fake_llm_ser
             {"question": "q2", "answer": "a b.", "contexts": ["a b"]},
         ]
     )
-    result = judge.evaluate(frame, ["faithfulness"], llm=llm, progress=False)
+    result = judge.evaluate(frame, metrics=["faithfulness"], llm=llm, progress=False)
     assert [r["scores"]["faithfulness"] for r in result.rows] == [1.0, 1.0]
 
 
@@ -318,7 +318,7 @@ def test_invalid_utf8_in_a_jsonl_row_is_a_clear_input_error(tmp_path, fake_llm_s
     assert "Traceback" not in message
     llm = LLM("openai/x", api_base=fake_llm_server.base_url, api_key="x")
     with pytest.raises(InputFormatError, match="utf-8"):
-        judge.evaluate(path, JUDGED, llm=llm, progress=False)
+        judge.evaluate(path, metrics=JUDGED, llm=llm, progress=False)
     assert fake_llm_server.count() == 0
 
 

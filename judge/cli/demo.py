@@ -64,7 +64,7 @@ def run_demo(args: argparse.Namespace) -> int:
         try:
             result = evaluate(
                 rows,
-                DEMO_METRICS,
+                metrics=DEMO_METRICS,
                 llm=LLM(DEMO_MODEL),
                 embeddings=Embeddings(DEMO_EMBEDDINGS),
                 cache=cache,

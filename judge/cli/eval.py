@@ -122,6 +122,7 @@ def run_eval(args: argparse.Namespace) -> int:
         api_key=key,
         timeout=args.timeout,
         max_retries=args.max_retries,
+        max_concurrency=max(1, args.concurrency),
     )
     embeddings = (
         Embeddings(
@@ -139,12 +140,11 @@ def run_eval(args: argparse.Namespace) -> int:
     metrics = [m for m in (args.metrics or "").split(",") if m.strip()] or None
     result = evaluate(
         args.data,
-        metrics,
+        metrics=metrics,
         llm=llm,
         embeddings=embeddings,
         cache=cache,
         column_map=_pairs(args.column, "--column") or None,
-        concurrency=args.concurrency,
         checkpoint=out / ".checkpoint.jsonl",
         progress=False if args.no_progress else None,
         custom=load_metric_modules(args.metrics_module),

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from judge.errors import JudgeError
 from judge.llm.config import PromptRef
 from judge.metrics.prompts import PromptError, load_prompt, parse_prompt
-from judge.metrics.registry import BUILTIN, Metric, MetricScore
+from judge.metrics.registry import BUILTIN, JUDGE_ERROR, Metric, MetricScore
 from judge.metrics.sample import SampleJudgments
 
 MISSING_FIELD = "missing_field"
@@ -125,7 +125,15 @@ def judged_metric(
             ledger=j.ledger,
         )
         j.evidence[name] = reply.model_dump(mode="json")
-        return _as_score(name, score(reply))
+        try:
+            value = score(reply)
+        except Exception as exc:  # the user's code: its failure is this metric's, not the run's
+            return MetricScore(
+                math.nan,
+                JUDGE_ERROR,
+                f"the scorer of metric {name!r} raised {type(exc).__name__}: {exc}",
+            )
+        return _as_score(name, value)
 
     return Metric(
         name,

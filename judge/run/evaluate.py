@@ -184,13 +184,13 @@ async def _evaluate_row(
 
 async def aevaluate(
     data: Any,
-    metrics: Sequence[MetricLike] | None = None,
     *,
+    metrics: Sequence[MetricLike] | None = None,
     llm: LLM | LLMSession | None = None,
     embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,
     column_map: Mapping[str, str] | None = None,
-    concurrency: int = 16,
+    concurrency: int | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     custom: Mapping[str, Metric] | None = None,
@@ -206,8 +206,6 @@ async def aevaluate(
     session: LLMSession | None = None
     judged: list[Metric] = []
     if llm is not None:
-        if isinstance(llm, LLM):  # one limit for samples and requests
-            llm = dataclasses.replace(llm, max_concurrency=max(1, concurrency))
         session = make_session(llm, embeddings, cache)
         judged = resolve_metrics(
             judged_names, embeddings=session.embeddings is not None, custom=custom
@@ -221,6 +219,8 @@ async def aevaluate(
     )
     done = store.load() if store else {}
     bar = Progress(len(rows), session, enabled=progress)
+    if concurrency is None:  # as many samples in flight as the judge takes requests
+        concurrency = session.llm.max_concurrency if session and session.llm else 16
     slots = asyncio.Semaphore(max(1, concurrency))
     results: list[dict[str, Any] | None] = [None] * len(rows)
 
@@ -263,13 +263,13 @@ async def aevaluate(
 
 def evaluate(
     data: Any,
-    metrics: Sequence[MetricLike] | None = None,
     *,
+    metrics: Sequence[MetricLike] | None = None,
     llm: LLM | LLMSession | None = None,
     embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,
     column_map: Mapping[str, str] | None = None,
-    concurrency: int = 16,
+    concurrency: int | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     custom: Mapping[str, Metric] | None = None,
@@ -288,7 +288,8 @@ def evaluate(
         cache: a `judge.Cache` or a path: judgments are looked up there first.
         column_map: `{field: column}` for columns with other names, fields being
             question, answer, contexts, ground_truth, id, retrieved_ids, relevance.
-        concurrency: samples and requests in flight at once.
+        concurrency: samples in flight at once; default the judge's
+            `LLM.max_concurrency`, which alone bounds the requests in flight.
         checkpoint: a JSONL file where finished rows are appended; a restarted run with
             the same arguments skips them.
         progress: show a progress bar; None shows it only on a terminal.
@@ -301,7 +302,7 @@ def evaluate(
     return run_sync(
         aevaluate(
             data,
-            metrics,
+            metrics=metrics,
             llm=llm,
             embeddings=embeddings,
             cache=cache,

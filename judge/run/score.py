@@ -79,6 +79,12 @@ def make_session(
 ) -> LLMSession:
     """An LLMSession from the user's arguments (a session passed in is used as it is)."""
     if isinstance(llm, LLMSession):
+        given = [name for name, value in (("embeddings", embeddings), ("cache", cache)) if value]
+        if given:
+            raise JudgeError(
+                f"{' and '.join(given)} cannot be given beside an LLMSession, which has its own: "
+                f"pass them to LLMSession(...) instead"
+            )
         return llm
     if not isinstance(llm, LLM):
         raise JudgeError("llm must be judge.LLM(model=...) (or an LLMSession); there is no default")
