@@ -117,14 +117,14 @@ def judge_worker(samples_path: str, base_url: str, concurrency: str, out_path: s
     start = time.perf_counter()
     result = judge.evaluate(
         rows,
-        list(METRICS),
+        metrics=list(METRICS),
         llm=judge.LLM(model="openai/bench-judge", api_base=base_url, api_key="x"),
         embeddings=judge.Embeddings(model="openai/bench-embed", api_base=base_url, api_key="x"),
         concurrency=int(concurrency),
         progress=False,
     )
     seconds = time.perf_counter() - start
-    scores = {m: [r["scores"].get(m) for r in result.rows] for m in METRICS}
+    scores = {m: [r.to_json()["scores"].get(m) for r in result.rows] for m in METRICS}
     report = {"version": judge.__version__, "eval_s": seconds, "scores": scores}
     Path(out_path).write_text(json.dumps(report), encoding="utf-8")
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from judge.metrics.custom import judged_metric
     from judge.metrics.registry import Metric, MetricScore
     from judge.run.evaluate import aevaluate, evaluate
-    from judge.run.results import EvaluationResult
+    from judge.run.results import EvaluationResult, ResultRow
     from judge.run.score import SampleResult, ascore, score
 
 # name -> module that defines it, imported on first access (PEP 562)
@@ -33,6 +33,7 @@ _LAZY = {
     "evaluate": "judge.run.evaluate",
     "aevaluate": "judge.run.evaluate",
     "EvaluationResult": "judge.run.results",
+    "ResultRow": "judge.run.results",
     "Metric": "judge.metrics.registry",
     "MetricScore": "judge.metrics.registry",
     "judged_metric": "judge.metrics.custom",
@@ -51,6 +52,7 @@ __all__ = [
     "JudgeError",
     "Metric",
     "MetricScore",
+    "ResultRow",
     "SampleResult",
     "UnknownMetricError",
     "__version__",

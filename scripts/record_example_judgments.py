@@ -69,7 +69,7 @@ def main() -> None:
         cache = Cache(Path(tmp) / "c.sqlite", mode="record")
         judge.evaluate(
             ROOT / "examples/data.jsonl",
-            [domain_accuracy, support_tone],
+            metrics=[domain_accuracy, support_tone],
             llm=judge.LLM(MODEL, api_base=server.base_url, api_key="x"),
             cache=cache,
             progress=False,

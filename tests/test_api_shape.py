@@ -80,9 +80,9 @@ def test_a_raising_custom_scorer_is_that_metrics_judge_error():
         )
         one = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=[crashes, works], llm=llm)
     for row in result.rows:
-        assert row["scores"]["works"] == pytest.approx(0.8)
-        assert row["scores"]["crashes"] is None and row["reasons"]["crashes"] == "judge_error"
-        assert "ZeroDivisionError: division by zero" in row["errors"]["crashes"]
+        assert row.scores["works"] == pytest.approx(0.8)
+        assert math.isnan(row.scores["crashes"]) and row.reasons["crashes"] == "judge_error"
+        assert "ZeroDivisionError: division by zero" in row.errors["crashes"]
     assert math.isnan(one.scores["crashes"]) and one.reasons["crashes"] == "judge_error"
     assert "the scorer of metric 'crashes' raised ZeroDivisionError" in one.errors["crashes"]
     assert result.summary["crashes"].errored == 2 and result.summary["works"].scored == 2
@@ -106,5 +106,36 @@ def test_evaluate_concurrency_leaves_the_judges_request_limit_alone():
     with FakeLLMServer(chat=slow) as server:
         llm = judge.LLM("openai/m", api_base=server.base_url, api_key="k", max_concurrency=2)
         result = judge.evaluate(rows, metrics=[metric], llm=llm, concurrency=6, progress=False)
-    assert [r["scores"]["rated"] for r in result.rows] == [1.0] * 6
+    assert [r.scores["rated"] for r in result.rows] == [1.0] * 6
     assert peak == 2  # six samples in flight, but never more requests than the LLM allows
+
+
+def test_undefined_is_nan_in_python_and_pandas_and_null_in_json(tmp_path):
+    with FakeLLMServer(chat=rating_reply) as server:
+        llm = judge.LLM("openai/m", api_base=server.base_url, api_key="k")
+        metric = judge.judged_metric("rated", prompt=PROMPT, output=Rating, score=lambda r: 0.5)
+        rows = [SAMPLE, {**SAMPLE, "contexts": []}]
+        result = judge.evaluate(rows, metrics=[metric, "faithfulness"], llm=llm, progress=False)
+        one = judge.score(QUESTION, ANSWER, [], metrics=["faithfulness"], llm=llm)
+    undefined = result.rows[1]
+    assert isinstance(undefined, judge.ResultRow)
+    assert math.isnan(undefined.scores["faithfulness"])
+    assert undefined.reasons["faithfulness"] == "no_contexts"
+    assert math.isnan(one.scores["faithfulness"]) and one.reasons == undefined.reasons
+    assert type(one.errors) is type(undefined.errors) is dict  # metric -> message, both
+    assert math.isnan(result.to_pandas()["faithfulness"][1])
+    result.write_jsonl(tmp_path / "results.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert lines[1]["scores"]["faithfulness"] is None and lines[1]["scores"]["rated"] == 0.5
+    back = judge.ResultRow.from_json(lines[1])
+    assert math.isnan(back.scores["faithfulness"]) and back.to_json() == lines[1]
+    # A metric no row could score: NaN in the summary object, null in summary.json.
+    nothing = judge.evaluate([rows[1]], metrics=["faithfulness"], llm=llm, progress=False)
+    summary = nothing.summary["faithfulness"]
+    assert math.isnan(summary.mean) and math.isnan(summary.ci_low)
+    assert nothing.summary_dict()["metrics"]["faithfulness"]["mean"] is None
+    json.dumps(nothing.summary_dict(), allow_nan=False)  # strict JSON: no NaN literal anywhere
+    comparison = judge.compare(nothing, nothing)
+    assert math.isnan(comparison.metrics["faithfulness"].mean_a)
+    assert comparison.to_dict()["metrics"]["faithfulness"]["mean_a"] is None
+    json.dumps(comparison.to_dict(), allow_nan=False)

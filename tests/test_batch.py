@@ -39,16 +39,16 @@ def test_list_of_dicts_with_bad_rows_reported_by_number(fake_llm_server, models)
         GOOD,
     ]
     result = evaluate(rows, **models, progress=False)
-    assert [r["row"] for r in result.rows] == list(range(6))
-    errors = {r["row"]: r["error"] for r in result.rows if r["error"]}
+    assert [r.row for r in result.rows] == list(range(6))
+    errors = {r.row: r.error for r in result.rows if r.error}
     assert set(errors) == {1, 2, 3, 4}
     assert "non-empty string" in errors[1] and "list of strings" in errors[2]
     assert "answer must be a string" in errors[3]
     summary = result.summary["faithfulness"]
     assert summary.scored == 2 and summary.errored == 4
     assert summary.mean == pytest.approx(2 / 3)
-    assert result.errors == 4
-    assert result.rows[1]["reasons"]["faithfulness"] == "row_error"
+    assert result.rows_with_errors == 4
+    assert result.rows[1].reasons["faithfulness"] == "row_error"
 
 
 def test_ragas_column_names_in_a_datasets_dataset(models):
@@ -65,7 +65,7 @@ def test_ragas_column_names_in_a_datasets_dataset(models):
     )
     result = evaluate(data, metrics=["faithfulness", "context_recall"], **models, progress=False)
     assert result.config["columns"]["question"] == "user_input"
-    assert [r["scores"]["context_recall"] for r in result.rows] == [1.0, 1.0, 1.0]
+    assert [r.scores["context_recall"] for r in result.rows] == [1.0, 1.0, 1.0]
     frame = result.to_pandas()
     assert list(frame["faithfulness"]) == pytest.approx([2 / 3] * 3)
     assert result.to_dataset().num_rows == 3
@@ -80,7 +80,7 @@ def test_dataframe_column_map_and_split_required(models):
         progress=False,
         column_map={"question": "q", "answer": "a", "contexts": "ctx"},
     )
-    assert result.rows[0]["scores"]["faithfulness"] == pytest.approx(2 / 3)
+    assert result.rows[0].scores["faithfulness"] == pytest.approx(2 / 3)
     with pytest.raises(InputFormatError, match=r"pass one, e.g. data\['train'\]"):
         evaluate(datasets.DatasetDict({"train": datasets.Dataset.from_list([GOOD])}), **models)
 
@@ -100,8 +100,8 @@ def test_files_of_every_supported_type(tmp_path, models, suffix):
         else:
             pandas.DataFrame(rows).to_parquet(path)
     result = evaluate(path, metrics=["context_precision"], **models, progress=False)
-    assert [r["scores"]["context_precision"] for r in result.rows] == [1.0, 1.0]
-    assert result.rows[1]["id"] == "second"
+    assert [r.scores["context_precision"] for r in result.rows] == [1.0, 1.0]
+    assert result.rows[1].id == "second"
 
 
 @pytest.mark.parametrize(
@@ -134,10 +134,10 @@ def test_retrieval_columns_add_trec_eval_metrics(models):
     result = evaluate(
         rows, metrics=["mrr", "recall@2", "ndcg@3", "faithfulness"], **models, progress=False
     )
-    first, second, third = (r["scores"] for r in result.rows)
+    first, second, third = (r.scores for r in result.rows)
     assert first["mrr"] == 0.5 and first["recall@2"] == 0.5
     assert second == {**second, "mrr": 1.0, "recall@2": 1.0, "ndcg@3": 1.0}
-    assert third["mrr"] is None and result.rows[2]["reasons"]["mrr"] == "no_relevance_judgments"
+    assert math.isnan(third["mrr"]) and result.rows[2].reasons["mrr"] == "no_relevance_judgments"
     with pytest.raises(InputFormatError, match="need retrieval columns"):
         evaluate([GOOD], metrics=["mrr"], **models)
 
@@ -146,7 +146,7 @@ def test_retrieval_only_needs_no_model(fake_llm_server):
     result = evaluate(
         [{"question": "q", "retrieved_ids": ["a", "b"], "relevance": ["b"]}], progress=False
     )
-    scores = result.rows[0]["scores"]
+    scores = result.rows[0].scores
     assert list(scores) == list(ir.DEFAULT_METRICS)  # the one default list of judge ir too
     assert scores["mrr"] == 0.5 and scores["recall@10"] == 1.0 and scores["P@5"] == 0.2
     assert scores["ndcg@10"] == pytest.approx(0.6309297535714575)
@@ -168,7 +168,7 @@ def test_checkpoint_resumes_without_new_requests(tmp_path, fake_llm_server, mode
     second = evaluate(rows, **models, checkpoint=checkpoint, progress=False)
     assert second.config["resumed_rows"] == 2
     assert fake_llm_server.count() - made == 2 * 5  # only the two lost rows, no cache here
-    assert [r["scores"] for r in second.rows] == [r["scores"] for r in first.rows]
+    assert [r.scores for r in second.rows] == [r.scores for r in first.rows]
     third = evaluate(
         rows, metrics=["faithfulness"], **models, checkpoint=checkpoint, progress=False
     )

@@ -71,10 +71,10 @@ def test_positive_delta_that_is_significant():
 
 
 def test_nan_pairs_and_unmatched_samples_are_left_out_and_reported():
-    a = {"s1": {"m": 0.5}, "s2": {"m": None}, "s3": {"m": 0.2}, "only_a": {"m": 1.0}}
+    a = {"s1": {"m": 0.5}, "s2": {"m": math.nan}, "s3": {"m": 0.2}, "only_a": {"m": 1.0}}
     b = {"s1": {"m": 0.7}, "s2": {"m": 0.9}, "s3": {"m": 0.1}, "only_b": {"m": 0.0}}
     result = compare_scores(a, b)
-    assert result.metrics["m"].n == 2 and result.deltas["m"][1] is None
+    assert result.metrics["m"].n == 2 and math.isnan(result.deltas["m"][1])
     assert result.unmatched_a == ["only_a"] and result.unmatched_b == ["only_b"]
     with pytest.raises(InputFormatError, match="share no sample"):
         compare_scores({"x": {"m": 1.0}}, {"y": {"m": 1.0}})

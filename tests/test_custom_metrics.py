@@ -54,8 +54,8 @@ def test_examples_replayed_through_the_fake_server(reject):
             llm=llm(server),
             progress=False,
         )
-    assert {r["id"]: r["scores"] for r in result.rows} == EXPECTED
-    assert result.rows[3]["evidence"]["support_tone"]["reason"].startswith("Condescending")
+    assert {r.id: r.scores for r in result.rows} == EXPECTED
+    assert result.rows[3].evidence["support_tone"]["reason"].startswith("Condescending")
     assert result.summary["domain_accuracy"].mean == pytest.approx(0.8)
 
 
@@ -72,7 +72,7 @@ def test_examples_replay_from_the_cache_without_requests(tmp_path):
             progress=False,
         )
         assert server.count() == 0
-    assert {r["id"]: r["scores"] for r in result.rows} == EXPECTED
+    assert {r.id: r.scores for r in result.rows} == EXPECTED
 
 
 def test_cli_metrics_module_thresholds_and_compare(tmp_path):
@@ -156,7 +156,7 @@ def test_extra_columns_fill_prompt_variables():
     with FakeLLMServer(chat=lambda body: '{"ok": true}') as server:
         result = judge.evaluate(rows, metrics=[metric], llm=llm(server), progress=False)
         assert server.requests[0].body["messages"][1]["content"] == '"law"'
-    assert result.rows[0]["scores"] == {"domain_fit": 1.0}
+    assert result.rows[0].scores == {"domain_fit": 1.0}
 
 
 class Opaque:

@@ -198,16 +198,16 @@ def test_evaluate_reports_every_row_once_with_scores_in_range(fake_llm_server, g
     except InputFormatError as exc:
         assert not given_rows or not _has_question_column(given_rows), exc
         return
-    assert [r["row"] for r in result.rows] == list(range(len(given_rows)))
+    assert [r.row for r in result.rows] == list(range(len(given_rows)))
     for row in result.rows:
-        assert set(row["scores"]) == set(JUDGED)
-        for metric, value in row["scores"].items():
-            if value is None:
-                assert row["reasons"].get(metric) in NAN_REASONS, row
-                if row["reasons"][metric] == "row_error":
-                    assert row["error"]
-                if row["reasons"][metric] == "judge_error":
-                    assert row["errors"][metric]
+        assert set(row.scores) == set(JUDGED)
+        for metric, value in row.scores.items():
+            if math.isnan(value):
+                assert row.reasons.get(metric) in NAN_REASONS, row
+                if row.reasons[metric] == "row_error":
+                    assert row.error
+                if row.reasons[metric] == "judge_error":
+                    assert row.errors[metric]
             else:
                 assert isinstance(value, float) and 0.0 <= value <= 1.0, row
     for summary in result.summary.values():
@@ -225,7 +225,7 @@ def test_evaluate_dataframe_with_a_missing_cell_in_an_unused_column(fake_llm_ser
         ]
     )
     result = judge.evaluate(frame, metrics=["faithfulness"], llm=llm, progress=False)
-    assert [r["scores"]["faithfulness"] for r in result.rows] == [1.0, 1.0]
+    assert [r.scores["faithfulness"] for r in result.rows] == [1.0, 1.0]
 
 
 # Edge sizes ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -168,8 +169,8 @@ def finish_run(result: Any, out: Path, thresholds: dict[str, float]) -> int:
                 f"({', '.join(result.metrics)})"
             )
         mean = result.summary[metric].mean
-        if mean is None or mean < floor:
-            missed.append(f"{metric} = {'n/a' if mean is None else f'{mean:.4f}'} < {floor}")
+        if not mean >= floor:  # a NaN mean (nothing scored) misses every threshold
+            missed.append(f"{metric} = {'n/a' if math.isnan(mean) else f'{mean:.4f}'} < {floor}")
     summary["thresholds"] = {"required": thresholds, "missed": missed}
     summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
     (out / "summary.json").write_text(
@@ -184,8 +185,8 @@ def finish_run(result: Any, out: Path, thresholds: dict[str, float]) -> int:
         print("\ndiagnosis (retrieval first):")
         print("\n".join(f"  - {finding}" for finding in summary["diagnosis"]))
     print(
-        f"\n{len(result.rows)} rows, {result.errors} with errors; wrote {out}/results.jsonl, "
-        "summary.json, report.html"
+        f"\n{len(result.rows)} rows, {result.rows_with_errors} with errors; "
+        f"wrote {out}/results.jsonl, summary.json, report.html"
     )
     for line in missed:
         print(f"FAILED threshold: {line}", file=sys.stderr)

@@ -9,6 +9,7 @@ left out, and so are pairs where either side is NaN for that metric.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -19,27 +20,29 @@ from typing import Any
 import numpy as np
 
 from judge.errors import InputFormatError
+from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.report.format import MISSING, number
+from judge.run.results import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
-Scores = dict[str, dict[str, float | None]]  # sample key -> metric -> value
+Scores = dict[str, dict[str, float]]  # sample key -> metric -> value (NaN: undefined)
 ALPHA = 0.05
 
 
 @dataclass(frozen=True)
 class MetricComparison:
-    """The paired comparison of one metric (delta = B - A)."""
+    """The paired comparison of one metric (delta = B - A); NaN where nothing was paired."""
 
     metric: str
     n: int
-    mean_a: float | None
-    mean_b: float | None
-    delta: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    p_adjusted: float | None
+    mean_a: float
+    mean_b: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_adjusted: float
     wins: int
     ties: int
     losses: int
@@ -48,13 +51,12 @@ class MetricComparison:
     @property
     def significant(self) -> bool:
         """Whether the change survives Holm's adjustment at the 5% level."""
-        return self.p_adjusted is not None and self.p_adjusted < ALPHA
+        return self.p_adjusted < ALPHA  # False for NaN
 
     @property
     def worse(self) -> bool:
         """Whether B moved in the bad direction (down, or up for hallucination_rate)."""
-        delta = self.delta or 0.0
-        return delta < 0 if self.higher_is_better else delta > 0
+        return self.delta < 0 if self.higher_is_better else self.delta > 0  # False for NaN
 
 
 @dataclass
@@ -65,7 +67,7 @@ class Comparison:
     label_b: str
     metrics: dict[str, MetricComparison]
     keys: list[str]
-    deltas: dict[str, list[float | None]]
+    deltas: dict[str, list[float]]
     unmatched_a: list[str] = field(default_factory=list)
     unmatched_b: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -75,8 +77,8 @@ class Comparison:
         return [m for m in self.metrics.values() if m.significant and m.worse]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data (the `--format json` output)."""
-        return {
+        """Plain JSON-able data (the `--format json` output), NaN as null."""
+        data = {
             "a": self.label_a,
             "b": self.label_b,
             "matched": len(self.keys),
@@ -88,6 +90,7 @@ class Comparison:
             },
             **self.extra,
         }
+        return nan_to_null(data)  # type: ignore[no-any-return]
 
     def table(self) -> str:
         """A terminal table in the spirit of seed 000's A/B template, with significance."""
@@ -97,9 +100,11 @@ class Comparison:
         )
         lines = [head, "=" * len(head)]
         for m in self.metrics.values():
-            arrow = "" if m.delta is None else "↑" if m.delta > 0 else "↓" if m.delta < 0 else "="
+            arrow = (
+                "" if math.isnan(m.delta) else "↑" if m.delta > 0 else "↓" if m.delta < 0 else "="
+            )
             star = " *" if m.significant else ""
-            ci = MISSING if m.ci_low is None else f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
+            ci = MISSING if math.isnan(m.ci_low) else f"[{m.ci_low:+.3f}, {m.ci_high:+.3f}]"
             delta = number(m.delta, sign="+")
             lines.append(
                 f"{m.metric:<20} {number(m.mean_a):>7} {number(m.mean_b):>7} {delta:>7}{arrow} "
@@ -114,12 +119,8 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _none(value: float) -> float | None:
-    return None if math.isnan(value) else float(value)
-
-
 def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> MetricComparison:
-    """Statistics of one metric over paired values (None or NaN on either side is left out)."""
+    """Statistics of one metric over paired values (NaN or None on either side is left out)."""
     pairs = [
         (x, y)
         for x, y in zip(a, b, strict=True)
@@ -133,13 +134,13 @@ def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> Me
     return MetricComparison(
         metric=metric,
         n=len(pairs),
-        mean_a=_none(xa.mean()) if pairs else None,
-        mean_b=_none(xb.mean()) if pairs else None,
-        delta=_none(diff.mean()) if pairs else None,
-        ci_low=_none(low),
-        ci_high=_none(high),
-        p_value=_none(permutation_p_value(diff)),
-        p_adjusted=None,
+        mean_a=float(xa.mean()) if pairs else math.nan,
+        mean_b=float(xb.mean()) if pairs else math.nan,
+        delta=float(diff.mean()) if pairs else math.nan,
+        ci_low=low,
+        ci_high=high,
+        p_value=permutation_p_value(diff),
+        p_adjusted=math.nan,
         wins=int((diff > 0).sum()) if better_up else int((diff < 0).sum()),
         ties=int((diff == 0).sum()),
         losses=int((diff < 0).sum()) if better_up else int((diff > 0).sum()),
@@ -165,7 +166,7 @@ def compare_scores(
     results = {
         m: compare_one(m, [a[k].get(m) for k in keys], [b[k].get(m) for k in keys]) for m in metrics
     }
-    adjusted = holm([math.nan if r.p_value is None else r.p_value for r in results.values()])
+    adjusted = holm([r.p_value for r in results.values()])
     results = {m: _with_adjusted(r, p) for (m, r), p in zip(results.items(), adjusted, strict=True)}
     deltas = {m: [_delta(a[k].get(m), b[k].get(m)) for k in keys] for m in metrics}
     return Comparison(
@@ -180,16 +181,17 @@ def compare_scores(
 
 
 def _with_adjusted(result: MetricComparison, p: float) -> MetricComparison:
-    return MetricComparison(**{**asdict(result), "p_adjusted": _none(p)})
+    return dataclasses.replace(result, p_adjusted=p)
 
 
-def _delta(x: float | None, y: float | None) -> float | None:
-    if x is None or y is None or math.isnan(x) or math.isnan(y):
-        return None
+def _delta(x: float | None, y: float | None) -> float:
+    """y - x; NaN when either is undefined."""
+    if x is None or y is None:
+        return math.nan
     return y - x
 
 
-def load_results(source: Any) -> tuple[list[dict[str, Any]], str]:
+def load_results(source: Any) -> tuple[list[ResultRow], str]:
     """Rows of an EvaluationResult, a results.jsonl file, or a directory holding one."""
     if hasattr(source, "rows"):
         return list(source.rows), "result"
@@ -206,12 +208,12 @@ def load_results(source: Any) -> tuple[list[dict[str, Any]], str]:
             raise InputFormatError(f"{path}:{line_number}: not JSON ({exc.msg})") from None
         if not isinstance(row, dict) or not isinstance(row.get("scores"), dict):
             raise InputFormatError(f"{path}:{line_number}: not a judge results row (no scores)")
-        rows.append(row)
+        rows.append(ResultRow.from_json({"row": line_number - 1, **row}))
     return rows, str(path)
 
 
-def _keyed(rows: list[dict[str, Any]], field_name: str) -> Scores:
-    return {str(r.get(field_name)): r["scores"] for r in rows if not r.get("error")}
+def _keyed(rows: list[ResultRow], field_name: str) -> Scores:
+    return {str(getattr(r, field_name)): r.scores for r in rows if not r.error}
 
 
 def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:

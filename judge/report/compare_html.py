@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 from judge.comparison.evaluations import ALPHA, Comparison
 from judge.report.format import CSS, escape, number
 
 
-def delta_plot(metric: str, deltas: list[float | None], keys: list[str]) -> str:
+def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
     """Sorted per-sample deltas (B - A) as bars around zero, an inline SVG."""
-    points = sorted((d, k) for d, k in zip(deltas, keys, strict=True) if d is not None)
+    points = sorted((d, k) for d, k in zip(deltas, keys, strict=True) if not math.isnan(d))
     width, height, pad = 520, 140, 20
     if not points:
         return f"<p>{escape(metric)}: no paired values</p>"

@@ -6,6 +6,7 @@ rules below take the mean of each metric present and return findings in that ord
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 LOW_RECALL = 0.7  # context_recall below: the contexts miss ground-truth information
@@ -18,7 +19,7 @@ LOW_MRR = 0.5  # mrr below while recall@k is fine: the right chunk is found but 
 
 def diagnose(means: Mapping[str, float | None]) -> list[str]:
     """Findings from metric means, retrieval first; empty when nothing stands out."""
-    m = {k: v for k, v in means.items() if v is not None}
+    m = {k: v for k, v in means.items() if v is not None and not math.isnan(v)}
     findings = []
     recall_k = next((v for k, v in m.items() if k.startswith("recall@")), None)
     if recall_k is not None and recall_k < LOW_RETRIEVAL_RECALL:

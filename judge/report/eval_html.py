@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import Any
 
 from judge.report.format import CSS, MISSING, escape, number
+from judge.run.results import EvaluationResult, ResultRow
 
 
 def histogram_svg(values: list[float], title: str, bins: int = 10) -> str:
@@ -34,7 +35,7 @@ def histogram_svg(values: list[float], title: str, bins: int = 10) -> str:
     )
 
 
-def _summary_table(result: Any) -> str:
+def _summary_table(result: EvaluationResult) -> str:
     rows = []
     for s in result.summary.values():
         nan = ", ".join(f"{escape(k)}: {v}" for k, v in s.nan.items()) or MISSING
@@ -49,8 +50,8 @@ def _summary_table(result: Any) -> str:
     )
 
 
-def _evidence(row: dict[str, Any]) -> str:
-    ev = row.get("evidence") or {}
+def _evidence(row: ResultRow) -> str:
+    ev = row.evidence
     parts = []
     for key, title in (("answer", "answer claims"), ("truth", "ground-truth claims")):
         claims, verdicts = ev.get(f"{key}_claims"), ev.get(f"{key}_verdicts")
@@ -94,43 +95,43 @@ def _evidence(row: dict[str, Any]) -> str:
     for key, value in ev.items():  # custom metrics' replies, correctness, citations
         if key not in known:
             parts.append(f"<b>{escape(key)}</b> {escape(json.dumps(value, ensure_ascii=False))}")
-    if row.get("errors"):
-        parts.append("<b>errors</b> " + escape(json.dumps(row["errors"], ensure_ascii=False)))
+    if row.errors:
+        parts.append("<b>errors</b> " + escape(json.dumps(row.errors, ensure_ascii=False)))
     return "<br>".join(parts) or "<span class=small>no judgments (see reasons)</span>"
 
 
-def _worst(result: Any, limit: int = 10) -> str:
-    def key(row: dict[str, Any]) -> float:
-        values = [v for v in row["scores"].values() if v is not None]
+def _worst(result: EvaluationResult, limit: int = 10) -> str:
+    def key(row: ResultRow) -> float:
+        values = [v for v in row.scores.values() if not math.isnan(v)]
         return min(values) if values else -1.0  # errored rows first
 
     rows = sorted(result.rows, key=key)[:limit]
     blocks = []
     for row in rows:
-        scores = ", ".join(f"{escape(m)} {number(row['scores'].get(m))}" for m in result.metrics)
+        scores = ", ".join(f"{escape(m)} {number(row.scores.get(m))}" for m in result.metrics)
         reasons = "".join(
-            f" <span class=bad>{escape(m)}: {escape(r)}</span>" for m, r in row["reasons"].items()
+            f" <span class=bad>{escape(m)}: {escape(r)}</span>" for m, r in row.reasons.items()
         )
         blocks.append(
-            f"<details><summary>row {row['row']} · {escape((row.get('question') or '')[:120])} — "
-            f"{scores}{reasons}</summary><p><b>answer</b> {escape(row.get('answer'))}</p>"
-            f"{'<p class=bad>' + escape(row['error']) + '</p>' if row.get('error') else ''}"
+            f"<details><summary>row {row.row} · {escape((row.question or '')[:120])} — "
+            f"{scores}{reasons}</summary><p><b>answer</b> {escape(row.answer)}</p>"
+            f"{'<p class=bad>' + escape(row.error) + '</p>' if row.error else ''}"
             f"{_evidence(row)}</details>"
         )
     return "".join(blocks)
 
 
-def _diagnosis(result: Any) -> str:
+def _diagnosis(result: EvaluationResult) -> str:
     from judge.report.diagnose import diagnose
 
     findings = diagnose({m: s.mean for m, s in result.summary.items()})
     return "".join(f"<li>{escape(f)}</li>" for f in findings) or "<li>nothing stands out</li>"
 
 
-def render_report(result: Any) -> str:
+def render_report(result: EvaluationResult) -> str:
     """The HTML text of the report."""
     plots = "".join(
-        histogram_svg([r["scores"][m] for r in result.rows if r["scores"].get(m) is not None], m)
+        histogram_svg([v for r in result.rows if not math.isnan(v := r.scores.get(m, math.nan))], m)
         for m in result.metrics
     )
     usage = result.usage or {}
@@ -140,7 +141,7 @@ def render_report(result: Any) -> str:
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>judge report</title><style>{CSS}</style></head><body>"
         f"<h1>judge report</h1><p class=small>{len(result.rows)} rows from "
-        f"{escape(result.config.get('source'))}; {result.errors} with errors.</p>"
+        f"{escape(result.config.get('source'))}; {result.rows_with_errors} with errors.</p>"
         f"<h2>Summary</h2>{_summary_table(result)}"
         f"<h2>Diagnosis</h2><ul>{_diagnosis(result)}</ul>"
         f"<h2>Distributions</h2><div class=plots>{plots}</div>"
@@ -156,7 +157,7 @@ def render_report(result: Any) -> str:
     )
 
 
-def write_report(result: Any, path: str | os.PathLike[str]) -> None:
+def write_report(result: EvaluationResult, path: str | os.PathLike[str]) -> None:
     """Write report.html for an EvaluationResult."""
     with open(path, "w", encoding="utf-8") as out:
         out.write(render_report(result))

@@ -22,7 +22,7 @@ from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
 from judge.run.data import Row, load_rows
 from judge.run.progress import Progress
-from judge.run.results import EvaluationResult
+from judge.run.results import EvaluationResult, ResultRow
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
 from judge.run.sync import run_sync
 
@@ -115,9 +115,9 @@ class Checkpoint:
         self.fingerprint = fingerprint
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def load(self) -> dict[tuple[int, str], dict[str, Any]]:
+    def load(self) -> dict[tuple[int, str], ResultRow]:
         """Rows already done, by (row number, input hash); torn or foreign lines are skipped."""
-        done: dict[tuple[int, str], dict[str, Any]] = {}
+        done: dict[tuple[int, str], ResultRow] = {}
         if not self.path.exists():
             return done
         for line in self.path.read_text(encoding="utf-8").splitlines():
@@ -126,59 +126,56 @@ class Checkpoint:
             except json.JSONDecodeError:
                 continue  # the last line of a killed run may be cut short
             if isinstance(item, dict) and item.get("run") == self.fingerprint:
-                done[item["row"], item["input"]] = item["result"]
+                done[item["row"], item["input"]] = ResultRow.from_json(item["result"])
         return done
 
-    def append(self, row_number: int, input_hash: str, result: dict[str, Any]) -> None:
+    def append(self, row_number: int, input_hash: str, result: ResultRow) -> None:
         """Record one finished row. Written through to the OS at once, so killing the process
         loses nothing finished; no fsync per row (it cost ~0.5 ms a row), so a power cut may
         lose the last rows, which the cache then answers again without a request."""
         line = json.dumps(
-            {"run": self.fingerprint, "row": row_number, "input": input_hash, "result": result},
+            {
+                "run": self.fingerprint,
+                "row": row_number,
+                "input": input_hash,
+                "result": result.to_json(),
+            },
             ensure_ascii=False,
         )
         with open(self.path, "a", encoding="utf-8") as out:
             out.write(line + "\n")
 
 
-def _row_record(row: Row) -> dict[str, Any]:
+def _result_row(row: Row) -> ResultRow:
+    """The inputs of a row, with nothing scored yet."""
     s = row.sample
-    return {
-        "row": row.number,
-        "id": s.id if s else None,
-        "question": s.question if s else None,
-        "answer": s.answer if s else None,
-        "contexts": list(s.contexts) if s else None,
-        "ground_truth": s.ground_truth if s else None,
-        "error": row.error,
-        "scores": {},
-        "reasons": {},
-        "errors": {},
-        "evidence": {},
-        "usage": {},
-    }
+    if s is None:
+        return ResultRow(row.number, error=row.error)
+    return ResultRow(
+        row.number, s.id, s.question, s.answer, list(s.contexts), s.ground_truth, row.error
+    )
 
 
 async def _evaluate_row(
     row: Row, judged: list[Metric], retrieval: list[str], session: LLMSession | None
-) -> dict[str, Any]:
-    record = _row_record(row)
+) -> ResultRow:
+    record = _result_row(row)
     names = [m.name for m in judged] + retrieval
     if row.sample is None:
-        record["scores"] = dict.fromkeys(names)
-        record["reasons"] = dict.fromkeys(names, "row_error")
+        record.scores = dict.fromkeys(names, math.nan)
+        record.reasons = dict.fromkeys(names, "row_error")
         return record
-    result = await score_sample(row.sample, judged, session) if session and judged else None
-    scores: dict[str, float] = dict(result.scores) if result else {}
+    if session and judged:
+        result = await score_sample(row.sample, judged, session)
+        record.scores = dict(result.scores)
+        record.reasons = dict(result.reasons)
+        record.errors, record.evidence, record.usage = result.errors, result.evidence, result.usage
     if retrieval:
-        scores.update(retrieval_scores(row, retrieval))
-    record["scores"] = {k: None if math.isnan(v) else v for k, v in scores.items()}
-    record["reasons"] = dict(result.reasons) if result else {}
-    for name in retrieval:
-        if record["scores"][name] is None:
-            record["reasons"][name] = "no_relevance_judgments"
-    if result:
-        record.update(errors=result.errors, evidence=result.evidence, usage=result.usage)
+        scores = retrieval_scores(row, retrieval)
+        record.scores.update(scores)
+        for name, value in scores.items():
+            if math.isnan(value):
+                record.reasons[name] = "no_relevance_judgments"
     return record
 
 
@@ -222,7 +219,7 @@ async def aevaluate(
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
     slots = asyncio.Semaphore(max(1, concurrency))
-    results: list[dict[str, Any] | None] = [None] * len(rows)
+    results: list[ResultRow | None] = [None] * len(rows)
 
     async def one(row: Row) -> None:
         key = (row.number, _row_hash(row))
