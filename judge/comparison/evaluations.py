@@ -93,7 +93,7 @@ class Comparison:
         return nan_to_null(data)  # type: ignore[no-any-return]
 
     def table(self) -> str:
-        """A terminal table in the spirit of seed 000's A/B template, with significance."""
+        """A terminal table: both means, the delta with its interval, p-values, W/T/L."""
         head = (
             f"{'metric':<20} {'A':>7} {'B':>7} {'Δ':>8} {'95% CI of Δ':>18} {'p':>7} "
             f"{'p_holm':>7}  W/T/L"

@@ -1,4 +1,4 @@
-"""Comparing two TREC runs on the same qrels: the reranker workflow of seed 004."""
+"""Comparing two TREC runs on the same qrels: did the reranker (or new retriever) help?"""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from judge.run.data import parse_relevance, read_records, resolve_columns
 
 
 def rerank_metrics(k: int) -> list[str]:
-    """Seed 004's reranker metrics at cutoff k."""
+    """The metrics a reranker is judged by at cutoff k: mrr, ndcg@k, P@k, recall@k, hit_rate@k."""
     return ["mrr", f"ndcg@{k}", f"P@{k}", f"recall@{k}", f"hit_rate@{k}"]
 
 
@@ -26,8 +26,8 @@ def top_k(docs: Mapping[str, float], k: int) -> list[str]:
 def lost_from_top_k(
     qrels: Qrels, run_a: Run, run_b: Run, k: int, relevance_level: int = 1
 ) -> list[dict[str, object]]:
-    """Queries where a relevant doc in A's top k is no longer in B's top k (seed 004 warns
-    that a reranker can lower recall@k)."""
+    """Queries where a relevant doc in A's top k is no longer in B's top k: a reranker can
+    lower recall@k while it raises mrr."""
     lost: list[dict[str, object]] = []
     for query in sorted(qrels):
         relevant = {d for d, g in qrels[query].items() if g >= relevance_level}
@@ -68,7 +68,7 @@ def compare_runs(
         qrels: judgments, `{query_id: {doc_id: grade}}`.
         run_a: the baseline run (e.g. first-stage retrieval).
         run_b: the candidate run (e.g. the same candidates reranked).
-        metrics: retrieval metric names; default seed 004's at k (5 if k is None).
+        metrics: retrieval metric names; default `rerank_metrics(k)` (k = 5 if None).
         relevance_level: smallest grade that counts as relevant.
         k: report the queries whose relevant docs fell out of the top k.
         label_a: name of A in reports.
@@ -130,7 +130,7 @@ def compare_ranked_columns(
             or `{doc_id: grade}`) besides the two ranked columns.
         a: the baseline column of doc ids in rank order.
         b: the candidate column.
-        metrics: retrieval metric names; default seed 004's at k (5 if k is None).
+        metrics: retrieval metric names; default `rerank_metrics(k)` (k = 5 if None).
         relevance_level: smallest grade that counts as relevant.
         k: report the rows whose relevant docs fell out of the top k.
         column_map: `{field: column}` as for `judge.evaluate` (id, relevance).

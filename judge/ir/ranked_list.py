@@ -1,4 +1,5 @@
-"""Metrics of one ranked list, in the form the seed documents use.
+"""Metrics of one ranked list, in the textbook form (Manning, Raghavan and Schütze,
+"Introduction to Information Retrieval", 2008, chapter 8).
 
 Each function takes the grades (or 0/1 relevance) of one query's results in rank order.
 They are the textbook formulas, for explaining a number or checking a hand calculation;
@@ -60,7 +61,8 @@ def average_precision(
     Args:
         relevance: grades or 0/1 relevance of the results, in rank order.
         num_relevant: all relevant documents of the query (trec_eval's R); None takes the
-            relevant results in the list, the seed's formula when every relevant doc was found.
+            relevant results in the list (ragas's context precision), the same value as
+            trec_eval's when every relevant doc was found.
         k: only ranks up to k contribute (trec_eval's map_cut).
         level: smallest grade that counts as relevant.
     """
@@ -87,8 +89,10 @@ def dcg_at_k(grades: Sequence[float], k: int | None = None, *, gain: Gain = "lin
     Args:
         grades: graded relevance of the results, in rank order; grades <= 0 gain nothing.
         k: cutoff; None sums the whole list.
-        gain: "linear" uses the grade itself (trec_eval, seed 004); "exponential" uses
-            2^grade - 1 (seed 000, Burges et al.).
+        gain: "linear" uses the grade itself (Järvelin and Kekäläinen, "Cumulated
+            gain-based evaluation of IR techniques", ACM TOIS 20(4), 2002; trec_eval);
+            "exponential" uses 2^grade - 1 (Burges et al., "Learning to rank using
+            gradient descent", ICML 2005).
     """
     if gain not in ("linear", "exponential"):
         raise ValueError(f"gain must be 'linear' or 'exponential', got {gain!r}")
@@ -113,7 +117,8 @@ def ndcg_at_k(
         grades: graded relevance of the results, in rank order.
         k: cutoff; None uses the whole list.
         ideal: grades of all judged documents of the query (any order), from which the
-            ideal ranking is built; None uses `grades` themselves, as seed 000 does.
+            ideal ranking is built; None uses `grades` themselves (only the listed results
+            were judged).
         gain: "linear" (trec_eval) or "exponential" (2^grade - 1).
     """
     best = sorted(grades if ideal is None else ideal, reverse=True)

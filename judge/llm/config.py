@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from judge.errors import JudgeError
-from judge.llm.structured import MODES
+from judge.llm.structured import MODES, StructuredMode
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,11 @@ class LLM:
         max_retries: retries of a transient failure (429, 5xx, timeout, connection).
         max_reasks: times an invalid output is sent back to the model to be fixed.
         max_concurrency: requests in flight at once.
-        structured_output: "auto" starts at `json_schema`; a mode name starts lower.
+        structured_output: how replies are made to follow the output schema. "auto" starts
+            at `json_schema` and falls back, as a server rejects each, to
+            `json_object_schema` (JSON mode with the schema, as llama.cpp takes it),
+            `json_object` (plain JSON mode) and `prompt` (the schema in the prompt); a
+            mode name starts the chain there.
         context_window: the model's input limit in tokens; None looks it up in litellm's
             price map (local models: set it). Longer requests fail before they are sent.
     """
@@ -38,7 +43,7 @@ class LLM:
     max_retries: int = 6
     max_reasks: int = 1
     max_concurrency: int = 16
-    structured_output: str = "auto"
+    structured_output: Literal["auto"] | StructuredMode = "auto"
     context_window: int | None = None
 
     def __post_init__(self) -> None:
@@ -51,7 +56,19 @@ class LLM:
 
 @dataclass(frozen=True)
 class Embeddings:
-    """Which embedding model to call (same conventions as `LLM`)."""
+    """Which embedding model to call, for answer_relevancy; the key is never stored.
+
+    Args:
+        model: a litellm embedding model string: `openai/text-embedding-3-small`, or
+            `openai/<name>` with `api_base` for an OpenAI-compatible server.
+        api_base: the server's base URL; None uses the provider's default endpoint.
+        api_key: the key; None reads the provider's usual environment variable.
+        timeout: seconds per request.
+        max_retries: retries of a transient failure (429, 5xx, timeout, connection).
+        batch_size: texts sent in one embedding request.
+        max_concurrency: embedding requests in flight at once; they also count against
+            the judge `LLM.max_concurrency`, the one limit of all requests of a run.
+    """
 
     model: str
     api_base: str | None = None

@@ -1,7 +1,10 @@
 """Deterministic scorers of the generation metrics: pure functions on judged data, no LLM.
 
 Each returns a float; NaN where the value is undefined (nothing to score). The metric
-layer attaches the machine-readable reason.
+layer attaches the machine-readable reason. Faithfulness and answer relevance follow the
+RAGAS paper (Es, James, Espinosa-Anke and Schockaert, "RAGAS: Automated Evaluation of
+Retrieval Augmented Generation", EACL 2024 demos, arXiv:2309.15217, section 3); context
+precision, context recall and answer correctness follow the ragas library's definitions.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def cosine_similarities(query: Sequence[float], others: Sequence[Sequence[float]
 
 
 def context_precision(relevance: Sequence[int | bool]) -> float:
-    """Rank-weighted precision of the contexts judged relevant (seed 000's formula).
+    """Rank-weighted precision of the contexts judged relevant (ragas's context precision).
 
     Args:
         relevance: 1/True for each retrieved context judged relevant, 0/False otherwise,

@@ -1,7 +1,9 @@
-"""Where the pipeline most likely loses quality, read left to right as the seeds advise.
+"""Where the pipeline most likely loses quality, read retrieval first, then generation.
 
-Retrieval bounds generation (seed 000, Q4): check retrieval first, then generation. The
-rules below take the mean of each metric present and return findings in that order.
+Retrieval bounds generation: a generator cannot use what was not retrieved, so a low
+context recall explains low faithfulness before the generator is blamed (the split of
+retrieval and generation metrics in the RAGAS paper, arXiv:2309.15217). The rules below
+take the mean of each metric present and return findings in that order.
 """
 
 from __future__ import annotations
