@@ -136,3 +136,16 @@ def test_wheel_ships_the_prompts(tmp_path):
     )
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == str(tmp_path / "site" / "judge" / "_prompts")
+
+
+@pytest.mark.parametrize("fixture", ["samples.json", "end_to_end.json"])
+def test_fixture_metadata_names_the_prompt_versions_on_disk(fixture):
+    """The _meta block of a hand-judged fixture says which prompt versions its judgments
+    were written for; a prompt edited since makes this fail until they are re-read."""
+    meta = json.loads((ROOT / "fixtures" / "judged" / fixture).read_text(encoding="utf-8"))["_meta"]
+    recorded = {name.removesuffix(".txt"): version for name, version in meta["prompts"].items()}
+    on_disk = {name: load_prompt(name).version for name in recorded}
+    assert recorded == on_disk, (
+        f"fixtures/judged/{fixture}: re-read its judgments against the changed prompts, "
+        "update _meta.prompts, then re-record (scripts/record_*_fixtures.py)"
+    )
