@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from judge.cli.demo import DEMO_EMBEDDINGS, DEMO_METRICS, DEMO_MODEL
 from judge.llm.cache import Cache
 from judge.run.score import SampleResult
 from judge.testing import FakeLLMServer, data_blocks, score_fixture
@@ -23,16 +24,7 @@ from judge.testing import FakeLLMServer, data_blocks, score_fixture
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "fixtures" / "judged" / "samples.json"
 OUTPUT = ROOT / "fixtures" / "judged" / "judgments.jsonl"
-MODEL = "openai/judge-fixture"
-EMBED_MODEL = "openai/embed-fixture"
-METRICS = (
-    "faithfulness",
-    "answer_relevancy",
-    "context_precision",
-    "context_recall",
-    "context_relevance",
-    "context_ndcg@5",
-)
+MODEL, EMBED_MODEL, METRICS = DEMO_MODEL, DEMO_EMBEDDINGS, DEMO_METRICS  # judge demo replays them
 # The first line of each prompt's system section names the judge (see prompts/*.txt).
 JUDGES = {
     "You split texts into atomic claims for fact-checking.": "claims",

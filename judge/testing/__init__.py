@@ -36,8 +36,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """Create `fake_llm_server` lazily so that importing this package does not import pytest."""
     if name == "fake_llm_server":
-        fixture = server.fake_llm_server
-        globals()[name] = fixture
+        fixture = server.make_fixture()
+        globals()[name] = fixture  # one fixture object, however often it is imported
         return fixture
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

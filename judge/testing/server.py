@@ -2,8 +2,7 @@
 
 Real clients (`openai`, `litellm`) talk to it over real HTTP, so retries, timeouts and error
 mapping are exercised as in production, without network access or API keys. Stdlib only:
-importing this module loads neither openai, litellm nor pytest; the `fake_llm_server` pytest
-fixture is built on first access (`from judge.testing import fake_llm_server` in a conftest.py).
+importing this module loads neither openai, litellm nor pytest.
 """
 
 from __future__ import annotations
@@ -26,33 +25,14 @@ from types import TracebackType
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
-from judge.testing.fixtures import score_fixture
 from judge.testing.replies import (
     FakeHTTPError,
-    data_blocks,
     error_body,
-    hashed_embedding,
     hashed_embeddings,
-    heuristic_judge,
     message_text,
-    recorded_chat,
     schema_example,
     schema_in_text,
 )
-
-__all__ = [
-    "ChatHandler",
-    "EmbedHandler",
-    "FakeLLMServer",
-    "Fault",
-    "RecordedRequest",
-    "Reply",
-    "data_blocks",
-    "hashed_embedding",
-    "heuristic_judge",
-    "recorded_chat",
-    "score_fixture",
-]
 
 CHAT_PATH = "/v1/chat/completions"
 EMBED_PATH = "/v1/embeddings"
@@ -486,8 +466,8 @@ def _base64_floats(vector: list[float]) -> str:
     return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
 
 
-def _make_fixture() -> Any:
-    """Build the pytest fixture; pytest is imported only here, on first use."""
+def make_fixture() -> Any:
+    """Build the `fake_llm_server` pytest fixture; pytest is imported only here, on first use."""
     import pytest
 
     @pytest.fixture
@@ -497,17 +477,3 @@ def _make_fixture() -> Any:
             yield server
 
     return fake_llm_server
-
-
-def __getattr__(name: str) -> Any:
-    """Create `fake_llm_server` lazily so that importing this module does not import pytest."""
-    if name == "fake_llm_server":
-        fixture = _make_fixture()
-        globals()[name] = fixture  # one fixture object, however often it is imported
-        return fixture
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """List the lazy fixture too, so `pytest_plugins = ["judge.testing"]` finds it."""
-    return sorted({*globals(), "fake_llm_server"})
