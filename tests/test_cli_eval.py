@@ -113,6 +113,8 @@ def test_thresholds_set_the_exit_code(tmp_path, fake_llm_server):
         (["--fail-under", "bleu=0.5"], "not among the metrics computed"),
         (["--metrics", "faithfulness,nope"], "unknown metric 'nope'"),
         (["--column", "question"], "write it as NAME=VALUE"),
+        (["--replay", "--no-cache"], "not allowed with argument"),
+        (["--embedding-api-base", "http://127.0.0.1:9/v1"], "needs --embedding-model"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path, fake_llm_server, extra, message):

@@ -44,12 +44,15 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         default=".judge/cache.sqlite",
         help="judgment cache (default .judge/cache.sqlite)",
     )
-    p.add_argument(
+    cache_use = p.add_mutually_exclusive_group()
+    cache_use.add_argument(
         "--replay",
         action="store_true",
         help="strict cache-only: never call a model; a missing judgment is an error",
     )
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    cache_use.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the cache"
+    )
     p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
     p.add_argument(
@@ -116,6 +119,8 @@ def run_eval(args: argparse.Namespace) -> int:
     thresholds = _thresholds(args.fail_under)
     if not args.model:
         raise JudgeError("--model is required (the judge model; there is no default)")
+    if args.embedding_api_base and not args.embedding_model:
+        raise JudgeError("--embedding-api-base needs --embedding-model (the embedding model)")
     key = args.api_key or os.environ.get("JUDGE_API_KEY")
     llm = LLM(
         model=args.model,
