@@ -220,9 +220,11 @@ async def aevaluate(
         concurrency = session.llm.max_concurrency if session and session.llm else 16
     slots = asyncio.Semaphore(max(1, concurrency))
     results: list[ResultRow | None] = [None] * len(rows)
+    hashes = [_row_hash(r) for r in rows]
+    resumed = sum(1 for r in rows if (r.number, hashes[r.number]) in done)
 
     async def one(row: Row) -> None:
-        key = (row.number, _row_hash(row))
+        key = (row.number, hashes[row.number])
         if key in done:
             results[row.number] = done[key]
         else:
@@ -252,7 +254,7 @@ async def aevaluate(
         "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
         "cache": str(session.cache.path) if session and session.cache else None,
         "cache_mode": session.cache.mode if session and session.cache else None,
-        "resumed_rows": sum(1 for r in rows if (r.number, _row_hash(r)) in done),
+        "resumed_rows": resumed,
         "seconds": round(time.monotonic() - started, 3),
     }
     return EvaluationResult(finished, names, config, usage)
