@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
+from judge.run.progress import DEFAULT_INTERVAL
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,7 +77,20 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         metavar="METRIC=VALUE",
         help="exit 1 if the metric's mean is below VALUE (repeatable)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (default: a live bar on a terminal, else a status line "
+        "every --progress-interval seconds)",
+    )
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help=f"seconds between status lines when stderr is not a terminal, as in CI "
+        f"(default {DEFAULT_INTERVAL:g})",
+    )
     module_option(p)
 
 
@@ -152,7 +166,8 @@ def run_eval(args: argparse.Namespace) -> int:
         cache=cache,
         column_map=_pairs(args.column, "--column") or None,
         checkpoint=out / ".checkpoint.jsonl",
-        progress=False if args.no_progress else None,
+        progress=not args.no_progress,
+        progress_interval=args.progress_interval,
         custom=load_metric_modules(args.metrics_module),
     )
     return finish_run(result, out, thresholds)

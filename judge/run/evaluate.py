@@ -21,7 +21,7 @@ from judge.llm.session import LLMSession
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
 from judge.run.data import Row, load_rows
-from judge.run.progress import Progress
+from judge.run.progress import DEFAULT_INTERVAL, Progress
 from judge.run.results import EvaluationResult, ResultRow
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
 from judge.run.sync import run_sync
@@ -189,7 +189,8 @@ async def aevaluate(
     column_map: Mapping[str, str] | None = None,
     concurrency: int | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
-    progress: bool | None = None,
+    progress: bool = True,
+    progress_interval: float = DEFAULT_INTERVAL,
     custom: Mapping[str, Metric] | None = None,
 ) -> EvaluationResult:
     """Async twin of `evaluate`."""
@@ -215,27 +216,34 @@ async def aevaluate(
         else None
     )
     done = store.load() if store else {}
-    bar = Progress(len(rows), session, enabled=progress)
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
     slots = asyncio.Semaphore(max(1, concurrency))
     results: list[ResultRow | None] = [None] * len(rows)
     hashes = [_row_hash(r) for r in rows]
     resumed = sum(1 for r in rows if (r.number, hashes[r.number]) in done)
+    bar = Progress(
+        len(rows),
+        session,
+        mode=None if progress else "off",
+        interval=progress_interval,
+        resumed=resumed,
+    )
 
     async def one(row: Row) -> None:
         key = (row.number, hashes[row.number])
         if key in done:
-            results[row.number] = done[key]
-        else:
-            async with slots:
-                record = await _evaluate_row(row, judged, retrieval, session)
-            results[row.number] = record
-            if store:
-                store.append(row.number, key[1], record)
+            results[row.number] = done[key]  # counted by Progress(resumed=...)
+            return
+        async with slots:
+            record = await _evaluate_row(row, judged, retrieval, session)
+        results[row.number] = record
+        if store:
+            store.append(row.number, key[1], record)
         bar.advance()
 
     started = time.monotonic()
+    bar.start()
     try:
         await asyncio.gather(*(one(r) for r in rows))
     finally:
@@ -270,7 +278,8 @@ def evaluate(
     column_map: Mapping[str, str] | None = None,
     concurrency: int | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
-    progress: bool | None = None,
+    progress: bool = True,
+    progress_interval: float = DEFAULT_INTERVAL,
     custom: Mapping[str, Metric] | None = None,
 ) -> EvaluationResult:
     """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
@@ -291,7 +300,10 @@ def evaluate(
             `LLM.max_concurrency`, which alone bounds the requests in flight.
         checkpoint: a JSONL file where finished rows are appended; a restarted run with
             the same arguments skips them.
-        progress: show a progress bar; None shows it only on a terminal.
+        progress: show progress on stderr: a live bar when stderr is a terminal, else a
+            plain status line every `progress_interval` seconds and one at the end;
+            False for none.
+        progress_interval: seconds between status lines when stderr is not a terminal.
         custom: extra metrics by name, so `metrics` can name them (the CLI's
             `--metrics-module` fills it).
 
@@ -309,6 +321,7 @@ def evaluate(
             concurrency=concurrency,
             checkpoint=checkpoint,
             progress=progress,
+            progress_interval=progress_interval,
             custom=custom,
         )
     )
