@@ -102,7 +102,8 @@ def module_option(p: argparse.ArgumentParser) -> None:
         metavar="MODULE",
         help="a Python file or module defining custom metrics "
         "(judge.metrics.custom.judged_metric); repeatable; also read from [tool.judge] "
-        "metrics-modules in ./pyproject.toml",
+        "metrics-modules in ./pyproject.toml. Installed plugins (entry-point group "
+        "judge.metrics) need no option",
     )
 
 
@@ -127,7 +128,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
     from judge.llm.cache import Cache
     from judge.llm.config import LLM, Embeddings
-    from judge.metrics.custom import load_metric_modules
+    from judge.metrics.plugins import extra_metrics
     from judge.run.evaluate import evaluate
 
     thresholds = _thresholds(args.fail_under)
@@ -168,7 +169,7 @@ def run_eval(args: argparse.Namespace) -> int:
         checkpoint=out / ".checkpoint.jsonl",
         progress=not args.no_progress,
         progress_interval=args.progress_interval,
-        custom=load_metric_modules(args.metrics_module),
+        custom={n: x.metric for n, x in extra_metrics(args.metrics_module).items()},
     )
     return finish_run(result, out, thresholds)
 

@@ -1,4 +1,4 @@
-"""`judge metrics`: every metric judge can compute (built-in, custom, retrieval), side by side."""
+"""`judge metrics`: every metric judge can compute (built-in, plugin, custom, retrieval)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from judge.cli.eval import module_option
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the metrics subcommand."""
-    m = sub.add_parser("metrics", help="list the metrics: built-in, retrieval and custom")
+    m = sub.add_parser("metrics", help="list the metrics: built-in, retrieval, plugins and custom")
     module_option(m)
     m.set_defaults(func=run_metrics)
 
@@ -17,13 +17,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run_metrics(args: argparse.Namespace) -> int:
     """The `judge metrics` command: every metric judge can compute, side by side."""
     from judge.ir.measures import FAMILIES
-    from judge.metrics.custom import load_metric_modules
+    from judge.metrics.plugins import extra_metrics
     from judge.metrics.registry import BUILTIN
 
     rows = [(m.name, "LLM-judged", m.higher_is_better, m.description) for m in BUILTIN.values()]
+    extra = extra_metrics(args.metrics_module).values()
     rows += [
-        (m.name, f"custom ({m.version})", m.higher_is_better, m.description)
-        for m in load_metric_modules(args.metrics_module).values()
+        (
+            x.metric.name,
+            f"plugin {x.distribution}" if x.kind == "plugin" else f"custom ({x.metric.version})",
+            x.metric.higher_is_better,
+            x.metric.description,
+        )
+        for x in extra
     ]
     rows += [
         (

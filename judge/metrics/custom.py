@@ -163,37 +163,29 @@ def configured_modules(path: Path = Path("pyproject.toml")) -> list[str]:
     return modules
 
 
-def load_metric_modules(modules: list[str]) -> dict[str, Metric]:
-    """The Metric objects defined at the top level of the given files or modules, by name,
-    and of those named in ./pyproject.toml under [tool.judge] metrics-modules."""
-    modules = list(dict.fromkeys([*configured_modules(), *modules]))
+def load_module(spec: str) -> list[Metric]:
+    """The Metric objects defined at the top level of one Python file or importable module."""
     import importlib.util
 
-    found: dict[str, Metric] = {}
-    for spec in modules:
-        path = Path(spec)
-        try:
-            if path.suffix == ".py":
-                if not path.is_file():
-                    raise JudgeError(f"--metrics-module {spec}: no such file")
-                loader = importlib.util.spec_from_file_location(f"judge_custom_{path.stem}", path)
-                assert loader is not None and loader.loader is not None
-                module = importlib.util.module_from_spec(loader)
-                loader.loader.exec_module(module)
-            else:
-                module = importlib.import_module(spec)
-        except JudgeError:
-            raise
-        except Exception as exc:  # the user's module failed to import
-            raise JudgeError(f"--metrics-module {spec}: {type(exc).__name__}: {exc}") from exc
-        metrics = [v for v in vars(module).values() if isinstance(v, Metric)]
-        if not metrics:
-            raise JudgeError(
-                f"--metrics-module {spec}: defines no metric "
-                "(use judge.metrics.custom.judged_metric at the top level)"
-            )
-        for metric in metrics:
-            if metric.name in found:
-                raise JudgeError(f"metric {metric.name!r} is defined twice")
-            found[metric.name] = metric
-    return found
+    path = Path(spec)
+    try:
+        if path.suffix == ".py":
+            if not path.is_file():
+                raise JudgeError(f"--metrics-module {spec}: no such file")
+            loader = importlib.util.spec_from_file_location(f"judge_custom_{path.stem}", path)
+            assert loader is not None and loader.loader is not None
+            module = importlib.util.module_from_spec(loader)
+            loader.loader.exec_module(module)
+        else:
+            module = importlib.import_module(spec)
+    except JudgeError:
+        raise
+    except Exception as exc:  # the user's module failed to import
+        raise JudgeError(f"--metrics-module {spec}: {type(exc).__name__}: {exc}") from exc
+    metrics = [v for v in vars(module).values() if isinstance(v, Metric)]
+    if not metrics:
+        raise JudgeError(
+            f"--metrics-module {spec}: defines no metric "
+            "(use judge.metrics.custom.judged_metric at the top level)"
+        )
+    return metrics

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.errors import JudgeError
+from judge.errors import JudgeError, UnknownMetricError
 from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
@@ -44,6 +44,21 @@ class SampleResult:
 MetricLike = str | Metric
 
 
+def named_metric(name: str) -> Metric:
+    """A built-in metric, or else an installed plugin's (plugins are loaded only then)."""
+    try:
+        return get_metric(name)
+    except UnknownMetricError as exc:
+        from judge.metrics.plugins import plugin_metrics
+
+        plugins = plugin_metrics()
+        if name in plugins:
+            return plugins[name].metric
+        if plugins:
+            raise UnknownMetricError(f"{exc}; from plugins: {', '.join(plugins)}") from None
+        raise
+
+
 def resolve_metrics(
     names: Sequence[MetricLike] | str | None,
     *,
@@ -63,7 +78,7 @@ def resolve_metrics(
         elif custom and item in custom:
             metric = custom[item]
         else:
-            metric = get_metric(item)
+            metric = named_metric(item)
         if metric.name not in {m.name for m in metrics}:
             metrics.append(metric)
     for m in metrics:
