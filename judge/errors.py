@@ -39,6 +39,12 @@ class LLMRequestError(LLMError):
     """The provider refused the request (bad key, unknown model, bad request): not retried."""
 
 
+class LLMConfigError(LLMRequestError):
+    """The run's configuration cannot work: an API key missing or refused (401, 403), an
+    unknown model (404), or no server answering at the address. Every request would fail
+    the same way, so `score` and `evaluate` raise it instead of recording a judge error."""
+
+
 class ContextWindowError(LLMRequestError):
     """A request too long for the model's context window, caught before it was sent."""
 

@@ -14,6 +14,7 @@ from judge.errors import (
     ContextWindowError,
     InvalidOutputError,
     LLMCallError,
+    LLMConfigError,
     LLMRequestError,
     TruncatedOutputError,
 )
@@ -180,15 +181,33 @@ def test_retries_give_up_with_a_clear_error(fake_llm_server):
     assert fake_llm_server.count() == 3
 
 
-@pytest.mark.parametrize(("status", "hint"), [(401, "check the API key"), (404, "model name")])
-def test_refused_requests_fail_at_once(fake_llm_server, status, hint):
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [
+        (401, r"the API key was refused \(HTTP 401: .*\): set OPENAI_API_KEY or pass api_key="),
+        (403, r"may not use this model \(HTTP 403: .*\): check the key's permissions"),
+        (404, r"no such model at http://127.0.0.1:\d+/v1 \(HTTP 404: .*\): check the model name"),
+    ],
+)
+def test_configuration_errors_fail_at_once_on_one_line(fake_llm_server, status, hint):
     fake_llm_server.chat = claims_handler
-    fake_llm_server.fail_next(Fault.status(status, message=f"bad key {SECRET}"))
+    fake_llm_server.fail_next(Fault.status(status, message=f"bad key {SECRET}\nsecond line"))
     session = LLMSession(make_llm(fake_llm_server))
-    with pytest.raises(LLMRequestError, match=hint) as info:
+    with pytest.raises(LLMConfigError, match=hint) as info:
         chat(session)
     assert fake_llm_server.count() == 1
-    assert SECRET not in str(info.value)
+    message = str(info.value)
+    assert message.startswith("claims (openai/fake-model): ") and "\n" not in message
+    assert "bad key <redacted> second line" in message and SECRET not in message
+
+
+def test_other_refusals_are_not_configuration_errors(fake_llm_server):
+    fake_llm_server.chat = claims_handler
+    fake_llm_server.fail_next(Fault.status(400, message="this one request is bad"))
+    session = LLMSession(make_llm(fake_llm_server))
+    with pytest.raises(LLMRequestError, match="refused; it is not retried") as info:
+        chat(session)
+    assert not isinstance(info.value, LLMConfigError) and fake_llm_server.count() == 1
 
 
 def test_read_write_cache_makes_a_second_run_free(fake_llm_server, tmp_path):
@@ -346,7 +365,7 @@ def test_litellm_route_structured_output_fallback_and_retries(fake_llm_server):
 def test_litellm_route_refusal_and_embeddings(fake_llm_server):
     fake_llm_server.fail_next(Fault.status(401, message="bad key"))
     session = LLMSession(make_llm(fake_llm_server, model="hosted_vllm/fake-model"))
-    with pytest.raises(LLMRequestError, match="check the API key"):
+    with pytest.raises(LLMConfigError, match="the API key was refused"):
         chat(session)
     assert fake_llm_server.count() == 1
     embeddings = Embeddings(

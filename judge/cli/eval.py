@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from judge.errors import JudgeError
+from judge.errors import JudgeError, LLMConfigError
 from judge.run.progress import DEFAULT_INTERVAL
 
 
@@ -20,8 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "eval",
         help="evaluate a dataset of RAG samples (LLM-judged and retrieval)",
         description="Evaluate every row of DATA and write results, summary and "
-        "report to --out. Exit 1 when a --fail-under threshold is missed, 2 for "
-        "usage and input errors.",
+        "report to --out. Exit codes: 0 passed; 1 a --fail-under threshold was missed; "
+        "2 a usage, input or configuration error (API key missing or refused, unknown "
+        "model, no server at --api-base: the run stops at once, rows finished so far "
+        "are kept and a rerun resumes them).",
     )
     p.add_argument("data", help=".jsonl, .json, .csv, .parquet, or a saved dataset directory")
     _eval_options(p)
@@ -159,18 +161,24 @@ def run_eval(args: argparse.Namespace) -> int:
         None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
     )
     metrics = [m for m in (args.metrics or "").split(",") if m.strip()] or None
-    result = evaluate(
-        args.data,
-        metrics=metrics,
-        llm=llm,
-        embeddings=embeddings,
-        cache=cache,
-        column_map=_pairs(args.column, "--column") or None,
-        checkpoint=out / ".checkpoint.jsonl",
-        progress=not args.no_progress,
-        progress_interval=args.progress_interval,
-        custom={n: x.metric for n, x in extra_metrics(args.metrics_module).items()},
-    )
+    checkpoint = out / ".checkpoint.jsonl"
+    try:
+        result = evaluate(
+            args.data,
+            metrics=metrics,
+            llm=llm,
+            embeddings=embeddings,
+            cache=cache,
+            column_map=_pairs(args.column, "--column") or None,
+            checkpoint=checkpoint,
+            progress=not args.no_progress,
+            progress_interval=args.progress_interval,
+            custom={n: x.metric for n, x in extra_metrics(args.metrics_module).items()},
+        )
+    except LLMConfigError as exc:
+        kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
+        resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
+        raise LLMConfigError(f"{exc}{resume}") from None
     return finish_run(result, out, thresholds)
 
 

@@ -20,7 +20,7 @@ from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import context_window, estimate_tokens
-from judge.llm.retry import call_with_retries, is_format_rejection
+from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
 from judge.llm.structured import (
     MODES,
     StructuredMode,
@@ -29,7 +29,7 @@ from judge.llm.structured import (
     request_for,
     schema_of,
 )
-from judge.llm.transport import Transport
+from judge.llm.transport import Transport, endpoint_for
 from judge.llm.usage import UsageLedger, UsageRecorder
 
 M = TypeVar("M", bound=BaseModel)
@@ -67,6 +67,15 @@ class LLMSession:
         self._embed_slots: asyncio.Semaphore | None = None
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._transport: Transport | None = None
+        self._endpoints: dict[tuple[str, str | None], Endpoint] = {}
+
+    def _endpoint(self, model: str, api_base: str | None) -> Endpoint:
+        """The run's record of a server: whether it has answered decides if an unreachable
+        server is a configuration error (never answered) or an outage (see judge.llm.retry)."""
+        key = (model.split("/", 1)[0], api_base)
+        if key not in self._endpoints:
+            self._endpoints[key] = endpoint_for(model, api_base)
+        return self._endpoints[key]
 
     async def aclose(self) -> None:
         """Close the network clients of the current event loop (the cache stays open)."""
@@ -248,6 +257,7 @@ class LLMSession:
                 usage,
                 what=f"{label} ({llm.model})",
                 secret=llm.api_key,
+                endpoint=self._endpoint(llm.model, llm.api_base),
             )
         usage.add_response(response, cost=cost)
         return response
@@ -295,6 +305,7 @@ class LLMSession:
                 usage,
                 what=f"{label} ({config.model})",
                 secret=config.api_key,
+                endpoint=self._endpoint(config.model, config.api_base),
             )
         usage.add_response(response, cost=cost)
         found = {}

@@ -13,9 +13,10 @@ import functools
 import os
 from typing import Any
 
-from judge.errors import LLMRequestError
+from judge.errors import LLMConfigError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.pricing import openai_cost
+from judge.llm.retry import Endpoint
 
 
 @functools.cache
@@ -47,10 +48,19 @@ def _openai_client(api_base: str | None, api_key: str | None, timeout: float) ->
         return openai.AsyncOpenAI(
             base_url=api_base, api_key=api_key, timeout=timeout, max_retries=0
         )
-    except openai.OpenAIError as exc:
-        raise LLMRequestError(
-            f"no API key for OpenAI: pass api_key=... (--api-key) or set OPENAI_API_KEY ({exc})"
+    except openai.OpenAIError:
+        raise LLMConfigError(
+            "no API key for OpenAI: set OPENAI_API_KEY or pass api_key= (--api-key)"
         ) from None
+
+
+def endpoint_for(model: str, api_base: str | None) -> Endpoint:
+    """The server a model's requests go to, as error messages name it."""
+    if openai_compatible(model):
+        default = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return Endpoint(api_base or default, "OPENAI_API_KEY")
+    provider = model.split("/", 1)[0]
+    return Endpoint(api_base or f"{provider}'s default endpoint")
 
 
 class Transport:

@@ -24,7 +24,7 @@ from judge.run.data import Row, load_rows
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 from judge.run.results import EvaluationResult, ResultRow
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
-from judge.run.sync import run_sync
+from judge.run.sync import gather_or_cancel, run_sync
 
 
 def split_metrics(
@@ -245,7 +245,9 @@ async def aevaluate(
     started = time.monotonic()
     bar.start()
     try:
-        await asyncio.gather(*(one(r) for r in rows))
+        # A configuration error in one row stops them all: finished rows are already
+        # checkpointed and their judgments cached, so a rerun after the fix resumes.
+        await gather_or_cancel(one(r) for r in rows)
     finally:
         bar.close()
         if session is not None and session is not llm:  # ours: close its connections
@@ -308,7 +310,14 @@ def evaluate(
             `--metrics-module` fills it).
 
     Returns:
-        An `EvaluationResult`: rows in input order and a summary per metric.
+        An `EvaluationResult`: rows in input order and a summary per metric; a judge that
+        failed gives its metric NaN (reason `judge_error`) in that row.
+
+    Raises:
+        judge.errors.LLMConfigError: the API key is missing or refused, the model is
+            unknown, or no server answers at `api_base`. The run stops at the first one,
+            cancelling requests in flight; rows finished before it are in the checkpoint
+            and their judgments in the cache, so a rerun after the fix resumes them.
     """
     return run_sync(
         aevaluate(

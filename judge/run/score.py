@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.errors import JudgeError, UnknownMetricError
+from judge.errors import JudgeError, LLMConfigError, UnknownMetricError
 from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
@@ -23,7 +22,7 @@ from judge.metrics.registry import (
     get_metric,
 )
 from judge.metrics.sample import Sample, SampleJudgments
-from judge.run.sync import run_sync
+from judge.run.sync import gather_or_cancel, run_sync
 
 
 @dataclass
@@ -111,7 +110,8 @@ def make_session(
 async def score_sample(
     sample: Sample, metrics: list[Metric], session: LLMSession, *, reverse_n: int = 3
 ) -> SampleResult:
-    """Compute metrics on one sample; a failing judge gives NaN with its error, not a crash."""
+    """Compute metrics on one sample; a failing judge gives NaN with its error, not a crash,
+    except a configuration error (`LLMConfigError`), which is raised."""
     usage = UsageLedger()
     judgments = SampleJudgments(
         sample,
@@ -126,10 +126,12 @@ async def score_sample(
     async def one(metric: Metric) -> MetricScore:
         try:
             return await metric.compute(judgments)
+        except LLMConfigError:
+            raise  # no judge of any sample can work: stop, rather than a NaN per metric and row
         except JudgeError as exc:
             return MetricScore(math.nan, JUDGE_ERROR, f"{type(exc).__name__}: {exc}")
 
-    outcomes = await asyncio.gather(*(one(m) for m in metrics))
+    outcomes = await gather_or_cancel(one(m) for m in metrics)
     result = SampleResult(sample, {}, evidence=judgments.evidence)
     for metric, outcome in zip(metrics, outcomes, strict=True):
         result.scores[metric.name] = outcome.value
@@ -199,6 +201,10 @@ def score(
         `errors` of failed judges, the `evidence` (claims, verdicts with reasons, reverse
         questions and similarities, context grades) and the `usage` (requests, cache hits,
         tokens, cost; cost None when the model's price is unknown).
+
+    Raises:
+        judge.errors.LLMConfigError: the API key is missing or refused, the model is
+            unknown, or no server answers at `api_base`; the message says what to fix.
     """
     return run_sync(
         ascore(
