@@ -1,5 +1,5 @@
-"""Runs fail loudly and lose nothing: configuration errors stop them, and transient
-failures are still retried."""
+"""Runs fail loudly and lose nothing: configuration errors stop them, too many judge errors
+fail them, and transient failures are still retried."""
 
 from __future__ import annotations
 
@@ -189,11 +189,22 @@ def test_429_and_500_are_retried_and_no_configuration_error(fake_llm_server):
     fake_llm_server.chat = heuristic_judge
     fake_llm_server.fail_next(Fault.status(429, retry_after=0), Fault.status(500))
     result = evaluate(rows(2), llm=llm_at(fake_llm_server.base_url, max_retries=2), progress=False)
-    assert result.rows_with_errors == 0
+    assert result.rows_with_errors == 0 and result.judge_error_rate == 0.0
     assert result.usage["retries"] == 2
 
 
-# The command line: one line on stderr and exit 2 for configuration errors.
+def test_judge_error_rate_counts_judged_rows_only(fake_llm_server):
+    fake_llm_server.chat = lambda body: "no JSON" if of_row(body, 1) else heuristic_judge(body)
+    data = [*rows(4), {"question": "", "answer": "a bad row"}]
+    result = evaluate(data, llm=llm_at(fake_llm_server.base_url), progress=False)
+    assert result.rows_with_errors == 2  # the bad row and row 1
+    assert (result.rows_with_judge_errors, result.judged_rows) == (1, 4)
+    assert result.judge_error_rate == 0.25
+    assert result.summary_dict()["judge_errors"] == {"rows": 1, "judged_rows": 4, "rate": 0.25}
+
+
+# The command line: one line on stderr and exit 2 for configuration errors; exit 3 for too
+# many judge errors.
 
 
 def single_line(stderr: str) -> str:
@@ -257,3 +268,42 @@ def test_after_a_configuration_error_the_rerun_resumes(tmp_path, fake_llm_server
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["config"]["resumed_rows"] == 2 and summary["rows_with_errors"] == 0
     assert not any(of_row(r.body, i) for r in fake_llm_server.requests for i in (0, 1))
+
+
+def test_too_many_judge_errors_exit_3_and_the_summary_says_so(tmp_path, fake_llm_server):
+    fake_llm_server.chat = lambda body: "no JSON" if of_row(body, 1) else heuristic_judge(body)
+    data = dataset(tmp_path / "d.jsonl", 4)
+    failed = run(*eval_args(data, fake_llm_server, tmp_path, "--fail-under", "faithfulness=0.9"))
+    assert failed.returncode == 3  # over the default limit of 5%; it wins over exit 1
+    assert (
+        "FAILED error rate: judges failed in 1 of 4 judged rows (25.0%), over "
+        "--max-error-rate 0.05; most often InvalidOutputError: their scores are missing "
+        "from the means; see 'errors' in results.jsonl"
+    ) in failed.stderr
+    assert "FAILED threshold: faithfulness" in failed.stderr
+    assert "judge errors in 1 of 4 judged rows (25.0%; --max-error-rate 0.05)" in failed.stdout
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["judge_errors"] == {
+        "rows": 1,
+        "judged_rows": 4,
+        "rate": 0.25,
+        "max_rate": 0.05,
+        "failed": True,
+    }
+    for limit, code in (("0.25", 0), ("1", 0), ("0.2", 3)):
+        done = run(*eval_args(data, fake_llm_server, tmp_path, "--max-error-rate", limit))
+        assert done.returncode == code, (limit, done.stderr)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["judge_errors"]["failed"] is True and summary["judge_errors"]["max_rate"] == 0.2
+
+
+def test_max_error_rate_is_checked_and_documented(tmp_path, capsys):
+    from judge.cli.main import build_parser, main
+
+    assert main(["eval", str(tmp_path / "d.jsonl"), "--max-error-rate", "1.5"]) == 2
+    assert "--max-error-rate 1.5: give a share from 0 to 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["eval", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "3 judges failed in more than --max-error-rate of the judged rows" in text
+    assert "(default 0.05; 1 turns the check off)" in text

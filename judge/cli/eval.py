@@ -7,11 +7,18 @@ import json
 import math
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError, LLMConfigError
 from judge.run.progress import DEFAULT_INTERVAL
+
+EXIT_THRESHOLD = 1  # a --fail-under threshold was missed
+EXIT_ERROR_RATE = 3  # judges failed in more than --max-error-rate of the judged rows (2: usage)
+# Above 5% of rows without scores, a mean can move by more than a typical 95% CI is wide:
+# the missing rows shift a [0, 1] metric's mean by up to their share (see judge_error_rate).
+DEFAULT_MAX_ERROR_RATE = 0.05
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "report to --out. Exit codes: 0 passed; 1 a --fail-under threshold was missed; "
         "2 a usage, input or configuration error (API key missing or refused, unknown "
         "model, no server at --api-base: the run stops at once, rows finished so far "
-        "are kept and a rerun resumes them).",
+        "are kept and a rerun resumes them); 3 judges failed in more than "
+        "--max-error-rate of the judged rows (3 wins over 1).",
     )
     p.add_argument("data", help=".jsonl, .json, .csv, .parquet, or a saved dataset directory")
     _eval_options(p)
@@ -80,6 +88,15 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         help="exit 1 if the metric's mean is below VALUE (repeatable)",
     )
     p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=DEFAULT_MAX_ERROR_RATE,
+        metavar="RATE",
+        help="exit 3 if judges failed (after retries) in more than this share of the "
+        f"judged rows, whose scores are then missing from the means (default "
+        f"{DEFAULT_MAX_ERROR_RATE}; 1 turns the check off)",
+    )
+    p.add_argument(
         "--no-progress",
         action="store_true",
         help="no progress on stderr (default: a live bar on a terminal, else a status line "
@@ -134,6 +151,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.evaluate import evaluate
 
     thresholds = _thresholds(args.fail_under)
+    if not 0 <= args.max_error_rate <= 1:  # also rejects nan
+        raise JudgeError(f"--max-error-rate {args.max_error_rate}: give a share from 0 to 1")
     if not args.model:
         raise JudgeError("--model is required (the judge model; there is no default)")
     if args.embedding_api_base and not args.embedding_model:
@@ -179,11 +198,36 @@ def run_eval(args: argparse.Namespace) -> int:
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise LLMConfigError(f"{exc}{resume}") from None
-    return finish_run(result, out, thresholds)
+    return finish_run(result, out, thresholds, args.max_error_rate)
 
 
-def finish_run(result: Any, out: Path, thresholds: dict[str, float]) -> int:
-    """Write results, summary and report; print the table; check thresholds."""
+def _error_rate_failure(result: Any, max_rate: float) -> str | None:
+    """Why the run fails for its judge errors, or None."""
+    rate = result.judge_error_rate
+    if not rate > max_rate:
+        return None
+    kinds = Counter(
+        row.errors[metric].partition(":")[0]
+        for row in result.rows
+        for metric, reason in row.reasons.items()
+        if reason == "judge_error" and metric in row.errors
+    )
+    most = f"; most often {kinds.most_common(1)[0][0]}" if kinds else ""
+    return (
+        f"judges failed in {result.rows_with_judge_errors} of {result.judged_rows} judged "
+        f"rows ({rate:.1%}), over --max-error-rate {max_rate:g}{most}: their scores are "
+        "missing from the means; see 'errors' in results.jsonl"
+    )
+
+
+def finish_run(
+    result: Any,
+    out: Path,
+    thresholds: dict[str, float],
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+) -> int:
+    """Write results, summary and report; print the table; check thresholds and the
+    judge error rate; return the exit code."""
     from judge.report.diagnose import diagnose
     from judge.report.eval_html import write_report
 
@@ -201,6 +245,8 @@ def finish_run(result: Any, out: Path, thresholds: dict[str, float]) -> int:
         if not mean >= floor:  # a NaN mean (nothing scored) misses every threshold
             missed.append(f"{metric} = {'n/a' if math.isnan(mean) else f'{mean:.4f}'} < {floor}")
     summary["thresholds"] = {"required": thresholds, "missed": missed}
+    too_many = _error_rate_failure(result, max_error_rate)
+    summary["judge_errors"].update(max_rate=max_error_rate, failed=too_many is not None)
     summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -217,6 +263,14 @@ def finish_run(result: Any, out: Path, thresholds: dict[str, float]) -> int:
         f"\n{len(result.rows)} rows, {result.rows_with_errors} with errors; "
         f"wrote {out}/results.jsonl, summary.json, report.html"
     )
+    if result.rows_with_judge_errors:
+        print(
+            f"judge errors in {result.rows_with_judge_errors} of {result.judged_rows} judged "
+            f"rows ({result.judge_error_rate:.1%}; --max-error-rate {max_error_rate:g})"
+        )
     for line in missed:
         print(f"FAILED threshold: {line}", file=sys.stderr)
-    return 1 if missed else 0
+    if too_many:
+        print(f"FAILED error rate: {too_many}", file=sys.stderr)
+        return EXIT_ERROR_RATE
+    return EXIT_THRESHOLD if missed else 0

@@ -311,7 +311,8 @@ def evaluate(
 
     Returns:
         An `EvaluationResult`: rows in input order and a summary per metric; a judge that
-        failed gives its metric NaN (reason `judge_error`) in that row.
+        failed gives its metric NaN (reason `judge_error`) in that row, and
+        `judge_error_rate` is the share of rows where one did.
 
     Raises:
         judge.errors.LLMConfigError: the API key is missing or refused, the model is

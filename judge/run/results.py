@@ -21,6 +21,8 @@ from judge.json_values import nan_to_null
 from judge.report.format import MISSING, number
 from judge.stats import bootstrap_ci
 
+JUDGE_ERROR = "judge_error"  # the NaN reason of a failed judge (judge.metrics.registry's)
+
 
 @dataclass
 class ResultRow:
@@ -93,7 +95,7 @@ def summarize(metric: str, rows: list[ResultRow]) -> MetricSummary:
             values.append(value)
             continue
         reason = row.reasons.get(metric, "row_error" if row.error else "missing")
-        if reason in ("judge_error", "row_error"):
+        if reason in (JUDGE_ERROR, "row_error"):
             errored += 1
         else:
             reasons[reason] += 1
@@ -131,6 +133,26 @@ class EvaluationResult:
         """Rows that could not be evaluated (bad input) or had a judge fail."""
         return sum(1 for r in self.rows if r.failed)
 
+    @property
+    def judged_rows(self) -> int:
+        """Rows whose input was good, so their judges ran (or came from the cache)."""
+        return sum(1 for r in self.rows if r.error is None)
+
+    @property
+    def rows_with_judge_errors(self) -> int:
+        """Judged rows in which at least one judge failed (a `judge_error` NaN)."""
+        return sum(1 for r in self.rows if r.error is None and JUDGE_ERROR in r.reasons.values())
+
+    @property
+    def judge_error_rate(self) -> float:
+        """Share of the judged rows in which a judge failed; 0.0 when no row was judged.
+
+        Their scores are missing from the means, which can move by up to this share:
+        `judge eval` fails a run above `--max-error-rate`; the library never raises for it.
+        """
+        judged = self.judged_rows
+        return self.rows_with_judge_errors / judged if judged else 0.0
+
     def summary_dict(self) -> dict[str, Any]:
         """The summary as plain JSON-able data (NaN as null)."""
         return nan_to_null(  # type: ignore[no-any-return]
@@ -138,6 +160,11 @@ class EvaluationResult:
                 "metrics": {m: asdict(s) for m, s in self.summary.items()},
                 "rows": len(self.rows),
                 "rows_with_errors": self.rows_with_errors,
+                "judge_errors": {
+                    "rows": self.rows_with_judge_errors,
+                    "judged_rows": self.judged_rows,
+                    "rate": self.judge_error_rate,
+                },
                 "usage": self.usage,
                 "config": self.config,
             }
