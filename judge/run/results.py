@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from judge.json_values import nan_to_null
+from judge.metrics.registry import JUDGE_ERROR
 from judge.report.format import MISSING, number
 from judge.stats import bootstrap_ci
-
-JUDGE_ERROR = "judge_error"  # the NaN reason of a failed judge (judge.metrics.registry's)
 
 
 @dataclass
