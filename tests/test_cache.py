@@ -131,3 +131,14 @@ def test_reproducible_export_zeroes_the_recording_time(tmp_path):
         again.import_jsonl(tmp_path / "fixed.jsonl")
         again.export_jsonl(tmp_path / "again.jsonl")
     assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "fixed.jsonl").read_bytes()
+
+
+def test_cache_mode_is_checked_on_every_assignment(tmp_path):
+    with Cache(tmp_path / "c.sqlite") as cache:
+        with pytest.raises(CacheError, match=r"'bogus' is not one of .*set mode 'off'"):
+            cache.mode = "bogus"  # type: ignore[assignment]
+        assert cache.mode == "read-write" and cache.reads and cache.stores
+        cache.mode = "replay"
+        assert cache.reads and not cache.stores
+        cache.mode = "off"
+        assert not cache.reads and not cache.stores

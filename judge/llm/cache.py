@@ -61,16 +61,14 @@ class Cache:
         path: the SQLite file; created if absent.
         mode: "read-write" (hit, or call and store), "replay" (never call: a miss is an
             error), "record" (always call and overwrite), "off" (neither read nor write).
+            It may be changed later (`cache.mode = "replay"`); every value is checked.
     """
 
     def __init__(self, path: str | os.PathLike[str], mode: CacheMode = "read-write"):
-        if mode not in MODES:
-            raise CacheError(f"cache mode {mode!r} is not one of {', '.join(MODES)}")
+        self.mode = mode
         self.path = Path(path)
-        self.mode: CacheMode = mode
         self.hits = 0
         self.misses = 0
-        self.writes = 0
         self._lock = threading.Lock()
         self._db = self._open()
 
@@ -111,14 +109,28 @@ class Cache:
         return db
 
     @property
+    def mode(self) -> CacheMode:
+        """The cache mode (see the class docstring); checked on every assignment."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, value: CacheMode) -> None:
+        if value not in MODES:
+            raise CacheError(
+                f"cache mode {value!r} is not one of {', '.join(MODES)}; "
+                "to stop using the cache, set mode 'off'"
+            )
+        self._mode = value
+
+    @property
     def reads(self) -> bool:
         """Whether lookups may be answered from the cache in this mode."""
-        return self.mode in ("read-write", "replay")
+        return self._mode in ("read-write", "replay")
 
     @property
     def stores(self) -> bool:
         """Whether new results are written in this mode."""
-        return self.mode in ("read-write", "record")
+        return self._mode in ("read-write", "record")
 
     def get(self, key: str) -> CacheEntry | None:
         """The entry stored under key, or None (always None unless the mode reads)."""
@@ -153,7 +165,6 @@ class Cache:
         if not self.stores:
             return
         self._write([entry])
-        self.writes += 1
 
     def _write(self, entries: list[CacheEntry]) -> None:
         rows = [
