@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.llm.config import LLM, PromptRef
+from judge.llm.identity import server_identity
 from judge.llm.session import LLMSession
 from judge.llm.structured import schema_of
 
@@ -49,6 +50,7 @@ def messages(i: int) -> list[dict[str, str]]:
 def material(i: int) -> dict:
     return {
         "kind": "chat",
+        "server": server_identity(LLM_CONFIG.model, LLM_CONFIG.api_base, LLM_CONFIG.cache_as),
         "model": LLM_CONFIG.model,
         "messages": messages(i),
         "schema": schema_of(Verdicts),

@@ -22,7 +22,7 @@ from rubric import support_tone  # noqa: E402
 
 import judge  # noqa: E402
 from judge.llm.cache import Cache  # noqa: E402
-from judge.testing import FakeLLMServer  # noqa: E402
+from judge.testing import FIXTURE_SERVER, FakeLLMServer  # noqa: E402
 
 MODEL = "openai/judge-fixture"
 # sample id -> (domain rating 0-5, reason), (tone level 0-4, reason)
@@ -70,7 +70,7 @@ def main() -> None:
         judge.evaluate(
             ROOT / "examples/data.jsonl",
             metrics=[domain_accuracy, support_tone],
-            llm=judge.LLM(MODEL, api_base=server.base_url, api_key="x"),
+            llm=judge.LLM(MODEL, api_base=server.base_url, api_key="x", cache_as=FIXTURE_SERVER),
             cache=cache,
             progress=False,
         )

@@ -12,7 +12,12 @@ from judge.llm.cache import Cache, CacheEntry, cache_key
 
 
 def entry(i: int, answer: str = "yes") -> CacheEntry:
-    request = {"kind": "chat", "model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}
+    request = {
+        "kind": "chat",
+        "server": "s",
+        "model": "m",
+        "messages": [{"role": "user", "content": f"q{i}"}],
+    }
     return CacheEntry(
         key=cache_key(request),
         kind="chat",

@@ -15,7 +15,7 @@ import judge
 from judge.errors import InputFormatError, JudgeError
 from judge.llm.cache import Cache
 from judge.metrics.custom import judged_metric
-from judge.testing import FakeLLMServer, recorded_chat
+from judge.testing import FIXTURE_SERVER, FakeLLMServer, recorded_chat
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -36,7 +36,9 @@ EXPECTED = {
 
 
 def llm(server: FakeLLMServer) -> judge.LLM:
-    return judge.LLM("openai/judge-fixture", api_base=server.base_url, api_key="x")
+    return judge.LLM(
+        "openai/judge-fixture", api_base=server.base_url, api_key="x", cache_as=FIXTURE_SERVER
+    )
 
 
 def test_examples_are_one_short_file_each():
@@ -87,6 +89,8 @@ def test_cli_metrics_module_thresholds_and_compare(tmp_path):
         "--model",
         "openai/judge-fixture",
         "--replay",
+        "--cache-as",  # the recording's server identity: replay it with no server named
+        FIXTURE_SERVER,
         "--cache",
         str(tmp_path / "c.sqlite"),
         "--metrics-module",

@@ -34,8 +34,11 @@ def run_cache(args: argparse.Namespace) -> int:
             print(f"imported {cache.import_jsonl(args.file)} entries into {args.cache}")
         else:
             stats: dict[str, Any] = {"entries": len(cache), "by_kind": {}, "by_prompt": {}}
+            stats["by_server"] = {}  # the names --cache-as takes
             for entry in cache.entries():
                 stats["by_kind"][entry.kind] = stats["by_kind"].get(entry.kind, 0) + 1
+                server = str(entry.request.get("server"))
+                stats["by_server"][server] = stats["by_server"].get(server, 0) + 1
                 label = f"{entry.prompt or entry.kind}@{entry.prompt_version or '-'}"
                 stats["by_prompt"][label] = stats["by_prompt"].get(label, 0) + 1
             print(json.dumps(stats, indent=2))

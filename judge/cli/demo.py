@@ -46,6 +46,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from judge.llm.cache import Cache
     from judge.llm.config import LLM, Embeddings
     from judge.run.evaluate import evaluate
+    from judge.testing.fixtures import FIXTURE_SERVER
 
     source = demo_dir()
     spec = json.loads((source / "samples.json").read_text(encoding="utf-8"))
@@ -65,8 +66,9 @@ def run_demo(args: argparse.Namespace) -> int:
             result = evaluate(
                 rows,
                 metrics=DEMO_METRICS,
-                llm=LLM(DEMO_MODEL),
-                embeddings=Embeddings(DEMO_EMBEDDINGS),
+                # the recording's server identity: no server is reached, none is named
+                llm=LLM(DEMO_MODEL, cache_as=FIXTURE_SERVER),
+                embeddings=Embeddings(DEMO_EMBEDDINGS, cache_as=FIXTURE_SERVER),
                 cache=cache,
                 progress=False,
             )

@@ -64,6 +64,13 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
     cache_use.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the cache"
     )
+    p.add_argument(
+        "--cache-as",
+        metavar="NAME",
+        help="the server's identity in cache keys instead of its URL: the name a cache was "
+        "recorded under, to replay it against a server at another address ('unknown' for "
+        "entries from before servers were recorded; see `judge cache stats`)",
+    )
     p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
     p.add_argument(
@@ -165,12 +172,14 @@ def run_eval(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         max_retries=args.max_retries,
         max_concurrency=max(1, args.concurrency),
+        cache_as=args.cache_as,
     )
     embeddings = (
         Embeddings(
             model=args.embedding_model,
             api_base=args.embedding_api_base or args.api_base,
             api_key=key,
+            cache_as=args.cache_as,
         )
         if args.embedding_model
         else None

@@ -1,10 +1,13 @@
 """A SQLite cache of judgments and embeddings: readable JSON, safe across processes.
 
 The key of an entry is the sha256 of the canonical JSON of everything that decides the
-model's output (model, messages, output schema, n, temperature, seed, max_tokens, prompt
-name and version) and nothing else: keys, timeouts, retry settings and the structured-
-output mode are not in it. Entries can be exported to and imported from sorted JSONL, so
-recorded judgments can live in git.
+model's output (the server's identity, model, messages, output schema, n, temperature,
+seed, max_tokens, prompt name and version) and nothing else: keys, timeouts, retry
+settings and the structured-output mode are not in it. The server identity (see
+`judge.llm.identity`) is the normalised `api_base`, or a name given on purpose with
+`cache_as`, which is how recorded judgments replay against a server at another address.
+Entries can be exported to and imported from sorted JSONL, so recorded judgments can live
+in git. The file's format is versioned and migrated in place (`judge.llm.migrations`).
 """
 
 from __future__ import annotations
@@ -14,18 +17,18 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from judge.errors import CacheError
 from judge.json_values import canonical_json, sha256_hex
+from judge.llm.migrations import SCHEMA_VERSION, migrate, with_server
 
 CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")
 
 _APPLICATION_ID = 0x4A444745  # "JDGE": marks a file as a judge cache
-_SCHEMA_VERSION = 1
 _COLUMNS = (
     "key, kind, request, response, model, resolved_model, prompt, prompt_version, mode, "
     "usage, created"
@@ -57,6 +60,10 @@ def cache_key(request: dict[str, Any]) -> str:
 class Cache:
     """Judgments and embeddings in one SQLite file (WAL; several processes may share it).
 
+    A file written by an older judge is migrated when opened (entries of format 1, which
+    did not record their server, get the server identity "unknown"); a file written by a
+    newer judge is refused.
+
     Args:
         path: the SQLite file; created if absent.
         mode: "read-write" (hit, or call and store), "replay" (never call: a miss is an
@@ -85,28 +92,35 @@ class Cache:
                     f"{self.path} is an SQLite file but not a judge cache; give --cache a new path"
                 )
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
+            if version > SCHEMA_VERSION:
                 raise CacheError(
-                    f"{self.path} was written by a newer judge (cache format "
-                    f"{version}); upgrade judge or use another cache file"
+                    f"{self.path} was written by a newer judge (cache format {version}; "
+                    f"this judge reads formats up to {SCHEMA_VERSION}); upgrade judge or "
+                    "use another cache file"
                 )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             if not tables:
                 db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
-                db.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, kind TEXT NOT NULL,"
-                " request TEXT NOT NULL, response TEXT NOT NULL, model TEXT NOT NULL,"
-                " resolved_model TEXT, prompt TEXT, prompt_version TEXT, mode TEXT, usage TEXT,"
-                " created REAL NOT NULL) WITHOUT ROWID"
-            )
+            if version < SCHEMA_VERSION:
+                self._migrate(db, version)
         except sqlite3.DatabaseError as exc:
             raise CacheError(
                 f"{self.path} is damaged or not an SQLite file ({exc}); move it "
                 "away or give --cache a new path"
             ) from exc
         return db
+
+    def _migrate(self, db: sqlite3.Connection, version: int) -> None:
+        """Bring the file up to the current format; a failure leaves it as it was."""
+        try:
+            migrate(db)
+        except sqlite3.Error as exc:
+            raise CacheError(
+                f"{self.path}: upgrading the cache from format {version} to {SCHEMA_VERSION} "
+                f"failed ({exc}); the file is unchanged. Check that it is writable, or give "
+                "--cache a new path"
+            ) from exc
 
     @property
     def mode(self) -> CacheMode:
@@ -226,7 +240,11 @@ class Cache:
         return count
 
     def import_jsonl(self, path: str | os.PathLike[str]) -> int:
-        """Add the entries of a JSONL export (checking each key); returns the count."""
+        """Add the entries of a JSONL export (checking each key); returns the count.
+
+        Lines exported by an older judge (cache format 1, no server in the request) are
+        upgraded as the file migration does: server identity "unknown", key recomputed.
+        """
         entries = []
         with open(path, encoding="utf-8") as lines:
             for number, line in enumerate(lines, start=1):
@@ -241,6 +259,9 @@ class Cache:
                         f"{path}:{number}: the key does not match the request; "
                         "the line was edited by hand or is damaged"
                     )
+                request = with_server(entry.request)
+                if request is not entry.request:
+                    entry = replace(entry, key=cache_key(request), request=request)
                 entries.append(entry)
         if entries:
             self._write(entries)

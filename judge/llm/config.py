@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from judge.errors import JudgeError
+from judge.llm.identity import server_identity
 from judge.llm.structured import MODES, StructuredMode
 
 
@@ -31,6 +32,11 @@ class LLM:
             mode name starts the chain there.
         context_window: the model's input limit in tokens; None looks it up in litellm's
             price map (local models: set it). Longer requests fail before they are sent.
+        cache_as: the server's identity in cache keys, instead of `api_base`: give the
+            name a cache was recorded under to replay it against a server at another
+            address (a recorded fixture through a test server, a cache moved to another
+            machine); "unknown" serves entries migrated from before servers were recorded.
+            A URL here is normalised like `api_base`. See `judge.llm.identity`.
     """
 
     model: str
@@ -45,6 +51,7 @@ class LLM:
     max_concurrency: int = 16
     structured_output: Literal["auto"] | StructuredMode = "auto"
     context_window: int | None = None
+    cache_as: str | None = None
 
     def __post_init__(self) -> None:
         if self.structured_output != "auto" and self.structured_output not in MODES:
@@ -52,6 +59,7 @@ class LLM:
                 f"structured_output {self.structured_output!r} is not 'auto' or one of "
                 f"{', '.join(MODES)}"
             )
+        server_identity(self.model, self.api_base, self.cache_as)  # a bad one fails here
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ class Embeddings:
         batch_size: texts sent in one embedding request.
         max_concurrency: embedding requests in flight at once; they also count against
             the judge `LLM.max_concurrency`, the one limit of all requests of a run.
+        cache_as: the server's identity in cache keys, instead of `api_base` (as for `LLM`).
     """
 
     model: str
@@ -77,6 +86,10 @@ class Embeddings:
     max_retries: int = 6
     batch_size: int = 64
     max_concurrency: int = 8
+    cache_as: str | None = None
+
+    def __post_init__(self) -> None:
+        server_identity(self.model, self.api_base, self.cache_as)  # a bad one fails here
 
 
 @dataclass(frozen=True)

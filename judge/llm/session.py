@@ -4,7 +4,8 @@
 mode the server accepted, requests in flight, usage and cost. It asks for JSON matching a
 pydantic model, falls back from `json_schema` to `json_object` to a plain prompt when a
 server rejects a response format, re-asks on invalid output, retries transient failures,
-and consults the cache first.
+and consults the cache first. Cache keys name the server (`judge.llm.identity`), so two
+servers serving one model name never share judgments.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.llm.config import LLM, Embeddings, PromptRef
+from judge.llm.identity import server_identity
 from judge.llm.pricing import context_window, estimate_tokens
 from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
 from judge.llm.structured import (
@@ -147,6 +149,7 @@ class LLMSession:
         llm = self._need_llm()
         material = {
             "kind": "chat",
+            "server": server_identity(llm.model, llm.api_base, llm.cache_as),
             "model": llm.model,
             "messages": list(messages),
             "schema": schema_of(output),
@@ -204,7 +207,7 @@ class LLMSession:
             raise CacheMiss(
                 f"replay mode: no recorded judgment of {label!r}{where} (key {key[:16]}); "
                 "nothing was sent. Record it with a read-write run, or check that the model, "
-                "prompt and settings match the recording.",
+                "prompt, settings and server (api_base, or cache_as) match the recording.",
                 key=key,
             )
         return entry
@@ -273,16 +276,20 @@ class LLMSession:
             )
         self._bind_loop()
         usage = self._tally(label, ledger)
-        keys = [cache_key({"kind": "embedding", "model": config.model, "text": t}) for t in texts]
+        server = server_identity(config.model, config.api_base, config.cache_as)
+        requests = [
+            {"kind": "embedding", "server": server, "model": config.model, "text": t} for t in texts
+        ]
+        keys = [cache_key(r) for r in requests]
         vectors: dict[str, list[float]] = {}
-        todo: dict[str, str] = {}
-        for key, text in zip(keys, texts, strict=True):
+        todo: dict[str, dict[str, Any]] = {}
+        for key, request in zip(keys, requests, strict=True):
             entry = self._lookup(key, label, None)
             if entry is not None:
                 vectors[key] = entry
                 usage.count("cache_hits")
             else:
-                todo.setdefault(key, text)
+                todo.setdefault(key, request)
         pending = list(todo.items())
         batches = [
             pending[i : i + config.batch_size] for i in range(0, len(pending), config.batch_size)
@@ -292,7 +299,7 @@ class LLMSession:
         return [vectors[key] for key in keys]
 
     async def _embed_batch(
-        self, batch: list[tuple[str, str]], usage: UsageRecorder, label: str
+        self, batch: list[tuple[str, dict[str, Any]]], usage: UsageRecorder, label: str
     ) -> dict[str, list[float]]:
         config = self.embeddings
         assert config is not None and self._transport is not None
@@ -300,7 +307,7 @@ class LLMSession:
         transport = self._transport
         async with self._embed_slots, self._chat_slots:
             response, cost = await call_with_retries(
-                lambda: transport.embed(config, [text for _, text in batch]),
+                lambda: transport.embed(config, [request["text"] for _, request in batch]),
                 config.max_retries,
                 usage,
                 what=f"{label} ({config.model})",
@@ -309,7 +316,7 @@ class LLMSession:
             )
         usage.add_response(response, cost=cost)
         found = {}
-        for (key, text), item in zip(batch, response.data, strict=True):
+        for (key, request), item in zip(batch, response.data, strict=True):
             vector = [
                 float(x) for x in (item["embedding"] if isinstance(item, dict) else item.embedding)
             ]
@@ -319,7 +326,7 @@ class LLMSession:
                     CacheEntry(
                         key=key,
                         kind="embedding",
-                        request={"kind": "embedding", "model": config.model, "text": text},
+                        request=request,
                         response=vector,
                         model=config.model,
                         resolved_model=getattr(response, "model", None),

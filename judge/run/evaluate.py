@@ -17,6 +17,7 @@ from judge.errors import InputFormatError, UnknownMetricError
 from judge.json_values import canonical_json, sha256_hex
 from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
+from judge.llm.identity import server_identity
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
@@ -80,15 +81,21 @@ def _check_variables(judged: list[Metric], columns: Mapping[str, str], rows: lis
 
 
 def _run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSession) -> str:
-    """What decides the results besides the inputs: metrics, models, prompt versions."""
+    """What decides the results besides the inputs: metrics, models and their servers,
+    prompt versions."""
     metrics = [[m.name, m.version] for m in judged] + [[name, ""] for name in retrieval]
     prompts = {n: load_prompt(n).version for n in BUILTIN_PROMPTS}
+    llm, embeddings = session.llm, session.embeddings
     return sha256_hex(
         canonical_json(
             {
                 "metrics": metrics,
-                "model": session.llm.model if session.llm else None,
-                "embeddings": session.embeddings.model if session.embeddings else None,
+                "model": llm.model if llm else None,
+                "embeddings": embeddings.model if embeddings else None,
+                "servers": [
+                    server_identity(c.model, c.api_base, c.cache_as) if c else None
+                    for c in (llm, embeddings)
+                ],
                 "prompts": prompts,
             }
         )

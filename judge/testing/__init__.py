@@ -7,7 +7,7 @@ fixture is built on first access (`from judge.testing import fake_llm_server` in
 from typing import Any
 
 from judge.testing import server
-from judge.testing.fixtures import score_fixture
+from judge.testing.fixtures import FIXTURE_SERVER, score_fixture
 from judge.testing.replies import data_blocks, hashed_embedding, heuristic_judge, recorded_chat
 from judge.testing.server import (
     ChatHandler,
@@ -19,6 +19,7 @@ from judge.testing.server import (
 )
 
 __all__ = [
+    "FIXTURE_SERVER",
     "ChatHandler",
     "EmbedHandler",
     "FakeLLMServer",

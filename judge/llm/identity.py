@@ -1,0 +1,98 @@
+"""Which server a judgment came from, as it enters the cache key.
+
+Two servers can serve different weights under one model name (two local vLLMs, each
+serving `openai/qwen`), so the server is part of every cache key. The identity is, in
+order:
+
+1. `cache_as` when set: a name the user gives the server on purpose, so a cache recorded
+   against one address replays against another (a fixture replayed through a test server
+   at a random port, a cache moved to another machine). A URL given here is normalised
+   like an `api_base`, so `cache_as="http://gpu1:8000/v1"` replays what was recorded there.
+2. `api_base`, normalised: scheme and host lowercased, the default port (80, 443) dropped,
+   user name, password, query and fragment dropped (they may hold secrets and do not name
+   a different server), trailing slashes removed; the path (e.g. `/v1`) is kept as given,
+   since `http://h:8000` and `http://h:8000/v1` are different endpoints to the openai SDK.
+   Hosts are not resolved: `localhost` and `127.0.0.1` are different identities, and two
+   local servers on different ports are always separate.
+3. `"default"`: the provider's own endpoint, with no `api_base` (for `openai/` models,
+   `OPENAI_BASE_URL` is read first, as the openai SDK does). A provider's well-known
+   endpoint given explicitly (`https://api.openai.com/v1` for `openai/`) is also "default".
+
+Keys, timeouts and retry settings are never part of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from urllib.parse import urlsplit
+
+from judge.errors import JudgeError
+
+DEFAULT = "default"
+# Entries written before the server was part of the key (cache format 1) get this identity
+# when migrated: their server is unknown, so they are served only to a run that claims it
+# on purpose with cache_as="unknown".
+UNKNOWN = "unknown"
+
+# Each provider's own endpoint (as litellm and the openai SDK use it when no api_base is
+# given), so that naming it explicitly is the same identity as not naming it.
+_PROVIDER_ENDPOINTS = {
+    "openai": ("https://api.openai.com/v1",),
+    "anthropic": ("https://api.anthropic.com", "https://api.anthropic.com/v1"),
+    "mistral": ("https://api.mistral.ai", "https://api.mistral.ai/v1"),
+    "groq": ("https://api.groq.com/openai/v1",),
+    "ollama": ("http://localhost:11434",),
+}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalise_url(url: str) -> str:
+    """A base URL reduced to what names the server: `HTTPS://Host:443/v1/` -> `https://host/v1`."""
+    text = url.strip()
+    if "://" not in text:
+        return text.rstrip("/").lower()  # not a URL the SDKs accept; compare it as text
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""  # lowercased, without user name and password
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address
+    try:
+        port = parts.port
+    except ValueError:
+        raise JudgeError(f"api_base {url!r}: the port is not a number") from None
+    netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+    path = re.sub("/{2,}", "/", parts.path).rstrip("/")
+    return f"{scheme}://{netloc}{path}"
+
+
+def server_identity(model: str, api_base: str | None, cache_as: str | None = None) -> str:
+    """The server's identity in cache keys (see the module docstring for the rules).
+
+    Args:
+        model: the model string; its provider prefix decides which endpoint is "default".
+        api_base: the server's base URL, or None for the provider's own endpoint.
+        cache_as: a server identity chosen on purpose; overrides api_base.
+    """
+    if api_base is None and model.startswith("openai/"):
+        api_base = os.environ.get("OPENAI_BASE_URL") or None  # what the openai SDK calls
+    return _identity(model.partition("/")[0] if "/" in model else "", api_base, cache_as)
+
+
+@functools.lru_cache(maxsize=256)
+def _identity(provider: str, api_base: str | None, cache_as: str | None) -> str:
+    """server_identity after the environment is read (cached: it runs on every call)."""
+    if cache_as is not None:
+        if not cache_as.strip():
+            raise JudgeError(
+                "cache_as (--cache-as) is empty: give the server a name (e.g. 'gpu1'), "
+                "or leave it unset to use api_base"
+            )
+        if "://" not in cache_as:
+            return cache_as.strip()
+        api_base = cache_as
+    if api_base is None:
+        return DEFAULT
+    url = normalise_url(api_base)
+    return DEFAULT if url in _PROVIDER_ENDPOINTS.get(provider, ()) else url

@@ -1,0 +1,76 @@
+"""The cache file's format history: small named migrations, applied in order.
+
+A cache file's format is the number of migrations applied to it, kept in SQLite's
+`PRAGMA user_version`. Opening a file applies the missing ones in one transaction, so a
+file is never half-migrated and two processes opening an old file migrate it once. A
+migration is frozen once released: it computes keys as its format defined them, not with
+whatever `cache_key` later becomes. To change the format, append a function; never edit
+or reorder one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from judge.json_values import canonical_json, sha256_hex
+from judge.llm.identity import UNKNOWN
+
+
+def m001_create_judgments(db: sqlite3.Connection) -> None:
+    """Format 1: one table of judgments and embeddings, keyed by the sha256 of the request."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS judgments (key TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+        " request TEXT NOT NULL, response TEXT NOT NULL, model TEXT NOT NULL,"
+        " resolved_model TEXT, prompt TEXT, prompt_version TEXT, mode TEXT, usage TEXT,"
+        " created REAL NOT NULL) WITHOUT ROWID"
+    )
+
+
+def m002_server_in_keys(db: sqlite3.Connection) -> None:
+    """Format 2: the server identity is part of the key material (`request["server"]`).
+
+    Format-1 entries did not record their server, so they get the identity "unknown" and
+    their keys are recomputed from the stored request; nothing is dropped.
+    """
+    rows = db.execute("SELECT key, request FROM judgments").fetchall()
+    updates = []
+    for key, text in rows:
+        request = with_server(json.loads(text))
+        updates.append((sha256_hex(canonical_json(request)), canonical_json(request), key))
+    db.executemany("UPDATE judgments SET key = ?, request = ? WHERE key = ?", updates)
+
+
+def with_server(request: dict[str, Any]) -> dict[str, Any]:
+    """Format-1 key material upgraded to format 2 (unchanged if it names a server)."""
+    return request if "server" in request else {**request, "server": UNKNOWN}
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    m001_create_judgments,
+    m002_server_in_keys,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply the migrations the file lacks, in one transaction; returns their names.
+
+    The connection must be in autocommit mode (isolation_level=None).
+    """
+    db.execute("BEGIN IMMEDIATE")  # the version is read again under the write lock
+    try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        applied = []
+        for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
+            migration(db)
+            db.execute(f"PRAGMA user_version={number}")
+            applied.append(migration.__name__)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return applied

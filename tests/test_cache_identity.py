@@ -1,0 +1,297 @@
+"""Cache identity: keys name the server, replay under a chosen name, format migrations, mode."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import judge.llm.cache
+import judge.llm.migrations
+from judge.errors import CacheError, CacheMiss, JudgeError
+from judge.llm.cache import Cache, cache_key
+from judge.llm.config import LLM, Embeddings, PromptRef
+from judge.llm.identity import DEFAULT, UNKNOWN, normalise_url, server_identity
+from judge.llm.migrations import SCHEMA_VERSION
+from judge.llm.session import LLMSession
+from judge.run.evaluate import evaluate
+from judge.run.sync import run_sync
+from judge.testing import FakeLLMServer, heuristic_judge
+
+ROOT = Path(__file__).resolve().parent.parent
+V1_CACHE = ROOT / "fixtures" / "cache-v1" / "cache.sqlite"
+MODEL = "openai/judge-fixture"  # the model names of fixtures/cache-v1/make_v1_cache.py
+EMBED_MODEL = "openai/embed-fixture"
+PROMPT = PromptRef("yes-no", "v1")
+
+
+class Verdict(BaseModel):
+    verdict: str
+
+
+def messages(question: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "Answer yes or no."},
+        {"role": "user", "content": question},
+    ]
+
+
+def says(verdict: str) -> Any:
+    return lambda body: json.dumps({"verdict": verdict})
+
+
+def ask(session: LLMSession, question: str) -> str:
+    """One judgment through the session (closing its clients on the loop that made them)."""
+
+    async def go() -> str:
+        try:
+            (reply,) = await session.chat(messages(question), Verdict, prompt=PROMPT)
+            return reply.verdict
+        finally:
+            await session.aclose()
+
+    return run_sync(go())
+
+
+def embed(session: LLMSession, texts: list[str]) -> list[list[float]]:
+    async def go() -> list[list[float]]:
+        try:
+            return await session.embed(texts)
+        finally:
+            await session.aclose()
+
+    return run_sync(go())
+
+
+def llm(server: FakeLLMServer | None, **settings: Any) -> LLM:
+    return LLM(MODEL, api_base=server.base_url if server else None, api_key="k", **settings)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ((None, None), ("https://api.openai.com/v1", None)),  # the provider's own endpoint
+        (("https://api.openai.com/v1", None), ("HTTPS://API.OpenAI.com:443/v1/", None)),
+        (("http://Host:80/v1//", None), ("http://host/v1", None)),
+        (("http://gpu1:8000/v1", None), ("http://user:pw@gpu1:8000/v1?key=x#top", None)),
+        (("http://127.0.0.1:8000/v1", "gpu1"), ("http://127.0.0.1:9999/v1", "gpu1")),
+        (("http://127.0.0.1:9999/v1", "http://GPU1:8000/v1/"), ("http://gpu1:8000/v1", None)),
+    ],
+)
+def test_same_server_identity(one, other, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert server_identity("openai/m", *one) == server_identity("openai/m", *other)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"),  # two local servers
+        ("http://localhost:8000/v1", "http://127.0.0.1:8000/v1"),  # hosts are not resolved
+        ("http://gpu1:8000/v1", "http://gpu1:8000"),  # the path is kept
+        ("http://gpu1:8000/v1", "https://gpu1:8000/v1"),
+        (None, "http://localhost:8000/v1"),
+    ],
+)
+def test_different_server_identity(one, other, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert server_identity("openai/m", one) != server_identity("openai/m", other)
+
+
+def test_identity_rules_in_detail(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert server_identity("openai/m", None) == DEFAULT
+    assert server_identity("anthropic/claude", "https://api.anthropic.com/") == DEFAULT
+    # another provider's endpoint is not this provider's default
+    assert server_identity("openai/m", "https://api.anthropic.com") == "https://api.anthropic.com"
+    assert normalise_url("http://[::1]:8000/v1/") == "http://[::1]:8000/v1"
+    secret = server_identity("openai/m", "http://me:sk-SECRET@gpu1:8000/v1?api_key=sk-TWO")
+    assert secret == "http://gpu1:8000/v1"  # credentials never reach a cache key
+    assert server_identity("openai/m", "http://a:1/v1", " gpu1 ") == "gpu1"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://LOCALHOST:8000/v1/")  # read by the openai SDK
+    assert server_identity("openai/m", None) == "http://localhost:8000/v1"
+    with pytest.raises(JudgeError, match=r"cache_as .* is empty"):
+        LLM("openai/m", cache_as="  ")
+    with pytest.raises(JudgeError, match="the port is not a number"):
+        Embeddings("openai/e", api_base="http://gpu1:port/v1")
+
+
+def test_two_servers_with_one_model_name_never_share_judgments(tmp_path):
+    with (
+        Cache(tmp_path / "c.sqlite") as cache,
+        FakeLLMServer(chat=says("yes"), embed=lambda t: [[1.0, 0.0]] * len(t)) as first,
+        FakeLLMServer(chat=says("no"), embed=lambda t: [[0.0, 1.0]] * len(t)) as second,
+    ):
+
+        def session(server: FakeLLMServer) -> LLMSession:
+            embeddings = Embeddings(EMBED_MODEL, api_base=server.base_url, api_key="k")
+            return LLMSession(llm(server), embeddings=embeddings, cache=cache)
+
+        assert ask(session(first), "Is it?") == "yes"
+        assert embed(session(first), ["text"]) == [[1.0, 0.0]]
+        assert ask(session(second), "Is it?") == "no"  # not the first server's judgment
+        assert embed(session(second), ["text"]) == [[0.0, 1.0]]
+        assert ask(session(first), "Is it?") == "yes"  # each server's own entry is a hit
+        assert embed(session(first), ["text"]) == [[1.0, 0.0]]
+        assert first.count() == 2 and second.count() == 2
+        assert len(cache) == 4
+        servers = {e.request["server"] for e in cache.entries()}
+        assert servers == {first.base_url.rstrip("/"), second.base_url.rstrip("/")}
+
+
+def test_cache_as_replays_a_recording_through_another_address(tmp_path):
+    def refuse(body: dict[str, Any]) -> str:
+        raise AssertionError("a replay must not reach the server")
+
+    with Cache(tmp_path / "c.sqlite") as cache:
+        with FakeLLMServer(chat=says("yes")) as recorder:
+            assert ask(LLMSession(llm(recorder, cache_as="gpu1"), cache=cache), "Q") == "yes"
+        cache.mode = "replay"
+        with FakeLLMServer(chat=refuse) as elsewhere:  # another random port
+            named = LLMSession(llm(elsewhere, cache_as="gpu1"), cache=cache)
+            assert ask(named, "Q") == "yes"
+            with pytest.raises(CacheMiss, match=r"server \(api_base, or cache_as\)"):
+                ask(LLMSession(llm(elsewhere), cache=cache), "Q")  # its address: not recorded
+            assert elsewhere.count() == 0
+
+
+def test_the_default_endpoint_named_or_not_is_one_identity(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with Cache(tmp_path / "c.sqlite") as cache:
+        with FakeLLMServer(chat=says("yes")) as server:  # stands in for api.openai.com
+            openai = llm(server, cache_as="https://api.openai.com/v1/")
+            assert ask(LLMSession(openai, cache=cache), "Q") == "yes"
+        cache.mode = "replay"  # nothing can be sent: a miss would be an error
+        assert ask(LLMSession(llm(None), cache=cache), "Q") == "yes"
+        assert [e.request["server"] for e in cache.entries()] == [DEFAULT]
+
+
+def test_a_changed_server_does_not_resume_a_checkpoint(tmp_path):
+    row = {
+        "question": "Who created Python?",
+        "answer": "Guido van Rossum created Python.",
+        "contexts": ["Python was created by Guido van Rossum."],
+    }
+    checkpoint = tmp_path / "checkpoint.jsonl"
+    with (
+        FakeLLMServer(chat=heuristic_judge) as first,
+        FakeLLMServer(chat=heuristic_judge) as second,
+    ):
+        for server in (first, second, second):
+            evaluate(
+                [row],
+                metrics=["faithfulness"],
+                llm=llm(server),
+                checkpoint=checkpoint,
+                progress=False,
+            )
+        assert first.count() > 0 and second.count() == first.count()  # resumed once only
+
+
+def v1_copy(tmp_path: Path) -> Path:
+    path = tmp_path / "v1.sqlite"
+    shutil.copyfile(V1_CACHE, path)
+    return path
+
+
+def raw_rows(path: Path) -> list[tuple[str, str, str]]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT key, request, response FROM judgments ORDER BY key").fetchall()
+    finally:
+        db.close()
+
+
+def test_the_committed_v1_cache_migrates_and_keeps_every_entry(tmp_path):
+    path = v1_copy(tmp_path)
+    before = raw_rows(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1
+    assert len(before) == 6 and all('"server"' not in request for _, request, _ in before)
+    with Cache(path) as cache:
+        entries = list(cache.entries())
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert {e.kind for e in entries} == {"chat", "embedding"} and len(entries) == 6
+    assert all(e.request["server"] == UNKNOWN and e.key == cache_key(e.request) for e in entries)
+    assert not {e.key for e in entries} & {key for key, _, _ in before}  # keys recomputed
+    recorded = {}  # the format-1 responses, by their request upgraded to format 2
+    for _, request, response in before:
+        upgraded = {**json.loads(request), "server": UNKNOWN}
+        recorded[json.dumps(upgraded, sort_keys=True)] = json.loads(response)
+    assert {json.dumps(e.request, sort_keys=True): e.response for e in entries} == recorded
+    with Cache(path) as again:  # a migrated file is opened as it is
+        assert sorted(e.key for e in again.entries()) == sorted(e.key for e in entries)
+
+
+def test_migrated_entries_serve_only_a_run_that_claims_the_unknown_server(tmp_path):
+    with Cache(v1_copy(tmp_path)) as migrated:
+        stored = {e.request["text"]: e.response for e in migrated.entries() if e.kind != "chat"}
+    with Cache(tmp_path / "v1.sqlite", mode="replay") as cache, FakeLLMServer() as server:
+
+        def session(cache_as: str | None) -> LLMSession:
+            embeddings = Embeddings(EMBED_MODEL, api_base=server.base_url, cache_as=cache_as)
+            return LLMSession(llm(server, cache_as=cache_as), embeddings=embeddings, cache=cache)
+
+        verdicts = [ask(session(UNKNOWN), q) for q in ("Is the sky blue?", "Is water dry?")]
+        assert verdicts == ["yes", "no"]
+        texts = ["blue sky", "dry water", "even two"]
+        assert embed(session(UNKNOWN), texts) == [stored[t] for t in texts]
+        with pytest.raises(CacheMiss):  # recorded with an unknown server: not this one
+            ask(session(None), "Is the sky blue?")
+        assert server.count() == 0
+
+
+def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    def m003_broken(db: sqlite3.Connection) -> None:
+        db.execute("ALTER TABLE judgments ADD COLUMN extra TEXT")
+        raise sqlite3.OperationalError("disk I/O error")
+
+    path = v1_copy(tmp_path)
+    before = raw_rows(path)
+    monkeypatch.setattr(
+        judge.llm.migrations, "MIGRATIONS", (*judge.llm.migrations.MIGRATIONS, m003_broken)
+    )
+    monkeypatch.setattr(judge.llm.cache, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    with pytest.raises(CacheError, match=r"from format 1 to 3 failed .*the file is unchanged"):
+        Cache(path)
+    assert raw_rows(path) == before
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_a_cache_newer_than_the_code_is_refused(tmp_path):
+    path = tmp_path / "new.sqlite"
+    Cache(path).close()
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(CacheError, match=r"newer judge \(cache format 3; .* up to 2\)"):
+        Cache(path)
+
+
+def test_a_format_1_jsonl_export_imports_under_the_unknown_server(tmp_path):
+    request = {"kind": "embedding", "model": EMBED_MODEL, "text": "blue sky"}
+    line = {"key": cache_key(request), "kind": "embedding", "request": request}
+    line |= {"response": [1.0], "model": EMBED_MODEL, "created": 0.0}
+    (tmp_path / "v1.jsonl").write_text(json.dumps(line) + "\n")
+    with Cache(tmp_path / "c.sqlite") as cache:
+        assert cache.import_jsonl(tmp_path / "v1.jsonl") == 1
+        (entry,) = cache.entries()
+    assert entry.request == {**request, "server": UNKNOWN} and entry.key == cache_key(entry.request)
+    (tmp_path / "bad.jsonl").write_text(json.dumps({**line, "response": [2.0], "key": "0" * 64}))
+    with Cache(tmp_path / "c.sqlite") as cache, pytest.raises(CacheError, match=":1: the key"):
+        cache.import_jsonl(tmp_path / "bad.jsonl")
+
+
+def test_cache_stats_lists_the_server_identities(tmp_path):
+    path = v1_copy(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "judge", "cache", "stats", str(path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["by_server"] == {UNKNOWN: 6}
