@@ -139,3 +139,34 @@ def test_undefined_is_nan_in_python_and_pandas_and_null_in_json(tmp_path):
     assert math.isnan(comparison.metrics["faithfulness"].mean_a)
     assert comparison.to_dict()["metrics"]["faithfulness"]["mean_a"] is None
     json.dumps(comparison.to_dict(), allow_nan=False)
+
+
+def test_an_sqlite_failure_is_that_metrics_judge_error_not_the_runs(tmp_path):
+    cache = judge.Cache(tmp_path / "c.sqlite")
+    cache.close()  # every later read or write fails inside sqlite3
+    metric = judge.judged_metric("rated", prompt=PROMPT, output=Rating, score=lambda r: 1.0)
+    with FakeLLMServer(chat=rating_reply) as server:
+        llm = judge.LLM("openai/m", api_base=server.base_url, api_key="k")
+        result = judge.evaluate(
+            [SAMPLE, {**SAMPLE, "answer": "Other."}],
+            metrics=[metric],
+            llm=llm,
+            cache=cache,
+            progress=False,
+        )
+    for row in result.rows:
+        assert math.isnan(row.scores["rated"]) and row.reasons["rated"] == "judge_error"
+        assert (
+            "CacheError" in row.errors["rated"]
+            and "reading the cache failed" in row.errors["rated"]
+        )
+
+
+def test_a_fresh_empty_cache_is_named_in_the_run_config(tmp_path):
+    metric = judge.judged_metric("rated", prompt=PROMPT, output=Rating, score=lambda r: 1.0)
+    with FakeLLMServer(chat=rating_reply) as server:
+        llm = judge.LLM("openai/m", api_base=server.base_url, api_key="k")
+        cache = judge.Cache(tmp_path / "new.sqlite")  # empty, so len(cache) == 0
+        result = judge.evaluate([SAMPLE], metrics=[metric], llm=llm, cache=cache, progress=False)
+    assert result.config["cache"] == str(tmp_path / "new.sqlite")
+    assert result.config["cache_mode"] == "read-write"

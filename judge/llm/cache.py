@@ -12,6 +12,7 @@ in git. The file's format is versioned and migrated in place (`judge.llm.migrati
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -150,7 +151,7 @@ class Cache:
         """The entry stored under key, or None (always None unless the mode reads)."""
         if not self.reads:
             return None
-        with self._lock:
+        with self._lock, self._failing_as_cache_error("reading"):
             row = self._db.execute(
                 f"SELECT {_COLUMNS} FROM judgments WHERE key = ?", (key,)
             ).fetchone()
@@ -164,7 +165,7 @@ class Cache:
         """Only the stored response under key (the fast path of a cache hit), or None."""
         if not self.reads:
             return None
-        with self._lock:
+        with self._lock, self._failing_as_cache_error("reading"):
             row = self._db.execute(
                 "SELECT response FROM judgments WHERE key = ?", (key,)
             ).fetchone()
@@ -173,6 +174,18 @@ class Cache:
             return None
         self.hits += 1
         return json.loads(row[0])
+
+    @contextlib.contextmanager
+    def _failing_as_cache_error(self, doing: str) -> Iterator[None]:
+        """An SQLite failure (disk full, I/O error, a closed or locked file) as a CacheError,
+        so the judge call it happened in fails alone, not the whole run."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise CacheError(
+                f"{self.path}: {doing} the cache failed ({type(exc).__name__}: {exc}); free "
+                "disk space or give --cache a new path, then rerun to fill the gaps"
+            ) from exc
 
     def put(self, entry: CacheEntry) -> None:
         """Store an entry (a no-op unless the mode stores); the last write of a key wins."""
@@ -197,7 +210,7 @@ class Cache:
             )
             for e in entries
         ]
-        with self._lock:
+        with self._lock, self._failing_as_cache_error("writing"):
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany(

@@ -269,8 +269,8 @@ async def aevaluate(
         "embeddings": session.embeddings.model if session and session.embeddings else None,
         "structured_output": session.mode if session else None,
         "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
-        "cache": str(session.cache.path) if session and session.cache else None,
-        "cache_mode": session.cache.mode if session and session.cache else None,
+        "cache": str(session.cache.path) if session and session.cache is not None else None,
+        "cache_mode": session.cache.mode if session and session.cache is not None else None,
         "resumed_rows": resumed,
         "seconds": round(time.monotonic() - started, 3),
     }
