@@ -1,10 +1,11 @@
-"""Statistics of judge's summaries and A/B comparisons: the bootstrap interval of a mean, a
-paired randomisation test, and Holm-Bonferroni adjustment. Seeded, so reruns print the same."""
+"""Statistics of judge's summaries and A/B comparisons: the bootstrap interval of a mean (or of
+any statistic of resampled rows), a paired randomisation test, and Holm-Bonferroni adjustment.
+Seeded, so reruns print the same."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -31,6 +32,44 @@ def bootstrap_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return (float(low), float(high))
+
+
+def bootstrap_ci_of(
+    statistic: Callable[[np.ndarray], np.ndarray], n: int, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentile bootstrap intervals of statistics of n rows, resampled as in `bootstrap_ci`.
+
+    The same seed and the same draws as `bootstrap_ci`, given to `statistic` as weights: a
+    (resamples, n) array counting how often each row was drawn. `statistic` returns a
+    (resamples, m) array, m statistics per resample, NaN where one is undefined (AUROC of a
+    resample holding one class). Undefined resamples are left out of that interval.
+
+    Returns:
+        (low, high, undefined): three arrays of m values; NaN bounds when no resample was
+        defined; `undefined` counts the resamples left out.
+    """
+    if n == 0:
+        return (np.full(0, math.nan), np.full(0, math.nan), np.zeros(0, dtype=np.int64))
+    rng = np.random.default_rng(SEED)
+    chunks = []
+    step = max(1, 2_000_000 // n)
+    for lo in range(0, BOOTSTRAP_RESAMPLES, step):
+        size = min(lo + step, BOOTSTRAP_RESAMPLES) - lo
+        draws = rng.integers(0, n, size=(size, n))
+        # Row i of the chunk counts its draws: offset each row's indices into its own block.
+        flat = (draws + n * np.arange(size)[:, None]).ravel()
+        weights = np.bincount(flat, minlength=size * n).reshape(size, n).astype(np.float64)
+        chunks.append(np.asarray(statistic(weights), dtype=np.float64).reshape(size, -1))
+    values = np.concatenate(chunks)
+    defined = ~np.isnan(values)
+    tail = (1 - level) / 2
+    low = np.full(values.shape[1], math.nan)
+    high = np.full(values.shape[1], math.nan)
+    for j in range(values.shape[1]):
+        kept = values[defined[:, j], j]
+        if kept.size:
+            low[j], high[j] = np.quantile(kept, [tail, 1 - tail])
+    return (low, high, (~defined).sum(axis=0))
 
 
 def _count_extreme(diff: np.ndarray, signs: np.ndarray, observed: float) -> int:
