@@ -9,10 +9,14 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge.errors import JudgeError, LLMConfigError
 from judge.run.progress import DEFAULT_INTERVAL
+
+if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
+    from judge.llm.cache import Cache
+    from judge.llm.config import LLM, Embeddings
 
 EXIT_THRESHOLD = 1  # a --fail-under threshold was missed
 EXIT_ERROR_RATE = 3  # judges failed in more than --max-error-rate of the judged rows (2: usage)
@@ -45,6 +49,28 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "answer_relevancy if --embedding-model, context_precision, context_recall; "
         "plus mrr, ndcg@10, recall@10 with retrieval columns)",
     )
+    model_options(p)
+    p.add_argument("--out", default="judge-results", help="output directory")
+    p.add_argument(
+        "--fail-under",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="exit 1 if the metric's mean is below VALUE (repeatable)",
+    )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=DEFAULT_MAX_ERROR_RATE,
+        metavar="RATE",
+        help="exit 3 if judges failed (after retries) in more than this share of the "
+        f"judged rows, whose scores are then missing from the means (default "
+        f"{DEFAULT_MAX_ERROR_RATE}; 1 turns the check off)",
+    )
+
+
+def model_options(p: argparse.ArgumentParser) -> None:
+    """The judge model, server, cache, request and column options of every judging command."""
     p.add_argument("--model", help="judge model, any litellm name (e.g. openai/gpt-4o-mini)")
     p.add_argument("--api-base", help="server URL, e.g. http://localhost:8000/v1 for vLLM")
     p.add_argument("--api-key", help="API key (default: the provider's environment variable)")
@@ -85,23 +111,6 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FIELD=COLUMN",
         help="map a column, e.g. --column question=query (repeatable)",
-    )
-    p.add_argument("--out", default="judge-results", help="output directory")
-    p.add_argument(
-        "--fail-under",
-        action="append",
-        default=[],
-        metavar="METRIC=VALUE",
-        help="exit 1 if the metric's mean is below VALUE (repeatable)",
-    )
-    p.add_argument(
-        "--max-error-rate",
-        type=float,
-        default=DEFAULT_MAX_ERROR_RATE,
-        metavar="RATE",
-        help="exit 3 if judges failed (after retries) in more than this share of the "
-        f"judged rows, whose scores are then missing from the means (default "
-        f"{DEFAULT_MAX_ERROR_RATE}; 1 turns the check off)",
     )
     p.add_argument(
         "--no-progress",
@@ -152,14 +161,37 @@ def _thresholds(items: list[str]) -> dict[str, float]:
 
 def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
-    from judge.llm.cache import Cache
-    from judge.llm.config import LLM, Embeddings
-    from judge.metrics.plugins import extra_metrics
     from judge.run.evaluate import evaluate
 
     thresholds = _thresholds(args.fail_under)
     if not 0 <= args.max_error_rate <= 1:  # also rejects nan
         raise JudgeError(f"--max-error-rate {args.max_error_rate}: give a share from 0 to 1")
+    llm, embeddings, cache = model_config(args)
+    out = Path(args.out)
+    metrics = [m for m in (args.metrics or "").split(",") if m.strip()] or None
+    checkpoint = out / ".checkpoint.jsonl"
+    try:
+        result = evaluate(
+            args.data,
+            metrics=metrics,
+            llm=llm,
+            embeddings=embeddings,
+            cache=cache,
+            checkpoint=checkpoint,
+            **data_options(args),
+        )
+    except LLMConfigError as exc:
+        kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
+        resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
+        raise LLMConfigError(f"{exc}{resume}") from None
+    return finish_run(result, out, thresholds, args.max_error_rate)
+
+
+def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:
+    """(LLM, Embeddings or None, Cache or None) from the `model_options` arguments."""
+    from judge.llm.cache import Cache
+    from judge.llm.config import LLM, Embeddings
+
     if not args.model:
         raise JudgeError("--model is required (the judge model; there is no default)")
     if args.embedding_api_base and not args.embedding_model:
@@ -184,30 +216,22 @@ def run_eval(args: argparse.Namespace) -> int:
         if args.embedding_model
         else None
     )
-    out = Path(args.out)
     cache = (
         None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
     )
-    metrics = [m for m in (args.metrics or "").split(",") if m.strip()] or None
-    checkpoint = out / ".checkpoint.jsonl"
-    try:
-        result = evaluate(
-            args.data,
-            metrics=metrics,
-            llm=llm,
-            embeddings=embeddings,
-            cache=cache,
-            column_map=_pairs(args.column, "--column") or None,
-            checkpoint=checkpoint,
-            progress=not args.no_progress,
-            progress_interval=args.progress_interval,
-            custom={n: x.metric for n, x in extra_metrics(args.metrics_module).items()},
-        )
-    except LLMConfigError as exc:
-        kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
-        resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
-        raise LLMConfigError(f"{exc}{resume}") from None
-    return finish_run(result, out, thresholds, args.max_error_rate)
+    return llm, embeddings, cache
+
+
+def data_options(args: argparse.Namespace) -> dict[str, Any]:
+    """column_map, progress and custom metrics (modules, plugins) for `judge.evaluate`."""
+    from judge.metrics.plugins import extra_metrics
+
+    return {
+        "column_map": _pairs(args.column, "--column") or None,
+        "progress": not args.no_progress,
+        "progress_interval": args.progress_interval,
+        "custom": {n: x.metric for n, x in extra_metrics(args.metrics_module).items()},
+    }
 
 
 def _error_rate_failure(result: Any, max_rate: float) -> str | None:

@@ -50,7 +50,8 @@ def _summary_table(result: EvaluationResult) -> str:
     )
 
 
-def _evidence(row: ResultRow) -> str:
+def evidence_html(row: ResultRow) -> str:
+    """The judgments behind a row's scores as HTML: claims and verdicts, grades, replies."""
     ev = row.evidence
     parts = []
     for key, title in (("answer", "answer claims"), ("truth", "ground-truth claims")):
@@ -116,7 +117,7 @@ def _worst(result: EvaluationResult, limit: int = 10) -> str:
             f"<details><summary>row {row.row} · {escape((row.question or '')[:120])} — "
             f"{scores}{reasons}</summary><p><b>answer</b> {escape(row.answer)}</p>"
             f"{'<p class=bad>' + escape(row.error) + '</p>' if row.error else ''}"
-            f"{_evidence(row)}</details>"
+            f"{evidence_html(row)}</details>"
         )
     return "".join(blocks)
 
