@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
     from judge.comparison.evaluations import Comparison, compare
+    from judge.labels.agreement import AgreementResult, agreement
     from judge.llm.cache import Cache
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.custom import judged_metric
@@ -39,10 +40,13 @@ _LAZY = {
     "judged_metric": "judge.metrics.custom",
     "compare": "judge.comparison.evaluations",
     "Comparison": "judge.comparison.evaluations",
+    "agreement": "judge.labels.agreement",
+    "AgreementResult": "judge.labels.agreement",
 }
 
 __all__ = [
     "LLM",
+    "AgreementResult",
     "Cache",
     "Comparison",
     "CoverageWarning",
@@ -57,6 +61,7 @@ __all__ = [
     "UnknownMetricError",
     "__version__",
     "aevaluate",
+    "agreement",
     "ascore",
     "compare",
     "evaluate",

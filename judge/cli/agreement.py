@@ -1,0 +1,80 @@
+"""`judge agreement LABELS --metric M --label COLUMN ...`: how far a metric agrees with people."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from judge.cli.eval import data_options, model_config, model_options
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the agreement subcommand."""
+    p = sub.add_parser(
+        "agreement",
+        help="measure how far a metric agrees with human labels",
+        description="Score every row of LABELS with --metric (through the cache: a second "
+        "run makes no request) and compare the scores with the people's labels in --label. "
+        "binary: 1 = faithful/relevant, 0 = not; graded: numbers, higher = better; pairwise: "
+        "rows sharing a --pair id, the preferred one labelled 1 and the other 0. Labels are "
+        "checked before any request. Exit 2 for usage and input errors.",
+    )
+    p.add_argument("labels", help="data with a label column: .jsonl, .json, .csv, .parquet, ...")
+    p.add_argument("--metric", required=True, help="the metric to check, e.g. faithfulness")
+    p.add_argument("--label", required=True, help="the column of people's labels")
+    p.add_argument(
+        "--kind",
+        choices=["binary", "graded", "pairwise"],
+        help="the kind of label (default: pairwise with --pair, else binary)",
+    )
+    p.add_argument("--by", metavar="COLUMN", help="break the measures down by this column")
+    p.add_argument(
+        "--pair",
+        metavar="COLUMN",
+        help="pairwise: the column of pair ids; --label marks each pair's preferred row with 1",
+    )
+    model_options(p)
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--out", help="also write agreement.json and agreement.html here")
+    p.add_argument(
+        "--disagreements",
+        type=int,
+        default=10,
+        metavar="N",
+        help="worst disagreements kept, with the judge's evidence (default 10)",
+    )
+    p.set_defaults(func=run_agreement)
+
+
+def run_agreement(args: argparse.Namespace) -> int:
+    """The `judge agreement` command."""
+    from judge.labels.agreement import agreement
+    from judge.report.agreement_html import write_agreement
+
+    llm, embeddings, cache = model_config(args)
+    result = agreement(
+        args.labels,
+        metric=args.metric,
+        label=args.label,
+        kind=args.kind,
+        by=args.by,
+        pair=args.pair,
+        llm=llm,
+        embeddings=embeddings,
+        cache=cache,
+        disagreements=max(0, args.disagreements),
+        **data_options(args),
+    )
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        result.write_json(out / "agreement.json")
+        write_agreement(result, out / "agreement.html")
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(result.table())
+        if args.out:
+            print(f"\nwrote {args.out}/agreement.json, agreement.html")
+    return 0
