@@ -5,7 +5,7 @@ Seeded, so reruns print the same."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -13,6 +13,15 @@ SEED = 0
 BOOTSTRAP_RESAMPLES = 10_000
 EXACT_LIMIT = 20  # up to 2^20 sign patterns are enumerated: the exact p-value
 RANDOM_PERMUTATIONS = 200_000  # beyond: Monte Carlo, standard error <= 0.0011 at any p
+
+
+def _resamples(n: int) -> Iterator[np.ndarray]:
+    """The seeded bootstrap draws of n rows: BOOTSTRAP_RESAMPLES rows of n indices, in chunks
+    that bound the index matrix to ~16 MB. Every bootstrap in judge draws these."""
+    rng = np.random.default_rng(SEED)
+    step = max(1, 2_000_000 // n)
+    for lo in range(0, BOOTSTRAP_RESAMPLES, step):
+        yield rng.integers(0, n, size=(min(lo + step, BOOTSTRAP_RESAMPLES) - lo, n))
 
 
 def bootstrap_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
@@ -23,12 +32,7 @@ def bootstrap_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]
     n = values.size
     if n == 0:
         return (math.nan, math.nan)
-    rng = np.random.default_rng(SEED)
-    means = np.empty(BOOTSTRAP_RESAMPLES)
-    step = max(1, 2_000_000 // n)  # bound the index matrix to ~16 MB
-    for lo in range(0, BOOTSTRAP_RESAMPLES, step):
-        hi = min(lo + step, BOOTSTRAP_RESAMPLES)
-        means[lo:hi] = values[rng.integers(0, n, size=(hi - lo, n))].mean(axis=1)
+    means = np.concatenate([values[draws].mean(axis=1) for draws in _resamples(n)])
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return (float(low), float(high))
@@ -50,12 +54,9 @@ def bootstrap_ci_of(
     """
     if n == 0:
         return (np.full(0, math.nan), np.full(0, math.nan), np.zeros(0, dtype=np.int64))
-    rng = np.random.default_rng(SEED)
     chunks = []
-    step = max(1, 2_000_000 // n)
-    for lo in range(0, BOOTSTRAP_RESAMPLES, step):
-        size = min(lo + step, BOOTSTRAP_RESAMPLES) - lo
-        draws = rng.integers(0, n, size=(size, n))
+    for draws in _resamples(n):
+        size = draws.shape[0]
         # Row i of the chunk counts its draws: offset each row's indices into its own block.
         flat = (draws + n * np.arange(size)[:, None]).ravel()
         weights = np.bincount(flat, minlength=size * n).reshape(size, n).astype(np.float64)
