@@ -130,6 +130,7 @@ def model_options(p: argparse.ArgumentParser) -> None:
 
 
 def module_option(p: argparse.ArgumentParser) -> None:
+    """Add --metrics-module, the route to custom metrics in a file or module."""
     p.add_argument(
         "--metrics-module",
         action="append",

@@ -181,6 +181,8 @@ def _list_of_str(value: Any, name: str) -> list[str]:
 
 
 def parse_relevance(value: Any) -> dict[str, int]:
+    """A row's relevance judgments as {doc_id: grade}: from a list of relevant ids (grade 1),
+    a {doc_id: grade} mapping, or either as JSON text."""
     if isinstance(value, str):
         value = json.loads(value)
     if isinstance(value, Mapping):
