@@ -23,8 +23,9 @@ def run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
     )
 
 
-def dataset(path: Path, n: int) -> Path:
-    rows = [
+def rows(n: int) -> list[dict]:
+    """n distinct samples: each row's question and answer name its number."""
+    return [
         {
             "id": f"s{i}",
             "question": f"Who created Python? ({i})",
@@ -34,7 +35,10 @@ def dataset(path: Path, n: int) -> Path:
         }
         for i in range(n)
     ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def dataset(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows(n)), encoding="utf-8")
     return path
 
 

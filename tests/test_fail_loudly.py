@@ -19,26 +19,13 @@ from judge.llm.session import LLMSession
 from judge.run.evaluate import aevaluate, evaluate
 from judge.testing import FakeLLMServer, Fault, heuristic_judge
 from judge.testing.replies import FakeHTTPError
-from tests.test_cli_eval import dataset, eval_args, run
+from tests.test_cli_eval import dataset, eval_args, rows, run
 
 ONE = {
     "question": "Who created Python?",
     "answer": "Guido van Rossum created Python.",
     "contexts": ["Python was created by Guido van Rossum."],
 }
-
-
-def rows(n: int) -> list[dict]:
-    return [
-        {
-            "id": f"s{i}",
-            "question": f"Who created Python? ({i})",
-            "answer": f"Guido van Rossum created Python. Row {i} is here.",
-            "contexts": ["Python was created by Guido van Rossum.", "Bananas are yellow."],
-            "ground_truth": "Guido van Rossum created Python.",
-        }
-        for i in range(n)
-    ]
 
 
 def of_row(body: dict, i: int) -> bool:
