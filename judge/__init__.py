@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.custom import judged_metric
     from judge.metrics.registry import Metric, MetricScore
+    from judge.probes.result import ProbeResult
+    from judge.probes.run import probe
     from judge.run.evaluate import aevaluate, evaluate
     from judge.run.results import EvaluationResult, ResultRow
     from judge.run.score import SampleResult, ascore, score
@@ -42,6 +44,8 @@ _LAZY = {
     "Comparison": "judge.comparison.evaluations",
     "agreement": "judge.labels.agreement",
     "AgreementResult": "judge.labels.agreement",
+    "probe": "judge.probes.run",
+    "ProbeResult": "judge.probes.result",
 }
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "JudgeError",
     "Metric",
     "MetricScore",
+    "ProbeResult",
     "ResultRow",
     "SampleResult",
     "UnknownMetricError",
@@ -66,6 +71,7 @@ __all__ = [
     "compare",
     "evaluate",
     "judged_metric",
+    "probe",
     "score",
 ]
 

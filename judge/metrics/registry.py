@@ -134,7 +134,8 @@ def _from_grades(
     return compute
 
 
-def _relevant(grades: list[int]) -> list[bool]:
+def relevant(grades: list[int]) -> list[bool]:
+    """Which contexts count as relevant by their grades 0-3."""
     return [g >= 2 for g in grades]  # grade 2 (partly answers) and 3 (answers) are relevant
 
 
@@ -158,7 +159,7 @@ BUILTIN: dict[str, Metric] = {
         Metric(
             "context_precision",
             "rank-weighted precision of the contexts judged relevant (grade >= 2)",
-            _from_grades(lambda g: scorers.context_precision(_relevant(g))),
+            _from_grades(lambda g: scorers.context_precision(relevant(g))),
         ),
         Metric(
             "context_recall",
@@ -170,7 +171,7 @@ BUILTIN: dict[str, Metric] = {
         Metric(
             "context_relevance",
             "share of the contexts judged relevant (grade >= 2)",
-            _from_grades(lambda g: scorers.context_relevance(_relevant(g))),
+            _from_grades(lambda g: scorers.context_relevance(relevant(g))),
         ),
         Metric(
             "answer_correctness",

@@ -1,0 +1,1 @@
+"""Stability probes: perturb the inputs or the sampling, rerun the judges, check the scores."""

@@ -1,0 +1,161 @@
+"""Whether each probe's expectation held: pure functions of score arrays, numpy only.
+
+Scores are aligned arrays, one value per row, NaN where a metric was undefined; a row
+counts only where every compared score is defined. Each check names its expectation and
+its tolerance, so a reader can disagree with the bar without rereading the code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from judge.labels import kinds
+
+# The bars, in score units (metrics run 0 to 1). Chosen so that a well-behaved judge with
+# some sampling noise passes and a judge with a systematic bias fails:
+TOLERANCE = {
+    "repeat_std": 0.10,  # mean per-row standard deviation over repeats
+    "repeat_crossing": 0.10,  # share of rows whose repeats fall on both sides of the threshold
+    "order": 0.05,  # mean |change| when contexts are shuffled (or |actual - expected|)
+    "verbosity": 0.02,  # mean gain from filler: none expected, a little noise allowed
+    "granularity": 0.10,  # mean |change| when the answer is cut into sentences differently
+    "spearman": 0.70,  # cross-model rank agreement at least this
+    "kappa": 0.60,  # cross-model Cohen's kappa of pass/fail at the threshold at least this
+}
+MOVED = 1e-9  # a score differing by more than this has moved (float slack)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One probe's verdict on one metric.
+
+    Args:
+        probe: repeat, order, verbosity, granularity (with its variant) or models.
+        metric: the metric checked.
+        expectation: what a stable judge does, in words, with the tolerance.
+        rows: rows compared (every compared score defined).
+        figures: what was measured (names in the expectation).
+        held: whether the expectation held; None when no row could be compared.
+        note: why a figure is undefined, when one is.
+    """
+
+    probe: str
+    metric: str
+    expectation: str
+    rows: int
+    figures: dict[str, float] = field(default_factory=dict)
+    held: bool | None = None
+    note: str | None = None
+
+
+def _defined(*arrays: np.ndarray) -> np.ndarray:
+    """Rows where every array is defined."""
+    mask = np.ones(arrays[0].shape[-1], dtype=bool)
+    for a in arrays:
+        mask &= ~np.isnan(a).reshape(-1, a.shape[-1]).any(axis=0)
+    return mask
+
+
+def repeat(metric: str, runs: np.ndarray, threshold: float) -> Check:
+    """Repeat noise: runs is (repeats, rows). Per row the standard deviation over the
+    repeats (population, ddof 0) and whether they fall on both sides of the threshold."""
+    expectation = (
+        f"the same row judged {runs.shape[0]} times with different seeds scores the same: "
+        f"mean_std <= {TOLERANCE['repeat_std']} and crossing_share <= "
+        f"{TOLERANCE['repeat_crossing']} (rows with repeats on both sides of {threshold:g})"
+    )
+    kept = runs[:, _defined(runs)]
+    if kept.shape[1] == 0:
+        return Check("repeat", metric, expectation, 0, note="no row scored in every repeat")
+    std = kept.std(axis=0)
+    crossing = (kept >= threshold).any(axis=0) & (kept < threshold).any(axis=0)
+    figures = {
+        "mean_std": float(std.mean()),
+        "max_std": float(std.max()),
+        "crossing_share": float(crossing.mean()),
+        "rows_varying": float(np.count_nonzero(std > MOVED)),
+    }
+    held = (
+        figures["mean_std"] <= TOLERANCE["repeat_std"]
+        and figures["crossing_share"] <= TOLERANCE["repeat_crossing"]
+    )
+    return Check("repeat", metric, expectation, kept.shape[1], figures, held)
+
+
+def unchanged(
+    probe: str, metric: str, before: np.ndarray, after: np.ndarray, expectation: str
+) -> Check:
+    """after must equal before within TOLERANCE[probe] of mean |after - before|."""
+    tolerance = TOLERANCE[probe.split(":")[0]]
+    expectation = f"{expectation}: mean_abs_change <= {tolerance}"
+    mask = _defined(before, after)
+    if not mask.any():
+        return Check(probe, metric, expectation, 0, note="no row scored both ways")
+    change = after[mask] - before[mask]
+    figures = {
+        "mean_abs_change": float(np.abs(change).mean()),
+        "max_abs_change": float(np.abs(change).max()),
+        "mean_change": float(change.mean()),
+        "rows_moved": float(np.count_nonzero(np.abs(change) > MOVED)),
+    }
+    held = figures["mean_abs_change"] <= tolerance
+    return Check(probe, metric, expectation, int(mask.sum()), figures, held)
+
+
+def no_gain(metric: str, before: np.ndarray, after: np.ndarray) -> Check:
+    """Padding must not raise the score: mean(after - before) <= TOLERANCE["verbosity"]."""
+    expectation = (
+        "the answer padded with content-free filler gains nothing: "
+        f"mean_gain <= {TOLERANCE['verbosity']}"
+    )
+    mask = _defined(before, after)
+    if not mask.any():
+        return Check("verbosity", metric, expectation, 0, note="no row scored both ways")
+    gain = after[mask] - before[mask]
+    figures = {
+        "mean_gain": float(gain.mean()),
+        "max_gain": float(gain.max()),
+        "rows_gaining": float(np.count_nonzero(gain > MOVED)),
+        "rows_losing": float(np.count_nonzero(gain < -MOVED)),
+    }
+    held = figures["mean_gain"] <= TOLERANCE["verbosity"]
+    return Check("verbosity", metric, expectation, int(mask.sum()), figures, held)
+
+
+def models(metric: str, first: np.ndarray, second: np.ndarray, threshold: float) -> Check:
+    """Cross-model agreement: Spearman of the scores, Cohen's kappa of pass/fail at the
+    threshold, each with a 95% bootstrap interval (judge.labels' measures)."""
+    expectation = (
+        f"a second judge model ranks and passes the rows alike: spearman >= "
+        f"{TOLERANCE['spearman']} and kappa@{threshold:g} >= {TOLERANCE['kappa']}"
+    )
+    mask = _defined(first, second)
+    a, b = first[mask], second[mask]
+    ranked, _ = kinds.graded(a, b)
+    # kappa is symmetric: the second model's pass/fail plays the labels of the first's.
+    passed, _ = kinds.binary(
+        (a >= threshold).astype(np.float64), (b >= threshold).astype(np.float64)
+    )
+    rho, kappa = ranked["spearman"], passed["kappa@0.5"]
+    figures = {
+        "spearman": rho.value,
+        "spearman_ci_low": rho.ci_low,
+        "spearman_ci_high": rho.ci_high,
+        "kappa": kappa.value,
+        "kappa_ci_low": kappa.ci_low,
+        "kappa_ci_high": kappa.ci_high,
+        "mean_first": float(a.mean()) if a.size else math.nan,
+        "mean_second": float(b.mean()) if b.size else math.nan,
+    }
+    notes = [f"{name}: {m.note}" for name, m in (("spearman", rho), ("kappa", kappa)) if m.note]
+    held = (
+        None
+        if math.isnan(rho.value) and math.isnan(kappa.value)
+        else bool(rho.value >= TOLERANCE["spearman"] and kappa.value >= TOLERANCE["kappa"])
+    )
+    return Check(
+        "models", metric, expectation, int(mask.sum()), figures, held, "; ".join(notes) or None
+    )

@@ -1,0 +1,85 @@
+"""What `judge.probe` returns: the checks, the runs behind them, text and JSON views."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from judge.json_values import nan_to_null
+from judge.probes.checks import Check
+from judge.report.format import number
+from judge.run.results import EvaluationResult
+
+
+def verdict(held: bool | None) -> str:
+    """How a check's outcome is printed."""
+    return "n/a" if held is None else "held" if held else "FAILED"
+
+
+class ProbeResult:
+    """The probes' checks, each naming its expectation and whether it held.
+
+    Attributes:
+        checks: one `Check` per probe (or variant) and metric, in probe order.
+        runs: variant name ("base", "repeat 1", "order", "verbosity", "granularity:joined",
+            "second model", ...) -> its `EvaluationResult`, rows in input order.
+        config: source, rows, metrics, probes, models, repeats, threshold, seed, tolerances.
+    """
+
+    def __init__(
+        self, checks: list[Check], runs: dict[str, EvaluationResult], config: dict[str, Any]
+    ):
+        self.checks, self.runs, self.config = checks, runs, config
+
+    @property
+    def failed(self) -> list[Check]:
+        """The checks whose expectation did not hold."""
+        return [c for c in self.checks if c.held is False]
+
+    def usage(self) -> dict[str, dict[str, Any]]:
+        """Requests, cache hits and tokens of each variant's run."""
+        return {name: run.usage for name, run in self.runs.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON-able data, undefined values as null; scores per variant."""
+        scores = {
+            name: {m: [r.scores.get(m) for r in run.rows] for m in run.metrics}
+            for name, run in self.runs.items()
+        }
+        return nan_to_null(  # type: ignore[no-any-return]
+            {
+                "checks": [asdict(c) for c in self.checks],
+                "held": sum(c.held is True for c in self.checks),
+                "failed": len(self.failed),
+                "ids": [r.id for r in self.runs["base"].rows],
+                "scores": scores,
+                "usage": self.usage(),
+                "config": self.config,
+            }
+        )
+
+    def write_json(self, path: str | os.PathLike[str]) -> None:
+        """Write `to_dict()` as probe.json."""
+        Path(path).write_text(
+            json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+
+    def table(self) -> str:
+        """Each check on a line with its figures, then the expectations."""
+        lines = [f"{'probe':<19} {'metric':<18} {'rows':>5}  {'result':<6}  figures"]
+        for c in self.checks:
+            figures = ", ".join(f"{k} {number(v)}" for k, v in c.figures.items())
+            line = f"{c.probe:<19} {c.metric:<18} {c.rows:>5}  {verdict(c.held):<6}  {figures}"
+            lines.append(line + (f"  ({c.note})" if c.note else ""))
+        lines += ["", "expectations:"]
+        seen = set()
+        for c in self.checks:
+            if (c.probe, c.expectation) not in seen:
+                seen.add((c.probe, c.expectation))
+                lines.append(f"  {c.probe}: {c.expectation}")
+        held = sum(c.held is True for c in self.checks)
+        lines += ["", f"{held} of {len(self.checks)} checks held, {len(self.failed)} failed"]
+        return "\n".join(lines)

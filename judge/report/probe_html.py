@@ -1,0 +1,57 @@
+"""probe.html: each stability probe's expectation, what was measured and whether it held.
+Self-contained: no script, no network."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from judge.probes.result import ProbeResult, verdict
+from judge.report.format import CSS, escape, number
+
+
+def _checks(result: ProbeResult) -> str:
+    rows = []
+    for c in result.checks:
+        css = "ok" if c.held else "bad" if c.held is False else "small"
+        figures = "<br>".join(f"<code>{escape(k)}</code> {number(v)}" for k, v in c.figures.items())
+        note = f"<br><span class=small>{escape(c.note)}</span>" if c.note else ""
+        rows.append(
+            f"<tr><td>{escape(c.probe)}</td><td>{escape(c.metric)}</td>"
+            f"<td class=small>{escape(c.expectation)}</td><td class=n>{c.rows}</td>"
+            f"<td class={css}><b>{verdict(c.held)}</b></td><td>{figures}{note}</td></tr>"
+        )
+    return (
+        "<table><tr><th>probe</th><th>metric</th><th>expectation</th><th>rows</th>"
+        f"<th>result</th><th>measured</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _usage(result: ProbeResult) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(name)}</td><td class=n>{u.get('requests', 0)}</td>"
+        f"<td class=n>{u.get('cache_hits', 0)}</td></tr>"
+        for name, u in result.usage().items()
+    )
+    return f"<table><tr><th>run</th><th>requests</th><th>cache hits</th></tr>{rows}</table>"
+
+
+def render_probe(result: ProbeResult) -> str:
+    """The HTML text of probe.html."""
+    config = json.dumps(result.config, indent=2, ensure_ascii=False, default=str)
+    held = sum(c.held is True for c in result.checks)
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>judge probe</title><style>{CSS}</style></head><body>"
+        f"<h1>Stability probes of {escape(result.config.get('model'))}</h1>"
+        f"<p>{held} of {len(result.checks)} checks held, {len(result.failed)} failed, on "
+        f"{result.config.get('rows')} rows of {escape(result.config.get('source'))}.</p>"
+        f"<h2>Checks</h2>{_checks(result)}<h2>Runs</h2>{_usage(result)}"
+        f"<h2>Configuration</h2><pre>{escape(config)}</pre></body></html>\n"
+    )
+
+
+def write_probe(result: ProbeResult, path: str | os.PathLike[str]) -> None:
+    """Write probe.html."""
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(render_probe(result))
