@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,9 @@ REPEAT_TEMPERATURE = 0.7  # repeats sample; a judge at temperature 0 would only 
 ORDER_INVARIANT = ("faithfulness", "context_recall")
 PADDING_MUST_NOT_RAISE = ("faithfulness", "answer_relevancy")
 RESPLIT_CHECKED = ("faithfulness",)
+
+# Runs one variant: (its name, its rows, optionally another judge model) -> its result.
+Run = Callable[..., EvaluationResult]
 
 
 def _records(
@@ -159,46 +162,13 @@ def probe(
     names = base.metrics
     found: list[Check] = []
     if "repeat" in probes:
-        temperature = llm.temperature if llm.temperature > 0 else REPEAT_TEMPERATURE
-        repeated = [
-            run(
-                f"repeat {k}",
-                records,
-                dataclasses.replace(llm, seed=seed + k, temperature=temperature),
-            )
-            for k in range(1, repeats + 1)
-        ]
-        for m in names:
-            found.append(checks.repeat(m, np.stack([_scores(r, m) for r in repeated]), threshold))
+        found += _repeat(records, llm, names, repeats, threshold, seed, run)
     if "order" in probes:
         found += _order(records, base, names, seed, run)
     if "verbosity" in probes:
-        padded = [
-            {**r, "answer": perturb.pad(r["answer"])} if (r["answer"] or "").strip() else r
-            for r in records
-        ]
-        result = run("verbosity", padded)
-        for m in (m for m in names if m in PADDING_MUST_NOT_RAISE):
-            found.append(checks.no_gain(m, _scores(base, m), _scores(result, m)))
+        found += _verbosity(records, base, names, run)
     if "granularity" in probes:
-        for variant, resplit in perturb.RESPLITS.items():
-            cut = [{**r, "answer": resplit(r["answer"] or "")} for r in records]
-            result = run(f"granularity:{variant}", cut)
-            for m in (m for m in names if m in RESPLIT_CHECKED):
-                expectation = (
-                    "the answer's sentences "
-                    + ("joined into one" if variant == "joined" else "each on its own line")
-                    + " leave the score where it was"
-                )
-                found.append(
-                    checks.unchanged(
-                        f"granularity:{variant}",
-                        m,
-                        _scores(base, m),
-                        _scores(result, m),
-                        expectation,
-                    )
-                )
+        found += _granularity(records, base, names, run)
     if second_llm is not None:
         other = run("second model", records, second_llm)
         for m in names:
@@ -220,8 +190,67 @@ def probe(
     return ProbeResult(found, runs, config)
 
 
+def _repeat(
+    records: list[dict[str, Any]],
+    llm: LLM,
+    names: list[str],
+    repeats: int,
+    threshold: float,
+    seed: int,
+    run: Run,
+) -> list[Check]:
+    """The repeat probe: the rows judged again at seeds seed+1 .. seed+repeats."""
+    temperature = llm.temperature if llm.temperature > 0 else REPEAT_TEMPERATURE
+    repeated = [
+        run(
+            f"repeat {k}", records, dataclasses.replace(llm, seed=seed + k, temperature=temperature)
+        )
+        for k in range(1, repeats + 1)
+    ]
+    return [checks.repeat(m, np.stack([_scores(r, m) for r in repeated]), threshold) for m in names]
+
+
+def _verbosity(
+    records: list[dict[str, Any]], base: EvaluationResult, names: list[str], run: Run
+) -> list[Check]:
+    """The verbosity probe: every non-blank answer padded with filler."""
+    padded = [
+        {**r, "answer": perturb.pad(r["answer"])} if (r["answer"] or "").strip() else r
+        for r in records
+    ]
+    result = run("verbosity", padded)
+    return [
+        checks.no_gain(m, _scores(base, m), _scores(result, m))
+        for m in names
+        if m in PADDING_MUST_NOT_RAISE
+    ]
+
+
+def _granularity(
+    records: list[dict[str, Any]], base: EvaluationResult, names: list[str], run: Run
+) -> list[Check]:
+    """The granularity probe: the answer's sentences joined into one, then one per line."""
+    found = []
+    for variant, resplit in perturb.RESPLITS.items():
+        result = run(
+            f"granularity:{variant}", [{**r, "answer": resplit(r["answer"] or "")} for r in records]
+        )
+        how = "joined into one" if variant == "joined" else "each on its own line"
+        for m in (m for m in names if m in RESPLIT_CHECKED):
+            found.append(
+                checks.unchanged(
+                    f"granularity:{variant}",
+                    m,
+                    _scores(base, m),
+                    _scores(result, m),
+                    f"the answer's sentences {how} leave the score where it was",
+                )
+            )
+    return found
+
+
 def _order(
-    records: list[dict[str, Any]], base: EvaluationResult, names: list[str], seed: int, run: Any
+    records: list[dict[str, Any]], base: EvaluationResult, names: list[str], seed: int, run: Run
 ) -> list[Check]:
     """The order probe: contexts shuffled in rows that have two or more."""
     orders = [perturb.permutation(len(r["contexts"]), seed, i) for i, r in enumerate(records)]
