@@ -349,6 +349,7 @@ def test_the_command_writes_json_and_html_exits_1_on_a_failed_probe_and_reruns_f
     }
     page = (tmp_path / "out" / "probe.html").read_text("utf-8")
     assert "FAILED" in page and "contexts shuffled" in page and "http" not in page.lower()
+    assert "rows_moved 5" in first.stdout and "spearman 1.000 [1.000, 1.000]" in page
     for text in (first.stdout, page, json.dumps(written)):
         assert "sk-probe-secret-42" not in text
     second = cli(*args, "--format", "json")

@@ -96,3 +96,8 @@ def test_models_check_reuses_the_label_measures():
     assert flipped.figures["kappa"] < 0
     constant = checks.models("faithfulness", first, np.ones(6), 0.5)
     assert math.isnan(constant.figures["spearman"]) and constant.held is False
+    assert "spearman undefined: one model gave every row the same score" in constant.note
+    assert constant.figures["kappa"] == 0.0  # agreement no better than chance: defined
+    both = checks.models("faithfulness", np.ones(3), np.ones(3), 0.5)
+    assert "kappa undefined: one model passed (or failed) every row at 0.5" in both.note
+    assert both.held is None and both.rows == 3  # nothing to tell: neither measure defined

@@ -150,7 +150,18 @@ def models(metric: str, first: np.ndarray, second: np.ndarray, threshold: float)
         "mean_first": float(a.mean()) if a.size else math.nan,
         "mean_second": float(b.mean()) if b.size else math.nan,
     }
-    notes = [f"{name}: {m.note}" for name, m in (("spearman", rho), ("kappa", kappa)) if m.note]
+    undefined = {
+        "spearman": "one model gave every row the same score",
+        "kappa": f"one model passed (or failed) every row at {threshold:g}",
+    }
+    notes = []
+    for name, m in (("spearman", rho), ("kappa", kappa)):
+        if math.isnan(m.value):
+            notes.append(
+                f"{name} undefined: {'fewer than two rows' if a.size < 2 else undefined[name]}"
+            )
+        elif m.note:
+            notes.append(f"{name}: {m.note}")
     held = (
         None
         if math.isnan(rho.value) and math.isnan(kappa.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -17,6 +18,23 @@ from judge.run.results import EvaluationResult
 def verdict(held: bool | None) -> str:
     """How a check's outcome is printed."""
     return "n/a" if held is None else "held" if held else "FAILED"
+
+
+def figures(check: Check) -> list[str]:
+    """A check's figures as text: counts whole, intervals beside their value."""
+    out = []
+    for name, value in check.figures.items():
+        if name.endswith(("_ci_low", "_ci_high")):
+            continue
+        if name.startswith("rows_"):
+            out.append(f"{name} {value:.0f}")
+            continue
+        text = f"{name} {number(value)}"
+        low, high = check.figures.get(f"{name}_ci_low"), check.figures.get(f"{name}_ci_high")
+        if low is not None and high is not None and not math.isnan(low):
+            text += f" [{number(low)}, {number(high)}]"
+        out.append(text)
+    return out
 
 
 class ProbeResult:
@@ -71,8 +89,8 @@ class ProbeResult:
         """Each check on a line with its figures, then the expectations."""
         lines = [f"{'probe':<19} {'metric':<18} {'rows':>5}  {'result':<6}  figures"]
         for c in self.checks:
-            figures = ", ".join(f"{k} {number(v)}" for k, v in c.figures.items())
-            line = f"{c.probe:<19} {c.metric:<18} {c.rows:>5}  {verdict(c.held):<6}  {figures}"
+            shown = ", ".join(figures(c))
+            line = f"{c.probe:<19} {c.metric:<18} {c.rows:>5}  {verdict(c.held):<6}  {shown}"
             lines.append(line + (f"  ({c.note})" if c.note else ""))
         lines += ["", "expectations:"]
         seen = set()

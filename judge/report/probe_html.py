@@ -6,20 +6,20 @@ from __future__ import annotations
 import json
 import os
 
-from judge.probes.result import ProbeResult, verdict
-from judge.report.format import CSS, escape, number
+from judge.probes.result import ProbeResult, figures, verdict
+from judge.report.format import CSS, escape
 
 
 def _checks(result: ProbeResult) -> str:
     rows = []
     for c in result.checks:
         css = "ok" if c.held else "bad" if c.held is False else "small"
-        figures = "<br>".join(f"<code>{escape(k)}</code> {number(v)}" for k, v in c.figures.items())
+        shown = "<br>".join(escape(f) for f in figures(c))
         note = f"<br><span class=small>{escape(c.note)}</span>" if c.note else ""
         rows.append(
             f"<tr><td>{escape(c.probe)}</td><td>{escape(c.metric)}</td>"
             f"<td class=small>{escape(c.expectation)}</td><td class=n>{c.rows}</td>"
-            f"<td class={css}><b>{verdict(c.held)}</b></td><td>{figures}{note}</td></tr>"
+            f"<td class={css}><b>{verdict(c.held)}</b></td><td>{shown}{note}</td></tr>"
         )
     return (
         "<table><tr><th>probe</th><th>metric</th><th>expectation</th><th>rows</th>"
