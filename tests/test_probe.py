@@ -182,6 +182,8 @@ def test_a_judge_that_answers_by_seed_fails_the_repeat_probe(server):
     assert check.figures["crossing_share"] == 1.0  # 1, 0, 1 on every row
     assert check.figures["mean_std"] == pytest.approx((2 / 9) ** 0.5)
     assert by(result, "repeat", "context_precision").held is True  # grades are not noisy
+    assert check.worst == [0, 1, 2, 3, 4]  # all alike: in row order
+    assert result.moved(check)[0]["scores"] == {"repeat 1": 1.0, "repeat 2": 0.0, "repeat 3": 1.0}
     assert "FAILED" in result.table() and result.failed
 
 
@@ -205,6 +207,13 @@ def test_a_judge_that_follows_context_position_fails_the_order_probe(server):
     assert faithfulness.held is False
     # 1 -> 0, 1/2 -> 0, 0 -> 1, 0 -> 0, 1 -> 0: the judge read the first context only
     assert faithfulness.figures["mean_abs_change"] == pytest.approx(3.5 / 5)
+    assert faithfulness.worst == [0, 2, 4, 1]  # the largest moves first; row 3 stayed at 0
+    assert result.moved(faithfulness)[0] == {
+        "row": 0,
+        "id": "r0",
+        "question": QUESTION,
+        "scores": {"base": 1.0, "order": 0.0},
+    }
     precision = by(result, "order", "context_precision")
     assert precision.held is False  # grades 3, 0 stayed with the positions: 1.0, not 0.5
     assert precision.figures["mean_change"] == pytest.approx(0.5)
@@ -301,6 +310,8 @@ def test_bad_arguments_are_refused_before_any_request(server):
         run(server, ["loudness"])
     with pytest.raises(judge.JudgeError, match="at least 2"):
         run(server, ["repeat"], repeats=1)
+    with pytest.raises(judge.JudgeError, match="pass mark from 0 to 1"):
+        run(server, ["order"], threshold=float("nan"))
     assert server.count() == 0
 
 
@@ -350,6 +361,7 @@ def test_the_command_writes_json_and_html_exits_1_on_a_failed_probe_and_reruns_f
     page = (tmp_path / "out" / "probe.html").read_text("utf-8")
     assert "FAILED" in page and "contexts shuffled" in page and "http" not in page.lower()
     assert "rows_moved 5" in first.stdout and "spearman 1.000 [1.000, 1.000]" in page
+    assert "Rows that moved most" in page and "base 1.000 → order 0.000" in page
     for text in (first.stdout, page, json.dumps(written)):
         assert "sk-probe-secret-42" not in text
     second = cli(*args, "--format", "json")

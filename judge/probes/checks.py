@@ -26,6 +26,19 @@ TOLERANCE = {
     "kappa": 0.60,  # cross-model Cohen's kappa of pass/fail at the threshold at least this
 }
 MOVED = 1e-9  # a score differing by more than this has moved (float slack)
+WORST = 5  # rows named in a check as the ones that moved most
+
+
+def _worst(mask: np.ndarray, moves: np.ndarray) -> list[int]:
+    """The rows (input positions) that moved most, largest first, at most WORST of them.
+
+    Args:
+        mask: which rows were compared.
+        moves: how far each compared row moved (mask.sum() values, >= 0).
+    """
+    rows = np.flatnonzero(mask)
+    largest = np.argsort(-moves, kind="stable")[:WORST]
+    return [int(rows[k]) for k in largest if moves[k] > MOVED]
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,7 @@ class Check:
         figures: what was measured (names in the expectation).
         held: whether the expectation held; None when no row could be compared.
         note: why a figure is undefined, when one is.
+        worst: the rows (input positions, from 0) that moved most, largest first.
     """
 
     probe: str
@@ -49,6 +63,7 @@ class Check:
     figures: dict[str, float] = field(default_factory=dict)
     held: bool | None = None
     note: str | None = None
+    worst: list[int] = field(default_factory=list)
 
 
 def _defined(*arrays: np.ndarray) -> np.ndarray:
@@ -67,7 +82,8 @@ def repeat(metric: str, runs: np.ndarray, threshold: float) -> Check:
         f"mean_std <= {TOLERANCE['repeat_std']} and crossing_share <= "
         f"{TOLERANCE['repeat_crossing']} (rows with repeats on both sides of {threshold:g})"
     )
-    kept = runs[:, _defined(runs)]
+    mask = _defined(runs)
+    kept = runs[:, mask]
     if kept.shape[1] == 0:
         return Check("repeat", metric, expectation, 0, note="no row scored in every repeat")
     std = kept.std(axis=0)
@@ -82,7 +98,8 @@ def repeat(metric: str, runs: np.ndarray, threshold: float) -> Check:
         figures["mean_std"] <= TOLERANCE["repeat_std"]
         and figures["crossing_share"] <= TOLERANCE["repeat_crossing"]
     )
-    return Check("repeat", metric, expectation, kept.shape[1], figures, held)
+    worst = _worst(mask, std)
+    return Check("repeat", metric, expectation, kept.shape[1], figures, held, worst=worst)
 
 
 def unchanged(
@@ -102,7 +119,8 @@ def unchanged(
         "rows_moved": float(np.count_nonzero(np.abs(change) > MOVED)),
     }
     held = figures["mean_abs_change"] <= tolerance
-    return Check(probe, metric, expectation, int(mask.sum()), figures, held)
+    worst = _worst(mask, np.abs(change))
+    return Check(probe, metric, expectation, int(mask.sum()), figures, held, worst=worst)
 
 
 def no_gain(metric: str, before: np.ndarray, after: np.ndarray) -> Check:
@@ -122,7 +140,8 @@ def no_gain(metric: str, before: np.ndarray, after: np.ndarray) -> Check:
         "rows_losing": float(np.count_nonzero(gain < -MOVED)),
     }
     held = figures["mean_gain"] <= TOLERANCE["verbosity"]
-    return Check("verbosity", metric, expectation, int(mask.sum()), figures, held)
+    worst = _worst(mask, np.maximum(gain, 0.0))
+    return Check("verbosity", metric, expectation, int(mask.sum()), figures, held, worst=worst)
 
 
 def models(metric: str, first: np.ndarray, second: np.ndarray, threshold: float) -> Check:
@@ -167,6 +186,6 @@ def models(metric: str, first: np.ndarray, second: np.ndarray, threshold: float)
         if math.isnan(rho.value) and math.isnan(kappa.value)
         else bool(rho.value >= TOLERANCE["spearman"] and kappa.value >= TOLERANCE["kappa"])
     )
-    return Check(
-        "models", metric, expectation, int(mask.sum()), figures, held, "; ".join(notes) or None
-    )
+    note = "; ".join(notes) or None
+    worst = _worst(mask, np.abs(a - b))  # the widest gaps between the two models
+    return Check("models", metric, expectation, int(mask.sum()), figures, held, note, worst)

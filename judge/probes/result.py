@@ -57,6 +57,28 @@ class ProbeResult:
         """The checks whose expectation did not hold."""
         return [c for c in self.checks if c.held is False]
 
+    def runs_of(self, check: Check) -> list[str]:
+        """The runs a check compares: the base run (but for repeats) and its variants."""
+        if check.probe == "repeat":
+            return [name for name in self.runs if name.startswith("repeat ")]
+        variant = "second model" if check.probe == "models" else check.probe
+        return ["base", variant]
+
+    def moved(self, check: Check) -> list[dict[str, Any]]:
+        """The rows that moved most in a check: row, id, question, score in each run."""
+        return [
+            {
+                "row": i,
+                "id": self.runs["base"].rows[i].id,
+                "question": self.runs["base"].rows[i].question,
+                "scores": {
+                    name: self.runs[name].rows[i].scores.get(check.metric, math.nan)
+                    for name in self.runs_of(check)
+                },
+            }
+            for i in check.worst
+        ]
+
     def usage(self) -> dict[str, dict[str, Any]]:
         """Requests, cache hits and tokens of each variant's run."""
         return {name: run.usage for name, run in self.runs.items()}

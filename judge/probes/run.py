@@ -137,6 +137,8 @@ def probe(
         raise JudgeError(f"unknown probe {', '.join(unknown)}; valid: {', '.join(PROBES)}")
     if "repeat" in probes and repeats < 2:
         raise JudgeError(f"repeats={repeats}: the repeat probe needs at least 2")
+    if not 0 <= threshold <= 1:  # also refuses NaN
+        raise JudgeError(f"threshold={threshold}: give a pass mark from 0 to 1")
     if not isinstance(llm, LLM):
         raise JudgeError("llm must be judge.LLM(model=...): the probes vary its settings")
     records, skipped, source = _records(data, column_map)

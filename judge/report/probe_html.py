@@ -7,7 +7,7 @@ import json
 import os
 
 from judge.probes.result import ProbeResult, figures, verdict
-from judge.report.format import CSS, escape
+from judge.report.format import CSS, escape, number
 
 
 def _checks(result: ProbeResult) -> str:
@@ -25,6 +25,25 @@ def _checks(result: ProbeResult) -> str:
         "<table><tr><th>probe</th><th>metric</th><th>expectation</th><th>rows</th>"
         f"<th>result</th><th>measured</th></tr>{''.join(rows)}</table>"
     )
+
+
+def _moved(result: ProbeResult) -> str:
+    """The rows behind each failed check, with their scores in each run compared."""
+    blocks = []
+    for c in result.failed:
+        rows = "".join(
+            f"<tr><td>{m['row']}</td><td>{escape(m['id'])}</td>"
+            f"<td>{escape((m['question'] or '')[:120])}</td><td>"
+            + " → ".join(f"{escape(run)} {number(v)}" for run, v in m["scores"].items())
+            + "</td></tr>"
+            for m in result.moved(c)
+        )
+        blocks.append(
+            f"<details open><summary>{escape(c.probe)} · {escape(c.metric)}</summary><table>"
+            f"<tr><th>row</th><th>id</th><th>question</th><th>scores</th></tr>{rows}"
+            "</table></details>"
+        )
+    return "".join(blocks) or "<p>No check failed.</p>"
 
 
 def _usage(result: ProbeResult) -> str:
@@ -46,7 +65,8 @@ def render_probe(result: ProbeResult) -> str:
         f"<h1>Stability probes of {escape(result.config.get('model'))}</h1>"
         f"<p>{held} of {len(result.checks)} checks held, {len(result.failed)} failed, on "
         f"{result.config.get('rows')} rows of {escape(result.config.get('source'))}.</p>"
-        f"<h2>Checks</h2>{_checks(result)}<h2>Runs</h2>{_usage(result)}"
+        f"<h2>Checks</h2>{_checks(result)}<h2>Rows that moved most in failed checks</h2>"
+        f"{_moved(result)}<h2>Runs</h2>{_usage(result)}"
         f"<h2>Configuration</h2><pre>{escape(config)}</pre></body></html>\n"
     )
 
