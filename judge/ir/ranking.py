@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import methodcaller
+from typing import Protocol
 
 import numpy as np
 
@@ -50,7 +51,8 @@ def _scores_of_judged(run_q: Mapping[str, float], judged_q: Mapping[str, int]) -
     return map(run_q.get, judged_q, repeat(_NAN))
 
 
-def _as_array(values: Iterator[object], count: int) -> np.ndarray:
+def as_float_array(values: Iterator[object], count: int) -> np.ndarray:
+    """Scores or grades as float64; anything not a number is a clear error."""
     try:
         return np.fromiter(values, dtype=np.float64, count=count)
     except (TypeError, ValueError) as exc:
@@ -63,6 +65,79 @@ def _query_of(flat_index: int, lengths: np.ndarray, qids: list[str]) -> str:
     return qids[int(np.searchsorted(np.cumsum(lengths), flat_index, side="right"))]
 
 
+class DocIds(Protocol):
+    """Doc ids for breaking exact score ties, looked up only for the tied queries."""
+
+    def tied(self, query: int, scores: set[float]) -> dict[float, list[str]]:
+        """Sorted ids of the query's retrieved docs that have one of `scores`, by score."""
+        ...
+
+    def judged(self, index: int) -> str:
+        """Id of the judged doc at flat position `index` (judged docs grouped by query)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunArrays:
+    """A run and qrels as flat arrays over the judged queries `qids` (sorted).
+
+    Each judged query's scores are contiguous in `scores`, from `run_start` for
+    `run_length`; other runs' lines may lie between them. Judged docs are grouped by query
+    in `qids` order; `found` is each one's score in the run, NaN if it was not retrieved.
+    """
+
+    qids: list[str]
+    scores: np.ndarray
+    run_start: np.ndarray
+    run_length: np.ndarray
+    judged_query: np.ndarray
+    grades: np.ndarray
+    found: np.ndarray
+    doc_ids: DocIds
+
+
+def _starts(lengths: np.ndarray) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+
+
+class _DictDocIds:
+    def __init__(self, runs: list[Mapping[str, float]], judged: list[Mapping[str, int]]):
+        self.runs, self.judged_docs = runs, judged
+        self.judged_start = _starts(np.fromiter(map(len, judged), np.int64, len(judged)))
+
+    def tied(self, query: int, scores: set[float]) -> dict[float, list[str]]:
+        groups: dict[float, list[str]] = {}
+        for doc, score in self.runs[query].items():
+            if score in scores:
+                groups.setdefault(float(score), []).append(doc)
+        for docs in groups.values():
+            docs.sort()
+        return groups
+
+    def judged(self, index: int) -> str:
+        query = int(np.searchsorted(self.judged_start, index, side="right")) - 1
+        return list(self.judged_docs[query])[index - int(self.judged_start[query])]
+
+
+def check_scores(scores: np.ndarray, lengths: np.ndarray, qids: list[str]) -> None:
+    """Refuse NaN run scores: trec_eval's ranking is undefined for them."""
+    bad = np.flatnonzero(np.isnan(scores))
+    if bad.size:
+        query = _query_of(int(bad[0]), lengths, qids)
+        raise InputFormatError(f"run score is NaN for query {query!r}; scores must be numbers")
+
+
+def check_grades(grades: np.ndarray, lengths: np.ndarray, qids: list[str]) -> None:
+    """Refuse grades that are not integers."""
+    bad = np.flatnonzero(grades != np.floor(grades))
+    if bad.size:
+        query = _query_of(int(bad[0]), lengths, qids)
+        raise InputFormatError(
+            f"qrels grade {grades[bad[0]]!r} for query {query!r} is not an integer; "
+            "grades are integers (-1 and 0 non-relevant)"
+        )
+
+
 def rank_judged(qrels: Qrels, run: Run, qids: list[str]) -> RankedJudgments:
     """Rank the positively graded judged docs of the queries `qids` in `run`."""
     nq = len(qids)
@@ -72,69 +147,79 @@ def rank_judged(qrels: Qrels, run: Run, qids: list[str]) -> RankedJudgments:
     judged_length = np.fromiter(map(len, judged), dtype=np.int64, count=nq)
     n_run, n_judged = int(run_length.sum()), int(judged_length.sum())
     # The dict look-ups and float conversions here are most of the time on large inputs.
-    scores = _as_array(chain.from_iterable(map(_VALUES, runs)), n_run)
-    grades = _as_array(chain.from_iterable(map(_VALUES, judged)), n_judged)
-    found = _as_array(chain.from_iterable(map(_scores_of_judged, runs, judged)), n_judged)
+    scores = as_float_array(chain.from_iterable(map(_VALUES, runs)), n_run)
+    grades = as_float_array(chain.from_iterable(map(_VALUES, judged)), n_judged)
+    found = as_float_array(chain.from_iterable(map(_scores_of_judged, runs, judged)), n_judged)
+    check_scores(scores, run_length, qids)
+    check_grades(grades, judged_length, qids)
+    arrays = RunArrays(
+        qids=qids,
+        scores=scores,
+        run_start=_starts(run_length),
+        run_length=run_length,
+        judged_query=np.repeat(np.arange(nq), judged_length),
+        grades=grades,
+        found=found,
+        doc_ids=_DictDocIds(runs, judged),
+    )
+    return rank_arrays(arrays)
 
-    bad = np.flatnonzero(np.isnan(scores))
-    if bad.size:
-        query = _query_of(int(bad[0]), run_length, qids)
-        raise InputFormatError(f"run score is NaN for query {query!r}; scores must be numbers")
-    bad = np.flatnonzero(grades != np.floor(grades))
-    if bad.size:
-        query = _query_of(int(bad[0]), judged_length, qids)
-        raise InputFormatError(
-            f"qrels grade {grades[bad[0]]!r} for query {query!r} is not an integer; "
-            "grades are integers (-1 and 0 non-relevant)"
-        )
 
-    judged_query = np.repeat(np.arange(nq), judged_length)
-    positive = (grades > 0) & ~np.isnan(found)
+def rank_arrays(a: RunArrays) -> RankedJudgments:
+    """Rank the positively graded judged docs that the run retrieved, per query."""
+    positive = (a.grades > 0) & ~np.isnan(a.found)
     pair_index = np.flatnonzero(positive)
-    pair_query = judged_query[pair_index]
-    pair_score = found[pair_index]
-    rank, tied = _count_above(scores, run_length, pair_query, pair_score)
+    pair_query = a.judged_query[pair_index]
+    pair_score = a.found[pair_index]
+    rank, tied = _count_above(a.scores, a.run_start, a.run_length, pair_query, pair_score)
     if tied.size:
-        _break_ties(rank, tied, runs, judged, judged_length, pair_query, pair_index, pair_score)
+        _break_ties(rank, tied, a.doc_ids, pair_query, pair_index, pair_score)
 
     # Pairs are in query order already; sort by rank within each query.
     order = np.argsort(pair_query * (int(rank.max(initial=0)) + 1) + rank, kind="stable")
     return RankedJudgments(
-        qids=qids,
-        judged_query=judged_query,
-        grades=grades,
+        qids=a.qids,
+        judged_query=a.judged_query,
+        grades=a.grades,
         pair_query=pair_query[order],
         pair_rank=rank[order],
-        pair_grade=grades[pair_index][order],
-        run_length=run_length,
+        pair_grade=a.grades[pair_index][order],
+        run_length=a.run_length,
     )
 
 
 def _count_above(
-    scores: np.ndarray, run_length: np.ndarray, pair_query: np.ndarray, pair_score: np.ndarray
+    scores: np.ndarray,
+    starts: np.ndarray,
+    run_length: np.ndarray,
+    pair_query: np.ndarray,
+    pair_score: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rank ignoring ties (1 + docs scored higher), and the pairs whose score is tied."""
     n = pair_query.size
     rank = np.ones(n, dtype=np.int64)
-    starts = np.concatenate(([0], np.cumsum(run_length)[:-1]))
     lengths = run_length[pair_query]
-    uniform = run_length.size > 0 and bool(np.all(run_length == run_length[0]))
+    pair_start = starts[pair_query]
 
-    def count(chunk: np.ndarray, length: int) -> np.ndarray:
-        if uniform:  # every query retrieved `length` docs: the scores are a matrix
-            block = scores.reshape(-1, length)[pair_query[chunk]]
+    def count(chunk: np.ndarray, length: int, matrix: np.ndarray | None) -> np.ndarray:
+        if matrix is not None:  # the queries' scores are whole rows of a matrix
+            block = matrix[pair_start[chunk] // length]
         else:
-            block = scores[starts[pair_query[chunk]][:, None] + np.arange(length)]
+            block = scores[pair_start[chunk][:, None] + np.arange(length)]
         s = pair_score[chunk][:, None]
         rank[chunk] += np.count_nonzero(block > s, axis=1)
         tied: np.ndarray = chunk[np.count_nonzero(block == s, axis=1) > 1]
         return tied
 
     tasks = []
-    for length in np.unique(lengths).tolist():
-        members = np.arange(n) if uniform else np.flatnonzero(lengths == length)
+    distinct = np.unique(lengths).tolist()
+    for length in distinct:
+        members = np.arange(n) if len(distinct) == 1 else np.flatnonzero(lengths == length)
+        # Every query retrieved `length` docs, laid out back to back: index rows, not elements.
+        rows = scores.size % length == 0 and not np.any(pair_start[members] % length)
+        matrix = scores.reshape(-1, length) if rows else None
         step = max(1, _BLOCK_ELEMENTS // length)
-        tasks += [(members[lo : lo + step], length) for lo in range(0, members.size, step)]
+        tasks += [(members[lo : lo + step], length, matrix) for lo in range(0, members.size, step)]
     if len(tasks) > 1:
         # numpy releases the GIL in the comparisons, so blocks run in parallel on threads.
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
@@ -147,28 +232,17 @@ def _count_above(
 def _break_ties(
     rank: np.ndarray,
     tied: np.ndarray,
-    runs: list[Mapping[str, float]],
-    judged: list[Mapping[str, int]],
-    judged_length: np.ndarray,
+    doc_ids: DocIds,
     pair_query: np.ndarray,
     pair_index: np.ndarray,
     pair_score: np.ndarray,
 ) -> None:
     """Add, for each tied pair, the tied docs with a greater doc id (they rank first)."""
-    judged_start = np.concatenate(([0], np.cumsum(judged_length)[:-1]))
     by_query: dict[int, list[int]] = {}
     for p in tied.tolist():
         by_query.setdefault(int(pair_query[p]), []).append(p)
     for q, pairs in by_query.items():
-        wanted = {float(pair_score[p]) for p in pairs}
-        groups: dict[float, list[str]] = {}
-        for doc, score in runs[q].items():
-            if score in wanted:
-                groups.setdefault(float(score), []).append(doc)
-        for docs in groups.values():
-            docs.sort()
-        keys = list(judged[q])
+        groups = doc_ids.tied(q, {float(pair_score[p]) for p in pairs})
         for p in pairs:
-            doc = keys[int(pair_index[p] - judged_start[q])]
             docs = groups[float(pair_score[p])]
-            rank[p] += len(docs) - bisect_right(docs, doc)
+            rank[p] += len(docs) - bisect_right(docs, doc_ids.judged(int(pair_index[p])))
