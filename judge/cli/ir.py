@@ -55,26 +55,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_ir(args: argparse.Namespace) -> int:
     """The `judge ir` command."""
-    from judge.ir import evaluate, read_qrels, read_run
+    from judge.ir.evaluate import result_of, score_queries
 
     metrics = [m for item in (args.metrics or DEFAULT_METRICS) for m in item.split(",") if m]
-    qrels = read_qrels(args.qrels)
-    run = read_run(args.run)
+    # Paths, not dicts: big files are read straight into the arrays the metrics use.
+    scores = score_queries(args.qrels, args.run, metrics, relevance_level=args.relevance_level)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CoverageWarning)
-        means = evaluate(qrels, run, metrics, relevance_level=args.relevance_level)
-        per_query = (
-            evaluate(qrels, run, metrics, relevance_level=args.relevance_level, per_query=True)
-            if args.per_query
-            else None
-        )
+        means = result_of(scores)
+        per_query = result_of(scores, per_query=True) if args.per_query else None
     # Each coverage warning once, on stderr, so stdout stays machine-readable.
     for message in dict.fromkeys(str(w.message) for w in caught):
         print(f"judge: note: {message}", file=sys.stderr)
     if args.format == "json":
         doc = {
             "metrics": dict(means),
-            "num_queries": len(qrels),
+            "num_queries": len(scores.qids),
             "relevance_level": args.relevance_level,
             "missing_queries": list(means.missing_queries),
             "unjudged_queries": list(means.unjudged_queries),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from judge.errors import CoverageWarning, InputFormatError, JudgeError
+from judge.ir.columnar import rank_sources
+from judge.ir.columns import PathLike
 from judge.ir.measures import parse_measures
 from judge.ir.metrics import MetricTable
 from judge.ir.ranking import Qrels, Run, rank_judged
@@ -38,7 +41,11 @@ class QueryScores:
 
 
 def score_queries(
-    qrels: Qrels, run: Run, metrics: str | Sequence[str], *, relevance_level: int = 1
+    qrels: Qrels | PathLike,
+    run: Run | PathLike,
+    metrics: str | Sequence[str],
+    *,
+    relevance_level: int = 1,
 ) -> QueryScores:
     """Per-query metric arrays over every judged query (sorted by query id).
 
@@ -51,28 +58,37 @@ def score_queries(
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, int):
         raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
     measures = parse_measures(list(metrics) if not isinstance(metrics, str) else metrics)
-    if not isinstance(qrels, Mapping) or not isinstance(run, Mapping):
+    if isinstance(qrels, Mapping) and isinstance(run, Mapping):
+        # trec_eval orders queries by strcmp; Python's str order is the same code point order.
+        qids = sorted(qrels)
+        if not qids:
+            raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
+        ranked = rank_judged(qrels, run, qids)
+        unjudged = tuple(sorted(run.keys() - qrels.keys()))
+    elif isinstance(qrels, (Mapping, str, os.PathLike)) and isinstance(
+        run, (Mapping, str, os.PathLike)
+    ):
+        ranked, unjudged = rank_sources(qrels, run)
+        qids = ranked.qids
+        if not qids:
+            raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
+    else:
         raise InputFormatError(
             "qrels and run must be dicts: {query_id: {doc_id: grade}} and "
-            "{query_id: {doc_id: score}}; read TREC files with judge.ir.read_qrels/read_run"
+            "{query_id: {doc_id: score}}, or paths of TREC qrels and run files"
         )
-    # trec_eval orders queries by strcmp; Python's str order is the same code point order.
-    qids = sorted(qrels)
-    if not qids:
-        raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
-    ranked = rank_judged(qrels, run, qids)
     table = MetricTable(ranked, relevance_level)
     return QueryScores(
         qids=qids,
         values={m.name: table.values(m) for m in measures},
         missing_queries=tuple(qids[i] for i in np.flatnonzero(ranked.run_length == 0).tolist()),
-        unjudged_queries=tuple(sorted(run.keys() - qrels.keys())),
+        unjudged_queries=unjudged,
     )
 
 
 def evaluate(
-    qrels: Qrels,
-    run: Run,
+    qrels: Qrels | PathLike,
+    run: Run | PathLike,
     metrics: str | Sequence[str],
     *,
     relevance_level: int = 1,
@@ -82,9 +98,10 @@ def evaluate(
 
     Args:
         qrels: judgments, `{query_id: {doc_id: grade}}`; grades are integers, -1 and 0
-            are non-relevant.
+            are non-relevant. Or the path of a TREC qrels file.
         run: retrieved documents, `{query_id: {doc_id: score}}`; higher scores rank first,
-            ties are broken by doc id, descending.
+            ties are broken by doc id, descending. Or the path of a TREC run file, read
+            straight into arrays (much faster than `read_run` for big runs).
         metrics: metric names such as `["ndcg@10", "map", "P@5"]`, or one comma-separated
             string; see `judge.ir.valid_names()`.
         relevance_level: smallest grade that counts as relevant (nDCG gains use the raw
@@ -97,6 +114,20 @@ def evaluate(
         listed on the result and reported with a `CoverageWarning`.
     """
     scores = score_queries(qrels, run, metrics, relevance_level=relevance_level)
+    return _result(scores, per_query, stacklevel=4)
+
+
+def result_of(scores: QueryScores, *, per_query: bool = False) -> IRResult:
+    """The `evaluate` result of per-query scores: means, or values per query.
+
+    Args:
+        scores: from `score_queries`.
+        per_query: `{query_id: {metric: value}}` instead of `{metric: mean}`.
+    """
+    return _result(scores, per_query, stacklevel=4)
+
+
+def _result(scores: QueryScores, per_query: bool, stacklevel: int) -> IRResult:
     qids = scores.qids
     if per_query:
         columns = {name: array.tolist() for name, array in scores.values.items()}
@@ -110,7 +141,7 @@ def evaluate(
         )
     result.missing_queries = scores.missing_queries
     result.unjudged_queries = scores.unjudged_queries
-    _warn_coverage(result, len(qids))
+    _warn_coverage(result, len(qids), stacklevel)
     return result
 
 
@@ -119,18 +150,18 @@ def _examples(queries: tuple[str, ...]) -> str:
     return shown + (f", ... ({len(queries)} in all)" if len(queries) > 5 else "")
 
 
-def _warn_coverage(result: IRResult, judged: int) -> None:
+def _warn_coverage(result: IRResult, judged: int, stacklevel: int) -> None:
     if result.missing_queries:
         warnings.warn(
             f"{len(result.missing_queries)} of {judged} judged queries have no results in the "
             f"run and score 0 (they count in the mean): {_examples(result.missing_queries)}",
             CoverageWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     if result.unjudged_queries:
         warnings.warn(
             f"{len(result.unjudged_queries)} run queries have no judgments and are ignored: "
             f"{_examples(result.unjudged_queries)}",
             CoverageWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from judge.errors import InputFormatError
-
-PathLike = str | os.PathLike[str]
+from judge.ir.columns import PathLike, read_columns, to_dicts
 
 
 def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
@@ -38,6 +36,27 @@ def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
         `{query_id: {doc_id: grade}}`. A malformed line or a doc judged twice for one query
         raises `InputFormatError` naming the file and line.
     """
+    columns = read_columns(path, "qrels")
+    return to_dicts(columns) if columns is not None else read_qrels_by_line(path)
+
+
+def read_run(path: PathLike) -> dict[str, dict[str, float]]:
+    """Read a TREC run file: `query_id Q0 doc_id rank score [tag]` per line.
+
+    Args:
+        path: the file; the rank column is ignored (ranking is by score, as in trec_eval),
+            fields after the tag are ignored.
+
+    Returns:
+        `{query_id: {doc_id: score}}`. A malformed line, a score that is not a finite or
+        infinite number, or a doc listed twice for one query raises `InputFormatError`.
+    """
+    columns = read_columns(path, "run")
+    return to_dicts(columns) if columns is not None else read_run_by_line(path)
+
+
+def read_qrels_by_line(path: PathLike) -> dict[str, dict[str, int]]:
+    """`read_qrels` line by line: any whitespace, any fields, the errors with line numbers."""
     qrels: dict[str, dict[str, int]] = {}
     where: dict[tuple[str, str], int] = {}
     for number, fields in _lines(path):
@@ -67,17 +86,8 @@ def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def read_run(path: PathLike) -> dict[str, dict[str, float]]:
-    """Read a TREC run file: `query_id Q0 doc_id rank score [tag]` per line.
-
-    Args:
-        path: the file; the rank column is ignored (ranking is by score, as in trec_eval),
-            fields after the tag are ignored.
-
-    Returns:
-        `{query_id: {doc_id: score}}`. A malformed line, a score that is not a finite or
-        infinite number, or a doc listed twice for one query raises `InputFormatError`.
-    """
+def read_run_by_line(path: PathLike) -> dict[str, dict[str, float]]:
+    """`read_run` line by line: any whitespace, any fields, the errors with line numbers."""
     run: dict[str, dict[str, float]] = {}
     for number, fields in _lines(path):
         if len(fields) < 5:

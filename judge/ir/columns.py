@@ -1,0 +1,268 @@
+"""Read big TREC qrels and run files straight into arrays with pyarrow's CSV reader.
+
+The fast path reads only what it can read exactly as the line reader in `judge.ir.trec`
+does (`str.split()` on each line): ASCII files whose fields are separated by one space or
+one tab, every line with as many fields as the first. Anything else (no pyarrow, other
+whitespace, a malformed line, a NaN score, a doc listed twice, an unreadable file) returns
+None, and the caller reads the file line by line, which accepts the same files and raises
+the errors that name the file and line.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from judge.ir.arrow import mix, string_hashes, take, to_numpy
+
+PathLike = str | os.PathLike[str]
+Kind = Literal["qrels", "run"]
+
+# Bytes handed to pyarrow at a time: big enough for its threads, small enough that the
+# text columns of one chunk are a small part of the arrays kept.
+_CHUNK_BYTES = 4 << 20
+# Whitespace that str.split() splits on and the fast path does not: left to the line reader.
+_OTHER_WHITESPACE = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+
+
+@dataclass(frozen=True)
+class TrecColumns:
+    """The lines of a qrels or run file as arrays, one element per line.
+
+    Attributes:
+        query_ids: distinct query ids, in order of first appearance.
+        query: index into `query_ids` of each line (int32).
+        docs: doc id of each line (a pyarrow string array).
+        values: run scores (float64, never NaN) or qrels grades (int64).
+        keys: a 64-bit hash of each line's (query, doc), all distinct.
+    """
+
+    query_ids: list[str]
+    query: np.ndarray
+    docs: Any
+    values: np.ndarray
+    keys: np.ndarray
+
+
+class _Unsuitable(Exception):
+    """The fast path cannot read this file exactly; the line reader will."""
+
+
+def read_columns(path: PathLike, kind: Kind) -> TrecColumns | None:
+    """Read a qrels or run file into arrays; None if only the line reader can read it.
+
+    Args:
+        path: the file.
+        kind: "qrels" (`query_id iteration doc_id grade`) or "run"
+            (`query_id Q0 doc_id rank score [tag ...]`).
+    """
+    try:
+        import pyarrow as pa  # optional: the line reader works without it
+    except ImportError:
+        return None
+    try:
+        # Only regular files: a pipe can be opened and read once, by the line reader.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as handle:
+            return _read(handle, kind)
+    except (OSError, _Unsuitable, pa.ArrowException):  # pyarrow's: a malformed line
+        return None
+
+
+class _Columns:
+    """Arrays that grow by chunks, sized from the first chunk so they are rarely copied.
+
+    (Joining pieces at the end would hold every column twice, and leave the freed pieces
+    as holes in the heap; memory untouched at the end of an array costs nothing.)
+    """
+
+    def __init__(self, file_size: int):
+        self.file_size, self.n = file_size, 0
+        self.arrays: list[np.ndarray] = []
+        self.docs: list[Any] = []
+
+    def add(self, cut: int, piece: tuple[np.ndarray, list[Any], np.ndarray, np.ndarray]) -> None:
+        query, docs, values, keys = piece
+        m = query.size
+        if not self.arrays or self.n + m > self.arrays[0].size:
+            estimate = int(self.file_size / max(cut, 1) * m * 1.25) + 1024
+            capacity = max(estimate, (self.n + m) * 3 // 2)
+            self.arrays = [_resized(old, capacity, self.n) for old in self._or_empty(piece)]
+        for array, part in zip(self.arrays, (query, values, keys), strict=True):
+            array[self.n : self.n + m] = part
+        self.docs += docs
+        self.n += m
+
+    def _or_empty(self, piece: tuple[Any, ...]) -> list[np.ndarray]:
+        if self.arrays:
+            return self.arrays
+        return [np.empty(0, dtype=part.dtype) for part in (piece[0], piece[2], piece[3])]
+
+
+def _resized(old: np.ndarray, capacity: int, used: int) -> np.ndarray:
+    new = np.empty(capacity, dtype=old.dtype)
+    new[:used] = old[:used]
+    return new
+
+
+def _read(handle: Any, kind: Kind) -> TrecColumns:
+    import pyarrow as pa
+
+    built = _Columns(os.fstat(handle.fileno()).st_size)
+    query_ids: dict[str, int] = {}
+    layout: tuple[bytes, int] | None = None
+    size = _CHUNK_BYTES
+    while True:
+        block = handle.read(size)
+        end = len(block) < size
+        cut = len(block) if end else block.rfind(b"\n") + 1
+        if cut == 0 and not end:  # a line longer than a chunk: read it whole
+            handle.seek(-len(block), os.SEEK_CUR)
+            size *= 2
+            continue
+        # The partial line at the end is read again with the next chunk.
+        handle.seek(cut - len(block), os.SEEK_CUR)
+        if layout is None:
+            layout = _layout(block, kind)
+        if layout is not None and cut:  # (pyarrow refuses empty input)
+            piece = _parse(block, cut, kind, *layout, query_ids)
+            if piece is not None:
+                built.add(cut, piece)
+        if end:
+            break
+    if not built.n:
+        return _empty(kind)
+    query, values, keys = (array[: built.n] for array in built.arrays)
+    ordered = np.sort(keys)
+    if np.any(ordered[1:] == ordered[:-1]):  # a doc twice for a query (or a hash collision)
+        raise _Unsuitable
+    del ordered
+    docs = pa.chunked_array(built.docs, pa.string())
+    return TrecColumns(list(query_ids), query, docs, values, keys)
+
+
+def _empty(kind: Kind) -> TrecColumns:
+    import pyarrow as pa
+
+    values = np.empty(0, dtype=np.float64 if kind == "run" else np.int64)
+    empty = np.empty(0, dtype=np.int32)
+    keys = np.empty(0, dtype=np.uint64)
+    return TrecColumns([], empty, pa.chunked_array([], pa.string()), values, keys)
+
+
+def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
+    """(separator, number of fields) from the first non-blank line; None if all blank."""
+    start = 0
+    while start < len(chunk):
+        end = chunk.find(b"\n", start)
+        end = len(chunk) if end < 0 else end + 1
+        line = chunk[start:end]
+        if line.strip():
+            separator = b"\t" if b"\t" in line else b" "
+            fields = line.count(separator) + 1
+            if fields < 5 if kind == "run" else fields != 4:
+                raise _Unsuitable
+            return separator, fields
+        start = end
+    return None
+
+
+def _parse(
+    block: bytes, cut: int, kind: Kind, separator: bytes, fields: int, query_ids: dict[str, int]
+) -> tuple[np.ndarray, list[Any], np.ndarray, np.ndarray] | None:
+    """(query index, doc chunks, values, keys) of the lines `block[:cut]`; None if blank."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as csv
+
+    other = b" " if separator == b"\t" else b"\t"
+    # (The bytes past `cut` are checked too: they are the start of the next chunk.)
+    if not block.isascii() or any(c in block for c in (other, *_OTHER_WHITESPACE)):
+        raise _Unsuitable
+    names = [f"f{i}" for i in range(fields)]
+    value = "f4" if kind == "run" else "f3"
+    types = {n: pa.string() for n in names} | ({"f4": pa.float64()} if kind == "run" else {})
+    table = csv.read_csv(
+        pa.py_buffer(memoryview(block)[:cut]),
+        read_options=csv.ReadOptions(column_names=names, block_size=1 << 20),
+        parse_options=csv.ParseOptions(
+            delimiter=separator.decode(), quote_char=False, double_quote=False, escape_char=False
+        ),
+        convert_options=csv.ConvertOptions(
+            column_types=types,
+            null_values=[],
+            strings_can_be_null=False,
+            check_utf8=False,  # ASCII, checked above
+        ),
+    )
+    if table.num_rows == 0:
+        return None
+    # Separators side by side, or at either end of a line, make empty fields where
+    # str.split() would see fewer fields: only the line reader handles those.
+    for name in names:
+        if name != value or kind == "qrels":
+            for column in table.column(name).chunks:
+                offsets = to_numpy(column, np.int32, extra=1)
+                if np.any(offsets[1:] == offsets[:-1]):
+                    raise _Unsuitable
+    values = table.column(value)
+    if kind == "run":
+        scores = _join(values, np.float64)
+        if np.isnan(scores).any():
+            raise _Unsuitable
+    else:
+        # int() reads signs, underscores and other digits differently from pyarrow: plain
+        # decimal integers only, then pyarrow's cast refuses what does not fit in 64 bits.
+        if not pc.all(pc.match_substring_regex(values, r"^-?[0-9]+$")).as_py():
+            raise _Unsuitable
+        scores = _join(pc.cast(values, pa.int64()), np.int64)
+    queries, docs = table.column("f0"), table.column("f2").chunks
+    distinct = pc.unique(queries)
+    local = _join(pc.index_in(queries, value_set=distinct), np.int32)
+    ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct.to_pylist()]
+    query = np.asarray(ids, dtype=np.int32)[local]
+    query_hash = mix(string_hashes(distinct))[local]
+    doc_hash = np.concatenate([string_hashes(chunk) for chunk in docs])
+    return query, docs, scores, mix(doc_hash ^ query_hash)
+
+
+def _join(chunked: Any, dtype: type) -> np.ndarray:
+    return np.concatenate([to_numpy(chunk, dtype) for chunk in chunked.chunks])
+
+
+def query_groups(columns: TrecColumns) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Lines grouped by query: (permutation or None if already grouped, starts, lengths).
+
+    Groups come in order of first appearance, lines in file order within a group.
+    """
+    query, n = columns.query, columns.query.size
+    if n == 0:
+        return None, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    order = None
+    bounds = np.flatnonzero(query[1:] != query[:-1]) + 1
+    if bounds.size + 1 != len(columns.query_ids):  # some query's lines are apart: sort
+        order = np.argsort(query, kind="stable")
+        query = query[order]
+        bounds = np.flatnonzero(query[1:] != query[:-1]) + 1
+    starts = np.concatenate(([0], bounds)).astype(np.int64)
+    return order, starts, np.diff(np.append(starts, n))
+
+
+def to_dicts(columns: TrecColumns) -> dict[str, dict[str, Any]]:
+    """`{query_id: {doc_id: value}}` in file order, as the line reader builds it."""
+    order, starts, lengths = query_groups(columns)
+    if order is None:
+        docs, values, query = columns.docs.to_pylist(), columns.values.tolist(), columns.query
+    else:
+        docs = take(columns.docs, order).to_pylist()
+        values, query = columns.values[order].tolist(), columns.query[order]
+    ids = columns.query_ids
+    return {
+        ids[q]: dict(zip(docs[a : a + n], values[a : a + n], strict=True))
+        for q, a, n in zip(query[starts].tolist(), starts.tolist(), lengths.tolist(), strict=True)
+    }

@@ -1,0 +1,246 @@
+"""The columnar reader of TREC files: same dicts, values and errors as the line reader."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import judge.ir.arrow as arrow
+import judge.ir.columns as columns
+from judge.errors import CoverageWarning, InputFormatError
+from judge.ir import evaluate, read_qrels, read_run
+from judge.ir.columns import read_columns
+from judge.ir.trec import read_qrels_by_line, read_run_by_line
+
+FIXTURE = HealthCheck.function_scoped_fixture  # tmp_path is rewritten on every example
+FIXTURE = HealthCheck.function_scoped_fixture  # tmp_path is reused: each example rewrites it
+METRICS = ["ndcg@10", "ndcg", "map", "map@5", "mrr", "P@3", "recall@5", "r_precision"]
+
+
+def outcome(reader: Any, path: Path) -> Any:
+    """What a reader returns (with the order of its keys), or the error it raises."""
+    try:
+        result = reader(path)
+    except InputFormatError as exc:
+        return ("error", str(exc), exc.line)
+    return ("ok", [(q, list(docs.items())) for q, docs in result.items()])
+
+
+def quiet(qrels: Any, run: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageWarning)
+        result = evaluate(qrels, run, METRICS, per_query=True)
+    return dict(result), result.missing_queries, result.unjudged_queries
+
+
+# Tokens and separators that str.split() and a CSV reader could read differently.
+ODD_FIELDS = [
+    *("", "nan", "NaN", "-inf", "Infinity", "1e400", "1_0", "0x10", "0X1f", "+1", "-0", "007"),
+    *("é", "٣", "a\x00b", '"q"', "'q'", "#", "1,5", "1.5e", "\ufeffq"),
+]
+ODD_SEPARATORS = ["  ", "\t", " \t", "\x0b", "\x0c", "\x1c", "\x1f", "\xa0", "\u2003", "\x85"]
+ODD_ENDINGS = ["\r\n", "\r", " \n", "\n\n", "\n \n", "\n\r\n", ""]
+
+
+@st.composite
+def texts(draw: st.DrawFn, fields: int) -> str:
+    """A well-formed file of `fields` fields per line, then a few kinds of damage."""
+    ids = st.sampled_from(["q1", "q2", "10", "Q"])
+    docs = st.sampled_from(["d1", "d2", "D3", "d10", "x#1", "a-b"])
+    grades = ["0", "1", "2", "-1", "3"]
+    values = st.sampled_from(grades if fields == 4 else [*grades, "0.5", "1e3", "-0.25", "inf"])
+    rows = []
+    for i in range(draw(st.integers(0, 6))):
+        rest = [draw(values)] if fields == 4 else [str(i), draw(values), "tag"]
+        rows.append([draw(ids), "0" if fields == 4 else "Q0", draw(docs), *rest])
+    separators = [[" "] * (fields - 1) for _ in rows]
+    endings = ["\n"] * len(rows)
+    for _ in range(draw(st.integers(0, 2)) if rows else 0):
+        i = draw(st.integers(0, len(rows) - 1))
+        damage = draw(st.integers(0, 5))
+        if damage == 0:  # an odd field (the value most often); "" makes two separators meet
+            value = 3 if fields == 4 else 4
+            column = draw(st.sampled_from([value, value, value, *range(fields)]))
+            rows[i][min(column, len(rows[i]) - 1)] = draw(st.sampled_from(ODD_FIELDS))
+        elif damage == 1:
+            at = draw(st.integers(0, len(separators[i]) - 1))
+            separators[i][at] = draw(st.sampled_from(ODD_SEPARATORS))
+        elif damage == 2:  # one field fewer or more
+            rows[i] = rows[i][:-1] if draw(st.booleans()) else [*rows[i], "extra"]
+            separators[i] = [" "] * (len(rows[i]) - 1)
+        elif damage == 3:  # a doc listed twice for a query
+            rows.append(list(rows[i]))
+            separators.append(list(separators[i]))
+            endings.append("\n")
+        elif damage == 4:  # "" joins the line to the next one
+            endings[i] = draw(st.sampled_from(ODD_ENDINGS))
+        else:  # a space at the start of the line
+            rows[i] = [" " + rows[i][0], *rows[i][1:]]
+    tab = draw(st.booleans())
+    return "".join(
+        "".join(
+            f + ("\t" if tab and s == " " else s) for f, s in zip(row, [*seps, ""], strict=True)
+        )
+        + ending
+        for row, seps, ending in zip(rows, separators, endings, strict=True)
+    )
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[FIXTURE])
+@given(qrels_text=texts(4), run_text=texts(6))
+def test_readers_agree_with_the_line_reader(tmp_path: Path, qrels_text: str, run_text: str) -> None:
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text(qrels_text, encoding="utf-8")
+    run.write_text(run_text, encoding="utf-8")
+    assert outcome(read_qrels, qrels) == outcome(read_qrels_by_line, qrels)
+    assert outcome(read_run, run) == outcome(read_run_by_line, run)
+
+
+@pytest.mark.parametrize("odd", ODD_FIELDS)
+@pytest.mark.parametrize(
+    ("reader", "line_reader", "template"),
+    [
+        (read_qrels, read_qrels_by_line, "q 0 d {}\n"),
+        (read_run, read_run_by_line, "q Q0 d 1 {} t\n"),
+        (read_run, read_run_by_line, "q Q0 {} 1 0.5 t\n"),
+    ],
+)
+def test_odd_fields_read_as_the_line_reader_reads_them(
+    tmp_path: Path, reader: Any, line_reader: Any, template: str, odd: str
+) -> None:
+    path = tmp_path / "file"
+    path.write_text("q 0 a 1\n" if reader is read_qrels else "q Q0 a 1 2.5 t\n")
+    with path.open("a", encoding="utf-8") as out:
+        out.write(template.format(odd))
+    assert outcome(reader, path) == outcome(line_reader, path)
+
+
+DOCS = ["d1", "d2", "d3", "d10", "D4", "a", "zz9"]
+SCORES = [0.0, -0.0, 0.5, 1.0, 1.0 / 3, 2.0, float("inf"), -1e300]  # many exact ties
+
+
+@st.composite
+def collections_(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Qrels and run lines: queries interleaved or grouped, missing, unjudged, tied."""
+    qrels, run = [], []
+    for q in draw(st.lists(st.sampled_from(["q1", "q2", "q10", "Q3", "x"]), unique=True)):
+        judged = draw(st.lists(st.sampled_from(DOCS), unique=True, max_size=5))
+        qrels += [f"{q} 0 {d} {draw(st.sampled_from([-1, 0, 1, 2, 3]))}" for d in judged]
+        retrieved = draw(st.lists(st.sampled_from(DOCS), unique=True, max_size=7))
+        run += [f"{q} Q0 {d} 1 {draw(st.sampled_from(SCORES))!r} t" for d in retrieved]
+    return draw(st.permutations(qrels)), draw(st.permutations(run))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[FIXTURE])
+@given(case=collections_())
+def test_files_score_exactly_as_dicts(tmp_path: Path, case: tuple[list[str], list[str]]) -> None:
+    qrels_lines, run_lines = case
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("".join(line + "\n" for line in qrels_lines))
+    run.write_text("".join(line + "\n" for line in run_lines))
+    if not qrels_lines:
+        with pytest.raises(InputFormatError, match="no queries"):
+            evaluate(qrels, run, METRICS)
+        return
+    assert read_columns(qrels, "qrels") is not None
+    assert not run_lines or read_columns(run, "run") is not None
+    expected = quiet(read_qrels_by_line(qrels), read_run_by_line(run))
+    assert quiet(qrels, run) == expected  # == on floats: bit for bit
+    assert quiet(str(qrels), read_run_by_line(run)) == expected
+    assert quiet(read_qrels_by_line(qrels), run) == expected
+
+
+def write_big(
+    tmp_path: Path, queries: int = 40, docs: int = 60, odd: bool = False
+) -> tuple[Path, Path]:
+    lines, judged = [], []
+    docs = 60
+    for q in range(queries):
+        for d in range(docs):
+            lines.append(f"q{q} Q0 doc{(q * 7 + d * 13) % 97} {d} {(d * 37 % 11) / 4} run")
+        judged += [f"q{q} 0 doc{(q * 7 + d * 13) % 97} {d % 4}" for d in range(0, docs, 3)]
+    if odd:  # a line longer than a chunk, and blank lines that fill whole chunks
+        lines.insert(len(lines) // 2, "q1 Q0 " + "x" * 300 + " 0 0.5 " + "long" * 50)
+        lines.insert(len(lines) // 3, "\n" * 600)
+    (tmp_path / "run").write_text("\n".join(lines) + "\n")
+    (tmp_path / "qrels").write_text("\n".join(judged) + "\n")
+    return tmp_path / "qrels", tmp_path / "run"
+
+
+def test_small_chunks_long_lines_and_growing_arrays(tmp_path: Path, monkeypatch: Any) -> None:
+    qrels, run = write_big(tmp_path, odd=True)
+    expected = quiet(read_qrels_by_line(qrels), read_run_by_line(run))
+    monkeypatch.setattr(columns, "_CHUNK_BYTES", 256)  # lines cross chunks; one is longer
+    assert read_columns(run, "run") is not None
+    assert quiet(qrels, run) == expected
+    assert read_run(run) == read_run_by_line(run)
+
+
+def test_hash_collisions_fall_back_to_exact_comparison(tmp_path: Path, monkeypatch: Any) -> None:
+    qrels, run = write_big(tmp_path)
+    expected = quiet(read_qrels_by_line(qrels), read_run_by_line(run))
+    # Every string of one length hashes alike: a run "duplicates" ids, qrels match wrong docs.
+    monkeypatch.setattr(columns, "string_hashes", lambda strings: _lengths(strings))
+    monkeypatch.setattr("judge.ir.columnar.string_hashes", lambda strings: _lengths(strings))
+    assert read_columns(run, "run") is None
+    assert quiet(qrels, run) == expected
+    (tmp_path / "one").write_text("q Q0 a 1 0.5 t\n")
+    (tmp_path / "other").write_text("q 0 b 1\n")
+    assert quiet(tmp_path / "other", tmp_path / "one")[0] == {"q": dict.fromkeys(METRICS, 0.0)}
+
+
+def _lengths(strings: Any) -> Any:
+    import numpy as np
+
+    offsets = arrow.to_numpy(strings, np.int32, extra=1)
+    return np.diff(offsets).astype(np.uint64)
+
+
+def test_malformed_files_keep_their_line_numbers(tmp_path: Path) -> None:
+    qrels, run = write_big(tmp_path)
+    text = run.read_text().splitlines()
+    text[1000] = "q1 Q0 doc1 1 high run"
+    run.write_text("\n".join(text) + "\n")
+    with pytest.raises(InputFormatError, match="score 'high' is not a number") as info:
+        evaluate(qrels, run, ["map"])
+    assert info.value.line == 1001 and info.value.path == str(run)
+    text[1000] = text[999]
+    run.write_text("\n".join(text) + "\n")
+    with pytest.raises(InputFormatError, match="appears twice") as info:
+        evaluate(qrels, run, ["map"])
+    assert info.value.line == 1001
+
+
+def test_without_pyarrow_the_line_reader_reads(tmp_path: Path, monkeypatch: Any) -> None:
+    qrels, run = write_big(tmp_path)
+    expected = quiet(read_qrels_by_line(qrels), read_run_by_line(run))
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    assert read_columns(run, "run") is None
+    assert quiet(qrels, run) == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_pipe_is_read_once_by_the_line_reader(tmp_path: Path) -> None:
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=pipe.write_text, args=("q Q0 a 1 0.5 t\nq Q0 b 2 0.25 t\n",))
+    writer.start()
+    try:
+        assert read_run(pipe) == {"q": {"a": 0.5, "b": 0.25}}
+    finally:
+        writer.join()
+
+
+def test_tab_separated_files_take_the_fast_path(tmp_path: Path) -> None:
+    path = tmp_path / "qrels.tsv"
+    path.write_text("1048585\t0\t7187158\t1\n2\t0\td\t0\n")
+    assert read_columns(path, "qrels") is not None
+    assert read_qrels(path) == {"1048585": {"7187158": 1}, "2": {"d": 0}}
