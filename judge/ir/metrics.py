@@ -23,6 +23,14 @@ def _discount(rank: np.ndarray) -> np.ndarray:
     return np.log2(rank.astype(np.float64) + 1.0)
 
 
+def _position_in_group(group: np.ndarray) -> np.ndarray:
+    """1-based position of each element within its run of equal values (`group` sorted)."""
+    n = group.size
+    starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1]))) if n else group
+    position: np.ndarray = np.arange(1, n + 1) - np.repeat(starts, np.diff(np.append(starts, n)))
+    return position
+
+
 def _gain(grades: np.ndarray, exponential: bool) -> np.ndarray:
     return np.exp2(grades) - 1.0 if exponential else grades
 
@@ -39,8 +47,7 @@ class MetricTable:
         self.rel_query = rel_query
         self.rel_rank = ranked.pair_rank[self.relevant]
         # Position of each relevant retrieved doc among its query's relevant retrieved docs.
-        first = np.searchsorted(rel_query, rel_query, side="left")
-        self.rel_seen = np.arange(rel_query.size) - first + 1
+        self.rel_seen = _position_in_group(rel_query)
         self._ideal: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def values(self, m: Measure) -> np.ndarray:
@@ -92,7 +99,7 @@ class MetricTable:
             else:
                 order = np.lexsort((-grades, query))
             query, grades = query[order], grades[order]
-            position = np.arange(query.size) - np.searchsorted(query, query, side="left") + 1
+            position = _position_in_group(query)
             weight = _gain(grades, exponential) / _discount(position)
             self._ideal[exponential] = (query, position, weight)
         return self._ideal[exponential]

@@ -207,8 +207,10 @@ def _count_above(
         else:
             block = scores[pair_start[chunk][:, None] + np.arange(length)]
         s = pair_score[chunk][:, None]
-        rank[chunk] += np.count_nonzero(block > s, axis=1)
-        tied: np.ndarray = chunk[np.count_nonzero(block == s, axis=1) > 1]
+        # Summing bytes is faster than count_nonzero along an axis.
+        total = np.uint16 if length < 2**16 else np.int64
+        rank[chunk] += (block > s).view(np.uint8).sum(axis=1, dtype=total)
+        tied: np.ndarray = chunk[(block == s).view(np.uint8).sum(axis=1, dtype=total) > 1]
         return tied
 
     tasks = []
