@@ -179,9 +179,14 @@ def test_small_chunks_long_lines_and_growing_arrays(tmp_path: Path, monkeypatch:
     qrels, run = write_big(tmp_path, odd=True)
     expected = quiet(read_qrels_by_line(qrels), read_run_by_line(run))
     monkeypatch.setattr(columns, "_CHUNK_BYTES", 256)  # lines cross chunks; one is longer
+    monkeypatch.setattr(columns, "_BATCH_LINES", 50)  # dicts built from several batches
     assert read_columns(run, "run") is not None
     assert quiet(qrels, run) == expected
-    assert read_run(run) == read_run_by_line(run)
+    assert outcome(read_run, run) == outcome(read_run_by_line, run)
+    lines = run.read_text().splitlines()
+    run.write_text("\n".join(lines[::2] + lines[1::2]) + "\n")  # each query's lines apart
+    assert quiet(qrels, run) == expected
+    assert outcome(read_run, run) == outcome(read_run_by_line, run)
 
 
 def test_hash_collisions_fall_back_to_exact_comparison(tmp_path: Path, monkeypatch: Any) -> None:

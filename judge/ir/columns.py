@@ -26,6 +26,7 @@ Kind = Literal["qrels", "run"]
 # text columns of one chunk are a small part of the arrays kept.
 _CHUNK_BYTES = 4 << 20
 # Whitespace that str.split() splits on and the fast path does not: left to the line reader.
+_BATCH_LINES = 1 << 16  # lines turned into Python objects at a time by to_dicts
 _OTHER_WHITESPACE = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
 
 
@@ -256,13 +257,26 @@ def query_groups(columns: TrecColumns) -> tuple[np.ndarray | None, np.ndarray, n
 def to_dicts(columns: TrecColumns) -> dict[str, dict[str, Any]]:
     """`{query_id: {doc_id: value}}` in file order, as the line reader builds it."""
     order, starts, lengths = query_groups(columns)
-    if order is None:
-        docs, values, query = columns.docs.to_pylist(), columns.values.tolist(), columns.query
-    else:
-        docs = take(columns.docs, order).to_pylist()
-        values, query = columns.values[order].tolist(), columns.query[order]
-    ids = columns.query_ids
-    return {
-        ids[q]: dict(zip(docs[a : a + n], values[a : a + n], strict=True))
-        for q, a, n in zip(query[starts].tolist(), starts.tolist(), lengths.tolist(), strict=True)
-    }
+    query = columns.query if order is None else columns.query[order]
+    ids = [columns.query_ids[q] for q in query[starts].tolist()]
+    ends = (starts + lengths).tolist()
+    result: dict[str, dict[str, Any]] = {}
+    first = 0
+    # Some 64k lines at a time, so no list of every doc id is held beside the dicts.
+    while first < len(ids):
+        last = max(first + 1, int(np.searchsorted(starts, starts[first] + _BATCH_LINES)))
+        lo, hi = int(starts[first]), ends[last - 1]
+        if order is None:
+            docs = columns.docs.slice(lo, hi - lo).to_pylist()
+            values = columns.values[lo:hi].tolist()
+        else:
+            docs = take(columns.docs, order[lo:hi]).to_pylist()
+            values = columns.values[order[lo:hi]].tolist()
+        for query_id, start, end in zip(
+            ids[first:last], starts[first:last].tolist(), ends[first:last], strict=True
+        ):
+            result[query_id] = dict(
+                zip(docs[start - lo : end - lo], values[start - lo : end - lo], strict=True)
+            )
+        first = last
+    return result
