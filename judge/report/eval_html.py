@@ -105,7 +105,9 @@ def _worst(result: EvaluationResult, limit: int = 10) -> str:
     for row in result.worst(limit):  # errored rows first, then the lowest scores
         scores = ", ".join(f"{escape(m)} {number(row.scores.get(m))}" for m in result.metrics)
         reasons = "".join(
-            f" <span class=bad>{escape(m)}: {escape(r)}</span>" for m, r in row.reasons.items()
+            f" <span class=bad>{escape(m)}: {escape(row.reasons[m])}</span>"
+            for m in result.metrics
+            if m in row.reasons
         )
         blocks.append(
             f"<details><summary>row {row.row} · {escape((row.question or '')[:120])} — "

@@ -28,6 +28,8 @@ class RowFile(Sequence[ResultRow]):
         wrapped: lines are checkpoint records (`{"run", "row", "input", "result"}`), not
             bare result rows.
         owner: an object kept alive with the sequence (the temporary file's owner).
+        metrics: the run's metrics: each row's scores, reasons and errors are given in
+            this order, as a fresh row has them (the files hold sorted keys).
     """
 
     def __init__(
@@ -37,11 +39,13 @@ class RowFile(Sequence[ResultRow]):
         *,
         wrapped: bool = False,
         owner: object = None,
+        metrics: Sequence[str] = (),
     ):
         self.path = Path(path)
         self._offsets = array("q", offsets)
         self._wrapped = wrapped
         self._owner = owner
+        self._order = {m: i for i, m in enumerate(metrics)}
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -70,7 +74,14 @@ class RowFile(Sequence[ResultRow]):
 
     def _parse(self, line: bytes) -> ResultRow:
         item = json.loads(line)
-        return ResultRow.from_json(item["result"] if self._wrapped else item)
+        row = ResultRow.from_json(item["result"] if self._wrapped else item)
+        if self._order:
+            last = len(self._order)
+            for name in ("scores", "reasons", "errors"):
+                values = getattr(row, name)
+                ordered = sorted(values, key=lambda m: self._order.get(m, last))
+                setattr(row, name, {m: values[m] for m in ordered})
+        return row
 
 
 def scan_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
@@ -143,7 +154,9 @@ class Checkpoint:
             "input": input_hash,
             "result": result.to_json(),
         }
-        return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+        # Sorted keys, as in results.jsonl: a row read back has the same dict order whether
+        # it comes from this file or from a results file (judge merge), so the report is too.
+        return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"
 
     def write(self, line: bytes) -> int:
         """Append one encoded line; returns where it starts. Written through to the OS at
@@ -178,9 +191,9 @@ class Checkpoint:
             self._out.close()
             self._out = None
 
-    def rows(self, offsets: Sequence[int]) -> RowFile:
+    def rows(self, offsets: Sequence[int], metrics: Sequence[str]) -> RowFile:
         """The rows at these offsets, read lazily; keeps a temporary file alive while used."""
-        return RowFile(self.path, offsets, wrapped=True, owner=self)
+        return RowFile(self.path, offsets, wrapped=True, owner=self, metrics=metrics)
 
 
 def _unlink(path: Path) -> None:

@@ -237,7 +237,7 @@ async def aevaluate(
         bar.close()
         if session is not None and session is not llm:  # ours: close its connections
             await session.aclose()
-    finished = spill.rows([offsets[r.number] for r in mine])
+    finished = spill.rows([offsets[r.number] for r in mine], names)
     usage = session.usage.total().as_dict() if session else {}
     config: dict[str, Any] = {
         "source": source,
