@@ -60,8 +60,14 @@ class ResultRow:
         return bool(self.error or self.errors)
 
     def to_json(self) -> dict[str, Any]:
-        """The row as JSON-able data, NaN scores as null."""
-        return nan_to_null(asdict(self))  # type: ignore[no-any-return]
+        """The row as JSON-able data, NaN scores as null; scores as floats, so a row read
+        back with `from_json` gives the same data."""
+        # Not dataclasses.asdict: it deep-copies every leaf of the evidence, which cost
+        # more than judging a cached row. The fields hold JSON data; nan_to_null copies
+        # the containers.
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["scores"] = {m: math.nan if v is None else float(v) for m, v in self.scores.items()}
+        return nan_to_null(data)  # type: ignore[no-any-return]
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ResultRow:
