@@ -243,6 +243,8 @@ def test_missing_duplicated_and_mismatched_shards_are_refused(tmp_path, fake_llm
     # On the command line: exit 2, the message, no traceback.
     done = run("merge", tmp_path / "m", one, two)
     assert done.returncode == 2 and "shard 3/3 missing" in done.stderr
+    done = run("merge", one, one, two, three)
+    assert done.returncode == 2 and "is a shard's directory" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from judge.cli.eval import DEFAULT_MAX_ERROR_RATE, finish_run, thresholds
+from judge.errors import JudgeError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,6 +47,8 @@ def run_merge(args: argparse.Namespace) -> int:
 
     required = thresholds(args.fail_under, args.max_error_rate)
     out = Path(args.out)
+    if any(out.resolve() == Path(d).resolve() for d in args.shards):
+        raise JudgeError(f"{out} is a shard's directory; give the merged run its own directory")
     out.mkdir(parents=True, exist_ok=True)
     joined = out / ".merged.jsonl"
     try:
