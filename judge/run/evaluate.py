@@ -182,10 +182,11 @@ async def aevaluate(
     _check_variables(judged, columns, rows)
     names = [m.name for m in judged] + retrieval
     fingerprint = _run_fingerprint(judged, retrieval, session or LLMSession())
-    # Finished rows go to disk as they finish (a temporary file without a checkpoint) and
-    # are read back when asked: memory holds offsets and score vectors, not the rows.
-    # The result reads its rows from a file of its own: the checkpoint may be deleted
-    # (judge eval does, once results.jsonl is written) or rewritten by a later run.
+    # Finished rows go to disk as they finish and are read back when asked: memory holds
+    # offsets and score vectors, not the rows. The result reads them from a temporary file
+    # of its own (beside the checkpoint, so not in a RAM-backed /tmp when there is one):
+    # the checkpoint may be deleted (judge eval does, once results.jsonl is written) or
+    # rewritten by a later run while the result is still in use.
     store = Checkpoint(checkpoint, fingerprint) if checkpoint else None
     spill = Checkpoint(
         None, fingerprint, temporary_dir=Path(checkpoint).parent if checkpoint else None
@@ -305,9 +306,10 @@ def evaluate(
         An `EvaluationResult`: rows in input order and a summary per metric; a judge that
         failed gives its metric NaN (reason `judge_error`) in that row, and
         `judge_error_rate` is the share of rows where one did. Its `rows` are read back
-        from disk when used (the checkpoint, or a temporary file deleted with the
-        result), so memory stays flat however many rows there are; each access parses
-        the row again, and `list(result.rows)` holds them all.
+        when used from a temporary file of the result's own (beside the checkpoint if
+        there is one), deleted with the result, so memory stays flat however many rows
+        there are; each access parses the row again, and `list(result.rows)` holds them
+        all.
 
     Raises:
         judge.errors.LLMConfigError: the API key is missing or refused, the model is
