@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "config.resumed_rows are summed over the shards, usage too. Exit codes as judge eval: "
         "0 passed; 1 a --fail-under threshold was missed; 2 an error; 3 over --max-error-rate.",
     )
-    p.add_argument("out", help="output directory of the joined run")
+    p.add_argument("out", metavar="OUT", help="output directory of the joined run")
     p.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="a shard's --out directory")
     p.add_argument(
         "--fail-under",

@@ -4,7 +4,8 @@ The rows are joined in input order and the summary, bootstrap intervals and repo
 computed from them by the same code as an unsharded run, so they are the same numbers.
 What cannot be the same is kept honest: `config.seconds` and `config.resumed_rows` are the
 sums over the shards (machine time, not wall time), `usage` is the sum of the shards'
-usage, and `config.cache` and `config.cache_mode` are shard 1's.
+usage, and `config.source`, `cache`, `cache_mode` and `structured_output` (the mode the
+server ended up accepting) are shard 1's.
 """
 
 from __future__ import annotations
