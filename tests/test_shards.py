@@ -211,6 +211,16 @@ def test_missing_duplicated_and_mismatched_shards_are_refused(tmp_path, fake_llm
     for dirs, message in cases:
         with pytest.raises(InputFormatError, match=message):
             merge_shards(dirs, out)
+    # A prompt edited between the shards' runs (its version is in summary.json).
+    summary = json.loads((other_model / "summary.json").read_text())
+    prompt = sorted(summary["config"]["prompts"])[0]
+    summary["config"]["model"] = "openai/judge"
+    summary["config"]["prompts"][prompt] = "edited"
+    (other_model / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(
+        InputFormatError, match=rf"different prompt versions \({prompt} '.*' vs 'edited'\)"
+    ):
+        merge_shards([one, two, other_model], out)
     faithfulness = merge_shards([three, one, two], out).summary["faithfulness"]
     assert (faithfulness.scored, faithfulness.nan, faithfulness.errored) == (
         4,
