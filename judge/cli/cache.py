@@ -1,4 +1,4 @@
-"""`judge cache export|import|stats`: managing a judgment cache file."""
+"""`judge cache export|import|stats|merge`: managing judgment cache files."""
 
 from __future__ import annotations
 
@@ -12,11 +12,41 @@ from judge.errors import JudgeError
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the cache subcommand."""
-    c = sub.add_parser("cache", help="export, import or inspect a judgment cache")
-    c.add_argument("action", choices=["export", "import", "stats"])
-    c.add_argument("cache", help="the SQLite cache file")
-    c.add_argument("file", nargs="?", help="the JSONL file to write (export) or read (import)")
-    c.set_defaults(func=run_cache)
+    c = sub.add_parser("cache", help="export, import, inspect or merge judgment caches")
+    actions = c.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for action, about in (
+        ("export", "write every entry to a sorted JSONL file"),
+        ("import", "add the entries of a JSONL export"),
+        ("stats", "count the entries by kind, server and prompt"),
+    ):
+        a = actions.add_parser(action, help=about, description=about)
+        a.add_argument("cache", help="the SQLite cache file")
+        if action != "stats":
+            a.add_argument(
+                "file", nargs="?", help="the JSONL file to write (export) or read (import)"
+            )
+        a.set_defaults(func=run_cache, file=None)
+    merge = actions.add_parser(
+        "merge",
+        help="merge caches (of shards, of machines) into a new one",
+        description="Merge caches into a new file -o. A key held by two caches must hold "
+        "the same response, else nothing is written and the error names the key.",
+    )
+    merge.add_argument("caches", nargs="+", metavar="CACHE", help="a cache file to merge")
+    merge.add_argument("-o", "--output", required=True, help="the merged cache (a new file)")
+    merge.set_defaults(func=run_merge)
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    """The `judge cache merge` command."""
+    from judge.llm.cache_merge import merge_caches
+
+    written, skipped = merge_caches(args.caches, args.output)
+    print(
+        f"merged {len(args.caches)} caches into {args.output}: {written} entries"
+        f"{f' ({skipped} held by more than one, identical)' if skipped else ''}"
+    )
+    return 0
 
 
 def run_cache(args: argparse.Namespace) -> int:

@@ -67,6 +67,12 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         f"judged rows, whose scores are then missing from the means (default "
         f"{DEFAULT_MAX_ERROR_RATE}; 1 turns the check off)",
     )
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="judge only shard I of N: the rows whose number modulo N is I-1 (row numbers "
+        "stay the input's); run every I from 1 to N, then `judge merge OUT DIR...`",
+    )
 
 
 def model_options(p: argparse.ArgumentParser) -> None:
@@ -153,7 +159,10 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
-def _thresholds(items: list[str]) -> dict[str, float]:
+def thresholds(items: list[str], max_error_rate: float) -> dict[str, float]:
+    """The --fail-under thresholds by metric, after checking them and --max-error-rate."""
+    if not 0 <= max_error_rate <= 1:  # also rejects nan
+        raise JudgeError(f"--max-error-rate {max_error_rate}: give a share from 0 to 1")
     try:
         return {k: float(v) for k, v in _pairs(items, "--fail-under").items()}
     except ValueError as exc:
@@ -163,10 +172,10 @@ def _thresholds(items: list[str]) -> dict[str, float]:
 def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
     from judge.run.evaluate import evaluate
+    from judge.run.shard import parse_shard
 
-    thresholds = _thresholds(args.fail_under)
-    if not 0 <= args.max_error_rate <= 1:  # also rejects nan
-        raise JudgeError(f"--max-error-rate {args.max_error_rate}: give a share from 0 to 1")
+    required = thresholds(args.fail_under, args.max_error_rate)
+    shard = parse_shard(args.shard) if args.shard is not None else None
     llm, embeddings, cache = model_config(args)
     out = Path(args.out)
     metrics = [m for m in (args.metrics or "").split(",") if m.strip()] or None
@@ -179,13 +188,14 @@ def run_eval(args: argparse.Namespace) -> int:
             embeddings=embeddings,
             cache=cache,
             checkpoint=checkpoint,
+            shard=shard,
             **data_options(args),
         )
     except LLMConfigError as exc:
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise LLMConfigError(f"{exc}{resume}") from None
-    return finish_run(result, out, thresholds, args.max_error_rate)
+    return finish_run(result, out, required, args.max_error_rate)
 
 
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ def row_view(row: ResultRow, metric: str, label: float, group: str | None) -> di
 
 
 def worst(
-    labels: Labels, rows: list[ResultRow], metric: str, oriented: np.ndarray, limit: int
+    labels: Labels, rows: Sequence[ResultRow], metric: str, oriented: np.ndarray, limit: int
 ) -> list[dict[str, Any]]:
     """The worst disagreements, worst first, at most `limit`.
 

@@ -193,6 +193,11 @@ class Cache:
             return
         self._write([entry])
 
+    def put_many(self, entries: list[CacheEntry]) -> None:
+        """Store entries in one transaction (a no-op unless the mode stores)."""
+        if self.stores and entries:
+            self._write(entries)
+
     def _write(self, entries: list[CacheEntry]) -> None:
         rows = [
             (

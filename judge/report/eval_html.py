@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 
 from judge.report.format import CSS, MISSING, escape, number
@@ -102,16 +101,13 @@ def evidence_html(row: ResultRow) -> str:
 
 
 def _worst(result: EvaluationResult, limit: int = 10) -> str:
-    def key(row: ResultRow) -> float:
-        values = [v for v in row.scores.values() if not math.isnan(v)]
-        return min(values) if values else -1.0  # errored rows first
-
-    rows = sorted(result.rows, key=key)[:limit]
     blocks = []
-    for row in rows:
+    for row in result.worst(limit):  # errored rows first, then the lowest scores
         scores = ", ".join(f"{escape(m)} {number(row.scores.get(m))}" for m in result.metrics)
         reasons = "".join(
-            f" <span class=bad>{escape(m)}: {escape(r)}</span>" for m, r in row.reasons.items()
+            f" <span class=bad>{escape(m)}: {escape(row.reasons[m])}</span>"
+            for m in result.metrics
+            if m in row.reasons
         )
         blocks.append(
             f"<details><summary>row {row.row} · {escape((row.question or '')[:120])} — "
@@ -131,10 +127,7 @@ def _diagnosis(result: EvaluationResult) -> str:
 
 def render_report(result: EvaluationResult) -> str:
     """The HTML text of the report."""
-    plots = "".join(
-        histogram_svg([v for r in result.rows if not math.isnan(v := r.scores.get(m, math.nan))], m)
-        for m in result.metrics
-    )
+    plots = "".join(histogram_svg(result.scores(m), m) for m in result.metrics)
     usage = result.usage or {}
     cost = usage.get("cost")
     config = json.dumps(result.config, indent=2, ensure_ascii=False)

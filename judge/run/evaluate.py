@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import math
@@ -21,10 +20,12 @@ from judge.llm.identity import server_identity
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
+from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row, load_rows
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 from judge.run.results import EvaluationResult, ResultRow
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
+from judge.run.shard import Shard, parse_shard
 from judge.run.sync import gather_or_cancel, run_sync
 
 
@@ -114,45 +115,6 @@ def _row_hash(row: Row) -> str:
     return sha256_hex(json.dumps(data, sort_keys=True, ensure_ascii=False, default=repr))
 
 
-class Checkpoint:
-    """Finished rows appended as JSON lines; a restarted run with the same arguments reuses them."""
-
-    def __init__(self, path: str | os.PathLike[str], fingerprint: str):
-        self.path = Path(path)
-        self.fingerprint = fingerprint
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-
-    def load(self) -> dict[tuple[int, str], ResultRow]:
-        """Rows already done, by (row number, input hash); torn or foreign lines are skipped."""
-        done: dict[tuple[int, str], ResultRow] = {}
-        if not self.path.exists():
-            return done
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the last line of a killed run may be cut short
-            if isinstance(item, dict) and item.get("run") == self.fingerprint:
-                done[item["row"], item["input"]] = ResultRow.from_json(item["result"])
-        return done
-
-    def append(self, row_number: int, input_hash: str, result: ResultRow) -> None:
-        """Record one finished row. Written through to the OS at once, so killing the process
-        loses nothing finished; no fsync per row (it cost ~0.5 ms a row), so a power cut may
-        lose the last rows, which the cache then answers again without a request."""
-        line = json.dumps(
-            {
-                "run": self.fingerprint,
-                "row": row_number,
-                "input": input_hash,
-                "result": result.to_json(),
-            },
-            ensure_ascii=False,
-        )
-        with open(self.path, "a", encoding="utf-8") as out:
-            out.write(line + "\n")
-
-
 def _result_row(row: Row) -> ResultRow:
     """The inputs of a row, with nothing scored yet."""
     s = row.sample
@@ -199,8 +161,10 @@ async def aevaluate(
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
     custom: Mapping[str, Metric] | None = None,
+    shard: str | Shard | None = None,
 ) -> EvaluationResult:
     """Async twin of `evaluate`."""
+    part = parse_shard(shard) if shard is not None else None  # a bad spec fails before loading
     rows, columns, source = load_rows(data, column_map)
     has_retrieval = "retrieved_ids" in columns
     judged_names, retrieval = split_metrics(metrics, has_retrieval)
@@ -217,51 +181,66 @@ async def aevaluate(
         )
     _check_variables(judged, columns, rows)
     names = [m.name for m in judged] + retrieval
-    store = (
-        Checkpoint(checkpoint, _run_fingerprint(judged, retrieval, session or LLMSession()))
-        if checkpoint
-        else None
+    fingerprint = _run_fingerprint(judged, retrieval, session or LLMSession())
+    # Finished rows go to disk as they finish and are read back when asked: memory holds
+    # offsets and score vectors, not the rows. The result reads them from a temporary file
+    # of its own (beside the checkpoint, so not in a RAM-backed /tmp when there is one):
+    # the checkpoint may be deleted (judge eval does, once results.jsonl is written) or
+    # rewritten by a later run while the result is still in use.
+    store = Checkpoint(checkpoint, fingerprint) if checkpoint else None
+    spill = Checkpoint(
+        None, fingerprint, temporary_dir=Path(checkpoint).parent if checkpoint else None
     )
     done = store.load() if store else {}
+    hashes = [_row_hash(r) for r in rows]
+    mine = [r for r in rows if part is None or part.holds(r.number)]
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
-    slots = asyncio.Semaphore(max(1, concurrency))
-    results: list[ResultRow | None] = [None] * len(rows)
-    hashes = [_row_hash(r) for r in rows]
-    resumed = sum(1 for r in rows if (r.number, hashes[r.number]) in done)
+    offsets: dict[int, int] = {}
+    todo = []
+    for row in mine:
+        offset = done.get((row.number, hashes[row.number]))
+        if offset is None:
+            todo.append(row)
+        elif store:  # counted by Progress(resumed=...)
+            offsets[row.number] = spill.write(store.line_at(offset))
+    resumed = len(offsets)
     bar = Progress(
-        len(rows),
+        len(mine),
         session,
         mode=None if progress else "off",
         interval=progress_interval,
         resumed=resumed,
     )
+    pending = iter(todo)
 
-    async def one(row: Row) -> None:
-        key = (row.number, hashes[row.number])
-        if key in done:
-            results[row.number] = done[key]  # counted by Progress(resumed=...)
-            return
-        async with slots:
+    async def worker() -> None:
+        # A fixed pool of workers takes rows one by one: a task per row would hold a
+        # coroutine for each of 100,000 rows at once.
+        for row in pending:
             record = await _evaluate_row(row, judged, retrieval, session)
-        results[row.number] = record
-        if store:
-            store.append(row.number, key[1], record)
-        bar.advance()
+            line = spill.encode(row.number, hashes[row.number], record)
+            if store:
+                store.write(line)
+            offsets[row.number] = spill.write(line)
+            bar.advance()
 
     started = time.monotonic()
     bar.start()
     try:
         # A configuration error in one row stops them all: finished rows are already
         # checkpointed and their judgments cached, so a rerun after the fix resumes.
-        await gather_or_cancel(one(r) for r in rows)
+        await gather_or_cancel(worker() for _ in range(max(1, min(concurrency, len(todo)))))
     finally:
+        spill.close()
+        if store:
+            store.close()
         bar.close()
         if session is not None and session is not llm:  # ours: close its connections
             await session.aclose()
-    finished = [r for r in results if r is not None]
+    finished = spill.rows([offsets[r.number] for r in mine], names)
     usage = session.usage.total().as_dict() if session else {}
-    config = {
+    config: dict[str, Any] = {
         "source": source,
         "columns": columns,
         "metrics": names,
@@ -271,9 +250,13 @@ async def aevaluate(
         "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
         "cache": str(session.cache.path) if session and session.cache is not None else None,
         "cache_mode": session.cache.mode if session and session.cache is not None else None,
+        "run": fingerprint,
+        "data": {"rows": len(rows), "sha256": sha256_hex("".join(hashes))},
         "resumed_rows": resumed,
         "seconds": round(time.monotonic() - started, 3),
     }
+    if part is not None:
+        config["shard"] = {"index": part.index, "count": part.count}
     return EvaluationResult(finished, names, config, usage)
 
 
@@ -290,6 +273,7 @@ def evaluate(
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
     custom: Mapping[str, Metric] | None = None,
+    shard: str | Shard | None = None,
 ) -> EvaluationResult:
     """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
 
@@ -315,11 +299,17 @@ def evaluate(
         progress_interval: seconds between status lines when stderr is not a terminal.
         custom: extra metrics by name, so `metrics` can name them (the CLI's
             `--metrics-module` fills it).
+        shard: `"I/N"` (or a `judge.run.shard.Shard`): judge only the rows whose number
+            modulo N is I-1, keeping their numbers; `judge merge` joins the N outputs.
 
     Returns:
         An `EvaluationResult`: rows in input order and a summary per metric; a judge that
         failed gives its metric NaN (reason `judge_error`) in that row, and
-        `judge_error_rate` is the share of rows where one did.
+        `judge_error_rate` is the share of rows where one did. Its `rows` are read back
+        when used from a temporary file of the result's own (beside the checkpoint if
+        there is one), deleted with the result, so memory stays flat however many rows
+        there are; each access parses the row again, and `list(result.rows)` holds them
+        all.
 
     Raises:
         judge.errors.LLMConfigError: the API key is missing or refused, the model is
@@ -340,5 +330,6 @@ def evaluate(
             progress=progress,
             progress_interval=progress_interval,
             custom=custom,
+            shard=shard,
         )
     )

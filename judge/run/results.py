@@ -6,11 +6,13 @@ object and in pandas, and null in JSON files (results.jsonl, summary.json).
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
+from array import array
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +60,14 @@ class ResultRow:
         return bool(self.error or self.errors)
 
     def to_json(self) -> dict[str, Any]:
-        """The row as JSON-able data, NaN scores as null."""
-        return nan_to_null(asdict(self))  # type: ignore[no-any-return]
+        """The row as JSON-able data, NaN scores as null; scores as floats, so a row read
+        back with `from_json` gives the same data."""
+        # Not dataclasses.asdict: it deep-copies every leaf of the evidence, which cost
+        # more than judging a cached row. The fields hold JSON data; nan_to_null copies
+        # the containers.
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["scores"] = {m: math.nan if v is None else float(v) for m, v in self.scores.items()}
+        return nan_to_null(data)  # type: ignore[no-any-return]
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ResultRow:
@@ -83,40 +91,73 @@ class MetricSummary:
     errored: int  # rows whose judge failed or whose input was bad
 
 
-def summarize(metric: str, rows: list[ResultRow]) -> MetricSummary:
+class RowTally:
+    """What the summaries, the error counts and the report need of every row, gathered in one
+    pass: per metric the defined scores in row order (the bootstrap resamples them), NaNs by
+    reason and errors; per row its lowest score. The rows themselves are not kept."""
+
+    def __init__(self, metrics: Sequence[str]):
+        self.values = {m: array("d") for m in metrics}
+        self.nan: dict[str, Counter[str]] = {m: Counter() for m in metrics}
+        self.errored = dict.fromkeys(metrics, 0)
+        self.rows = self.failed = self.judged = self.judge_errored = 0
+        self.lowest = array("d")  # per row: its lowest score, -1 when it has none
+
+    def add(self, row: ResultRow) -> None:
+        """Count one row."""
+        self.rows += 1
+        self.failed += row.failed
+        if row.error is None:
+            self.judged += 1
+            self.judge_errored += JUDGE_ERROR in row.reasons.values()
+        for metric, values in self.values.items():
+            value = row.scores.get(metric, math.nan)
+            if not math.isnan(value):
+                values.append(value)
+                continue
+            reason = row.reasons.get(metric, "row_error" if row.error else "missing")
+            if reason in (JUDGE_ERROR, "row_error"):
+                self.errored[metric] += 1
+            else:
+                self.nan[metric][reason] += 1
+        defined = [v for v in row.scores.values() if not math.isnan(v)]
+        self.lowest.append(min(defined) if defined else -1.0)  # errored rows sort first
+
+    def summary(self, metric: str) -> MetricSummary:
+        """Mean, bootstrap interval, counts of one metric."""
+        values = np.frombuffer(self.values[metric], dtype=np.float64)
+        low, high = bootstrap_ci(values)
+        return MetricSummary(
+            metric=metric,
+            mean=float(values.mean()) if values.size else math.nan,
+            ci_low=low,
+            ci_high=high,
+            scored=int(values.size),
+            nan=dict(sorted(self.nan[metric].items())),
+            errored=self.errored[metric],
+        )
+
+
+def summarize(metric: str, rows: Iterable[ResultRow]) -> MetricSummary:
     """Summary of one metric over the rows; NaNs are counted by reason, never dropped silently."""
-    values: list[float] = []
-    reasons: Counter[str] = Counter()
-    errored = 0
+    tally = RowTally([metric])
     for row in rows:
-        value = row.scores.get(metric, math.nan)
-        if not math.isnan(value):
-            values.append(value)
-            continue
-        reason = row.reasons.get(metric, "row_error" if row.error else "missing")
-        if reason in (JUDGE_ERROR, "row_error"):
-            errored += 1
-        else:
-            reasons[reason] += 1
-    array = np.asarray(values, dtype=np.float64)
-    low, high = bootstrap_ci(array)
-    return MetricSummary(
-        metric=metric,
-        mean=float(array.mean()) if array.size else math.nan,
-        ci_low=low,
-        ci_high=high,
-        scored=int(array.size),
-        nan=dict(sorted(reasons.items())),
-        errored=errored,
-    )
+        tally.add(row)
+    return tally.summary(metric)
 
 
 class EvaluationResult:
-    """Rows in input order, each with its row number, inputs, scores, reasons and evidence."""
+    """Rows in input order, each with its row number, inputs, scores, reasons and evidence.
+
+    `rows` is any sequence: `judge.evaluate` gives one that reads each row back from disk
+    when asked (see `judge.run.checkpoint.RowFile`), so a run of 100,000 rows keeps only
+    offsets and score vectors in memory. Summaries and counts are computed once, in one
+    pass, when the result is made; `list(result.rows)` holds every row at once.
+    """
 
     def __init__(
         self,
-        rows: list[ResultRow],
+        rows: Sequence[ResultRow],
         metrics: list[str],
         config: dict[str, Any],
         usage: dict[str, Any],
@@ -125,22 +166,26 @@ class EvaluationResult:
         self.metrics = metrics
         self.config = config
         self.usage = usage
-        self.summary = {m: summarize(m, rows) for m in metrics}
+        tally = RowTally(metrics)
+        for row in rows:
+            tally.add(row)
+        self._tally = tally
+        self.summary = {m: tally.summary(m) for m in metrics}
 
     @property
     def rows_with_errors(self) -> int:
         """Rows that could not be evaluated (bad input) or had a judge fail."""
-        return sum(1 for r in self.rows if r.failed)
+        return self._tally.failed
 
     @property
     def judged_rows(self) -> int:
         """Rows whose input was good, so their judges ran (or came from the cache)."""
-        return sum(1 for r in self.rows if r.error is None)
+        return self._tally.judged
 
     @property
     def rows_with_judge_errors(self) -> int:
         """Judged rows in which at least one judge failed (a `judge_error` NaN)."""
-        return sum(1 for r in self.rows if r.error is None and JUDGE_ERROR in r.reasons.values())
+        return self._tally.judge_errored
 
     @property
     def judge_error_rate(self) -> float:
@@ -151,6 +196,17 @@ class EvaluationResult:
         """
         judged = self.judged_rows
         return self.rows_with_judge_errors / judged if judged else 0.0
+
+    def scores(self, metric: str) -> list[float]:
+        """The metric's defined scores (NaNs left out), in row order."""
+        return list(self._tally.values[metric])
+
+    def worst(self, limit: int = 10) -> list[ResultRow]:
+        """The rows with the lowest score (over any metric), errored rows first; ties in
+        row order."""
+        lowest = self._tally.lowest
+        chosen = heapq.nsmallest(limit, range(len(lowest)), key=lowest.__getitem__)
+        return [self.rows[i] for i in chosen]
 
     def summary_dict(self) -> dict[str, Any]:
         """The summary as plain JSON-able data (NaN as null)."""

@@ -1,0 +1,58 @@
+"""`judge merge OUT SHARD_DIR...`: join the outputs of `judge eval --shard I/N`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from judge.cli.eval import DEFAULT_MAX_ERROR_RATE, finish_run, thresholds
+from judge.errors import JudgeError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the merge subcommand."""
+    p = sub.add_parser(
+        "merge",
+        help="join the outputs of judge eval --shard I/N into one run's",
+        description="Join the --out directories of `judge eval DATA --shard I/N` (every I "
+        "from 1 to N, once) into OUT: results.jsonl in input order, summary.json and "
+        "report.html, computed from the joined rows as an unsharded run's. Shards with "
+        "other metrics, models, prompts, servers or data are refused. config.seconds and "
+        "config.resumed_rows are summed over the shards, usage too. Exit codes as judge eval: "
+        "0 passed; 1 a --fail-under threshold was missed; 2 an error; 3 over --max-error-rate.",
+    )
+    p.add_argument("out", metavar="OUT", help="output directory of the joined run")
+    p.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="a shard's --out directory")
+    p.add_argument(
+        "--fail-under",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="exit 1 if the metric's mean is below VALUE (repeatable)",
+    )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=DEFAULT_MAX_ERROR_RATE,
+        metavar="RATE",
+        help=f"exit 3 if judges failed in more than this share of the judged rows "
+        f"(default {DEFAULT_MAX_ERROR_RATE})",
+    )
+    p.set_defaults(func=run_merge)
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    """The `judge merge` command."""
+    from judge.run.merge import merge_shards
+
+    required = thresholds(args.fail_under, args.max_error_rate)
+    out = Path(args.out)
+    if any(out.resolve() == Path(d).resolve() for d in args.shards):
+        raise JudgeError(f"{out} is a shard's directory; give the merged run its own directory")
+    out.mkdir(parents=True, exist_ok=True)
+    joined = out / ".merged.jsonl"
+    try:
+        result = merge_shards(args.shards, joined)
+        return finish_run(result, out, required, args.max_error_rate)
+    finally:
+        joined.unlink(missing_ok=True)

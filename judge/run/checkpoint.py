@@ -1,0 +1,200 @@
+"""Finished rows on disk: the append-only checkpoint of a run, and the lazy sequence that
+reads rows back from a JSON-lines file, so a run of any size keeps only byte offsets and
+score vectors in memory, never every row with its evidence."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import weakref
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO, overload
+
+from judge.run.results import ResultRow
+
+
+class RowFile(Sequence[ResultRow]):
+    """Result rows read lazily from a JSON-lines file, one line per row at known offsets.
+
+    Each access parses its line again, so iterating twice reads the file twice; the file
+    must stay in place (and only grow) while the sequence is used.
+
+    Args:
+        path: the JSON-lines file.
+        offsets: where each row's line starts, in the order of the sequence.
+        wrapped: lines are checkpoint records (`{"run", "row", "input", "result"}`), not
+            bare result rows.
+        owner: an object kept alive with the sequence (the temporary file's owner).
+        metrics: the run's metrics: each row's scores, reasons and errors are given in
+            this order, as a fresh row has them (the files hold sorted keys).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        offsets: Sequence[int],
+        *,
+        wrapped: bool = False,
+        owner: object = None,
+        metrics: Sequence[str] = (),
+    ):
+        self.path = Path(path)
+        self._offsets = array("q", offsets)
+        self._wrapped = wrapped
+        self._owner = owner
+        self._order = {m: i for i, m in enumerate(metrics)}
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, index: int) -> ResultRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ResultRow]: ...
+
+    def __getitem__(self, index: int | slice) -> ResultRow | list[ResultRow]:
+        if isinstance(index, slice):
+            return [self._read(o) for o in self._offsets[index]]
+        return self._read(self._offsets[index])
+
+    def __iter__(self) -> Iterator[ResultRow]:
+        with open(self.path, "rb") as lines:
+            for offset in self._offsets:
+                lines.seek(offset)
+                yield self._parse(lines.readline())
+
+    def _read(self, offset: int) -> ResultRow:
+        with open(self.path, "rb") as lines:
+            lines.seek(offset)
+            return self._parse(lines.readline())
+
+    def _parse(self, line: bytes) -> ResultRow:
+        item = json.loads(line)
+        row = ResultRow.from_json(item["result"] if self._wrapped else item)
+        if self._order:
+            last = len(self._order)
+            for name in ("scores", "reasons", "errors"):
+                values = getattr(row, name)
+                ordered = sorted(values, key=lambda m: self._order.get(m, last))
+                setattr(row, name, {m: values[m] for m in ordered})
+        return row
+
+
+def scan_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of every line of a file, the last one possibly without its newline."""
+    offset = 0
+    with open(path, "rb") as lines:
+        for line in lines:
+            yield offset, line
+            offset += len(line)
+
+
+class Checkpoint:
+    """Finished rows appended as JSON lines; a restarted run with the same arguments reuses them.
+
+    Args:
+        path: the JSON-lines file; None for a temporary one, deleted when neither this
+            object nor a `RowFile` of its `rows` is left (how a result keeps its rows off
+            the heap and independent of the user's checkpoint file).
+        fingerprint: the run's fingerprint; lines of other runs are ignored.
+        temporary_dir: where a temporary file goes (default: the system's).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        fingerprint: str,
+        *,
+        temporary_dir: str | os.PathLike[str] | None = None,
+    ):
+        self.fingerprint = fingerprint
+        if path is None:
+            handle, name = tempfile.mkstemp(
+                prefix=".judge-rows-", suffix=".jsonl", dir=temporary_dir
+            )
+            os.close(handle)
+            self.path = Path(name)
+            weakref.finalize(self, _unlink, self.path)
+        else:
+            self.path = Path(path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._out: BinaryIO | None = None
+
+    def load(self) -> dict[tuple[int, str], int]:
+        """Where the rows already done start, by (row number, input hash); torn or foreign
+        lines are skipped."""
+        done: dict[tuple[int, str], int] = {}
+        if not self.path.exists():
+            return done
+        for offset, line in scan_lines(self.path):
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the last line of a killed run may be cut short
+            if isinstance(item, dict) and item.get("run") == self.fingerprint:
+                done[item["row"], item["input"]] = offset
+        return done
+
+    def line_at(self, offset: int) -> bytes:
+        """The line (with its newline) starting at offset."""
+        with open(self.path, "rb") as lines:
+            lines.seek(offset)
+            line = lines.readline()
+        return line if line.endswith(b"\n") else line + b"\n"
+
+    def encode(self, row_number: int, input_hash: str, result: ResultRow) -> bytes:
+        """One row's line: this run's fingerprint, the row number, its input hash, the row."""
+        record = {
+            "run": self.fingerprint,
+            "row": row_number,
+            "input": input_hash,
+            "result": result.to_json(),
+        }
+        # Sorted keys, as in results.jsonl: a row read back has the same dict order whether
+        # it comes from this file or from a results file (judge merge), so the report is too.
+        return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"
+
+    def write(self, line: bytes) -> int:
+        """Append one encoded line; returns where it starts. Written through to the OS at
+        once, so killing the process loses nothing finished; no fsync per row (it cost
+        ~0.5 ms a row), so a power cut may lose the last rows, which the cache then answers
+        again without a request."""
+        if self._out is None:
+            self._out = self._open()
+        offset = self._out.tell()
+        self._out.write(line)
+        self._out.flush()
+        return offset
+
+    def append(self, row_number: int, input_hash: str, result: ResultRow) -> int:
+        """Record one finished row; returns where its line starts."""
+        return self.write(self.encode(row_number, input_hash, result))
+
+    def _open(self) -> BinaryIO:
+        """Open for appending; a line cut short by a killed run is ended first, so the next
+        row starts a line of its own."""
+        out = open(self.path, "ab")  # noqa: SIM115 (held open for the run; see close)
+        if out.tell():
+            with open(self.path, "rb") as tail:
+                tail.seek(-1, os.SEEK_END)
+                if tail.read(1) != b"\n":
+                    out.write(b"\n")
+        return out
+
+    def close(self) -> None:
+        """Close the file after writing (rows stay readable through `rows`)."""
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def rows(self, offsets: Sequence[int], metrics: Sequence[str]) -> RowFile:
+        """The rows at these offsets, read lazily; keeps a temporary file alive while used."""
+        return RowFile(self.path, offsets, wrapped=True, owner=self, metrics=metrics)
+
+
+def _unlink(path: Path) -> None:
+    path.unlink(missing_ok=True)

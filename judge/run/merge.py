@@ -1,0 +1,186 @@
+"""`judge merge`: the outputs of `judge eval --shard I/N` joined into the unsharded result.
+
+The rows are joined in input order and the summary, bootstrap intervals and report are
+computed from them by the same code as an unsharded run, so they are the same numbers.
+What cannot be the same is kept honest: `config.seconds` and `config.resumed_rows` are the
+sums over the shards (machine time, not wall time), `usage` is the sum of the shards'
+usage, and `config.source`, `cache`, `cache_mode` and `structured_output` (the mode the
+server ended up accepting) are shard 1's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from judge.errors import InputFormatError
+from judge.run.checkpoint import RowFile, scan_lines
+from judge.run.results import EvaluationResult
+from judge.run.shard import Shard
+
+# Settings every shard must share, in the order they are compared (the first difference
+# found is the one reported); "run" covers the rest (servers, custom metric versions).
+_SAME = ("metrics", "model", "embeddings", "prompts", "columns", "data", "run")
+
+
+class ShardOutput:
+    """One shard's output directory: its summary's config and its results file."""
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.dir = Path(directory)
+        summary = self.dir / "summary.json"
+        self.results = self.dir / "results.jsonl"
+        if not summary.is_file() or not self.results.is_file():
+            raise InputFormatError(
+                f"{self.dir}: no summary.json and results.jsonl; give the --out directory "
+                "of a finished `judge eval ... --shard I/N` (a stopped shard resumes when "
+                "rerun)"
+            )
+        data = json.loads(summary.read_text(encoding="utf-8"))
+        self.config: dict[str, Any] = data.get("config", {})
+        self.usage: dict[str, Any] = data.get("usage", {})
+        spec = self.config.get("shard")
+        if not isinstance(spec, dict):
+            raise InputFormatError(
+                f"{self.dir}: not a shard (its summary.json config has no shard); it was "
+                "run without --shard I/N"
+            )
+        self.shard = Shard(int(spec["index"]), int(spec["count"]))
+
+    def __str__(self) -> str:
+        return f"shard {self.shard} ({self.dir})"
+
+    def rows(self) -> Iterator[tuple[int, int, bytes]]:
+        """(row number, shard number, line) of every row, checking each is in this shard
+        and in input order."""
+        last = -1
+        for line_number, (_, line) in enumerate(scan_lines(self.results), start=1):
+            try:
+                number = json.loads(line)["row"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise InputFormatError(
+                    f"{self.results}:{line_number}: not a judge results row ({exc})"
+                ) from None
+            if not isinstance(number, int) or not self.shard.holds(number) or number <= last:
+                raise InputFormatError(
+                    f"{self.results}:{line_number}: row {number} does not belong there "
+                    f"(shard {self.shard} holds rows numbered {self.shard.index - 1} modulo "
+                    f"{self.shard.count}, in order); the file was edited or mixed up"
+                )
+            last = number
+            yield number, self.shard.index, line if line.endswith(b"\n") else line + b"\n"
+
+
+def check_shards(shards: Sequence[ShardOutput]) -> None:
+    """Refuse shards that do not make one whole run: a different count, a missing or
+    repeated shard, different settings or data."""
+    if not shards:
+        raise InputFormatError("judge merge needs the output directories of the shards")
+    first = shards[0]
+    count = first.shard.count
+    seen: dict[int, ShardOutput] = {}
+    for shard in shards:
+        if shard.shard.count != count:
+            raise InputFormatError(
+                f"{shard} and {first} split the rows differently ({shard.shard.count} and "
+                f"{count} shards); run all shards with the same N in --shard I/N"
+            )
+        if shard.shard.index in seen:
+            raise InputFormatError(
+                f"shard {shard.shard} is given twice: {seen[shard.shard.index].dir} and "
+                f"{shard.dir}; give each shard's output once"
+            )
+        seen[shard.shard.index] = shard
+        for key in _SAME:
+            mine, theirs = shard.config.get(key), first.config.get(key)
+            if mine != theirs:
+                raise InputFormatError(_difference(key, first, theirs, shard, mine))
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in seen]
+    if missing:
+        raise InputFormatError(
+            f"shard {', '.join(missing)} missing: give the output directories of all "
+            f"{count} shards (judge eval DATA --shard I/{count} --out DIR for each I)"
+        )
+
+
+def _difference(key: str, a: ShardOutput, va: Any, b: ShardOutput, vb: Any) -> str:
+    """What differs between two shards' settings, in words."""
+    if key == "prompts" and isinstance(va, dict) and isinstance(vb, dict):
+        changed = sorted(n for n in va.keys() | vb.keys() if va.get(n) != vb.get(n))
+        parts = [f"{n} {va.get(n)!r} vs {vb.get(n)!r}" for n in changed]
+        return (
+            f"{a} and {b} were run with different prompt versions ({'; '.join(parts)}); "
+            "rerun the shards with the same judge version and prompts"
+        )
+    if key == "run":
+        return (
+            f"{a} and {b} were run with different settings (run fingerprint {va} vs {vb}: "
+            "the judge or embedding server, or a custom metric's version); rerun them alike"
+        )
+    if key == "data":
+        return (
+            f"{a} and {b} were run on different data ({va} vs {vb}); run every shard on "
+            "the same file"
+        )
+    return f"{a} and {b} were run with different {key}: {va!r} vs {vb!r}; rerun them alike"
+
+
+def _sum_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Usage summed over shards: a count or cost summed, unknown (None) if any is."""
+    total: dict[str, Any] = {}
+    for usage in usages:
+        for key, value in usage.items():
+            if key not in total:
+                total[key] = value
+            elif total[key] is None or value is None:
+                total[key] = None
+            else:
+                total[key] += value
+    return total
+
+
+def merge_shards(
+    shard_dirs: Sequence[str | os.PathLike[str]], rows_path: str | os.PathLike[str]
+) -> EvaluationResult:
+    """The unsharded result from the shards' output directories.
+
+    Args:
+        shard_dirs: the --out directories of `judge eval --shard I/N`, one per shard, in
+            any order.
+        rows_path: where the joined rows are written (the result reads them from there,
+            lazily; delete it once done with the result).
+
+    Raises:
+        judge.errors.InputFormatError: a shard is missing, repeated, or run with other
+            metrics, models, prompts, servers or data, or its results do not fit it.
+    """
+    shards = sorted((ShardOutput(d) for d in shard_dirs), key=lambda s: s.shard.index)
+    check_shards(shards)
+    first = shards[0].config
+    total = int(first["data"]["rows"])
+    offsets: list[int] = []
+    with open(rows_path, "wb") as out:
+        # Each shard's file is in input order: a k-way merge holds one row per shard.
+        for number, _, line in heapq.merge(*(s.rows() for s in shards)):
+            if number != len(offsets):
+                raise InputFormatError(
+                    f"row {len(offsets)} is in no shard's results.jsonl (the next is row "
+                    f"{number}); a shard's output is incomplete: rerun that shard"
+                )
+            offsets.append(out.tell())
+            out.write(line)
+    if len(offsets) != total:
+        raise InputFormatError(
+            f"the shards hold {len(offsets)} rows, the input {total}; a shard's output is "
+            "incomplete: rerun that shard"
+        )
+    config = {k: v for k, v in first.items() if k != "shard"}
+    config["resumed_rows"] = sum(int(s.config.get("resumed_rows", 0)) for s in shards)
+    config["seconds"] = round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3)
+    metrics = list(first["metrics"])
+    rows = RowFile(rows_path, offsets, metrics=metrics)
+    return EvaluationResult(rows, metrics, config, _sum_usage([s.usage for s in shards]))

@@ -1,0 +1,56 @@
+"""Shards: `--shard I/N` judges the rows whose number modulo N is I-1.
+
+Round-robin by row number, not contiguous blocks: a shard does not depend on the number
+of rows, and data sorted by topic or length spreads evenly over the shards. Shards never
+overlap, their union is the whole input, and every row keeps its number in the input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from judge.errors import JudgeError
+
+_SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` (from 1) of `count`."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise JudgeError(
+                f"shard {self.index}/{self.count}: the shard number must be from 1 to "
+                f"{self.count}, e.g. 1/{self.count} for the first"
+                if self.count >= 1
+                else f"shard {self.index}/{self.count}: the number of shards must be at least 1"
+            )
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, row: int) -> bool:
+        """Whether input row number `row` (from 0) is in this shard."""
+        return row % self.count == self.index - 1
+
+    def size(self, rows: int) -> int:
+        """How many of `rows` input rows this shard holds."""
+        return len(range(self.index - 1, rows, self.count))
+
+
+def parse_shard(spec: str | Shard) -> Shard:
+    """A Shard from its text `I/N` (I from 1 to N)."""
+    if isinstance(spec, Shard):
+        return spec
+    match = _SPEC.fullmatch(spec)
+    if match is None:
+        raise JudgeError(
+            f"--shard {spec!r}: write it as I/N, the shard number and the number of shards, "
+            "e.g. --shard 1/4 for the first of four"
+        )
+    return Shard(int(match[1]), int(match[2]))

@@ -1,0 +1,379 @@
+"""Shards and merging: `judge eval --shard I/N`, `judge merge`, `judge cache merge`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from judge.cli.eval import finish_run
+from judge.errors import CacheError, InputFormatError, JudgeError
+from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.llm.cache_merge import merge_caches
+from judge.llm.config import LLM
+from judge.run.evaluate import evaluate
+from judge.run.merge import merge_shards
+from judge.run.shard import Shard, parse_shard
+from judge.testing import heuristic_judge
+
+ROOT = Path(__file__).resolve().parent.parent
+V1_CACHE = ROOT / "fixtures" / "cache-v1" / "cache.sqlite"
+
+
+def run(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "judge", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def rows(n: int) -> list[dict]:
+    """n samples sharing no request (so per-row usage is the same in any split), with a
+    row lacking contexts every fourth and one bad row, so reasons and errors are counted."""
+    out: list[dict] = [
+        {
+            "id": f"s{i}",
+            "question": f"Who made tool {i}?",
+            "answer": f"Ann made tool {i}." + (f" Tool {i} is fast." if i % 3 else ""),
+            "contexts": [f"Tool {i} was made by Ann.", f"Tool {i} is slow."] if i % 4 else [],
+            "ground_truth": f"Ann made tool {i} in {1990 + i}.",
+        }
+        for i in range(n)
+    ]
+    if n > 5:
+        out[5] = {"answer": "no question here"}
+    return out
+
+
+def write_data(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows(n)), encoding="utf-8")
+    return path
+
+
+def eval_args(data: Path, base_url: str, cache: Path, out: Path, *extra: object) -> list[object]:
+    return [
+        "eval",
+        data,
+        "--model",
+        "openai/judge",
+        "--api-base",
+        base_url,
+        "--api-key",
+        "k",
+        "--cache",
+        cache,
+        "--out",
+        out,
+        "--no-progress",
+        *extra,
+    ]
+
+
+def without_timing(summary: dict) -> dict:
+    """A summary without the fields a split run cannot share: time and the cache path."""
+    config = {k: v for k, v in summary["config"].items() if k not in ("seconds", "cache")}
+    return {**summary, "config": config}
+
+
+def report_without_timing(text: str) -> str:
+    text = re.sub(r"&quot;seconds&quot;: [0-9.]+", "SECONDS", text)
+    return re.sub(r"&quot;cache&quot;: &quot;[^&]*&quot;", "CACHE", text)
+
+
+def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = write_data(tmp_path / "d.jsonl", 11)
+    url = fake_llm_server.base_url
+    full = run(*eval_args(data, url, tmp_path / "c0.sqlite", tmp_path / "full"))
+    assert full.returncode == 0, full.stderr
+    unsharded_requests = fake_llm_server.count()
+    for i in (1, 2, 3):
+        done = run(
+            *eval_args(
+                data, url, tmp_path / f"c{i}.sqlite", tmp_path / f"s{i}", "--shard", f"{i}/3"
+            )
+        )
+        assert done.returncode == 0, done.stderr
+        shard_rows = (tmp_path / f"s{i}" / "results.jsonl").read_text().splitlines()
+        assert [json.loads(r)["row"] for r in shard_rows] == list(range(i - 1, 11, 3))
+    assert fake_llm_server.count() == 2 * unsharded_requests  # each row judged once more
+    merged = run("merge", tmp_path / "m", tmp_path / "s3", tmp_path / "s1", tmp_path / "s2")
+    assert merged.returncode == 0, merged.stderr
+    assert merged.stdout.splitlines()[:5] == full.stdout.splitlines()[:5]  # the printed table
+
+    full_dir, merged_dir = tmp_path / "full", tmp_path / "m"
+    assert (merged_dir / "results.jsonl").read_bytes() == (full_dir / "results.jsonl").read_bytes()
+    a = json.loads((full_dir / "summary.json").read_text())
+    b = json.loads((merged_dir / "summary.json").read_text())
+    assert without_timing(b) == without_timing(a)
+    assert b["metrics"]["faithfulness"]["ci_low"] < b["metrics"]["faithfulness"]["ci_high"]
+    assert b["rows"] == 11 and b["rows_with_errors"] == 1 and "shard" not in b["config"]
+    shard_seconds = [
+        json.loads((tmp_path / f"s{i}" / "summary.json").read_text())["config"]["seconds"]
+        for i in (1, 2, 3)
+    ]
+    assert b["config"]["seconds"] == pytest.approx(sum(shard_seconds), abs=0.002)
+    report_a = (full_dir / "report.html").read_text()
+    report_b = (merged_dir / "report.html").read_text()
+    assert report_without_timing(report_b) == report_without_timing(report_a)
+    assert "row 5" in report_b and "no_contexts" in report_b
+    assert sorted(p.name for p in merged_dir.iterdir()) == [
+        "report.html",
+        "results.jsonl",
+        "summary.json",
+    ]
+
+    # The shards' caches merged serve the whole run without a request.
+    joined = run(
+        "cache",
+        "merge",
+        tmp_path / "c1.sqlite",
+        tmp_path / "c2.sqlite",
+        tmp_path / "c3.sqlite",
+        "-o",
+        tmp_path / "all.sqlite",
+    )
+    assert joined.returncode == 0, joined.stderr
+    with Cache(tmp_path / "all.sqlite") as everything, Cache(tmp_path / "c0.sqlite") as original:
+        assert {e.key for e in everything.entries()} == {e.key for e in original.entries()}
+    before = fake_llm_server.count()
+    replay = run(*eval_args(data, url, tmp_path / "all.sqlite", tmp_path / "replay", "--replay"))
+    assert replay.returncode == 0, replay.stderr
+    assert fake_llm_server.count() == before
+    c = json.loads((tmp_path / "replay" / "summary.json").read_text())
+    assert c["metrics"] == a["metrics"]
+
+
+def test_malformed_shard_is_a_usage_error(tmp_path):
+    data = write_data(tmp_path / "d.jsonl", 2)
+    for spec, message in [
+        ("3", "write it as I/N"),
+        ("a/b", "write it as I/N"),
+        ("0/3", "from 1 to 3"),
+        ("4/3", "from 1 to 3"),
+        ("1/0", "at least 1"),
+    ]:
+        done = run("eval", data, "--model", "openai/m", "--shard", spec, "--out", tmp_path)
+        assert done.returncode == 2 and message in done.stderr, (spec, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert parse_shard(" 2 / 5 ") == Shard(2, 5)
+    assert [r for r in range(12) if Shard(2, 5).holds(r)] == [1, 6, 11] and Shard(2, 5).size(
+        12
+    ) == 3
+
+
+def shard_outputs(tmp_path: Path, url: str, specs: dict[str, dict], n: int = 7) -> list[Path]:
+    """Run a shard per spec through the API and write its output directory."""
+    dirs = []
+    for name, spec in specs.items():
+        settings = {"metrics": ["faithfulness", "context_recall"], "model": "openai/judge"}
+        settings.update(spec)
+        result = evaluate(
+            rows(n),
+            metrics=settings["metrics"],
+            llm=LLM(settings["model"], api_base=url, api_key="k"),
+            cache=tmp_path / f"{name}.sqlite",
+            shard=settings["shard"],
+            progress=False,
+        )
+        finish_run(result, tmp_path / name, {})
+        dirs.append(tmp_path / name)
+    return dirs
+
+
+def test_missing_duplicated_and_mismatched_shards_are_refused(tmp_path, fake_llm_server, capsys):
+    fake_llm_server.chat = heuristic_judge
+    url = fake_llm_server.base_url
+    one, two, three, other_metrics, other_model, of_two = shard_outputs(
+        tmp_path,
+        url,
+        {
+            "one": {"shard": "1/3"},
+            "two": {"shard": "2/3"},
+            "three": {"shard": "3/3"},
+            "metrics": {"shard": "3/3", "metrics": ["faithfulness"]},
+            "model": {"shard": "3/3", "model": "openai/other"},
+            "of_two": {"shard": "2/2"},
+        },
+    )
+    out = tmp_path / "merged.jsonl"
+    cases = [
+        ([one, two], r"shard 3/3 missing"),
+        ([one, two, three, two], r"shard 2/3 is given twice: .*two and .*two"),
+        ([one, two, other_metrics], r"different metrics: \['faithfulness', 'context_recall'\]"),
+        ([one, two, other_model], r"different model: 'openai/judge' vs 'openai/other'"),
+        ([one, of_two], r"split the rows differently \(2 and 3 shards\)"),
+    ]
+    for dirs, message in cases:
+        with pytest.raises(InputFormatError, match=message):
+            merge_shards(dirs, out)
+    # A prompt edited between the shards' runs (its version is in summary.json).
+    summary = json.loads((other_model / "summary.json").read_text())
+    prompt = sorted(summary["config"]["prompts"])[0]
+    summary["config"]["model"] = "openai/judge"
+    summary["config"]["prompts"][prompt] = "edited"
+    (other_model / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(
+        InputFormatError, match=rf"different prompt versions \({prompt} '.*' vs 'edited'\)"
+    ):
+        merge_shards([one, two, other_model], out)
+    faithfulness = merge_shards([three, one, two], out).summary["faithfulness"]
+    assert (faithfulness.scored, faithfulness.nan, faithfulness.errored) == (
+        4,
+        {"no_contexts": 2},
+        1,
+    )
+
+    # An unsharded output, or a shard's file tampered with, is refused too.
+    finish_run(
+        evaluate(
+            rows(7),
+            metrics=["faithfulness"],
+            llm=LLM("openai/judge", api_base=url, api_key="k"),
+            progress=False,
+        ),
+        tmp_path / "whole",
+        {},
+    )
+    with pytest.raises(InputFormatError, match="run without --shard"):
+        merge_shards([tmp_path / "whole"], out)
+    lines = (two / "results.jsonl").read_text().splitlines()
+    (two / "results.jsonl").write_text("\n".join(lines[:1]) + "\n")
+    with pytest.raises(InputFormatError, match=r"row 4 is in no shard's results\.jsonl"):
+        merge_shards([one, two, three], out)
+    moved = lines[0].replace('"row": 1,', '"row": 2,')  # a row of shard 3 in shard 2
+    (two / "results.jsonl").write_text("\n".join([moved, lines[1]]) + "\n")
+    with pytest.raises(InputFormatError, match=r"results\.jsonl:1: row 2 does not belong there"):
+        merge_shards([one, two, three], out)
+    capsys.readouterr()
+    # On the command line: exit 2, the message, no traceback.
+    done = run("merge", tmp_path / "m", one, two)
+    assert done.returncode == 2 and "shard 3/3 missing" in done.stderr
+    done = run("merge", one, one, two, three)
+    assert done.returncode == 2 and "is a shard's directory" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def cache_entry(question: str, answer: str) -> CacheEntry:
+    request = {"kind": "chat", "server": "s", "model": "m", "messages": [question]}
+    return CacheEntry(
+        key=cache_key(request),
+        kind="chat",
+        request=request,
+        response={"choices": [answer]},
+        model="m",
+        prompt="verify",
+        created=1.0,
+    )
+
+
+def test_cache_merge_serves_every_entry_and_refuses_a_conflicting_key(tmp_path):
+    with Cache(tmp_path / "a.sqlite") as a, Cache(tmp_path / "b.sqlite") as b:
+        a.put_many([cache_entry("q1", "yes"), cache_entry("q2", "no")])
+        b.put_many([cache_entry("q2", "no"), cache_entry("q3", "maybe")])
+    shutil.copyfile(V1_CACHE, tmp_path / "v1.sqlite")  # an older format, migrated on open
+    sources = [tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "v1.sqlite"]
+    assert merge_caches(sources, tmp_path / "all.sqlite") == (3 + 6, 1)
+    with Cache(tmp_path / "all.sqlite") as merged:
+        assert len(merged) == 9
+        for q, answer in (("q1", "yes"), ("q2", "no"), ("q3", "maybe")):
+            assert merged.get_response(cache_entry(q, answer).key) == {"choices": [answer]}
+        assert sum(e.request["server"] == "unknown" for e in merged.entries()) == 6
+    with pytest.raises(CacheError, match="exists; give a new path"):
+        merge_caches(sources, tmp_path / "all.sqlite")
+    with pytest.raises(CacheError, match="no such cache file"):
+        merge_caches([tmp_path / "none.sqlite"], tmp_path / "x.sqlite")
+
+    with Cache(tmp_path / "c.sqlite") as c:
+        c.put_many([cache_entry("q3", "no, never")])
+    conflict = cache_entry("q3", "maybe").key
+    done = run(
+        "cache", "merge", tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "c.sqlite",
+        "-o", tmp_path / "bad.sqlite",
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"cache key {conflict}" in done.stderr and "different response" in done.stderr
+    assert str(tmp_path / "c.sqlite") in done.stderr
+    assert not list(tmp_path.glob("*bad.sqlite*"))  # nothing half-written is left
+
+
+def test_rows_are_on_disk_not_in_memory(tmp_path):
+    """The result keeps offsets and scores, not the rows: holding 2,000 rows of ~6 KB each
+    retains about 15 MB; the lazy rows retain about 0.1 MB."""
+    import gc
+    import tracemalloc
+
+    n = 2000
+    data = tmp_path / "big.jsonl"
+    with open(data, "w", encoding="utf-8") as out:
+        for i in range(n):
+            record = {
+                "question": f"q{i}",
+                "contexts": [f"passage {i}-{j} " + "x" * 1200 for j in range(5)],
+                "retrieved_ids": [f"d{i}", "d0", f"e{i}"],
+                "relevance": [f"d{i}"],
+            }
+            out.write(json.dumps(record) + "\n")
+    warm_up = [{"question": "q", "retrieved_ids": ["a"], "relevance": ["a"]}]
+    evaluate(warm_up, metrics=["mrr", "ndcg@10"], progress=False)  # imports are not the rows
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = evaluate(data, metrics=["mrr", "ndcg@10"], progress=False)
+        gc.collect()
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert result.summary["mrr"].mean == 1.0 and len(result.rows) == n
+    assert result.rows[1234].contexts[4].startswith("passage 1234-4 ")
+    assert retained < 2_000_000, retained  # measured 0.1 MB; holding the rows: 15 MB
+    spill = result.rows.path  # type: ignore[attr-defined]
+    assert spill.is_file()
+    del result
+    gc.collect()
+    assert not spill.exists()  # the temporary file goes with the result
+
+
+def test_rows_reach_the_checkpoint_as_they_finish(tmp_path, fake_llm_server):
+    """Every finished row is on disk before the run ends, not written at the end."""
+    seen: list[int] = []
+    checkpoint = tmp_path / "ck.jsonl"
+
+    def judge(request):
+        seen.append(len(checkpoint.read_text().splitlines()) if checkpoint.exists() else 0)
+        return heuristic_judge(request)
+
+    fake_llm_server.chat = judge
+    evaluate(
+        rows(9)[:5],
+        metrics=["faithfulness"],
+        llm=LLM("openai/judge", api_base=fake_llm_server.base_url, api_key="k", max_concurrency=1),
+        checkpoint=checkpoint,
+        concurrency=1,
+        progress=False,
+    )
+    # Rows 0 and 4 have no contexts (no call); row i's two calls saw rows 0..i-1 on disk.
+    assert seen == [1, 1, 2, 2, 3, 3]
+
+
+def test_shard_with_the_python_api_keeps_row_numbers(fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    result = evaluate(
+        rows(7),
+        metrics=["faithfulness"],
+        llm=LLM("openai/judge", api_base=fake_llm_server.base_url, api_key="k"),
+        shard="2/3",
+        progress=False,
+    )
+    assert [r.row for r in result.rows] == [1, 4] and result.config["shard"] == {
+        "index": 2,
+        "count": 3,
+    }
+    assert result.config["data"]["rows"] == 7
+    with pytest.raises(JudgeError, match="write it as I/N"):
+        evaluate(rows(2), metrics=["mrr"], shard="half")
