@@ -35,11 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from embedder import MODEL as EMBED_MODEL  # bench/ is on sys.path when this script runs
 from embedder import LocalEmbedder
 from vs_ragas import ragas_python
 
 import judge
+from judge.labels.kinds import pairwise
+from judge.labels.measures import sign_test
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "judge-quality" / "wikieval.jsonl"
@@ -198,13 +201,8 @@ def outcome(scores: list[float | None]) -> float | None:
     return 1.0 if good > bad else 0.5 if good == bad else 0.0
 
 
-def sign_test(wins: int, losses: int) -> float:
-    """Exact two-sided sign test p-value of wins vs losses (ties between tools left out)."""
-    n = wins + losses
-    if n == 0:
-        return math.nan
-    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
-    return min(1.0, 2 * tail)
+def _p(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 def summarise(records: list[dict[str, Any]], items: list[str]) -> dict[str, Any]:
@@ -226,14 +224,19 @@ def summarise(records: list[dict[str, Any]], items: list[str]) -> dict[str, Any]
             got = {i: by[(tool, i, aspect)] for i in items if (tool, i, aspect) in by}
             scored = {i: outcome(r["scores"]) for i, r in got.items()}
             outcomes[tool] = scored
-            real = [o for o in scored.values() if o is not None]
+            real = [r["scores"] for i, r in got.items() if scored[i] is not None]
+            preferred, other = (np.array([x[k] for x in real], dtype=float) for k in (0, 1))
+            measures, counts = pairwise(preferred, other)  # judge agreement's pairwise kind
+            accuracy = measures["accuracy"]
             row[tool] = {
                 "run": len(got),
                 "scored": len(real),
                 "failed": len(got) - len(real),
-                "accuracy": sum(real) / len(real) if real else None,
-                "ties": sum(o == 0.5 for o in real),
-                "tie_rate": sum(o == 0.5 for o in real) / len(real) if real else None,
+                "accuracy": accuracy.value if real else None,
+                "accuracy_95ci": [accuracy.ci_low, accuracy.ci_high] if real else None,
+                "ties": counts["ties"],
+                "tie_rate": measures["tie_rate"].value if real else None,
+                "sign_test_p_vs_chance": _p(measures["sign_test_p"].value),
                 "requests": sum(r["requests"] for r in got.values()),
                 "embed_requests": sum(r.get("embed_requests", 0) for r in got.values()),
                 "seconds": sum(r["seconds"] for r in got.values()),
@@ -251,7 +254,7 @@ def summarise(records: list[dict[str, Any]], items: list[str]) -> dict[str, Any]
             "judge_better": wins,
             "ragas_better": losses,
             "same": len(both) - wins - losses,
-            "sign_test_p": sign_test(wins, losses) if both else None,
+            "sign_test_p": _p(sign_test(wins, losses)),
         }
         out["aspects"][aspect] = row
     return out
@@ -262,7 +265,8 @@ def _acc(cell: dict[str, Any]) -> str:
         return "not run"
     if cell["accuracy"] is None:
         return f"- ({cell['failed']} failed)"
-    text = f"{cell['accuracy']:.2f} ({cell['ties']}/{cell['scored']} tied"
+    low, high = cell["accuracy_95ci"]
+    text = f"{cell['accuracy']:.2f} [{low:.2f}, {high:.2f}] ({cell['ties']}/{cell['scored']} tied"
     return text + (f", {cell['failed']} failed)" if cell["failed"] else ")")
 
 
@@ -275,7 +279,8 @@ def table(summary: dict[str, Any], model: str) -> str:
     """The side-by-side table as markdown."""
     lines = [
         f"WikiEval, first {summary['items']} questions; judge model {model}; embeddings "
-        f"{EMBED_MODEL} (local). Accuracy: the preferred side scores higher, a tie counts 0.5.",
+        f"{EMBED_MODEL} (local). Accuracy: the preferred side scores higher, a tie counts 0.5; "
+        "[95% bootstrap interval].",
         "",
         "| aspect | judge | RAGAS 0.4.3 | paper: RAGAS, gpt-3.5 | judge better / RAGAS better "
         "/ same (sign test p) | chat (+embedding) requests judge / RAGAS | wall time judge / "
@@ -286,6 +291,8 @@ def table(summary: dict[str, Any], model: str) -> str:
         j, r, p = row["judge"], row["ragas"], row["paired"]
         paired = (
             f"{p['judge_better']} / {p['ragas_better']} / {p['same']} (p={p['sign_test_p']:.2f})"
+            if p["sign_test_p"] is not None
+            else f"0 / 0 / {p['same']} (-)"
             if p["items"]
             else "-"
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from wikieval import outcome, pair, sign_test, summarise, table
+from wikieval import outcome, pair, summarise, table
 
 ITEM = {
     "id": "wikieval-00",
@@ -44,14 +43,6 @@ def test_outcome_counts_a_tie_as_half_and_a_missing_side_as_unscored():
     assert outcome([0.5, 0.5]) == 0.5
     assert outcome([0.1, 0.9]) == 0.0
     assert outcome([None, 0.9]) is None and outcome([0.9, None]) is None
-
-
-def test_sign_test_matches_hand_computed_binomial_tails():
-    assert sign_test(5, 0) == pytest.approx(2 / 32)
-    assert sign_test(3, 1) == pytest.approx(2 * 5 / 16)
-    assert sign_test(2, 2) == 1.0
-    assert sign_test(10, 2) == pytest.approx(2 * (1 + 12 + 66) / 4096)
-    assert math.isnan(sign_test(0, 0))
 
 
 def _record(tool: str, item: str, aspect: str, scores: list[Any]) -> dict[str, Any]:
@@ -94,6 +85,10 @@ def test_summary_pairs_the_tools_on_items_both_scored():
     }
     assert row["judge"]["requests"] == 6 and s["tools"]["judge"]["requests"] == 6
     assert s["aspects"]["answer_relevance"]["judge"]["run"] == 0
+    low, high = row["judge"]["accuracy_95ci"]
+    assert 0.0 <= low <= 0.5 <= high <= 1.0
+    assert row["judge"]["sign_test_p_vs_chance"] == 1.0  # one win, one loss against people
     text = table(s, "m")
-    assert "| 0.50 (1/3 tied) | 0.75 (1/2 tied, 1 failed) | 0.95 |" in text
+    assert "| 0.50 [" in text and "(1/3 tied) | 0.75 [" in text
+    assert "(1/2 tied, 1 failed) | 0.95 | 1 / 1 / 0 (p=1.00) | 6 / 6 |" in text
     assert "not run" in text
