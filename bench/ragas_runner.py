@@ -34,6 +34,25 @@ from ragas.metrics import (  # noqa: E402
 METRICS = [faithfulness, answer_relevancy, context_precision, context_recall]
 
 
+def openai_clients(
+    base_url: str, model: str, embed_base_url: str, embed_model: str, **http: object
+) -> tuple[LangchainLLMWrapper, LangchainEmbeddingsWrapper]:
+    """RAGAS's LLM and embeddings on OpenAI-compatible servers.
+
+    `http` (timeout, max_retries, http_client, http_async_client) goes to both clients.
+    """
+    llm = ChatOpenAI(model=model, base_url=base_url, api_key="x", **http)
+    # No tiktoken: its encoding files would be downloaded, and the servers need no chunking.
+    embed = OpenAIEmbeddings(
+        model=embed_model,
+        base_url=embed_base_url,
+        api_key="x",
+        check_embedding_ctx_length=False,
+        **http,
+    )
+    return LangchainLLMWrapper(llm), LangchainEmbeddingsWrapper(embed)
+
+
 def main() -> None:
     samples_path, base_url, concurrency, out_path = sys.argv[1:5]
     imported = time.perf_counter()
@@ -50,16 +69,12 @@ def main() -> None:
             for s in samples
         ]
     )
-    chat = ChatOpenAI(model="bench-ragas", base_url=base_url, api_key="x")
-    # No tiktoken: its encoding files would be downloaded, and the fake server needs no chunking.
-    embed = OpenAIEmbeddings(
-        model="bench-embed", base_url=base_url, api_key="x", check_embedding_ctx_length=False
-    )
+    llm, embeddings = openai_clients(base_url, "bench-ragas", base_url, "bench-embed")
     result = evaluate(
         dataset,
         metrics=METRICS,
-        llm=LangchainLLMWrapper(chat),
-        embeddings=LangchainEmbeddingsWrapper(embed),
+        llm=llm,
+        embeddings=embeddings,
         run_config=RunConfig(max_workers=int(concurrency)),
         show_progress=False,
     )

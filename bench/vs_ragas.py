@@ -16,7 +16,6 @@ import argparse
 import json
 import math
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_speed import samples  # bench/ is on sys.path when this script runs
+from venvs import ensure_venv
 
 from judge.testing import FakeLLMServer, Reply, heuristic_judge
 
@@ -131,25 +131,8 @@ def judge_worker(samples_path: str, base_url: str, concurrency: str, out_path: s
 
 def ragas_python() -> Path:
     """The RAGAS virtualenv's python: reused when it has the pinned version, else made."""
-    python = VENV / "bin" / "python"
-    probe = [str(python), "-c", "import ragas, langchain_openai; print(ragas.__version__)"]
-    if python.exists():
-        found = subprocess.run(probe, capture_output=True, text=True)
-        if found.returncode == 0 and found.stdout.strip() == RAGAS_VERSION:
-            print(f"RAGAS {RAGAS_VERSION}: reusing {VENV}")
-            return python
-    start = time.perf_counter()
-    print(f"RAGAS {RAGAS_VERSION}: installing into {VENV} (a few minutes) ...", flush=True)
-    if not python.exists():
-        base = shutil.which("python3") or sys.executable
-        subprocess.run([base, "-m", "venv", str(VENV)], check=True)
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PINS]
-    done = subprocess.run(pip, capture_output=True, text=True)
-    found = subprocess.run(probe, capture_output=True, text=True)
-    if done.returncode != 0 or found.stdout.strip() != RAGAS_VERSION:
-        sys.exit(f"RAGAS install failed:\n{done.stderr[-3000:]}{found.stderr[-2000:]}")
-    print(f"RAGAS {RAGAS_VERSION}: installed in {time.perf_counter() - start:.0f} s")
-    return python
+    probe = "import ragas, langchain_openai; print(ragas.__version__)"
+    return ensure_venv(VENV, PINS, probe, RAGAS_VERSION)
 
 
 def _text(content: Any) -> str:
