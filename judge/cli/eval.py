@@ -42,15 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run_eval)
 
 
-def _eval_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--metrics",
-        help="comma-separated metric names (default: faithfulness, "
-        "answer_relevancy if --embedding-model, context_precision, context_recall; "
-        "plus mrr, ndcg@10, recall@10 with retrieval columns)",
-    )
-    model_options(p)
-    p.add_argument("--out", default="judge-results", help="output directory")
+def gate_options(p: argparse.ArgumentParser) -> None:
+    """Add --fail-under and --max-error-rate, the gates of a finished run (exit 1 and 3)."""
     p.add_argument(
         "--fail-under",
         action="append",
@@ -67,6 +60,18 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         f"judged rows, whose scores are then missing from the means (default "
         f"{DEFAULT_MAX_ERROR_RATE}; 1 turns the check off)",
     )
+
+
+def _eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics",
+        help="comma-separated metric names (default: faithfulness, "
+        "answer_relevancy if --embedding-model, context_precision, context_recall; "
+        "plus judge ir's default retrieval metrics with retrieval columns)",
+    )
+    model_options(p)
+    p.add_argument("--out", default="judge-results", help="output directory")
+    gate_options(p)
     p.add_argument(
         "--shard",
         metavar="I/N",

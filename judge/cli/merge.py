@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from judge.cli.eval import DEFAULT_MAX_ERROR_RATE, finish_run, thresholds
+from judge.cli.eval import finish_run, gate_options, thresholds
 from judge.errors import JudgeError
 
 
@@ -23,21 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("out", metavar="OUT", help="output directory of the joined run")
     p.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="a shard's --out directory")
-    p.add_argument(
-        "--fail-under",
-        action="append",
-        default=[],
-        metavar="METRIC=VALUE",
-        help="exit 1 if the metric's mean is below VALUE (repeatable)",
-    )
-    p.add_argument(
-        "--max-error-rate",
-        type=float,
-        default=DEFAULT_MAX_ERROR_RATE,
-        metavar="RATE",
-        help=f"exit 3 if judges failed in more than this share of the judged rows "
-        f"(default {DEFAULT_MAX_ERROR_RATE})",
-    )
+    gate_options(p)
     p.set_defaults(func=run_merge)
 
 
