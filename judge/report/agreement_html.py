@@ -9,7 +9,7 @@ from typing import Any
 
 from judge.labels.agreement import Agreement, AgreementResult
 from judge.report.eval_html import evidence_html
-from judge.report.format import CSS, MISSING, escape, number
+from judge.report.format import MISSING, escape, number, page, write_page
 from judge.run.results import ResultRow
 
 
@@ -95,19 +95,17 @@ def render_agreement(result: AgreementResult) -> str:
     """The HTML text of agreement.html."""
     config = json.dumps(result.config, indent=2, ensure_ascii=False, default=str)
     source, orientation = result.config.get("source"), result.config.get("orientation", MISSING)
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>judge agreement</title><style>{CSS}</style></head><body>"
+    return page(
+        "judge agreement",
         f"<h1>{escape(result.metric)} vs people's labels</h1><p class=small>{escape(result.kind)} "
         f"labels in <code>{escape(result.label)}</code>, from {escape(source)}; the judge's score "
         f"compared as {escape(orientation)}.</p>"
         f"<h2>Agreement</h2>{_counts(result.overall)}{_measures(result.overall)}"
         f"{_groups(result)}<h2>Worst disagreements</h2>{_disagreements(result)}"
-        f"<h2>Configuration</h2><pre>{escape(config)}</pre></body></html>\n"
+        f"<h2>Configuration</h2><pre>{escape(config)}</pre>",
     )
 
 
 def write_agreement(result: AgreementResult, path: str | os.PathLike[str]) -> None:
     """Write agreement.html."""
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(render_agreement(result))
+    write_page(render_agreement(result), path)

@@ -6,7 +6,7 @@ import math
 import os
 
 from judge.comparison.evaluations import ALPHA, Comparison
-from judge.report.format import CSS, escape, number
+from judge.report.format import escape, number, page, write_page
 
 
 def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
@@ -80,9 +80,9 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         delta_plot(m, comparison.deltas[m], comparison.keys) for m in comparison.metrics
     )
     notes = "".join(f"<li>{escape(f)}</li>" for f in findings) or "<li>nothing stands out</li>"
-    return (
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>judge compare</title>"
-        f"<style>{CSS}</style></head><body><h1>judge compare</h1>"
+    return page(
+        "judge compare",
+        "<h1>judge compare</h1>"
         f"<p class=small>A: {escape(comparison.label_a)}<br>B: {escape(comparison.label_b)}<br>"
         f"{len(comparison.keys)} paired samples; unmatched {len(comparison.unmatched_a)} in A, "
         f"{len(comparison.unmatched_b)} in B. Δ = B - A; 95% paired bootstrap CI; two-sided "
@@ -90,7 +90,7 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         "</p><table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
         "<th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th><th>verdict</th></tr>"
         f"{''.join(rows)}</table>{lost_html}<h2>Diagnosis of B</h2><ul>{notes}</ul>"
-        f"<h2>Per-sample deltas</h2><div class=plots>{plots}</div></body></html>\n"
+        f"<h2>Per-sample deltas</h2><div class=plots>{plots}</div>",
     )
 
 
@@ -98,5 +98,4 @@ def write_compare(
     comparison: Comparison, findings: list[str], path: str | os.PathLike[str]
 ) -> None:
     """Write compare.html."""
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(render_compare(comparison, findings))
+    write_page(render_compare(comparison, findings), path)

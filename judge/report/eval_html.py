@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from judge.report.format import CSS, MISSING, escape, number
+from judge.report.format import MISSING, escape, number, page, write_page
 from judge.run.results import EvaluationResult, ResultRow
 
 
@@ -131,9 +131,8 @@ def render_report(result: EvaluationResult) -> str:
     usage = result.usage or {}
     cost = usage.get("cost")
     config = json.dumps(result.config, indent=2, ensure_ascii=False)
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>judge report</title><style>{CSS}</style></head><body>"
+    return page(
+        "judge report",
         f"<h1>judge report</h1><p class=small>{len(result.rows)} rows from "
         f"{escape(result.config.get('source'))}; {result.rows_with_errors} with errors.</p>"
         f"<h2>Summary</h2>{_summary_table(result)}"
@@ -147,11 +146,10 @@ def render_report(result: EvaluationResult) -> str:
             if k != "cost"
         )
         + f"<tr><th>cost (USD)</th><td class=n>{'unknown' if cost is None else f'{cost:.4f}'}"
-        f"</td></tr></table><h2>Configuration</h2><pre>{escape(config)}</pre></body></html>\n"
+        f"</td></tr></table><h2>Configuration</h2><pre>{escape(config)}</pre>",
     )
 
 
 def write_report(result: EvaluationResult, path: str | os.PathLike[str]) -> None:
     """Write report.html for an EvaluationResult."""
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(render_report(result))
+    write_page(render_report(result), path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from typing import Any
 
 # One stylesheet for report.html and compare.html; CJK font fallbacks for Chinese data.
@@ -32,3 +33,17 @@ def number(value: float | None, digits: int = 3, sign: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     return f"{value:{sign}.{digits}f}"
+
+
+def page(title: str, body: str) -> str:
+    """A whole self-contained HTML page: the shared stylesheet, a title and the body."""
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>{body}</body></html>\n"
+    )
+
+
+def write_page(text: str, path: str | os.PathLike[str]) -> None:
+    """Write an HTML page as UTF-8."""
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(text)

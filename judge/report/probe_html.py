@@ -7,7 +7,7 @@ import json
 import os
 
 from judge.probes.result import ProbeResult, figures, verdict
-from judge.report.format import CSS, escape, number
+from judge.report.format import escape, number, page, write_page
 
 
 def _checks(result: ProbeResult) -> str:
@@ -59,19 +59,17 @@ def render_probe(result: ProbeResult) -> str:
     """The HTML text of probe.html."""
     config = json.dumps(result.config, indent=2, ensure_ascii=False, default=str)
     held = sum(c.held is True for c in result.checks)
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>judge probe</title><style>{CSS}</style></head><body>"
+    return page(
+        "judge probe",
         f"<h1>Stability probes of {escape(result.config.get('model'))}</h1>"
         f"<p>{held} of {len(result.checks)} checks held, {len(result.failed)} failed, on "
         f"{result.config.get('rows')} rows of {escape(result.config.get('source'))}.</p>"
         f"<h2>Checks</h2>{_checks(result)}<h2>Rows that moved most in failed checks</h2>"
         f"{_moved(result)}<h2>Runs</h2>{_usage(result)}"
-        f"<h2>Configuration</h2><pre>{escape(config)}</pre></body></html>\n"
+        f"<h2>Configuration</h2><pre>{escape(config)}</pre>",
     )
 
 
 def write_probe(result: ProbeResult, path: str | os.PathLike[str]) -> None:
     """Write probe.html."""
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(render_probe(result))
+    write_page(render_probe(result), path)
