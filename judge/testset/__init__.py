@@ -9,6 +9,7 @@ manifest.json. See README.md, "Golden test sets".
 
 from __future__ import annotations
 
+from judge.testset.build import BuildResult, abuild, build
 from judge.testset.corpus import Chunk, Corpus, load_corpus
 from judge.testset.items import QUESTION_TYPES, Rejected, TestsetItem
 from judge.testset.sampling import DEFAULT_MIX
@@ -16,9 +17,12 @@ from judge.testset.sampling import DEFAULT_MIX
 __all__ = [
     "DEFAULT_MIX",
     "QUESTION_TYPES",
+    "BuildResult",
     "Chunk",
     "Corpus",
     "Rejected",
     "TestsetItem",
+    "abuild",
+    "build",
     "load_corpus",
 ]
