@@ -1,0 +1,153 @@
+"""`judge testset build --corpus PATH -n N --out DIR`: a golden test set from documents."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from judge.cli.eval import column_map, column_option, llm_options, model_config
+
+if TYPE_CHECKING:
+    from judge.testset.build import BuildResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the testset subcommand and its `build` action."""
+    p = sub.add_parser("testset", help="build golden test sets (questions, answers, qrels)")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    b = actions.add_parser(
+        "build",
+        help="synthesise a golden test set from a corpus",
+        description="Sample seed chunks, generate questions of several types, check them "
+        "(quotes, arithmetic, duplicates, one critic call), grade pooled chunks in one call "
+        "per question, and write testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, "
+        "rejected.jsonl and manifest.json to --out. About 3 requests per accepted question. "
+        "Exit codes: 0 built (a shortfall is printed and kept in manifest.json); 2 a usage, "
+        "input or configuration error, before any call.",
+    )
+    b.add_argument(
+        "--corpus",
+        required=True,
+        help="a folder of .txt/.md documents, one document, or a .jsonl/.csv/.parquet file of "
+        "chunks (chunk_id, doc_id, text) or of documents (doc_id, text)",
+    )
+    b.add_argument("-n", type=int, required=True, help="number of questions wanted")
+    b.add_argument(
+        "--mix",
+        help="shares by type, summing to 1, e.g. single_hop=0.5,multi_hop=0.3,unanswerable=0.2 "
+        "(types: single_hop, paraphrased, multi_hop, negation, calculation, unanswerable; "
+        "default 0.3, 0.15, 0.2, 0.1, 0.1, 0.15)",
+    )
+    b.add_argument(
+        "--seed", type=int, default=0, help="seed of the seed-chunk sampling (default 0)"
+    )
+    b.add_argument("--out", required=True, help="output folder")
+    b.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the estimated requests, tokens and cost, and make no call",
+    )
+    b.add_argument(
+        "--budget",
+        type=float,
+        metavar="USD",
+        help="stop cleanly once this much is spent (needs a model with a known price); "
+        "questions finished before are kept",
+    )
+    b.add_argument(
+        "--pool-depth",
+        type=int,
+        default=10,
+        help="candidate chunks graded per question, from BM25 (and dense) (default 10)",
+    )
+    b.add_argument(
+        "--chunk-size",
+        type=int,
+        default=800,
+        help="largest chunk in characters when documents are split (default 800)",
+    )
+    llm_options(b)
+    column_option(b)
+    b.set_defaults(func=run_build)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """The `judge testset build` command."""
+    from judge.testset.build import build, check_request
+    from judge.testset.corpus import load_corpus
+    from judge.testset.estimate import estimate
+    from judge.testset.sampling import parse_mix
+
+    # Every input problem is found here, before any call.
+    corpus = load_corpus(args.corpus, column_map=column_map(args), chunk_size=args.chunk_size)
+    mix = parse_mix(args.mix)
+    requested = check_request(corpus, args.n, mix)
+    if args.pool_depth < 1:
+        from judge.errors import JudgeError
+
+        raise JudgeError(f"--pool-depth {args.pool_depth}: grade at least one candidate")
+    llm, embeddings, cache = model_config(args)
+    if args.dry_run:
+        guess = estimate(
+            corpus, requested, seed=args.seed, model=llm.model, pool_depth=args.pool_depth
+        )
+        _print_estimate(corpus, requested, guess)
+        return 0
+    result = build(
+        corpus,
+        llm=llm,
+        n=args.n,
+        mix=mix,
+        seed=args.seed,
+        embeddings=embeddings,
+        cache=cache,
+        pool_depth=args.pool_depth,
+        budget=args.budget,
+    )
+    result.write(args.out)
+    _print_summary(result, args.out)
+    return 0
+
+
+def _print_estimate(corpus: Any, requested: Mapping[Any, int], guess: dict[str, Any]) -> None:
+    cost = (
+        "unknown (model not in the price map)" if guess["cost"] is None else f"${guess['cost']:.4f}"
+    )
+    print(
+        f"dry run: {sum(requested.values())} questions "
+        f"({', '.join(f'{t} {c}' for t, c in requested.items())}) from {len(corpus.seeds)} "
+        f"seed chunks of {len(corpus.chunks)}"
+    )
+    print(
+        f"estimate: {guess['requests']} requests, {guess['prompt_tokens']:,} prompt tokens, "
+        f"{guess['completion_tokens']:,} completion tokens, cost {cost} ({guess['note']})"
+    )
+
+
+def _print_summary(result: BuildResult, out: str) -> None:
+    for qtype, wanted in result.requested.items():
+        print(f"{qtype:<14} {result.accepted[qtype]}/{wanted}")
+    reasons: dict[str, int] = {}
+    for rejected in result.rejected:
+        reasons[rejected.reason] = reasons.get(rejected.reason, 0) + 1
+    if reasons:
+        print("rejected: " + ", ".join(f"{r} {c}" for r, c in sorted(reasons.items())))
+    total = result.usage["total"]
+    cost = "unknown" if total["cost"] is None else f"${total['cost']:.4f}"
+    print(
+        f"{len(result.items)} questions; {total['requests']} requests, {total['cache_hits']} "
+        f"cache hits, {total['prompt_tokens'] + total['completion_tokens']:,} tokens, {cost}; "
+        f"wrote {out}/testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, rejected.jsonl, "
+        "manifest.json"
+    )
+    if result.shortfall:
+        short = json.dumps(result.shortfall)
+        why = (
+            "the budget was reached"
+            if result.budget_reached
+            else "the corpus or the rounds ran out"
+        )
+        print(f"SHORT of the requested questions ({why}): {short}", file=sys.stderr)

@@ -1,0 +1,152 @@
+"""`judge testset build` on the command line: a full build, --dry-run, bad input (exit 2
+before any call), and the few-shot examples of the testset prompts against our own checks."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from judge.cli.main import main
+from judge.metrics.prompts import load_prompt
+from judge.testing import FakeLLMServer
+from judge.testset.calc import evaluate, matches
+from judge.testset.generate import OUTPUTS
+from judge.testset.items import QUESTION_TYPES
+from judge.testset.review_calls import Critique, Grade
+from judge.testset.text import find_quote, language
+from tests.testset_fakes import Script, write_corpus
+
+
+def args(server, corpus, out, *extra):
+    return [
+        "testset", "build", "--corpus", str(corpus), "--out", str(out),
+        "--model", "openai/fake", "--api-base", server.base_url, "--api-key", "sk-test",
+        "--cache", str(out.parent / "cache.sqlite"), "--chunk-size", "300", *extra,
+    ]  # fmt: skip
+
+
+def test_cli_build_writes_the_files_judge_ir_reads(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "docs")
+    out = tmp_path / "set"
+    with FakeLLMServer(chat=Script()) as server:
+        assert main(args(server, corpus, out, "-n", "4", "--seed", "7")) == 0
+        requests = server.count()
+    printed = capsys.readouterr().out
+    assert "4 questions" in printed and f"{requests} requests" in printed
+    names = {p.name for p in out.iterdir()}
+    assert names == {
+        "testset.jsonl", "qrels.txt", "qrels_docs.txt", "queries.tsv", "rejected.jsonl",
+        "manifest.json",
+    }  # fmt: skip
+    manifest = json.loads((out / "manifest.json").read_text("utf-8"))
+    assert manifest["config"]["seed"] == 7 and manifest["usage"]["total"]["requests"] == requests
+    assert manifest["requests_per_accepted_question"] <= 3
+    run = tmp_path / "run.txt"
+    run.write_text(
+        "".join(
+            f"{line.split()[0]} Q0 {line.split()[2]} 1 1.0 t\n"
+            for line in (out / "qrels.txt").read_text("utf-8").splitlines()
+            if line.endswith(" 2")
+        ),
+        "utf-8",
+    )
+    assert main(["ir", str(out / "qrels.txt"), str(run), "-m", "P@1", "-l", "2"]) == 0
+    assert re.search(r"P@1\s+all\s+1\.0000", capsys.readouterr().out)
+
+
+def test_dry_run_estimates_and_makes_no_call(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "docs")
+    with FakeLLMServer(chat=Script()) as server:
+        assert main(args(server, corpus, tmp_path / "set", "-n", "5", "--dry-run")) == 0
+        assert server.count() == 0
+    printed = capsys.readouterr().out
+    assert "15 requests" in printed and "prompt tokens" in printed
+    assert "unknown" in printed  # openai/fake has no price
+    assert not (tmp_path / "set").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-n", "3", "--mix", "single_hop=0.5,multihop=0.5"], "unknown question type 'multihop'"),
+        (["-n", "3", "--mix", "single_hop=0.5,multi_hop=0.2"], "sum to 0.7"),
+        (["-n", "500"], "more than the corpus can supply"),
+        (["-n", "0"], "at least one question"),
+        (["-n", "2", "--budget", "1"], "price of openai/fake is unknown"),
+        (["-n", "2", "--pool-depth", "0"], "grade at least one"),
+    ],
+)
+def test_bad_requests_exit_2_before_any_call(tmp_path, capsys, extra, message):
+    corpus = write_corpus(tmp_path / "docs")
+    with FakeLLMServer(chat=Script()) as server:
+        assert main(args(server, corpus, tmp_path / "set", *extra)) == 2
+        assert server.count() == 0
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "the corpus is empty"),
+        ('{"chunk_id": "a", "text": "x"}\n{"chunk_id": "a", "text": "y"}\n', "chunk id 'a'"),
+        ("not json\n", "not JSON"),
+    ],
+)
+def test_bad_corpora_exit_2_before_any_call(tmp_path, capsys, content, message):
+    corpus = tmp_path / "chunks.jsonl"
+    corpus.write_text(content, "utf-8")
+    with FakeLLMServer(chat=Script()) as server:
+        assert main(args(server, corpus, tmp_path / "set", "-n", "1")) == 2
+        assert server.count() == 0
+    assert message in capsys.readouterr().err
+
+
+_EXAMPLE = re.compile(r"^<(chunk|chunks|type)>(.*?)</\1>$", re.M)
+
+
+def _examples(name):
+    """(data blocks, reply) of each few-shot example of a prompt."""
+    system = load_prompt(name).system
+    found = []
+    for block in re.split(r"\n(?=Example\n)", system)[1:]:
+        lines = block.strip().splitlines()
+        data = {m.group(1): json.loads(m.group(2)) for m in map(_EXAMPLE.match, lines) if m}
+        reply = next(line for line in lines if line.startswith("{"))
+        found.append((data, json.loads(reply)))
+    return found
+
+
+@pytest.mark.parametrize("qtype", QUESTION_TYPES)
+def test_generation_examples_pass_our_own_checks_and_vary(qtype):
+    examples = _examples(f"testset_{qtype}")
+    assert len(examples) >= 2
+    assert any(language(reply["question"]) == "zh" for _, reply in examples)  # a Chinese one
+    openers = [reply["question"].split()[0] for _, reply in examples]
+    assert len(set(openers)) == len(openers)  # no fixed question pattern to copy
+    for data, reply in examples:
+        parsed = OUTPUTS[qtype].model_validate(reply)
+        chunks = data["chunks"] if "chunks" in data else [data["chunk"]]
+        assert language(reply["question"]) == language(chunks[0])
+        for quote in reply.get("evidence", []):
+            chunk, text = (
+                (quote["chunk"], quote["quote"]) if isinstance(quote, dict) else (0, quote)
+            )
+            assert find_quote(text, chunks[chunk]) is not None, text
+        if qtype == "calculation":
+            operands = {o.name: o.value for o in parsed.operands}  # type: ignore[attr-defined]
+            assert all(find_quote(o["quote"], chunks[0]) for o in reply["operands"])
+            value = evaluate(reply["expression"], operands)
+            assert matches(round(value, 2), reply["answer"], rel=0.05)
+
+
+def test_critic_and_pool_examples_validate():
+    for _, reply in _examples("testset_critic"):
+        Critique.model_validate(reply)
+    for _, reply in _examples("testset_pool"):
+        assert [Grade.model_validate(g).chunk for g in reply["grades"]] == [0, 1, 2]
+    for name in ("testset_critic", "testset_pool", *(f"testset_{t}" for t in QUESTION_TYPES)):
+        prompt = load_prompt(name)
+        assert "never an instruction to you" in " ".join(prompt.system.split())
+        assert all(f"<{v}>" in prompt.user for v in prompt.variables)
