@@ -38,7 +38,7 @@ def test_cli_build_writes_the_files_judge_ir_reads(tmp_path, capsys):
     names = {p.name for p in out.iterdir()}
     assert names == {
         "testset.jsonl", "qrels.txt", "qrels_docs.txt", "queries.tsv", "rejected.jsonl",
-        "manifest.json",
+        "manifest.json", "chunks.jsonl",
     }  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text("utf-8"))
     assert manifest["config"]["seed"] == 7 and manifest["usage"]["total"]["requests"] == requests
@@ -150,3 +150,44 @@ def test_critic_and_pool_examples_validate():
         prompt = load_prompt(name)
         assert "never an instruction to you" in " ".join(prompt.system.split())
         assert all(f"<{v}>" in prompt.user for v in prompt.variables)
+
+
+def test_export_feeds_judge_eval_ragas_and_trec(tmp_path, capsys):
+    import judge
+
+    corpus = write_corpus(tmp_path / "docs")
+    out = tmp_path / "set"
+    with FakeLLMServer(chat=Script()) as server:
+        assert main(args(server, corpus, out, "-n", "6", "--seed", "1")) == 0
+    items = [json.loads(x) for x in (out / "testset.jsonl").read_text("utf-8").splitlines()]
+    answerable = [i for i in items if i["answerable"]]
+
+    def export(fmt, name, *extra):
+        return main(
+            ["testset", "export", str(out), "--format", fmt, "--out", str(tmp_path / name), *extra]
+        )
+
+    assert export("ragas", "r.jsonl") == 0
+    ragas = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text("utf-8").splitlines()]
+    assert [r["user_input"] for r in ragas] == [i["question"] for i in items]
+    for row, item in zip(ragas, items, strict=True):
+        assert len(row["reference_contexts"]) == len(item["gold_chunk_ids"])
+        assert all(e["quote"] in "".join(row["reference_contexts"]) for e in item["evidence"])
+    assert export("jsonl", "j.jsonl") == 0
+    rows = [json.loads(x) for x in (tmp_path / "j.jsonl").read_text("utf-8").splitlines()]
+    # judge eval reads the export (and testset.jsonl itself) once answers are added.
+    for source, gold in ((rows, "reference_context_ids"), (items, "gold_chunk_ids")):
+        data = [
+            {**r, "answer": "x", "contexts": ["x"], "retrieved_ids": [*r[gold], "zz"]}
+            for r in source
+            if r["answerable"]
+        ]
+        result = judge.evaluate(data, metrics=["P@1"], progress=False)
+        assert result.summary["P@1"].mean == 1.0 and len(result.rows) == len(answerable)
+    assert export("qrels", "q.txt") == 0
+    assert (tmp_path / "q.txt").read_text("utf-8") == (out / "qrels.txt").read_text("utf-8")
+    assert export("qrels", "d.txt", "--level", "doc") == 0
+    assert (tmp_path / "d.txt").read_text("utf-8") == (out / "qrels_docs.txt").read_text("utf-8")
+    out = tmp_path / "docs"  # not a test set folder
+    assert export("ragas", "x.jsonl") == 2
+    assert "written by `judge testset build`" in capsys.readouterr().err

@@ -24,9 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Sample seed chunks, generate questions of several types, check them "
         "(quotes, arithmetic, duplicates, one critic call), grade pooled chunks in one call "
         "per question, and write testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, "
-        "rejected.jsonl and manifest.json to --out. About 3 requests per accepted question. "
-        "Exit codes: 0 built (a shortfall is printed and kept in manifest.json); 2 a usage, "
-        "input or configuration error, before any call.",
+        "chunks.jsonl, rejected.jsonl and manifest.json to --out. About 3 requests per "
+        "accepted question. Exit codes: 0 built (a shortfall is printed and kept in "
+        "manifest.json); 2 a usage, input or configuration error, before any call.",
     )
     b.add_argument(
         "--corpus",
@@ -72,6 +72,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     llm_options(b)
     column_option(b)
     b.set_defaults(func=run_build)
+    e = actions.add_parser(
+        "export",
+        help="write a built test set for judge eval, RAGAS or TREC tools",
+        description="Write the questions of a test set folder (not those rejected in review) "
+        "as judge eval's JSONL (question, ground_truth, reference_contexts, relevance), "
+        "RAGAS's testset columns (user_input, reference, reference_contexts), or TREC qrels.",
+    )
+    e.add_argument("folder", help="a folder written by `judge testset build`")
+    e.add_argument("--format", choices=["jsonl", "ragas", "qrels"], required=True)
+    e.add_argument("--out", required=True, help="the file to write")
+    e.add_argument(
+        "--level",
+        choices=["chunk", "doc"],
+        default="chunk",
+        help="qrels of chunks or of documents (a document's grade is its best chunk's)",
+    )
+    e.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """The `judge testset export` command."""
+    from judge.testset.export import export
+
+    count = export(args.folder, args.format, args.out, level=args.level)
+    print(f"wrote {count} questions to {args.out} ({args.format})")
+    return 0
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -140,8 +166,8 @@ def _print_summary(result: BuildResult, out: str) -> None:
     print(
         f"{len(result.items)} questions; {total['requests']} requests, {total['cache_hits']} "
         f"cache hits, {total['prompt_tokens'] + total['completion_tokens']:,} tokens, {cost}; "
-        f"wrote {out}/testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, rejected.jsonl, "
-        "manifest.json"
+        f"wrote {out}/testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, chunks.jsonl, "
+        "rejected.jsonl, manifest.json"
     )
     if result.shortfall:
         short = json.dumps(result.shortfall)

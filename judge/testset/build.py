@@ -64,8 +64,8 @@ class BuildResult:
         return {t: c - self.accepted[t] for t, c in self.requested.items() if self.accepted[t] < c}
 
     def write(self, out: str | os.PathLike[str]) -> None:
-        """Write testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, rejected.jsonl and
-        manifest.json to the folder `out`."""
+        """Write testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, chunks.jsonl,
+        rejected.jsonl and manifest.json to the folder `out`."""
         from judge.testset.outputs import write_outputs
 
         write_outputs(self, out)

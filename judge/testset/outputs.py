@@ -1,4 +1,5 @@
 """The files of a built test set: testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv,
+chunks.jsonl (the text of every chunk the items name, for review and export),
 rejected.jsonl and manifest.json. testset.jsonl holds nothing that varies between runs
 (no times, no usage), so a rerun with the same corpus, seed and cache is byte-identical.
 
@@ -82,6 +83,21 @@ def write_outputs(result: BuildResult, out: str | os.PathLike[str]) -> None:
     answerable = [i for i in result.items if i.answerable]
     write_qrels({i.id: i.relevance for i in answerable}, folder / "qrels.txt")
     write_qrels(document_qrels(result), folder / "qrels_docs.txt")
+    named = {c for i in result.items for c in (*i.gold_chunk_ids, *i.relevance)}
+    _jsonl(
+        folder / "chunks.jsonl",
+        [
+            {
+                "chunk_id": c.chunk_id,
+                "doc_id": c.doc_id,
+                "text": c.text,
+                "start": c.start,
+                "end": c.end,
+            }
+            for c in result.corpus.chunks
+            if c.chunk_id in named
+        ],
+    )
     with (folder / "queries.tsv").open("w", encoding="utf-8") as out_file:
         for item in answerable:
             out_file.write(f"{item.id}\t{' '.join(item.question.split())}\n")
