@@ -89,6 +89,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="qrels of chunks or of documents (a document's grade is its best chunk's)",
     )
     e.set_defaults(func=run_export)
+    r = actions.add_parser(
+        "review",
+        help="export a review sheet (CSV) of a test set, or import the reviewed sheet",
+        description="--export writes one row per question (action: accept, edit or reject; "
+        "question and reference editable) and one per judged chunk (grade 0-2 editable). "
+        "--import applies it: statuses human_ok, edited or rejected; testset.jsonl, qrels "
+        "and queries are rewritten (rejected questions leave the qrels). Importing the same "
+        "sheet twice changes nothing; a sheet whose ids do not match the set is refused.",
+    )
+    r.add_argument("folder", help="a folder written by `judge testset build`")
+    way = r.add_mutually_exclusive_group(required=True)
+    way.add_argument("--export", metavar="CSV", help="write the review sheet here")
+    way.add_argument("--import", dest="import_", metavar="CSV", help="apply a reviewed sheet")
+    r.set_defaults(func=run_review)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -97,6 +111,23 @@ def run_export(args: argparse.Namespace) -> int:
 
     count = export(args.folder, args.format, args.out, level=args.level)
     print(f"wrote {count} questions to {args.out} ({args.format})")
+    return 0
+
+
+def run_review(args: argparse.Namespace) -> int:
+    """The `judge testset review` command."""
+    from judge.testset.review import export_review, import_review
+
+    if args.export:
+        count = export_review(args.folder, args.export)
+        print(f"wrote the review sheet of {count} questions to {args.export}")
+        return 0
+    done = import_review(args.folder, args.import_)
+    print(
+        f"imported {args.import_}: {done.human_ok} accepted, {done.edited} edited, "
+        f"{done.rejected} rejected, {done.unchanged} unchanged; {done.grades_changed} grades "
+        f"changed; rewrote {args.folder}/testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv"
+    )
     return 0
 
 

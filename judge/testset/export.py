@@ -19,6 +19,7 @@ from typing import Any
 from judge.errors import InputFormatError
 from judge.ir.trec import write_qrels
 from judge.testset.items import TestsetItem
+from judge.testset.outputs import document_qrels, scored
 
 FORMATS = ("jsonl", "ragas", "qrels")
 
@@ -100,18 +101,12 @@ def export(
     items = [i for i in load_items(folder) if i.review_status != "rejected"]
     chunks = load_chunks(folder)
     if fmt == "qrels":
-        answerable = [i for i in items if i.answerable]
         if level == "doc":
-            qrels: dict[str, dict[str, int]] = {}
-            for item in answerable:
-                docs = qrels.setdefault(item.id, {})
-                for chunk, grade in item.relevance.items():
-                    doc = chunks[chunk]["doc_id"]
-                    docs[doc] = max(grade, docs.get(doc, 0))
+            qrels = document_qrels(items, {c: row["doc_id"] for c, row in chunks.items()})
         else:
-            qrels = {i.id: dict(i.relevance) for i in answerable}
+            qrels = {i.id: dict(i.relevance) for i in scored(items)}
         write_qrels(qrels, out)
-        return len(answerable)
+        return len(qrels)
     with open(out, "w", encoding="utf-8") as handle:
         for item in items:
             handle.write(json.dumps(ROWS[fmt](item, chunks), ensure_ascii=False) + "\n")

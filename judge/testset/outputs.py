@@ -11,33 +11,50 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge.ir.trec import write_qrels
+from judge.testset.items import TestsetItem
 
 if TYPE_CHECKING:
     from judge.testset.build import BuildResult
 
 
-def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """One JSON object per line, UTF-8 kept."""
     with path.open("w", encoding="utf-8") as out:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def document_qrels(result: BuildResult) -> dict[str, dict[str, int]]:
-    """Document-level judgments: a document's grade is its best chunk's."""
-    doc_of = {c.chunk_id: c.doc_id for c in result.corpus.chunks}
+def scored(items: Sequence[TestsetItem]) -> list[TestsetItem]:
+    """The items retrieval metrics can score: answerable and not rejected in review."""
+    return [i for i in items if i.answerable and i.review_status != "rejected"]
+
+
+def document_qrels(
+    items: Sequence[TestsetItem], doc_of: Mapping[str, str]
+) -> dict[str, dict[str, int]]:
+    """Document-level judgments of the scored items: a document's grade is its best chunk's."""
     qrels: dict[str, dict[str, int]] = {}
-    for item in result.items:
-        if not item.answerable:
-            continue
+    for item in scored(items):
         docs = qrels.setdefault(item.id, {})
         for chunk, grade in item.relevance.items():
             doc = doc_of[chunk]
             docs[doc] = max(grade, docs.get(doc, 0))
     return qrels
+
+
+def write_items(items: Sequence[TestsetItem], doc_of: Mapping[str, str], folder: Path) -> None:
+    """Write testset.jsonl and the TREC files (qrels.txt, qrels_docs.txt, queries.tsv)."""
+    write_jsonl(folder / "testset.jsonl", [i.model_dump(mode="json") for i in items])
+    write_qrels({i.id: i.relevance for i in scored(items)}, folder / "qrels.txt")
+    write_qrels(document_qrels(items, doc_of), folder / "qrels_docs.txt")
+    with (folder / "queries.tsv").open("w", encoding="utf-8") as out:
+        for item in scored(items):
+            out.write(f"{item.id}\t{' '.join(item.question.split())}\n")
 
 
 def manifest(result: BuildResult) -> dict[str, Any]:
@@ -78,29 +95,14 @@ def write_outputs(result: BuildResult, out: str | os.PathLike[str]) -> None:
     """Write the test set's files to the folder `out` (created if needed)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    _jsonl(folder / "testset.jsonl", [i.model_dump(mode="json") for i in result.items])
-    _jsonl(folder / "rejected.jsonl", [r.model_dump(mode="json") for r in result.rejected])
-    answerable = [i for i in result.items if i.answerable]
-    write_qrels({i.id: i.relevance for i in answerable}, folder / "qrels.txt")
-    write_qrels(document_qrels(result), folder / "qrels_docs.txt")
+    write_items(result.items, {c.chunk_id: c.doc_id for c in result.corpus.chunks}, folder)
+    write_jsonl(folder / "rejected.jsonl", [r.model_dump(mode="json") for r in result.rejected])
     named = {c for i in result.items for c in (*i.gold_chunk_ids, *i.relevance)}
-    _jsonl(
+    fields = ("chunk_id", "doc_id", "text", "start", "end")
+    write_jsonl(
         folder / "chunks.jsonl",
-        [
-            {
-                "chunk_id": c.chunk_id,
-                "doc_id": c.doc_id,
-                "text": c.text,
-                "start": c.start,
-                "end": c.end,
-            }
-            for c in result.corpus.chunks
-            if c.chunk_id in named
-        ],
+        [{f: getattr(c, f) for f in fields} for c in result.corpus.chunks if c.chunk_id in named],
     )
-    with (folder / "queries.tsv").open("w", encoding="utf-8") as out_file:
-        for item in answerable:
-            out_file.write(f"{item.id}\t{' '.join(item.question.split())}\n")
     (folder / "manifest.json").write_text(
         json.dumps(manifest(result), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
