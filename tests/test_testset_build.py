@@ -333,3 +333,20 @@ def test_config_errors_stop_the_build(corpus):
         server.fail_next(Fault.status(401, "bad key"))
         with pytest.raises(Exception, match=r"401|key"):
             run(server, corpus, 1, "single_hop=1")
+
+
+def test_dense_vectors_add_candidates_and_a_dense_rank(corpus):
+    from judge.llm.config import Embeddings
+
+    with FakeLLMServer(chat=Script()) as server:
+        emb = Embeddings(model="openai/emb", api_base=server.base_url, api_key="sk-test")
+        dense = run(server, corpus, 3, "single_hop=1", embeddings=emb)
+        embedding_calls = server.count("/v1/embeddings")
+        sparse = run(server, corpus, 3, "single_hop=1")
+    assert dense.config["embedding_model"] == "openai/emb"
+    assert embedding_calls == 2  # the corpus in one batch, the round's questions in another
+    assert all(i.difficulty.dense_rank is not None for i in dense.items)
+    assert all(i.difficulty.dense_rank is None for i in sparse.items)
+    # The pool takes the dense neighbours too: at least as many chunks are judged.
+    assert sum(len(i.relevance) for i in dense.items) >= sum(len(i.relevance) for i in sparse.items)
+    assert sum(len(i.relevance) for i in dense.items) > len(dense.items)
