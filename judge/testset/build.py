@@ -31,6 +31,7 @@ from judge.testset.items import QUESTION_TYPES, QuestionType, Rejected, TestsetI
 from judge.testset.make_item import make_item, pool_positions
 from judge.testset.review_calls import critic_failure, critique, grade_pool
 from judge.testset.sampling import SeedPool, allocate, parse_mix
+from judge.testset.split import DEFAULT_CHUNK_SIZE
 from judge.testset.text import jaccard, shingles
 
 T = TypeVar("T")
@@ -97,13 +98,14 @@ async def abuild(
     embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,
     column_map: Mapping[str, str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
     pool_depth: int = DEFAULT_POOL_DEPTH,
     budget: float | None = None,
     max_rounds: int = MAX_ROUNDS,
 ) -> BuildResult:
     """Build a golden test set (async form of `build`, which documents the arguments)."""
     if not isinstance(corpus, Corpus):
-        corpus = load_corpus(corpus, column_map=column_map)
+        corpus = load_corpus(corpus, column_map=column_map, chunk_size=chunk_size)
     mixture = parse_mix(mix)
     requested = check_request(corpus, n, mixture)
     if budget is not None:
@@ -156,8 +158,9 @@ def build(
         n: the number of questions wanted.
         **options: mix ("single_hop=0.5,multi_hop=0.5" or a mapping; default DEFAULT_MIX),
             seed (default 0), embeddings (dense pooling and difficulty), cache (a Cache or
-            a path), column_map, pool_depth (candidates graded per question, default 10),
-            budget (USD; stops cleanly when reached), max_rounds (default 3).
+            a path), column_map and chunk_size (for a path, see `load_corpus`),
+            pool_depth (candidates graded per question, default 10), budget (USD; stops
+            cleanly when reached), max_rounds (default 3).
 
     Returns:
         a BuildResult; `result.write(folder)` writes the files.
