@@ -94,6 +94,7 @@ KINDS = {
     "You write one unanswerable": "unanswerable",
     "You review one question": "critic",
     "You judge the relevance of candidate": "pool",
+    "You prepare one real user question": "mine",
 }
 
 
@@ -182,6 +183,10 @@ def default_reply(kind: str, data: dict[str, Any]) -> dict[str, Any]:
                 {"chunk": i, "grade": 1 if i == 0 else 0} for i in range(len(data["candidates"]))
             ]
         }
+    if kind == "mine":
+        grades = [{"chunk": i, "grade": 2 if i == 0 else 0} for i in range(len(data["candidates"]))]
+        answer = "草稿答案。" if _zh(data["question"]) else "A draft answer."
+        return {"grades": grades, "answerable": True, "answer": answer}
     raise AssertionError(kind)
 
 

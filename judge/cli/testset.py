@@ -103,6 +103,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     way.add_argument("--export", metavar="CSV", help="write the review sheet here")
     way.add_argument("--import", dest="import_", metavar="CSV", help="apply a reviewed sheet")
     r.set_defaults(func=run_review)
+    m = actions.add_parser(
+        "mine",
+        help="draft a golden test set from real questions in logs",
+        description="Mask personal data (emails, phone and card-like numbers) before anything "
+        "else, cluster near-duplicate questions keeping their counts, sample N clusters by "
+        "frequency with a floor (seeded), pool candidate chunks by BM25 and make one call per "
+        "question to pre-label them 0-2 and draft a reference answer. The items are drafts "
+        "(origin log, status draft) for `judge testset review`.",
+    )
+    m.add_argument("logs", help="a .txt file (one question per line) or a .jsonl/.csv/.parquet log")
+    m.add_argument("--corpus", required=True, help="the corpus, as for `judge testset build`")
+    m.add_argument("-n", type=int, required=True, help="number of distinct questions to draft")
+    m.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    m.add_argument(
+        "--floor",
+        type=float,
+        default=1.0,
+        help="weight added to every cluster's count, so rare questions keep a chance (default 1)",
+    )
+    m.add_argument(
+        "--pool-depth", type=int, default=10, help="candidates per question (default 10)"
+    )
+    m.add_argument("--chunk-size", type=int, default=800, help="as for build (default 800)")
+    m.add_argument("--out", required=True, help="output folder")
+    llm_options(m)
+    column_option(m)
+    m.set_defaults(func=run_mine)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -127,6 +154,37 @@ def run_review(args: argparse.Namespace) -> int:
         f"imported {args.import_}: {done.human_ok} accepted, {done.edited} edited, "
         f"{done.rejected} rejected, {done.unchanged} unchanged; {done.grades_changed} grades "
         f"changed; rewrote {args.folder}/testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv"
+    )
+    return 0
+
+
+def run_mine(args: argparse.Namespace) -> int:
+    """The `judge testset mine` command."""
+    from judge.testset.corpus import load_corpus
+    from judge.testset.mine import mine, read_log
+
+    columns = dict(column_map(args) or {})
+    questions = read_log(args.logs, columns.pop("question", None))
+    corpus = load_corpus(args.corpus, column_map=columns, chunk_size=args.chunk_size)
+    llm, _, cache = model_config(args)
+    result = mine(
+        questions,
+        corpus,
+        llm=llm,
+        n=args.n,
+        seed=args.seed,
+        floor=args.floor,
+        pool_depth=args.pool_depth,
+        cache=cache,
+    )
+    result.write(args.out)
+    counts = result.counts
+    print(
+        f"{counts['log_questions']} log questions, {counts['clusters']} distinct; drafted "
+        f"{counts['drafted']} of {counts['sampled']} sampled; "
+        f"masked {counts['masked'] or 'nothing'}; "
+        f"{result.usage['total']['requests']} requests; wrote {args.out}/ (drafts: review "
+        "them with `judge testset review`)"
     )
     return 0
 

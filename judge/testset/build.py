@@ -191,7 +191,7 @@ class _Builder:
 
     async def run(self, requested: Mapping[QuestionType, int], max_rounds: int) -> None:
         """Rounds until every type has its count, the seeds run out or the budget is spent."""
-        done = dict.fromkeys(requested, 0)
+        done: dict[str, int] = dict.fromkeys(requested, 0)
         for _ in range(max_rounds):
             tasks: list[tuple[QuestionType, tuple[Chunk, ...]]] = []
             for qtype in QUESTION_TYPES:

@@ -23,6 +23,10 @@ QUESTION_TYPES: tuple[QuestionType, ...] = (
     "calculation",
     "unanswerable",
 )
+# "mined": a real question from logs (judge.testset.mine), not one of the generated types.
+ItemType = Literal[
+    "single_hop", "paraphrased", "multi_hop", "negation", "calculation", "unanswerable", "mined"
+]
 ReviewStatus = Literal["draft", "auto_pass", "human_ok", "edited", "rejected"]
 Origin = Literal["synthetic", "log", "human"]
 
@@ -90,7 +94,7 @@ class TestsetItem(BaseModel):
     gold_chunk_ids: list[str]
     gold_doc_ids: list[str]
     evidence: list[Evidence]
-    type: QuestionType
+    type: ItemType
     hops: int
     answerable: bool
     expected_behaviour: Literal["answer", "abstain_or_correct_premise"] = "answer"

@@ -33,21 +33,23 @@ class Grade(BaseModel):
     grade: int = Field(ge=0, le=2)
 
 
-class _Grades(BaseModel):
+class GradeList(BaseModel):
+    """One grade per candidate, numbered from 0 in order."""
+
     grades: list[Grade]
 
     @model_validator(mode="after")
-    def _in_order(self) -> _Grades:
+    def _in_order(self) -> GradeList:
         if [g.chunk for g in self.grades] != list(range(len(self.grades))):
             raise ValueError("give one grade per candidate, numbered from 0 in order")
         return self
 
 
 @functools.cache
-def _grades_of(count: int) -> type[_Grades]:
+def _grades_of(count: int) -> type[GradeList]:
     """The grades schema for exactly `count` candidates (a wrong count is re-asked)."""
     sized: Any = Annotated[list[Grade], Field(min_length=count, max_length=count)]
-    model: type[_Grades] = create_model(f"Grades{count}", __base__=_Grades, grades=sized)
+    model: type[GradeList] = create_model(f"Grades{count}", __base__=GradeList, grades=sized)
     return model
 
 
