@@ -54,7 +54,8 @@ def test_builds_every_type_with_checked_items_in_the_chunks_language(corpus, tmp
             assert chunk.start is not None and evidence.doc_start == chunk.start + evidence.start
         assert all(item.relevance[c] == 2 for c in item.gold_chunk_ids)
         assert item.provenance.prompts["testset_critic"] == load_prompt("testset_critic").version
-        assert item.review_status == "auto_pass" and item.checks["critic"] == "pass"
+        assert item.review_status == "auto_pass"
+        assert {item.checks[c] for c in ("quotes", "language", "duplicates", "critic")} == {"pass"}
     by_type = {i.type: i for i in result.items}
     assert by_type["multi_hop"].hops == 2 and len(set(by_type["multi_hop"].gold_chunk_ids)) == 2
     unanswerable = by_type["unanswerable"]

@@ -99,6 +99,7 @@ def check_draft(draft: Draft) -> Candidate:
         raise CheckFailed("paraphrase_reuses_wording", f"{share:.0%} of its terms are the chunk's")
     checks: dict[str, Any] = {
         "quotes": "pass",
+        "language": "pass",
         "lexical_overlap": round(share, 3),
         "lexically_trivial": share >= TRIVIAL_OVERLAP,
     }
