@@ -6,10 +6,15 @@ The fake model rejects a share of the drafts on purpose (`--reject`, default 0.2
 quote not in the chunk for some, a critic refusal for others, chosen by a hash of the
 chunk), so the rounds that replace rejected drafts are counted too.
 
-Not measured here: RAGAS 0.4.3's TestsetGenerator on the same corpus (issue 13 asks for
-its requests per question beside these; see "Not yet built" in README.md).
+With --ragas, RAGAS 0.4.3's TestsetGenerator (in bench/.ragas-venv, made on first use)
+builds the same number of questions at a fake server answering its prompts
+(bench/ragas_testset_fake.py), twice: from judge's chunks (generate_with_chunks) and from
+the documents (generate_with_langchain_docs, RAGAS's own splitting). Its requests per
+returned question are printed beside judge's, with the ratio. RAGAS returns every
+question it generates (no checks, no duplicate removal), so its count is of questions
+returned, not of questions that would pass judge's checks.
 
-Run: python bench/testset_cost.py [--docs 40] [-n 60] [--reject 0.25] [--seed 0]
+Run: python bench/testset_cost.py [--docs 40] [-n 60] [--reject 0.25] [--seed 0] [--ragas]
 """
 
 from __future__ import annotations
@@ -134,13 +139,47 @@ def rejecting(reject: float) -> Any:
     return override
 
 
+RAGAS_PINS = ["ragas==0.4.3", "langchain-community==0.3.31", "rapidfuzz==3.14.6"]
+
+
+def run_ragas(source: Path, n: int) -> dict[str, Any]:
+    """RAGAS's TestsetGenerator on documents (a folder) or chunks (a .jsonl): its report,
+    with the chat and embedding requests and prompt characters it sent."""
+    import subprocess
+
+    from ragas_testset_fake import answer
+    from venvs import ensure_venv
+
+    here = Path(__file__).resolve().parent
+    probe = "import ragas, rapidfuzz; print(ragas.__version__)"
+    python = ensure_venv(here / ".ragas-venv", RAGAS_PINS, probe, "0.4.3")
+    with FakeLLMServer(chat=answer) as server, tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "ragas.json"
+        runner = [str(python), str(here / "ragas_testset_runner.py"), str(source)]
+        subprocess.run(
+            [*runner, server.base_url, str(n), str(out)], cwd=here, check=True, capture_output=True
+        )
+        report: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        report["chat"] = server.count("/v1/chat/completions")
+        report["embeddings"] = server.count("/v1/embeddings")
+        report["prompt_chars"] = sum(
+            len(str(m.get("content", "")))
+            for r in server.requests
+            if isinstance(r.body, dict)
+            for m in r.body.get("messages", [])
+        )
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=40)
     parser.add_argument("-n", type=int, default=60)
     parser.add_argument("--reject", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ragas", action="store_true", help="also run RAGAS's TestsetGenerator")
     args = parser.parse_args()
+    ragas: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         write_corpus(Path(tmp) / "docs", args.docs, args.seed)
         corpus = load_corpus(Path(tmp) / "docs", chunk_size=400)
@@ -153,6 +192,12 @@ def main() -> None:
                 for m in r.body.get("messages", [])
             )
             requests = server.count()
+        if args.ragas:
+            chunks = Path(tmp) / "chunks.jsonl"
+            rows = [{"doc_id": c.doc_id, "text": c.text} for c in corpus.chunks]
+            chunks.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+            ragas["judge's chunks"] = run_ragas(chunks, args.n)
+            ragas["documents"] = run_ragas(Path(tmp) / "docs", args.n)
     accepted = len(result.items)
     reasons: dict[str, int] = {}
     for r in result.rejected:
@@ -163,6 +208,21 @@ def main() -> None:
     print(f"requests: {requests} ({by_call})")
     print(f"requests per accepted question: {requests / accepted:.2f} (goal <= 3.5)")
     print(f"prompt characters per accepted question: {chars / accepted:,.0f}")
+    per_question = requests / accepted
+    for name, report in ragas.items():
+        got = report["questions"]
+        if report["error"] or not got:
+            print(f"RAGAS {report['version']} on {name}: failed ({report['error']})")
+            continue
+        sent = report["chat"] + report["embeddings"]
+        print(
+            f"RAGAS {report['version']} on {name}: {got} questions returned "
+            f"({report.get('unique_questions')} distinct), {report['chat']} chat + "
+            f"{report['embeddings']} embedding requests = {sent / got:.2f} per question, "
+            f"{report['prompt_chars'] / got:,.0f} prompt characters per question; "
+            f"judge/RAGAS requests per question: {per_question / (sent / got):.2f} "
+            f"(chat only: {per_question / (report['chat'] / got):.2f})"
+        )
 
 
 if __name__ == "__main__":
