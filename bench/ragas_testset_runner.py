@@ -10,6 +10,7 @@ bench/testset_cost.py --ragas; not part of the judge package (RAGAS is not a dep
 
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -33,15 +34,8 @@ class _WordEncoding:
         self._words: list[str] = []
 
     def encode(self, text: str, *args: object, **kwargs: object) -> list[int]:
-        words = [
-            w
-            for part in text.split()
-            for w in (
-                list(part)
-                if part.isascii() is False and all("\u4e00" <= c <= "\u9fff" for c in part)
-                else [part]
-            )
-        ]
+        # Han characters count one token each; other text one per word.
+        words = re.findall(r"[\u4e00-\u9fff]|[^\s\u4e00-\u9fff]+", text)
         out = []
         for w in words:
             if w not in self._ids:
