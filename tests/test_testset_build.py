@@ -351,3 +351,34 @@ def test_dense_vectors_add_candidates_and_a_dense_rank(corpus):
     # The pool takes the dense neighbours too: at least as many chunks are judged.
     assert sum(len(i.relevance) for i in dense.items) >= sum(len(i.relevance) for i in sparse.items)
     assert sum(len(i.relevance) for i in dense.items) > len(dense.items)
+
+
+def test_with_embeddings_a_reworded_question_is_a_near_duplicate(tmp_path):
+    from judge.llm.config import Embeddings
+    from judge.testing.replies import hashed_embedding
+
+    folder = write_corpus(tmp_path / "en")
+    for name in ("tea.md", "bikes.txt"):
+        (folder / name).unlink()
+    corpus = load_corpus(folder, chunk_size=300)
+    asked = []
+
+    def reworded(kind, data):
+        if kind != "single_hop":
+            return None
+        asked.append(1)
+        question = ["When did the ferry service start?", "In which year did ferries begin?"][
+            min(len(asked), 2) - 1
+        ]
+        return {**default_reply("single_hop", data), "question": question}
+
+    def embed(texts):  # the two rewordings mean the same: the same vector
+        return [hashed_embedding("ferry start" if "ferr" in t else t) for t in texts]
+
+    with FakeLLMServer(chat=Script(reworded), embed=embed) as server:
+        emb = Embeddings(model="openai/emb", api_base=server.base_url, api_key="sk-test")
+        result = run(server, corpus, 2, "single_hop=1", embeddings=emb, max_rounds=1)
+        kinds = server.chat.kinds  # type: ignore[union-attr]
+    assert len(result.items) == 1 and [r.reason for r in result.rejected] == ["near_duplicate"]
+    assert "cosine 1.000" in result.rejected[0].detail
+    assert kinds.count("critic") == 1  # found before the critic call

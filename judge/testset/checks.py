@@ -44,6 +44,7 @@ class Candidate:
     answerable: bool
     calculation: Calculation | None = None
     checks: dict[str, Any] = field(default_factory=dict)
+    vector: list[float] | None = None  # the question's embedding, with an embedding model
 
     @property
     def gold(self) -> tuple[Chunk, ...]:

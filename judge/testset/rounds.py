@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TypeVar
 
+import numpy as np
+
 from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
 from judge.llm.session import LLMSession
 from judge.testset.checks import Candidate, CheckFailed, Deduplicator, check_draft
@@ -26,6 +28,7 @@ from judge.testset.sampling import SeedPool
 from judge.testset.text import jaccard, shingles
 
 T = TypeVar("T")
+DENSE_DUPLICATE = 0.95  # cosine of two question embeddings: the same question reworded
 
 
 class BudgetReached(JudgeError):
@@ -51,6 +54,7 @@ class Builder:
         self.items: list[tuple[tuple[int, int], TestsetItem]] = []
         self.rejected: list[Rejected] = []
         self.budget_reached = False
+        self.vectors: list[tuple[np.ndarray, str]] = []  # unit question vectors, and names
         self._order = 0
 
     async def run(self, requested: Mapping[QuestionType, int], max_rounds: int) -> None:
@@ -117,6 +121,7 @@ class Builder:
                 self._reject(qtype, chunks, failed.reason, failed.detail, draft)
                 continue
             candidates.append(candidate)
+        candidates = await self._dense_duplicates(candidates)
         work = [(c.draft.type, c.draft.chunks) for c in candidates]
         critiques = await self._gather(
             [partial(critique, self.session, c) for c in candidates], work
@@ -137,7 +142,7 @@ class Builder:
                 continue
             candidate.checks["critic"] = "pass"
             passed.append(candidate)
-        vectors = await self._question_vectors(passed)
+        vectors = [c.vector for c in passed]
         pools = [
             pool_positions(self.index, c, self.depth, v)
             for c, v in zip(passed, vectors, strict=True)
@@ -167,14 +172,40 @@ class Builder:
         self._order += 1
         return self._order
 
-    async def _question_vectors(self, candidates: list[Candidate]) -> list[list[float] | None]:
-        """Question embeddings for dense pooling (one batched request), or Nones."""
+    async def _dense_duplicates(self, candidates: list[Candidate]) -> list[Candidate]:
+        """With an embedding model: embed the questions (one batched request, kept for
+        pooling) and reject those whose cosine with an accepted or earlier question is
+        DENSE_DUPLICATE or more, which shared characters alone miss (rewordings)."""
         if not self.index.dense or not candidates:
-            return [None] * len(candidates)
+            return candidates
         found = await self.session.embed(
             [c.question for c in candidates], label="testset_embeddings"
         )
-        return list(found)
+        kept = []
+        for candidate, vector in zip(candidates, found, strict=True):
+            unit = _unit(vector)
+            twin = next(
+                (
+                    (name, float(unit @ v))
+                    for v, name in self.vectors
+                    if unit @ v >= DENSE_DUPLICATE
+                ),
+                None,
+            )
+            if twin is not None:
+                detail = f"cosine {twin[1]:.3f} with the question {twin[0]}"
+                self._reject(
+                    candidate.draft.type,
+                    candidate.draft.chunks,
+                    "near_duplicate",
+                    detail,
+                    candidate.draft,
+                )
+                continue
+            candidate.vector = vector
+            kept.append(candidate)
+            self.vectors.append((unit, _name(candidate.draft.chunks)))
+        return kept
 
     async def _gather(
         self,
@@ -211,7 +242,9 @@ class Builder:
         draft: Draft | None = None,
     ) -> None:
         reply = draft.reply if draft is not None else None
-        self.dedup.forget(_name(chunks))  # a rejected question blocks no later one
+        # A rejected question blocks no later one.
+        self.dedup.forget(_name(chunks))
+        self.vectors = [(v, name) for v, name in self.vectors if name != _name(chunks)]
         self.rejected.append(
             Rejected(
                 type=qtype,
@@ -222,6 +255,12 @@ class Builder:
                 reference=getattr(reply, "answer", None),
             )
         )
+
+
+def _unit(vector: list[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm else array
 
 
 def _name(chunks: tuple[Chunk, ...]) -> str:
