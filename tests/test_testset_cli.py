@@ -33,8 +33,12 @@ def test_cli_build_writes_the_files_judge_ir_reads(tmp_path, capsys):
     with FakeLLMServer(chat=Script()) as server:
         assert main(args(server, corpus, out, "-n", "4", "--seed", "7")) == 0
         requests = server.count()
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "4 questions" in printed and f"{requests} requests" in printed
+    assert (
+        f"round 1: 4/4 questions accepted, 0 drafts rejected, {requests} requests" in captured.err
+    )
     names = {p.name for p in out.iterdir()}
     assert names == {
         "testset.jsonl", "qrels.txt", "qrels_docs.txt", "queries.tsv", "rejected.jsonl",

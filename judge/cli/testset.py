@@ -221,6 +221,7 @@ def run_build(args: argparse.Namespace) -> int:
         cache=cache,
         pool_depth=args.pool_depth,
         budget=args.budget,
+        progress=lambda line: print(f"judge: {line}", file=sys.stderr, flush=True),
     )
     result.write(args.out)
     _print_summary(result, args.out)

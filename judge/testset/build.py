@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +94,7 @@ async def abuild(
     pool_depth: int = DEFAULT_POOL_DEPTH,
     budget: float | None = None,
     max_rounds: int = MAX_ROUNDS,
+    progress: Callable[[str], None] | None = None,
 ) -> BuildResult:
     """Build a golden test set (async form of `build`, which documents the arguments)."""
     if not isinstance(corpus, Corpus):
@@ -107,7 +108,7 @@ async def abuild(
     try:
         vectors = await session.embed([c.text for c in corpus.chunks]) if embeddings else None
         builder = Builder(session, corpus, Index(corpus, vectors), seed, pool_depth, budget)
-        await builder.run(requested, max_rounds)
+        await builder.run(requested, max_rounds, progress)
     finally:
         await session.aclose()
     items = sorted(builder.items, key=lambda pair: pair[0])
@@ -153,7 +154,8 @@ def build(
             seed (default 0), embeddings (dense pooling and difficulty), cache (a Cache or
             a path), column_map and chunk_size (for a path, see `load_corpus`),
             pool_depth (candidates graded per question, default 10), budget (USD; stops
-            cleanly when reached), max_rounds (default 3).
+            cleanly when reached), max_rounds (default 3), progress (called with a line
+            after each round, e.g. `print`).
 
     Returns:
         a BuildResult; `result.write(folder)` writes the files.

@@ -57,10 +57,16 @@ class Builder:
         self.vectors: list[tuple[np.ndarray, str]] = []  # unit question vectors, and names
         self._order = 0
 
-    async def run(self, requested: Mapping[QuestionType, int], max_rounds: int) -> None:
-        """Rounds until every type has its count, the seeds run out or the budget is spent."""
+    async def run(
+        self,
+        requested: Mapping[QuestionType, int],
+        max_rounds: int,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        """Rounds until every type has its count, the seeds run out or the budget is spent;
+        `progress` gets a line after each round."""
         done: dict[str, int] = dict.fromkeys(requested, 0)
-        for _ in range(max_rounds):
+        for number in range(1, max_rounds + 1):
             tasks: list[tuple[QuestionType, tuple[Chunk, ...]]] = []
             for qtype in QUESTION_TYPES:
                 missing = requested.get(qtype, 0) - done.get(qtype, 0)
@@ -74,6 +80,13 @@ class Builder:
                 return
             for item in await self._round(tasks):
                 done[item.type] += 1
+            if progress is not None:
+                spent = self.session.usage.total()
+                progress(
+                    f"round {number}: {sum(done.values())}/{sum(requested.values())} questions "
+                    f"accepted, {len(self.rejected)} drafts rejected, {spent.requests} requests, "
+                    f"{spent.cache_hits} cache hits"
+                )
 
     def _with_partner(self, seed: Chunk) -> tuple[Chunk, Chunk] | None:
         """The seed and its closest other chunk by BM25 that is not a near copy of it."""
