@@ -30,6 +30,15 @@ def corpus(tmp_path):
     return load_corpus(write_corpus(tmp_path / "docs"), chunk_size=300)
 
 
+@pytest.fixture
+def english(tmp_path):
+    """The corpus without its Chinese documents."""
+    folder = write_corpus(tmp_path / "en")
+    for name in ("tea.md", "bikes.txt"):
+        (folder / name).unlink()
+    return load_corpus(folder, chunk_size=300)
+
+
 def run(server, corpus, n, mix, *, cache=None, seed=0, model="openai/fake", **options):
     llm = LLM(
         model=model, api_base=server.base_url, api_key="sk-test", max_retries=0, cache_as="fake"
@@ -212,11 +221,8 @@ def test_rejected_drafts_are_replaced_from_fresh_seeds(corpus):
         ("What is said about the boat?", "near_duplicate"),
     ],
 )
-def test_exact_and_near_duplicate_questions_are_removed(tmp_path, second, reason):
-    folder = write_corpus(tmp_path / "en")
-    for name in ("tea.md", "bikes.txt"):
-        (folder / name).unlink()
-    corpus = load_corpus(folder, chunk_size=300)
+def test_exact_and_near_duplicate_questions_are_removed(english, second, reason):
+    corpus = english
     asked = []
 
     def same_question(kind, data):
@@ -353,14 +359,11 @@ def test_dense_vectors_add_candidates_and_a_dense_rank(corpus):
     assert sum(len(i.relevance) for i in dense.items) > len(dense.items)
 
 
-def test_with_embeddings_a_reworded_question_is_a_near_duplicate(tmp_path):
+def test_with_embeddings_a_reworded_question_is_a_near_duplicate(english):
     from judge.llm.config import Embeddings
     from judge.testing.replies import hashed_embedding
 
-    folder = write_corpus(tmp_path / "en")
-    for name in ("tea.md", "bikes.txt"):
-        (folder / name).unlink()
-    corpus = load_corpus(folder, chunk_size=300)
+    corpus = english
     asked = []
 
     def reworded(kind, data):

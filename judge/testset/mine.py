@@ -30,7 +30,7 @@ from judge.testset.corpus import Corpus, load_corpus
 from judge.testset.index import Index
 from judge.testset.items import Provenance, TestsetItem, item_id
 from judge.testset.logs import Cluster, cluster, read_questions, sample
-from judge.testset.outputs import write_items, write_jsonl
+from judge.testset.outputs import write_chunks, write_items, write_jsonl
 from judge.testset.review_calls import Grade, GradeList
 from judge.testset.text import language
 
@@ -66,12 +66,7 @@ class MineResult:
         folder.mkdir(parents=True, exist_ok=True)
         write_items(self.items, {c.chunk_id: c.doc_id for c in self.corpus.chunks}, folder)
         write_jsonl(folder / "rejected.jsonl", self.failed)
-        named = {c for i in self.items for c in i.relevance}
-        fields = ("chunk_id", "doc_id", "text", "start", "end")
-        rows = [
-            {f: getattr(c, f) for f in fields} for c in self.corpus.chunks if c.chunk_id in named
-        ]
-        write_jsonl(folder / "chunks.jsonl", rows)
+        write_chunks(self.corpus, self.items, folder)
         manifest = {
             "corpus": {"source": self.corpus.source, "sha256": self.corpus.digest},
             "config": self.config,

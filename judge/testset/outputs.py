@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge.ir.trec import write_qrels
+from judge.testset.corpus import Corpus
 from judge.testset.items import TestsetItem
 
 if TYPE_CHECKING:
@@ -27,6 +28,14 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as out:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def write_chunks(corpus: Corpus, items: Sequence[TestsetItem], folder: Path) -> None:
+    """Write chunks.jsonl: the chunks the items name (gold or judged), in corpus order."""
+    named = {c for i in items for c in (*i.gold_chunk_ids, *i.relevance)}
+    fields = ("chunk_id", "doc_id", "text", "start", "end")
+    rows = [{f: getattr(c, f) for f in fields} for c in corpus.chunks if c.chunk_id in named]
+    write_jsonl(folder / "chunks.jsonl", rows)
 
 
 def scored(items: Sequence[TestsetItem]) -> list[TestsetItem]:
@@ -97,12 +106,7 @@ def write_outputs(result: BuildResult, out: str | os.PathLike[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     write_items(result.items, {c.chunk_id: c.doc_id for c in result.corpus.chunks}, folder)
     write_jsonl(folder / "rejected.jsonl", [r.model_dump(mode="json") for r in result.rejected])
-    named = {c for i in result.items for c in (*i.gold_chunk_ids, *i.relevance)}
-    fields = ("chunk_id", "doc_id", "text", "start", "end")
-    write_jsonl(
-        folder / "chunks.jsonl",
-        [{f: getattr(c, f) for f in fields} for c in result.corpus.chunks if c.chunk_id in named],
-    )
+    write_chunks(result.corpus, result.items, folder)
     (folder / "manifest.json").write_text(
         json.dumps(manifest(result), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
