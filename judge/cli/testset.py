@@ -1,4 +1,4 @@
-"""`judge testset build --corpus PATH -n N --out DIR`: a golden test set from documents."""
+"""`judge testset build|export|review|mine`: golden test sets from documents and logs."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from judge.cli.eval import column_map, column_option, llm_options, model_config
+from judge.errors import JudgeError
 
 if TYPE_CHECKING:
     from judge.testset.build import BuildResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register the testset subcommand and its `build` action."""
+    """Register the testset subcommand and its actions."""
     p = sub.add_parser("testset", help="build golden test sets (questions, answers, qrels)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     b = actions.add_parser(
@@ -26,25 +27,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "per question, and write testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, "
         "chunks.jsonl, rejected.jsonl and manifest.json to --out. About 3 requests per "
         "accepted question. Exit codes: 0 built (a shortfall is printed and kept in "
-        "manifest.json); 2 a usage, input or configuration error, before any call.",
+        "manifest.json); 2 a usage or input error (found before any call) or a configuration "
+        "error (API key refused, no server: the calls made are cached, a rerun resumes).",
     )
-    b.add_argument(
-        "--corpus",
-        required=True,
-        help="a folder of .txt/.md documents, one document, or a .jsonl/.csv/.parquet file of "
-        "chunks (chunk_id, doc_id, text) or of documents (doc_id, text)",
-    )
-    b.add_argument("-n", type=int, required=True, help="number of questions wanted")
     b.add_argument(
         "--mix",
         help="shares by type, summing to 1, e.g. single_hop=0.5,multi_hop=0.3,unanswerable=0.2 "
         "(types: single_hop, paraphrased, multi_hop, negation, calculation, unanswerable; "
         "default 0.3, 0.15, 0.2, 0.1, 0.1, 0.15)",
     )
-    b.add_argument(
-        "--seed", type=int, default=0, help="seed of the seed-chunk sampling (default 0)"
-    )
-    b.add_argument("--out", required=True, help="output folder")
     b.add_argument(
         "--dry-run",
         action="store_true",
@@ -57,20 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="stop cleanly once this much is spent (needs a model with a known price); "
         "questions finished before are kept",
     )
-    b.add_argument(
-        "--pool-depth",
-        type=int,
-        default=10,
-        help="candidate chunks graded per question, from BM25 (and dense) (default 10)",
-    )
-    b.add_argument(
-        "--chunk-size",
-        type=int,
-        default=800,
-        help="largest chunk in characters when documents are split (default 800)",
-    )
-    llm_options(b)
-    column_option(b)
+    _common_options(b, "questions wanted")
     b.set_defaults(func=run_build)
     e = actions.add_parser(
         "export",
@@ -113,23 +91,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "(origin log, status draft) for `judge testset review`.",
     )
     m.add_argument("logs", help="a .txt file (one question per line) or a .jsonl/.csv/.parquet log")
-    m.add_argument("--corpus", required=True, help="the corpus, as for `judge testset build`")
-    m.add_argument("-n", type=int, required=True, help="number of distinct questions to draft")
-    m.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
     m.add_argument(
         "--floor",
         type=float,
         default=1.0,
         help="weight added to every cluster's count, so rare questions keep a chance (default 1)",
     )
-    m.add_argument(
-        "--pool-depth", type=int, default=10, help="candidates per question (default 10)"
-    )
-    m.add_argument("--chunk-size", type=int, default=800, help="as for build (default 800)")
-    m.add_argument("--out", required=True, help="output folder")
-    llm_options(m)
-    column_option(m)
+    _common_options(m, "distinct log questions to draft")
     m.set_defaults(func=run_mine)
+
+
+def _common_options(p: argparse.ArgumentParser, wanted: str) -> None:
+    """--corpus, -n, --seed, --out, --pool-depth, --chunk-size, and judge eval's model,
+    server, cache and column options."""
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="a folder of .txt/.md documents, one document, or a .jsonl/.csv/.parquet file of "
+        "chunks (chunk_id, doc_id, text) or of documents (doc_id, text)",
+    )
+    p.add_argument("-n", type=int, required=True, help=f"number of {wanted}")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--pool-depth",
+        type=int,
+        default=10,
+        help="candidate chunks graded per question, from BM25 (and dense) (default 10)",
+    )
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        default=800,
+        help="largest chunk in characters when documents are split (default 800)",
+    )
+    llm_options(p)
+    column_option(p)
+
+
+def _pool_depth(args: argparse.Namespace) -> int:
+    if args.pool_depth < 1:
+        raise JudgeError(f"--pool-depth {args.pool_depth}: grade at least one candidate")
+    return int(args.pool_depth)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -174,7 +177,7 @@ def run_mine(args: argparse.Namespace) -> int:
         n=args.n,
         seed=args.seed,
         floor=args.floor,
-        pool_depth=args.pool_depth,
+        pool_depth=_pool_depth(args),
         cache=cache,
     )
     result.write(args.out)
@@ -200,10 +203,7 @@ def run_build(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus, column_map=column_map(args), chunk_size=args.chunk_size)
     mix = parse_mix(args.mix)
     requested = check_request(corpus, args.n, mix)
-    if args.pool_depth < 1:
-        from judge.errors import JudgeError
-
-        raise JudgeError(f"--pool-depth {args.pool_depth}: grade at least one candidate")
+    _pool_depth(args)
     llm, embeddings, cache = model_config(args)
     if args.dry_run:
         guess = estimate(
