@@ -195,3 +195,21 @@ def test_export_feeds_judge_eval_ragas_and_trec(tmp_path, capsys):
     out = tmp_path / "docs"  # not a test set folder
     assert export("ragas", "x.jsonl") == 2
     assert "written by `judge testset build`" in capsys.readouterr().err
+
+
+def test_replay_rebuilds_the_same_files_without_a_server(tmp_path):
+    corpus = write_corpus(tmp_path / "docs")
+    with FakeLLMServer(chat=Script()) as server:
+        first = args(server, corpus, tmp_path / "a", "-n", "5", "--cache-as", "fake")
+        assert main(first) == 0
+    replay = [*first, "--replay"]
+    replay[replay.index("--out") + 1] = str(tmp_path / "b")
+    replay[replay.index("--api-base") + 1] = "http://127.0.0.1:9/v1"  # nothing listens there
+    assert main(replay) == 0
+    for name in ("testset.jsonl", "qrels.txt", "queries.tsv", "chunks.jsonl", "rejected.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    recorded, replayed = (
+        json.loads((tmp_path / d / "manifest.json").read_text("utf-8"))["usage"]["total"]
+        for d in "ab"
+    )
+    assert replayed["requests"] == 0 and replayed["cache_hits"] == recorded["requests"] > 0
