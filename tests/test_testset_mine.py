@@ -115,3 +115,20 @@ def test_an_empty_log_exits_2(tmp_path, capsys, content):
     command = ["testset", "mine", str(log), "--corpus", str(write_corpus(tmp_path / "d"))]
     assert main([*command, "-n", "1", "--out", str(tmp_path / "o"), "--model", "openai/x"]) == 2
     assert "the log is empty" in capsys.readouterr().err
+
+
+def test_mine_pools_dense_neighbours_with_an_embedding_model(tmp_path):
+    from judge.llm.config import LLM, Embeddings
+    from judge.testset.mine import mine
+
+    questions = ["how much is a ferry day pass", "when did the library open", "龙井茶怎么泡"]
+    corpus = write_corpus(tmp_path / "docs")
+    with FakeLLMServer(chat=Script()) as server:
+        llm = LLM(model="openai/fake", api_base=server.base_url, api_key="x")
+        emb = Embeddings(model="openai/emb", api_base=server.base_url, api_key="x")
+        sparse = mine(questions, corpus, llm=llm, n=3, pool_depth=3)
+        dense = mine(questions, corpus, llm=llm, n=3, pool_depth=3, embeddings=emb)
+        assert server.count("/v1/embeddings") == 2  # the corpus, then the questions
+    judged = [sum(len(i.relevance) for i in r.items) for r in (sparse, dense)]
+    # BM25 finds few candidates for short log questions; dense neighbours fill the pool.
+    assert judged[1] > judged[0] and all(len(i.relevance) == 3 for i in dense.items)

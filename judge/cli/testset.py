@@ -169,7 +169,7 @@ def run_mine(args: argparse.Namespace) -> int:
     columns = dict(column_map(args) or {})
     questions = read_log(args.logs, columns.pop("question", None))
     corpus = load_corpus(args.corpus, column_map=columns, chunk_size=args.chunk_size)
-    llm, _, cache = model_config(args)
+    llm, embeddings, cache = model_config(args)
     result = mine(
         questions,
         corpus,
@@ -178,6 +178,7 @@ def run_mine(args: argparse.Namespace) -> int:
         seed=args.seed,
         floor=args.floor,
         pool_depth=_pool_depth(args),
+        embeddings=embeddings,
         cache=cache,
     )
     result.write(args.out)

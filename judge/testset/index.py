@@ -6,7 +6,7 @@ chunks for relevance grading. Rankings are deterministic: equal scores keep corp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,28 @@ class Index:
         if self._vectors is None:
             return None
         return float(self._vectors[a] @ self._vectors[b])
+
+
+def pool(
+    index: Index,
+    question: str,
+    depth: int,
+    vector: Sequence[float] | None = None,
+    exclude: Collection[str] = (),
+) -> list[int]:
+    """Up to `depth` chunk positions to grade for a question: its BM25 and dense results
+    taken in turn, without the chunks in `exclude` (the gold ones, graded 2 anyway)."""
+    bm25 = index.bm25(question, depth)
+    dense = index.nearest(vector, depth) if vector is not None else []
+    padded = max(len(bm25), len(dense))
+    taken: list[int] = []
+    for pair in zip(*(r + [None] * (padded - len(r)) for r in (bm25, dense)), strict=True):
+        for position in pair:
+            if position is None or position in taken or len(taken) >= depth:
+                continue
+            if index.corpus.chunks[position].chunk_id not in exclude:
+                taken.append(position)
+    return taken
 
 
 def rank_of(ranking: Sequence[int], positions: Sequence[int]) -> int | None:

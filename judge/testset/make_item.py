@@ -12,26 +12,6 @@ from judge.testset.items import Difficulty, Provenance, TestsetItem, item_id
 from judge.testset.review_calls import prompt_versions
 
 
-def pool_positions(
-    index: Index, candidate: Candidate, depth: int, vector: Sequence[float] | None
-) -> list[int]:
-    """Up to `depth` chunk positions to grade: BM25 and dense results of the question taken
-    in turn, without the gold chunks (they are grade 2 by construction)."""
-    gold = {c.chunk_id for c in candidate.gold}
-    bm25 = index.bm25(candidate.question, depth)
-    dense = index.nearest(vector, depth) if vector is not None else []
-    pool: list[int] = []
-    padded = max(len(bm25), len(dense))
-    lists = [r + [None] * (padded - len(r)) for r in (bm25, dense)]
-    for pair in zip(*lists, strict=True):
-        for position in pair:
-            if position is None or position in pool or len(pool) >= depth:
-                continue
-            if index.corpus.chunks[position].chunk_id not in gold:
-                pool.append(position)
-    return pool
-
-
 def make_item(
     index: Index,
     candidate: Candidate,

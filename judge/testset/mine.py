@@ -23,11 +23,11 @@ from pydantic import Field, create_model
 
 from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
 from judge.llm.cache import Cache
-from judge.llm.config import LLM, PromptRef
+from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import load_prompt
 from judge.testset.corpus import Corpus, load_corpus
-from judge.testset.index import Index
+from judge.testset.index import Index, pool
 from judge.testset.items import Provenance, TestsetItem, item_id
 from judge.testset.logs import Cluster, cluster, read_questions, sample
 from judge.testset.outputs import write_chunks, write_items, write_jsonl
@@ -113,6 +113,7 @@ async def amine(
     seed: int = 0,
     floor: float = 1.0,
     pool_depth: int = 10,
+    embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,
     column_map: Mapping[str, str] | None = None,
 ) -> MineResult:
@@ -129,14 +130,18 @@ async def amine(
             f"ask for 1 to {len(clusters)}"
         )
     chosen = sample(clusters, n, seed, floor)
-    index = Index(corpus)
     store = Cache(cache) if isinstance(cache, (str, os.PathLike)) else cache
-    session = LLMSession(llm, cache=store)
-    pools = [index.bm25(c.text, pool_depth) for c in chosen]
+    session = LLMSession(llm, embeddings=embeddings, cache=store)
+    index = Index(corpus)
+    vectors: list[list[float] | None] = [None] * len(chosen)
+    if embeddings is not None:
+        index = Index(corpus, await session.embed([c.text for c in corpus.chunks]))
+        vectors = list(await session.embed([c.text for c in chosen], label="testset_embeddings"))
+    pools = [pool(index, c.text, pool_depth, v) for c, v in zip(chosen, vectors, strict=True)]
     failed: list[dict[str, Any]] = []
 
-    async def one(group: Cluster, pool: list[int]) -> TestsetItem | None:
-        texts = [corpus.chunks[p].text for p in pool]
+    async def one(group: Cluster, positions: list[int]) -> TestsetItem | None:
+        texts = [corpus.chunks[p].text for p in positions]
         if not texts:
             failed.append(
                 {"question": group.text, "reason": "no_candidates", "detail": "BM25 found no chunk"}
@@ -149,7 +154,7 @@ async def amine(
                 {"question": group.text, "reason": type(exc).__name__, "detail": str(exc)}
             )
             return None
-        return _item(group, [corpus.chunks[p] for p in pool], reply, seed, llm)
+        return _item(group, [corpus.chunks[p] for p in positions], reply, seed, llm)
 
     try:
         made = await asyncio.gather(*(one(c, p) for c, p in zip(chosen, pools, strict=True)))
@@ -220,7 +225,7 @@ def mine(
         llm: the model that pre-labels candidates and drafts answers.
         n: how many distinct questions to draft.
         **options: seed (default 0), floor (weight added to every cluster's count, default
-            1), pool_depth (default 10), cache, column_map.
+            1), pool_depth (default 10), embeddings (dense candidates too), cache, column_map.
 
     Returns:
         a MineResult; `result.write(folder)` writes the files, drafts for review.

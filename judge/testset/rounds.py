@@ -20,9 +20,9 @@ from judge.llm.session import LLMSession
 from judge.testset.checks import Candidate, CheckFailed, Deduplicator, check_draft
 from judge.testset.corpus import Chunk, Corpus
 from judge.testset.generate import Draft, generate
-from judge.testset.index import Index
+from judge.testset.index import Index, pool
 from judge.testset.items import QUESTION_TYPES, QuestionType, Rejected, TestsetItem
-from judge.testset.make_item import make_item, pool_positions
+from judge.testset.make_item import make_item
 from judge.testset.review_calls import critic_failure, critique, grade_pool
 from judge.testset.sampling import SeedPool
 from judge.testset.text import jaccard, shingles
@@ -157,20 +157,22 @@ class Builder:
             passed.append(candidate)
         vectors = [c.vector for c in passed]
         pools = [
-            pool_positions(self.index, c, self.depth, v)
+            pool(self.index, c.question, self.depth, v, {g.chunk_id for g in c.gold})
             for c, v in zip(passed, vectors, strict=True)
         ]
-        texts = [[self.corpus.chunks[p].text for p in pool] for pool in pools]
+        texts = [[self.corpus.chunks[p].text for p in taken] for taken in pools]
         grades = await self._gather(
             [partial(grade_pool, self.session, c, t) for c, t in zip(passed, texts, strict=True)],
             [(c.draft.type, c.draft.chunks) for c in passed],
         )
         made = []
-        for candidate, pool, graded, vector in zip(passed, pools, grades, vectors, strict=True):
+        for candidate, positions, graded, vector in zip(
+            passed, pools, grades, vectors, strict=True
+        ):
             if graded is None:
                 continue
             result = make_item(
-                self.index, candidate, pool, graded, vector, self.seed, self.session.llm
+                self.index, candidate, positions, graded, vector, self.seed, self.session.llm
             )
             if isinstance(result, str):
                 self._reject(
