@@ -172,6 +172,12 @@ def test_text_helpers():
     assert find_quote("last boat leaves", text) == (5, 21)  # spans the newline
     assert text[slice(*find_quote("LAST BOAT", text))] == "last boat"
     assert find_quote("first boat", text) is None
+    # Retyped quotes: full-width forms, curly apostrophes; the span is the chunk's own text.
+    zh = "冲泡龙井茶宜用 80 度左右的热水（不宜用沸水）。"
+    span = find_quote("宜用 ８０ 度左右的热水(不宜用沸水)", zh)
+    assert span is not None and zh[slice(*span)] == "宜用 80 度左右的热水（不宜用沸水）"
+    en = "The library's reading room"
+    assert en[slice(*find_quote("library’s reading", en))] == "library's reading"
 
 
 def test_calculation_expressions_are_walked_never_evaluated():

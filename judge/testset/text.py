@@ -123,14 +123,25 @@ def size(text: str) -> float:
     return words
 
 
+_QUOTES = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"'})
+
+
+def _fold(char: str) -> str:
+    """One character compared loosely: NFKC (full-width forms), lower case, straight quotes;
+    the character itself when folding would change the length (spans must map back)."""
+    folded = unicodedata.normalize("NFKC", char).lower().translate(_QUOTES)
+    return folded if len(folded) == 1 else char
+
+
 def find_quote(quote: str, text: str) -> tuple[int, int] | None:
-    """(start, end) of quote in text, exact first, then ignoring case and runs of spaces."""
+    """(start, end) of quote in text: exact first, then ignoring case, runs of spaces,
+    full-width forms and curly quotes (models retype quotes so)."""
     if not quote.strip():
         return None
     at = text.find(quote)
     if at >= 0:
         return at, at + len(quote)
-    # Whitespace- and case-insensitive: map each character of a folded copy back to text.
+    # Map each character of a folded copy back to its place in text.
     folded, where = [], []
     previous_space = False
     for i, c in enumerate(text):
@@ -141,10 +152,9 @@ def find_quote(quote: str, text: str) -> tuple[int, int] | None:
             folded.append(" ")
         else:
             previous_space = False
-            low = c.lower()
-            folded.append(low if len(low) == 1 else c)  # keep one character per character
+            folded.append(_fold(c))
         where.append(i)
-    needle = _SPACE.sub(" ", quote.strip()).lower()
+    needle = "".join(_fold(c) for c in _SPACE.sub(" ", quote.strip()))
     at = "".join(folded).find(needle)
     if at < 0:
         return None
