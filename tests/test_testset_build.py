@@ -118,6 +118,11 @@ def _quote_elsewhere(data):
     return {**reply, "evidence": ["a sentence that the chunk never says"]}
 
 
+def _english_name_answer(data):
+    reply = default_reply("single_hop", data)
+    return {**reply, "answer": "Alvar Aalto" if language(data["chunk"]) == "zh" else "阿尔托"}
+
+
 def _wrong_language(data):
     reply = default_reply("single_hop", data)
     english = language(data["chunk"]) == "en"
@@ -180,6 +185,12 @@ CASES = [
     ),
     ("single_hop", when("single_hop", "", lambda d: "not json at all"), "invalid_output"),
 ]
+
+
+def test_a_short_answer_in_another_script_is_not_a_wrong_language(corpus):
+    with FakeLLMServer(chat=Script(when("single_hop", "", _english_name_answer))) as server:
+        result = run(server, corpus, 3, "single_hop=1", max_rounds=1)
+    assert len(result.items) == 3 and not result.rejected
 
 
 @pytest.mark.parametrize(("qtype", "override", "reason"), CASES, ids=[c[2] for c in CASES])

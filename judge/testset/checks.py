@@ -17,6 +17,7 @@ from judge.testset.text import find_quote, jaccard, language, normalise, overlap
 PARAPHRASE_MAX_OVERLAP = 0.5  # a paraphrased question shares at most half its terms
 TRIVIAL_OVERLAP = 0.8  # tagged lexically trivial: BM25 finds it by shared words alone
 NEAR_DUPLICATE = 0.8  # Jaccard of character trigrams
+ANSWER_LANGUAGE_LETTERS = 12  # shorter answers are names or numbers: no language to check
 _NEGATION = re.compile(
     r"\b(not|no|never|none|nor|without|except|excluding|cannot)\b|n't|不|没|无|非|除|未|禁止",
     re.IGNORECASE,
@@ -75,8 +76,12 @@ def check_draft(draft: Draft) -> Candidate:
     if not question or not answer:
         raise CheckFailed("empty", "the question or the answer is empty")
     wanted = language(chunks[0].text)
-    # Text without letters ("216") is in no language; anything else must match the source.
-    if any(language(t) != wanted for t in (question, answer) if any(c.isalpha() for c in t)):
+    # The question must be in the chunk's language. A short answer may be a bare name or
+    # number ("Alvar Aalto", "216"), which is in no language; a longer one must match too.
+    letters = sum(c.isalpha() for c in answer)
+    if language(question) != wanted or (
+        letters >= ANSWER_LANGUAGE_LETTERS and language(answer) != wanted
+    ):
         raise CheckFailed("wrong_language", f"the source chunk is {wanted}")
     calculation = None
     if qtype == "multi_hop":
