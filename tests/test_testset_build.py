@@ -55,6 +55,7 @@ def test_builds_every_type_with_checked_items_in_the_chunks_language(corpus, tmp
     chunks = corpus.by_id
     for item in result.items:
         source = chunks[item.provenance.seed_chunk_ids[0]]
+        assert source.thin is None  # thin chunks (contents.txt) never seed a question
         assert item.language == language(source.text) == language(item.question)
         assert item.id == item_id(item.question, item.reference, item.gold_chunk_ids, item.type)
         for evidence in item.evidence:

@@ -33,6 +33,7 @@ class Index:
         # An empty token list would break bm25s; "" matches nothing a query holds.
         self._bm25.index([tokens(c.text) or [""] for c in corpus.chunks], show_progress=False)
         self._vectors = None if vectors is None else _unit(np.asarray(vectors, dtype=np.float64))
+        self.position = {c.chunk_id: i for i, c in enumerate(corpus.chunks)}  # id -> position
 
     @property
     def dense(self) -> bool:

@@ -28,8 +28,7 @@ def make_item(
     gold = [c.chunk_id for c in candidate.gold]
     relevance = {chunks[p].chunk_id: g for p, g in zip(pool, grades, strict=True)}
     relevance.update(dict.fromkeys(gold, 2))
-    where = {c.chunk_id: i for i, c in enumerate(chunks)}
-    gold_positions = [where[g] for g in gold]
+    gold_positions = [index.position[g] for g in gold]
     difficulty = Difficulty(
         bm25_rank=rank_of(index.bm25(candidate.question, DIFFICULTY_DEPTH), gold_positions),
         dense_rank=rank_of(index.nearest(vector, DIFFICULTY_DEPTH), gold_positions)
