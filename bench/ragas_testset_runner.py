@@ -70,7 +70,8 @@ def main() -> None:
     else:
         rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
         docs = [Document(page_content=r["text"], metadata={"source": r["doc_id"]}) for r in rows]
-    llm, embeddings = openai_clients(base_url, "fake", base_url, "fake-embed")
+    # The fake server has a short listen backlog: retry refused connections in the client.
+    llm, embeddings = openai_clients(base_url, "fake", base_url, "fake-embed", max_retries=10)
     generator = TestsetGenerator(llm=llm, embedding_model=embeddings)
     start = time.perf_counter()
     result = {"version": ragas.__version__, "questions": 0, "error": None}

@@ -32,7 +32,7 @@ from judge.testset.sampling import allocate, parse_mix
 from judge.testset.split import DEFAULT_CHUNK_SIZE
 
 DEFAULT_POOL_DEPTH = 10  # candidates graded per question, besides the gold chunks
-MAX_ROUNDS = 3
+MAX_ROUNDS = 5  # rejected drafts are replaced up to four times
 
 
 @dataclass
@@ -154,7 +154,7 @@ def build(
             seed (default 0), embeddings (dense pooling and difficulty), cache (a Cache or
             a path), column_map and chunk_size (for a path, see `load_corpus`),
             pool_depth (candidates graded per question, default 10), budget (USD; stops
-            cleanly when reached), max_rounds (default 3), progress (called with a line
+            cleanly when reached), max_rounds (default 5), progress (called with a line
             after each round, e.g. `print`).
 
     Returns:

@@ -28,6 +28,8 @@ from judge.testset.sampling import SeedPool
 from judge.testset.text import jaccard, shingles
 
 T = TypeVar("T")
+PARTNER_DEPTH = 50  # BM25 neighbours searched for a multi-hop partner
+PARTNER_NEAR_COPY = 0.9  # trigram Jaccard above which a neighbour is a copy, not a partner
 DENSE_DUPLICATE = 0.95  # cosine of two question embeddings: the same question reworded
 
 
@@ -73,7 +75,8 @@ class Builder:
                 for chunk in self.seeds.take(qtype, missing) if missing > 0 else []:
                     chunks = self._with_partner(chunk) if qtype == "multi_hop" else (chunk,)
                     if chunks is None:
-                        self._reject(qtype, (chunk,), "no_multi_hop_partner", "no related chunk")
+                        why = f"none of the {PARTNER_DEPTH} nearest chunks by BM25 will do"
+                        self._reject(qtype, (chunk,), "no_multi_hop_partner", why)
                     else:
                         tasks.append((qtype, chunks))
             if not tasks or self.budget_reached:
@@ -89,14 +92,15 @@ class Builder:
                 )
 
     def _with_partner(self, seed: Chunk) -> tuple[Chunk, Chunk] | None:
-        """The seed and its closest other chunk by BM25 that is not a near copy of it."""
+        """The seed and its closest other chunk by BM25 that is neither thin nor a near copy
+        of it (a copy adds no second fact)."""
         own = shingles(seed.text)
-        for position in self.index.bm25(seed.text, 20):
+        for position in self.index.bm25(seed.text, PARTNER_DEPTH):
             other = self.corpus.chunks[position]
             if (
                 other.chunk_id != seed.chunk_id
                 and other.thin is None
-                and jaccard(own, shingles(other.text)) < 0.8
+                and jaccard(own, shingles(other.text)) < PARTNER_NEAR_COPY
             ):
                 return seed, other
         return None
