@@ -58,6 +58,8 @@ class Builder:
         self.budget_reached = False
         self.vectors: list[tuple[np.ndarray, str]] = []  # unit question vectors, and names
         self._order = 0
+        llm = session.llm
+        self._slots = asyncio.Semaphore(llm.max_concurrency if llm is not None else 1)
 
     async def run(
         self,
@@ -107,6 +109,16 @@ class Builder:
 
     async def _guarded(self, make: Callable[[], Awaitable[T]]) -> T:
         """Run one call unless the budget is spent."""
+        if self.budget is None:
+            return await make()
+        # The budget is read when a slot frees, not when the call is queued: a round's calls
+        # are queued at once, and only those in flight (at most the concurrency) overshoot.
+        async with self._slots:
+            self._check_budget()
+            return await make()
+
+    def _check_budget(self) -> None:
+        """Raise BudgetReached (or refuse an unpriced server) when nothing more may be spent."""
         if self.budget is not None:
             spent = self.session.usage.total()
             if spent.unpriced_requests:
@@ -118,7 +130,6 @@ class Builder:
             if spent.known_cost >= self.budget:
                 self.budget_reached = True
                 raise BudgetReached("budget reached")
-        return await make()
 
     async def _round(
         self, tasks: list[tuple[QuestionType, tuple[Chunk, ...]]]
