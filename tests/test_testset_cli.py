@@ -68,7 +68,13 @@ def test_dry_run_estimates_and_makes_no_call(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "15 requests" in printed and "prompt tokens" in printed
     assert "unknown" in printed  # openai/fake has no price
+    assert "embeddings" not in printed
     assert not (tmp_path / "set").exists()
+    with FakeLLMServer(chat=Script()) as server:
+        extra = ("-n", "5", "--dry-run", "--embedding-model", "openai/emb")
+        assert main(args(server, corpus, tmp_path / "set", *extra)) == 0
+        assert server.count() == 0
+    assert "plus embeddings (openai/emb) of the 10 chunks" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

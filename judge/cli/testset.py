@@ -211,6 +211,11 @@ def run_build(args: argparse.Namespace) -> int:
             corpus, requested, seed=args.seed, model=llm.model, pool_depth=args.pool_depth
         )
         _print_estimate(corpus, requested, guess)
+        if embeddings is not None:
+            print(
+                f"plus embeddings ({embeddings.model}) of the {len(corpus.chunks)} chunks and "
+                f"of the questions, in batches of {embeddings.batch_size}; cached, so paid once"
+            )
         return 0
     result = build(
         corpus,
