@@ -132,3 +132,19 @@ def test_mine_pools_dense_neighbours_with_an_embedding_model(tmp_path):
     judged = [sum(len(i.relevance) for i in r.items) for r in (sparse, dense)]
     # BM25 finds few candidates for short log questions; dense neighbours fill the pool.
     assert judged[1] > judged[0] and all(len(i.relevance) == 3 for i in dense.items)
+
+
+def test_a_draft_the_model_cannot_give_is_reported_not_dropped(tmp_path):
+    from judge.llm.config import LLM
+    from judge.testset.mine import mine
+
+    corpus = write_corpus(tmp_path / "docs")
+    bad = when("mine", "ferry", lambda d: "not JSON")
+    with FakeLLMServer(chat=Script(bad)) as server:
+        llm = LLM(model="openai/fake", api_base=server.base_url, api_key="x")
+        result = mine(["ferry day pass price", "library opening year"], corpus, llm=llm, n=2)
+    result.write(tmp_path / "out")
+    assert [i.question for i in result.items] == ["library opening year"]
+    (line,) = (tmp_path / "out" / "rejected.jsonl").read_text("utf-8").splitlines()
+    rejected = json.loads(line)
+    assert rejected["reason"] == "invalid_output" and rejected["question"] == "ferry day pass price"

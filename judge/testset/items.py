@@ -113,7 +113,7 @@ class TestsetItem(BaseModel):
 class Rejected(BaseModel):
     """A generated (or attempted) question that did not pass, with why."""
 
-    type: QuestionType
+    type: ItemType
     seed_chunk_ids: list[str]
     reason: str
     detail: str = ""

@@ -28,7 +28,7 @@ from judge.llm.session import LLMSession
 from judge.metrics.prompts import load_prompt
 from judge.testset.corpus import Corpus, load_corpus
 from judge.testset.index import Index, pool
-from judge.testset.items import Provenance, TestsetItem, item_id
+from judge.testset.items import Provenance, Rejected, TestsetItem, item_id
 from judge.testset.logs import Cluster, cluster, read_questions, sample
 from judge.testset.outputs import write_chunks, write_items, write_jsonl
 from judge.testset.review_calls import Grade, GradeList
@@ -54,7 +54,7 @@ class MineResult:
     """Drafted items from logs, what could not be drafted, and the counts behind them."""
 
     items: list[TestsetItem]
-    failed: list[dict[str, Any]]
+    failed: list[Rejected]
     corpus: Corpus
     counts: dict[str, Any]
     config: dict[str, Any]
@@ -65,7 +65,7 @@ class MineResult:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         write_items(self.items, {c.chunk_id: c.doc_id for c in self.corpus.chunks}, folder)
-        write_jsonl(folder / "rejected.jsonl", self.failed)
+        write_jsonl(folder / "rejected.jsonl", [r.model_dump(mode="json") for r in self.failed])
         write_chunks(self.corpus, self.items, folder)
         manifest = {
             "corpus": {"source": self.corpus.source, "sha256": self.corpus.digest},
@@ -138,23 +138,31 @@ async def amine(
         index = Index(corpus, await session.embed([c.text for c in corpus.chunks]))
         vectors = list(await session.embed([c.text for c in chosen], label="testset_embeddings"))
     pools = [pool(index, c.text, pool_depth, v) for c, v in zip(chosen, vectors, strict=True)]
-    failed: list[dict[str, Any]] = []
+    failed: list[Rejected] = []
+
+    def fail(question: str, reason: str, detail: str) -> None:
+        failed.append(
+            Rejected(
+                type="mined", seed_chunk_ids=[], reason=reason, detail=detail, question=question
+            )
+        )
 
     async def one(group: Cluster, positions: list[int]) -> TestsetItem | None:
         texts = [corpus.chunks[p].text for p in positions]
         if not texts:
-            failed.append(
-                {"question": group.text, "reason": "no_candidates", "detail": "BM25 found no chunk"}
-            )
+            fail(group.text, "no_candidates", "no chunk shares a term with the question")
             return None
         try:
             reply = await _draft(session, group.text, texts)
-        except (InvalidOutputError, LLMCallError, ContextWindowError) as exc:
-            failed.append(
-                {"question": group.text, "reason": type(exc).__name__, "detail": str(exc)}
-            )
-            return None
-        return _item(group, [corpus.chunks[p] for p in positions], reply, seed, llm)
+        except InvalidOutputError as exc:
+            fail(group.text, "invalid_output", str(exc))
+        except LLMCallError as exc:
+            fail(group.text, "llm_error", str(exc))
+        except ContextWindowError as exc:
+            fail(group.text, "too_long", str(exc))
+        else:
+            return _item(group, [corpus.chunks[p] for p in positions], reply, seed, llm)
+        return None
 
     try:
         made = await asyncio.gather(*(one(c, p) for c, p in zip(chosen, pools, strict=True)))
@@ -163,7 +171,7 @@ async def amine(
     masked = Counter(kind for c in clusters for kind in c.masked)
     return MineResult(
         items=[i for i in made if i is not None],
-        failed=sorted(failed, key=lambda f: f["question"]),
+        failed=sorted(failed, key=lambda f: f.question or ""),
         corpus=corpus,
         counts={
             "log_questions": len(questions),
