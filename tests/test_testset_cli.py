@@ -16,22 +16,14 @@ from judge.testset.generate import OUTPUTS
 from judge.testset.items import QUESTION_TYPES
 from judge.testset.review_calls import Critique, Grade
 from judge.testset.text import find_quote, language
-from tests.testset_fakes import Script, write_corpus
-
-
-def args(server, corpus, out, *extra):
-    return [
-        "testset", "build", "--corpus", str(corpus), "--out", str(out),
-        "--model", "openai/fake", "--api-base", server.base_url, "--api-key", "sk-test",
-        "--cache", str(out.parent / "cache.sqlite"), "--chunk-size", "300", *extra,
-    ]  # fmt: skip
+from tests.testset_fakes import Script, cli_args, write_corpus
 
 
 def test_cli_build_writes_the_files_judge_ir_reads(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "docs")
     out = tmp_path / "set"
     with FakeLLMServer(chat=Script()) as server:
-        assert main(args(server, corpus, out, "-n", "4", "--seed", "7")) == 0
+        assert main(cli_args(server, corpus, out, "-n", "4", "--seed", "7")) == 0
         requests = server.count()
     captured = capsys.readouterr()
     printed = captured.out
@@ -63,7 +55,7 @@ def test_cli_build_writes_the_files_judge_ir_reads(tmp_path, capsys):
 def test_dry_run_estimates_and_makes_no_call(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "docs")
     with FakeLLMServer(chat=Script()) as server:
-        assert main(args(server, corpus, tmp_path / "set", "-n", "5", "--dry-run")) == 0
+        assert main(cli_args(server, corpus, tmp_path / "set", "-n", "5", "--dry-run")) == 0
         assert server.count() == 0
     printed = capsys.readouterr().out
     assert "15 requests" in printed and "prompt tokens" in printed
@@ -72,7 +64,7 @@ def test_dry_run_estimates_and_makes_no_call(tmp_path, capsys):
     assert not (tmp_path / "set").exists()
     with FakeLLMServer(chat=Script()) as server:
         extra = ("-n", "5", "--dry-run", "--embedding-model", "openai/emb")
-        assert main(args(server, corpus, tmp_path / "set", *extra)) == 0
+        assert main(cli_args(server, corpus, tmp_path / "set", *extra)) == 0
         assert server.count() == 0
     assert "plus embeddings (openai/emb) of the 10 chunks" in capsys.readouterr().out
 
@@ -91,7 +83,7 @@ def test_dry_run_estimates_and_makes_no_call(tmp_path, capsys):
 def test_bad_requests_exit_2_before_any_call(tmp_path, capsys, extra, message):
     corpus = write_corpus(tmp_path / "docs")
     with FakeLLMServer(chat=Script()) as server:
-        assert main(args(server, corpus, tmp_path / "set", *extra)) == 2
+        assert main(cli_args(server, corpus, tmp_path / "set", *extra)) == 2
         assert server.count() == 0
     assert message in capsys.readouterr().err
 
@@ -108,7 +100,7 @@ def test_bad_corpora_exit_2_before_any_call(tmp_path, capsys, content, message):
     corpus = tmp_path / "chunks.jsonl"
     corpus.write_text(content, "utf-8")
     with FakeLLMServer(chat=Script()) as server:
-        assert main(args(server, corpus, tmp_path / "set", "-n", "1")) == 2
+        assert main(cli_args(server, corpus, tmp_path / "set", "-n", "1")) == 2
         assert server.count() == 0
     assert message in capsys.readouterr().err
 
@@ -168,7 +160,7 @@ def test_export_feeds_judge_eval_ragas_and_trec(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "docs")
     out = tmp_path / "set"
     with FakeLLMServer(chat=Script()) as server:
-        assert main(args(server, corpus, out, "-n", "6", "--seed", "1")) == 0
+        assert main(cli_args(server, corpus, out, "-n", "6", "--seed", "1")) == 0
     items = [json.loads(x) for x in (out / "testset.jsonl").read_text("utf-8").splitlines()]
     answerable = [i for i in items if i["answerable"]]
 
@@ -206,7 +198,7 @@ def test_export_feeds_judge_eval_ragas_and_trec(tmp_path, capsys):
 def test_replay_rebuilds_the_same_files_without_a_server(tmp_path):
     corpus = write_corpus(tmp_path / "docs")
     with FakeLLMServer(chat=Script()) as server:
-        first = args(server, corpus, tmp_path / "a", "-n", "5", "--cache-as", "fake")
+        first = cli_args(server, corpus, tmp_path / "a", "-n", "5", "--cache-as", "fake")
         assert main(first) == 0
     replay = [*first, "--replay"]
     replay[replay.index("--out") + 1] = str(tmp_path / "b")

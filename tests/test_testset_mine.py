@@ -12,8 +12,7 @@ from judge.cli.main import main
 from judge.testing import FakeLLMServer
 from judge.testset.logs import Cluster, cluster, mask, sample
 from judge.testset.review import export_review
-from tests.test_testset_cli import args
-from tests.testset_fakes import Script, when, write_corpus
+from tests.testset_fakes import Script, cli_args, when, write_corpus
 
 
 def test_personal_data_is_masked_and_ordinary_numbers_are_not():
@@ -65,7 +64,7 @@ def test_mine_drafts_items_and_never_sends_personal_data(tmp_path, capsys):
         "answerable": False, "answer": "The documents do not say.",
     })  # fmt: skip
     with FakeLLMServer(chat=Script(unanswerable)) as server:
-        command = args(server, corpus, out, "-n", "3")
+        command = cli_args(server, corpus, out, "-n", "3")
         command[1] = "mine"
         command[2:4] = [str(log), "--corpus", str(corpus)]
         assert main([*command, "--column", "question=query"]) == 0
@@ -100,7 +99,7 @@ def test_mine_asking_for_more_questions_than_the_log_holds_exits_2(tmp_path, cap
     log = tmp_path / "log.txt"
     log.write_text("refund policy\nRefund policy?\n", "utf-8")
     with FakeLLMServer(chat=Script()) as server:
-        command = args(server, corpus, tmp_path / "out", "-n", "2")
+        command = cli_args(server, corpus, tmp_path / "out", "-n", "2")
         command[1] = "mine"
         command[2:4] = [str(log), "--corpus", str(corpus)]
         assert main(command) == 2

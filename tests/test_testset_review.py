@@ -11,17 +11,15 @@ import pytest
 from judge.cli.main import main
 from judge.testing import FakeLLMServer
 from judge.testset.review import ReviewFileError, import_review
-from tests.test_testset_cli import args
-from tests.testset_fakes import Script, write_corpus
+from tests.testset_fakes import Script, cli_args, write_corpus
 
 
 @pytest.fixture
 def built(tmp_path):
     out = tmp_path / "set"
+    corpus = write_corpus(tmp_path / "docs")
     with FakeLLMServer(chat=Script()) as server:
-        assert (
-            main(args(server, write_corpus(tmp_path / "docs"), out, "-n", "5", "--seed", "4")) == 0
-        )
+        assert main(cli_args(server, corpus, out, "-n", "5", "--seed", "4")) == 0
     return out
 
 

@@ -219,3 +219,12 @@ def when(kind: str, contains: str, reply: Callable[[dict[str, Any]], Any]) -> Ov
         return None
 
     return override
+
+
+def cli_args(server, corpus, out, *extra):
+    """`judge testset build` arguments for the fake server, with a cache beside `out`."""
+    return [
+        "testset", "build", "--corpus", str(corpus), "--out", str(out),
+        "--model", "openai/fake", "--api-base", server.base_url, "--api-key", "sk-test",
+        "--cache", str(out.parent / "cache.sqlite"), "--chunk-size", "300", *extra,
+    ]  # fmt: skip
