@@ -4,6 +4,7 @@ the mix, seed sampling, the BM25 index, quotes, and the arithmetic of calculatio
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 
 import pytest
@@ -198,3 +199,14 @@ def test_calculation_expressions_are_walked_never_evaluated():
     assert matches(1234.5, "1,234.5 dollars") and not matches(20.0, "about 25%")
     with pytest.raises(JudgeError):
         evaluate("x" * 600, {})
+
+
+def test_without_the_splitter_documents_are_a_clear_error_and_chunks_still_load(
+    docs, tmp_path, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "semantic_text_splitter", None)  # as if not installed
+    with pytest.raises(JudgeError, match=r"pip install 'judge\[testset\]'"):
+        load_corpus(docs)
+    path = tmp_path / "chunks.jsonl"
+    path.write_text(json.dumps({"chunk_id": "c1", "doc_id": "d", "text": "Alpha " * 30}) + "\n")
+    assert [c.chunk_id for c in load_corpus(path).chunks] == ["c1"]
