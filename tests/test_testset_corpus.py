@@ -210,3 +210,17 @@ def test_without_the_splitter_documents_are_a_clear_error_and_chunks_still_load(
     path = tmp_path / "chunks.jsonl"
     path.write_text(json.dumps({"chunk_id": "c1", "doc_id": "d", "text": "Alpha " * 30}) + "\n")
     assert [c.chunk_id for c in load_corpus(path).chunks] == ["c1"]
+
+
+def test_parquet_files_and_saved_datasets_of_chunks(tmp_path):
+    import datasets
+
+    rows = [
+        {"chunk_id": f"c{i}", "doc_id": "d", "text": f"Text number {i} " * 10} for i in range(3)
+    ]
+    dataset = datasets.Dataset.from_list(rows)
+    dataset.to_parquet(str(tmp_path / "chunks.parquet"))
+    dataset.save_to_disk(str(tmp_path / "saved"))
+    for source in (tmp_path / "chunks.parquet", tmp_path / "saved"):
+        corpus = load_corpus(source)
+        assert [c.chunk_id for c in corpus.chunks] == ["c0", "c1", "c2"] and not corpus.split
