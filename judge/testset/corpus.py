@@ -164,7 +164,7 @@ def _from_records(
         rows.append(
             (
                 None if ident is None else str(ident),
-                f"row{number}" if doc is None else str(doc),
+                f"row{number}" if doc is None or not str(doc).strip() else str(doc),
                 text,
             )
         )
