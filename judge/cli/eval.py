@@ -82,6 +82,27 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
 
 def model_options(p: argparse.ArgumentParser) -> None:
     """The judge model, server, cache, request and column options of every judging command."""
+    llm_options(p)
+    column_option(p)
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (default: a live bar on a terminal, else a status line "
+        "every --progress-interval seconds)",
+    )
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help=f"seconds between status lines when stderr is not a terminal, as in CI "
+        f"(default {DEFAULT_INTERVAL:g})",
+    )
+    module_option(p)
+
+
+def llm_options(p: argparse.ArgumentParser) -> None:
+    """The model, server, cache (--replay) and request options of every LLM command."""
     p.add_argument("--model", help="judge model, any litellm name (e.g. openai/gpt-4o-mini)")
     p.add_argument("--api-base", help="server URL, e.g. http://localhost:8000/v1 for vLLM")
     p.add_argument("--api-key", help="API key (default: the provider's environment variable)")
@@ -116,6 +137,10 @@ def model_options(p: argparse.ArgumentParser) -> None:
         default=6,
         help="retries of a rate-limited, failed or timed-out request (default 6)",
     )
+
+
+def column_option(p: argparse.ArgumentParser) -> None:
+    """Add --column FIELD=COLUMN, the mapping of input columns to judge's fields."""
     p.add_argument(
         "--column",
         action="append",
@@ -123,21 +148,6 @@ def model_options(p: argparse.ArgumentParser) -> None:
         metavar="FIELD=COLUMN",
         help="map a column, e.g. --column question=query (repeatable)",
     )
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress on stderr (default: a live bar on a terminal, else a status line "
-        "every --progress-interval seconds)",
-    )
-    p.add_argument(
-        "--progress-interval",
-        type=float,
-        default=DEFAULT_INTERVAL,
-        metavar="SECONDS",
-        help=f"seconds between status lines when stderr is not a terminal, as in CI "
-        f"(default {DEFAULT_INTERVAL:g})",
-    )
-    module_option(p)
 
 
 def module_option(p: argparse.ArgumentParser) -> None:
@@ -238,12 +248,17 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
     return llm, embeddings, cache
 
 
+def column_map(args: argparse.Namespace) -> dict[str, str] | None:
+    """The --column FIELD=COLUMN pairs as a mapping, or None when none was given."""
+    return _pairs(args.column, "--column") or None
+
+
 def data_options(args: argparse.Namespace) -> dict[str, Any]:
     """column_map, progress and custom metrics (modules, plugins) for `judge.evaluate`."""
     from judge.metrics.plugins import extra_metrics
 
     return {
-        "column_map": _pairs(args.column, "--column") or None,
+        "column_map": column_map(args),
         "progress": not args.no_progress,
         "progress_interval": args.progress_interval,
         "custom": {n: x.metric for n, x in extra_metrics(args.metrics_module).items()},

@@ -19,9 +19,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"judge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Each command module is imported here, not at the top: `judge ir` stays light.
-    from judge.cli import agreement, cache, compare, demo, eval, ir, merge, metrics, probe
+    from judge.cli import (
+        agreement,
+        cache,
+        compare,
+        demo,
+        eval,
+        ir,
+        merge,
+        metrics,
+        probe,
+        testset,
+    )
 
-    for command in (ir, eval, merge, demo, compare, agreement, probe, metrics, cache):
+    for command in (ir, eval, merge, demo, compare, agreement, probe, metrics, cache, testset):
         command.add_parser(sub)
     return parser
 
