@@ -59,29 +59,27 @@ def score_queries(
         raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
     measures = parse_measures(list(metrics) if not isinstance(metrics, str) else metrics)
     if isinstance(qrels, Mapping) and isinstance(run, Mapping):
-        # trec_eval orders queries by strcmp; Python's str order is the same code point order.
-        qids = sorted(qrels)
-        if not qids:
-            raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
-        ranked = rank_judged(qrels, run, qids)
-        unjudged = tuple(sorted(run.keys() - qrels.keys()))
+        ranked, unjudged = rank_judged(qrels, run)
     elif isinstance(qrels, (Mapping, str, os.PathLike)) and isinstance(
         run, (Mapping, str, os.PathLike)
     ):
         ranked, unjudged = rank_sources(qrels, run)
-        qids = ranked.qids
-        if not qids:
-            raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
     else:
         raise InputFormatError(
             "qrels and run must be dicts: {query_id: {doc_id: grade}} and "
             "{query_id: {doc_id: score}}, or paths of TREC qrels and run files"
         )
+    if not ranked.qids:
+        raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
     table = MetricTable(ranked, relevance_level)
+    values = {m.name: table.values(m) for m in measures}
+    # trec_eval orders queries by strcmp; Python's str order is the same code point order.
+    order = np.array(sorted(range(len(ranked.qids)), key=ranked.qids.__getitem__), dtype=np.int64)
+    missing = np.flatnonzero(ranked.run_length == 0).tolist()
     return QueryScores(
-        qids=qids,
-        values={m.name: table.values(m) for m in measures},
-        missing_queries=tuple(qids[i] for i in np.flatnonzero(ranked.run_length == 0).tolist()),
+        qids=list(map(ranked.qids.__getitem__, order.tolist())),
+        values={name: array[order] for name, array in values.items()},
+        missing_queries=tuple(sorted(ranked.qids[i] for i in missing)),
         unjudged_queries=unjudged,
     )
 
