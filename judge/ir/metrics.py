@@ -91,20 +91,37 @@ class MetricTable:
     def _ideal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Judged positive grades per query in ideal order: (query, position, grade)."""
         if self._ideal_order is None:
-            positive = self.r.grades > 0
-            query, grades = self.r.judged_query[positive], self.r.grades[positive]
-            top = int(grades.max(initial=0))
-            if (top + 1) * max(self.nq, 1) < 2**62:
-                # Judged docs come grouped by query, so sorting one integer key per doc
-                # orders grades within each query and leaves `query` as it is.
-                base = query * (top + 1)
-                key = np.sort(base + (top - grades.astype(np.int64)))
-                grades = (top - (key - base)).astype(np.float64)
-            else:
-                order = np.lexsort((-grades, query))
-                query, grades = query[order], grades[order]
+            query, grades = self._ideal_by_counts() or self._ideal_by_sorting()
             self._ideal_order = (query, _position_in_group(query), grades)
         return self._ideal_order
+
+    def _ideal_by_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Count each query's docs per grade, then lay grades out from the highest: no sort.
+
+        None when the grades span too wide a range for a table of counts.
+        """
+        grades, nq = self.r.grades, self.nq
+        top = int(grades.max(initial=0))
+        if (top + 1) * nq > 4 * grades.size + 1024:
+            return None
+        levels = np.maximum(grades, 0).astype(np.int64)  # -1 and 0 gain nothing alike
+        table = np.bincount(self.r.judged_query * (top + 1) + levels, minlength=nq * (top + 1))
+        counts = table.reshape(nq, top + 1)[:, :0:-1]  # grades top, top - 1, ..., 1
+        ideal = np.repeat(np.tile(np.arange(top, 0, -1, dtype=np.float64), nq), counts.ravel())
+        return np.repeat(np.arange(nq), counts.sum(axis=1)), ideal
+
+    def _ideal_by_sorting(self) -> tuple[np.ndarray, np.ndarray]:
+        positive = self.r.grades > 0
+        query, grades = self.r.judged_query[positive], self.r.grades[positive]
+        top = int(grades.max(initial=0))
+        if (top + 1) * max(self.nq, 1) < 2**62:
+            # Judged docs come grouped by query, so sorting one integer key per doc
+            # orders grades within each query and leaves `query` as it is.
+            base = query * (top + 1)
+            key = np.sort(base + (top - grades.astype(np.int64)))
+            return query, (top - (key - base)).astype(np.float64)
+        order = np.lexsort((-grades, query))
+        return query[order], grades[order]
 
     def _ndcg(self, k: int | None, exponential: bool) -> np.ndarray:
         r = self.r

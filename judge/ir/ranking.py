@@ -102,6 +102,7 @@ class _DictDocIds:
         judged_length: np.ndarray,
     ):
         self.runs, self.judged_docs, self.judged_length = runs, judged, judged_length
+        self.judged_start: np.ndarray | None = None  # computed on the first tie
 
     def tied(self, query: int, scores: set[float]) -> dict[float, list[str]]:
         groups: dict[float, list[str]] = {}
@@ -113,9 +114,10 @@ class _DictDocIds:
         return groups
 
     def judged(self, index: int) -> str:
-        judged_start = _starts(self.judged_length)
-        query = int(np.searchsorted(judged_start, index, side="right")) - 1
-        return list(self.judged_docs[query])[index - int(judged_start[query])]
+        if self.judged_start is None:
+            self.judged_start = _starts(self.judged_length)
+        query = int(np.searchsorted(self.judged_start, index, side="right")) - 1
+        return list(self.judged_docs[query])[index - int(self.judged_start[query])]
 
 
 def check_scores(
@@ -132,9 +134,8 @@ def check_scores(
     nan = np.isnan(scores)
     if not_scores is not None:
         nan[not_scores] = False
-    bad = np.flatnonzero(nan)
-    if bad.size:
-        query = _query_of(int(bad[0]), lengths, qids)
+    if nan.any():
+        query = _query_of(int(np.argmax(nan)), lengths, qids)
         raise InputFormatError(f"run score is NaN for query {query!r}; scores must be numbers")
 
 
