@@ -41,7 +41,10 @@ def count_above(
     rank = np.ones(n, dtype=np.int64)
     lengths = run_length[pair_query]
     tasks = []
-    distinct = np.unique(lengths).tolist()
+    if n and lengths.min() == lengths.max():  # (the usual case: np.unique is slower)
+        distinct = [int(lengths[0])]
+    else:
+        distinct = np.unique(lengths).tolist()
     for length in distinct:
         members = np.arange(n) if len(distinct) == 1 else np.flatnonzero(lengths == length)
         tasks += _blocks(members, pair_query[members], length)

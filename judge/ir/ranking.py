@@ -159,7 +159,10 @@ def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...
     """
     qids = list(qrels)
     nq = len(qids)
-    runs = list(map(run.get, qids, repeat(_EMPTY)))
+    if len(run) == nq and list(run) == qids:  # the same queries in the same order: no look-ups
+        runs = list(run.values())
+    else:
+        runs = list(map(run.get, qids, repeat(_EMPTY)))
     judged = list(qrels.values())
     run_length = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
     judged_length = np.fromiter(map(len, judged), dtype=np.int64, count=nq)
