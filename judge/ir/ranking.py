@@ -4,8 +4,8 @@ Every metric judge computes depends only on the ranks of the judged documents wi
 positive grade, so those are all that is ranked: the rank of a document is one plus the
 number of documents of its query with a higher score, plus, for ties, the number of tied
 documents with a greater doc id (trec_eval breaks ties by doc id, descending). The counts
-are vectorised comparisons against each query's score row; only queries with exact ties
-fall back to Python, and only for the tied scores.
+are binary searches in each query's sorted scores, vectorised (`judge.ir.rank_counts`);
+only queries with exact ties fall back to Python, and only for the tied scores.
 """
 
 from __future__ import annotations
