@@ -88,6 +88,16 @@ def test_evaluate_rejects_bad_values():
         evaluate({"q": {"a": 1}}, {"q": {"a": "high"}}, ["map"])
     with pytest.raises(InputFormatError, match="must be dicts"):
         evaluate([("q", "a", 1)], {}, ["map"])
+
+
+def test_evaluate_names_the_query_of_a_nan_score_not_a_missing_judged_doc():
+    # Judged docs the run did not retrieve are NaN internally too; only the run's NaN counts.
+    qrels = {"a": {"x": 1, "y": 1}, "b": {"z": 1, "v": 0}}
+    run = {"a": {"x": 1.0}, "b": {"z": 0.5, "w": float("nan")}}
+    with pytest.raises(InputFormatError, match="NaN for query 'b'"):
+        evaluate(qrels, run, ["map"])
+    del run["b"]["w"]
+    assert evaluate(qrels, run, ["map"])["map"] == pytest.approx((0.5 + 1.0) / 2)
     with pytest.raises(InputFormatError, match="no queries"):
         evaluate({}, {"q": {"a": 1.0}}, ["map"])
     with pytest.raises(JudgeError, match="relevance_level must be an integer"):

@@ -40,6 +40,8 @@ def rank_sources(
 ) -> tuple[RankedJudgments, tuple[str, ...]]:
     """Ranked judgments over every judged query, and the run's unjudged queries (sorted).
 
+    The queries of the ranked judgments are sorted, or in the order of the qrels dict.
+
     Args:
         qrels: a qrels dict or the path of a qrels file.
         run: a run dict or the path of a run file.
@@ -52,8 +54,7 @@ def rank_sources(
             return ranked
     qrels_dict = qrels if isinstance(qrels, Mapping) else read_qrels_by_line(qrels)
     run_dict = run if isinstance(run, Mapping) else read_run_by_line(run)
-    unjudged = tuple(sorted(run_dict.keys() - qrels_dict.keys()))
-    return rank_judged(qrels_dict, run_dict, sorted(qrels_dict)), unjudged
+    return rank_judged(qrels_dict, run_dict)
 
 
 def _columns(source: Mapping[str, Any] | PathLike, kind: Kind) -> TrecColumns | None:

@@ -55,33 +55,45 @@ def score_queries(
         metrics: metric names, as for `evaluate`.
         relevance_level: smallest grade that counts as relevant.
     """
+    return _score(qrels, run, metrics, relevance_level, in_order=True)
+
+
+def _score(
+    qrels: Qrels | PathLike,
+    run: Run | PathLike,
+    metrics: str | Sequence[str],
+    relevance_level: int,
+    in_order: bool,
+) -> QueryScores:
+    """score_queries; `in_order=False` leaves queries in the order ranked (for means)."""
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, int):
         raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
     measures = parse_measures(list(metrics) if not isinstance(metrics, str) else metrics)
     if isinstance(qrels, Mapping) and isinstance(run, Mapping):
-        # trec_eval orders queries by strcmp; Python's str order is the same code point order.
-        qids = sorted(qrels)
-        if not qids:
-            raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
-        ranked = rank_judged(qrels, run, qids)
-        unjudged = tuple(sorted(run.keys() - qrels.keys()))
+        ranked, unjudged = rank_judged(qrels, run)
     elif isinstance(qrels, (Mapping, str, os.PathLike)) and isinstance(
         run, (Mapping, str, os.PathLike)
     ):
         ranked, unjudged = rank_sources(qrels, run)
-        qids = ranked.qids
-        if not qids:
-            raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
     else:
         raise InputFormatError(
             "qrels and run must be dicts: {query_id: {doc_id: grade}} and "
             "{query_id: {doc_id: score}}, or paths of TREC qrels and run files"
         )
+    if not ranked.qids:
+        raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
     table = MetricTable(ranked, relevance_level)
+    values = {m.name: table.values(m) for m in measures}
+    missing = tuple(sorted(ranked.qids[i] for i in np.flatnonzero(ranked.run_length == 0)))
+    if not in_order:
+        return QueryScores(ranked.qids, values, missing, unjudged)
+    # trec_eval orders queries by strcmp; Python's str order is the same code point order.
+    order = sorted(range(len(ranked.qids)), key=ranked.qids.__getitem__)
+    index = np.array(order, dtype=np.int64)
     return QueryScores(
-        qids=qids,
-        values={m.name: table.values(m) for m in measures},
-        missing_queries=tuple(qids[i] for i in np.flatnonzero(ranked.run_length == 0).tolist()),
+        qids=list(map(ranked.qids.__getitem__, order)),
+        values={name: array[index] for name, array in values.items()},
+        missing_queries=missing,
         unjudged_queries=unjudged,
     )
 
@@ -113,7 +125,8 @@ def evaluate(
         the run scores 0 and counts; run queries without judgments are ignored. Both are
         listed on the result and reported with a `CoverageWarning`.
     """
-    scores = score_queries(qrels, run, metrics, relevance_level=relevance_level)
+    # Means do not depend on the order of queries (fsum is correctly rounded): no sort.
+    scores = _score(qrels, run, metrics, relevance_level, in_order=per_query)
     return _result(scores, per_query, stacklevel=4)
 
 

@@ -4,24 +4,23 @@ Every metric judge computes depends only on the ranks of the judged documents wi
 positive grade, so those are all that is ranked: the rank of a document is one plus the
 number of documents of its query with a higher score, plus, for ties, the number of tied
 documents with a greater doc id (trec_eval breaks ties by doc id, descending). The counts
-are vectorised comparisons against each query's score row; only queries with exact ties
-fall back to Python, and only for the tied scores.
+are binary searches in each query's sorted scores, vectorised (`judge.ir.rank_counts`);
+only queries with exact ties fall back to Python, and only for the tied scores.
 """
 
 from __future__ import annotations
 
-import os
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import methodcaller
+from operator import attrgetter, methodcaller
 from typing import Protocol
 
 import numpy as np
 
 from judge.errors import InputFormatError
+from judge.ir.rank_counts import count_above
 
 Qrels = Mapping[str, Mapping[str, int]]
 Run = Mapping[str, Mapping[str, float]]
@@ -29,8 +28,8 @@ Run = Mapping[str, Mapping[str, float]]
 _NAN = float("nan")
 _EMPTY: dict[str, float] = {}
 _VALUES = methodcaller("values")  # works on any Mapping, and runs in C
-# Elements compared per block: bounds the temporary memory to a few tens of MB.
-_BLOCK_ELEMENTS = 1 << 21
+_GET = attrgetter("get")
+_NAN_DEFAULT = repeat(_NAN)  # endless and stateless: one serves every query
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,6 @@ class RankedJudgments:
     pair_rank: np.ndarray  # its 1-based rank, pairs sorted by (query, rank)
     pair_grade: np.ndarray  # its grade
     run_length: np.ndarray  # number of retrieved docs per query
-
-
-def _scores_of_judged(run_q: Mapping[str, float], judged_q: Mapping[str, int]) -> Iterator[float]:
-    """Scores of a query's judged docs in the run, NaN for those not retrieved."""
-    return map(run_q.get, judged_q, repeat(_NAN))
 
 
 def as_float_array(values: Iterator[object], count: int) -> np.ndarray:
@@ -101,9 +95,14 @@ def _starts(lengths: np.ndarray) -> np.ndarray:
 
 
 class _DictDocIds:
-    def __init__(self, runs: list[Mapping[str, float]], judged: list[Mapping[str, int]]):
-        self.runs, self.judged_docs = runs, judged
-        self.judged_start = _starts(np.fromiter(map(len, judged), np.int64, len(judged)))
+    def __init__(
+        self,
+        runs: list[Mapping[str, float]],
+        judged: list[Mapping[str, int]],
+        judged_length: np.ndarray,
+    ):
+        self.runs, self.judged_docs, self.judged_length = runs, judged, judged_length
+        self.judged_start: np.ndarray | None = None  # computed on the first tie
 
     def tied(self, query: int, scores: set[float]) -> dict[float, list[str]]:
         groups: dict[float, list[str]] = {}
@@ -115,15 +114,28 @@ class _DictDocIds:
         return groups
 
     def judged(self, index: int) -> str:
+        if self.judged_start is None:
+            self.judged_start = _starts(self.judged_length)
         query = int(np.searchsorted(self.judged_start, index, side="right")) - 1
         return list(self.judged_docs[query])[index - int(self.judged_start[query])]
 
 
-def check_scores(scores: np.ndarray, lengths: np.ndarray, qids: list[str]) -> None:
-    """Refuse NaN run scores: trec_eval's ranking is undefined for them."""
-    bad = np.flatnonzero(np.isnan(scores))
-    if bad.size:
-        query = _query_of(int(bad[0]), lengths, qids)
+def check_scores(
+    scores: np.ndarray, lengths: np.ndarray, qids: list[str], not_scores: np.ndarray | None = None
+) -> None:
+    """Refuse NaN run scores: trec_eval's ranking is undefined for them.
+
+    Args:
+        scores: the scores of each query in turn, `lengths` of them per query.
+        lengths: how many values each query has in `scores`.
+        qids: the query ids, for the error message.
+        not_scores: positions in `scores` that hold something else (NaN allowed).
+    """
+    nan = np.isnan(scores)
+    if not_scores is not None:
+        nan[not_scores] = False
+    if nan.any():
+        query = _query_of(int(np.argmax(nan)), lengths, qids)
         raise InputFormatError(f"run score is NaN for query {query!r}; scores must be numbers")
 
 
@@ -138,31 +150,53 @@ def check_grades(grades: np.ndarray, lengths: np.ndarray, qids: list[str]) -> No
         )
 
 
-def rank_judged(qrels: Qrels, run: Run, qids: list[str]) -> RankedJudgments:
-    """Rank the positively graded judged docs of the queries `qids` in `run`."""
+def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...]]:
+    """Rank the positively graded judged docs of every judged query in `run`.
+
+    Returns the ranked judgments, with the queries in the order of `qrels` (walking both
+    dicts in the order they were built reads memory in order), and the run's unjudged
+    queries, sorted.
+    """
+    qids = list(qrels)
     nq = len(qids)
-    runs = list(map(run.get, qids, repeat(_EMPTY)))
-    judged = [qrels[q] for q in qids]
+    if len(run) == nq and list(run) == qids:  # the same queries in the same order: no look-ups
+        runs = list(run.values())
+    else:
+        runs = list(map(run.get, qids, repeat(_EMPTY)))
+    judged = list(qrels.values())
     run_length = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
     judged_length = np.fromiter(map(len, judged), dtype=np.int64, count=nq)
     n_run, n_judged = int(run_length.sum()), int(judged_length.sum())
-    # The dict look-ups and float conversions here are most of the time on large inputs.
-    scores = as_float_array(chain.from_iterable(map(_VALUES, runs)), n_run)
+    # Every run query is judged if the run has no more queries than judged ones it retrieved
+    # for (the quick test; a judged query with an empty ranking takes the set difference).
+    if len(run) <= int(np.count_nonzero(run_length)):
+        unjudged: tuple[str, ...] = ()
+    else:
+        unjudged = tuple(sorted(run.keys() - qrels.keys()))
+    # Walking the dicts and converting their values is most of the time on large inputs.
     grades = as_float_array(chain.from_iterable(map(_VALUES, judged)), n_judged)
-    found = as_float_array(chain.from_iterable(map(_scores_of_judged, runs, judged)), n_judged)
-    check_scores(scores, run_length, qids)
+    # Per query, its scores then the scores of its judged docs (NaN if not retrieved), all
+    # in C: a run's dict is looked up just after its values were read, while in the cache.
+    lookups = map(map, map(_GET, runs), judged, repeat(_NAN_DEFAULT))
+    per_query = chain.from_iterable(zip(map(_VALUES, runs), lookups, strict=True))
+    scores = as_float_array(chain.from_iterable(per_query), n_run + n_judged)
+    run_start = _starts(run_length + judged_length)
+    found_at = np.arange(n_judged) + np.repeat(np.cumsum(run_length), judged_length)
+    found = scores[found_at]
+    # (The judged scores stay between the queries' rows: ranking reads only the rows.)
+    check_scores(scores, run_length + judged_length, qids, not_scores=found_at)
     check_grades(grades, judged_length, qids)
     arrays = RunArrays(
         qids=qids,
         scores=scores,
-        run_start=_starts(run_length),
+        run_start=run_start,
         run_length=run_length,
         judged_query=np.repeat(np.arange(nq), judged_length),
         grades=grades,
         found=found,
-        doc_ids=_DictDocIds(runs, judged),
+        doc_ids=_DictDocIds(runs, judged, judged_length),
     )
-    return rank_arrays(arrays)
+    return rank_arrays(arrays), unjudged
 
 
 def rank_arrays(a: RunArrays) -> RankedJudgments:
@@ -171,7 +205,7 @@ def rank_arrays(a: RunArrays) -> RankedJudgments:
     pair_index = np.flatnonzero(positive)
     pair_query = a.judged_query[pair_index]
     pair_score = a.found[pair_index]
-    rank, tied = _count_above(a.scores, a.run_start, a.run_length, pair_query, pair_score)
+    rank, tied = count_above(a.scores, a.run_start, a.run_length, pair_query, pair_score)
     if tied.size:
         _break_ties(rank, tied, a.doc_ids, pair_query, pair_index, pair_score)
 
@@ -186,49 +220,6 @@ def rank_arrays(a: RunArrays) -> RankedJudgments:
         pair_grade=a.grades[pair_index][order],
         run_length=a.run_length,
     )
-
-
-def _count_above(
-    scores: np.ndarray,
-    starts: np.ndarray,
-    run_length: np.ndarray,
-    pair_query: np.ndarray,
-    pair_score: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rank ignoring ties (1 + docs scored higher), and the pairs whose score is tied."""
-    n = pair_query.size
-    rank = np.ones(n, dtype=np.int64)
-    lengths = run_length[pair_query]
-    pair_start = starts[pair_query]
-
-    def count(chunk: np.ndarray, length: int, matrix: np.ndarray | None) -> np.ndarray:
-        if matrix is not None:  # the queries' scores are whole rows of a matrix
-            block = matrix[pair_start[chunk] // length]
-        else:
-            block = scores[pair_start[chunk][:, None] + np.arange(length)]
-        s = pair_score[chunk][:, None]
-        # Summing bytes is faster than count_nonzero along an axis.
-        total = np.uint16 if length < 2**16 else np.int64
-        rank[chunk] += (block > s).view(np.uint8).sum(axis=1, dtype=total)
-        tied: np.ndarray = chunk[(block == s).view(np.uint8).sum(axis=1, dtype=total) > 1]
-        return tied
-
-    tasks = []
-    distinct = np.unique(lengths).tolist()
-    for length in distinct:
-        members = np.arange(n) if len(distinct) == 1 else np.flatnonzero(lengths == length)
-        # Every query retrieved `length` docs, laid out back to back: index rows, not elements.
-        rows = scores.size % length == 0 and not np.any(pair_start[members] % length)
-        matrix = scores.reshape(-1, length) if rows else None
-        step = max(1, _BLOCK_ELEMENTS // length)
-        tasks += [(members[lo : lo + step], length, matrix) for lo in range(0, members.size, step)]
-    if len(tasks) > 1:
-        # numpy releases the GIL in the comparisons, so blocks run in parallel on threads.
-        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-            tied = list(pool.map(lambda task: count(*task), tasks))
-    else:
-        tied = [count(*task) for task in tasks]
-    return rank, (np.concatenate(tied) if tied else np.empty(0, dtype=np.int64))
 
 
 def _break_ties(
