@@ -29,13 +29,31 @@ def bootstrap_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]
 
     Seeded, so the same values give the same interval byte for byte; NaN for no values.
     """
-    n = values.size
-    if n == 0:
-        return (math.nan, math.nan)
-    means = np.concatenate([values[draws].mean(axis=1) for draws in _resamples(n)])
+    return bootstrap_cis([values], level)[0]
+
+
+def bootstrap_cis(columns: Sequence[np.ndarray], level: float = 0.95) -> list[tuple[float, float]]:
+    """`bootstrap_ci` of each column, each interval exactly as `bootstrap_ci` gives it alone.
+
+    Columns of one length share one set of draws (every bootstrap of n rows draws the same
+    indices), so k metrics of a run cost one generation of the 10,000 x n indices, not k:
+    at 100,000 rows drawing them takes as long as averaging the resamples of two metrics.
+    """
+    out: list[tuple[float, float]] = [(math.nan, math.nan)] * len(columns)
+    by_size: dict[int, list[int]] = {}
+    for i, values in enumerate(columns):
+        if values.size:
+            by_size.setdefault(values.size, []).append(i)
     tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return (float(low), float(high))
+    for n, members in by_size.items():
+        means: list[list[np.ndarray]] = [[] for _ in members]
+        for draws in _resamples(n):
+            for slot, i in zip(means, members, strict=True):
+                slot.append(columns[i][draws].mean(axis=1))
+        for slot, i in zip(means, members, strict=True):
+            low, high = np.quantile(np.concatenate(slot), [tail, 1 - tail])
+            out[i] = (float(low), float(high))
+    return out
 
 
 def bootstrap_ci_of(
