@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from judge.json_values import nan_to_null
+from judge.llm.transport import Fields
 from judge.run.checkpoint import Checkpoint
 from judge.run.evaluate import evaluate
 from judge.run.results import EvaluationResult, ResultRow, RowTally
@@ -112,3 +113,18 @@ def test_nan_to_null_reaches_subclasses_and_tuples():
         "f": None,
     }
     assert nan_to_null(np.float64(0.25)) == 0.25
+
+
+def test_a_reply_of_the_openai_route_reads_as_the_sdk_models_did():
+    reply = Fields(
+        {
+            "model": "m-1",
+            "choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+        }
+    )
+    assert reply.choices[0].message.content == "{}" and reply.choices[0].finish_reason == "stop"
+    assert reply.usage.prompt_tokens == 3 and reply.model == "m-1"
+    assert getattr(reply, "system_fingerprint", None) is None
+    with pytest.raises(AttributeError):
+        _ = reply.choices[0].logprobs
