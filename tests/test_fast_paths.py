@@ -16,7 +16,7 @@ from judge.llm.transport import Fields
 from judge.run.checkpoint import Checkpoint
 from judge.run.evaluate import evaluate
 from judge.run.results import EvaluationResult, ResultRow, RowTally
-from judge.stats import bootstrap_ci, bootstrap_cis
+from judge.stats import TIED_FROM, bootstrap_ci, bootstrap_ci_of, bootstrap_cis
 from tests.test_batch import GOOD, models  # noqa: F401  (a pytest fixture)
 
 METRICS = ["faithfulness", "context_recall"]
@@ -29,6 +29,33 @@ def test_bootstrap_of_several_columns_equals_each_alone():
     assert together[:3] + together[4:] == [bootstrap_ci(c) for c in columns[:3] + columns[4:]]
     assert all(math.isnan(v) for v in together[3])
     assert together[0] != together[1]  # each column its own interval, not the first one's
+
+
+def index_draw_interval(values: np.ndarray) -> tuple[float, float]:
+    """The interval of resampled row indices (bootstrap_ci_of always draws those)."""
+    low, high, _ = bootstrap_ci_of(lambda w: (w @ values / values.size)[:, None], values.size)
+    return (float(low[0]), float(high[0]))
+
+
+def test_a_large_column_of_few_values_resamples_their_counts_to_the_same_interval():
+    rng = np.random.default_rng(11)
+    tied = rng.integers(0, 7, TIED_FROM) / 6  # scores such as 2/6: seven distinct values
+    [(low, high)] = bootstrap_cis([tied])
+    assert (low, high) == bootstrap_ci(tied) and low < tied.mean() < high
+    by_index = index_draw_interval(tied)
+    assert (low, high) != by_index  # another random stream ...
+    width = by_index[1] - by_index[0]
+    assert abs(low - by_index[0]) < 0.05 * width and abs(high - by_index[1]) < 0.05 * width
+
+
+def test_small_or_continuous_columns_draw_row_indices_as_before():
+    rng = np.random.default_rng(12)
+    small = rng.integers(0, 3, 500) / 2  # few values, but below TIED_FROM
+    continuous = rng.random(TIED_FROM)
+    columns = [small, continuous]
+    for values, interval in zip(columns, bootstrap_cis(columns), strict=True):
+        # The same draws; only the order of the sums differs (a mean against weights).
+        assert interval == pytest.approx(index_draw_interval(values), rel=1e-12, abs=0)
 
 
 def rows_of_every_kind() -> list[ResultRow]:
