@@ -10,9 +10,13 @@ from typing import Any
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 kept: the same value always gives the same text."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
+
+
+# What json.dumps(value, sort_keys=True, ...) builds on every call, made once.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def sha256_hex(text: str) -> str:
@@ -25,6 +29,17 @@ def nan_to_null(value: Any) -> Any:
 
     Undefined scores are NaN in Python objects and pandas, and null in JSON files.
     """
+    # Exact types first (a row's evidence holds hundreds of leaves); subclasses (numpy
+    # floats, OrderedDict, named tuples) take the isinstance route below.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return None if value != value else value
+    if kind is dict:
+        return {k: nan_to_null(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [nan_to_null(v) for v in value]
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):

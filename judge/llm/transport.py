@@ -13,7 +13,7 @@ import functools
 import os
 from typing import Any
 
-from judge.errors import LLMConfigError
+from judge.errors import LLMConfigError, LLMRequestError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.pricing import openai_cost
 from judge.llm.retry import Endpoint
@@ -86,7 +86,17 @@ class Transport:
         if openai_compatible(llm.model):
             name = llm.model[len(_OPENAI) :]
             client = self._client(llm.api_base, llm.api_key, llm.timeout)
-            response = await client.chat.completions.create(model=name, **params)
+            # The SDK's generic POST (its documented way to any endpoint), not
+            # chat.completions.create: that walks every message and the schema against its
+            # typed parameters and builds a typed model of the reply, most of the client's
+            # CPU per request at zero latency, for the same JSON in and out. Errors, auth
+            # and timeouts are the SDK's as before.
+            data = await client.post(
+                "/chat/completions", body={"model": name, **params}, cast_to=object
+            )
+            if not isinstance(data, dict):  # a 200 whose body is not a JSON object
+                raise LLMRequestError(f"the server's reply is not a JSON object: {data!r:.200}")
+            response = Fields(data)
             return response, _openai_price(llm.api_base, name, response)
         litellm = _litellm()
         response = await litellm.acompletion(
@@ -124,6 +134,27 @@ class Transport:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+
+
+class Fields:
+    """A JSON object of a reply read as attributes (`response.choices[0].message.content`),
+    as the SDK's typed models are read; a missing field raises AttributeError."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Any]):
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = self._data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        if isinstance(value, dict):
+            return Fields(value)
+        if isinstance(value, list):
+            return [Fields(v) if isinstance(v, dict) else v for v in value]
+        return value
 
 
 def _openai_price(api_base: str | None, model: str, response: Any) -> float | None:

@@ -54,9 +54,9 @@ class Prompt:
     system: str
     user: str
 
-    @property
+    @functools.cached_property
     def variables(self) -> frozenset[str]:
-        """Names of the variables the prompt needs."""
+        """Names of the variables the prompt needs (found once: a render asks every time)."""
         return frozenset(_VARIABLE.findall(self.system + self.user))
 
     def render(self, **values: Any) -> list[dict[str, str]]:

@@ -15,6 +15,9 @@ from typing import BinaryIO, overload
 
 from judge.run.results import ResultRow
 
+_RESULT_KEY = '"result": '
+_ROW_KEY = ', "row": '
+
 
 class RowFile(Sequence[ResultRow]):
     """Result rows read lazily from a JSON-lines file, one line per row at known offsets.
@@ -66,6 +69,26 @@ class RowFile(Sequence[ResultRow]):
             for offset in self._offsets:
                 lines.seek(offset)
                 yield self._parse(lines.readline())
+
+    def json_lines(self) -> Iterator[str]:
+        """Each row as its results.jsonl line (`json.dumps(row.to_json(), sort_keys=True)`).
+
+        A checkpoint record holds that very text as the value of its "result" key (see
+        `Checkpoint.encode`), so it is cut out rather than parsed and encoded again; bare
+        result rows (another tool's file, which may be laid out otherwise) are re-encoded.
+        """
+        if not self._wrapped:
+            for row in self:
+                yield json.dumps(row.to_json(), ensure_ascii=False, sort_keys=True) + "\n"
+            return
+        with open(self.path, "rb") as lines:
+            for offset in self._offsets:
+                lines.seek(offset)
+                line = lines.readline().decode("utf-8")
+                # {"input": "<hex>", "result": {...}, "row": N, "run": "<hex>"}: the hashes
+                # hold no quotes, and the last ', "row": ' is the record's own key.
+                start = line.index(_RESULT_KEY) + len(_RESULT_KEY)
+                yield line[start : line.rindex(_ROW_KEY)] + "\n"
 
     def _read(self, offset: int) -> ResultRow:
         with open(self.path, "rb") as lines:

@@ -23,7 +23,7 @@ from judge.metrics.registry import Metric
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row, load_rows
 from judge.run.progress import DEFAULT_INTERVAL, Progress
-from judge.run.results import EvaluationResult, ResultRow
+from judge.run.results import EvaluationResult, ResultRow, RowTally
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
 from judge.run.shard import Shard, parse_shard
 from judge.run.sync import gather_or_cancel, run_sync
@@ -197,13 +197,21 @@ async def aevaluate(
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
     offsets: dict[int, int] = {}
+    # The summary's counts are gathered as rows finish, each at its place in input order,
+    # so the rows are not read back for it.
+    position = {row.number: i for i, row in enumerate(mine)}
+    tally = RowTally(names, size=len(mine))
     todo = []
     for row in mine:
         offset = done.get((row.number, hashes[row.number]))
         if offset is None:
             todo.append(row)
         elif store:  # counted by Progress(resumed=...)
-            offsets[row.number] = spill.write(store.line_at(offset))
+            # Encoded again, as this run writes rows (results.jsonl is cut from these lines).
+            line = json.loads(store.line_at(offset))
+            record = ResultRow.from_json(line["result"])
+            tally.add(record, at=position[row.number])
+            offsets[row.number] = spill.write(spill.encode(row.number, line["input"], record))
     resumed = len(offsets)
     bar = Progress(
         len(mine),
@@ -219,6 +227,7 @@ async def aevaluate(
         # coroutine for each of 100,000 rows at once.
         for row in pending:
             record = await _evaluate_row(row, judged, retrieval, session)
+            tally.add(record, at=position[row.number])
             line = spill.encode(row.number, hashes[row.number], record)
             if store:
                 store.write(line)
@@ -257,7 +266,7 @@ async def aevaluate(
     }
     if part is not None:
         config["shard"] = {"index": part.index, "count": part.count}
-    return EvaluationResult(finished, names, config, usage)
+    return EvaluationResult(finished, names, config, usage, tally=tally)
 
 
 def evaluate(

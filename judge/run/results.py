@@ -22,7 +22,7 @@ import numpy as np
 from judge.json_values import nan_to_null
 from judge.metrics.registry import JUDGE_ERROR
 from judge.report.format import MISSING, number
-from judge.stats import bootstrap_ci
+from judge.stats import bootstrap_cis
 
 
 @dataclass
@@ -93,27 +93,41 @@ class MetricSummary:
 
 class RowTally:
     """What the summaries, the error counts and the report need of every row, gathered in one
-    pass: per metric the defined scores in row order (the bootstrap resamples them), NaNs by
-    reason and errors; per row its lowest score. The rows themselves are not kept."""
+    pass: per metric the scores in row order (the bootstrap resamples the defined ones), NaNs
+    by reason and errors; per row its lowest score. The rows themselves are not kept.
 
-    def __init__(self, metrics: Sequence[str]):
-        self.values = {m: array("d") for m in metrics}
+    Args:
+        metrics: the metrics to tally.
+        size: the number of rows, when they are added out of order (`add(row, at=i)`, as
+            a run's rows finish); None to add them in order.
+    """
+
+    def __init__(self, metrics: Sequence[str], size: int | None = None):
+        blank = array("d", [math.nan]) * (size or 0)
+        self._scores = {m: array("d", blank) for m in metrics}
         self.nan: dict[str, Counter[str]] = {m: Counter() for m in metrics}
         self.errored = dict.fromkeys(metrics, 0)
         self.rows = self.failed = self.judged = self.judge_errored = 0
-        self.lowest = array("d")  # per row: its lowest score, -1 when it has none
+        # per row: its lowest score, -1 when it has none
+        self.lowest = array("d", [-1.0]) * (size or 0)
+        self._sized = size is not None
 
-    def add(self, row: ResultRow) -> None:
-        """Count one row."""
+    def add(self, row: ResultRow, at: int | None = None) -> None:
+        """Count one row: the next one, or the one at position `at` of a sized tally."""
+        if self._sized != (at is not None):
+            raise ValueError("give `at` exactly when the tally was made with a size")
         self.rows += 1
         self.failed += row.failed
         if row.error is None:
             self.judged += 1
             self.judge_errored += JUDGE_ERROR in row.reasons.values()
-        for metric, values in self.values.items():
-            value = row.scores.get(metric, math.nan)
+        for metric, scores in self._scores.items():
+            value = float(row.scores.get(metric, math.nan))
+            if at is None:
+                scores.append(value)
+            else:
+                scores[at] = value
             if not math.isnan(value):
-                values.append(value)
                 continue
             reason = row.reasons.get(metric, "row_error" if row.error else "missing")
             if reason in (JUDGE_ERROR, "row_error"):
@@ -121,21 +135,37 @@ class RowTally:
             else:
                 self.nan[metric][reason] += 1
         defined = [v for v in row.scores.values() if not math.isnan(v)]
-        self.lowest.append(min(defined) if defined else -1.0)  # errored rows sort first
+        lowest = min(defined) if defined else -1.0  # errored rows sort first
+        if at is None:
+            self.lowest.append(lowest)
+        else:
+            self.lowest[at] = lowest
+
+    def defined(self, metric: str) -> np.ndarray:
+        """The metric's defined scores (NaNs left out), in row order."""
+        scores = np.frombuffer(self._scores[metric], dtype=np.float64)
+        return scores[~np.isnan(scores)]
 
     def summary(self, metric: str) -> MetricSummary:
         """Mean, bootstrap interval, counts of one metric."""
-        values = np.frombuffer(self.values[metric], dtype=np.float64)
-        low, high = bootstrap_ci(values)
-        return MetricSummary(
-            metric=metric,
-            mean=float(values.mean()) if values.size else math.nan,
-            ci_low=low,
-            ci_high=high,
-            scored=int(values.size),
-            nan=dict(sorted(self.nan[metric].items())),
-            errored=self.errored[metric],
-        )
+        return self.summaries([metric])[metric]
+
+    def summaries(self, metrics: Sequence[str]) -> dict[str, MetricSummary]:
+        """The summaries of several metrics, their bootstraps sharing draws (same numbers)."""
+        columns = [self.defined(m) for m in metrics]
+        intervals = bootstrap_cis(columns)
+        return {
+            metric: MetricSummary(
+                metric=metric,
+                mean=float(values.mean()) if values.size else math.nan,
+                ci_low=low,
+                ci_high=high,
+                scored=int(values.size),
+                nan=dict(sorted(self.nan[metric].items())),
+                errored=self.errored[metric],
+            )
+            for metric, values, (low, high) in zip(metrics, columns, intervals, strict=True)
+        }
 
 
 def summarize(metric: str, rows: Iterable[ResultRow]) -> MetricSummary:
@@ -152,7 +182,8 @@ class EvaluationResult:
     `rows` is any sequence: `judge.evaluate` gives one that reads each row back from disk
     when asked (see `judge.run.checkpoint.RowFile`), so a run of 100,000 rows keeps only
     offsets and score vectors in memory. Summaries and counts are computed once, in one
-    pass, when the result is made; `list(result.rows)` holds every row at once.
+    pass, when the result is made (or taken from `tally`, gathered as the rows were
+    written); `list(result.rows)` holds every row at once.
     """
 
     def __init__(
@@ -161,16 +192,19 @@ class EvaluationResult:
         metrics: list[str],
         config: dict[str, Any],
         usage: dict[str, Any],
+        *,
+        tally: RowTally | None = None,
     ):
         self.rows = rows
         self.metrics = metrics
         self.config = config
         self.usage = usage
-        tally = RowTally(metrics)
-        for row in rows:
-            tally.add(row)
+        if tally is None:
+            tally = RowTally(metrics)
+            for row in rows:
+                tally.add(row)
         self._tally = tally
-        self.summary = {m: tally.summary(m) for m in metrics}
+        self.summary = tally.summaries(metrics)
 
     @property
     def rows_with_errors(self) -> int:
@@ -199,7 +233,7 @@ class EvaluationResult:
 
     def scores(self, metric: str) -> list[float]:
         """The metric's defined scores (NaNs left out), in row order."""
-        return list(self._tally.values[metric])
+        return list(self._tally.defined(metric).tolist())
 
     def worst(self, limit: int = 10) -> list[ResultRow]:
         """The rows with the lowest score (over any metric), errored rows first; ties in
@@ -254,7 +288,11 @@ class EvaluationResult:
     def write_jsonl(self, path: str | os.PathLike[str]) -> None:
         """Every row with its evidence and usage as JSON lines, in input order (NaN as null)."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        lines = getattr(self.rows, "json_lines", None)  # rows on disk give their text
         with open(path, "w", encoding="utf-8") as out:
+            if lines is not None:
+                out.writelines(lines())
+                return
             for row in self.rows:
                 out.write(json.dumps(row.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
 
