@@ -1,0 +1,147 @@
+"""`judge eval DATA --ray`: the rows of a file judged on Ray, gathered as a plain run's result.
+
+The driver reads the file as `judge eval` does (the same records, columns and row
+numbers), sends each record to the actors as it is (pickled, so no type is lost to Arrow's
+inference), and writes the rows that come back in input order, from which the summary,
+bootstrap intervals and report are computed by the same code as a plain run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from judge.errors import InputFormatError, JudgeError
+from judge.json_values import sha256_hex
+from judge.llm.cache import CacheMode
+from judge.llm.config import LLM, Embeddings
+from judge.llm.session import LLMSession
+from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
+from judge.metrics.registry import Metric
+from judge.ray.actor import NUMBER, RECORD, RESULT, ROW, JudgeSpec
+from judge.ray.evaluate import DEFAULT_BATCH_SIZE, DEFAULT_NUM_CPUS, map_rows, plan, require_ray
+from judge.run.checkpoint import Checkpoint
+from judge.run.data import build_rows, read_records, resolve_columns
+from judge.run.evaluate import check_variables, row_hash, run_fingerprint
+from judge.run.merge import sum_usage
+from judge.run.results import EvaluationResult, ResultRow
+from judge.run.score import MetricLike
+
+
+def connect(ray: Any, address: str | None) -> None:
+    """Join the cluster at `address` (None: start a local one), unless already joined."""
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False if address is None else None)
+
+
+def judge_error_in(exc: BaseException) -> JudgeError | None:
+    """The JudgeError behind an error Ray raised for an actor, if there is one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, JudgeError) and type(seen).__module__.startswith("judge."):
+            return seen
+        cause = getattr(seen, "cause", None)  # RayTaskError keeps the actor's exception
+        seen = cause if isinstance(cause, BaseException) else seen.__cause__
+    return None
+
+
+def evaluate_file(
+    data: Any,
+    *,
+    metrics: Sequence[MetricLike] | None,
+    llm: LLM,
+    embeddings: Embeddings | None,
+    cache_dir: str | os.PathLike[str] | None,
+    cache_mode: CacheMode = "read-write",
+    also_read: Sequence[str | os.PathLike[str]] = (),
+    column_map: Mapping[str, str] | None = None,
+    custom: Mapping[str, Metric] | None = None,
+    actors: int = 2,
+    address: str | None = None,
+    rows_dir: str | os.PathLike[str] | None = None,
+) -> EvaluationResult:
+    """Judge every row of `data` on Ray; the result a plain `judge.evaluate` would give.
+
+    Args:
+        data: what `judge.evaluate` takes (a path, a list of dicts, ...).
+        metrics, llm, embeddings, column_map, custom: as for `judge.evaluate`.
+        cache_dir, cache_mode, also_read: the actors' caches (see `judge.ray.evaluate`).
+        actors: the number of actors.
+        address: the Ray cluster (`ray start --head` prints it); None starts a local one.
+        rows_dir: where the rows are kept while the result is used (default the
+            system's temporary directory).
+    """
+    ray = require_ray()
+    records, source = read_records(data)
+    if not records:
+        raise InputFormatError(f"{source}: no rows to evaluate")
+    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
+    rows = build_rows(records, columns)
+    judged, retrieval = plan(metrics, columns, llm, embeddings, custom)
+    check_variables(judged, columns, rows)
+    names = [m.name for m in judged] + retrieval
+    hashes = [row_hash(r) for r in rows]
+    del rows  # the actors build their own
+    fingerprint = run_fingerprint(judged, retrieval, LLMSession(llm, embeddings=embeddings))
+    spec = JudgeSpec(
+        llm,
+        embeddings,
+        judged,
+        retrieval,
+        columns,
+        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+        cache_mode=cache_mode,
+        also_read=[os.fspath(p) for p in also_read],
+        row_column=NUMBER,
+        packed=True,
+    )
+    started = time.monotonic()
+    connect(ray, address)
+    items = [{NUMBER: i, RECORD: pickle.dumps(r)} for i, r in enumerate(records)]
+    judged_rows = map_rows(
+        ray.data.from_items(items), spec, actors, DEFAULT_BATCH_SIZE, num_cpus=DEFAULT_NUM_CPUS
+    ).select_columns([ROW, RESULT])
+    if rows_dir is not None:
+        Path(rows_dir).mkdir(parents=True, exist_ok=True)
+    spill = Checkpoint(None, fingerprint, temporary_dir=rows_dir)
+    offsets: dict[int, int] = {}
+    usages = []
+    try:
+        for batch in judged_rows.iter_batches(batch_format="pyarrow", batch_size=None):
+            for number, line in zip(batch[ROW].to_pylist(), batch[RESULT].to_pylist(), strict=True):
+                row = ResultRow.from_json(json.loads(line))
+                offsets[number] = spill.write(spill.encode(number, hashes[number], row))
+                if row.usage:
+                    usages.append(row.usage["total"])
+    except Exception as exc:
+        cause = judge_error_in(exc)
+        if cause is None:
+            raise
+        raise cause from None
+    finally:
+        spill.close()
+    if len(offsets) != len(records):
+        raise JudgeError(f"Ray returned {len(offsets)} of {len(records)} rows; rerun")
+    config: dict[str, Any] = {
+        "source": source,
+        "columns": columns,
+        "metrics": names,
+        "model": llm.model,
+        "embeddings": embeddings.model if embeddings else None,
+        "structured_output": None,  # each actor's session settles on its own
+        "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
+        "cache": None if cache_dir is None else str(Path(cache_dir)),
+        "cache_mode": None if cache_dir is None else cache_mode,
+        "run": fingerprint,
+        "data": {"rows": len(records), "sha256": sha256_hex("".join(hashes))},
+        "resumed_rows": 0,
+        "seconds": round(time.monotonic() - started, 3),
+        "ray": {"address": address or "local", "actors": actors},
+    }
+    finished = spill.rows([offsets[n] for n in range(len(records))], names)
+    return EvaluationResult(finished, names, config, sum_usage(usages))
