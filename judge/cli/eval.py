@@ -261,6 +261,7 @@ def run_on_ray(args: argparse.Namespace) -> Any:
         actors=args.ray_actors,
         address=args.ray_address,
         rows_dir=args.out,
+        progress=not args.no_progress,
         **{k: v for k, v in data_options(args).items() if k in ("column_map", "custom")},
     )
 

@@ -68,7 +68,7 @@ def map_rows(
     dataset: Any, spec: JudgeSpec, concurrency: int, batch_size: int, **remote: Any
 ) -> Any:
     """The dataset with each batch judged by a pool of `concurrency` `RowJudge` actors."""
-    return dataset.map_batches(
+    judged = dataset.map_batches(
         RowJudge,
         fn_constructor_args=(spec,),
         batch_format="pyarrow",
@@ -76,6 +76,11 @@ def map_rows(
         concurrency=concurrency,
         **remote,
     )
+    # An actor's own error (LLMConfigError: a refused key, no server) reaches the caller as
+    # itself, not as Ray's UserCodeException, which keeps only its text. This dataset's
+    # context is its own copy: the caller's DataContext is left alone.
+    judged.context.raise_original_map_exception = True
+    return judged
 
 
 def evaluate(

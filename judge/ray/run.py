@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from judge.json_values import sha256_hex
 from judge.llm.cache import CacheMode
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
+from judge.llm.usage import Usage
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
 from judge.ray.actor import NUMBER, RECORD, RESULT, ROW, JudgeSpec
@@ -35,19 +37,41 @@ from judge.run.score import MetricLike
 
 def connect(ray: Any, address: str | None) -> None:
     """Join the cluster at `address` (None: start a local one), unless already joined."""
-    if not ray.is_initialized():
+    if address is not None and address != "auto":
+        check_reachable(address)
+    if ray.is_initialized():  # e.g. by the caller, or a test's session
+        return
+    try:
         ray.init(address=address, include_dashboard=False if address is None else None)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise JudgeError(
+            f"cannot join the Ray cluster at {address} ({type(exc).__name__}: {exc}); start "
+            "one with `ray start --head` and give the address it prints to --ray-address"
+        ) from None
+
+
+def check_reachable(address: str) -> None:
+    """Refuse at once an address where nothing listens: Ray itself waits a minute, then
+    ends the process."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as exc:
+        raise JudgeError(
+            f"no Ray cluster answers at --ray-address {address} ({exc}); start one with "
+            "`ray start --head` on the head node and give the address it prints "
+            "(host:6379), or leave --ray-address out for a local Ray"
+        ) from None
 
 
 def judge_error_in(exc: BaseException) -> JudgeError | None:
-    """The JudgeError behind an error Ray raised for an actor, if there is one."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, JudgeError) and type(seen).__module__.startswith("judge."):
-            return seen
-        cause = getattr(seen, "cause", None)  # RayTaskError keeps the actor's exception
-        seen = cause if isinstance(cause, BaseException) else seen.__cause__
-    return None
+    """The JudgeError an actor raised, from the error Ray raised for it, or None."""
+    cause = getattr(exc, "cause", None)  # RayTaskError keeps the actor's exception
+    if not isinstance(cause, JudgeError):
+        return None
+    # Ray appends its retry advice to the message: the judge's own message is the point.
+    message = str(cause).split("\nFailed to apply UDF", 1)[0]
+    return type(cause)(message)
 
 
 def evaluate_file(
@@ -64,6 +88,7 @@ def evaluate_file(
     actors: int = 2,
     address: str | None = None,
     rows_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
 ) -> EvaluationResult:
     """Judge every row of `data` on Ray; the result a plain `judge.evaluate` would give.
 
@@ -75,6 +100,7 @@ def evaluate_file(
         address: the Ray cluster (`ray start --head` prints it); None starts a local one.
         rows_dir: where the rows are kept while the result is used (default the
             system's temporary directory).
+        progress: show Ray Data's progress bars on stderr.
     """
     ray = require_ray()
     records, source = read_records(data)
@@ -106,6 +132,7 @@ def evaluate_file(
     judged_rows = map_rows(
         ray.data.from_items(items), spec, actors, DEFAULT_BATCH_SIZE, num_cpus=DEFAULT_NUM_CPUS
     ).select_columns([ROW, RESULT])
+    judged_rows.context.enable_progress_bars = progress  # this dataset's, not the process's
     if rows_dir is not None:
         Path(rows_dir).mkdir(parents=True, exist_ok=True)
     spill = Checkpoint(None, fingerprint, temporary_dir=rows_dir)
@@ -144,4 +171,5 @@ def evaluate_file(
         "ray": {"address": address or "local", "actors": actors},
     }
     finished = spill.rows([offsets[n] for n in range(len(records))], names)
-    return EvaluationResult(finished, names, config, sum_usage(usages))
+    usage = sum_usage([Usage().as_dict(), *usages])  # a plain run's keys, in its order
+    return EvaluationResult(finished, names, config, usage)
