@@ -237,6 +237,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_on_ray(args: argparse.Namespace) -> Any:
     """`judge eval --ray`: the rows judged by Ray actors, as a plain run's result."""
+    from judge.ray.caches import ActorCaches
     from judge.ray.evaluate import require_ray
     from judge.ray.run import evaluate_file
 
@@ -255,9 +256,11 @@ def run_on_ray(args: argparse.Namespace) -> Any:
         metrics=[m for m in (args.metrics or "").split(",") if m.strip()] or None,
         llm=llm,
         embeddings=embeddings,
-        cache_dir=None if args.no_cache else cache.with_name(cache.stem + ".ray"),
-        cache_mode="replay" if args.replay else "read-write",
-        also_read=[] if args.no_cache else [cache],
+        caches=ActorCaches.of(
+            None if args.no_cache else cache.with_name(cache.stem + ".ray"),
+            "replay" if args.replay else "read-write",
+            [] if args.no_cache else [cache],
+        ),
         actors=args.ray_actors,
         address=args.ray_address,
         rows_dir=args.out,

@@ -15,14 +15,12 @@ import math
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from judge.llm.cache import CacheMode
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.registry import Metric
-from judge.ray.caches import actor_cache
+from judge.ray.caches import ActorCaches
 from judge.run.data import Row, build_rows
 from judge.run.evaluate import check_variables, evaluate_row
 from judge.run.results import ResultRow
@@ -45,9 +43,7 @@ class JudgeSpec:
         judged: the LLM-judged metrics.
         retrieval: the retrieval metric names.
         columns: field -> column, resolved once on the driver for the whole input.
-        cache_dir: the directory of the actors' caches; None for no cache.
-        cache_mode: the mode of each actor's cache.
-        also_read: other cache files looked up as well.
+        caches: where and how the actors keep their caches.
         row_column: the input column holding each row's number.
         packed: rows arrive as pickled records in one column (`RECORD`) rather than as
             the dataset's own columns; the output then holds the result columns only.
@@ -58,9 +54,7 @@ class JudgeSpec:
     judged: list[Metric]
     retrieval: list[str]
     columns: dict[str, str]
-    cache_dir: str | None = None
-    cache_mode: CacheMode = "read-write"
-    also_read: list[str] = field(default_factory=list)
+    caches: ActorCaches = field(default_factory=ActorCaches)
     row_column: str = ROW
     packed: bool = False
 
@@ -85,11 +79,7 @@ class RowJudge:
 
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
-        cache = (
-            actor_cache(Path(spec.cache_dir), spec.cache_mode, spec.also_read)
-            if spec.cache_dir is not None
-            else None
-        )
+        cache = spec.caches.open()
         self.session = (
             LLMSession(spec.llm, embeddings=spec.embeddings, cache=cache) if spec.llm else None
         )

@@ -12,13 +12,47 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from judge.llm.cache import Cache, CacheEntry, CacheMode
 
 PREFIX = "actor-"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ActorCaches:
+    """Where and how the actors keep their caches.
+
+    Args:
+        directory: the directory of the actors' cache files; None for no cache.
+        mode: the mode of each actor's own file (see `judge.llm.cache.Cache`).
+        also_read: other cache files looked up as well (e.g. a plain run's).
+    """
+
+    directory: str | None = None
+    mode: CacheMode = "read-write"
+    also_read: tuple[str, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        directory: str | os.PathLike[str] | None,
+        mode: CacheMode = "read-write",
+        also_read: Sequence[str | os.PathLike[str]] = (),
+    ) -> ActorCaches:
+        """Settings from paths of any kind (they travel to the actors as text)."""
+        where = None if directory is None else os.fspath(directory)
+        return cls(where, mode, tuple(os.fspath(p) for p in also_read))
+
+    def open(self) -> ActorCache | None:
+        """This actor's cache, or None when there is no cache."""
+        if self.directory is None:
+            return None
+        return actor_cache(self.directory, self.mode, self.also_read)
 
 
 class ActorCache(Cache):
@@ -47,25 +81,23 @@ class ActorCache(Cache):
         entry = super().get(key)
         if entry is not None or not self.reads:
             return entry
-        for sibling in self.siblings:
-            entry = sibling.get(key)
-            if entry is not None:
-                self.misses -= 1  # counted once, by the own file, as the answer it was not
-                self.hits += 1
-                return entry
-        return None
+        return self._from_siblings(lambda cache: cache.get(key))
 
     def get_response(self, key: str) -> Any | None:
         """The stored response under key, from the own file or else a sibling."""
         response = super().get_response(key)
         if response is not None or not self.reads:
             return response
+        return self._from_siblings(lambda cache: cache.get_response(key))
+
+    def _from_siblings(self, lookup: Callable[[Cache], T | None]) -> T | None:
+        """The first sibling's answer; a hit counts as one, not as the own file's miss."""
         for sibling in self.siblings:
-            response = sibling.get_response(key)
-            if response is not None:
+            found = lookup(sibling)
+            if found is not None:
                 self.misses -= 1
                 self.hits += 1
-                return response
+                return found
         return None
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from judge.llm.cache import CacheMode
 from judge.llm.config import LLM, Embeddings
 from judge.metrics.registry import Metric
 from judge.ray.actor import NUMBER, JudgeSpec, RowJudge
+from judge.ray.caches import ActorCaches
 from judge.run.data import resolve_columns
 from judge.run.evaluate import split_metrics
 from judge.run.score import MetricLike, resolve_metrics
@@ -62,6 +63,21 @@ def plan(
         )
     judged = resolve_metrics(judged_names, embeddings=embeddings is not None, custom=custom)
     return judged, retrieval
+
+
+def make_spec(
+    metrics: Sequence[MetricLike] | str | None,
+    columns: dict[str, str],
+    models: tuple[LLM | None, Embeddings | None],
+    custom: Mapping[str, Metric] | None,
+    caches: ActorCaches,
+    row_column: str,
+    packed: bool = False,
+) -> JudgeSpec:
+    """What the actors need, with the metrics chosen as `judge.evaluate` chooses them."""
+    llm, embeddings = models
+    judged, retrieval = plan(metrics, columns, llm, embeddings, custom)
+    return JudgeSpec(llm, embeddings, judged, retrieval, columns, caches, row_column, packed)
 
 
 def map_rows(
@@ -142,7 +158,6 @@ def evaluate(
     present = list(dataset.columns())
     names = [c for c in present if c != row_column]
     columns = resolve_columns(names, column_map)
-    judged, retrieval = plan(metrics, columns, llm, embeddings, custom)
     if row_column is None:
         count = dataset.count()
         numbers = ray.data.range(count).rename_columns({"id": NUMBER})
@@ -152,17 +167,8 @@ def evaluate(
             f"row_column {row_column!r} is not a column of the dataset "
             f"(columns: {', '.join(present)})"
         )
-    spec = JudgeSpec(
-        llm,
-        embeddings,
-        judged,
-        retrieval,
-        columns,
-        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-        cache_mode=cache_mode,
-        also_read=[os.fspath(p) for p in also_read],
-        row_column=row_column,
-    )
+    caches = ActorCaches.of(cache_dir, cache_mode, also_read)
+    spec = make_spec(metrics, columns, (llm, embeddings), custom, caches, row_column)
     clash = sorted(set(spec.result_columns()) & set(present) - {row_column})
     if clash:
         raise InputFormatError(

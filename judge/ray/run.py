@@ -19,14 +19,20 @@ from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
 from judge.json_values import sha256_hex
-from judge.llm.cache import CacheMode
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.llm.usage import Usage
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
-from judge.ray.actor import NUMBER, RECORD, RESULT, ROW, JudgeSpec
-from judge.ray.evaluate import DEFAULT_BATCH_SIZE, DEFAULT_NUM_CPUS, map_rows, plan, require_ray
+from judge.ray.actor import NUMBER, RECORD, RESULT, ROW
+from judge.ray.caches import ActorCaches
+from judge.ray.evaluate import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_NUM_CPUS,
+    make_spec,
+    map_rows,
+    require_ray,
+)
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import build_rows, read_records, resolve_columns
 from judge.run.evaluate import check_variables, row_hash, run_fingerprint
@@ -80,9 +86,7 @@ def evaluate_file(
     metrics: Sequence[MetricLike] | None,
     llm: LLM,
     embeddings: Embeddings | None,
-    cache_dir: str | os.PathLike[str] | None,
-    cache_mode: CacheMode = "read-write",
-    also_read: Sequence[str | os.PathLike[str]] = (),
+    caches: ActorCaches,
     column_map: Mapping[str, str] | None = None,
     custom: Mapping[str, Metric] | None = None,
     actors: int = 2,
@@ -95,7 +99,7 @@ def evaluate_file(
     Args:
         data: what `judge.evaluate` takes (a path, a list of dicts, ...).
         metrics, llm, embeddings, column_map, custom: as for `judge.evaluate`.
-        cache_dir, cache_mode, also_read: the actors' caches (see `judge.ray.evaluate`).
+        caches: where and how the actors keep their caches.
         actors: the number of actors.
         address: the Ray cluster (`ray start --head` prints it); None starts a local one.
         rows_dir: where the rows are kept while the result is used (default the
@@ -107,25 +111,14 @@ def evaluate_file(
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
+    spec = make_spec(metrics, columns, (llm, embeddings), custom, caches, NUMBER, packed=True)
     rows = build_rows(records, columns)
-    judged, retrieval = plan(metrics, columns, llm, embeddings, custom)
-    check_variables(judged, columns, rows)
-    names = [m.name for m in judged] + retrieval
+    check_variables(spec.judged, columns, rows)
     hashes = [row_hash(r) for r in rows]
     del rows  # the actors build their own
-    fingerprint = run_fingerprint(judged, retrieval, LLMSession(llm, embeddings=embeddings))
-    spec = JudgeSpec(
-        llm,
-        embeddings,
-        judged,
-        retrieval,
-        columns,
-        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-        cache_mode=cache_mode,
-        also_read=[os.fspath(p) for p in also_read],
-        row_column=NUMBER,
-        packed=True,
-    )
+    session = LLMSession(llm, embeddings=embeddings)
+    fingerprint = run_fingerprint(spec.judged, spec.retrieval, session)
+    names = spec.names
     started = time.monotonic()
     connect(ray, address)
     items = [{NUMBER: i, RECORD: pickle.dumps(r)} for i, r in enumerate(records)]
@@ -162,8 +155,8 @@ def evaluate_file(
         "embeddings": embeddings.model if embeddings else None,
         "structured_output": None,  # each actor's session settles on its own
         "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
-        "cache": None if cache_dir is None else str(Path(cache_dir)),
-        "cache_mode": None if cache_dir is None else cache_mode,
+        "cache": caches.directory,
+        "cache_mode": None if caches.directory is None else caches.mode,
         "run": fingerprint,
         "data": {"rows": len(records), "sha256": sha256_hex("".join(hashes))},
         "resumed_rows": 0,
