@@ -119,13 +119,15 @@ def test_ray_dataset_evaluate_gives_the_plain_rows(tmp_path, fake_llm_server, lo
     plain_requests = fake_llm_server.count()
     fake_llm_server.reset()
 
-    dataset = ray.data.from_items(data, override_num_blocks=3)
+    numbered = [{**r, "n": i} for i, r in enumerate(data)]  # an index column, kept
+    dataset = ray.data.from_items(numbered, override_num_blocks=3)
+    caches = tmp_path / "caches"
     out = judge.ray.evaluate(
-        dataset, llm=llm, embeddings=emb, cache_dir=tmp_path / "caches", concurrency=2
+        dataset, llm=llm, embeddings=emb, cache_dir=caches, concurrency=2, row_column="n"
     )
     got = sorted(out.take_all(), key=lambda r: r["row"])
     assert fake_llm_server.count() == plain_requests
-    assert [r["row"] for r in got] == list(range(len(data)))
+    assert [(r["row"], r["n"]) for r in got] == [(i, i) for i in range(len(data))]
     assert [r["id"] for r in got] == [r["id"] for r in data]  # the input columns stay
     for mine, theirs in zip(got, plain.rows, strict=True):
         assert json.loads(mine["result"]) == theirs.to_json()
@@ -135,6 +137,21 @@ def test_ray_dataset_evaluate_gives_the_plain_rows(tmp_path, fake_llm_server, lo
             assert mine[metric] == score or (math.isnan(mine[metric]) and math.isnan(score))
             assert mine[f"{metric}_reason"] == theirs.reasons.get(metric)
     assert "no_contexts" in {r["context_precision_reason"] for r in got}
+
+    # Without an index column the rows get Ray's unique ids; a rerun is served by the
+    # caches the actors wrote (one actor now, reading both files).
+    fake_llm_server.reset()
+    again = judge.ray.evaluate(
+        ray.data.from_items(data), llm=llm, embeddings=emb, cache_dir=caches, concurrency=1
+    ).take_all()
+    assert fake_llm_server.count() == 0
+    assert len({r["row"] for r in again}) == len(data)
+    by_id = {r["id"]: json.loads(r["result"]) for r in again}
+    for theirs in plain.rows:
+        mine = by_id[theirs.id]
+        assert mine["usage"]["total"]["requests"] == 0
+        del mine["row"], mine["usage"]
+        assert mine == {k: v for k, v in theirs.to_json().items() if k not in ("row", "usage")}
 
 
 def test_ray_refuses_options_that_cannot_apply(tmp_path, capsys):
@@ -182,7 +199,7 @@ def test_a_configuration_error_in_an_actor_stops_the_run_with_its_message(
         port = s.getsockname()[1]
     data = write_data(tmp_path / "d.jsonl", 2)
     args = eval_args(data, f"http://127.0.0.1:{port}/v1", tmp_path / "c.sqlite", tmp_path / "o")
-    assert cli(*args, "--ray", "--metrics", "faithfulness") == 2
+    assert cli(*args, "--ray", "--ray-actors", 1, "--metrics", "faithfulness") == 2
     err = capsys.readouterr().err
     assert "judge: error:" in err and str(port) in err and "Traceback" not in err
     assert not (tmp_path / "o" / "results.jsonl").exists()

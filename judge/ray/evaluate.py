@@ -134,10 +134,12 @@ def evaluate(
         column_map: `{field: column}` for columns with other names, as for
             `judge.evaluate`.
         custom: extra metrics by name, so `metrics` can name them.
-        row_column: a column holding each row's number in the input (as results.jsonl's
-            `row`, and the id of a row without an id column). Default: the rows are
-            numbered 0, 1, ... in the dataset's order (`Dataset.zip` with a range, which
-            counts the rows first).
+        row_column: a column holding each row's number (results.jsonl's `row`, and the
+            id of a row without an id column). Default: Ray's
+            `monotonically_increasing_id()`, unique but neither consecutive nor the same
+            from one run to the next, since Ray Data does not keep a dataset's order; write
+            an index column with the data for numbers that last (`judge eval --ray` numbers
+            the rows of its file as a plain run does).
         batch_size: rows per batch sent to an actor; an actor judges a batch's rows
             concurrently.
         num_cpus: CPUs Ray reserves for each actor.
@@ -146,22 +148,24 @@ def evaluate(
         The dataset's columns plus `row`, a float column per metric (NaN when undefined),
         `<metric>_reason` (why it is NaN, else null), `evidence` (JSON text) and `result`
         (the row's results.jsonl line, as `judge eval` writes it), in an order Ray
-        chooses; sort by `row` for input order. A failed judge gives NaN with reason
-        `judge_error`, as in `judge.evaluate`; an `LLMConfigError` stops the run (Ray
-        raises it wrapped in a `RayTaskError`, itself an `LLMConfigError`).
+        chooses (with `row_column`, sort by `row` for input order). A failed judge
+        gives NaN with reason `judge_error`, as in `judge.evaluate`; an `LLMConfigError`
+        stops the run (Ray raises it wrapped in a `RayTaskError`, itself an
+        `LLMConfigError`).
 
     Raises:
         judge.errors.JudgeError: ray[data] is not installed, a column is missing or
             would be overwritten, or a metric is unknown.
     """
-    ray = require_ray()
+    require_ray()
     present = list(dataset.columns())
     names = [c for c in present if c != row_column]
     columns = resolve_columns(names, column_map)
     if row_column is None:
-        count = dataset.count()
-        numbers = ray.data.range(count).rename_columns({"id": NUMBER})
-        dataset, row_column = dataset.zip(numbers), NUMBER
+        # Ray Data does not keep a dataset's order: numbers 0, 1, ... would mean nothing.
+        from ray.data.expressions import monotonically_increasing_id
+
+        dataset, row_column = dataset.with_column(NUMBER, monotonically_increasing_id()), NUMBER
     elif row_column not in present:
         raise InputFormatError(
             f"row_column {row_column!r} is not a column of the dataset "
