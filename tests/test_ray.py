@@ -213,3 +213,35 @@ def test_an_address_where_no_cluster_listens_is_refused_at_once(tmp_path, capsys
         err = capsys.readouterr().err
         assert f"no Ray cluster answers at --ray-address {address}" in err, err
         assert "ray start --head" in err
+
+
+def test_custom_metrics_replayed_on_ray_from_the_plain_cache(tmp_path, local_ray):
+    # Metrics from --metrics-module files travel to the actors; --replay is answered by
+    # the --cache file itself (read beside the actors' own files), with no server at all.
+    from judge.testing import FIXTURE_SERVER
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    Cache(tmp_path / "c.sqlite").import_jsonl(examples / "judgments.jsonl")
+    common = [
+        "eval",
+        examples / "data.jsonl",
+        "--model",
+        "openai/judge-fixture",
+        "--replay",
+        "--cache-as",
+        FIXTURE_SERVER,
+        "--cache",
+        tmp_path / "c.sqlite",
+        "--metrics-module",
+        examples / "domain_accuracy.py",
+        "--metrics-module",
+        examples / "rubric.py",
+        "--metrics",
+        "domain_accuracy,support_tone",
+        "--no-progress",
+    ]
+    assert cli(*common, "--out", tmp_path / "plain") == 0
+    assert cli(*common, "--out", tmp_path / "on-ray", "--ray", "--ray-actors", 1) == 0
+    plain = (tmp_path / "plain" / "results.jsonl").read_bytes()
+    assert (tmp_path / "on-ray" / "results.jsonl").read_bytes() == plain
+    assert b'"support_tone": 0.25' in plain  # password-1, as recorded
