@@ -22,7 +22,7 @@ from judge.run.evaluate import split_metrics
 from judge.run.score import MetricLike, resolve_metrics
 
 DEFAULT_CONCURRENCY = 2
-DEFAULT_BATCH_SIZE = 16
+DEFAULT_BATCH_SIZE = 64
 # An actor mostly waits on the judge server: a whole CPU each would leave none for the
 # dataset's own read and map tasks on a small cluster, which then stall.
 DEFAULT_NUM_CPUS = 0.5

@@ -123,7 +123,13 @@ def evaluate_file(
     connect(ray, address)
     items = [{NUMBER: i, RECORD: pickle.dumps(r)} for i, r in enumerate(records)]
     judged_rows = map_rows(
-        ray.data.from_items(items), spec, actors, DEFAULT_BATCH_SIZE, num_cpus=DEFAULT_NUM_CPUS
+        # Blocks of one batch each: Ray's default of a few rows per block makes one small
+        # task per block, and a batch waits for its slowest row.
+        ray.data.from_items(items, override_num_blocks=-(-len(items) // DEFAULT_BATCH_SIZE)),
+        spec,
+        actors,
+        DEFAULT_BATCH_SIZE,
+        num_cpus=DEFAULT_NUM_CPUS,
     ).select_columns([ROW, RESULT])
     judged_rows.context.enable_progress_bars = progress  # this dataset's, not the process's
     if rows_dir is not None:
