@@ -77,7 +77,10 @@ def judge_error_in(exc: BaseException) -> JudgeError | None:
         return None
     # Ray appends its retry advice to the message: the judge's own message is the point.
     message = str(cause).split("\nFailed to apply UDF", 1)[0]
-    return type(cause)(message)
+    try:
+        return type(cause)(message)
+    except TypeError:  # an error class that takes more than its message: keep it whole
+        return cause
 
 
 def evaluate_file(
