@@ -15,7 +15,7 @@ try:
     runpy.run_module("judge", run_name="__main__")
 except SystemExit as exc:
     assert exc.code == 0, exc.code
-heavy = sorted(m for m in ("litellm", "openai", "datasets", "pandas") if m in sys.modules)
+heavy = sorted(m for m in ("litellm", "openai", "datasets", "pandas", "ray") if m in sys.modules)
 print(",".join(heavy) or "none")
 """
 
@@ -31,3 +31,26 @@ def test_import_judge_loads_no_llm_library():
     code = "import sys, judge, judge.ir, judge.cli; print('litellm' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+RAY_CHECK = """
+import sys, runpy
+import judge
+from judge.cli.main import build_parser
+build_parser()  # every command's options, --ray among them
+sys.argv = ["judge", {args}]
+try:
+    runpy.run_module("judge", run_name="__main__")
+except SystemExit:
+    pass
+print("ray" in sys.modules)
+"""
+
+
+def test_import_judge_and_help_load_no_ray():
+    # ray is an optional extra (judge[ray]): only `judge eval --ray` and judge.ray load it.
+    for args in ('"--help"', '"eval", "--help"'):
+        code = RAY_CHECK.format(args=args)
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert "--ray" in result.stdout or args == '"--help"', result.stdout
+        assert result.stdout.strip().splitlines()[-1] == "False", (args, result.stderr)

@@ -78,6 +78,26 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         help="judge only shard I of N: the rows whose number modulo N is I-1 (row numbers "
         "stay the input's); run every I from 1 to N, then `judge merge OUT DIR...`",
     )
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="judge on Ray (needs judge[ray]): a pool of actors, each with its own session "
+        "and its own cache file in the directory beside --cache (cache.sqlite -> cache.ray/); "
+        "--concurrency is then per actor. Same outputs as a plain run",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster to join (e.g. 10.0.0.1:6379, as `ray start --head` prints); "
+        "implies --ray; default: a local Ray started for the run",
+    )
+    p.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="actors judging at once with --ray (default 2)",
+    )
 
 
 def model_options(p: argparse.ArgumentParser) -> None:
@@ -190,6 +210,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.shard import parse_shard
 
     required = thresholds(args.fail_under, args.max_error_rate)
+    if args.ray or args.ray_address:
+        return finish_run(run_on_ray(args), Path(args.out), required, args.max_error_rate)
     shard = parse_shard(args.shard) if args.shard is not None else None
     llm, embeddings, cache = model_config(args)
     out = Path(args.out)
@@ -211,6 +233,40 @@ def run_eval(args: argparse.Namespace) -> int:
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise LLMConfigError(f"{exc}{resume}") from None
     return finish_run(result, out, required, args.max_error_rate)
+
+
+def run_on_ray(args: argparse.Namespace) -> Any:
+    """`judge eval --ray`: the rows judged by Ray actors, as a plain run's result."""
+    from judge.ray.caches import ActorCaches
+    from judge.ray.evaluate import require_ray
+    from judge.ray.run import evaluate_file
+
+    if args.shard is not None:
+        raise JudgeError(
+            "--shard cannot be used with --ray: Ray spreads the rows over its actors "
+            "itself; drop --shard (or drop --ray and merge the shards with judge merge)"
+        )
+    if args.ray_actors < 1:
+        raise JudgeError(f"--ray-actors {args.ray_actors}: give at least 1")
+    require_ray()  # before reading the data: say at once that the extra is missing
+    llm, embeddings, _ = model_config(argparse.Namespace(**{**vars(args), "no_cache": True}))
+    cache = Path(args.cache)
+    return evaluate_file(
+        args.data,
+        metrics=[m for m in (args.metrics or "").split(",") if m.strip()] or None,
+        llm=llm,
+        embeddings=embeddings,
+        caches=ActorCaches.of(
+            None if args.no_cache else cache.with_name(cache.stem + ".ray"),
+            "replay" if args.replay else "read-write",
+            [] if args.no_cache else [cache],
+        ),
+        actors=args.ray_actors,
+        address=args.ray_address,
+        rows_dir=args.out,
+        progress=not args.no_progress,
+        **{k: v for k, v in data_options(args).items() if k in ("column_map", "custom")},
+    )
 
 
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:

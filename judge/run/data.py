@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,9 +221,21 @@ def load_rows(
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
+    return build_rows(records, columns), columns, source
+
+
+def build_rows(
+    records: Sequence[Mapping[str, Any]],
+    columns: Mapping[str, str],
+    numbers: Sequence[int] | None = None,
+) -> list[Row]:
+    """Rows from records with the columns already chosen (field -> column); bad rows carry
+    their error. `numbers` are the rows' numbers in the whole input (default 0, 1, ...):
+    a row without an id column takes its number as id."""
     used = set(columns.values())
     rows = []
-    for number, record in enumerate(records):
+    for index, record in enumerate(records):
+        number = index if numbers is None else numbers[index]
         row = Row(number)
         try:
             get = {fld: record.get(col) for fld, col in columns.items()}
@@ -242,4 +254,4 @@ def load_rows(
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             row.error = str(exc) or type(exc).__name__  # InputFormatError is a ValueError
         rows.append(row)
-    return rows, columns, source
+    return rows

@@ -68,7 +68,7 @@ def retrieval_scores(row: Row, names: list[str]) -> dict[str, float]:
     return {name: float(values[name][0]) for name in names}
 
 
-def _check_variables(judged: list[Metric], columns: Mapping[str, str], rows: list[Row]) -> None:
+def check_variables(judged: list[Metric], columns: Mapping[str, str], rows: list[Row]) -> None:
     """A custom metric's prompt variable that no row can fill is an error before any call."""
     known = {"question", "answer", "contexts", "ground_truth", "id"}
     present = known | {k for r in rows if r.sample for k in r.sample.extra}
@@ -81,7 +81,7 @@ def _check_variables(judged: list[Metric], columns: Mapping[str, str], rows: lis
             )
 
 
-def _run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSession) -> str:
+def run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSession) -> str:
     """What decides the results besides the inputs: metrics, models and their servers,
     prompt versions."""
     metrics = [[m.name, m.version] for m in judged] + [[name, ""] for name in retrieval]
@@ -103,7 +103,7 @@ def _run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSes
     )
 
 
-def _row_hash(row: Row) -> str:
+def row_hash(row: Row) -> str:
     """A fingerprint of a row's inputs. Extra columns may hold NaN, dates or other values
     JSON cannot encode exactly: they are hashed through their text, never rejected."""
     data = {
@@ -125,9 +125,10 @@ def _result_row(row: Row) -> ResultRow:
     )
 
 
-async def _evaluate_row(
+async def evaluate_row(
     row: Row, judged: list[Metric], retrieval: list[str], session: LLMSession | None
 ) -> ResultRow:
+    """One input row judged and scored: the row `judge eval` writes to results.jsonl."""
     record = _result_row(row)
     names = [m.name for m in judged] + retrieval
     if row.sample is None:
@@ -179,9 +180,9 @@ async def aevaluate(
         judged = resolve_metrics(
             judged_names, embeddings=session.embeddings is not None, custom=custom
         )
-    _check_variables(judged, columns, rows)
+    check_variables(judged, columns, rows)
     names = [m.name for m in judged] + retrieval
-    fingerprint = _run_fingerprint(judged, retrieval, session or LLMSession())
+    fingerprint = run_fingerprint(judged, retrieval, session or LLMSession())
     # Finished rows go to disk as they finish and are read back when asked: memory holds
     # offsets and score vectors, not the rows. The result reads them from a temporary file
     # of its own (beside the checkpoint, so not in a RAM-backed /tmp when there is one):
@@ -192,7 +193,7 @@ async def aevaluate(
         None, fingerprint, temporary_dir=Path(checkpoint).parent if checkpoint else None
     )
     done = store.load() if store else {}
-    hashes = [_row_hash(r) for r in rows]
+    hashes = [row_hash(r) for r in rows]
     mine = [r for r in rows if part is None or part.holds(r.number)]
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
@@ -226,7 +227,7 @@ async def aevaluate(
         # A fixed pool of workers takes rows one by one: a task per row would hold a
         # coroutine for each of 100,000 rows at once.
         for row in pending:
-            record = await _evaluate_row(row, judged, retrieval, session)
+            record = await evaluate_row(row, judged, retrieval, session)
             tally.add(record, at=position[row.number])
             line = spill.encode(row.number, hashes[row.number], record)
             if store:

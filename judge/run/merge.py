@@ -129,8 +129,8 @@ def _difference(key: str, a: ShardOutput, va: Any, b: ShardOutput, vb: Any) -> s
     return f"{a} and {b} were run with different {key}: {va!r} vs {vb!r}; rerun them alike"
 
 
-def _sum_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Usage summed over shards: a count or cost summed, unknown (None) if any is."""
+def sum_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Usage summed over shards (or rows): a count or cost summed, unknown (None) if any is."""
     total: dict[str, Any] = {}
     for usage in usages:
         for key, value in usage.items():
@@ -183,4 +183,4 @@ def merge_shards(
     config["seconds"] = round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3)
     metrics = list(first["metrics"])
     rows = RowFile(rows_path, offsets, metrics=metrics)
-    return EvaluationResult(rows, metrics, config, _sum_usage([s.usage for s in shards]))
+    return EvaluationResult(rows, metrics, config, sum_usage([s.usage for s in shards]))
