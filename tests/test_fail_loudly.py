@@ -57,11 +57,13 @@ def test_score_raises_a_configuration_error_instead_of_nan(fake_llm_server, stat
     fake_llm_server.fail_next(Fault.status(status))
     with pytest.raises(LLMConfigError, match=hint):
         judge.score(**ONE, llm=llm_at(fake_llm_server.base_url))
-    # A failure that is not about the configuration stays that metric's NaN.
-    fake_llm_server.fail_next(*[Fault.status(500)] * 2)
-    result = judge.score(
-        **ONE, metrics=["faithfulness"], llm=llm_at(fake_llm_server.base_url, max_retries=1)
-    )
+    # A failure that is not about the configuration stays that metric's NaN. Another server:
+    # the first score's cancelled requests may still arrive and would take these faults.
+    with FakeLLMServer(heuristic_judge) as second:
+        second.fail_next(*[Fault.status(500)] * 2)
+        result = judge.score(
+            **ONE, metrics=["faithfulness"], llm=llm_at(second.base_url, max_retries=1)
+        )
     assert result.reasons["faithfulness"] == "judge_error"
     assert result.errors["faithfulness"].startswith("LLMCallError: ")
 
