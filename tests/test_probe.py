@@ -116,11 +116,10 @@ def noisy_judge(body: dict[str, Any]) -> str:
 def atomic_judge(body: dict[str, Any]) -> str:
     """The heuristic judge, with claims cut at semicolons and line ends too."""
     b = blocks(body)
-    if "texts" in b:
-        texts = [
-            [p.strip() + "." for p in re.split(r"[.;。；\n]", t) if p.strip()] for t in b["texts"]
-        ]
-        return json.dumps({"texts": [{"text": i, "claims": c} for i, c in enumerate(texts)]})
+    if "text" in b:
+        return json.dumps(
+            {"claims": [p.strip() + "." for p in re.split(r"[.;。；\n]", b["text"]) if p.strip()]}
+        )
     return heuristic_judge(body)
 
 
