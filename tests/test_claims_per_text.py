@@ -10,7 +10,7 @@ import pytest
 
 import judge
 from judge import LLM
-from judge.metrics.judges import ContextGrade, Verdict
+from judge.metrics.judges import ContextGrade, Verdict, sentences
 from judge.metrics.overlap import drawn_from, share_in
 from judge.testing import FakeLLMServer, data_blocks, heuristic_judge
 
@@ -143,3 +143,22 @@ def test_a_context_in_another_script_keeps_its_grade(fake_llm_server, llm):
     assert [g["grade"] for g in result.evidence["context_grades"]] == [3, 2]
     assert "context_grades_capped" not in result.evidence
     assert result["context_precision"] == 1.0
+
+
+def test_a_claim_of_several_sentences_is_cut_at_its_sentence_ends(fake_llm_server, llm):
+    # A small model returned a long answer whole as its one "claim" (WikiEval, item 01).
+    fake_llm_server.chat = lambda body: (
+        json.dumps({"claims": [ANSWER]})
+        if "atomic claims" in system_of(body)
+        else heuristic_judge(body)
+    )
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], llm=llm)
+    assert result.evidence["answer_claims"] == [
+        "The Sydney Opera House was designed by Jørn Utzon.",
+        "It opened in 1973.",
+    ]
+    assert sentences("It is 3.5 km long. 长城很长。它很古老。") == [
+        "It is 3.5 km long.",
+        "长城很长。",
+        "它很古老。",
+    ]

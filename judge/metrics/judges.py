@@ -8,6 +8,7 @@ fails; a reply is never silently truncated or padded.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -117,6 +118,20 @@ def _verdict_for(contexts: int) -> type[Verdict]:
     return model
 
 
+# A sentence ends at . ! ? before a capital, a digit or a CJK character (not after an
+# initial such as "John A." or a title such as "Dr."), or at a CJK full stop.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])(?<!\b[A-Z]\.)(?<!\b(?:Dr|Mr|Ms|St|No)\.)(?<!\bMrs\.)"
+    r"\s+(?=[A-Z0-9\"“\u3400-\u9fff])|(?<=[。！？])"
+)
+
+
+def sentences(claim: str) -> list[str]:
+    """A claim cut at its sentence ends: one fact is never several sentences, but a small
+    model copies a long text whole as a single "claim" (issue 12)."""
+    return [s.strip() for s in _SENTENCE_END.split(claim) if s.strip()]
+
+
 def _ref(name: str) -> tuple[Any, PromptRef]:
     prompt = load_prompt(name)
     return prompt, PromptRef(prompt.name, prompt.version)
@@ -145,7 +160,7 @@ async def extract_claims(
         ledger=ledger,
     )
     claims: list[str] = reply.claims
-    return [c.strip() for c in claims if c.strip()]
+    return [s for c in claims for s in sentences(c)]
 
 
 async def verify_claims(
