@@ -272,7 +272,7 @@ def _acc(cell: dict[str, Any]) -> str:
 
 def _requests(cell: dict[str, Any]) -> str:
     embed = cell["embed_requests"]
-    return f"{cell['requests']}" + (f" (+{embed})" if embed else "")
+    return f"{cell['requests']:.0f}" + (f" (+{embed:.0f})" if embed else "")
 
 
 def table(summary: dict[str, Any], model: str) -> str:
@@ -319,16 +319,16 @@ def table(summary: dict[str, Any], model: str) -> str:
 def prior_records(path: Path, model: str, tools: list[str]) -> list[dict[str, Any]]:
     """Records rebuilt from an earlier summary JSON whose run log is gone: each outcome
     becomes stand-in scores (1/0, 0.5/0.5, 0/1; a failed pair None/None), which give the
-    same accuracy, ties and sign tests; an aspect's request and time totals ride on its
-    first item's record."""
+    same accuracy, ties and sign tests; an aspect's request and time totals are shared
+    equally among its items (the earlier summary has no per-item figures)."""
     summary = json.loads(path.read_text(encoding="utf-8"))
     stand_in = {1.0: [1.0, 0.0], 0.5: [0.5, 0.5], 0.0: [0.0, 1.0], None: [None, None]}
     records = []
     for aspect, row in summary["aspects"].items():
         for tool in tools:
             cell = row[tool]
-            for k, (item, won) in enumerate(cell["outcomes"].items()):
-                first = k == 0
+            share = 1 / max(len(cell["outcomes"]), 1)
+            for item, won in cell["outcomes"].items():
                 records.append(
                     {
                         "tool": tool,
@@ -336,9 +336,9 @@ def prior_records(path: Path, model: str, tools: list[str]) -> list[dict[str, An
                         "aspect": aspect,
                         "scores": stand_in[won],
                         "errors": [None, None],
-                        "requests": cell["requests"] if first else 0,
-                        "embed_requests": cell["embed_requests"] if first else 0,
-                        "seconds": cell["seconds"] if first else 0.0,
+                        "requests": cell["requests"] * share,
+                        "embed_requests": cell["embed_requests"] * share,
+                        "seconds": cell["seconds"] * share,
                         "model": model,
                         "prior": str(path),
                     }
