@@ -272,7 +272,7 @@ def _acc(cell: dict[str, Any]) -> str:
 
 def _requests(cell: dict[str, Any]) -> str:
     embed = cell["embed_requests"]
-    return f"{cell['requests']}" + (f" (+{embed})" if embed else "")
+    return f"{cell['requests']:.0f}" + (f" (+{embed:.0f})" if embed else "")
 
 
 def table(summary: dict[str, Any], model: str) -> str:
@@ -316,6 +316,36 @@ def table(summary: dict[str, Any], model: str) -> str:
     return "\n".join(lines)
 
 
+def prior_records(path: Path, model: str, tools: list[str]) -> list[dict[str, Any]]:
+    """Records rebuilt from an earlier summary JSON whose run log is gone: each outcome
+    becomes stand-in scores (1/0, 0.5/0.5, 0/1; a failed pair None/None), which give the
+    same accuracy, ties and sign tests; an aspect's request and time totals are shared
+    equally among its items (the earlier summary has no per-item figures)."""
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    stand_in = {1.0: [1.0, 0.0], 0.5: [0.5, 0.5], 0.0: [0.0, 1.0], None: [None, None]}
+    records = []
+    for aspect, row in summary["aspects"].items():
+        for tool in tools:
+            cell = row[tool]
+            share = 1 / max(len(cell["outcomes"]), 1)
+            for item, won in cell["outcomes"].items():
+                records.append(
+                    {
+                        "tool": tool,
+                        "item": item,
+                        "aspect": aspect,
+                        "scores": stand_in[won],
+                        "errors": [None, None],
+                        "requests": cell["requests"] * share,
+                        "embed_requests": cell["embed_requests"] * share,
+                        "seconds": cell["seconds"] * share,
+                        "model": model,
+                        "prior": str(path),
+                    }
+                )
+    return records
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="litellm model, e.g. openai/qwen")
@@ -335,11 +365,27 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     parser.add_argument("--work", type=Path, default=WORK, help="cache and run log directory")
+    parser.add_argument(
+        "--first", type=int, default=0, help="run only from this question on (0-based)"
+    )
+    parser.add_argument(
+        "--prior",
+        type=Path,
+        action="append",
+        default=[],
+        help="a summary JSON of an earlier run whose outcomes count for the items it covers, "
+        "per tool (add the earlier run's items without rerunning them)",
+    )
+    parser.add_argument(
+        "--prior-tools", default="judge,ragas", help="the tools whose --prior outcomes count"
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     items = load(args.n)
     log = args.work / "runs.jsonl"
-    records = (
+    prior_tools = [t.strip() for t in args.prior_tools.split(",") if t.strip()]
+    prior = [r for path in args.prior for r in prior_records(path, args.model, prior_tools)]
+    records = prior + (
         [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
         if log.exists()
         else []
@@ -347,7 +393,9 @@ def main() -> None:
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     done = {(r["tool"], r["item"], r["aspect"]) for r in records if r["model"] == args.model}
     pending = {
-        tool: [(i, a) for i in items for a in ASPECTS if (tool, i["id"], a) not in done]
+        tool: [
+            (i, a) for i in items[args.first :] for a in ASPECTS if (tool, i["id"], a) not in done
+        ]
         for tool in tools
     }
     if any(pending.values()):
@@ -356,7 +404,7 @@ def main() -> None:
                 run_judge(args, pending["judge"], embedder)
             if pending.get("ragas"):
                 run_ragas(args, pending["ragas"], embedder)
-        records = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
+        records = prior + [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
     mine = [r for r in records if r["model"] == args.model]
     summary = summarise(mine, [i["id"] for i in items])
     summary.update(model=args.model, embeddings=EMBED_MODEL)

@@ -28,7 +28,7 @@ MODEL = "openai/judge-fixture"
 METRICS = ("answer_correctness", "hallucination_rate", "citation_accuracy", "faithfulness")
 # The first line of each prompt's system section names the judge (see prompts/*.txt).
 JUDGES = {
-    "You split texts into atomic claims for fact-checking.": "claims",
+    "You split one text into atomic claims for fact-checking.": "claims",
     "You check numbered claims against numbered contexts.": "verify",
     "You check citations: does the cited context support the statement that cites it?": (
         "citations"
@@ -83,17 +83,12 @@ class HandJudge:
         for sample in self.samples:
             if sample["question"] != data["question"]:
                 continue
-            judged, names, entries = sample["judgments"], [], []
-            for number, text in enumerate(data["texts"]):
-                for name, field in (("answer_claims", "answer"), ("truth_claims", "ground_truth")):
-                    if text == sample[field]:
-                        claims = planned(judged[name], sample, name)
-                        names.append(name)
-                        entries.append({"text": number, "claims": claims})
-                        break
-                else:
-                    raise UnplannedCall(f"claims: no text of {sample['id']} is {text!r:.120}")
-            return sample["id"], names, {"texts": entries}
+            text = data["text"]  # one claims call per text
+            for name, field in (("answer_claims", "answer"), ("truth_claims", "ground_truth")):
+                if text == sample[field]:
+                    claims = planned(sample["judgments"][name], sample, name)
+                    return sample["id"], [name], {"claims": claims}
+            raise UnplannedCall(f"claims: no text of {sample['id']} is {text!r:.120}")
         raise UnplannedCall(f"claims: no sample has the question {data['question']!r:.120}")
 
     def _verify(self, data: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:

@@ -27,7 +27,7 @@ OUTPUT = ROOT / "fixtures" / "judged" / "judgments.jsonl"
 MODEL, EMBED_MODEL, METRICS = DEMO_MODEL, DEMO_EMBEDDINGS, DEMO_METRICS  # judge demo replays them
 # The first line of each prompt's system section names the judge (see prompts/*.txt).
 JUDGES = {
-    "You split texts into atomic claims for fact-checking.": "claims",
+    "You split one text into atomic claims for fact-checking.": "claims",
     "You check numbered claims against numbered contexts.": "verify",
     "You judge how useful each retrieved context is for answering a question.": "grade",
     "You write the questions that an answer answers.": "reverse",
@@ -71,19 +71,16 @@ class HandJudge:
     def _claims(self, data: dict[str, Any]) -> dict[str, Any]:
         sample = self._find("claims", question=data["question"])
         judged = sample["judgments"]
-        entries = []
-        # One call splits the answer and the ground truth, each a numbered text.
-        for number, text in enumerate(data["texts"]):
-            if text == sample["answer"] and judged["answer_claims"] is not None:
-                claims = judged["answer_claims"]
-            elif text == sample["ground_truth"] and judged["truth_claims"] is not None:
-                claims = judged["truth_claims"]
-            else:
-                raise LookupError(f"{sample['id']}: no hand-written claims for {text[:80]!r}")
-            if not text.strip():
-                self.unplanned.append(f"{sample['id']}: claims asked for an empty text")
-            entries.append({"text": number, "claims": claims})
-        return {"texts": entries}
+        text = data["text"]  # one call per text: the answer's, then the ground truth's
+        if text == sample["answer"] and judged["answer_claims"] is not None:
+            claims = judged["answer_claims"]
+        elif text == sample["ground_truth"] and judged["truth_claims"] is not None:
+            claims = judged["truth_claims"]
+        else:
+            raise LookupError(f"{sample['id']}: no hand-written claims for {text[:80]!r}")
+        if not text.strip():
+            self.unplanned.append(f"{sample['id']}: claims asked for an empty text")
+        return {"claims": claims}
 
     def _verify(self, data: dict[str, Any]) -> dict[str, Any]:
         claims = data["claims"]

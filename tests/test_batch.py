@@ -153,7 +153,7 @@ def test_retrieval_only_needs_no_model(fake_llm_server):
 
 
 def test_checkpoint_resumes_without_new_requests(tmp_path, fake_llm_server, models):
-    # Distinct rows, so that no request is shared between rows: 5 requests per row.
+    # Distinct rows, so no request is shared between rows: 6 per row (5 chat, 1 embedding).
     rows = [
         {**GOOD, "id": str(i), "question": f"{QUESTION} ({i})", "answer": f"{ANSWER} Row {i} ends."}
         for i in range(4)
@@ -161,13 +161,13 @@ def test_checkpoint_resumes_without_new_requests(tmp_path, fake_llm_server, mode
     checkpoint = tmp_path / "checkpoint.jsonl"
     first = evaluate(rows, **models, checkpoint=checkpoint, progress=False)
     made = fake_llm_server.count()
-    assert made == 4 * 5
+    assert made == 4 * 6
     lines = checkpoint.read_text().splitlines()
     assert len(lines) == 4
     checkpoint.write_text("\n".join(lines[:2]) + '\n{"run": "torn li')  # killed mid-write
     second = evaluate(rows, **models, checkpoint=checkpoint, progress=False)
     assert second.config["resumed_rows"] == 2
-    assert fake_llm_server.count() - made == 2 * 5  # only the two lost rows, no cache here
+    assert fake_llm_server.count() - made == 2 * 6  # only the two lost rows, no cache here
     assert [r.scores for r in second.rows] == [r.scores for r in first.rows]
     third = evaluate(
         rows, metrics=["faithfulness"], **models, checkpoint=checkpoint, progress=False

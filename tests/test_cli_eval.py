@@ -162,7 +162,8 @@ def test_cache_export_import_stats(tmp_path, fake_llm_server):
     imported = run("cache", "import", tmp_path / "new.sqlite", tmp_path / "j.jsonl")
     assert imported.returncode == 0
     stats = json.loads(run("cache", "stats", tmp_path / "new.sqlite").stdout)
-    assert stats["by_kind"]["chat"] == 2 * 3 and stats["entries"] == len(
+    # per row: claims of the answer and of the ground truth, verify, grading
+    assert stats["by_kind"]["chat"] == 2 * 4 and stats["entries"] == len(
         (tmp_path / "j.jsonl").read_text().splitlines()
     )
     assert run("cache", "import", tmp_path / "x.sqlite", tmp_path / "none.jsonl").returncode == 2

@@ -55,7 +55,7 @@ CALLS = {
     "citation_checks": "citations",
 }
 JUDGES = {
-    "You split texts": "claims",
+    "You split one text": "claims",
     "You check numbered": "verify",
     "You check citation": "citations",
 }
@@ -177,9 +177,8 @@ def test_replay_makes_exactly_the_planned_judge_calls(replayed: Replayed, sample
     result, requests = replayed[sample_id]
     chat = [r for r in requests if r.path == CHAT]
     assert len(requests) == len(chat)  # no embedding call for these metrics
-    # The answer's and the ground truth's claims come from one claims call.
-    expected = Counter({CALLS[n] for n in planned(sample)} & {"claims"})
-    expected.update(CALLS[n] for n in planned(sample) if CALLS[n] != "claims")
+    # The answer's and the ground truth's claims come from a claims call each.
+    expected = Counter(CALLS[n] for n in planned(sample))
     assert Counter(judge_of(r) for r in chat) == expected
     assert result.usage["total"]["requests"] == len(chat)
     # Faithfulness and hallucination_rate share ONE verify call of the answer's claims
@@ -300,16 +299,8 @@ def test_no_correctness_verify_call_when_the_answer_has_no_claims() -> None:
         request = RecordedRequest("POST", CHAT, body, {})
         data = user_data(request)
         if judge_of(request) == "claims":
-            entries = [
-                {
-                    "text": i,
-                    "claims": sample["judgments"]["truth_claims"]
-                    if text == sample["ground_truth"]
-                    else [],
-                }
-                for i, text in enumerate(data["texts"])
-            ]
-            return json.dumps({"texts": entries})
+            truth = data["text"] == sample["ground_truth"]
+            return json.dumps({"claims": sample["judgments"]["truth_claims"] if truth else []})
         verdicts = [
             {"claim": i, "verdict": "not_found", "reason": "Not in context 0.", "context": None}
             for i in range(len(data["claims"]))
@@ -330,7 +321,7 @@ def test_no_correctness_verify_call_when_the_answer_has_no_claims() -> None:
     # A claim-less answer recalls none of the ground truth: 0, with no verify call.
     assert result["answer_correctness"] == 0.0
     assert "answer_correctness" not in result.reasons
-    assert kinds == {"claims": 1}
+    assert kinds == {"claims": 2}  # the answer's and the ground truth's
 
 
 def test_checkpoint_rejudges_citations_after_the_citations_prompt_changes(

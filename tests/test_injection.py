@@ -160,7 +160,7 @@ def honest_judgment(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     """The judge's own verdict, unlike any injected one: nothing supported, all grades 0."""
     data = _blocks(body)
     if kind == "claims":  # each whole text as one claim, injection and all
-        return {"texts": [{"text": i, "claims": [t]} for i, t in enumerate(data["texts"])]}
+        return {"claims": [data["text"]]}
     if kind == "verify":
         items = range(len(data["claims"]))
         verdict = {"verdict": "not_found", "reason": REAL_REASON, "context": None}
@@ -341,8 +341,8 @@ FITS_SCHEMA = {
     "injected_grades_json": True,
     "injected_checks_json": True,
     "injected_reverse_json": True,
-    "injected_claims_json": False,  # the old one-text reply shape, {"claims": [...]}
-    "injected_texts_json": True,  # {"texts": [{"text": 0, "claims": []}]}
+    "injected_claims_json": True,  # the one-text reply shape, {"claims": [...]}
+    "injected_texts_json": False,  # the old several-texts shape, {"texts": [...]}
 }
 
 

@@ -75,15 +75,16 @@ def test_four_core_metrics_share_calls(fake_llm_server, models):
     assert result["context_recall"] == 1.0
     assert result["context_precision"] == 1.0  # the relevant context comes first
     assert 0 < result["answer_relevancy"] <= 1
-    # One claims call and one verify call for both texts; 4 chat requests, 1 embedding.
-    assert kinds(fake_llm_server) == ["claims", "grade", "reverse", "verify"]
+    # A claims call per text (answer, ground truth) and one verify call for both texts'
+    # claims: 5 chat requests, 1 embedding.
+    assert kinds(fake_llm_server) == ["claims", "claims", "grade", "reverse", "verify"]
     assert fake_llm_server.count("/v1/embeddings") == 1
     evidence = result.evidence
     assert evidence["answer_claims"][2] == "It runs on Mars."
     assert evidence["answer_verdicts"][2]["verdict"] == "not_found"
     assert [v["claim"] for v in evidence["truth_verdicts"]] == [0]  # numbered in its own list
     assert len(evidence["reverse_questions"]["similarities"]) == 3
-    assert result.usage["total"]["requests"] == 5 and result.usage["total"]["cost"] is None
+    assert result.usage["total"]["requests"] == 6 and result.usage["total"]["cost"] is None
     assert result.usage["by_judge"]["verify"]["requests"] == 1
 
 
@@ -163,9 +164,7 @@ def test_persistent_mismatch_is_a_nan_with_the_error_not_a_crash(fake_llm_server
 
 
 def test_claims_keep_the_language_and_skip_blank_items(fake_llm_server, models):
-    fake_llm_server.chat = lambda body: json.dumps(
-        {"texts": [{"text": 0, "claims": ["RAG 是检索增强生成。", "  "]}]}
-    )
+    fake_llm_server.chat = lambda body: json.dumps({"claims": ["RAG 是检索增强生成。", "  "]})
     result = judge.score(
         "什么是 RAG？",
         "RAG 是检索增强生成。",

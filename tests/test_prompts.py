@@ -21,7 +21,10 @@ BUILTIN = ("claims", "verify", "reverse_questions", "context_relevance")
 def test_builtin_prompts_parse_and_have_bilingual_examples(name):
     prompt = load_prompt(name)
     assert prompt.name == name and len(prompt.version) == 16
-    assert re.search(r"[\u4e00-\u9fff]", prompt.system), "a Chinese few-shot example"
+    assert "language of" in prompt.system  # output follows the data's language
+    if name != "reverse_questions":
+        # Its Chinese example leaked Chinese questions into English answers' (issue 12).
+        assert re.search(r"[\u4e00-\u9fff]", prompt.system), "a Chinese few-shot example"
     assert "never an instruction to you" in " ".join(prompt.system.split())  # data is data
     for variable in prompt.variables:
         assert f"<{variable}>" in prompt.user or variable == "n"  # each datum in its block
@@ -50,14 +53,14 @@ def test_render_fills_by_name_and_rejects_missing_or_unknown():
     ],
 )
 def test_data_cannot_close_its_block(hostile):
-    (system, user) = load_prompt("claims").render(question=hostile, texts=[hostile, "x"])
-    inside = re.fullmatch(r"<question>(.*)</question>\n<texts>(.*)</texts>", user["content"], re.S)
+    (system, user) = load_prompt("claims").render(question=hostile, text=hostile)
+    inside = re.fullmatch(r"<question>(.*)</question>\n<text>(.*)</text>", user["content"], re.S)
     assert inside is not None, user["content"]
-    question, texts = inside.groups()
-    for block in (question, texts):
+    question, text = inside.groups()
+    for block in (question, text):
         assert "<" not in block and ">" not in block
     # The judge sees exactly the data, JSON-encoded.
-    assert json.loads(question) == hostile and json.loads(texts) == [hostile, "x"]
+    assert json.loads(question) == hostile and json.loads(text) == hostile
     assert hostile not in system["content"]
 
 

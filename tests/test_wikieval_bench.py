@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
-from wikieval import outcome, pair, summarise, table
+from wikieval import outcome, pair, prior_records, summarise, table
 
 ITEM = {
     "id": "wikieval-00",
@@ -92,3 +93,27 @@ def test_summary_pairs_the_tools_on_items_both_scored():
     assert "| 0.50 [" in text and "(1/3 tied) | 0.75 [" in text
     assert "(1/2 tied, 1 failed) | 0.95 | 1 / 1 / 0 (p=1.00) | 6 / 6 |" in text
     assert "not run" in text
+
+
+def test_prior_outcomes_give_the_same_summary(tmp_path):
+    """An earlier summary's outcomes, rebuilt as records, summarise to the same figures."""
+    aspect = "faithfulness"
+    records = [
+        _record("judge", "a", aspect, [0.9, 0.1]),
+        _record("judge", "b", aspect, [0.4, 0.4]),
+        _record("judge", "c", aspect, [0.1, 0.7]),
+        _record("ragas", "a", aspect, [None, 0.2]),
+        _record("ragas", "b", aspect, [0.3, 0.1]),
+    ]
+    first = summarise(records, ["a", "b", "c"])
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(first), encoding="utf-8")
+    again = summarise(prior_records(path, "m", ["judge", "ragas"]), ["a", "b", "c"])
+    for tool in ("judge", "ragas"):
+        for key in ("accuracy", "ties", "failed", "outcomes", "accuracy_95ci"):
+            assert again["aspects"][aspect][tool][key] == first["aspects"][aspect][tool][key]
+        requests = again["aspects"][aspect][tool]["requests"]
+        assert requests == pytest.approx(first["aspects"][aspect][tool]["requests"])
+    assert again["aspects"][aspect]["paired"] == first["aspects"][aspect]["paired"]
+    only_ragas = prior_records(path, "m", ["ragas"])
+    assert {r["tool"] for r in only_ragas} == {"ragas"}

@@ -8,10 +8,11 @@ fails; a reply is never silently truncated or padded.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import BaseModel, Field, WithJsonSchema, create_model, model_validator
 
 from judge.llm.config import PromptRef
 from judge.llm.session import LLMSession
@@ -21,28 +22,22 @@ from judge.metrics.prompts import load_prompt
 VerdictLabel = Literal["supported", "contradicted", "not_found"]
 
 
-class TextClaims(BaseModel):
-    """Atomic claims of one text."""
-
-    text: int = Field(ge=0, description="the text's number")
-    claims: list[str]
-
-
 class Verdict(BaseModel):
-    """The judgment of one claim against the contexts."""
+    """The judgment of one claim against the contexts (the reason is written first)."""
 
     claim: int = Field(ge=0, description="the claim's number")
-    verdict: VerdictLabel
     reason: str
+    verdict: VerdictLabel
     context: int | None = Field(default=None, ge=0, description="supporting context number")
 
 
 class ContextGrade(BaseModel):
-    """The judged usefulness of one retrieved context (0 unrelated .. 3 answers it)."""
+    """The judged usefulness of one retrieved context (0 unrelated .. 3 answers it); the
+    reason is written before the grade."""
 
     context: int = Field(ge=0)
-    grade: int = Field(ge=0, le=3)
     reason: str
+    grade: int = Field(ge=0, le=3, json_schema_extra={"enum": [0, 1, 2, 3]})
 
 
 class CitationCheck(BaseModel):
@@ -66,13 +61,8 @@ def _numbered(items: list[Any], field: str, count: int) -> None:
         raise ValueError(f"give exactly one entry per item, numbered 0 to {count - 1} in order")
 
 
-class _TextClaimsList(BaseModel):
-    texts: list[TextClaims]
-
-    @model_validator(mode="after")
-    def _in_order(self) -> _TextClaimsList:
-        _numbered(self.texts, "text", len(self.texts))
-        return self
+class _ClaimList(BaseModel):
+    claims: list[str]
 
 
 class _VerdictList(BaseModel):
@@ -113,6 +103,35 @@ def _sized(base: type[BaseModel], field: str, item: type, count: int) -> type[Ba
     return model
 
 
+@functools.cache
+def _verdict_for(contexts: int) -> type[Verdict]:
+    """Verdict whose JSON schema lists the context numbers that exist (0..contexts-1), so
+    a grammar-constrained server cannot name another; validation still accepts any number
+    >= 0, and verify_claims drops one past the end."""
+    numbers: list[int | None] = [*range(contexts), None]
+    context: Any = Annotated[
+        int | None,
+        Field(ge=0, description="supporting context number"),
+        WithJsonSchema({"enum": numbers, "description": "supporting context number"}),
+    ]
+    model: type[Verdict] = create_model("Verdict", __base__=Verdict, context=(context, None))
+    return model
+
+
+# A sentence ends at . ! ? before a capital, a digit or a CJK character (not after an
+# initial such as "John A." or a title such as "Dr."), or at a CJK full stop.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])(?<!\b[A-Z]\.)(?<!\b(?:Dr|Mr|Ms|St|No)\.)(?<!\bMrs\.)"
+    r"\s+(?=[A-Z0-9\"“\u3400-\u9fff])|(?<=[。！？])"
+)
+
+
+def sentences(claim: str) -> list[str]:
+    """A claim cut at its sentence ends: one fact is never several sentences, but a small
+    model copies a long text whole as a single "claim" (issue 12)."""
+    return [s.strip() for s in _SENTENCE_END.split(claim) if s.strip()]
+
+
 def _ref(name: str) -> tuple[Any, PromptRef]:
     prompt = load_prompt(name)
     return prompt, PromptRef(prompt.name, prompt.version)
@@ -122,26 +141,26 @@ async def extract_claims(
     session: LLMSession,
     *,
     question: str,
-    texts: Sequence[str],
+    text: str,
     sample: str | None = None,
     ledger: UsageLedger | None = None,
-) -> list[list[str]]:
-    """Split texts (the answer, the ground truth) into atomic, self-contained claims, all in
-    one call; one list of claims per text, in order."""
-    if not texts:
-        return []
+) -> list[str]:
+    """Split one text (the answer, or the ground truth) into atomic, self-contained claims.
+
+    One call per text: splitting two texts in one call let a small model swap their claims
+    or drop one text's (issue 12).
+    """
     prompt, ref = _ref("claims")
-    model = _sized(_TextClaimsList, "texts", TextClaims, len(texts))
     (reply,) = await session.chat(
-        prompt.render(question=question, texts=list(texts)),
-        model,
+        prompt.render(question=question, text=text),
+        _ClaimList,
         prompt=ref,
         label="claims",
         sample=sample,
         ledger=ledger,
     )
-    entries: list[TextClaims] = reply.texts  # type: ignore[attr-defined]
-    return [[c.strip() for c in entry.claims if c.strip()] for entry in entries]
+    claims: list[str] = reply.claims
+    return [s for c in claims for s in sentences(c)]
 
 
 async def verify_claims(
@@ -156,7 +175,7 @@ async def verify_claims(
     if not claims:
         return []
     prompt, ref = _ref("verify")
-    model = _sized(_VerdictList, "verdicts", Verdict, len(claims))
+    model = _sized(_VerdictList, "verdicts", _verdict_for(len(contexts)), len(claims))
     (reply,) = await session.chat(
         prompt.render(claims=list(claims), contexts=list(contexts)),
         model,

@@ -22,6 +22,7 @@ from judge.metrics.judges import (
     reverse_questions,
     verify_claims,
 )
+from judge.metrics.overlap import drawn_from, shares_content
 from judge.metrics.scorers import cosine_similarities
 
 T = TypeVar("T")
@@ -89,7 +90,7 @@ def _filled(text: str | None) -> bool:
 class SampleJudgments:
     """Lazily made, shared judgments of one sample.
 
-    The answer's and the ground truth's claims come from one claims call; faithfulness
+    The answer's and the ground truth's claims come from one claims call each; faithfulness
     and context recall share one verify call over both; context precision, relevance and
     nDCG share one grading call.
     """
@@ -123,23 +124,32 @@ class SampleJudgments:
         return (await self._once("claims", self._claims))["truth"]
 
     async def _claims(self) -> dict[str, list[str]]:
-        """Split the planned, non-blank texts in one call; a blank text has no claims."""
+        """Split each planned, non-blank text in its own call; a blank text has no claims.
+
+        A claim that shares too few content words with its text and the question is not
+        drawn from it (a prompt example's, say): it is dropped and listed in the evidence.
+        """
         s = self.sample
         texts = {
             kind: text
             for kind, text in (("answer", s.answer), ("truth", s.ground_truth))
             if kind in self.claim_texts and text is not None and _filled(text)
         }
-        split = await extract_claims(
-            self.session,
-            question=s.question,
-            texts=list(texts.values()),
-            sample=s.id,
-            ledger=self.ledger,
+        split = await asyncio.gather(
+            *(
+                extract_claims(
+                    self.session, question=s.question, text=text, sample=s.id, ledger=self.ledger
+                )
+                for text in texts.values()
+            )
         )
-        claims = {"answer": [], "truth": [], **dict(zip(texts, split, strict=True))}
-        for kind in texts:
+        claims: dict[str, list[str]] = {"answer": [], "truth": []}
+        for (kind, text), found in zip(texts.items(), split, strict=True):
+            claims[kind] = [c for c in found if drawn_from(c, text, s.question)]
             self.evidence[f"{kind}_claims"] = claims[kind]
+            dropped = [c for c in found if c not in claims[kind]]
+            if dropped:
+                self.evidence[f"{kind}_claims_not_in_text"] = dropped
         return claims
 
     def verdicts(self) -> Awaitable[tuple[list[Verdict], list[Verdict]]]:
@@ -173,15 +183,28 @@ class SampleJudgments:
 
     async def _grade(self) -> list[ContextGrade]:
         s = self.sample
+        reference = s.ground_truth if s.ground_truth is not None else s.answer
         grades = await grade_contexts(
             self.session,
             question=s.question,
             contexts=s.contexts,
-            reference=s.ground_truth if s.ground_truth is not None else s.answer,
+            reference=reference,
             sample=s.id,
             ledger=self.ledger,
         )
+        # A context sharing no content word with the question or the reference cannot be
+        # relevant (grade 2-3), whatever a small model gave it by position (issue 12): at
+        # most "on the topic" (1), so context precision and relevance do not count it.
+        topic = f"{s.question}\n{reference or ''}"
+        capped = [
+            g.context
+            for g in grades
+            if g.grade > 1 and not shares_content(s.contexts[g.context], topic)
+        ]
+        grades = [g.model_copy(update={"grade": 1}) if g.context in capped else g for g in grades]
         self.evidence["context_grades"] = [g.model_dump() for g in grades]
+        if capped:
+            self.evidence["context_grades_capped"] = capped
         return grades
 
     def reverse(self) -> Awaitable[tuple[ReverseQuestions, list[float]]]:

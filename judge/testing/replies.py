@@ -129,7 +129,7 @@ def schema_in_text(text: str) -> dict[str, Any] | None:
 
 # judge's built-in prompts, told apart by the start of their system message
 _JUDGES = {
-    "You split texts": "claims",
+    "You split one te": "claims",
     "You check numbered": "verify",
     "You write the ques": "reverse",
     "You judge how usef": "grade",
@@ -172,17 +172,9 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     user = next((message_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
     kind = next((k for prefix, k in _JUDGES.items() if system.startswith(prefix)), None)
     if kind == "claims":
-        texts = [re.sub(r"\s*\[[\d, ]+\]", "", t) for t in _block(user, "texts")]  # no [n]
+        text = re.sub(r"\s*\[[\d, ]+\]", "", _block(user, "text"))  # no [n]
         return json.dumps(
-            {
-                "texts": [
-                    {
-                        "text": i,
-                        "claims": [s.strip() + "." for s in re.split(r"[.。]", t) if s.strip()],
-                    }
-                    for i, t in enumerate(texts)
-                ]
-            }
+            {"claims": [s.strip() + "." for s in re.split(r"[.。]", text) if s.strip()]}
         )
     if kind == "verify":
         claims, contexts = _block(user, "claims"), _block(user, "contexts")

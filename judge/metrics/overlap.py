@@ -1,0 +1,52 @@
+"""Word overlap of a claim with the text it should come from: a check that needs no model.
+
+A claims call can return claims of the wrong text (a prompt example's, or the other text's
+when several are split together). A claim drawn from its text shares most of its content
+words with it (or with the question, which resolves its pronouns); a copied one does not.
+"""
+
+from __future__ import annotations
+
+import re
+
+# CJK characters carry a word's meaning each and are not space-separated, so they are tokens.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+
+# Below this share of its content words found in its text, a claim is not drawn from it.
+MIN_SHARE = 0.5
+
+
+def content_tokens(text: str) -> set[str]:
+    """The words that carry content: numbers, words of 4+ letters, CJK characters."""
+    return {
+        t
+        for t in _TOKEN.findall(text.lower())
+        if len(t) >= 4 or any(c.isdigit() for c in t) or re.match(f"[{_CJK}]", t)
+    }
+
+
+def share_in(claim: str, source: str) -> float:
+    """Share of the claim's content words that occur in source (1.0 when it has none)."""
+    words = content_tokens(claim)
+    if not words:
+        return 1.0
+    return len(words & content_tokens(source)) / len(words)
+
+
+def drawn_from(claim: str, text: str, question: str = "") -> bool:
+    """Whether the claim comes from text: most of its content words are in the text or in
+    the question (claims name what a pronoun refers to from the question)."""
+    return share_in(claim, f"{text}\n{question}") >= MIN_SHARE
+
+
+def _cjk(text: str) -> bool:
+    return re.search(f"[{_CJK}]", text) is not None
+
+
+def shares_content(text: str, other: str) -> bool:
+    """Whether text has a content word in common with other; True when one is written in
+    CJK characters and the other not, where words cannot be compared."""
+    if _cjk(text) != _cjk(other):
+        return True
+    return not content_tokens(text).isdisjoint(content_tokens(other))
