@@ -210,6 +210,20 @@ def test_each_check_rejects_its_failing_case_and_reports_the_shortfall(
     assert manifest["counts"]["rejected_by_reason"] == {reason: 1}
 
 
+def _quotes_numbered_swapped(data):
+    reply = default_reply("multi_hop", data)
+    return {**reply, "evidence": [{**q, "chunk": 1 - q["chunk"]} for q in reply["evidence"]]}
+
+
+def test_a_multi_hop_quote_numbered_with_the_wrong_chunk_is_found_in_the_other(corpus):
+    # A real model (Qwen2.5 0.5B) gave a verbatim quote the other chunk's number.
+    with FakeLLMServer(chat=Script(when("multi_hop", "", _quotes_numbered_swapped))) as server:
+        result = run(server, corpus, 1, "multi_hop=1", max_rounds=1)
+    (item,) = result.items
+    assert not result.rejected and len(set(item.gold_chunk_ids)) == 2
+    assert {e.chunk_id for e in item.evidence} == set(item.gold_chunk_ids)
+
+
 def test_rejected_drafts_are_replaced_from_fresh_seeds(corpus):
     first = {"seen": False}
 

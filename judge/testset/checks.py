@@ -5,6 +5,7 @@ reason that goes to rejected.jsonl; passing measures go into the item's `checks`
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,15 @@ class Candidate:
         return () if not self.answerable else self.draft.chunks
 
 
+def _evidence_in(chunks: Sequence[Chunk], number: int, quote: str) -> Evidence:
+    """A multi-hop quote in the chunk it names, else in the other one: a real model (Qwen2.5
+    0.5B) numbered a verbatim quote with the wrong chunk; the text is what must match."""
+    for chunk in (chunks[number], *(c for i, c in enumerate(chunks) if i != number)):
+        if find_quote(quote, chunk.text) is not None:
+            return _evidence(chunk, quote)
+    return _evidence(chunks[number], quote)
+
+
 def _evidence(chunk: Chunk, quote: str) -> Evidence:
     span = find_quote(quote, chunk.text)
     if span is None:
@@ -85,7 +95,7 @@ def check_draft(draft: Draft) -> Candidate:
         raise CheckFailed("wrong_language", f"the source chunk is {wanted}")
     calculation = None
     if qtype == "multi_hop":
-        evidence = [_evidence(chunks[q.chunk], q.quote) for q in reply.evidence]
+        evidence = [_evidence_in(chunks, q.chunk, q.quote) for q in reply.evidence]
         if {e.chunk_id for e in evidence} != {c.chunk_id for c in chunks}:
             raise CheckFailed(
                 "evidence_not_from_both_chunks", "a multi-hop answer quotes each chunk"

@@ -17,13 +17,14 @@ from judge.testset.checks import Candidate
 
 
 class Critique(BaseModel):
-    """The critic's four checks of one question, and why."""
+    """The critic's four checks of one question, after its reason (written first, so the
+    checks follow from it rather than from the example's pattern)."""
 
+    reason: str
     self_contained: bool
     answerable: bool
     answer_correct: bool
     needs_all_chunks: bool
-    reason: str
 
 
 class Grade(BaseModel):
