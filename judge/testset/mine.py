@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -30,7 +29,7 @@ from judge.testset.corpus import Corpus, load_corpus
 from judge.testset.index import Index, pool
 from judge.testset.items import Provenance, Rejected, TestsetItem, item_id
 from judge.testset.logs import Cluster, cluster, read_questions, sample
-from judge.testset.outputs import write_chunks, write_items, write_jsonl
+from judge.testset.outputs import write_set
 from judge.testset.review_calls import Grade, GradeList
 from judge.testset.text import language
 
@@ -62,20 +61,13 @@ class MineResult:
 
     def write(self, out: str | os.PathLike[str]) -> None:
         """Write testset.jsonl, qrels, queries.tsv, chunks.jsonl, rejected.jsonl, manifest.json."""
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-        write_items(self.items, {c.chunk_id: c.doc_id for c in self.corpus.chunks}, folder)
-        write_jsonl(folder / "rejected.jsonl", [r.model_dump(mode="json") for r in self.failed])
-        write_chunks(self.corpus, self.items, folder)
         manifest = {
             "corpus": {"source": self.corpus.source, "sha256": self.corpus.digest},
             "config": self.config,
             "counts": self.counts,
             "usage": self.usage,
         }
-        (folder / "manifest.json").write_text(
-            json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        write_set(out, self.items, self.failed, self.corpus, manifest)
 
 
 def read_log(path: str | os.PathLike[str], column: str | None = None) -> list[str]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.ir.trec import write_qrels
 from judge.testset.corpus import Corpus
-from judge.testset.items import TestsetItem
+from judge.testset.items import Rejected, TestsetItem
 
 if TYPE_CHECKING:
     from judge.testset.build import BuildResult
@@ -100,13 +100,24 @@ def manifest(result: BuildResult) -> dict[str, Any]:
     }
 
 
-def write_outputs(result: BuildResult, out: str | os.PathLike[str]) -> None:
-    """Write the test set's files to the folder `out` (created if needed)."""
+def write_set(
+    out: str | os.PathLike[str],
+    items: Sequence[TestsetItem],
+    rejected: Sequence[Rejected],
+    corpus: Corpus,
+    manifest: Mapping[str, Any],
+) -> None:
+    """Write a test set's files (built or mined) to the folder `out`, created if needed."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    write_items(result.items, {c.chunk_id: c.doc_id for c in result.corpus.chunks}, folder)
-    write_jsonl(folder / "rejected.jsonl", [r.model_dump(mode="json") for r in result.rejected])
-    write_chunks(result.corpus, result.items, folder)
+    write_items(items, {c.chunk_id: c.doc_id for c in corpus.chunks}, folder)
+    write_jsonl(folder / "rejected.jsonl", [r.model_dump(mode="json") for r in rejected])
+    write_chunks(corpus, items, folder)
     (folder / "manifest.json").write_text(
-        json.dumps(manifest(result), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+
+
+def write_outputs(result: BuildResult, out: str | os.PathLike[str]) -> None:
+    """Write a built test set's files to the folder `out`."""
+    write_set(out, result.items, result.rejected, result.corpus, manifest(result))
