@@ -379,6 +379,11 @@ def main() -> None:
     parser.add_argument(
         "--prior-tools", default="judge,ragas", help="the tools whose --prior outcomes count"
     )
+    parser.add_argument(
+        "--aspects",
+        default=",".join(ASPECTS),
+        help="run only these aspects (comma-separated); the table still shows all",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     items = load(args.n)
@@ -392,9 +397,12 @@ def main() -> None:
     )
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     done = {(r["tool"], r["item"], r["aspect"]) for r in records if r["model"] == args.model}
+    aspects = [a.strip() for a in args.aspects.split(",") if a.strip()]
+    if unknown := set(aspects) - set(ASPECTS):
+        sys.exit(f"unknown --aspects {sorted(unknown)}: choose from {', '.join(ASPECTS)}")
     pending = {
         tool: [
-            (i, a) for i in items[args.first :] for a in ASPECTS if (tool, i["id"], a) not in done
+            (i, a) for i in items[args.first :] for a in aspects if (tool, i["id"], a) not in done
         ]
         for tool in tools
     }
