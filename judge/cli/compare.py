@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from judge.cli.output import output_options
 from judge.errors import JudgeError
 
 
@@ -46,8 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="for run files: cutoff K of the default "
         "metrics, and list queries whose relevant docs fell out of B's top K",
     )
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--out", help="also write comparison.json and compare.html here")
+    output_options(p, "comparison.json and compare.html")
     p.add_argument(
         "--fail-on-regression",
         action="store_true",

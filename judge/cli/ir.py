@@ -7,6 +7,7 @@ import json
 import sys
 import warnings
 
+from judge.cli.output import output_options
 from judge.errors import CoverageWarning
 from judge.ir.measures import DEFAULT_METRICS
 
@@ -46,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="LEVEL",
         help="smallest grade that counts as relevant (default 1)",
     )
-    p.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    output_options(p)
     p.add_argument(
         "--digits", type=int, default=4, help="decimals in text output (default 4, as trec_eval)"
     )
