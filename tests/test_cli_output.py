@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from judge.cli.ir import metrics_of
 from judge.cli.main import build_parser
 from judge.cli.output import show
 
@@ -69,3 +70,18 @@ def test_show_prints_json_and_writes_nothing_without_out(tmp_path, capsys, monke
     printed = capsys.readouterr().out
     assert json.loads(printed) == {"kappa": 0.5, "name": "é"} and "é" in printed
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ir_and_compare_read_metrics_alike():
+    for command in ("ir", "compare"):
+        metric = options(command)["-m"]
+        assert (metric.option_strings, metric.dest, metric.metavar) == (
+            ["-m", "--metric"],
+            "metrics",
+            "METRIC",
+        )
+    parser = build_parser()
+    for command in (["ir", "q", "r"], ["compare", "a", "b"]):
+        args = parser.parse_args([*command, "-m", "ndcg@10,P@5", "-m", "mrr,", "--metric", "map"])
+        assert metrics_of(args) == ["ndcg@10", "P@5", "mrr", "map"]
+        assert metrics_of(parser.parse_args(command)) == []
