@@ -101,7 +101,7 @@ NAN_CELL = [  # a DataFrame's missing cell in an unused column is a float NaN
 
 
 def _has_question_column(rows: list[dict[str, Any]]) -> bool:
-    return any(name in row for row in rows for name in COLUMNS["question"])
+    return any(name in row for row in rows for name in COLUMNS["question"].names)
 
 
 def _check_rows(given_rows: list[Any], rows: list[Any], columns: dict[str, str]) -> None:

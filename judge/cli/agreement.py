@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from judge.cli.eval import data_options, model_config, model_options
+from judge.cli.output import output_options, show
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,8 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="pairwise: the column of pair ids; --label marks each pair's preferred row with 1",
     )
     model_options(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--out", help="also write agreement.json and agreement.html here")
+    output_options(p, "agreement.json and agreement.html")
     p.add_argument(
         "--disagreements",
         type=int,
@@ -66,15 +64,5 @@ def run_agreement(args: argparse.Namespace) -> int:
         disagreements=max(0, args.disagreements),
         **data_options(args),
     )
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        result.write_json(out / "agreement.json")
-        write_agreement(result, out / "agreement.html")
-    if args.format == "json":
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(result.table())
-        if args.out:
-            print(f"\nwrote {args.out}/agreement.json, agreement.html")
+    show(result, args, "agreement", write_agreement)
     return 0

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from judge.cli.ir import metric_option, metrics_of
+from judge.cli.output import output_options
 from judge.errors import JudgeError
 
 
@@ -29,13 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="A is a dataset; compare its two ranked doc-id columns (e.g. "
         "first_stage_ids,reranked_ids) against its relevance column",
     )
-    p.add_argument(
-        "-m",
-        "--metric",
-        action="append",
-        dest="metrics",
-        metavar="METRIC",
-        help="metric to compare, repeatable or comma-separated (default: all "
+    metric_option(
+        p,
+        "metric to compare, repeatable or comma-separated (default: all "
         "shared; for runs: mrr, ndcg@K, P@K, recall@K, hit_rate@K)",
     )
     p.add_argument("-l", "--relevance-level", type=int, default=1, help="for run files")
@@ -46,8 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="for run files: cutoff K of the default "
         "metrics, and list queries whose relevant docs fell out of B's top K",
     )
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--out", help="also write comparison.json and compare.html here")
+    output_options(p, "comparison.json and compare.html")
     p.add_argument(
         "--fail-on-regression",
         action="store_true",
@@ -64,7 +61,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from judge.report.compare_html import write_compare
     from judge.report.diagnose import diagnose
 
-    metrics = [m for item in (args.metrics or []) for m in item.split(",") if m.strip()] or None
+    metrics = metrics_of(args) or None
     if args.columns:
         from judge.comparison.runs import compare_ranked_columns
 

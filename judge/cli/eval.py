@@ -215,7 +215,7 @@ def run_eval(args: argparse.Namespace) -> int:
     shard = parse_shard(args.shard) if args.shard is not None else None
     llm, embeddings, cache = model_config(args)
     out = Path(args.out)
-    metrics = [m for m in (args.metrics or "").split(",") if m.strip()] or None
+    metrics = metric_names(args)
     checkpoint = out / ".checkpoint.jsonl"
     try:
         result = evaluate(
@@ -253,7 +253,7 @@ def run_on_ray(args: argparse.Namespace) -> Any:
     cache = Path(args.cache)
     return evaluate_file(
         args.data,
-        metrics=[m for m in (args.metrics or "").split(",") if m.strip()] or None,
+        metrics=metric_names(args),
         llm=llm,
         embeddings=embeddings,
         caches=ActorCaches.of(
@@ -302,6 +302,11 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
         None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
     )
     return llm, embeddings, cache
+
+
+def metric_names(args: argparse.Namespace) -> list[str] | None:
+    """The comma-separated --metrics, or None (the default metrics) when none is given."""
+    return [m for m in (args.metrics or "").split(",") if m.strip()] or None
 
 
 def column_map(args: argparse.Namespace) -> dict[str, str] | None:

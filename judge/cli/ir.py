@@ -7,6 +7,7 @@ import json
 import sys
 import warnings
 
+from judge.cli.output import output_options
 from judge.errors import CoverageWarning
 from judge.ir.measures import DEFAULT_METRICS
 
@@ -28,14 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("qrels", help="TREC qrels file: query_id iteration doc_id grade")
     p.add_argument("run", help="TREC run file: query_id Q0 doc_id rank score tag")
-    p.add_argument(
-        "-m",
-        "--metric",
-        action="append",
-        dest="metrics",
-        metavar="METRIC",
-        help=f"metric to compute, repeatable or comma-separated (default: "
-        f"{','.join(DEFAULT_METRICS)})",
+    metric_option(
+        p,
+        f"metric to compute, repeatable or comma-separated (default: {','.join(DEFAULT_METRICS)})",
     )
     p.add_argument("-q", "--per-query", action="store_true", help="also print each query")
     p.add_argument(
@@ -46,18 +42,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="LEVEL",
         help="smallest grade that counts as relevant (default 1)",
     )
-    p.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    output_options(p)
     p.add_argument(
         "--digits", type=int, default=4, help="decimals in text output (default 4, as trec_eval)"
     )
     p.set_defaults(func=run_ir)
 
 
+def metric_option(p: argparse.ArgumentParser, help_text: str) -> None:
+    """Add -m/--metric METRIC, repeatable or comma-separated (`metrics_of` reads it)."""
+    p.add_argument(
+        "-m", "--metric", action="append", dest="metrics", metavar="METRIC", help=help_text
+    )
+
+
+def metrics_of(args: argparse.Namespace) -> list[str]:
+    """The -m/--metric names, comma-separated lists split; [] when none is given."""
+    return [m for item in args.metrics or [] for m in item.split(",") if m.strip()]
+
+
 def run_ir(args: argparse.Namespace) -> int:
     """The `judge ir` command."""
     from judge.ir.evaluate import result_of, score_queries
 
-    metrics = [m for item in (args.metrics or DEFAULT_METRICS) for m in item.split(",") if m]
+    metrics = metrics_of(args) or list(DEFAULT_METRICS)
     # Paths, not dicts: big files are read straight into the arrays the metrics use.
     scores = score_queries(args.qrels, args.run, metrics, relevance_level=args.relevance_level)
     with warnings.catch_warnings(record=True) as caught:

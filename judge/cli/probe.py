@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from pathlib import Path
 
-from judge.cli.eval import data_options, model_config, model_options
+from judge.cli.eval import data_options, metric_names, model_config, model_options
+from judge.cli.output import output_options, show
 from judge.errors import JudgeError
 
 EXIT_FAILED = 1  # a probe's expectation did not hold (2: usage)
@@ -43,8 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--seed", type=int, default=0, help="seeds shuffles and repeats (default 0)")
     model_options(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--out", help="also write probe.json and probe.html here")
+    output_options(p, "probe.json and probe.html")
     p.set_defaults(func=run_probe)
 
 
@@ -61,7 +59,7 @@ def run_probe(args: argparse.Namespace) -> int:
         args.data,
         llm=llm,
         probes=probes,
-        metrics=[m for m in (args.metrics or "").split(",") if m.strip()] or None,
+        metrics=metric_names(args),
         second_llm=dataclasses.replace(llm, model=args.second_model) if args.second_model else None,
         repeats=args.repeats,
         threshold=args.threshold,
@@ -70,15 +68,5 @@ def run_probe(args: argparse.Namespace) -> int:
         cache=cache,
         **data_options(args),
     )
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        result.write_json(out / "probe.json")
-        write_probe(result, out / "probe.html")
-    if args.format == "json":
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(result.table())
-        if args.out:
-            print(f"\nwrote {args.out}/probe.json, probe.html")
+    show(result, args, "probe", write_probe)
     return EXIT_FAILED if result.failed else 0

@@ -17,7 +17,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -71,15 +71,27 @@ class Cache:
         mode: "read-write" (hit, or call and store), "replay" (never call: a miss is an
             error), "record" (always call and overwrite), "off" (neither read nor write).
             It may be changed later (`cache.mode = "replay"`); every value is checked.
+        fallbacks: other cache files, looked up in order when this one has no entry
+            (e.g. the files of other workers): opened read-only, never written, and not
+            counted by `len()`, `entries()` or exports. Each must exist.
     """
 
-    def __init__(self, path: str | os.PathLike[str], mode: CacheMode = "read-write"):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        mode: CacheMode = "read-write",
+        *,
+        fallbacks: Sequence[str | os.PathLike[str]] = (),
+    ):
         self.mode = mode
         self.path = Path(path)
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()
         self._db = self._open()
+        self.fallbacks = tuple(Path(p) for p in fallbacks)
+        # Lookups try these in order: the own file first.
+        self._readers = [(self.path, self._db), *((p, _open_read_only(p)) for p in self.fallbacks)]
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,10 +167,7 @@ class Cache:
         """The entry stored under key, or None (always None unless the mode reads)."""
         if not self.reads:
             return None
-        with self._lock, self._failing_as_cache_error("reading"):
-            row = self._db.execute(
-                f"SELECT {_COLUMNS} FROM judgments WHERE key = ?", (key,)
-            ).fetchone()
+        row = self._lookup(f"SELECT {_COLUMNS} FROM judgments WHERE key = ?", key)
         if row is None:
             self.misses += 1
             return None
@@ -169,26 +178,32 @@ class Cache:
         """Only the stored response under key (the fast path of a cache hit), or None."""
         if not self.reads:
             return None
-        with self._lock, self._failing_as_cache_error("reading"):
-            row = self._db.execute(
-                "SELECT response FROM judgments WHERE key = ?", (key,)
-            ).fetchone()
+        row = self._lookup("SELECT response FROM judgments WHERE key = ?", key)
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
         return json.loads(row[0])
 
+    def _lookup(self, query: str, key: str) -> tuple[Any, ...] | None:
+        """The row of key in the own file, else in the first fallback holding it."""
+        for path, db in self._readers:
+            with self._lock, self._failing_as_cache_error("reading", path):
+                row: tuple[Any, ...] | None = db.execute(query, (key,)).fetchone()
+            if row is not None:
+                return row
+        return None
+
     @contextlib.contextmanager
-    def _failing_as_cache_error(self, doing: str) -> Iterator[None]:
+    def _failing_as_cache_error(self, doing: str, path: Path | None = None) -> Iterator[None]:
         """An SQLite failure (disk full, I/O error, a closed or locked file) as a CacheError,
         so the judge call it happened in fails alone, not the whole run."""
         try:
             yield
         except sqlite3.Error as exc:
             raise CacheError(
-                f"{self.path}: {doing} the cache failed ({type(exc).__name__}: {exc}); free "
-                "disk space or give --cache a new path, then rerun to fill the gaps"
+                f"{path or self.path}: {doing} the cache failed ({type(exc).__name__}: "
+                f"{exc}); free disk space or give --cache a new path, then rerun to fill the gaps"
             ) from exc
 
     def put(self, entry: CacheEntry) -> None:
@@ -290,15 +305,39 @@ class Cache:
         return len(entries)
 
     def close(self) -> None:
-        """Close the database file."""
+        """Close the database file and the fallbacks."""
         with self._lock:
-            self._db.close()
+            for _, db in self._readers:
+                db.close()
 
     def __enter__(self) -> Cache:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A fallback cache file, checked (and migrated if old) as any cache, then opened
+    read-only so that nothing can write to it through this connection."""
+    if not path.is_file():
+        raise CacheError(f"fallback cache {path}: no such file; give an existing cache file")
+    Cache(path, mode="off").close()  # refuses a file that is not a judge cache, migrates one
+    try:
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=60,
+            check_same_thread=False,
+            isolation_level=None,
+        )
+        db.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+    except sqlite3.DatabaseError as exc:
+        raise CacheError(
+            f"fallback cache {path} cannot be opened read-only ({exc}); make its folder "
+            "readable and writable (SQLite keeps a -shm file beside it) or leave it out"
+        ) from exc
+    return db
 
 
 def _entry(row: tuple[Any, ...]) -> CacheEntry:

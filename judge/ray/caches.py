@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TextIO
 
-from judge.llm.cache import Cache, CacheEntry, CacheMode
+from judge.llm.cache import Cache, CacheMode
 
 PREFIX = "actor-"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -56,12 +55,14 @@ class ActorCaches:
 
 
 class ActorCache(Cache):
-    """An actor's own cache file, whose lookups fall back to read-only sibling caches.
+    """An actor's own cache file, reading its siblings' files as fallbacks, and the lock
+    that reserves the file for the actor while it lives.
 
     Args:
         path: the actor's own file (written to).
-        siblings: other cache files, consulted in order when the own file has no entry.
-        mode: the cache mode (see `judge.llm.cache.Cache`); the siblings are only read.
+        siblings: other cache files, consulted in order when the own file has no entry
+            (read-only `fallbacks` of `judge.llm.cache.Cache`).
+        mode: the cache mode of the own file (see `judge.llm.cache.Cache`).
         lock: the open lock file that reserves `path` for this actor (kept open).
     """
 
@@ -72,39 +73,12 @@ class ActorCache(Cache):
         mode: CacheMode = "read-write",
         lock: TextIO | None = None,
     ):
-        super().__init__(path, mode)
-        self.siblings = [Cache(p, "read-write") for p in siblings]
+        super().__init__(path, mode, fallbacks=siblings)
         self._lock_file = lock  # held open: closing it would free the slot
 
-    def get(self, key: str) -> CacheEntry | None:
-        """The entry under key in the own file, else in the first sibling holding it."""
-        entry = super().get(key)
-        if entry is not None or not self.reads:
-            return entry
-        return self._from_siblings(lambda cache: cache.get(key))
-
-    def get_response(self, key: str) -> Any | None:
-        """The stored response under key, from the own file or else a sibling."""
-        response = super().get_response(key)
-        if response is not None or not self.reads:
-            return response
-        return self._from_siblings(lambda cache: cache.get_response(key))
-
-    def _from_siblings(self, lookup: Callable[[Cache], T | None]) -> T | None:
-        """The first sibling's answer; a hit counts as one, not as the own file's miss."""
-        for sibling in self.siblings:
-            found = lookup(sibling)
-            if found is not None:
-                self.misses -= 1
-                self.hits += 1
-                return found
-        return None
-
     def close(self) -> None:
-        """Close the own file, the siblings and the slot's lock."""
+        """Close the files and free the slot."""
         super().close()
-        for sibling in self.siblings:
-            sibling.close()
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None

@@ -17,18 +17,27 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import InputFormatError
+from judge.fields import Field, FieldTable
 from judge.metrics.sample import Sample
 
-# field -> names recognised for it, in order of preference
-COLUMNS: dict[str, tuple[str, ...]] = {
-    "question": ("question", "user_input", "query"),
-    "answer": ("answer", "response"),
-    "contexts": ("contexts", "retrieved_contexts"),
-    "ground_truth": ("ground_truth", "reference", "ground_truths"),
-    "id": ("id", "sample_id"),
-    "retrieved_ids": ("retrieved_ids", "retrieved_context_ids"),
-    "relevance": ("relevance", "qrels", "relevant_ids", "reference_context_ids"),
-}
+COLUMNS = FieldTable(
+    (
+        Field(
+            "question",
+            ("question", "user_input", "query"),
+            required=True,
+            hint="column_map={'question': ...}",
+        ),
+        Field("answer", ("answer", "response")),
+        Field("contexts", ("contexts", "retrieved_contexts")),
+        Field("ground_truth", ("ground_truth", "reference", "ground_truths")),
+        Field("id", ("id", "sample_id")),
+        Field("retrieved_ids", ("retrieved_ids", "retrieved_context_ids")),
+        Field("relevance", ("relevance", "qrels", "relevant_ids", "reference_context_ids")),
+    ),
+    unknown_field="column_map key {field!r} is not one of {fields}",
+    absent_column="column_map: column {column!r} is not in the data (columns: {columns})",
+)
 _FILE_TYPES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -140,29 +149,12 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def resolve_columns(names: Iterable[str], column_map: Mapping[str, str] | None) -> dict[str, str]:
-    """field -> column, from the column names present and the user's mapping."""
-    present = list(names)
-    chosen: dict[str, str] = {}
-    for fld, column in (column_map or {}).items():
-        if fld not in COLUMNS:
-            raise InputFormatError(f"column_map key {fld!r} is not one of {', '.join(COLUMNS)}")
-        if column not in present:
-            raise InputFormatError(
-                f"column_map: column {column!r} is not in the data (columns: {', '.join(present)})"
-            )
-        chosen[fld] = column
-    for fld, candidates in COLUMNS.items():
-        if fld not in chosen:
-            found = next((c for c in candidates if c in present), None)
-            if found is not None:
-                chosen[fld] = found
-    if "question" not in chosen:
-        raise InputFormatError(
-            f"no question column (looked for {', '.join(COLUMNS['question'])}; columns: "
-            f"{', '.join(present) or 'none'}); map yours with column_map={{'question': ...}}"
-        )
-    return chosen
+def resolve_columns(
+    names: Iterable[str], column_map: Mapping[str, str] | None, source: str = ""
+) -> dict[str, str]:
+    """field -> column, from the column names present and the user's mapping (`COLUMNS`);
+    `source`, the data's name, is put before an error."""
+    return COLUMNS.resolve(names, column_map, source)
 
 
 def _list_of_str(value: Any, name: str) -> list[str]:
@@ -220,7 +212,7 @@ def load_rows(
     records, source = read_records(data)
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
-    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
+    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map, source)
     return build_rows(records, columns), columns, source
 
 

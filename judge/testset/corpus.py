@@ -18,16 +18,26 @@ from typing import Any
 from urllib.parse import quote
 
 from judge.errors import InputFormatError
+from judge.fields import Field, FieldTable
 from judge.json_values import canonical_json, sha256_hex
 from judge.testset.split import DEFAULT_CHUNK_SIZE, split_document
 from judge.testset.text import normalise
 from judge.testset.thin import repeated_texts, thin_reason
 
-FIELDS: dict[str, tuple[str, ...]] = {
-    "chunk_id": ("chunk_id", "id", "_id", "passage_id"),
-    "doc_id": ("doc_id", "document_id", "docid", "source"),
-    "text": ("text", "content", "contents", "chunk", "page_content", "passage"),
-}
+FIELDS = FieldTable(
+    (
+        Field("chunk_id", ("chunk_id", "id", "_id", "passage_id")),
+        Field("doc_id", ("doc_id", "document_id", "docid", "source")),
+        Field(
+            "text",
+            ("text", "content", "contents", "chunk", "page_content", "passage"),
+            required=True,
+            hint="--column text=NAME",
+        ),
+    ),
+    unknown_field="--column {field}=...: the corpus fields are {fields}",
+    absent_column="no column {column!r} (columns: {columns})",
+)
 _DOCUMENT_SUFFIXES = (".txt", ".md", ".markdown")
 
 
@@ -118,32 +128,6 @@ def _read_text(path: Path) -> str:
         raise InputFormatError(f"{path}: cannot be read as UTF-8 text ({exc})") from None
 
 
-def _columns(
-    present: list[str], column_map: Mapping[str, str] | None, source: str
-) -> dict[str, str]:
-    chosen: dict[str, str] = {}
-    for name, column in (column_map or {}).items():
-        if name not in FIELDS:
-            raise InputFormatError(
-                f"--column {name}=...: the corpus fields are {', '.join(FIELDS)}"
-            )
-        if column not in present:
-            raise InputFormatError(
-                f"{source}: no column {column!r} (columns: {', '.join(present)})"
-            )
-        chosen[name] = column
-    for name, candidates in FIELDS.items():
-        found = next((c for c in candidates if c in present), None)
-        if name not in chosen and found is not None:
-            chosen[name] = found
-    if "text" not in chosen:
-        raise InputFormatError(
-            f"{source}: no text column (looked for {', '.join(FIELDS['text'])}; columns: "
-            f"{', '.join(present) or 'none'}); map yours with --column text=NAME"
-        )
-    return chosen
-
-
 def _from_records(
     records: list[dict[str, Any]],
     source: str,
@@ -153,7 +137,7 @@ def _from_records(
     if not records:
         raise InputFormatError(f"{source}: the corpus is empty")
     present = list(dict.fromkeys(k for r in records for k in r))
-    cols = _columns(present, column_map, source)
+    cols = FIELDS.resolve(present, column_map, source)
     rows = []
     for number, record in enumerate(records):
         text = record.get(cols["text"])

@@ -1,0 +1,55 @@
+"""--format and --out of the commands that print a result (and may write it to a folder)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+
+class Shown(Protocol):
+    """A result that `show` prints and writes: agreement, probe."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON values."""
+
+    def table(self) -> str:
+        """The result as a text table."""
+
+    def write_json(self, path: Path) -> None:
+        """Write the result's JSON file."""
+
+
+R = TypeVar("R", bound=Shown)
+
+
+def output_options(p: argparse.ArgumentParser, files: str | None = None) -> None:
+    """Add --format text|json and, when the command writes `files`, --out DIR."""
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="what to print: text or JSON (default text)",
+    )
+    if files is not None:
+        p.add_argument("--out", help=f"also write {files} here")
+
+
+def show(
+    result: R, args: argparse.Namespace, name: str, write_html: Callable[[R, Path], None]
+) -> None:
+    """Write NAME.json and NAME.html to --out when given, then print the result as --format
+    says (with the files written, after a table)."""
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        result.write_json(out / f"{name}.json")
+        write_html(result, out / f"{name}.html")
+    if args.format == "json":
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(result.table())
+        if args.out:
+            print(f"\nwrote {args.out}/{name}.json, {name}.html")

@@ -1,0 +1,86 @@
+"""Which column of a table holds each field: one resolution for every reader of rows.
+
+A reader describes its fields in a `FieldTable`: each field's name, the column names
+recognised for it (in order of preference), whether the input must have it and how a user
+maps a column of another name to it, plus the wording of the two mapping errors. Evaluation
+data (`judge.run.data`) and test-set corpora (`judge.testset.corpus`) both resolve their
+columns with `FieldTable.resolve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from judge.errors import InputFormatError
+
+
+@dataclass(frozen=True)
+class Field:
+    """A field: its name, the column names recognised for it in order of preference,
+    whether it is required, and how to map a column to it (said when it is missing)."""
+
+    name: str
+    names: tuple[str, ...]
+    required: bool = False
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class FieldTable:
+    """The fields a reader knows and how it words a bad mapping.
+
+    Args:
+        fields: the fields, in the order they are tried and listed.
+        unknown_field: the error for a mapping of a field not in the table, formatted
+            with `field` (the name given) and `fields` (the known names, comma-separated).
+        absent_column: the error for a mapping to a column the data lacks, formatted
+            with `column` (the name given) and `columns` (those present, comma-separated).
+    """
+
+    fields: tuple[Field, ...]
+    unknown_field: str
+    absent_column: str
+
+    def __getitem__(self, name: str) -> Field:
+        """The field of that name (KeyError if there is none)."""
+        for fld in self.fields:
+            if fld.name == name:
+                return fld
+        raise KeyError(name)
+
+    def resolve(
+        self, present: Iterable[str], column_map: Mapping[str, str] | None, source: str = ""
+    ) -> dict[str, str]:
+        """field -> column: the user's mapping first, then the first recognised column
+        present for each other field; an `InputFormatError` for a bad mapping or a missing
+        required field.
+
+        Args:
+            present: the column names of the data.
+            column_map: field -> column, for columns under other names.
+            source: the data's name, put before each error ("" for none).
+        """
+        columns = list(present)
+        where = f"{source}: " if source else ""
+        known = [f.name for f in self.fields]
+        chosen: dict[str, str] = {}
+        for name, column in (column_map or {}).items():
+            if name not in known:
+                message = self.unknown_field.format(field=name, fields=", ".join(known))
+                raise InputFormatError(where + message)
+            if column not in columns:
+                message = self.absent_column.format(column=column, columns=", ".join(columns))
+                raise InputFormatError(where + message)
+            chosen[name] = column
+        for fld in self.fields:
+            found = next((c for c in fld.names if c in columns), None)
+            if fld.name not in chosen and found is not None:
+                chosen[fld.name] = found
+        for fld in self.fields:
+            if fld.required and fld.name not in chosen:
+                raise InputFormatError(
+                    f"{where}no {fld.name} column (looked for {', '.join(fld.names)}; columns: "
+                    f"{', '.join(columns) or 'none'}); map yours with {fld.hint}"
+                )
+        return chosen
