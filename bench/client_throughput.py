@@ -5,8 +5,9 @@ cache), as every judge uses it, with --concurrency requests in flight. Each requ
 distinct (its own user message), so with the cache on the first pass misses (the request
 is sent and its judgment written) and the second pass hits (nothing is sent).
 
-Routes: `openai/` (the openai SDK) and a litellm route (`hosted_vllm/`, which goes through
-litellm.acompletion to the same OpenAI-compatible server). The server runs in a process
+Routes: `openai/` (judge's own JSON POST over aiohttp, `judge.llm.openai_http`) and a
+litellm route (`hosted_vllm/`, which goes through litellm.acompletion to the same
+OpenAI-compatible server). The server runs in a process
 of its own, so it does not share the client's interpreter lock:
 - `fake`: `judge.testing.FakeLLMServer` (threaded stdlib HTTP server, answering a fixed
   judgment);

@@ -33,6 +33,7 @@ from judge.llm.structured import (
 )
 from judge.llm.transport import Transport, endpoint_for
 from judge.llm.usage import UsageLedger, UsageRecorder
+from judge.llm.write_batch import WriteBatch
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -59,6 +60,8 @@ class LLMSession:
         self.llm = llm
         self.embeddings = embeddings
         self.cache = cache
+        # Judgments are stored one transaction per event-loop turn (judge.llm.write_batch).
+        self._writes = WriteBatch(cache) if cache is not None else None
         self.usage = UsageLedger()
         start = (
             "json_schema" if llm is None else llm.structured_output.replace("auto", "json_schema")
@@ -81,6 +84,8 @@ class LLMSession:
 
     async def aclose(self) -> None:
         """Close the network clients of the current event loop (the cache stays open)."""
+        if self._writes is not None:
+            self._writes.flush()
         if self._transport is not None and self._loop is asyncio.get_running_loop():
             await self._transport.close()
         self._transport = None
@@ -90,6 +95,8 @@ class LLMSession:
         """Create the asyncio objects on the running loop (a sync wrapper may start a new one)."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
+            if self._writes is not None:
+                self._writes.flush()  # a loop that ended before its turn came: write now
             self._loop = loop
             # One limit for every request in flight, chat and embeddings alike; embeddings
             # also keep their own, lower cap.
@@ -169,8 +176,8 @@ class LLMSession:
 
         async def call() -> list[M]:
             replies, entry = await self._call_chat(list(messages), output, n, usage, label)
-            if self.cache is not None:
-                self.cache.put(
+            if self._writes is not None:
+                self._writes.put(
                     CacheEntry(
                         key=key,
                         kind="chat",
@@ -181,7 +188,8 @@ class LLMSession:
                         prompt_version=prompt.version if prompt else None,
                         created=time.time(),
                         **entry,
-                    )
+                    ),
+                    alone=len(self._inflight) <= 1,  # this request is the only one in flight
                 )
             return replies
 
@@ -201,7 +209,7 @@ class LLMSession:
         """The cached response under key, or None; in replay mode a miss is an error."""
         if self.cache is None:
             return None
-        entry = self.cache.get_response(key)
+        entry = (self._writes or self.cache).get_response(key)
         if entry is None and self.cache.mode == "replay":
             where = f" for sample {sample!r}" if sample is not None else ""
             raise CacheMiss(

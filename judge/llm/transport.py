@@ -1,10 +1,11 @@
 """The one boundary to language models: the only module that imports litellm.
 
 The transport makes one raw provider call for a model configured in `judge.llm.config`:
-OpenAI-compatible servers (`openai/<model>`: OpenAI, vLLM, llama.cpp, Ollama's /v1) through
-the openai SDK, whose per-call overhead is a few times lower than litellm's; every other
-provider through litellm. Retries, caching, structured output and
-usage live in `judge.llm.session`.
+OpenAI-compatible servers (`openai/<model>`: OpenAI, vLLM, llama.cpp, Ollama's /v1) by a
+plain JSON POST for chat (`judge.llm.openai_http`, failing with the SDK's exceptions) and
+the openai SDK for embeddings, both far cheaper per call than litellm; every other
+provider through litellm. Retries, caching, structured output and usage live in
+`judge.llm.session`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import os
 from typing import Any
 
-from judge.errors import LLMConfigError, LLMRequestError
+from judge.errors import LLMRequestError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.pricing import openai_cost
 from judge.llm.retry import Endpoint
@@ -42,16 +43,11 @@ def _openai_client(api_base: str | None, api_key: str | None, timeout: float) ->
     """An AsyncOpenAI client with the SDK's own retries off (judge retries, once)."""
     import openai
 
-    if api_key is None and api_base is not None:
-        api_key = os.environ.get("OPENAI_API_KEY", "EMPTY")  # local servers ignore the key
-    try:
-        return openai.AsyncOpenAI(
-            base_url=api_base, api_key=api_key, timeout=timeout, max_retries=0
-        )
-    except openai.OpenAIError:
-        raise LLMConfigError(
-            "no API key for OpenAI: set OPENAI_API_KEY or pass api_key= (--api-key)"
-        ) from None
+    from judge.llm.openai_http import resolve_key
+
+    return openai.AsyncOpenAI(
+        base_url=api_base, api_key=resolve_key(api_base, api_key), timeout=timeout, max_retries=0
+    )
 
 
 def endpoint_for(model: str, api_base: str | None) -> Endpoint:
@@ -68,12 +64,22 @@ class Transport:
 
     def __init__(self) -> None:
         self._clients: dict[tuple[str | None, str | None, float], Any] = {}
+        self._posters: dict[tuple[str | None, str | None, float], Any] = {}
 
     def _client(self, api_base: str | None, api_key: str | None, timeout: float) -> Any:
         key = (api_base, api_key, timeout)
         if key not in self._clients:
             self._clients[key] = _openai_client(api_base, api_key, timeout)
         return self._clients[key]
+
+    def _poster(self, llm: LLM) -> Any:
+        key = (llm.api_base, llm.api_key, llm.timeout)
+        if key not in self._posters:
+            # Imported on first use: a replay from the cache loads no HTTP client.
+            from judge.llm.openai_http import OpenAIHTTP
+
+            self._posters[key] = OpenAIHTTP(llm.api_base, llm.api_key, llm.timeout)
+        return self._posters[key]
 
     async def chat(self, llm: LLM, request: dict[str, Any], n: int) -> tuple[Any, float | None]:
         """One chat completion: (response, cost in USD or None when unknown)."""
@@ -85,15 +91,9 @@ class Transport:
             params["n"] = n
         if openai_compatible(llm.model):
             name = llm.model[len(_OPENAI) :]
-            client = self._client(llm.api_base, llm.api_key, llm.timeout)
-            # The SDK's generic POST (its documented way to any endpoint), not
-            # chat.completions.create: that walks every message and the schema against its
-            # typed parameters and builds a typed model of the reply, most of the client's
-            # CPU per request at zero latency, for the same JSON in and out. Errors, auth
-            # and timeouts are the SDK's as before.
-            data = await client.post(
-                "/chat/completions", body={"model": name, **params}, cast_to=object
-            )
+            # A plain POST, not the SDK: its request machinery and httpx were most of the
+            # client's CPU per request at zero latency (see judge.llm.openai_http).
+            data = await self._poster(llm).post("/chat/completions", {"model": name, **params})
             if not isinstance(data, dict):  # a 200 whose body is not a JSON object
                 raise LLMRequestError(f"the server's reply is not a JSON object: {data!r:.200}")
             response = Fields(data)
@@ -130,10 +130,13 @@ class Transport:
         return response, _litellm_cost(litellm, response)
 
     async def close(self) -> None:
-        """Close the SDK clients' connections."""
+        """Close the HTTP clients' connections."""
         for client in self._clients.values():
             await client.close()
+        for poster in self._posters.values():
+            await poster.close()
         self._clients.clear()
+        self._posters.clear()
 
 
 class Fields:

@@ -1,0 +1,83 @@
+"""Cache writes of one session gathered into one SQLite transaction per event-loop turn.
+
+A transaction costs far more than the row it stores (BEGIN IMMEDIATE and COMMIT take the
+file's write lock and append to the WAL): written one by one, storing judgments was the
+largest cost of a cache miss after the HTTP request, about 75 µs of CPU and 280 µs of
+blocked event loop each, against about 30 µs and 90 µs in batches of 32
+(`bench/client_throughput.py`, a loaded 2-core machine).
+
+What is guaranteed: a judgment is committed in the event loop's next turn after its reply
+arrived (every judgment that arrived in one turn goes in one transaction), and before
+the call returns when no other request of the session is in flight, so a caller awaiting
+one request at a time, and the last request of a run, find it written. Until then it is
+answered from memory, so an identical request never goes out twice. A crash (kill -9)
+loses at most the judgments of the current turn: replies of requests that were in flight,
+which a rerun asks for again. A write that fails in a later turn (disk full) is raised by
+the next call that stores a judgment, as a `CacheError` naming the judgments lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from judge.errors import CacheError
+from judge.llm.cache import Cache, CacheEntry
+
+
+class WriteBatch:
+    """Judgments waiting to be stored in a cache, flushed once per event-loop turn.
+
+    Args:
+        cache: where they are stored (nothing is kept unless its mode stores).
+    """
+
+    def __init__(self, cache: Cache):
+        self.cache = cache
+        self._pending: dict[str, CacheEntry] = {}
+        self._scheduled = False
+        self._failed: CacheError | None = None
+
+    def put(self, entry: CacheEntry, *, alone: bool) -> None:
+        """Store entry in this turn's transaction; at once when alone (nothing else in flight)."""
+        self._raise_failure()
+        if not self.cache.stores:
+            return
+        self._pending[entry.key] = entry
+        if alone:
+            self.flush()
+        elif not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_later)
+
+    def get_response(self, key: str) -> Any | None:
+        """The response under key, waiting or stored (None unless the cache's mode reads)."""
+        entry = self._pending.get(key)
+        if entry is not None and self.cache.reads:
+            self.cache.hits += 1
+            return entry.response
+        return self.cache.get_response(key)
+
+    def flush(self) -> None:
+        """Write what is waiting, in one transaction (CacheError if it fails)."""
+        self._scheduled = False
+        if not self._pending:
+            return
+        entries = list(self._pending.values())
+        self._pending.clear()
+        self.cache.put_many(entries)
+
+    def _flush_later(self) -> None:
+        """The flush of a loop turn: its error waits for the next put, as no call awaits it."""
+        try:
+            self.flush()
+        except CacheError as exc:
+            self._failed = self._failed or exc
+
+    def _raise_failure(self) -> None:
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise CacheError(
+                f"judgments received earlier were not stored: {failed} (they will be asked "
+                "for again on a rerun)"
+            ) from failed
