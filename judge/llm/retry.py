@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+
 from judge.errors import LLMCallError, LLMConfigError, LLMRequestError
 from judge.llm.usage import UsageRecorder
 
@@ -106,13 +108,13 @@ def retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def _wait(exc: BaseException, attempts: int) -> float:
-    """Seconds before the next attempt: Retry-After when given, else exponential backoff
-    with full jitter (0.5 s base)."""
-    asked = retry_after(exc)
+def _wait(state: RetryCallState) -> float:
+    """Retry-After when given, else exponential backoff with full jitter (0.5 s base)."""
+    exc = state.outcome.exception() if state.outcome else None
+    asked = retry_after(exc) if exc is not None else None
     if asked is not None:
         return asked
-    return random.uniform(0, min(_MAX_WAIT, 0.5 * 2 ** (attempts - 1)))
+    return random.uniform(0, min(_MAX_WAIT, 0.5 * 2 ** (state.attempt_number - 1)))
 
 
 @dataclass
@@ -242,33 +244,43 @@ async def call_with_retries(
         secret: the API key, kept out of error messages.
         endpoint: the server called; marked as answered on its first response.
     """
-    # A plain loop rather than tenacity's: the first attempt, nearly every call's only
-    # one, then costs a try block instead of ~25 µs of retry machinery.
+
+    # Why the last attempt could not connect, found as it failed: re-raising an exception
+    # inside another handler (as tenacity does) replaces its __context__, and litellm
+    # chains its connection errors through __context__ alone.
+    unreachable: str | None = None
+
+    def stop(state: RetryCallState) -> bool:
+        if state.attempt_number > max_retries:
+            return True
+        return (
+            unreachable is not None
+            and not endpoint.answered
+            and state.attempt_number >= UNREACHED_ATTEMPTS
+        )
+
     attempts = 0
-    while True:
-        attempts += 1
-        usage.count("requests")  # every attempt is a request sent, failed or not
-        if attempts > 1:
-            usage.count("retries")
-        try:
-            result = await make_call()
-        except LLMConfigError as exc:  # found before sending (no key): say which judge
-            raise LLMConfigError(f"{what}: {exc}") from None
-        except Exception as exc:
-            # Why it could not connect, found here while the exception's chain is intact
-            # (litellm chains its connection errors through __context__ alone).
-            unreachable = cannot_connect(exc)
-            endpoint.answered = endpoint.answered or _got_response(exc)
-            if is_format_rejection(exc):
-                raise
-            never_answered = unreachable is not None and not endpoint.answered
-            if (
-                not is_transient(exc)
-                or attempts > max_retries
-                or (never_answered and attempts >= UNREACHED_ATTEMPTS)
-            ):
-                raise _explain(exc, what, secret, attempts, endpoint, unreachable) from None
-            await asyncio.sleep(_wait(exc, attempts))
-            continue
-        endpoint.answered = True
-        return result
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop, wait=_wait, retry=retry_if_exception(is_transient), reraise=True
+        ):
+            with attempt:
+                attempts += 1
+                usage.count("requests")  # every attempt is a request sent, failed or not
+                if attempts > 1:
+                    usage.count("retries")
+                try:
+                    result = await make_call()
+                except Exception as exc:
+                    unreachable = cannot_connect(exc)
+                    endpoint.answered = endpoint.answered or _got_response(exc)
+                    raise
+                endpoint.answered = True
+                return result
+    except LLMConfigError as exc:  # found before sending (no key): say which judge
+        raise LLMConfigError(f"{what}: {exc}") from None
+    except Exception as exc:
+        if is_format_rejection(exc):
+            raise
+        raise _explain(exc, what, secret, attempts, endpoint, unreachable) from None
+    raise AssertionError("unreachable: AsyncRetrying either returns or raises")
