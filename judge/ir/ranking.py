@@ -174,18 +174,22 @@ def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...
     else:
         unjudged = tuple(sorted(run.keys() - qrels.keys()))
     # Walking the dicts and converting their values is most of the time on large inputs.
-    grades = as_float_array(chain.from_iterable(map(_VALUES, judged)), n_judged)
-    # Per query, its scores then the scores of its judged docs (NaN if not retrieved), all
-    # in C: a run's dict is looked up just after its values were read, while in the cache.
+    # Per query, all in C: its scores, the scores of its judged docs (NaN if not
+    # retrieved), then its grades. A run's dict is looked up just after its values were
+    # read, and a qrels dict's grades read just after its keys, while each is in the cache.
     lookups = map(map, map(_GET, runs), judged, repeat(_NAN_DEFAULT))
-    per_query = chain.from_iterable(zip(map(_VALUES, runs), lookups, strict=True))
-    scores = as_float_array(chain.from_iterable(per_query), n_run + n_judged)
-    run_start = _starts(run_length + judged_length)
-    found_at = np.arange(n_judged) + np.repeat(np.cumsum(run_length), judged_length)
+    per_query = chain.from_iterable(
+        zip(map(_VALUES, runs), lookups, map(_VALUES, judged), strict=True)
+    )
+    scores = as_float_array(chain.from_iterable(per_query), n_run + 2 * n_judged)
+    run_start = _starts(run_length + 2 * judged_length)
+    judged_offset = run_start + run_length - _starts(judged_length)
+    found_at = np.arange(n_judged) + np.repeat(judged_offset, judged_length)
     found = scores[found_at]
-    # (The judged scores stay between the queries' rows: ranking reads only the rows.)
-    check_scores(scores, run_length + judged_length, qids, not_scores=found_at)
-    check_grades(grades, judged_length, qids)
+    grades = scores[found_at + np.repeat(judged_length, judged_length)]
+    # (Judged scores and grades stay between the queries' rows: ranking reads only the rows.)
+    check_grades(grades, judged_length, qids)  # first: a NaN grade is not a NaN score
+    check_scores(scores, run_length + 2 * judged_length, qids, not_scores=found_at)
     arrays = RunArrays(
         qids=qids,
         scores=scores,
