@@ -19,6 +19,7 @@ import numpy as np
 from judge.errors import JudgeError
 from judge.ir.arrow import mix, string_hashes, strings_to_arrow, take
 from judge.ir.columns import Kind, PathLike, TrecColumns, query_groups, read_columns
+from judge.ir.from_dicts import rank_judged
 from judge.ir.ranking import (
     Qrels,
     RankedJudgments,
@@ -26,7 +27,6 @@ from judge.ir.ranking import (
     RunArrays,
     as_float_array,
     rank_arrays,
-    rank_judged,
 )
 from judge.ir.trec import read_qrels_by_line, read_run_by_line
 

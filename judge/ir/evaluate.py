@@ -13,9 +13,10 @@ import numpy as np
 from judge.errors import CoverageWarning, InputFormatError, JudgeError
 from judge.ir.columnar import rank_sources
 from judge.ir.columns import PathLike
+from judge.ir.from_dicts import rank_judged
 from judge.ir.measures import parse_measures
 from judge.ir.metrics import MetricTable
-from judge.ir.ranking import Qrels, Run, rank_judged
+from judge.ir.ranking import Qrels, Run
 
 
 class IRResult(dict):  # type: ignore[type-arg]

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from judge.ir.ideal import (
+    dcg,
+    grade_counts,
+    ideal_dcg_by_sorting,
+    ideal_dcg_from_counts,
+    position_in_group,
+)
 from judge.ir.measures import Measure
 from judge.ir.ranking import RankedJudgments
 
@@ -19,22 +26,6 @@ def _divide(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
-def _discount(rank: np.ndarray) -> np.ndarray:
-    return np.log2(rank.astype(np.float64) + 1.0)
-
-
-def _position_in_group(group: np.ndarray) -> np.ndarray:
-    """1-based position of each element within its run of equal values (`group` sorted)."""
-    n = group.size
-    starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1]))) if n else group
-    position: np.ndarray = np.arange(1, n + 1) - np.repeat(starts, np.diff(np.append(starts, n)))
-    return position
-
-
-def _gain(grades: np.ndarray, exponential: bool) -> np.ndarray:
-    return np.exp2(grades) - 1.0 if exponential else grades
-
-
 class MetricTable:
     """Computes metric arrays (one value per query) from one set of ranked judgments."""
 
@@ -42,13 +33,20 @@ class MetricTable:
         self.r = ranked
         self.nq = len(ranked.qids)
         self.relevant = ranked.pair_grade >= relevance_level
-        self.num_rel = _count(ranked.judged_query[ranked.grades >= relevance_level], self.nq)
+        # Docs per query and grade: the relevant judged docs and nDCG's ideal rankings.
+        self.counts = grade_counts(ranked.judged_query, ranked.grades, self.nq)
+        if self.counts is not None and relevance_level >= 1:
+            top = self.counts.shape[1]  # columns: grades top, ..., 1
+            relevant_columns = self.counts[:, : max(top - relevance_level + 1, 0)]
+            self.num_rel = relevant_columns.sum(axis=1).astype(np.float64)
+        else:
+            relevant_judged = ranked.judged_query[ranked.grades >= relevance_level]
+            self.num_rel = _count(relevant_judged, self.nq)
         rel_query = ranked.pair_query[self.relevant]
         self.rel_query = rel_query
         self.rel_rank = ranked.pair_rank[self.relevant]
         # Position of each relevant retrieved doc among its query's relevant retrieved docs.
-        self.rel_seen = _position_in_group(rel_query)
-        self._ideal_order: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.rel_seen = position_in_group(rel_query)
 
     def values(self, m: Measure) -> np.ndarray:
         """One value per query (in `ranked.qids` order) for measure m."""
@@ -88,49 +86,15 @@ class MetricTable:
         out[query[keep]] = 1.0 / rank[keep]
         return out
 
-    def _ideal(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Judged positive grades per query in ideal order: (query, position, grade)."""
-        if self._ideal_order is None:
-            query, grades = self._ideal_by_counts() or self._ideal_by_sorting()
-            self._ideal_order = (query, _position_in_group(query), grades)
-        return self._ideal_order
-
-    def _ideal_by_counts(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Count each query's docs per grade, then lay grades out from the highest: no sort.
-
-        None when the grades span too wide a range for a table of counts.
-        """
-        grades, nq = self.r.grades, self.nq
-        top = int(grades.max(initial=0))
-        if (top + 1) * nq > 4 * grades.size + 1024:
-            return None
-        levels = np.maximum(grades, 0).astype(np.int64)  # -1 and 0 gain nothing alike
-        table = np.bincount(self.r.judged_query * (top + 1) + levels, minlength=nq * (top + 1))
-        counts = table.reshape(nq, top + 1)[:, :0:-1]  # grades top, top - 1, ..., 1
-        ideal = np.repeat(np.tile(np.arange(top, 0, -1, dtype=np.float64), nq), counts.ravel())
-        return np.repeat(np.arange(nq), counts.sum(axis=1)), ideal
-
-    def _ideal_by_sorting(self) -> tuple[np.ndarray, np.ndarray]:
-        positive = self.r.grades > 0
-        query, grades = self.r.judged_query[positive], self.r.grades[positive]
-        top = int(grades.max(initial=0))
-        if (top + 1) * max(self.nq, 1) < 2**62:
-            # Judged docs come grouped by query, so sorting one integer key per doc
-            # orders grades within each query and leaves `query` as it is.
-            base = query * (top + 1)
-            key = np.sort(base + (top - grades.astype(np.int64)))
-            return query, (top - (key - base)).astype(np.float64)
-        order = np.lexsort((-grades, query))
-        return query[order], grades[order]
-
     def _ndcg(self, k: int | None, exponential: bool) -> np.ndarray:
         r = self.r
         keep = self._top(r.pair_rank, k)
-        gain = _gain(r.pair_grade[keep], exponential) / _discount(r.pair_rank[keep])
-        dcg = _count(r.pair_query[keep], self.nq, gain)
-        query, position, grades = self._ideal()
-        if k is not None:
-            ideal_keep = position <= k
-            query, position, grades = query[ideal_keep], position[ideal_keep], grades[ideal_keep]
-        idcg = _count(query, self.nq, _gain(grades, exponential) / _discount(position))
-        return _divide(dcg, idcg)
+        actual = dcg(
+            r.pair_query[keep], r.pair_rank[keep], r.pair_grade[keep], self.nq, exponential
+        )
+        ideal = None
+        if self.counts is not None:
+            ideal = ideal_dcg_from_counts(self.counts, k, exponential)
+        if ideal is None:
+            ideal = ideal_dcg_by_sorting(r.judged_query, r.grades, self.nq, k, exponential)
+        return _divide(actual, ideal)

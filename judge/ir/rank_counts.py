@@ -93,15 +93,23 @@ class _Layout:
         s = self.pair_score[chunk]
         first = (np.cumsum(new_row) - 1) * length  # where each pair's sorted row starts
         # Branchless binary search: `at` ends at the last score <= s of the pair's row.
+        # (Into buffers made once: new arrays at every step took twice as long.)
         at, span = first.copy(), length
+        probe, found, higher = np.empty_like(at), np.empty_like(s), np.empty(at.size, dtype=bool)
         while span > 1:
             half = span // 2
-            at += np.where(flat[at + half] <= s, half, 0)
+            np.add(at, half, out=probe)
+            np.take(flat, probe, out=found)
+            np.less_equal(found, s, out=higher)
+            np.multiply(higher, half, out=probe)
+            at += probe
             span -= half
-        not_above = at - first + (flat[at] <= s)  # scores <= s; at least the pair's own
+        np.take(flat, at, out=found)
+        np.less_equal(found, s, out=higher)  # false only if every score is above s
+        not_above = at - first + higher  # scores <= s; at least the pair's own
         self.rank[chunk] += length - not_above
         # Equal scores sit side by side: another doc has score s if the one before does.
-        before = flat[np.maximum(at + (flat[at] <= s) - 2, 0)]
+        before = flat[np.maximum(at + higher - 2, 0)]
         tied: np.ndarray = chunk[(not_above >= 2) & (before == s)]
         return tied
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import attrgetter, methodcaller
 from typing import Protocol
 
 import numpy as np
@@ -24,12 +22,6 @@ from judge.ir.rank_counts import count_above
 
 Qrels = Mapping[str, Mapping[str, int]]
 Run = Mapping[str, Mapping[str, float]]
-
-_NAN = float("nan")
-_EMPTY: dict[str, float] = {}
-_VALUES = methodcaller("values")  # works on any Mapping, and runs in C
-_GET = attrgetter("get")
-_NAN_DEFAULT = repeat(_NAN)  # endless and stateless: one serves every query
 
 
 @dataclass(frozen=True)
@@ -90,34 +82,9 @@ class RunArrays:
     doc_ids: DocIds
 
 
-def _starts(lengths: np.ndarray) -> np.ndarray:
+def starts_of(lengths: np.ndarray) -> np.ndarray:
+    """Where each of consecutive segments of these lengths starts."""
     return np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-
-
-class _DictDocIds:
-    def __init__(
-        self,
-        runs: list[Mapping[str, float]],
-        judged: list[Mapping[str, int]],
-        judged_length: np.ndarray,
-    ):
-        self.runs, self.judged_docs, self.judged_length = runs, judged, judged_length
-        self.judged_start: np.ndarray | None = None  # computed on the first tie
-
-    def tied(self, query: int, scores: set[float]) -> dict[float, list[str]]:
-        groups: dict[float, list[str]] = {}
-        for doc, score in self.runs[query].items():
-            if score in scores:
-                groups.setdefault(float(score), []).append(doc)
-        for docs in groups.values():
-            docs.sort()
-        return groups
-
-    def judged(self, index: int) -> str:
-        if self.judged_start is None:
-            self.judged_start = _starts(self.judged_length)
-        query = int(np.searchsorted(self.judged_start, index, side="right")) - 1
-        return list(self.judged_docs[query])[index - int(self.judged_start[query])]
 
 
 def check_scores(
@@ -150,55 +117,6 @@ def check_grades(grades: np.ndarray, lengths: np.ndarray, qids: list[str]) -> No
         )
 
 
-def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...]]:
-    """Rank the positively graded judged docs of every judged query in `run`.
-
-    Returns the ranked judgments, with the queries in the order of `qrels` (walking both
-    dicts in the order they were built reads memory in order), and the run's unjudged
-    queries, sorted.
-    """
-    qids = list(qrels)
-    nq = len(qids)
-    if len(run) == nq and list(run) == qids:  # the same queries in the same order: no look-ups
-        runs = list(run.values())
-    else:
-        runs = list(map(run.get, qids, repeat(_EMPTY)))
-    judged = list(qrels.values())
-    run_length = np.fromiter(map(len, runs), dtype=np.int64, count=nq)
-    judged_length = np.fromiter(map(len, judged), dtype=np.int64, count=nq)
-    n_run, n_judged = int(run_length.sum()), int(judged_length.sum())
-    # Every run query is judged if the run has no more queries than judged ones it retrieved
-    # for (the quick test; a judged query with an empty ranking takes the set difference).
-    if len(run) <= int(np.count_nonzero(run_length)):
-        unjudged: tuple[str, ...] = ()
-    else:
-        unjudged = tuple(sorted(run.keys() - qrels.keys()))
-    # Walking the dicts and converting their values is most of the time on large inputs.
-    grades = as_float_array(chain.from_iterable(map(_VALUES, judged)), n_judged)
-    # Per query, its scores then the scores of its judged docs (NaN if not retrieved), all
-    # in C: a run's dict is looked up just after its values were read, while in the cache.
-    lookups = map(map, map(_GET, runs), judged, repeat(_NAN_DEFAULT))
-    per_query = chain.from_iterable(zip(map(_VALUES, runs), lookups, strict=True))
-    scores = as_float_array(chain.from_iterable(per_query), n_run + n_judged)
-    run_start = _starts(run_length + judged_length)
-    found_at = np.arange(n_judged) + np.repeat(np.cumsum(run_length), judged_length)
-    found = scores[found_at]
-    # (The judged scores stay between the queries' rows: ranking reads only the rows.)
-    check_scores(scores, run_length + judged_length, qids, not_scores=found_at)
-    check_grades(grades, judged_length, qids)
-    arrays = RunArrays(
-        qids=qids,
-        scores=scores,
-        run_start=run_start,
-        run_length=run_length,
-        judged_query=np.repeat(np.arange(nq), judged_length),
-        grades=grades,
-        found=found,
-        doc_ids=_DictDocIds(runs, judged, judged_length),
-    )
-    return rank_arrays(arrays), unjudged
-
-
 def rank_arrays(a: RunArrays) -> RankedJudgments:
     """Rank the positively graded judged docs that the run retrieved, per query."""
     positive = (a.grades > 0) & ~np.isnan(a.found)
@@ -206,19 +124,60 @@ def rank_arrays(a: RunArrays) -> RankedJudgments:
     pair_query = a.judged_query[pair_index]
     pair_score = a.found[pair_index]
     rank, tied = count_above(a.scores, a.run_start, a.run_length, pair_query, pair_score)
-    if tied.size:
-        _break_ties(rank, tied, a.doc_ids, pair_query, pair_index, pair_score)
+    pairs = Pairs(pair_index, pair_query, pair_score, rank, tied)
+    return ranked_judgments(a.qids, a.judged_query, a.grades, a.run_length, pairs, a.doc_ids)
 
+
+@dataclass(frozen=True)
+class Pairs:
+    """The retrieved judged docs with a positive grade, their rank ignoring ties, and the tied.
+
+    Attributes:
+        index: position of each among the judged docs.
+        query: query index of each (non-decreasing).
+        score: run score of each.
+        rank: 1 + the docs of its query scored higher.
+        tied: positions in these arrays of the pairs whose score another doc shares.
+    """
+
+    index: np.ndarray
+    query: np.ndarray
+    score: np.ndarray
+    rank: np.ndarray
+    tied: np.ndarray
+
+
+def ranked_judgments(
+    qids: list[str],
+    judged_query: np.ndarray,
+    grades: np.ndarray,
+    run_length: np.ndarray,
+    pairs: Pairs,
+    doc_ids: DocIds,
+) -> RankedJudgments:
+    """Break the pairs' ties by doc id and sort the pairs by rank within each query.
+
+    Args:
+        qids: the query ids.
+        judged_query: query index of every judged doc (grouped by query).
+        grades: grade of every judged doc.
+        run_length: number of retrieved docs per query.
+        pairs: the ranked pairs (their `rank` is updated in place for ties).
+        doc_ids: the doc ids, for the tied pairs.
+    """
+    rank = pairs.rank
+    if pairs.tied.size:
+        _break_ties(rank, pairs.tied, doc_ids, pairs.query, pairs.index, pairs.score)
     # Pairs are in query order already; sort by rank within each query.
-    order = np.argsort(pair_query * (int(rank.max(initial=0)) + 1) + rank, kind="stable")
+    order = np.argsort(pairs.query * (int(rank.max(initial=0)) + 1) + rank, kind="stable")
     return RankedJudgments(
-        qids=a.qids,
-        judged_query=a.judged_query,
-        grades=a.grades,
-        pair_query=pair_query[order],
+        qids=qids,
+        judged_query=judged_query,
+        grades=grades,
+        pair_query=pairs.query[order],
         pair_rank=rank[order],
-        pair_grade=a.grades[pair_index][order],
-        run_length=a.run_length,
+        pair_grade=grades[pairs.index][order],
+        run_length=run_length,
     )
 
 
