@@ -11,6 +11,7 @@ servers serving one model name never share judgments.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -18,9 +19,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
-from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.json_values import canonical_json, sha256_hex
+from judge.llm.cache import Cache, CacheEntry
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.identity import server_identity
+from judge.llm.memo import DEFAULT_BYTES, ResponseMemo
 from judge.llm.pricing import context_window, estimate_tokens
 from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
 from judge.llm.structured import (
@@ -48,6 +51,9 @@ class LLMSession:
         llm: the chat model configuration.
         embeddings: the embedding model configuration, if embeddings are needed.
         cache: where judgments are looked up and stored; None calls every time.
+        memo_bytes: how much memory (estimated) may hold responses already read from the
+            cache in this run, so a repeated request skips the lookup and the decoding;
+            0 for none.
     """
 
     def __init__(
@@ -56,12 +62,14 @@ class LLMSession:
         *,
         embeddings: Embeddings | None = None,
         cache: Cache | None = None,
+        memo_bytes: int = DEFAULT_BYTES,
     ):
         self.llm = llm
         self.embeddings = embeddings
         self.cache = cache
         # Judgments are stored one transaction per event-loop turn (judge.llm.write_batch).
         self._writes = WriteBatch(cache) if cache is not None else None
+        self._memo = ResponseMemo(memo_bytes)
         self.usage = UsageLedger()
         start = (
             "json_schema" if llm is None else llm.structured_output.replace("auto", "json_schema")
@@ -167,7 +175,7 @@ class LLMSession:
             "prompt": prompt.name if prompt else None,
             "prompt_version": prompt.version if prompt else None,
         }
-        key = cache_key(material)
+        key = _key_with(material, "schema", _schema_text(output))
         usage = self._tally(label, ledger)
         cached = self._lookup(key, label, sample)
         if cached is not None:
@@ -177,6 +185,7 @@ class LLMSession:
         async def call() -> list[M]:
             replies, entry = await self._call_chat(list(messages), output, n, usage, label)
             if self._writes is not None:
+                self._memo.forget(key)
                 self._writes.put(
                     CacheEntry(
                         key=key,
@@ -193,6 +202,7 @@ class LLMSession:
                 )
             return replies
 
+        await _own_task()
         return await self._shared(key, call)
 
     def _tally(self, label: str, ledger: UsageLedger | None) -> UsageRecorder:
@@ -206,11 +216,21 @@ class LLMSession:
         return self.llm
 
     def _lookup(self, key: str, label: str, sample: str | None) -> Any | None:
-        """The cached response under key, or None; in replay mode a miss is an error."""
+        """The cached response under key, or None; in replay mode a miss is an error.
+
+        A response read once in this run is remembered (decoded) while the memo's budget
+        allows; the caller must not change what it gets.
+        """
         if self.cache is None:
             return None
+        if self.cache.reads:
+            remembered = self._memo.get(key)
+            if remembered is not None:
+                return remembered
         entry = (self._writes or self.cache).get_response(key)
-        if entry is None and self.cache.mode == "replay":
+        if entry is not None:
+            self._memo.put(key, entry)
+        elif self.cache.mode == "replay":
             where = f" for sample {sample!r}" if sample is not None else ""
             raise CacheMiss(
                 f"replay mode: no recorded judgment of {label!r}{where} (key {key[:16]}); "
@@ -285,23 +305,23 @@ class LLMSession:
         self._bind_loop()
         usage = self._tally(label, ledger)
         server = server_identity(config.model, config.api_base, config.cache_as)
-        requests = [
-            {"kind": "embedding", "server": server, "model": config.model, "text": t} for t in texts
-        ]
-        keys = [cache_key(r) for r in requests]
+        material = {"kind": "embedding", "server": server, "model": config.model}
+        keys = [_key_with(material, "text", canonical_json(t)) for t in texts]
         vectors: dict[str, list[float]] = {}
         todo: dict[str, dict[str, Any]] = {}
-        for key, request in zip(keys, requests, strict=True):
+        for key, text in zip(keys, texts, strict=True):
             entry = self._lookup(key, label, None)
             if entry is not None:
-                vectors[key] = entry
+                vectors[key] = list(entry)  # a copy: the memo may hand it out again
                 usage.count("cache_hits")
             else:
-                todo.setdefault(key, request)
+                todo.setdefault(key, {**material, "text": text})
         pending = list(todo.items())
         batches = [
             pending[i : i + config.batch_size] for i in range(0, len(pending), config.batch_size)
         ]
+        if batches:
+            await _own_task()
         for found in await asyncio.gather(*(self._embed_batch(b, usage, label) for b in batches)):
             vectors.update(found)
         return [vectors[key] for key in keys]
@@ -330,6 +350,7 @@ class LLMSession:
             ]
             found[key] = vector
             if self.cache is not None:
+                self._memo.forget(key)
                 self.cache.put(
                     CacheEntry(
                         key=key,
@@ -342,6 +363,32 @@ class LLMSession:
                     )
                 )
         return found
+
+
+async def _own_task() -> None:
+    """Let the loop turn once before a request. A coroutine started eagerly (see
+    `judge.run.eager`) runs until its first wait inside its caller's task; the request's
+    code (timeouts, connection pools) may hold on to the current task, so it must start
+    in the coroutine's own. Cache hits never get here."""
+    await asyncio.sleep(0)
+
+
+@functools.cache
+def _schema_text(output: type[BaseModel]) -> str:
+    """The canonical JSON of an output model's schema, made once (most of a key's text)."""
+    return canonical_json(schema_of(output))
+
+
+def _key_with(material: dict[str, Any], name: str, text: str) -> str:
+    """`cache_key({**material, name: value})`, where `text` is canonical_json(value) already.
+
+    Canonical JSON sorts the keys, so the text is the keys before `name`, then `name`,
+    then the keys after it; the value's text is reused rather than encoded again.
+    """
+    before = canonical_json({k: v for k, v in material.items() if k < name})[1:-1]
+    after = canonical_json({k: v for k, v in material.items() if k > name})[1:-1]
+    middle = f"{canonical_json(name)}:{text}"
+    return sha256_hex("{" + ",".join(p for p in (before, middle, after) if p) + "}")
 
 
 def _check_window(llm: LLM, messages: list[Message], label: str) -> None:

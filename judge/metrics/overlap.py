@@ -7,23 +7,30 @@ words with it (or with the question, which resolves its pronouns); a copied one 
 
 from __future__ import annotations
 
+import functools
 import re
 
 # CJK characters carry a word's meaning each and are not space-separated, so they are tokens.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+_CJK_CHAR = re.compile(f"[{_CJK}]")
 
 # Below this share of its content words found in its text, a claim is not drawn from it.
 MIN_SHARE = 0.5
 
 
-def content_tokens(text: str) -> set[str]:
-    """The words that carry content: numbers, words of 4+ letters, CJK characters."""
-    return {
+@functools.lru_cache(maxsize=4096)
+def content_tokens(text: str) -> frozenset[str]:
+    """The words that carry content: numbers, words of 4+ letters, CJK characters.
+
+    Kept for the last few thousand texts: a sample's question and contexts are compared
+    with each of its claims and grades, and a replayed run asks again for every row.
+    """
+    return frozenset(
         t
         for t in _TOKEN.findall(text.lower())
-        if len(t) >= 4 or any(c.isdigit() for c in t) or re.match(f"[{_CJK}]", t)
-    }
+        if len(t) >= 4 or any(c.isdigit() for c in t) or _CJK_CHAR.match(t)
+    )
 
 
 def share_in(claim: str, source: str) -> float:
@@ -41,7 +48,7 @@ def drawn_from(claim: str, text: str, question: str = "") -> bool:
 
 
 def _cjk(text: str) -> bool:
-    return re.search(f"[{_CJK}]", text) is not None
+    return _CJK_CHAR.search(text) is not None
 
 
 def shares_content(text: str, other: str) -> bool:

@@ -22,6 +22,9 @@ BUILTIN_PROMPTS = ("claims", "verify", "reverse_questions", "context_relevance",
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)
 _HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
+_UNSAFE = re.compile(r"[<>&]")
+# What json.dumps(value, ensure_ascii=False) builds on every call, made once.
+_DATA_JSON = json.JSONEncoder(ensure_ascii=False)
 
 
 class PromptError(JudgeError):
@@ -41,8 +44,10 @@ def prompts_dir() -> Path:
 
 def data_json(value: Any) -> str:
     """JSON for a data block: UTF-8 kept, markup characters escaped."""
-    text = json.dumps(value, ensure_ascii=False)
-    return re.sub(r"[<>&]", lambda m: _HTML_UNSAFE[m.group(0)], text)
+    text = _DATA_JSON.encode(value)
+    if "<" in text or ">" in text or "&" in text:
+        return _UNSAFE.sub(lambda m: _HTML_UNSAFE[m.group(0)], text)
+    return text
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,11 @@ class Prompt:
         """Names of the variables the prompt needs (found once: a render asks every time)."""
         return frozenset(_VARIABLE.findall(self.system + self.user))
 
+    @functools.cached_property
+    def _pieces(self) -> tuple[list[str], list[str]]:
+        """System and user text split at their variables: [text, name, text, name, text]."""
+        return _VARIABLE.split(self.system), _VARIABLE.split(self.user)
+
     def render(self, **values: Any) -> list[dict[str, str]]:
         """Chat messages with every variable filled; a missing or unknown name is an error."""
         missing = self.variables - values.keys()
@@ -71,13 +81,15 @@ class Prompt:
                 problems.append(f"not in the prompt: {', '.join(sorted(extra))}")
             raise PromptError(f"prompt {self.name!r}: {'; '.join(problems)}")
         encoded = {name: data_json(value) for name, value in values.items()}
+        system, user = self._pieces
 
-        def fill(text: str) -> str:
-            return _VARIABLE.sub(lambda m: encoded[m.group(1)], text)
+        def fill(pieces: list[str]) -> str:
+            # Odd pieces are variable names (the split's groups), even ones the text between.
+            return "".join([encoded[p] if i % 2 else p for i, p in enumerate(pieces)])
 
         return [
-            {"role": "system", "content": fill(self.system)},
-            {"role": "user", "content": fill(self.user)},
+            {"role": "system", "content": fill(system)},
+            {"role": "user", "content": fill(user)},
         ]
 
 
@@ -104,14 +116,21 @@ def load_prompt(name_or_path: str | os.PathLike[str]) -> Prompt:
     The file is parsed again whenever it changes on disk, so an edited prompt gets a new
     version (and new cache keys) even in a long-running process.
     """
+    path = _prompt_path(os.fspath(name_or_path))
+    try:
+        stat = os.stat(path)  # every judge call asks: a plain stat, no Path objects
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt {str(name_or_path)!r}: {exc.strerror}") from exc
+    return _load(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _prompt_path(name_or_path: str) -> str:
+    """The file of a built-in prompt's name, or the path as given."""
     path = Path(name_or_path)
     if path.suffix != ".txt" and path.parent == Path("."):
         path = prompts_dir() / f"{name_or_path}.txt"
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise PromptError(f"cannot read prompt {str(name_or_path)!r}: {exc.strerror}") from exc
-    return _load(str(path), stat.st_mtime_ns, stat.st_size)
+    return str(path)
 
 
 @functools.lru_cache(maxsize=256)

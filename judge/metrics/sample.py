@@ -24,6 +24,7 @@ from judge.metrics.judges import (
 )
 from judge.metrics.overlap import drawn_from, shares_content
 from judge.metrics.scorers import cosine_similarities
+from judge.run import eager
 
 T = TypeVar("T")
 
@@ -103,16 +104,17 @@ class SampleJudgments:
     reverse_n: int = 3
     ledger: UsageLedger | None = None  # the sample's own usage record
     evidence: dict[str, Any] = field(default_factory=dict)
-    _tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
 
     def _once(self, name: str, make: Callable[[], Awaitable[T]]) -> Awaitable[T]:
-        """The task computing `name`, started on first request and shared afterwards."""
+        """The future of `name`, started on first request (eagerly: a judgment found in the
+        cache is done at once) and shared afterwards."""
         if name not in self._tasks:
 
             async def run() -> T:
                 return await make()
 
-            self._tasks[name] = asyncio.ensure_future(run())
+            self._tasks[name] = eager.start(run())
         return self._tasks[name]
 
     async def answer_claims(self) -> list[str]:
@@ -135,13 +137,19 @@ class SampleJudgments:
             for kind, text in (("answer", s.answer), ("truth", s.ground_truth))
             if kind in self.claim_texts and text is not None and _filled(text)
         }
-        split = await asyncio.gather(
-            *(
-                extract_claims(
-                    self.session, question=s.question, text=text, sample=s.id, ledger=self.ledger
+        split = await eager.gather_or_cancel(
+            [
+                eager.start(
+                    extract_claims(
+                        self.session,
+                        question=s.question,
+                        text=text,
+                        sample=s.id,
+                        ledger=self.ledger,
+                    )
                 )
                 for text in texts.values()
-            )
+            ]
         )
         claims: dict[str, list[str]] = {"answer": [], "truth": []}
         for (kind, text), found in zip(texts.items(), split, strict=True):
@@ -237,24 +245,32 @@ class SampleJudgments:
 
     async def _correctness(self) -> tuple[list[Verdict], list[Verdict]]:
         s = self.sample
-        answer, truth = await asyncio.gather(self.answer_claims(), self.truth_claims())
+        answer, truth = await eager.gather_or_cancel(
+            [eager.start(self.answer_claims()), eager.start(self.truth_claims())]
+        )
         if not answer or not truth:  # nothing to verify: the metric decides from the counts
             return [], []
-        precision, recall = await asyncio.gather(
-            verify_claims(
-                self.session,
-                claims=answer,
-                contexts=[s.ground_truth or ""],
-                sample=s.id,
-                ledger=self.ledger,
-            ),
-            verify_claims(
-                self.session,
-                claims=truth,
-                contexts=[s.answer or ""],
-                sample=s.id,
-                ledger=self.ledger,
-            ),
+        precision, recall = await eager.gather_or_cancel(
+            [
+                eager.start(
+                    verify_claims(
+                        self.session,
+                        claims=answer,
+                        contexts=[s.ground_truth or ""],
+                        sample=s.id,
+                        ledger=self.ledger,
+                    )
+                ),
+                eager.start(
+                    verify_claims(
+                        self.session,
+                        claims=truth,
+                        contexts=[s.answer or ""],
+                        sample=s.id,
+                        ledger=self.ledger,
+                    )
+                ),
+            ]
         )
         self.evidence["correctness"] = {
             "answer_claims_vs_ground_truth": [v.model_dump() for v in precision],

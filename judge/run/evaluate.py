@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import math
@@ -27,6 +28,10 @@ from judge.run.results import EvaluationResult, ResultRow, RowTally
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
 from judge.run.shard import Shard, parse_shard
 from judge.run.sync import gather_or_cancel, run_sync
+
+# Rows served from the cache finish without waiting, so a worker runs them back to back;
+# it lets the loop turn this often, so the requests of other rows and the progress go on.
+TURN_SECONDS = 0.05
 
 
 def split_metrics(
@@ -226,6 +231,7 @@ async def aevaluate(
     async def worker() -> None:
         # A fixed pool of workers takes rows one by one: a task per row would hold a
         # coroutine for each of 100,000 rows at once.
+        turn = time.monotonic() + TURN_SECONDS
         for row in pending:
             record = await evaluate_row(row, judged, retrieval, session)
             tally.add(record, at=position[row.number])
@@ -234,6 +240,9 @@ async def aevaluate(
                 store.write(line)
             offsets[row.number] = spill.write(line)
             bar.advance()
+            if time.monotonic() >= turn:
+                await asyncio.sleep(0)
+                turn = time.monotonic() + TURN_SECONDS
 
     started = time.monotonic()
     bar.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,8 @@ from judge.metrics.registry import (
     get_metric,
 )
 from judge.metrics.sample import Sample, SampleJudgments
-from judge.run.sync import gather_or_cancel, run_sync
+from judge.run import eager
+from judge.run.sync import run_sync
 
 
 @dataclass
@@ -131,7 +133,9 @@ async def score_sample(
         except JudgeError as exc:
             return MetricScore(math.nan, JUDGE_ERROR, f"{type(exc).__name__}: {exc}")
 
-    outcomes = await gather_or_cancel(one(m) for m in metrics)
+    outcomes = await eager.gather_or_cancel(
+        [eager.start(one(m)) if _builtin(m) else asyncio.ensure_future(one(m)) for m in metrics]
+    )
     result = SampleResult(sample, {}, evidence=judgments.evidence)
     for metric, outcome in zip(metrics, outcomes, strict=True):
         result.scores[metric.name] = outcome.value
@@ -145,6 +149,13 @@ async def score_sample(
         "by_judge": {k: v.as_dict() for k, v in sorted(usage.by_label.items())},
     }
     return result
+
+
+def _builtin(metric: Metric) -> bool:
+    """Whether judge's own code computes the metric, so it may be started eagerly (up to
+    its first wait, inside the caller's task): a user's compute might enter something that
+    belongs to one task, such as a timeout, before it first waits."""
+    return getattr(metric.compute, "__module__", "").startswith("judge.metrics.")
 
 
 async def ascore(

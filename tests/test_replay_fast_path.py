@@ -1,0 +1,174 @@
+"""A run through the fast paths (judgments started eagerly, responses remembered within the
+run, keys built from cached schema text) writes what the plain paths write."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from judge import LLM, Embeddings
+from judge.cli.eval import finish_run
+from judge.llm.cache import Cache, cache_key
+from judge.llm.memo import ResponseMemo, estimated_bytes
+from judge.llm.session import LLMSession
+from judge.run import eager
+from judge.run.evaluate import evaluate
+from judge.testing import heuristic_judge
+
+TOPICS = ["Python", "Rust", "SQLite"]
+
+
+def sample(i: int, row_id: str) -> dict:
+    """A sample about project i, with its own id."""
+    t = TOPICS[i % len(TOPICS)]
+    return {
+        "id": row_id,
+        "question": f"What is {t} used for in project {i}?",
+        "answer": f"{t} is used for project {i}. {t} is fast.",
+        "contexts": [f"{t} is used for project {i}.", "Bananas are yellow.", f"{t} is fast."],
+        "ground_truth": f"{t} is used for project {i}. It started in {2000 + i}.",
+    }
+
+
+def handler(body: dict) -> str:
+    """The heuristic judge, except for project 13: never any JSON, so its judges fail."""
+    if "project 13" in json.dumps(body):
+        return "I cannot answer that."
+    return heuristic_judge(body)
+
+
+ROWS = [
+    *(sample(i, f"cached{i}") for i in range(4)),  # filled before the runs
+    sample(0, "again0"),  # the same requests as row 0 under another id
+    sample(1, "again1"),
+    sample(5, "new5"),  # not in the cache: asked from the server
+    sample(6, "new6"),
+    {"id": "bad", "question": "", "answer": "no question"},  # a bad input row
+    sample(13, "fails13"),  # its verify call never gives JSON: a judge error
+]
+
+
+def run(tmp_path: Path, name: str, models: dict, cache: Path, memo_bytes: int) -> tuple[Path, int]:
+    """One run of ROWS against `cache` (read-write), its outputs written as judge eval does;
+    (the output directory, reads answered by SQLite)."""
+    session = LLMSession(
+        models["llm"], embeddings=models["embeddings"], cache=Cache(cache), memo_bytes=memo_bytes
+    )
+    result = evaluate(ROWS, llm=session, progress=False)
+    assert session.cache is not None
+    session.cache.close()
+    out = tmp_path / name
+    finish_run(result, out, {}, max_error_rate=1.0)
+    return out, session.cache.hits
+
+
+def normalised(path: Path, cache: Path) -> str:
+    """A summary or report with the run's own cache path and timing taken out."""
+    text = path.read_text(encoding="utf-8").replace(str(cache), "CACHE")
+    data = json.loads(text) if path.suffix == ".json" else None
+    if data is not None:
+        data["config"].pop("seconds")
+        return json.dumps(data, sort_keys=True)
+    return re.sub(r"&quot;seconds&quot;: [0-9.]+", "", text)
+
+
+@pytest.fixture
+def models(fake_llm_server):
+    fake_llm_server.chat = handler
+    base = fake_llm_server.base_url
+    return {
+        "llm": LLM("openai/judge-model", api_base=base, api_key="k", max_retries=0, max_reasks=1),
+        "embeddings": Embeddings("openai/embed-model", api_base=base, api_key="k"),
+    }
+
+
+def test_a_mixed_replay_through_the_fast_paths_equals_the_plain_paths(
+    tmp_path, fake_llm_server, models, monkeypatch
+):
+    fill = tmp_path / "fill.sqlite"
+    with Cache(fill) as cache:  # closed before copying: its WAL is written back
+        filled = evaluate(ROWS[:4], llm=models["llm"], embeddings=models["embeddings"], cache=cache)
+    assert filled.rows_with_errors == 0
+    shutil.copy(fill, tmp_path / "plain.sqlite")
+    shutil.copy(fill, tmp_path / "fast.sqlite")
+
+    fake_llm_server.reset()
+    fast, fast_reads = run(tmp_path, "fast", models, tmp_path / "fast.sqlite", memo_bytes=2**20)
+    fast_requests = sorted(json.dumps(r.body, sort_keys=True) for r in fake_llm_server.requests)
+    fake_llm_server.reset()
+    monkeypatch.setattr(eager, "EAGER", False)  # every coroutine an ordinary task, as before
+    plain, plain_reads = run(tmp_path, "plain", models, tmp_path / "plain.sqlite", memo_bytes=0)
+    plain_requests = sorted(json.dumps(r.body, sort_keys=True) for r in fake_llm_server.requests)
+
+    rows = [json.loads(line) for line in (fast / "results.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [r["id"] for r in ROWS[:8]] + [None, "fails13"]
+    assert rows[8]["error"] and rows[9]["reasons"]["faithfulness"] == "judge_error"
+    assert rows[4]["scores"] == rows[0]["scores"] and rows[6]["usage"]["total"]["requests"] > 0
+    assert fast_requests == plain_requests and fast_requests  # the uncached rows, alike
+    assert fast_reads < plain_reads  # the repeated rows were remembered, not read again
+    assert (fast / "results.jsonl").read_bytes() == (plain / "results.jsonl").read_bytes()
+    for name in ("summary.json", "report.html"):
+        assert normalised(fast / name, tmp_path / "fast.sqlite") == normalised(
+            plain / name, tmp_path / "plain.sqlite"
+        )
+
+
+def test_repeated_requests_are_read_from_the_cache_once_per_run(tmp_path, models):
+    path = tmp_path / "c.sqlite"
+    evaluate(ROWS[:2], llm=models["llm"], embeddings=models["embeddings"], cache=path)
+    repeated = [sample(0, f"copy{n}") for n in range(5)]
+    for memo_bytes in (2**20, 0):
+        cache = Cache(path, mode="replay")
+        session = LLMSession(
+            models["llm"], embeddings=models["embeddings"], cache=cache, memo_bytes=memo_bytes
+        )
+        result = evaluate(repeated, llm=session, progress=False)
+        per_row = result.rows[0].usage["total"]["cache_hits"]
+        assert per_row > 0 and result.usage["cache_hits"] == 5 * per_row  # counted every time
+        if memo_bytes:  # each distinct request read from SQLite once (the first row's)
+            assert cache.hits <= per_row
+        else:
+            assert cache.hits == 5 * per_row
+        cache.close()
+
+
+def test_keys_built_from_parts_equal_the_canonical_key(tmp_path, fake_llm_server, models):
+    llm = LLM(
+        "openai/judge-model",
+        api_base=fake_llm_server.base_url,
+        api_key="k",
+        temperature=0.3,
+        seed=7,
+        max_tokens=900,
+        cache_as="gpu1",
+    )
+    odd = {
+        **sample(2, "odd"),
+        "answer": 'Ünïcode "quoted" <b>&amp;</b> answer.\nSecond line, 中文。',
+    }
+    cache = Cache(tmp_path / "c.sqlite")
+    evaluate([odd], llm=llm, embeddings=models["embeddings"], cache=cache, progress=False)
+    entries = list(cache.entries())
+    assert {e.kind for e in entries} == {"chat", "embedding"}
+    assert all(cache_key(e.request) == e.key for e in entries)
+    assert all(e.request["server"] == "gpu1" for e in entries if e.kind == "chat")
+
+
+def test_the_memo_forgets_the_least_recently_used_past_its_budget():
+    vector = [0.5] * 100  # 64 + 32 * 100 bytes, as estimated
+    size = estimated_bytes(vector)
+    memo = ResponseMemo(limit=2 * size)
+    memo.put("a", vector)
+    memo.put("b", list(vector))
+    assert memo.get("a") is vector  # now the most recently used
+    memo.put("c", list(vector))
+    assert memo.get("b") is None and memo.get("a") is vector and len(memo) == 2
+    memo.forget("a")
+    assert memo.get("a") is None and memo.used == size
+    memo.put("huge", [0.0] * 1000)  # over the whole budget: not kept, nothing dropped
+    assert memo.get("huge") is None and memo.get("c") is not None
+    assert ResponseMemo(limit=0).get("a") is None
