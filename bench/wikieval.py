@@ -50,6 +50,9 @@ WORK = HERE / ".wikieval"  # gitignored: the judge cache and the resumable run l
 # aspect -> (judge metric, RAGAS metric, the paper's RAGAS accuracy with gpt-3.5-turbo)
 ASPECTS = {
     "faithfulness": ("faithfulness", "faithfulness", 0.95),
+    # the same pairs, judge's named-terms check on top; its calls are faithfulness's (cached),
+    # and RAGAS's outcomes are its faithfulness ones (not run twice)
+    "faithfulness_strict": ("faithfulness_strict", "faithfulness", 0.95),
     "answer_relevance": ("answer_relevancy", "answer_relevancy", 0.78),
     "context_relevance": ("context_relevance", "nv_context_relevance", 0.70),
 }
@@ -59,7 +62,7 @@ def pair(item: dict[str, Any], aspect: str) -> list[dict[str, Any]]:
     """The two samples of one item's pair for an aspect, the preferred one first."""
     q, good, v1 = item["question_stripped"], item["answer_stripped"], item["context_v1"]
     base = {"question": q, "answer": good, "contexts": v1}
-    if aspect == "faithfulness":
+    if aspect.startswith("faithfulness"):
         return [base, {**base, "answer": item["ungrounded_answer"]}]
     if aspect == "answer_relevance":
         return [base, {**base, "answer": item["poor_answer"]}]
@@ -346,6 +349,17 @@ def prior_records(path: Path, model: str, tools: list[str]) -> list[dict[str, An
     return records
 
 
+def with_ragas_strict(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records, with RAGAS's faithfulness outcomes repeated for the faithfulness_strict
+    row (RAGAS has one faithfulness; the row compares judge's strict variant with it)."""
+    strict = [
+        {**r, "aspect": "faithfulness_strict", "requests": 0, "embed_requests": 0, "seconds": 0}
+        for r in records
+        if r["tool"] == "ragas" and r["aspect"] == "faithfulness"
+    ]
+    return records + strict
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="litellm model, e.g. openai/qwen")
@@ -390,10 +404,13 @@ def main() -> None:
     log = args.work / "runs.jsonl"
     prior_tools = [t.strip() for t in args.prior_tools.split(",") if t.strip()]
     prior = [r for path in args.prior for r in prior_records(path, args.model, prior_tools)]
-    records = prior + (
-        [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
-        if log.exists()
-        else []
+    records = with_ragas_strict(
+        prior
+        + (
+            [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
+            if log.exists()
+            else []
+        )
     )
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     done = {(r["tool"], r["item"], r["aspect"]) for r in records if r["model"] == args.model}
@@ -402,7 +419,10 @@ def main() -> None:
         sys.exit(f"unknown --aspects {sorted(unknown)}: choose from {', '.join(ASPECTS)}")
     pending = {
         tool: [
-            (i, a) for i in items[args.first :] for a in aspects if (tool, i["id"], a) not in done
+            (i, a)
+            for i in items[args.first :]
+            for a in aspects
+            if (tool, i["id"], a) not in done and (tool, a) != ("ragas", "faithfulness_strict")
         ]
         for tool in tools
     }
@@ -412,7 +432,9 @@ def main() -> None:
                 run_judge(args, pending["judge"], embedder)
             if pending.get("ragas"):
                 run_ragas(args, pending["ragas"], embedder)
-        records = prior + [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
+        records = with_ragas_strict(
+            prior + [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
+        )
     mine = [r for r in records if r["model"] == args.model]
     summary = summarise(mine, [i["id"] for i in items])
     summary.update(model=args.model, embeddings=EMBED_MODEL)

@@ -199,6 +199,13 @@ def test_a_content_reading_judge_holds_the_order_probe(server):
     assert [r.scores["context_precision"] for r in result.runs["base"].rows] == [1.0] * 5
 
 
+def test_faithfulness_strict_is_probed_like_faithfulness(server):
+    result = run(server, ["order", "verbosity", "granularity"], metrics=["faithfulness_strict"])
+    probes = {c.probe for c in result.checks if c.metric == "faithfulness_strict"}
+    assert probes == {"order", "verbosity", "granularity:joined", "granularity:lines"}
+    assert by(result, "order", "faithfulness_strict").held is True
+
+
 def test_a_judge_that_follows_context_position_fails_the_order_probe(server):
     server.chat = position_judge
     result = run(server, ["order"])

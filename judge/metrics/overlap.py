@@ -57,3 +57,57 @@ def shares_content(text: str, other: str) -> bool:
     if _cjk(text) != _cjk(other):
         return True
     return not content_tokens(text).isdisjoint(content_tokens(other))
+
+
+# Numbers and names are what an unsupported claim most often gets wrong (a date, a person, a
+# place), and whether a context mentions them needs no model. Words are compared with
+# separators dropped, so "PSLV-C56" matches "PSLV C56" and "1,000" matches "1000".
+_TERM = re.compile(rf"[^\W_{_CJK}]+(?:[.,:][0-9]+)*")
+# A full stop after one capital letter ends an initial ("J. Robert"), not a sentence.
+_SENTENCE_END = re.compile(r"(?<!\b[A-Z])[.!?][\"'\u201d)\]]*\s*$")
+_NUMBER_WORDS = re.findall(
+    r"\w+",
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty",
+)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[\W_]+", "", text.lower())
+
+
+def named_terms(claim: str) -> list[str]:
+    """A claim's numbers and capitalised words, sentence-initial words excepted: the terms
+    a source must mention for the claim to come from it."""
+    terms: list[str] = []
+    for match in _TERM.finditer(claim):
+        term = match.group()
+        before = claim[: match.start()]
+        number = any(c.isdigit() for c in term)
+        name = term[0].isupper() and before.strip() and not _SENTENCE_END.search(before)
+        if number or name:
+            terms.append(term)
+    return list(dict.fromkeys(terms))
+
+
+def unsourced_terms(claim: str, sources: list[str]) -> list[str]:
+    """The claim's numbers and names that no source mentions (case and separators ignored;
+    a number written as a word, "four", counts as 4).
+
+    Args:
+        claim: one claim of an answer.
+        sources: the texts it should come from (the contexts).
+    """
+    terms = named_terms(claim)
+    if not terms:
+        return []
+    words = {_squash(t) for source in sources for t in _TERM.findall(source)}
+    words |= {str(n) for n, word in enumerate(_NUMBER_WORDS) if word in words}
+    # A name may be written with other separators ("Jean-Luc" / "Jean Luc"); a number is
+    # compared whole ("4" is not found inside "1948").
+    text = "".join(_squash(source) for source in sources)
+    return [
+        t
+        for t in terms
+        if _squash(t) not in words and (any(c.isdigit() for c in t) or _squash(t) not in text)
+    ]

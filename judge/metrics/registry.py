@@ -83,6 +83,20 @@ def _from_verdicts(
     return compute
 
 
+async def _faithfulness_strict(j: SampleJudgments) -> MetricScore:
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    if not j.sample.contexts:
+        return MetricScore(NAN, NO_CONTEXTS)
+    verdicts, _ = await j.verdicts()
+    if not verdicts:
+        return MetricScore(NAN, NO_CLAIMS)
+    unsourced = [bool(terms) for terms in await j.unsourced()]
+    return MetricScore(
+        scorers.faithfulness(scorers.strict_verdicts([v.verdict for v in verdicts], unsourced))
+    )
+
+
 async def _answer_relevancy(j: SampleJudgments) -> MetricScore:
     if _blank(j.sample.answer):
         return MetricScore(NAN, EMPTY_ANSWER)
@@ -146,6 +160,14 @@ BUILTIN: dict[str, Metric] = {
             "faithfulness",
             "answer claims supported by the contexts / all answer claims",
             _from_verdicts("answer", scorers.faithfulness),
+            verifies_answer=True,
+            claims_of=frozenset({"answer"}),
+        ),
+        Metric(
+            "faithfulness_strict",
+            "faithfulness where a claim naming a number or name that no context mentions "
+            "counts as unsupported, whatever the judge said (no extra request)",
+            _faithfulness_strict,
             verifies_answer=True,
             claims_of=frozenset({"answer"}),
         ),

@@ -22,7 +22,7 @@ from judge.metrics.judges import (
     reverse_questions,
     verify_claims,
 )
-from judge.metrics.overlap import drawn_from, shares_content
+from judge.metrics.overlap import drawn_from, shares_content, unsourced_terms
 from judge.metrics.scorers import cosine_similarities
 from judge.run import eager
 
@@ -184,6 +184,18 @@ class SampleJudgments:
         if self.verify_truth:
             self.evidence["truth_verdicts"] = [v.model_dump() for v in truth_verdicts]
         return answer_verdicts, truth_verdicts
+
+    def unsourced(self) -> Awaitable[list[list[str]]]:
+        """Per answer claim, its numbers and names that no context mentions."""
+        return self._once("unsourced", self._unsourced)
+
+    async def _unsourced(self) -> list[list[str]]:
+        claims = await self.answer_claims()
+        found = [unsourced_terms(c, list(self.sample.contexts)) for c in claims]
+        listed = [{"claim": i, "terms": terms} for i, terms in enumerate(found) if terms]
+        if listed:
+            self.evidence["answer_claims_unsourced"] = listed
+        return found
 
     def context_grades(self) -> Awaitable[list[ContextGrade]]:
         """Grades 0-3 of every context, against the ground truth or else the answer."""

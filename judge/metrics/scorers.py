@@ -34,6 +34,17 @@ def faithfulness(verdicts: Sequence[str]) -> float:
     return supported_share(verdicts)
 
 
+def strict_verdicts(verdicts: Sequence[str], unsourced: Sequence[bool]) -> list[str]:
+    """Verdicts with "supported" made "not_found" for the claims whose numbers or names no
+    context mentions (`faithfulness_strict`); other verdicts stand."""
+    if len(verdicts) != len(unsourced):
+        raise ValueError(f"{len(verdicts)} verdicts for {len(unsourced)} claims")
+    return [
+        "not_found" if v == "supported" and bad else v
+        for v, bad in zip(verdicts, unsourced, strict=True)
+    ]
+
+
 def context_recall(verdicts: Sequence[str]) -> float:
     """Share of the ground truth's claims supported by the contexts (NaN without claims)."""
     return supported_share(verdicts)

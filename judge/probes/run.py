@@ -33,9 +33,9 @@ from judge.run.score import MetricLike
 PROBES = ("repeat", "order", "verbosity", "granularity")
 REPEAT_TEMPERATURE = 0.7  # repeats sample; a judge at temperature 0 would only test the server
 # Which metrics each probe checks (of those evaluated), and what it expects of them.
-ORDER_INVARIANT = ("faithfulness", "context_recall")
-PADDING_MUST_NOT_RAISE = ("faithfulness", "answer_relevancy")
-RESPLIT_CHECKED = ("faithfulness",)
+ORDER_INVARIANT = ("faithfulness", "faithfulness_strict", "context_recall")
+PADDING_MUST_NOT_RAISE = ("faithfulness", "faithfulness_strict", "answer_relevancy")
+RESPLIT_CHECKED = ("faithfulness", "faithfulness_strict")
 
 # Runs one variant: (its name, its rows, optionally another judge model) -> its result.
 Run = Callable[..., EvaluationResult]
