@@ -124,12 +124,18 @@ def load_prompt(name_or_path: str | os.PathLike[str]) -> Prompt:
     return _load(path, stat.st_mtime_ns, stat.st_size)
 
 
-@functools.lru_cache(maxsize=256)
 def _prompt_path(name_or_path: str) -> str:
     """The file of a built-in prompt's name, or the path as given."""
+    # The prompts' folder is looked up on each call (itself cached) so that pointing
+    # prompts_dir elsewhere, as a test does, is seen.
+    return _resolve_prompt_path(name_or_path, prompts_dir())
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve_prompt_path(name_or_path: str, builtin: Path) -> str:
     path = Path(name_or_path)
     if path.suffix != ".txt" and path.parent == Path("."):
-        path = prompts_dir() / f"{name_or_path}.txt"
+        path = builtin / f"{name_or_path}.txt"
     return str(path)
 
 

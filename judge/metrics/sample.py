@@ -262,26 +262,20 @@ class SampleJudgments:
         )
         if not answer or not truth:  # nothing to verify: the metric decides from the counts
             return [], []
+        # Each side's claims checked against the other text, both calls at once.
+        sides = ((answer, s.ground_truth), (truth, s.answer))
         precision, recall = await eager.gather_or_cancel(
             [
                 eager.start(
                     verify_claims(
                         self.session,
-                        claims=answer,
-                        contexts=[s.ground_truth or ""],
+                        claims=claims,
+                        contexts=[other or ""],
                         sample=s.id,
                         ledger=self.ledger,
                     )
-                ),
-                eager.start(
-                    verify_claims(
-                        self.session,
-                        claims=truth,
-                        contexts=[s.answer or ""],
-                        sample=s.id,
-                        ledger=self.ledger,
-                    )
-                ),
+                )
+                for claims, other in sides
             ]
         )
         self.evidence["correctness"] = {
