@@ -63,7 +63,9 @@ def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...
 
     chunks: list[_Chunk] = []
     nan_score: InputFormatError | None = None
-    bounds = chunk_bounds(run_length + 2 * judged_length)
+    # No judged query still makes one (empty) chunk, so the empty-input errors come from
+    # the same place as before.
+    bounds = chunk_bounds(run_length + 2 * judged_length) or [(0, 0)]
     for lo, hi in bounds:
         chunk = _rank_chunk(
             runs[lo:hi], judged[lo:hi], run_length[lo:hi], judged_length[lo:hi], qids[lo:hi]
