@@ -101,13 +101,22 @@ def unsourced_terms(claim: str, sources: list[str]) -> list[str]:
     terms = named_terms(claim)
     if not terms:
         return []
+    words, text = _mentioned(tuple(sources))
+    unsourced = []
+    for term in terms:
+        squashed = _squash(term)
+        # A name may be written with other separators ("Jean-Luc" / "Jean Luc"); a number
+        # is compared whole ("4" is not found inside "1948").
+        number = any(c.isdigit() for c in term)
+        if squashed not in words and (number or squashed not in text):
+            unsourced.append(term)
+    return unsourced
+
+
+@functools.lru_cache(maxsize=64)
+def _mentioned(sources: tuple[str, ...]) -> tuple[frozenset[str], str]:
+    """The sources' squashed words (number words also as digits) and squashed text, made
+    once for all the claims checked against the same contexts."""
     words = {_squash(t) for source in sources for t in _TERM.findall(source)}
     words |= {str(n) for n, word in enumerate(_NUMBER_WORDS) if word in words}
-    # A name may be written with other separators ("Jean-Luc" / "Jean Luc"); a number is
-    # compared whole ("4" is not found inside "1948").
-    text = "".join(_squash(source) for source in sources)
-    return [
-        t
-        for t in terms
-        if _squash(t) not in words and (any(c.isdigit() for c in t) or _squash(t) not in text)
-    ]
+    return frozenset(words), "".join(_squash(source) for source in sources)

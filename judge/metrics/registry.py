@@ -61,10 +61,12 @@ def _blank(text: str | None) -> bool:
 
 
 def _from_verdicts(
-    side: str, score: Callable[[list[str]], float]
+    side: str, score: Callable[[list[str]], float], *, strict: bool = False
 ) -> Callable[[SampleJudgments], Awaitable[MetricScore]]:
     """A metric on the verdicts of one side's claims (the answer's or the ground truth's)
-    against the contexts, NaN with a reason when there is nothing to judge."""
+    against the contexts, NaN with a reason when there is nothing to judge; with `strict`
+    (the answer's side), "supported" does not count for a claim naming a number or name
+    that no context mentions."""
     text, missing = (
         ("answer", EMPTY_ANSWER) if side == "answer" else ("ground_truth", NO_GROUND_TRUTH)
     )
@@ -78,23 +80,12 @@ def _from_verdicts(
         verdicts = answer_verdicts if side == "answer" else truth_verdicts
         if not verdicts:
             return MetricScore(NAN, NO_CLAIMS)
-        return MetricScore(score([v.verdict for v in verdicts]))
+        labels: list[str] = [v.verdict for v in verdicts]
+        if strict:
+            labels = scorers.strict_verdicts(labels, [bool(t) for t in await j.unsourced()])
+        return MetricScore(score(labels))
 
     return compute
-
-
-async def _faithfulness_strict(j: SampleJudgments) -> MetricScore:
-    if _blank(j.sample.answer):
-        return MetricScore(NAN, EMPTY_ANSWER)
-    if not j.sample.contexts:
-        return MetricScore(NAN, NO_CONTEXTS)
-    verdicts, _ = await j.verdicts()
-    if not verdicts:
-        return MetricScore(NAN, NO_CLAIMS)
-    unsourced = [bool(terms) for terms in await j.unsourced()]
-    return MetricScore(
-        scorers.faithfulness(scorers.strict_verdicts([v.verdict for v in verdicts], unsourced))
-    )
 
 
 async def _answer_relevancy(j: SampleJudgments) -> MetricScore:
@@ -167,7 +158,7 @@ BUILTIN: dict[str, Metric] = {
             "faithfulness_strict",
             "faithfulness where a claim naming a number or name that no context mentions "
             "counts as unsupported, whatever the judge said (no extra request)",
-            _faithfulness_strict,
+            _from_verdicts("answer", scorers.faithfulness, strict=True),
             verifies_answer=True,
             claims_of=frozenset({"answer"}),
         ),
