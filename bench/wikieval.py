@@ -9,7 +9,10 @@ and the side people prefer should score higher (Es et al. 2023, Table 1):
 - context relevance: context_v1 vs context_v2 for the question (judge `context_relevance`,
   the share of contexts graded relevant: context_v2 is context_v1 plus added text, so a
   rank-weighted `context_precision` cannot fall when the added passages come after the
-  relevant one; RAGAS `nv_context_relevance`, its successor of the paper's metric).
+  relevant one; RAGAS `nv_context_relevance`, its successor of the paper's metric); and the
+  same pairs by judge `context_focus`, the share of the context's sentences needed (the
+  paper's own context relevance, judged sentence by sentence), compared with the same
+  RAGAS outcomes.
 Accuracy counts a tie as 0.5; the two tools are compared on the items both scored (exact
 sign test on the items where their outcomes differ).
 
@@ -43,6 +46,8 @@ from vs_ragas import ragas_python
 import judge
 from judge.labels.kinds import pairwise
 from judge.labels.measures import sign_test
+from judge.metrics.judges import context_sentences
+from judge.metrics.overlap import shares_content
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "judge-quality" / "wikieval.jsonl"
@@ -55,7 +60,12 @@ ASPECTS = {
     "faithfulness_strict": ("faithfulness_strict", "faithfulness", 0.95),
     "answer_relevance": ("answer_relevancy", "answer_relevancy", 0.78),
     "context_relevance": ("context_relevance", "nv_context_relevance", 0.70),
+    # the same pairs, judged by sentence: the share of the context's sentences needed
+    "context_focus": ("context_focus", "nv_context_relevance", 0.70),
 }
+# judge-only aspects -> the aspect whose RAGAS outcomes their row compares with (RAGAS has
+# one metric for both; it is not run twice)
+RAGAS_SHARED = {"faithfulness_strict": "faithfulness", "context_focus": "context_relevance"}
 
 
 def pair(item: dict[str, Any], aspect: str) -> list[dict[str, Any]]:
@@ -349,15 +359,44 @@ def prior_records(path: Path, model: str, tools: list[str]) -> list[dict[str, An
     return records
 
 
-def with_ragas_strict(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records, with RAGAS's faithfulness outcomes repeated for the faithfulness_strict
-    row (RAGAS has one faithfulness; the row compares judge's strict variant with it)."""
-    strict = [
-        {**r, "aspect": "faithfulness_strict", "requests": 0, "embed_requests": 0, "seconds": 0}
+def with_ragas_shared(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records, with RAGAS's outcomes of an aspect repeated for each judge-only aspect
+    that compares with it (`RAGAS_SHARED`)."""
+    shared = [
+        {**r, "aspect": derived, "requests": 0, "embed_requests": 0, "seconds": 0}
+        for derived, source in RAGAS_SHARED.items()
         for r in records
-        if r["tool"] == "ragas" and r["aspect"] == "faithfulness"
+        if r["tool"] == "ragas" and r["aspect"] == source
     ]
-    return records + strict
+    return records + shared
+
+
+def _accuracy(pairs: list[tuple[float, float]]) -> float:
+    """Share of pairs whose first side scores higher, a tie counting 0.5."""
+    return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
+
+
+def baselines(items: list[dict[str, Any]]) -> str:
+    """What the context pairs reward without any model: context_v2 holds context_v1 and
+    more, so the shorter side always wins; and context_focus's no-shared-word rule alone
+    (every sentence taken as needed, then the rule applied)."""
+
+    def rule_alone(item: dict[str, Any], contexts: list[str]) -> float:
+        topic = f"{item['question_stripped']}\n{item['answer_stripped']}"
+        cut = [s for found in context_sentences(contexts) for s in found]
+        return sum(shares_content(s, topic) for s in cut) / len(cut)
+
+    def length(contexts: list[str]) -> float:
+        return -sum(len(c) for c in contexts)
+
+    shorter = _accuracy([(length(i["context_v1"]), length(i["context_v2"])) for i in items])
+    rule = _accuracy(
+        [(rule_alone(i, i["context_v1"]), rule_alone(i, i["context_v2"])) for i in items]
+    )
+    return (
+        f"Context pairs without a model ({len(items)} questions): the shorter context wins "
+        f"{shorter:.2f}; context_focus's no-shared-word rule alone {rule:.2f}."
+    )
 
 
 def main() -> None:
@@ -404,7 +443,7 @@ def main() -> None:
     log = args.work / "runs.jsonl"
     prior_tools = [t.strip() for t in args.prior_tools.split(",") if t.strip()]
     prior = [r for path in args.prior for r in prior_records(path, args.model, prior_tools)]
-    records = with_ragas_strict(
+    records = with_ragas_shared(
         prior
         + (
             [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
@@ -422,7 +461,7 @@ def main() -> None:
             (i, a)
             for i in items[args.first :]
             for a in aspects
-            if (tool, i["id"], a) not in done and (tool, a) != ("ragas", "faithfulness_strict")
+            if (tool, i["id"], a) not in done and not (tool == "ragas" and a in RAGAS_SHARED)
         ]
         for tool in tools
     }
@@ -432,13 +471,13 @@ def main() -> None:
                 run_judge(args, pending["judge"], embedder)
             if pending.get("ragas"):
                 run_ragas(args, pending["ragas"], embedder)
-        records = with_ragas_strict(
+        records = with_ragas_shared(
             prior + [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
         )
     mine = [r for r in records if r["model"] == args.model]
     summary = summarise(mine, [i["id"] for i in items])
     summary.update(model=args.model, embeddings=EMBED_MODEL)
-    text = table(summary, args.model)
+    text = table(summary, args.model) + "\n\n" + baselines(items)
     print("\n" + text)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

@@ -206,6 +206,24 @@ def test_faithfulness_strict_is_probed_like_faithfulness(server):
     assert by(result, "order", "faithfulness_strict").held is True
 
 
+def first_sentence_judge(body: dict[str, Any]) -> str:
+    """heuristic_judge, but the needed sentence is always the first shown."""
+    if "sentences" in blocks(body):
+        return json.dumps({"reason": "The first one.", "needed": [0]})
+    return heuristic_judge(body)
+
+
+def test_context_focus_must_not_move_when_the_contexts_are_shuffled(server):
+    held = by(run(server, ["order"], metrics=["context_focus"]), "order", "context_focus")
+    assert held.held is True  # the heuristic judge picks by words, wherever they stand
+    server.chat = first_sentence_judge
+    moved = by(run(server, ["order"], metrics=["context_focus"]), "order", "context_focus")
+    assert moved.held is False
+    # rows 0, 1, 3: Python's sentence (kept, 1/2) becomes Paris's (off topic, dropped: 0),
+    # and the Chinese row's likewise; row 2 (about Paris) keeps an on-topic sentence
+    assert moved.figures["mean_abs_change"] == pytest.approx(2 / 5)
+
+
 def test_a_judge_that_follows_context_position_fails_the_order_probe(server):
     server.chat = position_judge
     result = run(server, ["order"])

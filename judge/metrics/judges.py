@@ -40,6 +40,13 @@ class ContextGrade(BaseModel):
     grade: int = Field(ge=0, le=3, json_schema_extra={"enum": [0, 1, 2, 3]})
 
 
+class NeededSentences(BaseModel):
+    """The numbers of the context sentences a question needs (the reason is written first)."""
+
+    reason: str
+    needed: list[int]
+
+
 class CitationCheck(BaseModel):
     """Whether one cited context supports the statement citing it."""
 
@@ -130,6 +137,33 @@ def sentences(claim: str) -> list[str]:
     """A claim cut at its sentence ends: one fact is never several sentences, but a small
     model copies a long text whole as a single "claim" (issue 12)."""
     return [s.strip() for s in _SENTENCE_END.split(claim) if s.strip()]
+
+
+# A blank line ends a sentence too: a heading or a list item has no full stop.
+_PARAGRAPH = re.compile(r"\n\s*\n")
+
+
+def context_sentences(contexts: Sequence[str]) -> list[list[str]]:
+    """Each context cut into its sentences (at sentence ends and blank lines), in order."""
+    return [
+        [s for paragraph in _PARAGRAPH.split(context) for s in sentences(paragraph)]
+        for context in contexts
+    ]
+
+
+@functools.cache
+def _needed_for(count: int) -> type[NeededSentences]:
+    """NeededSentences whose JSON schema lists the sentence numbers that exist, so a
+    grammar-constrained server cannot name another; validation still accepts any number
+    >= 0, and select_sentences drops one past the end."""
+    numbers: Any = Annotated[
+        list[Annotated[int, Field(ge=0)]],
+        WithJsonSchema({"type": "array", "items": {"enum": list(range(count))}}),
+    ]
+    model: type[NeededSentences] = create_model(
+        f"NeededSentences{count}", __base__=NeededSentences, needed=(numbers, ...)
+    )
+    return model
 
 
 def _ref(name: str) -> tuple[Any, PromptRef]:
@@ -240,6 +274,36 @@ async def grade_contexts(
     )
     grades: list[ContextGrade] = reply.contexts  # type: ignore[attr-defined]
     return grades
+
+
+async def select_sentences(
+    session: LLMSession,
+    *,
+    question: str,
+    sentences: Sequence[str],
+    reference: str | None = None,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+) -> NeededSentences:
+    """Pick the numbered sentences (of all contexts, numbered from 0) that the question
+    needs, in one call; numbers past the end are dropped, repeats kept once, in order."""
+    if not sentences:
+        return NeededSentences(reason="", needed=[])
+    prompt, ref = _ref("context_sentences")
+    (reply,) = await session.chat(
+        prompt.render(
+            question=question,
+            sentences={str(i): text for i, text in enumerate(sentences)},
+            reference=reference,
+        ),
+        _needed_for(len(sentences)),
+        prompt=ref,
+        label="context_sentences",
+        sample=sample,
+        ledger=ledger,
+    )
+    needed = sorted({n for n in reply.needed if n < len(sentences)})
+    return NeededSentences(reason=reply.reason, needed=needed)
 
 
 async def check_citations(

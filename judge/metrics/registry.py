@@ -25,6 +25,7 @@ NO_CLAIMS = "no_claims"
 NO_GROUND_TRUTH = "no_ground_truth"
 JUDGE_ERROR = "judge_error"
 NO_CITATIONS = "no_citations"
+NO_SENTENCES = "no_sentences"
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,15 @@ def _from_grades(
     return compute
 
 
+async def _context_focus(j: SampleJudgments) -> MetricScore:
+    if not j.sample.contexts:
+        return MetricScore(NAN, NO_CONTEXTS)
+    total, needed = await j.needed_sentences()
+    if not total:
+        return MetricScore(NAN, NO_SENTENCES)
+    return MetricScore(scorers.context_focus(len(needed), total))
+
+
 def relevant(grades: list[int]) -> list[bool]:
     """Which contexts count as relevant by their grades 0-3."""
     return [g >= 2 for g in grades]  # grade 2 (partly answers) and 3 (answers) are relevant
@@ -185,6 +195,12 @@ BUILTIN: dict[str, Metric] = {
             "context_relevance",
             "share of the contexts judged relevant (grade >= 2)",
             _from_grades(lambda g: scorers.context_relevance(relevant(g))),
+        ),
+        Metric(
+            "context_focus",
+            "share of the contexts' sentences needed to answer the question (or to support "
+            "the reference): text that does not help lowers it; one request",
+            _context_focus,
         ),
         Metric(
             "answer_correctness",

@@ -14,12 +14,15 @@ from judge.metrics.citations import Citation, find_citations
 from judge.metrics.judges import (
     CitationCheck,
     ContextGrade,
+    NeededSentences,
     ReverseQuestions,
     Verdict,
     check_citations,
+    context_sentences,
     extract_claims,
     grade_contexts,
     reverse_questions,
+    select_sentences,
     verify_claims,
 )
 from judge.metrics.overlap import drawn_from, shares_content, unsourced_terms
@@ -226,6 +229,37 @@ class SampleJudgments:
         if capped:
             self.evidence["context_grades_capped"] = capped
         return grades
+
+    def needed_sentences(self) -> Awaitable[tuple[int, list[int]]]:
+        """(how many sentences the contexts have, the numbers of those the question needs),
+        against the ground truth or else the answer."""
+        return self._once("needed_sentences", self._select)
+
+    async def _select(self) -> tuple[int, list[int]]:
+        s = self.sample
+        reference = s.ground_truth if s.ground_truth is not None else s.answer
+        per_context = context_sentences(s.contexts)
+        numbered = [text for found in per_context for text in found]
+        picked: NeededSentences = await select_sentences(
+            self.session,
+            question=s.question,
+            sentences=numbered,
+            reference=reference,
+            sample=s.id,
+            ledger=self.ledger,
+        )
+        # As with grades: a sentence sharing no content word with the question or the
+        # reference cannot be needed, whatever a small model picked by position.
+        topic = f"{s.question}\n{reference or ''}"
+        needed = [n for n in picked.needed if shares_content(numbered[n], topic)]
+        self.evidence["context_sentences"] = {
+            "per_context": [len(found) for found in per_context],
+            "needed": needed,
+            "reason": picked.reason,
+        }
+        if dropped := [n for n in picked.needed if n not in needed]:
+            self.evidence["context_sentences"]["not_on_topic"] = dropped
+        return len(numbered), needed
 
     def reverse(self) -> Awaitable[tuple[ReverseQuestions, list[float]]]:
         """Reverse questions of the answer and their similarities to the question."""

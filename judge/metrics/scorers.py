@@ -45,6 +45,14 @@ def strict_verdicts(verdicts: Sequence[str], unsourced: Sequence[bool]) -> list[
     ]
 
 
+def context_focus(needed: int, total: int) -> float:
+    """Share of the contexts' sentences needed to answer (RAGAS's first context relevance):
+    text that does not help lowers it; NaN when the contexts have no sentence."""
+    if needed < 0 or needed > total:
+        raise ValueError(f"{needed} needed sentences of {total}")
+    return needed / total if total else NAN
+
+
 def context_recall(verdicts: Sequence[str]) -> float:
     """Share of the ground truth's claims supported by the contexts (NaN without claims)."""
     return supported_share(verdicts)

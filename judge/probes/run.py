@@ -33,7 +33,7 @@ from judge.run.score import MetricLike
 PROBES = ("repeat", "order", "verbosity", "granularity")
 REPEAT_TEMPERATURE = 0.7  # repeats sample; a judge at temperature 0 would only test the server
 # Which metrics each probe checks (of those evaluated), and what it expects of them.
-ORDER_INVARIANT = ("faithfulness", "faithfulness_strict", "context_recall")
+ORDER_INVARIANT = ("faithfulness", "faithfulness_strict", "context_recall", "context_focus")
 PADDING_MUST_NOT_RAISE = ("faithfulness", "faithfulness_strict", "answer_relevancy")
 RESPLIT_CHECKED = ("faithfulness", "faithfulness_strict")
 
@@ -107,8 +107,8 @@ def probe(
     - repeat: each row judged `repeats` times, seeds seed+1 .. seed+repeats at temperature
       0.7 (or the llm's, if above 0): per-row standard deviation, and the share of rows
       whose scores fall on both sides of `threshold`;
-    - order: contexts shuffled (seeded, never left in order): faithfulness and
-      context_recall must not move; context_precision must equal what the original
+    - order: contexts shuffled (seeded, never left in order): faithfulness, context_recall
+      and context_focus must not move; context_precision must equal what the original
       grades imply for the new order;
     - verbosity: the answer padded with content-free filler in its language (English or
       Chinese): faithfulness and answer_relevancy must not gain;

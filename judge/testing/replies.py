@@ -133,6 +133,7 @@ _JUDGES = {
     "You check numbered": "verify",
     "You write the ques": "reverse",
     "You judge how usef": "grade",
+    "You pick, from ret": "sentences",
     "You check citation": "citations",
 }
 
@@ -163,8 +164,9 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     """A fast, consistent stand-in for a judge model, answering judge's built-in prompts.
 
     Sentences are claims; a claim is supported by the first context holding all its words;
-    a context's grade grows with the question words it shares; the reverse questions are
-    the answer's first sentences. Deterministic, so tests and benchmarks can rely on it.
+    a context's grade grows with the question words it shares (a sentence is needed when it
+    shares two); the reverse questions are the answer's first sentences. Deterministic, so
+    tests and benchmarks can rely on it.
     """
     messages = body.get("messages") or [{}]
     system = message_text(messages[0].get("content"))
@@ -209,6 +211,10 @@ def heuristic_judge(body: dict[str, Any]) -> str:
                 ]
             }
         )
+    if kind == "sentences":
+        question, numbered = _words(_block(user, "question")), _block(user, "sentences")
+        needed = [int(n) for n, text in numbered.items() if len(question & _words(text)) >= 2]
+        return json.dumps({"reason": "sentences sharing two question words", "needed": needed})
     if kind == "citations":
         checks, contexts = _block(user, "checks"), _block(user, "contexts")
         answers = []
