@@ -90,6 +90,8 @@ async def serve(reader, writer):
             writer.write(HEAD + BODY)
     except (asyncio.IncompleteReadError, ConnectionError):
         writer.close()
+    except asyncio.CancelledError:  # the loop ends with keep-alive connections still open
+        writer.close()
 
 async def main():
     server = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=512)
