@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, overload
 
+from judge.json_values import dumps_nan_as_null
 from judge.run.results import ResultRow
 
 _RESULT_KEY = '"result": '
@@ -79,7 +80,7 @@ class RowFile(Sequence[ResultRow]):
         """
         if not self._wrapped:
             for row in self:
-                yield json.dumps(row.to_json(), ensure_ascii=False, sort_keys=True) + "\n"
+                yield row.json_line() + "\n"
             return
         with open(self.path, "rb") as lines:
             for offset in self._offsets:
@@ -175,11 +176,11 @@ class Checkpoint:
             "run": self.fingerprint,
             "row": row_number,
             "input": input_hash,
-            "result": result.to_json(),
+            "result": result.json_fields(),
         }
         # Sorted keys, as in results.jsonl: a row read back has the same dict order whether
         # it comes from this file or from a results file (judge merge), so the report is too.
-        return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"
+        return dumps_nan_as_null(record).encode("utf-8") + b"\n"
 
     def write(self, line: bytes) -> int:
         """Append one encoded line; returns where it starts. Written through to the OS at
