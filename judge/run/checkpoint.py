@@ -34,6 +34,8 @@ class RowFile(Sequence[ResultRow]):
         owner: an object kept alive with the sequence (the temporary file's owner).
         metrics: the run's metrics: each row's scores, reasons and errors are given in
             this order, as a fresh row has them (the files hold sorted keys).
+        verbatim: the lines are results.jsonl lines as judge writes them (a shard's
+            results, joined by `judge merge`): written out as they are, not encoded again.
     """
 
     def __init__(
@@ -44,8 +46,10 @@ class RowFile(Sequence[ResultRow]):
         wrapped: bool = False,
         owner: object = None,
         metrics: Sequence[str] = (),
+        verbatim: bool = False,
     ):
         self.path = Path(path)
+        self._verbatim = verbatim
         self._offsets = array("q", offsets)
         self._wrapped = wrapped
         self._owner = owner
@@ -75,9 +79,16 @@ class RowFile(Sequence[ResultRow]):
         """Each row as its results.jsonl line (`json.dumps(row.to_json(), sort_keys=True)`).
 
         A checkpoint record holds that very text as the value of its "result" key (see
-        `Checkpoint.encode`), so it is cut out rather than parsed and encoded again; bare
-        result rows (another tool's file, which may be laid out otherwise) are re-encoded.
+        `Checkpoint.encode`), so it is cut out rather than parsed and encoded again; a
+        verbatim file's lines are that text already; other bare result rows (another
+        tool's file, which may be laid out otherwise) are re-encoded.
         """
+        if self._verbatim:
+            with open(self.path, "rb") as lines:
+                for offset in self._offsets:
+                    lines.seek(offset)
+                    yield lines.readline().decode("utf-8")
+            return
         if not self._wrapped:
             for row in self:
                 yield row.json_line() + "\n"
