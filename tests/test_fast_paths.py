@@ -110,6 +110,19 @@ def test_results_jsonl_cut_from_the_row_file_equals_each_row_encoded(tmp_path):
     assert on_disk.summary == in_memory.summary
 
 
+def test_a_temporary_row_file_is_buffered_but_readable_before_it_is_closed(tmp_path):
+    rows = rows_of_every_kind()[:3]
+    spill = Checkpoint(None, "f" * 64, temporary_dir=tmp_path)
+    offsets = [spill.append(r.row, "0" * 64, r) for r in rows]
+    assert spill.path.stat().st_size == 0  # not written through row by row
+    assert [r.question for r in spill.rows(offsets, METRICS)] == [r.question for r in rows]
+    checkpoint = Checkpoint(tmp_path / "ck.jsonl", "f" * 64)
+    checkpoint.append(rows[0].row, "0" * 64, rows[0])
+    assert checkpoint.path.stat().st_size > 0  # a checkpoint's row is on disk at once
+    spill.close()
+    checkpoint.close()
+
+
 def test_a_resumed_run_writes_the_results_of_an_uninterrupted_one(tmp_path, models):  # noqa: F811
     rows = [{**GOOD, "id": str(i), "answer": f"{GOOD['answer']} Row {i}."} for i in range(4)]
     checkpoint = tmp_path / "checkpoint.jsonl"

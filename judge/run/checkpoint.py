@@ -147,6 +147,9 @@ class Checkpoint:
         temporary_dir: str | os.PathLike[str] | None = None,
     ):
         self.fingerprint = fingerprint
+        # A user's checkpoint is written through row by row (see write); a temporary file
+        # is only read through `rows`, which flushes it first.
+        self._through = path is not None
         if path is None:
             handle, name = tempfile.mkstemp(
                 prefix=".judge-rows-", suffix=".jsonl", dir=temporary_dir
@@ -194,15 +197,16 @@ class Checkpoint:
         return dumps_nan_as_null(record).encode("utf-8") + b"\n"
 
     def write(self, line: bytes) -> int:
-        """Append one encoded line; returns where it starts. Written through to the OS at
-        once, so killing the process loses nothing finished; no fsync per row (it cost
-        ~0.5 ms a row), so a power cut may lose the last rows, which the cache then answers
-        again without a request."""
+        """Append one encoded line; returns where it starts. A checkpoint's line is written
+        through to the OS at once, so killing the process loses nothing finished; no fsync
+        per row (it cost ~0.5 ms a row), so a power cut may lose the last rows, which the
+        cache then answers again without a request. A temporary file's lines are buffered."""
         if self._out is None:
             self._out = self._open()
         offset = self._out.tell()
         self._out.write(line)
-        self._out.flush()
+        if self._through:
+            self._out.flush()
         return offset
 
     def append(self, row_number: int, input_hash: str, result: ResultRow) -> int:
@@ -228,6 +232,8 @@ class Checkpoint:
 
     def rows(self, offsets: Sequence[int], metrics: Sequence[str]) -> RowFile:
         """The rows at these offsets, read lazily; keeps a temporary file alive while used."""
+        if self._out is not None:
+            self._out.flush()  # rows still being written are readable too
         return RowFile(self.path, offsets, wrapped=True, owner=self, metrics=metrics)
 
 
