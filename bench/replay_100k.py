@@ -19,13 +19,27 @@ Peak memory is the replay process's own maximum resident set size (start-up, inp
 cache and output writing included); CPU is its user plus system time. Goals: under 60 s
 and under 1 GB.
 
+--shards N runs the replay as N `judge eval --replay --shard I/N` processes at once (each
+its own output directory, all reading the one cache file), then `judge merge`. Its wall
+time runs from the start of the first shard to the end of the merge; CPU is the sum over
+the shards and the merge; peak RSS the largest of any one process (they run at once, so
+the machine holds up to N of them). With --rows <= 20,000, or with --check, a one-process
+replay is run first and the merged results.jsonl, summary.json and report.html must equal
+its own byte for byte, but for config.seconds (each run's own time; the merge's is the
+sum of its shards').
+
+The machine's load (from /proc/loadavg) is printed beside the figures: on a shared
+machine wall time says more about the others than about judge; compare CPU, or ratios
+measured in one go.
+
 Run: python bench/replay_100k.py [--rows 100000] [--distinct 1000] [--concurrency 32]
-     [--all-distinct]
+     [--all-distinct] [--shards N [--check]] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import struct
@@ -73,11 +87,11 @@ def sample(i: int, number: int, project: int | None = None) -> dict:
     }
 
 
-def judge_eval(
+def eval_command(
     data: Path, server: FakeLLMServer, root: Path, out: str, *extra: str, cache: str = "cache"
-) -> tuple:
-    """(seconds, peak RSS in MiB, CPU seconds) of one `judge eval`."""
-    command = [
+) -> list[str]:
+    """The measured `judge eval` of data into root/out with root/cache.sqlite."""
+    return [
         sys.executable,
         "-c",
         MEASURED,
@@ -91,6 +105,10 @@ def judge_eval(
         "x",
         "--embedding-model",
         "openai/bench-embed",
+        # Keys name the server by this, not by the fake server's port: a kept --keep
+        # directory can be replayed again (e.g. under a profiler) by a later process.
+        "--cache-as",
+        "bench-fake",
         "--cache",
         str(root / f"{cache}.sqlite"),
         "--out",
@@ -98,15 +116,97 @@ def judge_eval(
         "--no-progress",
         *extra,
     ]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+
+
+def finish(process: subprocess.Popen, start: float) -> tuple[float, float, float]:
+    """(seconds since start, peak RSS in MiB, CPU seconds) of a MEASURED process."""
+    _, err = process.communicate()
     seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"judge eval failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    found = dict(
-        line.split() for line in done.stderr.splitlines() if line[:6] in ("MAXRSS", "CPU_S ")
-    )
+    if process.returncode != 0:
+        raise SystemExit(f"{process.args[3]} failed ({process.returncode}):\n{err[-3000:]}")
+    found = dict(line.split() for line in err.splitlines() if line[:6] in ("MAXRSS", "CPU_S "))
     return seconds, int(found["MAXRSS_KIB"]) / 1024, float(found["CPU_S"])
+
+
+def launch(command: list[str]) -> subprocess.Popen:
+    """A measured command started (stdout and stderr captured)."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def measure(command: list[str]) -> tuple[float, float, float]:
+    """(seconds, peak RSS in MiB, CPU seconds) of one measured command run to its end."""
+    start = time.perf_counter()
+    return finish(launch(command), start)
+
+
+def judge_eval(
+    data: Path, server: FakeLLMServer, root: Path, out: str, *extra: str, cache: str = "cache"
+) -> tuple[float, float, float]:
+    """(seconds, peak RSS in MiB, CPU seconds) of one `judge eval`."""
+    return measure(eval_command(data, server, root, out, *extra, cache=cache))
+
+
+def sharded_replay(
+    root: Path, server: FakeLLMServer, shards: int, concurrency: int
+) -> dict[str, float]:
+    """The replay as `shards` concurrent `judge eval --shard I/N` processes, then
+    `judge merge` into root/merged: wall time from the first start to the merge's end,
+    the shards' wall time, CPU summed, the largest peak RSS, the merge's own figures."""
+    start = time.perf_counter()
+    running = [
+        launch(
+            eval_command(
+                root / "rows.jsonl",
+                server,
+                root,
+                f"shard{i}",
+                "--replay",
+                "--concurrency",
+                str(concurrency),
+                "--shard",
+                f"{i}/{shards}",
+            )
+        )
+        for i in range(1, shards + 1)
+    ]
+    done = [finish(process, start) for process in running]
+    merge_command = [sys.executable, "-c", MEASURED, "merge", str(root / "merged")]
+    merge_command += [str(root / f"shard{i}") for i in range(1, shards + 1)]
+    merge_start = time.perf_counter()
+    merge = finish(launch(merge_command), merge_start)
+    return {
+        "wall": time.perf_counter() - start,
+        "shards_wall": max(d[0] for d in done),
+        "cpu": sum(d[2] for d in done) + merge[2],
+        "shard_cpu_max": max(d[2] for d in done),
+        "mib": max([d[1] for d in done] + [merge[1]]),
+        "merge_wall": merge[0],
+        "merge_cpu": merge[2],
+        "merge_mib": merge[1],
+    }
+
+
+SECONDS = {
+    "summary.json": re.compile(rb'"seconds": [0-9.e+-]+'),
+    "report.html": re.compile(rb"&quot;seconds&quot;: [0-9.e+-]+"),
+}
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    """The output files of two runs that differ (config.seconds aside)."""
+    differ = []
+    for name in ("results.jsonl", "summary.json", "report.html"):
+        one, two = (a / name).read_bytes(), (b / name).read_bytes()
+        if name in SECONDS:
+            one, two = (SECONDS[name].sub(b"SECONDS", x) for x in (one, two))
+        if one != two:
+            differ.append(name)
+    return differ
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 PROJECT = re.compile(r"(?<=[Pp]roject )(\d+)\b")
@@ -160,25 +260,57 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, default=1_000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--all-distinct", action="store_true", help="every row different")
+    parser.add_argument(
+        "--shards", type=int, default=0, help="replay as N shard processes at once, then merge"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="with --shards: also a one-process replay, whose outputs the merge must equal "
+        "(default when --rows <= 20,000)",
+    )
+    parser.add_argument(
+        "--keep", metavar="DIR", help="work in DIR (new or empty) and keep it: data, cache, outputs"
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(chat=heuristic_judge) as server:
-        root = Path(tmp)
-        distinct = min(args.distinct, args.rows)
-        with open(root / "fill.jsonl", "w", encoding="utf-8") as out:
-            for i in range(distinct):
-                out.write(json.dumps(sample(i, i)) + "\n")
-        with open(root / "rows.jsonl", "w", encoding="utf-8") as out:
-            for n in range(args.rows):
-                project = 100_000 + n if args.all_distinct else None
-                out.write(json.dumps(sample(n % distinct, n, project)) + "\n")
-        fill, _, _ = judge_eval(root / "fill.jsonl", server, root, "fill", "--concurrency", "64")
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            root = Path(args.keep)
+            root.mkdir(parents=True, exist_ok=True)
+            if any(root.iterdir()):
+                raise SystemExit(f"--keep {root}: give a new or empty directory")
+        else:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        server = stack.enter_context(FakeLLMServer(chat=heuristic_judge))
+        run(args, root, server)
+
+
+def run(args: argparse.Namespace, root: Path, server: FakeLLMServer) -> None:
+    """Fill the cache, then replay (in one process, or sharded, or both) and print."""
+    distinct = min(args.distinct, args.rows)
+    with open(root / "fill.jsonl", "w", encoding="utf-8") as out:
+        for i in range(distinct):
+            out.write(json.dumps(sample(i, i)) + "\n")
+    with open(root / "rows.jsonl", "w", encoding="utf-8") as out:
+        for n in range(args.rows):
+            project = 100_000 + n if args.all_distinct else None
+            out.write(json.dumps(sample(n % distinct, n, project)) + "\n")
+    fill, _, _ = judge_eval(root / "fill.jsonl", server, root, "fill", "--concurrency", "64")
+    recorded = server.count()
+    if args.all_distinct:
+        start = time.perf_counter()
+        added = derive_distinct(root, args.rows, distinct)
+        print(f"derived {added:,} entries in {time.perf_counter() - start:.0f} s")
+        check_derived(root, server, [0, distinct + 7, args.rows - 1], distinct)
         recorded = server.count()
-        if args.all_distinct:
-            start = time.perf_counter()
-            added = derive_distinct(root, args.rows, distinct)
-            print(f"derived {added:,} entries in {time.perf_counter() - start:.0f} s")
-            check_derived(root, server, [0, distinct + 7, args.rows - 1], distinct)
-            recorded = server.count()
+    kind = "all distinct" if args.all_distinct else f"{distinct:,} distinct"
+    print(
+        f"{args.rows:,} cached rows ({kind}); cache filled with {recorded:,} requests in "
+        f"{fill:.1f} s; goals: under 60 s wall and under 1,024 MiB"
+    )
+    one_process = not args.shards or args.check or args.rows <= 20_000
+    if one_process:
+        before = load()
         seconds, mib, cpu = judge_eval(
             root / "rows.jsonl",
             server,
@@ -190,15 +322,39 @@ def main() -> None:
         )
         summary = json.loads((root / "replay" / "summary.json").read_text(encoding="utf-8"))
         results = (root / "replay" / "results.jsonl").stat().st_size / 2**20
-        kind = "all distinct" if args.all_distinct else f"{distinct:,} distinct"
         print(
-            f"replay of {args.rows:,} cached rows ({kind}; cache filled with "
-            f"{recorded:,} requests in {fill:.1f} s): {seconds:.1f} s wall with start-up "
-            f"(goal < 60 s), {cpu:.1f} s CPU, {args.rows / seconds:,.0f} rows/s; "
-            f"peak RSS {mib:,.0f} MiB "
-            f"(goal < 1024); requests during replay {server.count() - recorded}; "
-            f"results.jsonl {results:,.0f} MiB; rows in summary {summary['rows']:,}"
+            f"one process: {seconds:.1f} s wall with start-up, {cpu:.1f} s CPU "
+            f"({cpu / args.rows * 1000:.2f} ms a row), {args.rows / seconds:,.0f} rows/s; "
+            f"peak RSS {mib:,.0f} MiB; load {before} -> {load()}; results.jsonl "
+            f"{results:,.0f} MiB; rows in summary {summary['rows']:,}"
         )
+    if args.shards:
+        before = load()
+        got = sharded_replay(root, server, args.shards, args.concurrency)
+        summary = json.loads((root / "merged" / "summary.json").read_text(encoding="utf-8"))
+        print(
+            f"{args.shards} shards at once, then judge merge: {got['wall']:.1f} s wall from "
+            f"the first shard's start to the merge's end (shards {got['shards_wall']:.1f} s, "
+            f"merge {got['merge_wall']:.1f} s wall, {got['merge_cpu']:.1f} s CPU, "
+            f"{got['merge_mib']:,.0f} MiB); CPU summed {got['cpu']:.1f} s "
+            f"({got['cpu'] / args.rows * 1000:.2f} ms a row; the busiest shard "
+            f"{got['shard_cpu_max']:.1f} s); peak RSS of one process {got['mib']:,.0f} MiB; "
+            f"{args.rows / got['wall']:,.0f} rows/s; load {before} -> {load()}; rows in "
+            f"summary {summary['rows']:,}"
+        )
+        if one_process:
+            differ = differences(root / "replay", root / "merged")
+            if differ:
+                raise SystemExit(
+                    f"the merged {', '.join(differ)} differ from the one-process replay's"
+                )
+            print(
+                "merged results.jsonl, summary.json and report.html equal the one-process "
+                "replay's byte for byte (config.seconds aside)"
+            )
+    print(f"requests during replay: {server.count() - recorded} (must be 0)")
+    if server.count() != recorded:
+        raise SystemExit("the replay sent requests")
 
 
 if __name__ == "__main__":

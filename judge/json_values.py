@@ -19,6 +19,25 @@ _CANONICAL = json.JSONEncoder(
 )
 
 
+def dumps_nan_as_null(value: Any) -> str:
+    """json.dumps(value, ensure_ascii=False, sort_keys=True) with every float NaN written as
+    null (`nan_to_null`), as results.jsonl and checkpoint lines are.
+
+    Most values hold no NaN: encoded at once, they skip the copy of every leaf that
+    nan_to_null makes, which cost more than the encoding; only a value that holds one
+    (the strict encoder raises) is copied.
+    """
+    try:
+        return _NO_NAN.encode(value)
+    except ValueError:  # a NaN or an infinity somewhere: infinities stay as json.dumps writes them
+        return _SORTED.encode(nan_to_null(value))
+
+
+# json.dumps(value, ensure_ascii=False, sort_keys=True), refusing NaN and infinities or not.
+_SORTED = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+_NO_NAN = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
 def sha256_hex(text: str) -> str:
     """Hex sha256 of the UTF-8 encoding of text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -11,7 +11,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from judge.json_values import nan_to_null
+from judge.json_values import dumps_nan_as_null, nan_to_null
 from judge.llm.transport import Fields
 from judge.run.checkpoint import Checkpoint
 from judge.run.evaluate import evaluate
@@ -110,6 +110,19 @@ def test_results_jsonl_cut_from_the_row_file_equals_each_row_encoded(tmp_path):
     assert on_disk.summary == in_memory.summary
 
 
+def test_a_temporary_row_file_is_buffered_but_readable_before_it_is_closed(tmp_path):
+    rows = rows_of_every_kind()[:3]
+    spill = Checkpoint(None, "f" * 64, temporary_dir=tmp_path)
+    offsets = [spill.append(r.row, "0" * 64, r) for r in rows]
+    assert spill.path.stat().st_size == 0  # not written through row by row
+    assert [r.question for r in spill.rows(offsets, METRICS)] == [r.question for r in rows]
+    checkpoint = Checkpoint(tmp_path / "ck.jsonl", "f" * 64)
+    checkpoint.append(rows[0].row, "0" * 64, rows[0])
+    assert checkpoint.path.stat().st_size > 0  # a checkpoint's row is on disk at once
+    spill.close()
+    checkpoint.close()
+
+
 def test_a_resumed_run_writes_the_results_of_an_uninterrupted_one(tmp_path, models):  # noqa: F811
     rows = [{**GOOD, "id": str(i), "answer": f"{GOOD['answer']} Row {i}."} for i in range(4)]
     checkpoint = tmp_path / "checkpoint.jsonl"
@@ -140,6 +153,39 @@ def test_nan_to_null_reaches_subclasses_and_tuples():
         "f": None,
     }
     assert nan_to_null(np.float64(0.25)) == 0.25
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"b": [1.0, 0.5], "a": {"z": "é 中", "y": None, "x": True}},  # no NaN: encoded at once
+        {"s": math.nan, "e": {"sims": [0.1, math.nan], "t": (1.0, np.float64("nan"))}},
+        {"inf": math.inf, "n": math.nan, "m": -math.inf},  # infinities stay, NaN go
+        {"x": np.float64(0.25), "o": OrderedDict(b=1, a=[math.nan])},
+        [math.nan, {"k": 2}],
+    ],
+)
+def test_encoding_with_nan_as_null_equals_copying_then_encoding(value):
+    expected = json.dumps(nan_to_null(value), ensure_ascii=False, sort_keys=True)
+    assert dumps_nan_as_null(value) == expected
+    assert "NaN" not in expected
+
+
+def test_a_rows_line_has_null_for_every_nan_and_reads_back_as_the_row():
+    row = ResultRow(
+        3,
+        "id3",
+        scores={"faithfulness": math.nan, "answer_relevancy": 1, "context_recall": None},
+        evidence={"similarities": [0.5, math.nan], "claims": ("a", "b")},
+    )
+    line = row.json_line()
+    assert line == json.dumps(row.to_json(), ensure_ascii=False, sort_keys=True)
+    data = json.loads(line)
+    assert data["scores"] == {"answer_relevancy": 1.0, "context_recall": None, "faithfulness": None}
+    assert data["evidence"]["similarities"] == [0.5, None]
+    back = ResultRow.from_json(data)
+    assert math.isnan(back.scores["faithfulness"]) and back.scores["answer_relevancy"] == 1.0
+    assert back.json_line() == line
 
 
 def test_a_reply_of_the_openai_route_reads_as_the_sdk_models_did():

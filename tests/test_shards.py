@@ -18,6 +18,7 @@ from judge.llm.cache_merge import merge_caches
 from judge.llm.config import LLM
 from judge.run.evaluate import evaluate
 from judge.run.merge import merge_shards
+from judge.run.results import EvaluationResult, ResultRow
 from judge.run.shard import Shard, parse_shard
 from judge.testing import heuristic_judge
 
@@ -256,6 +257,34 @@ def test_missing_duplicated_and_mismatched_shards_are_refused(tmp_path, fake_llm
     done = run("merge", one, one, two, three)
     assert done.returncode == 2 and "is a shard's directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_merge_copies_the_shards_lines_and_counts_rows_as_they_go_by(
+    tmp_path, fake_llm_server, monkeypatch
+):
+    fake_llm_server.chat = heuristic_judge
+    specs = {"one": {"shard": "1/2"}, "two": {"shard": "2/2"}}
+    one, two = shard_outputs(tmp_path, fake_llm_server.base_url, specs, n=9)
+    lines = {
+        json.loads(line)["row"]: line
+        for d in (one, two)
+        for line in (d / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    }
+
+    def encoded_again(self):
+        raise AssertionError("a shard's row was encoded again")
+
+    monkeypatch.setattr(ResultRow, "json_line", encoded_again)
+    monkeypatch.setattr(ResultRow, "to_json", encoded_again)
+    result = merge_shards([two, one], tmp_path / "joined.jsonl")
+    result.write_jsonl(tmp_path / "results.jsonl")
+    written = (tmp_path / "results.jsonl").read_text(encoding="utf-8")
+    assert written == "".join(lines[i] for i in range(9))
+    # The counts gathered while merging are those of the joined rows read back.
+    again = EvaluationResult(list(result.rows), result.metrics, {}, {})
+    assert result.summary == again.summary and result.summary["faithfulness"].scored > 0
+    assert (result.rows_with_errors, result.judged_rows) == (again.rows_with_errors, 8)
+    assert [r.row for r in result.worst(3)] == [r.row for r in again.worst(3)]
 
 
 def cache_entry(question: str, answer: str) -> CacheEntry:

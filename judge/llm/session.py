@@ -11,7 +11,6 @@ servers serving one model name never share judgments.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -19,10 +18,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
-from judge.json_values import canonical_json, sha256_hex
+from judge.json_values import canonical_json
 from judge.llm.cache import Cache, CacheEntry
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.identity import server_identity
+from judge.llm.keys import key_with, messages_json, schema_text
 from judge.llm.memo import DEFAULT_BYTES, ResponseMemo
 from judge.llm.pricing import context_window, estimate_tokens
 from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
@@ -175,7 +175,8 @@ class LLMSession:
             "prompt": prompt.name if prompt else None,
             "prompt_version": prompt.version if prompt else None,
         }
-        key = _key_with(material, "schema", _schema_text(output))
+        encoded = {"messages": messages_json(messages), "schema": schema_text(output)}
+        key = key_with(material, encoded)
         usage = self._tally(label, ledger)
         cached = self._lookup(key, label, sample)
         if cached is not None:
@@ -306,7 +307,7 @@ class LLMSession:
         usage = self._tally(label, ledger)
         server = server_identity(config.model, config.api_base, config.cache_as)
         material = {"kind": "embedding", "server": server, "model": config.model}
-        keys = [_key_with(material, "text", canonical_json(t)) for t in texts]
+        keys = [key_with(material, {"text": canonical_json(t)}) for t in texts]
         vectors: dict[str, list[float]] = {}
         todo: dict[str, dict[str, Any]] = {}
         for key, text in zip(keys, texts, strict=True):
@@ -371,24 +372,6 @@ async def _own_task() -> None:
     code (timeouts, connection pools) may hold on to the current task, so it must start
     in the coroutine's own. Cache hits never get here."""
     await asyncio.sleep(0)
-
-
-@functools.cache
-def _schema_text(output: type[BaseModel]) -> str:
-    """The canonical JSON of an output model's schema, made once (most of a key's text)."""
-    return canonical_json(schema_of(output))
-
-
-def _key_with(material: dict[str, Any], name: str, text: str) -> str:
-    """`cache_key({**material, name: value})`, where `text` is canonical_json(value) already.
-
-    Canonical JSON sorts the keys, so the text is the keys before `name`, then `name`,
-    then the keys after it; the value's text is reused rather than encoded again.
-    """
-    before = canonical_json({k: v for k, v in material.items() if k < name})[1:-1]
-    after = canonical_json({k: v for k, v in material.items() if k > name})[1:-1]
-    middle = f"{canonical_json(name)}:{text}"
-    return sha256_hex("{" + ",".join(p for p in (before, middle, after) if p) + "}")
 
 
 def _check_window(llm: LLM, messages: list[Message], label: str) -> None:

@@ -26,10 +26,13 @@ def content_tokens(text: str) -> frozenset[str]:
     Kept for the last few thousand texts: a sample's question and contexts are compared
     with each of its claims and grades, and a replayed run asks again for every row.
     """
+    # Each distinct word checked once (a text repeats its words).
     return frozenset(
-        t
-        for t in _TOKEN.findall(text.lower())
-        if len(t) >= 4 or any(c.isdigit() for c in t) or _CJK_CHAR.match(t)
+        [
+            t
+            for t in set(_TOKEN.findall(text.lower()))
+            if len(t) >= 4 or _CJK_CHAR.match(t) or any(c.isdigit() for c in t)
+        ]
     )
 
 

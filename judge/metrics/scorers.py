@@ -102,8 +102,12 @@ def cosine_similarities(query: Sequence[float], others: Sequence[Sequence[float]
     """Cosine similarity of query to each vector (0 for a zero vector)."""
     q = np.asarray(query, dtype=np.float64)
     m = np.asarray(others, dtype=np.float64).reshape(len(others), q.size)
-    norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
+    # np.linalg.norm's own arithmetic (rows: square root of summed squares; the query:
+    # square root of its dot with itself), without its checks, which cost more here.
+    norms = np.sqrt(np.add.reduce(m * m, axis=1)) * np.sqrt(q.dot(q))
     dots = m @ q
+    if norms.all():
+        return (dots / norms).tolist()  # type: ignore[no-any-return]
     return [float(d / n) if n > 0 else 0.0 for d, n in zip(dots, norms, strict=True)]
 
 

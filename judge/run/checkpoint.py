@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, overload
 
+from judge.json_values import dumps_nan_as_null
 from judge.run.results import ResultRow
 
 _RESULT_KEY = '"result": '
@@ -33,6 +34,8 @@ class RowFile(Sequence[ResultRow]):
         owner: an object kept alive with the sequence (the temporary file's owner).
         metrics: the run's metrics: each row's scores, reasons and errors are given in
             this order, as a fresh row has them (the files hold sorted keys).
+        verbatim: the lines are results.jsonl lines as judge writes them (a shard's
+            results, joined by `judge merge`): written out as they are, not encoded again.
     """
 
     def __init__(
@@ -43,8 +46,10 @@ class RowFile(Sequence[ResultRow]):
         wrapped: bool = False,
         owner: object = None,
         metrics: Sequence[str] = (),
+        verbatim: bool = False,
     ):
         self.path = Path(path)
+        self._verbatim = verbatim
         self._offsets = array("q", offsets)
         self._wrapped = wrapped
         self._owner = owner
@@ -74,12 +79,19 @@ class RowFile(Sequence[ResultRow]):
         """Each row as its results.jsonl line (`json.dumps(row.to_json(), sort_keys=True)`).
 
         A checkpoint record holds that very text as the value of its "result" key (see
-        `Checkpoint.encode`), so it is cut out rather than parsed and encoded again; bare
-        result rows (another tool's file, which may be laid out otherwise) are re-encoded.
+        `Checkpoint.encode`), so it is cut out rather than parsed and encoded again; a
+        verbatim file's lines are that text already; other bare result rows (another
+        tool's file, which may be laid out otherwise) are re-encoded.
         """
+        if self._verbatim:
+            with open(self.path, "rb") as lines:
+                for offset in self._offsets:
+                    lines.seek(offset)
+                    yield lines.readline().decode("utf-8")
+            return
         if not self._wrapped:
             for row in self:
-                yield json.dumps(row.to_json(), ensure_ascii=False, sort_keys=True) + "\n"
+                yield row.json_line() + "\n"
             return
         with open(self.path, "rb") as lines:
             for offset in self._offsets:
@@ -135,6 +147,9 @@ class Checkpoint:
         temporary_dir: str | os.PathLike[str] | None = None,
     ):
         self.fingerprint = fingerprint
+        # A user's checkpoint is written through row by row (see write); a temporary file
+        # is only read through `rows`, which flushes it first.
+        self._through = path is not None
         if path is None:
             handle, name = tempfile.mkstemp(
                 prefix=".judge-rows-", suffix=".jsonl", dir=temporary_dir
@@ -175,22 +190,23 @@ class Checkpoint:
             "run": self.fingerprint,
             "row": row_number,
             "input": input_hash,
-            "result": result.to_json(),
+            "result": result.json_fields(),
         }
         # Sorted keys, as in results.jsonl: a row read back has the same dict order whether
         # it comes from this file or from a results file (judge merge), so the report is too.
-        return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"
+        return dumps_nan_as_null(record).encode("utf-8") + b"\n"
 
     def write(self, line: bytes) -> int:
-        """Append one encoded line; returns where it starts. Written through to the OS at
-        once, so killing the process loses nothing finished; no fsync per row (it cost
-        ~0.5 ms a row), so a power cut may lose the last rows, which the cache then answers
-        again without a request."""
+        """Append one encoded line; returns where it starts. A checkpoint's line is written
+        through to the OS at once, so killing the process loses nothing finished; no fsync
+        per row (it cost ~0.5 ms a row), so a power cut may lose the last rows, which the
+        cache then answers again without a request. A temporary file's lines are buffered."""
         if self._out is None:
             self._out = self._open()
         offset = self._out.tell()
         self._out.write(line)
-        self._out.flush()
+        if self._through:
+            self._out.flush()
         return offset
 
     def append(self, row_number: int, input_hash: str, result: ResultRow) -> int:
@@ -216,6 +232,8 @@ class Checkpoint:
 
     def rows(self, offsets: Sequence[int], metrics: Sequence[str]) -> RowFile:
         """The rows at these offsets, read lazily; keeps a temporary file alive while used."""
+        if self._out is not None:
+            self._out.flush()  # rows still being written are readable too
         return RowFile(self.path, offsets, wrapped=True, owner=self, metrics=metrics)
 
 

@@ -21,6 +21,7 @@ from judge.llm.identity import server_identity
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
+from judge.metrics.sample import Sample
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row, load_rows
 from judge.run.progress import DEFAULT_INTERVAL, Progress
@@ -112,12 +113,24 @@ def row_hash(row: Row) -> str:
     """A fingerprint of a row's inputs. Extra columns may hold NaN, dates or other values
     JSON cannot encode exactly: they are hashed through their text, never rejected."""
     data = {
-        "sample": dataclasses.asdict(row.sample) if row.sample else None,
+        "sample": _sample_fields(row.sample) if row.sample else None,
         "error": row.error,
         "retrieved_ids": row.retrieved_ids,
         "relevance": row.relevance,
     }
     return sha256_hex(json.dumps(data, sort_keys=True, ensure_ascii=False, default=repr))
+
+
+def _sample_fields(sample: Sample) -> dict[str, Any]:
+    """dataclasses.asdict(sample), without its deep copy when the fields hold plain text
+    (extra columns may hold anything: they take the copy, which also turns dataclasses
+    inside them into dicts)."""
+    if sample.extra:
+        return dataclasses.asdict(sample)
+    return {name: getattr(sample, name) for name in _SAMPLE_FIELDS}
+
+
+_SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 
 
 def _result_row(row: Row) -> ResultRow:

@@ -2,6 +2,8 @@
 
 The rows are joined in input order and the summary, bootstrap intervals and report are
 computed from them by the same code as an unsharded run, so they are the same numbers.
+Each shard's lines are parsed once (for the checks and the summary's counts) and copied
+as they are: judge wrote them as it writes an unsharded run's results.jsonl.
 What cannot be the same is kept honest: `config.seconds` and `config.resumed_rows` are the
 sums over the shards (machine time, not wall time), `usage` is the sum of the shards'
 usage, and `config.source`, `cache`, `cache_mode` and `structured_output` (the mode the
@@ -19,7 +21,7 @@ from typing import Any
 
 from judge.errors import InputFormatError
 from judge.run.checkpoint import RowFile, scan_lines
-from judge.run.results import EvaluationResult
+from judge.run.results import EvaluationResult, ResultRow, RowTally
 from judge.run.shard import Shard
 
 # Settings every shard must share, in the order they are compared (the first difference
@@ -54,13 +56,15 @@ class ShardOutput:
     def __str__(self) -> str:
         return f"shard {self.shard} ({self.dir})"
 
-    def rows(self) -> Iterator[tuple[int, int, bytes]]:
-        """(row number, shard number, line) of every row, checking each is in this shard
-        and in input order."""
+    def rows(self) -> Iterator[tuple[int, bytes, ResultRow]]:
+        """(row number, line, row) of every row, checking each is in this shard and in
+        input order."""
         last = -1
         for line_number, (_, line) in enumerate(scan_lines(self.results), start=1):
             try:
-                number = json.loads(line)["row"]
+                data = json.loads(line)
+                number = data["row"]
+                row = ResultRow.from_json(data)
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise InputFormatError(
                     f"{self.results}:{line_number}: not a judge results row ({exc})"
@@ -72,7 +76,7 @@ class ShardOutput:
                     f"{self.shard.count}, in order); the file was edited or mixed up"
                 )
             last = number
-            yield number, self.shard.index, line if line.endswith(b"\n") else line + b"\n"
+            yield number, line if line.endswith(b"\n") else line + b"\n", row
 
 
 def check_shards(shards: Sequence[ShardOutput]) -> None:
@@ -162,10 +166,16 @@ def merge_shards(
     check_shards(shards)
     first = shards[0].config
     total = int(first["data"]["rows"])
+    metrics = list(first["metrics"])
     offsets: list[int] = []
+    # The summary's counts are gathered as the rows go by, each line parsed once: the
+    # lines are written as they are (judge wrote them, as it writes an unsharded run's).
+    tally = RowTally(metrics)
     with open(rows_path, "wb") as out:
-        # Each shard's file is in input order: a k-way merge holds one row per shard.
-        for number, _, line in heapq.merge(*(s.rows() for s in shards)):
+        # Each shard's file is in input order: a k-way merge holds one row per shard (by
+        # row number alone: no two shards hold the same number).
+        merged = heapq.merge(*(s.rows() for s in shards), key=lambda item: item[0])
+        for number, line, row in merged:
             if number != len(offsets):
                 raise InputFormatError(
                     f"row {len(offsets)} is in no shard's results.jsonl (the next is row "
@@ -173,6 +183,7 @@ def merge_shards(
                 )
             offsets.append(out.tell())
             out.write(line)
+            tally.add(row)
     if len(offsets) != total:
         raise InputFormatError(
             f"the shards hold {len(offsets)} rows, the input {total}; a shard's output is "
@@ -181,6 +192,6 @@ def merge_shards(
     config = {k: v for k, v in first.items() if k != "shard"}
     config["resumed_rows"] = sum(int(s.config.get("resumed_rows", 0)) for s in shards)
     config["seconds"] = round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3)
-    metrics = list(first["metrics"])
-    rows = RowFile(rows_path, offsets, metrics=metrics)
-    return EvaluationResult(rows, metrics, config, sum_usage([s.usage for s in shards]))
+    rows = RowFile(rows_path, offsets, metrics=metrics, verbatim=True)
+    usage = sum_usage([s.usage for s in shards])
+    return EvaluationResult(rows, metrics, config, usage, tally=tally)

@@ -19,10 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from judge.json_values import nan_to_null
+from judge.json_values import dumps_nan_as_null, nan_to_null
 from judge.metrics.registry import JUDGE_ERROR
 from judge.report.format import MISSING, number
 from judge.stats import bootstrap_cis
+
+
+def _score_json(value: float | None) -> float | None:
+    """A score as results.jsonl holds it: a float, or null when undefined."""
+    if value is None:
+        return None
+    number = float(value)
+    return None if number != number else number
 
 
 @dataclass
@@ -62,12 +70,21 @@ class ResultRow:
     def to_json(self) -> dict[str, Any]:
         """The row as JSON-able data, NaN scores as null; scores as floats, so a row read
         back with `from_json` gives the same data."""
+        return nan_to_null(self.json_fields())  # type: ignore[no-any-return]
+
+    def json_line(self) -> str:
+        """The row's results.jsonl line (without its newline): `to_json()` encoded with
+        sorted keys, without copying the row unless a NaN besides the scores' is in it."""
+        return dumps_nan_as_null(self.json_fields())
+
+    def json_fields(self) -> dict[str, Any]:
+        """The fields as `to_json()` gives them, but for a NaN outside the scores, which
+        stays NaN: the containers are the row's own, not copies."""
         # Not dataclasses.asdict: it deep-copies every leaf of the evidence, which cost
-        # more than judging a cached row. The fields hold JSON data; nan_to_null copies
-        # the containers.
+        # more than judging a cached row.
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        data["scores"] = {m: math.nan if v is None else float(v) for m, v in self.scores.items()}
-        return nan_to_null(data)  # type: ignore[no-any-return]
+        data["scores"] = {m: _score_json(v) for m, v in self.scores.items()}
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ResultRow:
@@ -294,7 +311,7 @@ class EvaluationResult:
                 out.writelines(lines())
                 return
             for row in self.rows:
-                out.write(json.dumps(row.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
+                out.write(row.json_line() + "\n")
 
     def write_csv(self, path: str | os.PathLike[str]) -> None:
         """The flat rows as CSV (contexts as a JSON list)."""

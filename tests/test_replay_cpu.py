@@ -1,0 +1,104 @@
+"""The cheaper ways of a replayed row's work give exactly what the plain ones gave: cosine
+similarities, content words, row hashes and usage totals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from judge.json_values import sha256_hex
+from judge.llm.usage import Usage, UsageLedger
+from judge.metrics.overlap import content_tokens
+from judge.metrics.sample import Sample
+from judge.metrics.scorers import cosine_similarities
+from judge.run.data import Row
+from judge.run.evaluate import row_hash
+
+
+def plain_cosines(query, others):
+    """cosine_similarities as it was written first, through np.linalg.norm."""
+    q = np.asarray(query, dtype=np.float64)
+    m = np.asarray(others, dtype=np.float64).reshape(len(others), q.size)
+    norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
+    dots = m @ q
+    return [float(d / n) if n > 0 else 0.0 for d, n in zip(dots, norms, strict=True)]
+
+
+@pytest.mark.parametrize("size", [3, 256, 1536])
+def test_cosine_similarities_equal_those_through_linalg_norm_to_the_bit(size):
+    rng = random.Random(size)
+    for _ in range(20):
+        query = [rng.uniform(-1, 1) for _ in range(size)]
+        others = [[rng.uniform(-1, 1) for _ in range(size)] for _ in range(rng.randint(1, 4))]
+        got = cosine_similarities(query, others)
+        assert got == plain_cosines(query, others)
+        assert all(type(x) is float for x in got)
+    zero = [0.0] * size
+    with_zero = [zero, others[0]]
+    assert cosine_similarities(query, with_zero) == plain_cosines(query, with_zero)
+    assert cosine_similarities(query, with_zero)[0] == 0.0
+    assert cosine_similarities(zero, others) == [0.0] * len(others)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            "Python 3.12 is used for project 42 and Python is fast.",
+            "12 3 42 fast project python used",
+        ),
+        # str.isdigit's digits (superscripts, circled) count; words of 3 letters do not
+        ("x² and ① are digits to str.isdigit; ab, abc and abcd.", "abcd digits isdigit x² ①"),
+        ("中文的句子，Python 和 Rust。", "python rust 中 句 和 子 文 的"),
+        ("", ""),
+    ],
+)
+def test_content_tokens_are_the_numbers_long_words_and_cjk_characters(text, words):
+    assert content_tokens(text) == frozenset(words.split())
+
+
+@dataclass
+class Point:
+    x: int
+
+
+def asdict_hash(row: Row) -> str:
+    """row_hash as it was written first, through dataclasses.asdict."""
+    data = {
+        "sample": dataclasses.asdict(row.sample) if row.sample else None,
+        "error": row.error,
+        "retrieved_ids": row.retrieved_ids,
+        "relevance": row.relevance,
+    }
+    return sha256_hex(json.dumps(data, sort_keys=True, ensure_ascii=False, default=repr))
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        Row(0, Sample("q?", "a.", ("c1", "c2"), "t.", "id0")),
+        Row(1, Sample("q?", None, (), None, None), retrieved_ids=["d1"], relevance={"d1": 2}),
+        Row(2, None, error="no question"),
+        Row(3, Sample("q?", "a.", ("c",), extra={"p": Point(1), "n": math.nan, "d": {"k": [1]}})),
+    ],
+)
+def test_row_hash_equals_the_hash_of_the_deep_copy(row):
+    assert row_hash(row) == asdict_hash(row)
+
+
+def test_usage_total_adds_every_counter_in_order():
+    ledger = UsageLedger()
+    assert ledger.total().as_dict() == Usage().as_dict()  # 0.0, not 0: the JSON stays
+    assert json.dumps(ledger.total().as_dict()) == json.dumps(Usage().as_dict())
+    ledger.of("a").known_cost, ledger.of("a").requests = 0.1, 2
+    ledger.of("b").known_cost, ledger.of("b").cache_hits = 0.2, 3
+    ledger.of("c").unpriced_requests = 1
+    total = ledger.total()
+    assert (total.requests, total.cache_hits, total.unpriced_requests) == (2, 3, 1)
+    assert total.known_cost == 0.0 + 0.1 + 0.2 and total.cost is None

@@ -1,0 +1,68 @@
+"""Keys put together from pre-encoded parts equal the canonical key of the whole request."""
+
+from __future__ import annotations
+
+import pytest
+
+from judge.json_values import canonical_json
+from judge.llm.cache import cache_key
+from judge.llm.keys import key_with, messages_json, schema_text
+from judge.llm.structured import schema_of
+from judge.metrics.judges import ContextGrade
+
+MESSAGES = [
+    {"role": "system", "content": 'Judge "claims" <b>&amp;</b>\n中文。\u2028 \x00 end'},
+    {"role": "user", "content": '<claims>["a"]</claims>'},
+]
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        MESSAGES,
+        MESSAGES[:1],
+        [],
+        [{"role": "user", "content": "x", "name": "extra key"}],  # other shapes, as they are
+        [{"role": "user", "content": [{"type": "text", "text": "parts"}]}],
+        [{"content": "no role"}, {"role": "user", "content": None}],
+        ({"role": "user", "content": "a tuple of messages"},),
+    ],
+)
+def test_messages_json_equals_canonical_json(messages):
+    assert messages_json(messages) == canonical_json(list(messages))
+    assert messages_json(messages) == canonical_json(list(messages))  # again, remembered
+
+
+@pytest.mark.parametrize(
+    "encoded_names",
+    [(), ("messages",), ("schema",), ("messages", "schema"), ("kind", "temperature"), ("",)],
+)
+def test_a_key_with_encoded_parts_equals_the_canonical_key(encoded_names):
+    material = {
+        "kind": "chat",
+        "server": "gpu1",
+        "model": "openai/m",
+        "messages": MESSAGES,
+        "schema": schema_of(ContextGrade),
+        "n": 2,
+        "temperature": 0.3,
+        "seed": None,
+        "max_tokens": 900,
+        "prompt": "verify",
+        "prompt_version": "abc",
+        "": "an empty name sorts first",
+    }
+    encoded = {name: canonical_json(material[name]) for name in encoded_names}
+    if "schema" in encoded:
+        encoded["schema"] = schema_text(ContextGrade)
+    if "messages" in encoded:
+        encoded["messages"] = messages_json(MESSAGES)
+    assert key_with(material, encoded) == cache_key(material)
+
+
+def test_an_encoded_part_missing_from_the_material_is_added():
+    material = {"kind": "embedding", "model": "m", "server": "s"}
+    text = 'Ünïcode "text" 中'
+    assert key_with(material, {"text": canonical_json(text)}) == cache_key(
+        {**material, "text": text}
+    )
