@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -23,6 +24,7 @@ from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
 from judge.run.sync import run_sync
 from judge.testing import FakeLLMServer, Fault
+from judge.testing.replies import hashed_embeddings
 
 SECRET = "sk-test-SECRET-0123456789"
 MESSAGES = [
@@ -403,3 +405,51 @@ def test_known_models_get_their_window_from_the_price_map(fake_llm_server):
     with pytest.raises(ContextWindowError, match="window of 128,000"):
         chat(session, messages=huge)
     assert fake_llm_server.count() == 0
+
+
+def test_a_text_embedded_by_two_rows_at_once_is_requested_once(fake_llm_server, tmp_path):
+    fake_llm_server.latency = 0.2  # both calls start before either reply arrives
+    embeddings = Embeddings(
+        model="openai/fake-embed", api_base=fake_llm_server.base_url, api_key=SECRET
+    )
+
+    async def two_rows(session: LLMSession) -> list[list[list[float]]]:
+        return list(
+            await asyncio.gather(
+                session.embed(["shared question", "row one"]),
+                session.embed(["row two", "shared question"]),
+            )
+        )
+
+    with Cache(tmp_path / "c.sqlite") as cache:
+        first, second = asyncio.run(two_rows(LLMSession(embeddings=embeddings, cache=cache)))
+    sent = [r.body["input"] for r in fake_llm_server.requests]
+    assert sorted(t for batch in sent for t in batch) == ["row one", "row two", "shared question"]
+    assert first[0] == second[1]  # the same reply, shared
+    # float32 on the wire (the openai default)
+    assert first[0] == pytest.approx(hashed_embeddings(["shared question"])[0], abs=1e-6)
+    assert second[0] == pytest.approx(hashed_embeddings(["row two"])[0], abs=1e-6)
+
+
+def test_a_failed_embedding_request_fails_the_row_sharing_it(fake_llm_server):
+    fake_llm_server.latency = 0.2
+    fake_llm_server.fail_next(Fault.status(400, message="bad input"), path="/v1/embeddings")
+    embeddings = Embeddings(
+        model="openai/fake-embed",
+        api_base=fake_llm_server.base_url,
+        api_key=SECRET,
+        max_retries=0,
+    )
+
+    async def two_rows(session: LLMSession) -> list[Any]:
+        return list(
+            await asyncio.gather(
+                session.embed(["shared question"]),
+                session.embed(["shared question"]),
+                return_exceptions=True,
+            )
+        )
+
+    first, second = asyncio.run(two_rows(LLMSession(embeddings=embeddings)))
+    assert isinstance(first, LLMRequestError) and isinstance(second, LLMRequestError)
+    assert fake_llm_server.count("/v1/embeddings") == 1

@@ -310,11 +310,15 @@ class LLMSession:
         keys = [key_with(material, {"text": canonical_json(t)}) for t in texts]
         vectors: dict[str, list[float]] = {}
         todo: dict[str, dict[str, Any]] = {}
+        waiting: dict[str, asyncio.Future[Any]] = {}
         for key, text in zip(keys, texts, strict=True):
             entry = self._lookup(key, label, None)
             if entry is not None:
                 vectors[key] = list(entry)  # a copy: the memo may hand it out again
                 usage.count("cache_hits")
+            elif key in self._inflight and key not in todo:
+                # Another row is embedding this text now: share its request, as chat does.
+                waiting[key] = self._inflight[key]
             else:
                 todo.setdefault(key, {**material, "text": text})
         pending = list(todo.items())
@@ -322,9 +326,29 @@ class LLMSession:
             pending[i : i + config.batch_size] for i in range(0, len(pending), config.batch_size)
         ]
         if batches:
-            await _own_task()
-        for found in await asyncio.gather(*(self._embed_batch(b, usage, label) for b in batches)):
-            vectors.update(found)
+            loop = asyncio.get_running_loop()
+            mine = {key: loop.create_future() for key in todo}
+            self._inflight.update(mine)
+            try:
+                await _own_task()
+                for found in await asyncio.gather(
+                    *(self._embed_batch(b, usage, label) for b in batches)
+                ):
+                    vectors.update(found)
+            except BaseException as exc:
+                for future in mine.values():
+                    if not future.done():
+                        future.set_exception(exc)
+                        future.exception()  # retrieved: nobody else may be waiting
+                raise
+            finally:
+                for key, future in mine.items():
+                    if self._inflight.get(key) is future:
+                        del self._inflight[key]
+                    if not future.done():
+                        future.set_result(vectors[key])
+        for key, future in waiting.items():
+            vectors[key] = list(await asyncio.shield(future))
         return [vectors[key] for key in keys]
 
     async def _embed_batch(
