@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from eval_speed import samples, write  # bench/ is on sys.path when this script runs
+from eval_speed import judge_eval, samples, write  # bench/ is on sys.path when this script runs
 from ray.cluster_utils import Cluster
 
 from judge.testing import FakeLLMServer, heuristic_judge
@@ -34,34 +32,12 @@ from judge.testing import FakeLLMServer, heuristic_judge
 METRICS = "faithfulness,answer_relevancy,context_precision,context_recall"
 
 
-def judge_eval(data: Path, server: FakeLLMServer, root: Path, out: str, *extra: str) -> float:
-    """Seconds one `judge eval` took; it must succeed."""
-    command = [
-        sys.executable,
-        "-m",
-        "judge.cli.main",
-        "eval",
-        str(data),
-        "--model",
-        "openai/bench-judge",
-        "--api-base",
-        server.base_url,
-        "--api-key",
-        "x",
-        "--embedding-model",
-        "openai/bench-embed",
-        "--metrics",
-        METRICS,
-        "--out",
-        str(root / out),
-        "--no-progress",
-        *extra,
-    ]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"judge eval {out} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return time.perf_counter() - start
+def timed_eval(
+    data: Path, server: FakeLLMServer, cache: Path, out: Path, concurrency: int, *extra: str
+) -> float:
+    """Seconds one `judge eval` of the bench's metrics took (eval_speed's command)."""
+    seconds, _ = judge_eval(data, server, cache, out, concurrency, "--metrics", METRICS, *extra)
+    return seconds
 
 
 def processes() -> dict[int, tuple[int, str, str]]:
@@ -144,29 +120,20 @@ def main() -> None:
             server.latency = args.latency
             write(root / "rows.jsonl", samples(args.rows))
             ray = ("--ray-address", cluster.address, "--ray-actors", str(args.actors))
-            on_ray = ("--concurrency", str(args.concurrency), *ray)
+            rows, on_ray, plain = root / "rows.jsonl", root / "ray.sqlite", root / "plain.sqlite"
             stop, seen = threading.Event(), {}
             watcher = threading.Thread(target=watch_actors, args=(stop, seen), daemon=True)
             watcher.start()
-            cache = ("--cache", str(root / "ray.sqlite"))
-            ray_s = judge_eval(root / "rows.jsonl", server, root, "ray", *cache, *on_ray)
+            ray_s = timed_eval(rows, server, on_ray, root / "ray", args.concurrency, *ray)
             stop.set()
             watcher.join()
             sent = server.count("/v1/chat/completions")
-            plain_s = judge_eval(
-                root / "rows.jsonl",
-                server,
-                root,
-                "plain",
-                "--cache",
-                str(root / "plain.sqlite"),
-                "--concurrency",
-                str(args.concurrency * args.actors),
-            )
+            both = args.concurrency * args.actors
+            plain_s = timed_eval(rows, server, plain, root / "plain", both)
             plain_sent = server.count("/v1/chat/completions") - sent
             before = server.count()
-            replay_s = judge_eval(
-                root / "rows.jsonl", server, root, "replay", *cache, "--replay", *ray
+            replay_s = timed_eval(
+                rows, server, on_ray, root / "replay", args.concurrency, "--replay", *ray
             )
             replayed = server.count() - before
             ray_rows, plain_rows = (
