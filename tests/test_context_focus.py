@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
 import judge
+import judge.metrics.prompts as prompts
 from judge import LLM
 from judge.metrics.judges import context_sentences
 from judge.metrics.scorers import context_focus
@@ -153,3 +155,22 @@ def test_an_empty_pick_scores_0(fake_llm_server):
         QUESTION, "A.", [FOCUSED], metrics=["context_focus"], llm=llm_for(fake_llm_server)
     )
     assert result["context_focus"] == 0.0
+
+
+def test_a_run_records_the_sentence_prompt_version_and_an_edit_changes_its_fingerprint(
+    fake_llm_server, tmp_path, monkeypatch
+):
+    fake_llm_server.chat = heuristic_judge
+    rows = [{"question": QUESTION, "answer": "The Danube.", "contexts": [FOCUSED]}]
+    llm = llm_for(fake_llm_server)
+    before = judge.evaluate(rows, metrics=["context_focus"], llm=llm, progress=False)
+    version = prompts.load_prompt("context_sentences").version
+    assert before.config["prompts"]["context_sentences"] == version
+    edited = tmp_path / "prompts"
+    shutil.copytree(prompts.prompts_dir(), edited)
+    with open(edited / "context_sentences.txt", "a", encoding="utf-8") as f:
+        f.write("\n")
+    monkeypatch.setattr(prompts, "prompts_dir", lambda: edited)
+    after = judge.evaluate(rows, metrics=["context_focus"], llm=llm, progress=False)
+    assert after.config["prompts"]["context_sentences"] != version
+    assert after.config["run"] != before.config["run"]  # a checkpoint of before is not resumed

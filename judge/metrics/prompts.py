@@ -18,7 +18,14 @@ from typing import Any
 from judge.errors import JudgeError
 from judge.json_values import sha256_hex
 
-BUILTIN_PROMPTS = ("claims", "verify", "reverse_questions", "context_relevance", "citations")
+BUILTIN_PROMPTS = (
+    "claims",
+    "verify",
+    "reverse_questions",
+    "context_relevance",
+    "context_sentences",
+    "citations",
+)
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)
 _HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
