@@ -316,7 +316,7 @@ class LLMSession:
             if entry is not None:
                 vectors[key] = list(entry)  # a copy: the memo may hand it out again
                 usage.count("cache_hits")
-            elif key in self._inflight and key not in todo:
+            elif key in self._inflight:
                 # Another row is embedding this text now: share its request, as chat does.
                 waiting[key] = self._inflight[key]
             else:
