@@ -19,12 +19,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from wikieval import WORK, _accuracy, load  # bench/ is on sys.path when this script runs
+from wikieval import (
+    WORK,
+    load,
+    pair_accuracy,
+    rule_alone,
+)  # bench/ is on sys.path when this script runs
 
 import judge
 from judge.errors import JudgeError
-from judge.metrics.judges import context_sentences
-from judge.metrics.overlap import shares_content
 
 
 def shares(evidence: dict[str, Any]) -> tuple[float, float, bool]:
@@ -34,13 +37,6 @@ def shares(evidence: dict[str, Any]) -> tuple[float, float, bool]:
     kept = evidence["needed"]
     picked = sorted([*kept, *evidence.get("not_on_topic", [])])
     return len(picked) / total, len(kept) / total, picked == list(range(total))
-
-
-def rule_alone(item: dict[str, Any], contexts: list[str]) -> float:
-    """Share of the sentences sharing a content word with the question or the answer."""
-    topic = f"{item['question_stripped']}\n{item['answer_stripped']}"
-    cut = [s for found in context_sentences(contexts) for s in found]
-    return sum(shares_content(s, topic) for s in cut) / len(cut)
 
 
 def main() -> None:
@@ -85,9 +81,9 @@ def main() -> None:
     if not both:
         return
     print(f"replies naming every sentence: {every} of {replies}")
-    print(f"accuracy, the model's picks alone:  {_accuracy(model):.2f}")
-    print(f"accuracy, the rule alone (no model): {_accuracy(rule):.2f}")
-    print(f"accuracy, context_focus (both):      {_accuracy(both):.2f}")
+    print(f"accuracy, the model's picks alone:  {pair_accuracy(model):.2f}")
+    print(f"accuracy, the rule alone (no model): {pair_accuracy(rule):.2f}")
+    print(f"accuracy, context_focus (both):      {pair_accuracy(both):.2f}")
 
 
 if __name__ == "__main__":

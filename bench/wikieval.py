@@ -371,9 +371,17 @@ def with_ragas_shared(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return records + shared
 
 
-def _accuracy(pairs: list[tuple[float, float]]) -> float:
+def pair_accuracy(pairs: list[tuple[float, float]]) -> float:
     """Share of pairs whose first side scores higher, a tie counting 0.5."""
     return sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
+
+
+def rule_alone(item: dict[str, Any], contexts: list[str]) -> float:
+    """context_focus's no-shared-word rule with every sentence taken as needed: the share
+    of the sentences sharing a content word with the question or the answer."""
+    topic = f"{item['question_stripped']}\n{item['answer_stripped']}"
+    cut = [s for found in context_sentences(contexts) for s in found]
+    return sum(shares_content(s, topic) for s in cut) / len(cut)
 
 
 def baselines(items: list[dict[str, Any]]) -> str:
@@ -381,16 +389,11 @@ def baselines(items: list[dict[str, Any]]) -> str:
     more, so the shorter side always wins; and context_focus's no-shared-word rule alone
     (every sentence taken as needed, then the rule applied)."""
 
-    def rule_alone(item: dict[str, Any], contexts: list[str]) -> float:
-        topic = f"{item['question_stripped']}\n{item['answer_stripped']}"
-        cut = [s for found in context_sentences(contexts) for s in found]
-        return sum(shares_content(s, topic) for s in cut) / len(cut)
-
     def length(contexts: list[str]) -> float:
         return -sum(len(c) for c in contexts)
 
-    shorter = _accuracy([(length(i["context_v1"]), length(i["context_v2"])) for i in items])
-    rule = _accuracy(
+    shorter = pair_accuracy([(length(i["context_v1"]), length(i["context_v2"])) for i in items])
+    rule = pair_accuracy(
         [(rule_alone(i, i["context_v1"]), rule_alone(i, i["context_v2"])) for i in items]
     )
     return (
