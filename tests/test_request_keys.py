@@ -66,3 +66,22 @@ def test_an_encoded_part_missing_from_the_material_is_added():
     assert key_with(material, {"text": canonical_json(text)}) == cache_key(
         {**material, "text": text}
     )
+
+
+def test_fixed_values_equal_as_python_values_but_encoded_apart_give_different_keys():
+    # 0, 0.0 and False are equal (and hash alike) in Python but encode as 0, 0.0 and false:
+    # the text laid out around the encoded parts must not be shared between them.
+    keys = []
+    for temperature in (0, 0.0, False, None, "0"):
+        material = {"kind": "chat", "temperature": temperature}
+        encoded = {"messages": messages_json(MESSAGES)}
+        key = key_with(material, encoded)
+        assert key == cache_key({**material, "messages": MESSAGES})
+        keys.append(key)
+    assert len(set(keys)) == 5
+
+
+def test_a_list_among_the_fixed_values_is_encoded_as_it_is():
+    material = {"kind": "chat", "stop": ["\n\n", "END"], "options": {"b": 1, "a": [0.0]}}
+    encoded = {"messages": messages_json(MESSAGES)}
+    assert key_with(material, encoded) == cache_key({**material, "messages": MESSAGES})

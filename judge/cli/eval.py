@@ -350,14 +350,18 @@ def finish_run(
     out: Path,
     thresholds: dict[str, float],
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    *,
+    results_written: bool = False,
 ) -> int:
-    """Write results, summary and report; print the table; check thresholds and the
-    judge error rate; return the exit code."""
+    """Write results (unless results_written: out/results.jsonl holds the rows already),
+    summary and report; print the table; check thresholds and the judge error rate;
+    return the exit code."""
     from judge.report.diagnose import diagnose
     from judge.report.eval_html import write_report
 
     out.mkdir(parents=True, exist_ok=True)
-    result.write_jsonl(out / "results.jsonl")
+    if not results_written:
+        result.write_jsonl(out / "results.jsonl")
     summary = result.summary_dict()
     missed = []
     for metric, floor in thresholds.items():

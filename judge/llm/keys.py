@@ -27,21 +27,49 @@ def key_with(material: Mapping[str, Any], encoded: Mapping[str, str]) -> str:
         material: the request's material; its values under `encoded`'s names are not read.
         encoded: the canonical JSON text of some values, by name.
     """
-    names = sorted(encoded)
+    names = tuple(sorted(encoded))
+    # The other values (model, server, prompt version, settings) are the same for every
+    # call of one judge: their text around the encoded ones is made once.
+    fixed = tuple((k, type(v), v) for k, v in material.items() if k not in encoded)
+    if all(t in _SCALARS for _, t, _ in fixed):
+        pieces = _layout(fixed, names)
+    else:  # a list or a mapping among them: not hashable, laid out for this call
+        pieces = _lay_out(fixed, names)
+    text = [pieces[0]]
+    for name, after in zip(names, pieces[1:], strict=True):
+        text += (encoded[name], after)
+    return sha256_hex("".join(text))
+
+
+# Exact types, not equality: 0, 0.0 and False are equal keys of a cache but encode apart.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
+    """_lay_out, kept for the few combinations of fixed values a run has."""
+    return _lay_out(fixed, names)
+
+
+def _lay_out(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
+    """The canonical JSON of the fixed values with a gap for each encoded name's value:
+    the text before the first gap, then the text after each gap."""
     pieces = []
+    text = "{"
     low: str | None = None
     for high in [*names, None]:
         group = {
-            k: v
-            for k, v in material.items()
-            if k not in encoded and (low is None or k > low) and (high is None or k < high)
+            k: v for k, _, v in fixed if (low is None or k > low) and (high is None or k < high)
         }
         if group:
-            pieces.append(canonical_json(group)[1:-1])
+            text += ("," if text != "{" else "") + canonical_json(group)[1:-1]
         if high is not None:
-            pieces.append(f"{canonical_json(high)}:{encoded[high]}")
+            text += ("," if text != "{" else "") + f"{canonical_json(high)}:"
+            pieces.append(text)
+            text = ""
             low = high
-    return sha256_hex("{" + ",".join(pieces) + "}")
+    pieces.append(text + "}")
+    return pieces
 
 
 def messages_json(messages: Sequence[Any]) -> str:

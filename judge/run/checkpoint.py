@@ -102,6 +102,11 @@ class RowFile(Sequence[ResultRow]):
                 start = line.index(_RESULT_KEY) + len(_RESULT_KEY)
                 yield line[start : line.rindex(_ROW_KEY)] + "\n"
 
+    def move(self, path: str | os.PathLike[str]) -> None:
+        """Move the file to path (a rename: same file system) and read it from there."""
+        os.replace(self.path, path)
+        self.path = Path(path)
+
     def _read(self, offset: int) -> ResultRow:
         with open(self.path, "rb") as lines:
             lines.seek(offset)
