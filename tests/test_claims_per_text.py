@@ -145,6 +145,50 @@ def test_a_context_in_another_script_keeps_its_grade(fake_llm_server, llm):
     assert result["context_precision"] == 1.0
 
 
+BOIL_Q = "At what temperature in Fahrenheit does water boil at sea level?"
+BOIL_TRUTH = "Water boils at 212 degrees Fahrenheit (100 degrees Celsius) at sea level."
+EVEREST = "Mount Everest rises 8,849 metres above sea level."
+BOILS = "At standard sea-level pressure, pure water boils at 100 °C, which is 212 °F."
+
+
+def test_a_context_with_none_of_the_ground_truths_own_words_is_not_relevant(fake_llm_server, llm):
+    # Qwen2.5-Coder-0.5B graded Everest's height 3 for the boiling point (fixtures/real):
+    # it shares "level" with the question, but none of the answer's words (212, boils...).
+    fake_llm_server.chat = _grading_judge([3, 1])
+    result = judge.score(
+        BOIL_Q, "212 °F.", [EVEREST, BOILS], BOIL_TRUTH, metrics=["context_precision"], llm=llm
+    )
+    assert [g["grade"] for g in result.evidence["context_grades"]] == [1, 1]
+    assert result.evidence["context_grades_capped"] == [0]
+    assert result["context_precision"] == 0.0
+    fake_llm_server.chat = _grading_judge([1, 3])
+    result = judge.score(
+        BOIL_Q, "212 °F.", [EVEREST, BOILS], BOIL_TRUTH, metrics=["context_precision"], llm=llm
+    )
+    assert "context_grades_capped" not in result.evidence
+    assert result["context_precision"] == 0.5
+
+
+def test_answer_words_are_asked_only_of_a_ground_truth(fake_llm_server, llm):
+    fake_llm_server.chat = _grading_judge([3, 3])
+    # Without a ground truth the answer is the reference: a context refuting a wrong
+    # answer ("visible from the Moon") still answers the question, and keeps its grade.
+    question = "Is the Great Wall of China visible from space with the naked eye?"
+    contexts = [
+        "The Great Wall of China is generally not visible to the naked eye from orbit.",
+        "The Great Wall of China is visible from space with the naked eye, some claim.",
+    ]
+    wrong = "Yes, the Great Wall is easily visible from the Moon."
+    result = judge.score(question, wrong, contexts, metrics=["context_precision"], llm=llm)
+    assert "context_grades_capped" not in result.evidence
+    # A ground truth with no word beyond the question's leaves the contexts to the first
+    # check (a word shared with the question or the reference).
+    truth = "No, the Great Wall of China is not visible from space with the naked eye."
+    result = judge.score(question, wrong, contexts, truth, metrics=["context_precision"], llm=llm)
+    assert "context_grades_capped" not in result.evidence
+    assert result["context_precision"] == 1.0
+
+
 def test_a_claim_of_several_sentences_is_cut_at_its_sentence_ends(fake_llm_server, llm):
     # A small model returned a long answer whole as its one "claim" (WikiEval, item 01).
     fake_llm_server.chat = lambda body: (

@@ -195,8 +195,12 @@ def test_a_content_reading_judge_holds_the_order_probe(server):
     # the contexts really were swapped, and precision followed them down
     shuffled = result.runs["order"].rows
     assert shuffled[0].contexts == [PARIS, PYTHON]
-    assert [r.scores["context_precision"] for r in shuffled] == [0.5] * 5
-    assert [r.scores["context_precision"] for r in result.runs["base"].rows] == [1.0] * 5
+    # Row 2's reference is about Paris: the Python context holds none of its own words
+    # (capped to 1) and the heuristic judge does not grade Paris relevant to a question
+    # about Python, so nothing is relevant in either order.
+    assert [r.scores["context_precision"] for r in shuffled] == [0.5, 0.5, 0.0, 0.5, 0.5]
+    base = result.runs["base"].rows
+    assert [r.scores["context_precision"] for r in base] == [1.0, 1.0, 0.0, 1.0, 1.0]
 
 
 def test_faithfulness_strict_is_probed_like_faithfulness(server):
@@ -240,10 +244,12 @@ def test_a_judge_that_follows_context_position_fails_the_order_probe(server):
     }
     precision = by(result, "order", "context_precision")
     assert precision.held is False  # grades 3, 0 stayed with the positions, not the contexts
-    # Expected 0.5 on every row (the relevant context moved second). Where the reference is
-    # about Python (4 rows), judge's no-shared-word cap takes the Paris context's 3 to 1,
-    # so nothing is relevant: 0.0 (-0.5); on row 2 (reference about Paris) 1.0 (+0.5).
-    assert precision.figures["mean_change"] == pytest.approx((4 * -0.5 + 0.5) / 5)
+    # Where the reference is about Python (4 rows) 0.5 is expected (the relevant context
+    # moved second), but judge's no-shared-word cap takes the Paris context's 3 to 1, so
+    # nothing is relevant: 0.0 (-0.5). On row 2 (reference about Paris) the base order's
+    # 3 for Python was capped (none of the reference's own words): 0.0 expected, and the
+    # shuffled 3 for Paris counts: 1.0 (+1.0).
+    assert precision.figures["mean_change"] == pytest.approx((4 * -0.5 + 1.0) / 5)
     assert by(result, "order", "context_recall").held is False
 
 
@@ -383,7 +389,7 @@ def test_the_command_writes_json_and_html_exits_1_on_a_failed_probe_and_reruns_f
         ("order", "faithfulness"): False,
         ("order", "context_precision"): False,
         ("models", "faithfulness"): True,
-        ("models", "context_precision"): None,  # 1.0 on every row: both measures undefined
+        ("models", "context_precision"): True,  # 1.0 but on row 2 (0.0) for both models
     }
     page = (tmp_path / "out" / "probe.html").read_text("utf-8")
     assert "FAILED" in page and "contexts shuffled" in page and "http" not in page.lower()

@@ -62,6 +62,16 @@ def shares_content(text: str, other: str) -> bool:
     return not content_tokens(text).isdisjoint(content_tokens(other))
 
 
+def holds_answer_words(text: str, reference: str, question: str) -> bool:
+    """Whether text has a content word of the reference that the question does not have
+    (a word of the answer itself). True when the reference has no such word, or when text
+    and reference are not both CJK or both not, where words cannot be compared."""
+    if _cjk(text) != _cjk(reference):
+        return True
+    answer = content_tokens(reference) - content_tokens(question)
+    return not answer or not answer.isdisjoint(content_tokens(text))
+
+
 # Numbers and names are what an unsupported claim most often gets wrong (a date, a person, a
 # place), and whether a context mentions them needs no model. Words are compared with
 # separators dropped, so "PSLV-C56" matches "PSLV C56" and "1,000" matches "1000".

@@ -25,7 +25,12 @@ from judge.metrics.judges import (
     select_sentences,
     verify_claims,
 )
-from judge.metrics.overlap import drawn_from, shares_content, unsourced_terms
+from judge.metrics.overlap import (
+    drawn_from,
+    holds_answer_words,
+    shares_content,
+    unsourced_terms,
+)
 from judge.metrics.scorers import cosine_similarities
 from judge.run import eager
 
@@ -218,11 +223,23 @@ class SampleJudgments:
         # A context sharing no content word with the question or the reference cannot be
         # relevant (grade 2-3), whatever a small model gave it by position (issue 12): at
         # most "on the topic" (1), so context precision and relevance do not count it.
+        # Nor can one that has none of the ground truth's own words, those the question
+        # does not have: it gives no part of the answer (a first context on Everest's
+        # height "above sea level", for the boiling point at sea level). Not asked of the
+        # answer standing in for a missing ground truth: a context that refutes a wrong
+        # answer is still the one that answers the question.
         topic = f"{s.question}\n{reference or ''}"
         capped = [
             g.context
             for g in grades
-            if g.grade > 1 and not shares_content(s.contexts[g.context], topic)
+            if g.grade > 1
+            and not (
+                shares_content(s.contexts[g.context], topic)
+                and (
+                    s.ground_truth is None
+                    or holds_answer_words(s.contexts[g.context], s.ground_truth, s.question)
+                )
+            )
         ]
         grades = [g.model_copy(update={"grade": 1}) if g.context in capped else g for g in grades]
         self.evidence["context_grades"] = [g.model_dump() for g in grades]
