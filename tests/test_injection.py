@@ -33,8 +33,25 @@ CANARIES: list[dict[str, Any]] = json.loads(
     (ROOT / "fixtures" / "injection" / "canaries.json").read_text(encoding="utf-8")
 )["canaries"]
 BY_ID = {c["id"]: c for c in CANARIES}
-PROMPTS = ("claims", "verify", "reverse_questions", "context_relevance", "citations")
-BLOCK_TAGS = ("text", "texts", "contexts", "answer", "claims", "question", "reference", "checks")
+PROMPTS = (
+    "claims",
+    "verify",
+    "reverse_questions",
+    "context_relevance",
+    "context_sentences",
+    "citations",
+)
+BLOCK_TAGS = (
+    "text",
+    "texts",
+    "contexts",
+    "answer",
+    "claims",
+    "question",
+    "reference",
+    "checks",
+    "sentences",
+)
 REAL_REASON = "The judge's own reasoning."
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")  # as in judge.metrics.prompts
 
@@ -62,6 +79,7 @@ def renderings(name: str, c: dict[str, Any]) -> list[dict[str, Any]]:
             "contexts": ctx,
             "reference": gt,
             "checks": checks,
+            "sentences": {str(i): t for i, t in enumerate([q, single, *ctx])},
             "n": 3,
         }
         assert variables <= slots.keys(), f"{name}: new variables {variables - slots.keys()}"
@@ -131,6 +149,7 @@ _KINDS = {
     "You check numbered": "verify",
     "You write the ques": "reverse_questions",
     "You judge how usef": "context_relevance",
+    "You pick, from ret": "context_sentences",
     "You check citation": "citations",
 }
 
@@ -168,6 +187,8 @@ def honest_judgment(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     if kind == "context_relevance":
         items = range(len(data["contexts"]))
         return {"contexts": [{"context": i, "grade": 0, "reason": REAL_REASON} for i in items]}
+    if kind == "context_sentences":
+        return {"reason": REAL_REASON, "needed": []}
     if kind == "citations":
         checks = [c["check"] for c in data["checks"]]
         return {"checks": [{"check": i, "supported": False, "reason": REAL_REASON} for i in checks]}
@@ -227,6 +248,7 @@ METRIC_OF = {
     "claims": "faithfulness",
     "verify": "faithfulness",
     "context_relevance": "context_precision",
+    "context_sentences": "context_focus",
     "citations": "citation_accuracy",
     "reverse_questions": "answer_relevancy",
 }
@@ -340,6 +362,7 @@ FITS_SCHEMA = {
     "injected_verdict_bad_label": False,  # "Supported" is not one of the labels
     "injected_grades_json": True,
     "injected_checks_json": True,
+    "injected_sentences_json": True,
     "injected_reverse_json": True,
     "injected_claims_json": True,  # the one-text reply shape, {"claims": [...]}
     "injected_texts_json": False,  # the old several-texts shape, {"texts": [...]}
