@@ -145,6 +145,61 @@ def test_a_context_in_another_script_keeps_its_grade(fake_llm_server, llm):
     assert result["context_precision"] == 1.0
 
 
+def _verdicts_judge(verdicts: list[dict]):
+    def judge_(body: dict) -> str:
+        data = user_of(body)
+        if "claims" in data and "contexts" in data:
+            return json.dumps({"verdicts": verdicts[: len(data["claims"])]})
+        return heuristic_judge(body)
+
+    return judge_
+
+
+def test_a_verdict_whose_reason_borrows_the_prompt_example_is_listed(fake_llm_server, llm):
+    # WikiEval, Qwen2.5-Coder-0.5B: reasons about the verify example's museum and garden
+    # for claims about a railway. Listed in the evidence; the verdict stands (overruling it
+    # was measured on WikiEval and did not agree better with people).
+    copied = "The museum's move to Amsterdam rules out Rotterdam."
+    fake_llm_server.chat = _verdicts_judge(
+        [
+            {"claim": 0, "reason": copied, "verdict": "supported", "context": 0},
+            {"claim": 1, "reason": "No context dates it.", "verdict": "not_found", "context": None},
+        ]
+    )
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], llm=llm)
+    assert len(result.evidence["answer_claims"]) == 2
+    assert result["faithfulness"] == 0.5
+    assert result.evidence["answer_verdicts"][0]["verdict"] == "supported"
+    assert result.evidence["answer_verdicts"][0]["reason"] == copied
+    assert result.evidence["answer_verdicts_borrowed"] == [
+        {"claim": 0, "verdict": "supported", "words": ["amsterdam", "rotterdam"]}
+    ]
+
+
+def test_a_reason_about_its_own_claim_is_trusted_even_with_example_words(fake_llm_server, llm):
+    # "Amsterdam" is in the example, but also in this sample's data: not borrowed.
+    contexts = ["The Rijksmuseum moved to Amsterdam in 1808."]
+    fake_llm_server.chat = _verdicts_judge(
+        [
+            {
+                "claim": 0,
+                "reason": "It moved to Amsterdam in 1808.",
+                "verdict": "supported",
+                "context": 0,
+            }
+        ]
+    )
+    result = judge.score(
+        "When did the Rijksmuseum move?",
+        "The Rijksmuseum moved to Amsterdam in 1808.",
+        contexts,
+        metrics=["faithfulness"],
+        llm=llm,
+    )
+    assert result["faithfulness"] == 1.0
+    assert "answer_verdicts_borrowed" not in result.evidence
+
+
 BOIL_Q = "At what temperature in Fahrenheit does water boil at sea level?"
 BOIL_TRUTH = "Water boils at 212 degrees Fahrenheit (100 degrees Celsius) at sea level."
 EVEREST = "Mount Everest rises 8,849 metres above sea level."

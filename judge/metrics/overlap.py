@@ -72,6 +72,13 @@ def holds_answer_words(text: str, reference: str, question: str) -> bool:
     return not answer or not answer.isdisjoint(content_tokens(text))
 
 
+def borrowed_words(reason: str, example: str, own: str) -> list[str]:
+    """The content words of a judge's reason that come from its prompt's example and not
+    from the data it was given (a reason about the example's museum for a claim about a
+    railway: the judge copied the example instead of judging)."""
+    return sorted((content_tokens(reason) & content_tokens(example)) - content_tokens(own))
+
+
 # Numbers and names are what an unsupported claim most often gets wrong (a date, a person, a
 # place), and whether a context mentions them needs no model. Words are compared with
 # separators dropped, so "PSLV-C56" matches "PSLV C56" and "1,000" matches "1000".

@@ -28,6 +28,7 @@ BUILTIN_PROMPTS = (
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)
+_EXAMPLE_DATA = re.compile(r"^<(?:\w+)>.*</\w+>$", re.MULTILINE)
 _HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 _UNSAFE = re.compile(r"[<>&]")
 # What json.dumps(value, ensure_ascii=False) builds on every call, made once.
@@ -70,6 +71,12 @@ class Prompt:
     def variables(self) -> frozenset[str]:
         """Names of the variables the prompt needs (found once: a render asks every time)."""
         return frozenset(_VARIABLE.findall(self.system + self.user))
+
+    @functools.cached_property
+    def example_text(self) -> str:
+        """The data lines of the system section's examples (`<claims>[...]</claims>` and the
+        like, each on a line of its own), joined: what a reply should never borrow from."""
+        return "\n".join(_EXAMPLE_DATA.findall(self.system))
 
     @functools.cached_property
     def _pieces(self) -> tuple[list[str], list[str]]:
