@@ -25,7 +25,7 @@ import pytest
 
 import judge
 from judge import LLM, Embeddings
-from judge.metrics.prompts import load_prompt
+from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.testing import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,14 +33,7 @@ CANARIES: list[dict[str, Any]] = json.loads(
     (ROOT / "fixtures" / "injection" / "canaries.json").read_text(encoding="utf-8")
 )["canaries"]
 BY_ID = {c["id"]: c for c in CANARIES}
-PROMPTS = (
-    "claims",
-    "verify",
-    "reverse_questions",
-    "context_relevance",
-    "context_sentences",
-    "citations",
-)
+PROMPTS = BUILTIN_PROMPTS  # a new built-in prompt needs canaries for its blocks and reply
 BLOCK_TAGS = (
     "text",
     "texts",
