@@ -2,11 +2,11 @@
 
 A small model copies its prompt's few-shot example: a verdict's reason names the example's
 garden or museum for a claim about a railway. A reason borrows when it holds a content word
-(`judge.metrics.overlap.content_tokens`) of the example's data (its <claims>, <contexts>,
-<question> lines) that the request's own data lacks. Exact copies of a reason written in
-the example's JSON are counted too. Counted per prompt version, from the cached raw replies
-(before judge drops or caps anything), so two versions of a prompt can be compared on the
-same items.
+of the example's data (its <claims>, <contexts>, <question> lines: `Prompt.example_text`)
+that the request's own data lacks (`judge.metrics.overlap.borrowed_words`). Exact copies
+of a reason written in the example's JSON are counted too. Counted per prompt version,
+from the cached raw replies (before judge drops or caps anything), so two versions of a
+prompt can be compared on the same items.
 
 Run: python bench/borrowed_reasons.py CACHE.sqlite [CACHE...] --prompt verify
      --examples prompts/verify.txt [OLD_VERIFY.txt ...]
@@ -16,30 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
-from judge.metrics.overlap import content_tokens
+from prompt_check import example_reasons  # bench/ is on sys.path when this script runs
 
-DATA_LINE = re.compile(r"^<(claims|contexts|question|reference|sentences)>.*$", re.MULTILINE)
-JSON_REASON = re.compile(r'"reason": "([^"]+)"')
-
-
-def example_words(prompt_files: list[Path]) -> frozenset[str]:
-    """Content words of the examples' data lines (the system section only)."""
-    words: set[str] = set()
-    for path in prompt_files:
-        system = path.read_text(encoding="utf-8").split("<<<user>>>")[0]
-        for line in DATA_LINE.finditer(system):
-            words |= content_tokens(line.group(0))
-    return frozenset(words)
-
-
-def example_reasons(prompt_files: list[Path]) -> set[str]:
-    """Reasons written verbatim in the examples' JSON."""
-    return {r for p in prompt_files for r in JSON_REASON.findall(p.read_text(encoding="utf-8"))}
+from judge.metrics.overlap import borrowed_words
+from judge.metrics.prompts import load_prompt
 
 
 def replies(cache: Path, prompt: str) -> list[tuple[str, str, list[dict]]]:
@@ -64,7 +48,7 @@ def main() -> None:
     parser.add_argument("--examples", nargs="+", type=Path, required=True)
     parser.add_argument("--show", type=int, default=5, help="print this many borrowed reasons")
     args = parser.parse_args()
-    words = example_words(args.examples)
+    example = "\n".join(load_prompt(path).example_text for path in args.examples)
     verbatim = example_reasons(args.examples)
     seen: set[tuple[str, str, str]] = set()
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -74,14 +58,13 @@ def main() -> None:
             if (version, user, json.dumps(items)) in seen:
                 continue  # the same reply in two caches
             seen.add((version, user, json.dumps(items)))
-            own = content_tokens(user)
             c = counts[version]
             c["replies"] += 1
             borrowed_here = False
             for item in items:
                 reason = str(item.get("reason", ""))
                 c["reasons"] += 1
-                borrowed = (content_tokens(reason) & words) - own
+                borrowed = borrowed_words(reason, example, [user])
                 if reason.strip() in verbatim:
                     c["verbatim"] += 1
                 if borrowed or reason.strip() in verbatim:
@@ -90,7 +73,7 @@ def main() -> None:
                     if len(shown[version]) < args.show:
                         shown[version].append(f"{reason!r} borrows {sorted(borrowed)}")
             c["replies_borrowing"] += borrowed_here
-    print(f"example words: {len(words)}; verbatim example reasons: {len(verbatim)}")
+    print(f"verbatim example reasons: {len(verbatim)}")
     for version, c in counts.items():
         print(
             f"{args.prompt} {version}: {c['replies']} replies, {c['reasons']} reasons; "

@@ -26,6 +26,7 @@ import argparse
 import json
 import re
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +84,10 @@ def score(args: argparse.Namespace) -> None:
     print(json.dumps(result.usage))
 
 
-def example_reasons(prompts: Path) -> set[str]:
-    """Every reason written in a prompt file's examples."""
+def example_reasons(prompt_files: Iterable[Path]) -> set[str]:
+    """Every reason written in the prompt files' examples."""
     found: set[str] = set()
-    for path in prompts.glob("*.txt"):
+    for path in prompt_files:
         found |= set(re.findall(r'"reason": "([^"]+)"', path.read_text(encoding="utf-8")))
     return found
 
@@ -133,7 +134,7 @@ def audit(args: argparse.Namespace) -> dict[str, Any]:
         with judge.Cache(args.replies) as cache:
             cache.export_jsonl(replies, reproducible=True)
     entries = [json.loads(line) for line in replies.read_text(encoding="utf-8").splitlines()]
-    copied_from = example_reasons(args.prompts)
+    copied_from = example_reasons(args.prompts.glob("*.txt"))
     example_seqs = example_grades(args.prompts)
     verdict_seq = example_verdicts(args.prompts)
     counts = {

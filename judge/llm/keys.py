@@ -32,9 +32,9 @@ def key_with(material: Mapping[str, Any], encoded: Mapping[str, str]) -> str:
     # call of one judge: their text around the encoded ones is made once.
     fixed = tuple((k, type(v), v) for k, v in material.items() if k not in encoded)
     if all(t in _SCALARS for _, t, _ in fixed):
-        pieces = _layout(fixed, names)
+        pieces = _cached_pieces(fixed, names)
     else:  # a list or a mapping among them: not hashable, laid out for this call
-        pieces = _lay_out(fixed, names)
+        pieces = _pieces(fixed, names)
     text = [pieces[0]]
     for name, after in zip(names, pieces[1:], strict=True):
         text += (encoded[name], after)
@@ -46,12 +46,12 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 @functools.lru_cache(maxsize=256)
-def _layout(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
-    """_lay_out, kept for the few combinations of fixed values a run has."""
-    return _lay_out(fixed, names)
+def _cached_pieces(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
+    """_pieces, kept for the few combinations of fixed values a run has."""
+    return _pieces(fixed, names)
 
 
-def _lay_out(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
+def _pieces(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
     """The canonical JSON of the fixed values with a gap for each encoded name's value:
     the text before the first gap, then the text after each gap."""
     pieces = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 
 # CJK characters carry a word's meaning each and are not space-separated, so they are tokens.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -72,11 +73,13 @@ def holds_answer_words(text: str, reference: str, question: str) -> bool:
     return not answer or not answer.isdisjoint(content_tokens(text))
 
 
-def borrowed_words(reason: str, example: str, own: str) -> list[str]:
+def borrowed_words(reason: str, example: str, own: Sequence[str]) -> list[str]:
     """The content words of a judge's reason that come from its prompt's example and not
-    from the data it was given (a reason about the example's museum for a claim about a
-    railway: the judge copied the example instead of judging)."""
-    return sorted((content_tokens(reason) & content_tokens(example)) - content_tokens(own))
+    from the data it was given, `own` (a reason about the example's museum for a claim
+    about a railway: the judge copied the example instead of judging)."""
+    candidates = content_tokens(reason) & content_tokens(example)
+    # Most reasons share no word with the example: the data's words are not looked up.
+    return sorted(w for w in candidates if not any(w in content_tokens(t) for t in own))
 
 
 # Numbers and names are what an unsupported claim most often gets wrong (a date, a person, a

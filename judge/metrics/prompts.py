@@ -28,7 +28,7 @@ BUILTIN_PROMPTS = (
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)
-_EXAMPLE_DATA = re.compile(r"^<(?:\w+)>.*</\w+>$", re.MULTILINE)
+_EXAMPLE_DATA = re.compile(r"^<\w+>.*</\w+>$", re.MULTILINE)
 _HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 _UNSAFE = re.compile(r"[<>&]")
 # What json.dumps(value, ensure_ascii=False) builds on every call, made once.

@@ -184,46 +184,20 @@ class SampleJudgments:
             sample=self.sample.id,
             ledger=self.ledger,
         )
-        combined = self._list_borrowed(combined, [*answer, *truth])
         answer_verdicts = combined[: len(answer)]
         # Number the ground truth's verdicts from 0 again, as its claims are numbered.
         truth_verdicts = [
             v.model_copy(update={"claim": i}) for i, v in enumerate(combined[len(answer) :])
         ]
-        borrowed = self.evidence.pop("verdicts_borrowed", [])
-        for side, verdicts, offset in (("answer", answer, 0), ("truth", truth, len(answer))):
-            mine = [
-                {**b, "claim": b["claim"] - offset}
-                for b in borrowed
-                if offset <= b["claim"] < offset + len(verdicts)
-            ]
-            if mine:
-                self.evidence[f"{side}_verdicts_borrowed"] = mine
+        own = [*answer, *truth, *self.sample.contexts]  # the data the verify call was given
+        for side, verdicts in (("answer", answer_verdicts), ("truth", truth_verdicts)):
+            if borrowed := _borrowed(verdicts, own):
+                self.evidence[f"{side}_verdicts_borrowed"] = borrowed
         if self.verify_answer:
             self.evidence["answer_verdicts"] = [v.model_dump() for v in answer_verdicts]
         if self.verify_truth:
             self.evidence["truth_verdicts"] = [v.model_dump() for v in truth_verdicts]
         return answer_verdicts, truth_verdicts
-
-    def _list_borrowed(self, verdicts: list[Verdict], claims: list[str]) -> list[Verdict]:
-        """The verdicts, unchanged; those whose reason borrows the verify prompt example's
-        subject (words of its example data that neither the claims nor the contexts hold)
-        are listed in the evidence (issue 12: a small model copied the example's reasons).
-
-        Listed, not overruled: taking such verdicts as not_found was measured on WikiEval's
-        first 30 questions (Qwen2.5-Coder-0.5B) and moved faithfulness 2 pairs up and 1
-        down, `faithfulness_strict` 2 down and none up.
-        """
-        example = load_prompt("verify").example_text
-        own = "\n".join([*claims, *self.sample.contexts])
-        listed = [
-            {"claim": v.claim, "verdict": v.verdict, "words": words}
-            for v in verdicts
-            if (words := borrowed_words(v.reason, example, own))
-        ]
-        if listed:
-            self.evidence["verdicts_borrowed"] = listed
-        return verdicts
 
     def unsourced(self) -> Awaitable[list[list[str]]]:
         """Per answer claim, its numbers and names that no context mentions."""
@@ -383,3 +357,20 @@ class SampleJudgments:
         ]
         self.evidence["citation_checks"] = [c.model_dump() for c in checks]
         return found, checks
+
+
+def _borrowed(verdicts: list[Verdict], own: list[str]) -> list[dict[str, Any]]:
+    """The verdicts whose reason borrows the verify prompt example's subject (words of its
+    example data that the call's own data lacks), with those words (issue 12: a small
+    model copied the example's reasons).
+
+    Listed, not overruled: taking such verdicts as not_found was measured on WikiEval's
+    first 30 questions (Qwen2.5-Coder-0.5B) and moved faithfulness 2 pairs up and 1 down,
+    `faithfulness_strict` 2 down and none up.
+    """
+    example = load_prompt("verify").example_text
+    return [
+        {"claim": v.claim, "verdict": v.verdict, "words": words}
+        for v in verdicts
+        if (words := borrowed_words(v.reason, example, own))
+    ]
