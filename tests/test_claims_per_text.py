@@ -158,8 +158,9 @@ def _verdicts_judge(verdicts: list[dict]):
 def test_a_verdict_whose_reason_borrows_the_prompt_example_is_listed(fake_llm_server, llm):
     # WikiEval, Qwen2.5-Coder-0.5B: reasons about the verify example's museum and garden
     # for claims about a railway. Listed in the evidence; the verdict stands (overruling it
-    # was measured on WikiEval and did not agree better with people).
-    copied = "The museum's move to Amsterdam rules out Rotterdam."
+    # was measured on WikiEval and did not agree better with people). A reason copied word
+    # for word is re-asked instead (test_judges); this one is reworded.
+    copied = "The move to Amsterdam rules out Rotterdam."
     fake_llm_server.chat = _verdicts_judge(
         [
             {"claim": 0, "reason": copied, "verdict": "supported", "context": 0},

@@ -233,3 +233,89 @@ def test_end_to_end_metrics_undefined_cases(fake_llm_server, models):
         "citation_accuracy": "no_citations",
     }
     assert "citations" not in kinds(fake_llm_server)  # no citation: no call
+
+
+def _copy_example_reason(body: dict, field: str, index: int) -> str:
+    """heuristic_judge's reply with one item's reason replaced by the prompt example's."""
+    reply = json.loads(judge_handler(body))
+    system = body["messages"][0]["content"]
+    example = next(line for line in system.splitlines() if line.startswith(f'{{"{field}"'))
+    reply[field][index]["reason"] = json.loads(example)[field][0]["reason"].upper()
+    return json.dumps(reply)
+
+
+def test_a_reason_copied_from_the_example_is_reasked(fake_llm_server, models):
+    verify_calls = []
+
+    def copies_once(body: dict) -> str:
+        if which(body) != "verify":
+            return judge_handler(body)
+        verify_calls.append(body)
+        return (
+            _copy_example_reason(body, "verdicts", 1)
+            if len(verify_calls) == 1
+            else (judge_handler(body))
+        )
+
+    fake_llm_server.chat = copies_once
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], **models)
+    assert result["faithfulness"] == pytest.approx(2 / 3)
+    assert len(verify_calls) == 2
+    reask = verify_calls[1]["messages"]
+    assert "NEITHER CONTEXT MENTIONS A GARDEN" in reask[-2]["content"]  # the copy, sent back
+    assert "verdicts.1.reason repeats the example's reason word for word" in reask[-1]["content"]
+    assert result.usage["total"]["reasks"] == 1
+
+
+def test_grades_whose_reasons_stay_copied_are_an_error_not_a_score(fake_llm_server, models):
+    def copies(body: dict) -> str:
+        return (
+            _copy_example_reason(body, "contexts", 2)
+            if which(body) == "grade"
+            else (judge_handler(body))
+        )
+
+    fake_llm_server.chat = copies
+    result = judge.score(
+        QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness", "context_precision"], **models
+    )
+    assert math.isnan(result["context_precision"])
+    assert "contexts.2.reason repeats the example's reason" in result.errors["context_precision"]
+    assert result["faithfulness"] == pytest.approx(2 / 3)  # its judges copied nothing
+
+
+COPIED = "Neither context mentions a garden or who designed one."  # verify's example
+
+
+def test_a_recorded_reply_that_fails_todays_checks_is_asked_again(
+    fake_llm_server, models, tmp_path
+):
+    import sqlite3
+
+    from judge import Cache
+    from judge.errors import CacheMiss
+
+    path = tmp_path / "c.sqlite"
+    judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=path, **models)
+    # As if recorded before the copy check: the verify reply's first reason is the example's.
+    with sqlite3.connect(path) as db:
+        where = "WHERE prompt = 'verify'"
+        (response,) = db.execute(f"SELECT response FROM judgments {where}").fetchone()
+        old = json.loads(response)
+        old["choices"][0]["verdicts"][0]["reason"] = COPIED
+        db.execute(f"UPDATE judgments SET response = ? {where}", (json.dumps(old),))
+    with Cache(path, mode="replay") as cache:
+        result = judge.score(
+            QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=cache, **models
+        )
+    assert math.isnan(result["faithfulness"])
+    error = result.errors["faithfulness"]
+    assert "fails the judge's current checks" in error
+    assert "verdicts.0.reason repeats the example's reason" in error
+    assert CacheMiss.__name__ in result.errors["faithfulness"]
+    before = fake_llm_server.count()
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=path, **models)
+    assert result["faithfulness"] == pytest.approx(2 / 3)
+    assert fake_llm_server.count() == before + 1  # only the verify call, asked again
+    again = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=path, **models)
+    assert again["faithfulness"] == result["faithfulness"] and fake_llm_server.count() == before + 1

@@ -152,3 +152,20 @@ def test_fixture_metadata_names_the_prompt_versions_on_disk(fixture):
         f"fixtures/judged/{fixture}: re-read its judgments against the changed prompts, "
         "update _meta.prompts, then re-record (scripts/record_*_fixtures.py)"
     )
+
+
+def test_example_reasons_are_the_reasons_of_the_example_replies_compared_loosely():
+    prompt = parse_prompt(
+        "<<<system>>>\n"
+        'Write a "reason" first.\n'
+        '{"verdicts": [{"reason": "The canal ring is dated.", "verdict": "supported"}]}\n'
+        '{"reason": "问题需要年份。", "needed": []}\n'
+        "{not json, but prose in braces}\n"
+        "<<<user>>>\n{{x}}",
+        "p",
+    )
+    assert prompt.example_reasons == {"the canal ring is dated", "问题需要年份"}
+    plain = parse_prompt("<<<system>>>\nNo example.\n<<<user>>>\n{{x}}", "q")
+    assert plain.example_reasons == set()
+    verify = load_prompt("verify").example_reasons
+    assert "neither context mentions a garden or who designed one" in verify and len(verify) == 4

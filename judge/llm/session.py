@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.json_values import canonical_json
@@ -33,6 +33,7 @@ from judge.llm.structured import (
     reask_messages,
     request_for,
     schema_of,
+    validation_summary,
 )
 from judge.llm.transport import Transport, endpoint_for
 from judge.llm.usage import UsageLedger, UsageRecorder
@@ -180,8 +181,13 @@ class LLMSession:
         usage = self._tally(label, ledger)
         cached = self._lookup(key, label, sample)
         if cached is not None:
-            usage.count("cache_hits")
-            return [output.model_validate(item) for item in cached["choices"]]
+            try:
+                replies = [output.model_validate(item) for item in cached["choices"]]
+            except ValidationError as exc:
+                self._stale(key, label, sample, exc)  # asked again below, or a CacheMiss
+            else:
+                usage.count("cache_hits")
+                return replies
 
         async def call() -> list[M]:
             replies, entry = await self._call_chat(list(messages), output, n, usage, label)
@@ -205,6 +211,21 @@ class LLMSession:
 
         await _own_task()
         return await self._shared(key, call)
+
+    def _stale(self, key: str, label: str, sample: str | None, error: ValidationError) -> None:
+        """A recorded reply that fails today's checks of its output (recorded before a judge
+        refused, say, a reason copied from its prompt's example) is not served: it is asked
+        again, and in replay mode that is a CacheMiss naming why."""
+        self._memo.forget(key)
+        assert self.cache is not None
+        if self.cache.mode == "replay":
+            where = f" for sample {sample!r}" if sample is not None else ""
+            raise CacheMiss(
+                f"replay mode: the recorded judgment of {label!r}{where} (key {key[:16]}) fails "
+                "the judge's current checks; nothing was sent. Record it again with a "
+                f"read-write run. What failed: {validation_summary(error)}",
+                key=key,
+            )
 
     def _tally(self, label: str, ledger: UsageLedger | None) -> UsageRecorder:
         """Where one call is counted: the run's ledger, and the caller's if given."""

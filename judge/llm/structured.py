@@ -101,7 +101,7 @@ def parse_choices(response: Any, output: type[M]) -> tuple[list[M], list[BadRepl
         try:
             good.append(_the_one_valid(raw, output))
         except ValueError as exc:  # JSON errors and pydantic's ValidationError
-            detail = _short(exc) if isinstance(exc, ValidationError) else str(exc)
+            detail = validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
             bad.append(BadReply(raw=raw, error=detail, truncated=truncated))
     if not good and not bad:
         bad.append(BadReply(raw="", error="the response has no choices", truncated=False))
@@ -135,7 +135,7 @@ def _the_one_valid(raw: str, output: type[M]) -> M:
     raise first_error
 
 
-def _short(exc: ValidationError) -> str:
+def validation_summary(exc: ValidationError) -> str:
     """A validation error in a few lines the model (and a person) can act on."""
     parts = []
     for err in exc.errors()[:5]:

@@ -10,15 +10,16 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model, model_validator
 
 from judge.llm.config import PromptRef
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
-from judge.metrics.prompts import load_prompt
+from judge.metrics.prompts import Prompt, load_prompt, reason_key
 
+M = TypeVar("M", bound=BaseModel)
 VerdictLabel = Literal["supported", "contradicted", "not_found"]
 
 
@@ -166,6 +167,54 @@ def _needed_for(count: int) -> type[NeededSentences]:
     return model
 
 
+def _copied_reasons(reply: BaseModel, copied: frozenset[str]) -> list[str]:
+    """Where a reply's reasons repeat an example's word for word ("verdicts.2.reason")."""
+    found = []
+    for name, value in reply:
+        if name == "reason" and isinstance(value, str) and reason_key(value) in copied:
+            found.append(name)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                reason = getattr(item, "reason", None)
+                if isinstance(reason, str) and reason_key(reason) in copied:
+                    found.append(f"{name}.{i}.reason")
+    return found
+
+
+@functools.cache
+def _own_reasons(model: type[BaseModel], copied: frozenset[str]) -> type[BaseModel]:
+    """`model` refusing a reply that repeats a reason of the prompt's example word for word.
+
+    A small model copies the example's reason ("Neither context mentions a garden ...")
+    for a claim about a railway (issue 12): its verdict then followed the example, not the
+    claim. The refusal makes the LLM boundary re-ask with what was wrong, as for any
+    invalid reply. The subclass keeps the name and JSON schema, so requests (and cache
+    keys) are unchanged.
+    """
+
+    def check(reply: BaseModel) -> BaseModel:
+        if where := _copied_reasons(reply, copied):
+            raise ValueError(
+                f"{', '.join(where)} repeats the example's reason word for word; the example is "
+                "about other data: write each reason about its own item and these contexts"
+            )
+        return reply
+
+    refusing: type[BaseModel] = create_model(
+        model.__name__,
+        __base__=model,
+        __validators__={"_own_reasons": model_validator(mode="after")(check)},  # type: ignore[dict-item]
+    )
+    return refusing
+
+
+def _checked(prompt: Prompt, model: type[M]) -> type[M]:
+    """The output model for a prompt: with the copied-reason check when it has examples."""
+    if not prompt.example_reasons:
+        return model
+    return cast("type[M]", _own_reasons(model, prompt.example_reasons))
+
+
 def _ref(name: str) -> tuple[Any, PromptRef]:
     prompt = load_prompt(name)
     return prompt, PromptRef(prompt.name, prompt.version)
@@ -209,7 +258,9 @@ async def verify_claims(
     if not claims:
         return []
     prompt, ref = _ref("verify")
-    model = _sized(_VerdictList, "verdicts", _verdict_for(len(contexts)), len(claims))
+    model = _checked(
+        prompt, _sized(_VerdictList, "verdicts", _verdict_for(len(contexts)), len(claims))
+    )
     (reply,) = await session.chat(
         prompt.render(claims=list(claims), contexts=list(contexts)),
         model,
@@ -263,7 +314,7 @@ async def grade_contexts(
     if not contexts:
         return []
     prompt, ref = _ref("context_relevance")
-    model = _sized(_GradeList, "contexts", ContextGrade, len(contexts))
+    model = _checked(prompt, _sized(_GradeList, "contexts", ContextGrade, len(contexts)))
     (reply,) = await session.chat(
         prompt.render(question=question, contexts=list(contexts), reference=reference),
         model,
@@ -296,7 +347,7 @@ async def select_sentences(
             sentences={str(i): text for i, text in enumerate(sentences)},
             reference=reference,
         ),
-        _needed_for(len(sentences)),
+        _checked(prompt, _needed_for(len(sentences))),
         prompt=ref,
         label="context_sentences",
         sample=sample,
@@ -318,7 +369,7 @@ async def check_citations(
     if not checks:
         return []
     prompt, ref = _ref("citations")
-    model = _sized(_CheckList, "checks", CitationCheck, len(checks))
+    model = _checked(prompt, _sized(_CheckList, "checks", CitationCheck, len(checks)))
     items = [{"check": i, "statement": s, "context": c} for i, (s, c) in enumerate(checks)]
     (reply,) = await session.chat(
         prompt.render(checks=items, contexts=list(contexts)),

@@ -79,6 +79,19 @@ class Prompt:
         return "\n".join(_EXAMPLE_DATA.findall(self.system))
 
     @functools.cached_property
+    def example_reasons(self) -> frozenset[str]:
+        """Every "reason" written in the system section's example replies (JSON objects, each
+        on a line of its own), as `reason_key`s: what a reply's reason should never repeat."""
+        found: set[str] = set()
+        for line in self.system.splitlines():
+            if line.startswith("{") and '"reason"' in line:
+                try:
+                    _collect_reasons(json.loads(line), found)
+                except json.JSONDecodeError:
+                    continue  # prose that happens to start with a brace
+        return frozenset(found)
+
+    @functools.cached_property
     def _pieces(self) -> tuple[list[str], list[str]]:
         """System and user text split at their variables: [text, name, text, name, text]."""
         return _VARIABLE.split(self.system), _VARIABLE.split(self.user)
@@ -105,6 +118,23 @@ class Prompt:
             {"role": "system", "content": fill(system)},
             {"role": "user", "content": fill(user)},
         ]
+
+
+def reason_key(reason: str) -> str:
+    """A reason compared with an example's: case, spacing and the final stop ignored."""
+    return " ".join(reason.casefold().split()).rstrip(".。!！ ")
+
+
+def _collect_reasons(value: Any, found: set[str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "reason" and isinstance(item, str):
+                found.add(reason_key(item))
+            else:
+                _collect_reasons(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _collect_reasons(item, found)
 
 
 def parse_prompt(text: str, name: str) -> Prompt:
