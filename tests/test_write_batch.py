@@ -120,3 +120,29 @@ def test_a_failed_later_write_is_raised_by_the_next_put(tmp_path):
             batch.put(entry("b"), alone=False)
 
     asyncio.run(turns())
+
+
+def test_embeddings_are_stored_one_transaction_per_batch_not_per_vector(tmp_path):
+    from judge.llm.config import Embeddings
+
+    path = tmp_path / "c.sqlite"
+    texts = [f"text {i}" for i in range(8)]
+    with FakeLLMServer() as server, Cache(path) as cache:
+        transactions = []
+        put_many, put = cache.put_many, cache.put
+        cache.put_many = lambda entries: (transactions.append(len(entries)), put_many(entries))
+        cache.put = lambda entry: (transactions.append(1), put(entry))
+        embeddings = Embeddings("openai/e", api_base=server.base_url, api_key="k", batch_size=4)
+        session = LLMSession(embeddings=embeddings, cache=cache)
+
+        async def embed_and_count() -> tuple[list[list[float]], int]:
+            vectors = await session.embed(texts)
+            return vectors, sum(transactions)  # what was stored when the call returned
+
+        vectors, stored = asyncio.run(embed_and_count())
+        assert stored == 8 and len(transactions) == 1  # one transaction, not one per vector
+        with Cache(path) as other:
+            assert len(other) == 8
+        again = LLMSession(embeddings=embeddings, cache=cache)
+        assert asyncio.run(again.embed(texts)) == vectors
+        assert server.count("/v1/embeddings") == 2  # two batches of 4, asked once

@@ -356,6 +356,8 @@ class LLMSession:
                     *(self._embed_batch(b, usage, label) for b in batches)
                 ):
                     vectors.update(found)
+                if self._writes is not None and self._inflight.keys() <= mine.keys():
+                    self._writes.flush()  # no other request in flight: stored before returning
             except BaseException as exc:
                 for future in mine.values():
                     if not future.done():
@@ -395,9 +397,10 @@ class LLMSession:
                 float(x) for x in (item["embedding"] if isinstance(item, dict) else item.embedding)
             ]
             found[key] = vector
-            if self.cache is not None:
+            if self._writes is not None:
                 self._memo.forget(key)
-                self.cache.put(
+                # In the turn's transaction with the chat judgments, not one per vector.
+                self._writes.put(
                     CacheEntry(
                         key=key,
                         kind="embedding",
@@ -406,7 +409,8 @@ class LLMSession:
                         model=config.model,
                         resolved_model=getattr(response, "model", None),
                         created=time.time(),
-                    )
+                    ),
+                    alone=False,
                 )
         return found
 
