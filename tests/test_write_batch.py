@@ -140,7 +140,8 @@ def test_embeddings_are_stored_one_transaction_per_batch_not_per_vector(tmp_path
             return vectors, sum(transactions)  # what was stored when the call returned
 
         vectors, stored = asyncio.run(embed_and_count())
-        assert stored == 8 and len(transactions) == 1  # one transaction, not one per vector
+        # One transaction per event-loop turn: the two batches may land in one turn or two.
+        assert stored == 8 and len(transactions) <= 2
         with Cache(path) as other:
             assert len(other) == 8
         again = LLMSession(embeddings=embeddings, cache=cache)
