@@ -236,38 +236,49 @@ def test_end_to_end_metrics_undefined_cases(fake_llm_server, models):
 
 
 def _copy_example_reason(body: dict, field: str, index: int) -> str:
-    """heuristic_judge's reply with one item's reason replaced by the prompt example's."""
+    """heuristic_judge's reply with one item's reason replaced by the prompt example's, when
+    the prompt shows an example."""
     reply = json.loads(judge_handler(body))
     system = body["messages"][0]["content"]
-    example = next(line for line in system.splitlines() if line.startswith(f'{{"{field}"'))
-    reply[field][index]["reason"] = json.loads(example)[field][0]["reason"].upper()
+    example = [line for line in system.splitlines() if line.startswith(f'{{"{field}"')]
+    if example:
+        reply[field][index]["reason"] = json.loads(example[0])[field][0]["reason"].upper()
     return json.dumps(reply)
 
 
-def test_a_reason_copied_from_the_example_is_reasked(fake_llm_server, models):
+def test_a_reason_copied_from_the_example_is_asked_again_without_examples(fake_llm_server, models):
     verify_calls = []
 
-    def copies_once(body: dict) -> str:
+    def copies(body: dict) -> str:
         if which(body) != "verify":
             return judge_handler(body)
         verify_calls.append(body)
-        return (
-            _copy_example_reason(body, "verdicts", 1)
-            if len(verify_calls) == 1
-            else (judge_handler(body))
-        )
+        return _copy_example_reason(body, "verdicts", 1)
 
-    fake_llm_server.chat = copies_once
+    fake_llm_server.chat = copies
     result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], **models)
     assert result["faithfulness"] == pytest.approx(2 / 3)
-    assert len(verify_calls) == 2
-    reask = verify_calls[1]["messages"]
-    assert "NEITHER CONTEXT MENTIONS A GARDEN" in reask[-2]["content"]  # the copy, sent back
-    assert "verdicts.1.reason repeats the example's reason word for word" in reask[-1]["content"]
-    assert result.usage["total"]["reasks"] == 1
+    first, second = (call["messages"][0]["content"] for call in verify_calls)
+    assert "\nExample\n" in first and "Example" not in second
+    assert first[:500] == second[:500]  # the same instructions, the example left out
+    assert first.splitlines()[-1] == second.splitlines()[-1]
+    assert [v["reason"] for v in result.evidence["answer_verdicts"]] == [
+        "all words found",
+        "all words found",
+        "not in any context",
+    ]
+    assert result.usage["by_judge"]["verify_no_examples"]["requests"] == 1
 
 
-def test_grades_whose_reasons_stay_copied_are_an_error_not_a_score(fake_llm_server, models):
+def test_a_reason_not_copied_costs_no_second_call(fake_llm_server, models):
+    result = judge.score(
+        QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness", "context_precision"], **models
+    )
+    assert kinds(fake_llm_server) == ["claims", "grade", "verify"]
+    assert set(result.usage["by_judge"]) == {"claims", "context_relevance", "verify"}
+
+
+def test_copied_grade_reasons_are_graded_again_without_examples(fake_llm_server, models):
     def copies(body: dict) -> str:
         return (
             _copy_example_reason(body, "contexts", 2)
@@ -276,15 +287,14 @@ def test_grades_whose_reasons_stay_copied_are_an_error_not_a_score(fake_llm_serv
         )
 
     fake_llm_server.chat = copies
-    result = judge.score(
-        QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness", "context_precision"], **models
-    )
-    assert math.isnan(result["context_precision"])
-    assert "contexts.2.reason repeats the example's reason" in result.errors["context_precision"]
-    assert result["faithfulness"] == pytest.approx(2 / 3)  # its judges copied nothing
-
-
-COPIED = "Neither context mentions a garden or who designed one."  # verify's example
+    result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["context_precision"], **models)
+    assert result["context_precision"] == 1.0
+    assert [g["reason"] for g in result.evidence["context_grades"]] == [
+        "2 shared words",
+        "1 shared words",
+        "0 shared words",
+    ]
+    assert kinds(fake_llm_server) == ["grade", "grade"]
 
 
 def test_a_recorded_reply_that_fails_todays_checks_is_asked_again(
@@ -297,12 +307,12 @@ def test_a_recorded_reply_that_fails_todays_checks_is_asked_again(
 
     path = tmp_path / "c.sqlite"
     judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=path, **models)
-    # As if recorded before the copy check: the verify reply's first reason is the example's.
+    # As if recorded when the schema allowed it: one verdict short for three claims.
     with sqlite3.connect(path) as db:
         where = "WHERE prompt = 'verify'"
         (response,) = db.execute(f"SELECT response FROM judgments {where}").fetchone()
         old = json.loads(response)
-        old["choices"][0]["verdicts"][0]["reason"] = COPIED
+        old["choices"][0]["verdicts"].pop()
         db.execute(f"UPDATE judgments SET response = ? {where}", (json.dumps(old),))
     with Cache(path, mode="replay") as cache:
         result = judge.score(
@@ -310,8 +320,7 @@ def test_a_recorded_reply_that_fails_todays_checks_is_asked_again(
         )
     assert math.isnan(result["faithfulness"])
     error = result.errors["faithfulness"]
-    assert "fails the judge's current checks" in error
-    assert "verdicts.0.reason repeats the example's reason" in error
+    assert "fails the judge's current checks" in error and "at least 3 items" in error
     assert CacheMiss.__name__ in result.errors["faithfulness"]
     before = fake_llm_server.count()
     result = judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=path, **models)

@@ -169,3 +169,19 @@ def test_example_reasons_are_the_reasons_of_the_example_replies_compared_loosely
     assert plain.example_reasons == set()
     verify = load_prompt("verify").example_reasons
     assert "neither context mentions a garden or who designed one" in verify and len(verify) == 4
+
+
+def test_without_examples_leaves_out_each_example_block_and_nothing_else():
+    text = (
+        '<<<system>>>\nJudge it.\n\nExample 1\n<q>"a"</q>\n{"reason": "r"}\n\n'
+        'Example 2\n<q>"b"</q>\n{"reason": "s"}\n\nReply with JSON.\n<<<user>>>\n<q>{{q}}</q>'
+    )
+    prompt = parse_prompt(text, "p")
+    bare = prompt.without_examples
+    assert bare.system == "Judge it.\n\nReply with JSON."
+    assert bare.user == prompt.user and bare.example_reasons == set()
+    assert bare.version == f"{prompt.version}-no-examples"
+    for name in ("verify", "context_relevance", "context_sentences", "citations"):
+        full, bare = load_prompt(name), load_prompt(name).without_examples
+        assert full.example_reasons and not bare.example_reasons and not bare.example_text
+        assert bare.system.splitlines()[-1] == full.system.splitlines()[-1]  # "Reply with ..."

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model, model_validator
 
@@ -167,52 +167,58 @@ def _needed_for(count: int) -> type[NeededSentences]:
     return model
 
 
-def _copied_reasons(reply: BaseModel, copied: frozenset[str]) -> list[str]:
-    """Where a reply's reasons repeat an example's word for word ("verdicts.2.reason")."""
-    found = []
+def _repeats_example(reply: BaseModel, copied: frozenset[str]) -> bool:
+    """Whether a reason of the reply (its own, or an item's) is one of `copied`."""
     for name, value in reply:
         if name == "reason" and isinstance(value, str) and reason_key(value) in copied:
-            found.append(name)
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
+            return True
+        if isinstance(value, list):
+            for item in value:
                 reason = getattr(item, "reason", None)
                 if isinstance(reason, str) and reason_key(reason) in copied:
-                    found.append(f"{name}.{i}.reason")
-    return found
+                    return True
+    return False
 
 
-@functools.cache
-def _own_reasons(model: type[BaseModel], copied: frozenset[str]) -> type[BaseModel]:
-    """`model` refusing a reply that repeats a reason of the prompt's example word for word.
+async def _chat_own_reasons(
+    session: LLMSession,
+    prompt: Prompt,
+    values: dict[str, Any],
+    output: type[M],
+    *,
+    label: str,
+    sample: str | None,
+    ledger: UsageLedger | None,
+) -> M:
+    """One call of prompt; a reply that repeats a reason of the prompt's example word for
+    word is asked for once more with the examples left out, under `{label}_no_examples`.
 
     A small model copies the example's reason ("Neither context mentions a garden ...")
-    for a claim about a railway (issue 12): its verdict then followed the example, not the
-    claim. The refusal makes the LLM boundary re-ask with what was wrong, as for any
-    invalid reply. The subclass keeps the name and JSON schema, so requests (and cache
-    keys) are unchanged.
+    for a claim about a railway (issue 12): its verdicts then follow the example, not the
+    data. Re-asked with the examples still in view, it copied them again; without them
+    there is nothing to copy, and the schema (enforced by the server, or in the prompt)
+    still says what to write.
     """
-
-    def check(reply: BaseModel) -> BaseModel:
-        if where := _copied_reasons(reply, copied):
-            raise ValueError(
-                f"{', '.join(where)} repeats the example's reason word for word; the example is "
-                "about other data: write each reason about its own item and these contexts"
-            )
-        return reply
-
-    refusing: type[BaseModel] = create_model(
-        model.__name__,
-        __base__=model,
-        __validators__={"_own_reasons": model_validator(mode="after")(check)},  # type: ignore[dict-item]
+    (reply,) = await session.chat(
+        prompt.render(**values),
+        output,
+        prompt=PromptRef(prompt.name, prompt.version),
+        label=label,
+        sample=sample,
+        ledger=ledger,
     )
-    return refusing
-
-
-def _checked(prompt: Prompt, model: type[M]) -> type[M]:
-    """The output model for a prompt: with the copied-reason check when it has examples."""
-    if not prompt.example_reasons:
-        return model
-    return cast("type[M]", _own_reasons(model, prompt.example_reasons))
+    if not prompt.example_reasons or not _repeats_example(reply, prompt.example_reasons):
+        return reply
+    bare = prompt.without_examples
+    (reply,) = await session.chat(
+        bare.render(**values),
+        output,
+        prompt=PromptRef(bare.name, bare.version),
+        label=f"{label}_no_examples",
+        sample=sample,
+        ledger=ledger,
+    )
+    return reply
 
 
 def _ref(name: str) -> tuple[Any, PromptRef]:
@@ -257,14 +263,11 @@ async def verify_claims(
     """Judge every claim against all contexts in one call; one verdict per claim, in order."""
     if not claims:
         return []
-    prompt, ref = _ref("verify")
-    model = _checked(
-        prompt, _sized(_VerdictList, "verdicts", _verdict_for(len(contexts)), len(claims))
-    )
-    (reply,) = await session.chat(
-        prompt.render(claims=list(claims), contexts=list(contexts)),
-        model,
-        prompt=ref,
+    reply = await _chat_own_reasons(
+        session,
+        load_prompt("verify"),
+        {"claims": list(claims), "contexts": list(contexts)},
+        _sized(_VerdictList, "verdicts", _verdict_for(len(contexts)), len(claims)),
         label="verify",
         sample=sample,
         ledger=ledger,
@@ -313,12 +316,11 @@ async def grade_contexts(
     """Grade every retrieved context 0-3 against the question (and reference) in one call."""
     if not contexts:
         return []
-    prompt, ref = _ref("context_relevance")
-    model = _checked(prompt, _sized(_GradeList, "contexts", ContextGrade, len(contexts)))
-    (reply,) = await session.chat(
-        prompt.render(question=question, contexts=list(contexts), reference=reference),
-        model,
-        prompt=ref,
+    reply = await _chat_own_reasons(
+        session,
+        load_prompt("context_relevance"),
+        {"question": question, "contexts": list(contexts), "reference": reference},
+        _sized(_GradeList, "contexts", ContextGrade, len(contexts)),
         label="context_relevance",
         sample=sample,
         ledger=ledger,
@@ -340,15 +342,15 @@ async def select_sentences(
     needs, in one call; numbers past the end are dropped, repeats kept once, in order."""
     if not sentences:
         return NeededSentences(reason="", needed=[])
-    prompt, ref = _ref("context_sentences")
-    (reply,) = await session.chat(
-        prompt.render(
-            question=question,
-            sentences={str(i): text for i, text in enumerate(sentences)},
-            reference=reference,
-        ),
-        _checked(prompt, _needed_for(len(sentences))),
-        prompt=ref,
+    reply = await _chat_own_reasons(
+        session,
+        load_prompt("context_sentences"),
+        {
+            "question": question,
+            "sentences": {str(i): text for i, text in enumerate(sentences)},
+            "reference": reference,
+        },
+        _needed_for(len(sentences)),
         label="context_sentences",
         sample=sample,
         ledger=ledger,
@@ -368,13 +370,12 @@ async def check_citations(
     """Judge every (statement, cited context number) pair in one call, in order."""
     if not checks:
         return []
-    prompt, ref = _ref("citations")
-    model = _checked(prompt, _sized(_CheckList, "checks", CitationCheck, len(checks)))
     items = [{"check": i, "statement": s, "context": c} for i, (s, c) in enumerate(checks)]
-    (reply,) = await session.chat(
-        prompt.render(checks=items, contexts=list(contexts)),
-        model,
-        prompt=ref,
+    reply = await _chat_own_reasons(
+        session,
+        load_prompt("citations"),
+        {"checks": items, "contexts": list(contexts)},
+        _sized(_CheckList, "checks", CitationCheck, len(checks)),
         label="citations",
         sample=sample,
         ledger=ledger,

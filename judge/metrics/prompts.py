@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ BUILTIN_PROMPTS = (
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)
+_EXAMPLE_HEAD = re.compile(r"^Example(?: \d+)?$")
 _EXAMPLE_DATA = re.compile(r"^<\w+>.*</\w+>$", re.MULTILINE)
 _HTML_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 _UNSAFE = re.compile(r"[<>&]")
@@ -90,6 +91,22 @@ class Prompt:
                 except json.JSONDecodeError:
                     continue  # prose that happens to start with a brace
         return frozenset(found)
+
+    @functools.cached_property
+    def without_examples(self) -> Prompt:
+        """The prompt with its worked examples left out: each block from an `Example` (or
+        `Example 2`) line to the blank line after it. Its version says so, and its messages
+        differ, so its judgments are cached apart."""
+        kept: list[str] = []
+        skipping = False
+        for line in self.system.splitlines():
+            if _EXAMPLE_HEAD.match(line):
+                skipping = True
+            elif skipping and not line.strip():
+                skipping = False
+            elif not skipping:
+                kept.append(line)
+        return replace(self, version=f"{self.version}-no-examples", system="\n".join(kept))
 
     @functools.cached_property
     def _pieces(self) -> tuple[list[str], list[str]]:
