@@ -213,9 +213,9 @@ class LLMSession:
         return await self._shared(key, call)
 
     def _stale(self, key: str, label: str, sample: str | None, error: ValidationError) -> None:
-        """A recorded reply that fails today's checks of its output (recorded before a judge
-        refused, say, a reason copied from its prompt's example) is not served: it is asked
-        again, and in replay mode that is a CacheMiss naming why."""
+        """A recorded reply that fails today's checks of its output (written by another
+        version, or edited by hand) is not served: it is asked again, and in replay mode
+        that is a CacheMiss naming why."""
         self._memo.forget(key)
         assert self.cache is not None
         if self.cache.mode == "replay":
