@@ -4,9 +4,10 @@ A small model copies its prompt's few-shot example: a verdict's reason names the
 garden or museum for a claim about a railway. A reason borrows when it holds a content word
 of the example's data (its <claims>, <contexts>, <question> lines: `Prompt.example_text`)
 that the request's own data lacks (`judge.metrics.overlap.borrowed_words`). Exact copies
-of a reason written in the example's JSON are counted too. Counted per prompt version,
-from the cached raw replies (before judge drops or caps anything), so two versions of a
-prompt can be compared on the same items.
+of a reason written in the example's JSON are counted too, compared as the judges compare
+them (`judge.metrics.prompts.reason_key`: case, spacing and the final stop ignored).
+Counted per prompt version, from the cached raw replies (before judge drops or caps
+anything), so two versions of a prompt can be compared on the same items.
 
 Run: python bench/borrowed_reasons.py CACHE.sqlite [CACHE...] --prompt verify
      --examples prompts/verify.txt [OLD_VERIFY.txt ...]
@@ -23,7 +24,7 @@ from pathlib import Path
 from prompt_check import example_reasons  # bench/ is on sys.path when this script runs
 
 from judge.metrics.overlap import borrowed_words
-from judge.metrics.prompts import load_prompt
+from judge.metrics.prompts import load_prompt, reason_key
 
 
 def replies(cache: Path, prompt: str) -> list[tuple[str, str, list[dict]]]:
@@ -65,9 +66,9 @@ def main() -> None:
                 reason = str(item.get("reason", ""))
                 c["reasons"] += 1
                 borrowed = borrowed_words(reason, example, [user])
-                if reason.strip() in verbatim:
-                    c["verbatim"] += 1
-                if borrowed or reason.strip() in verbatim:
+                copied = reason_key(reason) in verbatim
+                c["verbatim"] += copied
+                if borrowed or copied:
                     c["borrowing_reasons"] += 1
                     borrowed_here = True
                     if len(shown[version]) < args.show:

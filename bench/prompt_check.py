@@ -8,7 +8,7 @@ raw replies (before judge drops anything):
 - claims swapped (a claim drawn from the other text, not its own) or dropped (a text with
   facts but no claims), and claims drawn from neither text;
 - verdicts and grades citing a context number that does not exist;
-- reasons copied verbatim from a prompt example;
+- reasons copied word for word from a prompt example (as the judges compare them);
 - grade sequences equal to the prompt example's; context precision < 1 on the rows whose
   first context is unrelated; good answers marked noncommittal.
 
@@ -29,6 +29,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from judge.metrics.prompts import load_prompt, reason_key
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parent / "fixtures" / "real" / "samples.json"
@@ -85,11 +87,9 @@ def score(args: argparse.Namespace) -> None:
 
 
 def example_reasons(prompt_files: Iterable[Path]) -> set[str]:
-    """Every reason written in the prompt files' examples."""
-    found: set[str] = set()
-    for path in prompt_files:
-        found |= set(re.findall(r'"reason": "([^"]+)"', path.read_text(encoding="utf-8")))
-    return found
+    """Every reason written in the prompt files' examples, as `reason_key`s: the judges'
+    own test of a copied reason (`Prompt.example_reasons`)."""
+    return {r for path in prompt_files for r in load_prompt(path).example_reasons}
 
 
 def example_grades(prompts: Path) -> list[list[int]]:
@@ -171,7 +171,7 @@ def audit(args: argparse.Namespace) -> dict[str, Any]:
         for item in reply.get("verdicts", []) + reply.get("contexts", []) + reply.get("checks", []):
             if isinstance(item, dict) and "reason" in item:
                 counts["reasons"] += 1
-                if item["reason"].strip() in copied_from:
+                if reason_key(item["reason"]) in copied_from:
                     counts["reasons_copied"] += 1
                     copied.append(item["reason"])
         if entry["prompt"] == "claims":

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from judge.metrics.overlap import drawn_from
-from judge.metrics.prompts import load_prompt, prompts_dir
+from judge.metrics.prompts import load_prompt, prompts_dir, reason_key
 from judge.testing import FakeLLMServer, data_blocks, recorded_chat, score_fixture
 
 HERE = Path(__file__).resolve().parent.parent / "fixtures" / "real"
@@ -57,9 +57,8 @@ def missing_contexts(entries: list[Entry]) -> list[int]:
 
 
 def example_reasons() -> set[str]:
-    """The reasons written in the prompts' examples."""
-    text = "".join(p.read_text(encoding="utf-8") for p in prompts_dir().glob("*.txt"))
-    return set(re.findall(r'"reason": "([^"]+)"', text))
+    """The reasons written in the prompts' examples, as the judges compare them."""
+    return {r for path in prompts_dir().glob("*.txt") for r in load_prompt(path).example_reasons}
 
 
 def copied_reasons(entries: list[Entry]) -> list[str]:
@@ -70,7 +69,7 @@ def copied_reasons(entries: list[Entry]) -> list[str]:
         for prompt in ("verify", "context_relevance")
         for _, reply in chat(entries, prompt)
         for item in reply.get("verdicts", reply.get("contexts", []))
-        if item["reason"].strip() in examples
+        if reason_key(item["reason"]) in examples
     ]
 
 
