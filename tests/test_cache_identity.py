@@ -229,6 +229,35 @@ def test_the_committed_v1_cache_migrates_and_keeps_every_entry(tmp_path):
         assert sorted(e.key for e in again.entries()) == sorted(e.key for e in entries)
 
 
+def test_format_3_keeps_every_row_in_a_rowid_table_with_an_index_of_keys(tmp_path):
+    path = v1_copy(tmp_path)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN")
+    judge.llm.migrations.m002_server_in_keys(db)
+    db.execute("PRAGMA user_version=2")
+    db.execute("COMMIT")
+    columns = "key, kind, request, response, model, resolved_model, prompt, prompt_version, mode"
+    query = f"SELECT {columns}, usage, created FROM judgments ORDER BY key"
+    before = db.execute(query).fetchall()
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.close()
+    assert len(before) == 6
+    with Cache(path) as cache:
+        assert len(cache) == 6
+        assert cache.get_response(before[0][0]) == json.loads(before[0][3])
+    db = sqlite3.connect(path)
+    assert db.execute(query).fetchall() == before
+    (table,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'judgments'").fetchone()
+    assert "WITHOUT ROWID" not in table and "TEXT PRIMARY KEY" in table
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    # Vacuumed after the copy: no free pages left by the old table (only the new index's).
+    assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    assert db.execute("PRAGMA page_count").fetchone()[0] <= pages + 1
+    plan = db.execute("EXPLAIN QUERY PLAN SELECT response FROM judgments WHERE key = ?", ("k",))
+    assert "USING INDEX sqlite_autoindex_judgments" in " ".join(str(r) for r in plan.fetchall())
+    db.close()
+
+
 def test_migrated_entries_serve_only_a_run_that_claims_the_unknown_server(tmp_path):
     with Cache(v1_copy(tmp_path)) as migrated:
         stored = {e.request["text"]: e.response for e in migrated.entries() if e.kind != "chat"}
@@ -248,17 +277,18 @@ def test_migrated_entries_serve_only_a_run_that_claims_the_unknown_server(tmp_pa
 
 
 def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
-    def m003_broken(db: sqlite3.Connection) -> None:
+    def broken(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE judgments ADD COLUMN extra TEXT")
         raise sqlite3.OperationalError("disk I/O error")
 
     path = v1_copy(tmp_path)
     before = raw_rows(path)
     monkeypatch.setattr(
-        judge.llm.migrations, "MIGRATIONS", (*judge.llm.migrations.MIGRATIONS, m003_broken)
+        judge.llm.migrations, "MIGRATIONS", (*judge.llm.migrations.MIGRATIONS, broken)
     )
     monkeypatch.setattr(judge.llm.cache, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    with pytest.raises(CacheError, match=r"from format 1 to 3 failed .*the file is unchanged"):
+    failed = rf"from format 1 to {SCHEMA_VERSION + 1} failed .*the file is unchanged"
+    with pytest.raises(CacheError, match=failed):
         Cache(path)
     assert raw_rows(path) == before
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 1
@@ -270,7 +300,8 @@ def test_a_cache_newer_than_the_code_is_refused(tmp_path):
     db = sqlite3.connect(path)
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     db.close()
-    with pytest.raises(CacheError, match=r"newer judge \(cache format 3; .* up to 2\)"):
+    newer = rf"newer judge \(cache format {SCHEMA_VERSION + 1}; .* up to {SCHEMA_VERSION}\)"
+    with pytest.raises(CacheError, match=newer):
         Cache(path)
 
 
