@@ -16,7 +16,7 @@ from pydantic import BaseModel
 import judge.llm.cache
 import judge.llm.migrations
 from judge.errors import CacheError, CacheMiss, JudgeError
-from judge.llm.cache import Cache, cache_key
+from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.identity import DEFAULT, UNKNOWN, normalise_url, server_identity
 from judge.llm.migrations import SCHEMA_VERSION
@@ -249,12 +249,73 @@ def test_format_3_keeps_every_row_in_a_rowid_table_with_an_index_of_keys(tmp_pat
     assert db.execute(query).fetchall() == before
     (table,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'judgments'").fetchone()
     assert "WITHOUT ROWID" not in table and "TEXT PRIMARY KEY" in table
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     # Vacuumed after the copy: no free pages left by the old table (only the new index's).
     assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
     assert db.execute("PRAGMA page_count").fetchone()[0] <= pages + 1
     plan = db.execute("EXPLAIN QUERY PLAN SELECT response FROM judgments WHERE key = ?", ("k",))
     assert "USING INDEX sqlite_autoindex_judgments" in " ".join(str(r) for r in plan.fetchall())
+    db.close()
+
+
+# Floats whose shortest decimal text is long, tiny, negative zero, subnormal: the bytes
+# must give back exactly what the JSON gives.
+AWKWARD = [0.1, -0.0, 1e-300, 5e-324, 0.30000000000000004, -1.7976931348623157e308, 1 / 3]
+
+
+def embedding_entry(text: str, vector: list) -> CacheEntry:
+    request = {"kind": "embedding", "model": EMBED_MODEL, "server": UNKNOWN, "text": text}
+    return CacheEntry(cache_key(request), "embedding", request, vector, EMBED_MODEL)
+
+
+def test_an_embedding_is_read_from_its_float64_bytes_and_stays_readable_json(tmp_path):
+    path = tmp_path / "c.sqlite"
+    ints = embedding_entry("ints", [1, 0])  # not all floats: kept as JSON only
+    with Cache(path) as cache:
+        cache.put_many([embedding_entry("awkward", AWKWARD), ints])
+    db = sqlite3.connect(path)
+    rows = dict(db.execute("SELECT request, vector FROM judgments").fetchall())
+    (awkward_json,) = db.execute(
+        "SELECT response FROM judgments WHERE vector IS NOT NULL"
+    ).fetchone()
+    db.close()
+    assert json.loads(awkward_json) == AWKWARD  # the response column is plain JSON
+    blobs = [b for b in rows.values() if b is not None]
+    assert len(blobs) == 1 and len(blobs[0]) == 8 * len(AWKWARD)
+    with Cache(path) as cache:
+        got = cache.get_response(embedding_entry("awkward", AWKWARD).key)
+        assert [x.hex() for x in got] == [x.hex() for x in AWKWARD]  # bit for bit, -0.0 too
+        assert cache.get_response(ints.key) == [1, 0]
+        assert all(type(x) is int for x in cache.get_response(ints.key))
+        exported = tmp_path / "out.jsonl"
+        cache.export_jsonl(exported)
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert sorted(line["response"] for line in lines) == sorted([AWKWARD, [1, 0]])
+    assert all("vector" not in line for line in lines)
+    db = sqlite3.connect(path)
+    db.execute(
+        "UPDATE judgments SET response = '[9.0]' WHERE vector IS NOT NULL"
+    ).connection.commit()
+    db.close()
+    with Cache(path) as cache:  # a lookup reads the bytes, not the JSON
+        assert cache.get_response(embedding_entry("awkward", AWKWARD).key) == AWKWARD
+
+
+def test_format_4_adds_the_bytes_of_vectors_recorded_before(tmp_path):
+    path = tmp_path / "c.sqlite"
+    entries = [embedding_entry(f"t{i}", [float(i), 0.5, -i / 7]) for i in range(2500)]
+    with Cache(path) as cache:
+        cache.put_many(entries)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("UPDATE judgments SET vector = NULL")  # as format 3 left them, then back to 3
+    db.execute("ALTER TABLE judgments DROP COLUMN vector")
+    db.execute("PRAGMA user_version=3")
+    db.close()
+    with Cache(path) as cache:
+        assert [cache.get_response(e.key) for e in entries] == [e.response for e in entries]
+    db = sqlite3.connect(path)
+    # Every vector filled, across the migration's batches of 1,000.
+    assert db.execute("SELECT count(*) FROM judgments WHERE vector IS NULL").fetchone()[0] == 0
     db.close()
 
 

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 from judge.errors import CacheError
 from judge.json_values import canonical_json, sha256_hex
-from judge.llm.migrations import SCHEMA_VERSION, migrate, with_server
+from judge.llm.migrations import SCHEMA_VERSION, migrate, vector_blob, with_server
 
 CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")
@@ -178,12 +179,21 @@ class Cache:
         """Only the stored response under key (the fast path of a cache hit), or None."""
         if not self.reads:
             return None
-        row = self._lookup("SELECT response FROM judgments WHERE key = ?", key)
+        # An embedding's float64 bytes when stored (see migrations.m004_embedding_vectors):
+        # the same floats as its JSON, without parsing the decimals; the JSON is not read.
+        row = self._lookup(
+            "SELECT vector, CASE WHEN vector IS NULL THEN response END FROM judgments "
+            "WHERE key = ?",
+            key,
+        )
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
-        return json.loads(row[0])
+        vector, response = row
+        if vector is not None:
+            return list(struct.unpack(f"<{len(vector) // 8}d", vector))
+        return json.loads(response)
 
     def _lookup(self, query: str, key: str) -> tuple[Any, ...] | None:
         """The row of key in the own file, else in the first fallback holding it."""
@@ -231,6 +241,7 @@ class Cache:
                 e.mode,
                 None if e.usage is None else canonical_json(e.usage),
                 e.created,  # 0 means unknown; kept, so export -> import -> export is stable
+                vector_blob(e.response) if e.kind == "embedding" else None,
             )
             for e in entries
         ]
@@ -238,8 +249,8 @@ class Cache:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany(
-                    f"INSERT OR REPLACE INTO judgments ({_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT OR REPLACE INTO judgments ({_COLUMNS}, vector) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 self._db.execute("COMMIT")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -72,10 +73,44 @@ def m003_judgments_by_rowid(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE judgments_by_rowid RENAME TO judgments")
 
 
+def m004_embedding_vectors(db: sqlite3.Connection) -> None:
+    """Format 4: an embedding's vector is also kept as its float64 bytes (`vector_blob`).
+
+    The response stays JSON, readable and exported as it is; the bytes are what a lookup
+    reads. Parsing a vector's decimal text was most of a replayed row's time with dense
+    embeddings (1,536 numbers, about 0.5 ms each); the bytes are read in microseconds and
+    give the same floats, bit for bit.
+    """
+    db.execute("ALTER TABLE judgments ADD COLUMN vector BLOB")
+    after = ""
+    # In batches by key, each read by a statement of its own (not one scan kept open over
+    # the rows being updated), so a large cache is never held in memory at once.
+    while batch := db.execute(
+        "SELECT key, response FROM judgments WHERE kind = 'embedding' AND key > ? "
+        "ORDER BY key LIMIT 1000",
+        (after,),
+    ).fetchall():
+        updates = [(vector_blob(json.loads(response)), key) for key, response in batch]
+        db.executemany(
+            "UPDATE judgments SET vector = ? WHERE key = ?",
+            [(blob, key) for blob, key in updates if blob is not None],
+        )
+        after = batch[-1][0]
+
+
+def vector_blob(response: Any) -> bytes | None:
+    """An embedding response's floats as little-endian float64 bytes, or None when it is
+    not a list of floats only (then it is read from its JSON)."""
+    if not isinstance(response, list) or not all(type(x) is float for x in response):
+        return None
+    return struct.pack(f"<{len(response)}d", *response)
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_create_judgments,
     m002_server_in_keys,
     m003_judgments_by_rowid,
+    m004_embedding_vectors,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Migrations that copy the table into a new one: the old one's pages are left free, and the
