@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from pydantic import BaseModel
 
@@ -284,7 +285,8 @@ def test_an_embedding_is_read_from_its_float64_bytes_and_stays_readable_json(tmp
     assert len(blobs) == 1 and len(blobs[0]) == 8 * len(AWKWARD)
     with Cache(path) as cache:
         got = cache.get_response(embedding_entry("awkward", AWKWARD).key)
-        assert [x.hex() for x in got] == [x.hex() for x in AWKWARD]  # bit for bit, -0.0 too
+        assert isinstance(got, np.ndarray) and not got.flags.writeable  # shared: read-only
+        assert [x.hex() for x in got.tolist()] == [x.hex() for x in AWKWARD]  # bit for bit
         assert cache.get_response(ints.key) == [1, 0]
         assert all(type(x) is int for x in cache.get_response(ints.key))
         exported = tmp_path / "out.jsonl"
@@ -298,7 +300,7 @@ def test_an_embedding_is_read_from_its_float64_bytes_and_stays_readable_json(tmp
     ).connection.commit()
     db.close()
     with Cache(path) as cache:  # a lookup reads the bytes, not the JSON
-        assert cache.get_response(embedding_entry("awkward", AWKWARD).key) == AWKWARD
+        assert cache.get_response(embedding_entry("awkward", AWKWARD).key).tolist() == AWKWARD
 
 
 def test_format_4_adds_the_bytes_of_vectors_recorded_before(tmp_path):
@@ -312,7 +314,8 @@ def test_format_4_adds_the_bytes_of_vectors_recorded_before(tmp_path):
     db.execute("PRAGMA user_version=3")
     db.close()
     with Cache(path) as cache:
-        assert [cache.get_response(e.key) for e in entries] == [e.response for e in entries]
+        got = [cache.get_response(e.key).tolist() for e in entries]
+        assert got == [e.response for e in entries]
     db = sqlite3.connect(path)
     # Every vector filled, across the migration's batches of 1,000.
     assert db.execute("SELECT count(*) FROM judgments WHERE vector IS NULL").fetchone()[0] == 0

@@ -329,6 +329,16 @@ def test_embeddings_batched_and_cached(fake_llm_server, tmp_path):
         again = run_sync(LLMSession(embeddings=embeddings, cache=cache).embed(texts[::-1]))
         assert again == vectors[::-1]
         assert fake_llm_server.count("/v1/embeddings") == 2
+        # Served from the cache's bytes: still plain lists of floats, the same numbers, and
+        # as one matrix from embed_array; changing a returned list changes nothing stored.
+        replayed = LLMSession(embeddings=embeddings, cache=Cache(cache.path, mode="replay"))
+        got = run_sync(replayed.embed(texts))
+        assert got == vectors and all(type(v) is list and type(v[0]) is float for v in got)
+        got[0][0] = 123.0
+        matrix = run_sync(replayed.embed_array(texts))
+        assert matrix.shape == (4, len(vectors[0])) and matrix.tolist() == vectors
+        assert run_sync(replayed.embed(texts)) == vectors
+        assert fake_llm_server.count("/v1/embeddings") == 2
 
 
 def test_no_secret_reaches_any_file(fake_llm_server, tmp_path):

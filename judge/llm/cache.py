@@ -16,12 +16,13 @@ import contextlib
 import json
 import os
 import sqlite3
-import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
 
 from judge.errors import CacheError
 from judge.json_values import canonical_json, sha256_hex
@@ -176,7 +177,8 @@ class Cache:
         return _entry(row)
 
     def get_response(self, key: str) -> Any | None:
-        """Only the stored response under key (the fast path of a cache hit), or None."""
+        """Only the stored response under key (the fast path of a cache hit), or None; an
+        embedding stored as floats comes back as a read-only float64 numpy array."""
         if not self.reads:
             return None
         # An embedding's float64 bytes when stored (see migrations.m004_embedding_vectors):
@@ -192,7 +194,7 @@ class Cache:
         self.hits += 1
         vector, response = row
         if vector is not None:
-            return list(struct.unpack(f"<{len(vector) // 8}d", vector))
+            return np.frombuffer(vector, dtype="<f8")  # no copy, no list of float objects
         return json.loads(response)
 
     def _lookup(self, query: str, key: str) -> tuple[Any, ...] | None:

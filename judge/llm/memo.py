@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
+
 DEFAULT_BYTES = 64 * 2**20
 # Estimates of what a decoded value holds: a list of n floats is about 32 bytes a float
 # (8 for the pointer, 24 for the float); a chat reply (a few short strings and numbers)
@@ -23,6 +25,8 @@ def estimated_bytes(value: Any) -> int:
     """About how much memory a decoded response holds."""
     if isinstance(value, list) and value and isinstance(value[0], float):
         return 64 + _FLOAT_BYTES * len(value)
+    if isinstance(value, np.ndarray):  # an embedding read from its bytes
+        return 112 + value.nbytes
     return _REPLY_BYTES
 
 

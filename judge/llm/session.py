@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
@@ -318,7 +319,38 @@ class LLMSession:
     async def embed(
         self, texts: Sequence[str], *, label: str = "embeddings", ledger: UsageLedger | None = None
     ) -> list[list[float]]:
-        """Embeddings of texts, each cached by (model, text); batches the misses."""
+        """Embeddings of texts, each cached by (model, text); batches the misses.
+
+        Args:
+            texts: the texts to embed.
+            label: the name their usage is counted under.
+            ledger: a second usage ledger to count in (e.g. one sample's), besides the run's.
+        """
+        vectors = await self._vectors(texts, label, ledger)
+        # Copies: the memo may hand the same vector out again.
+        return [v.tolist() if isinstance(v, np.ndarray) else list(v) for v in vectors]
+
+    async def embed_array(
+        self, texts: Sequence[str], *, label: str = "embeddings", ledger: UsageLedger | None = None
+    ) -> np.ndarray:
+        """`embed` as one float64 matrix, a row per text (the same numbers): vectors read
+        from the cache's bytes are stacked without becoming lists of floats first.
+
+        Args:
+            texts: the texts to embed.
+            label: the name their usage is counted under.
+            ledger: a second usage ledger to count in (e.g. one sample's), besides the run's.
+        """
+        vectors = await self._vectors(texts, label, ledger)
+        if not vectors:
+            return np.empty((0, 0))
+        return np.vstack([np.asarray(v, dtype=np.float64) for v in vectors])
+
+    async def _vectors(
+        self, texts: Sequence[str], label: str, ledger: UsageLedger | None
+    ) -> list[list[float] | np.ndarray]:
+        """The texts' vectors as found: lists, or read-only arrays from the cache's bytes;
+        the caller must not change them."""
         config = self.embeddings
         if config is None:
             raise JudgeError(
@@ -329,13 +361,13 @@ class LLMSession:
         server = server_identity(config.model, config.api_base, config.cache_as)
         material = {"kind": "embedding", "server": server, "model": config.model}
         keys = [key_with(material, {"text": canonical_json(t)}) for t in texts]
-        vectors: dict[str, list[float]] = {}
+        vectors: dict[str, list[float] | np.ndarray] = {}
         todo: dict[str, dict[str, Any]] = {}
         waiting: dict[str, asyncio.Future[Any]] = {}
         for key, text in zip(keys, texts, strict=True):
             entry = self._lookup(key, label, None)
             if entry is not None:
-                vectors[key] = list(entry)  # a copy: the memo may hand it out again
+                vectors[key] = entry
                 usage.count("cache_hits")
             elif key in self._inflight:
                 # Another row is embedding this text now: share its request, as chat does.
@@ -371,7 +403,7 @@ class LLMSession:
                     if not future.done():
                         future.set_result(vectors[key])
         for key, future in waiting.items():
-            vectors[key] = list(await asyncio.shield(future))
+            vectors[key] = await asyncio.shield(future)
         return [vectors[key] for key in keys]
 
     async def _embed_batch(

@@ -296,7 +296,7 @@ class SampleJudgments:
         if generated.noncommittal:
             similarities: list[float] = []
         else:
-            vectors = await self.session.embed(
+            vectors = await self.session.embed_array(
                 [s.question, *generated.questions], ledger=self.ledger
             )
             similarities = cosine_similarities(vectors[0], vectors[1:])

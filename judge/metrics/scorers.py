@@ -98,7 +98,9 @@ def context_ndcg(grades: Sequence[int], k: int | None = None) -> float:
     return ndcg_at_k(list(grades), k) if grades else NAN
 
 
-def cosine_similarities(query: Sequence[float], others: Sequence[Sequence[float]]) -> list[float]:
+def cosine_similarities(
+    query: Sequence[float] | np.ndarray, others: Sequence[Sequence[float]] | np.ndarray
+) -> list[float]:
     """Cosine similarity of query to each vector (0 for a zero vector)."""
     q = np.asarray(query, dtype=np.float64)
     m = np.asarray(others, dtype=np.float64).reshape(len(others), q.size)
