@@ -15,6 +15,11 @@ and reply (the fake judge's heuristics only compare words, so its replies carry 
 embeddings are computed again, keys recomputed. A few rows are also filled through the
 fake server and must give exactly the derived entries.
 
+--embedding-dims N gives every text a dense vector of N dimensions (a seeded normal draw,
+normalised, as float32 like the fake server's), where the default fake embedding is a
+hashed bag of words of 256 dimensions, mostly zeros. A provider's vectors are dense (1,536
+for text-embedding-3-small): each replayed vector is N decimal numbers to parse.
+
 Peak memory is the replay process's own maximum resident set size (start-up, input rows,
 cache and output writing included); CPU is its user plus system time. Goals: under 60 s
 and under 1 GB.
@@ -33,13 +38,15 @@ machine wall time says more about the others than about judge; compare CPU, or r
 measured in one go.
 
 Run: python bench/replay_100k.py [--rows 100000] [--distinct 1000] [--concurrency 32]
-     [--all-distinct] [--shards N [--check]] [--keep DIR]
+     [--all-distinct] [--embedding-dims N] [--shards N [--check]] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import hashlib
 import json
 import re
 import struct
@@ -49,6 +56,8 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.testing import FakeLLMServer, heuristic_judge
@@ -85,6 +94,26 @@ def sample(i: int, number: int, project: int | None = None) -> dict:
         ],
         "ground_truth": f"{t} is used for project {i}. It started in {2000 + i % 20}.",
     }
+
+
+def dense_embedding(text: str, dims: int) -> list[float]:
+    """A dense unit vector of dims float32 numbers, the same for the same text."""
+    seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+    vector = np.random.default_rng(seed).standard_normal(dims)
+    return (vector / np.linalg.norm(vector)).astype(np.float32).astype(np.float64).tolist()
+
+
+def dense_embeddings(texts: list[str], dims: int) -> list[list[float]]:
+    """The fake server's embedding handler for --embedding-dims."""
+    return [dense_embedding(t, dims) for t in texts]
+
+
+def embedding(text: str, dims: int | None) -> list[float]:
+    """A text's vector as the fake server sends it (base64 float32), decoded."""
+    if dims:
+        return dense_embedding(text, dims)
+    vector = hashed_embedding(text)
+    return list(struct.unpack(f"<{len(vector)}f", struct.pack(f"<{len(vector)}f", *vector)))
 
 
 def eval_command(
@@ -212,7 +241,9 @@ def load() -> str:
 PROJECT = re.compile(r"(?<=[Pp]roject )(\d+)\b")
 
 
-def renumbered(entry: CacheEntry, copy: int, distinct: int) -> CacheEntry | None:
+def renumbered(
+    entry: CacheEntry, copy: int, distinct: int, dims: int | None = None
+) -> CacheEntry | None:
     """The entry of distinct sample i as row copy*distinct+i's (project 100000+that), or
     None when it names no project (shared by every row of its topic)."""
     text = json.dumps({"request": entry.request, "response": entry.response})
@@ -223,19 +254,18 @@ def renumbered(entry: CacheEntry, copy: int, distinct: int) -> CacheEntry | None
     new = str(100_000 + copy * distinct + int(number))
     data = json.loads(PROJECT.sub(new, text))
     request, response = data["request"], data["response"]
-    if entry.kind == "embedding":  # as the fake server sends it: base64 float32
-        vector = hashed_embedding(request["text"])
-        response = list(struct.unpack(f"<{len(vector)}f", struct.pack(f"<{len(vector)}f", *vector)))
+    if entry.kind == "embedding":
+        response = embedding(request["text"], dims)
     return replace(entry, key=cache_key(request), request=request, response=response)
 
 
-def derive_distinct(root: Path, rows: int, distinct: int) -> int:
+def derive_distinct(root: Path, rows: int, distinct: int, dims: int | None) -> int:
     """Add every row's own entries to the cache (see the module docstring); returns how many."""
     added = 0
     with Cache(root / "cache.sqlite") as cache:
         template = list(cache.entries())
         for copy in range(rows // distinct):
-            batch = [e for e in (renumbered(t, copy, distinct) for t in template) if e]
+            batch = [e for e in (renumbered(t, copy, distinct, dims) for t in template) if e]
             cache.put_many(batch)
             added += len(batch)
     return added
@@ -261,6 +291,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--all-distinct", action="store_true", help="every row different")
     parser.add_argument(
+        "--embedding-dims", type=int, help="dense embeddings of N dimensions (default: sparse 256)"
+    )
+    parser.add_argument(
         "--shards", type=int, default=0, help="replay as N shard processes at once, then merge"
     )
     parser.add_argument(
@@ -281,7 +314,12 @@ def main() -> None:
                 raise SystemExit(f"--keep {root}: give a new or empty directory")
         else:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        server = stack.enter_context(FakeLLMServer(chat=heuristic_judge))
+        embed = (
+            functools.partial(dense_embeddings, dims=args.embedding_dims)
+            if args.embedding_dims
+            else None
+        )
+        server = stack.enter_context(FakeLLMServer(chat=heuristic_judge, embed=embed))
         run(args, root, server)
 
 
@@ -299,11 +337,13 @@ def run(args: argparse.Namespace, root: Path, server: FakeLLMServer) -> None:
     recorded = server.count()
     if args.all_distinct:
         start = time.perf_counter()
-        added = derive_distinct(root, args.rows, distinct)
+        added = derive_distinct(root, args.rows, distinct, args.embedding_dims)
         print(f"derived {added:,} entries in {time.perf_counter() - start:.0f} s")
         check_derived(root, server, [0, distinct + 7, args.rows - 1], distinct)
         recorded = server.count()
     kind = "all distinct" if args.all_distinct else f"{distinct:,} distinct"
+    if args.embedding_dims:
+        kind += f", dense embeddings of {args.embedding_dims:,} dimensions"
     print(
         f"{args.rows:,} cached rows ({kind}); cache filled with {recorded:,} requests in "
         f"{fill:.1f} s; goals: under 60 s wall and under 1,024 MiB"
