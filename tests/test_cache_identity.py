@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -249,7 +250,7 @@ def test_format_3_keeps_every_row_in_a_rowid_table_with_an_index_of_keys(tmp_pat
     db = sqlite3.connect(path)
     assert db.execute(query).fetchall() == before
     (table,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'judgments'").fetchone()
-    assert "WITHOUT ROWID" not in table and "TEXT PRIMARY KEY" in table
+    assert "WITHOUT ROWID" not in table and "key TEXT NOT NULL PRIMARY KEY" in table
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     # Vacuumed after the copy: no free pages left by the old table (only the new index's).
     assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
@@ -301,17 +302,51 @@ def test_an_embedding_is_read_from_its_float64_bytes_and_stays_readable_json(tmp
     db.close()
     with Cache(path) as cache:  # a lookup reads the bytes, not the JSON
         assert cache.get_response(embedding_entry("awkward", AWKWARD).key).tolist() == AWKWARD
+    db = sqlite3.connect(path)
+    db.execute("UPDATE judgments SET vector = x'0102' WHERE vector IS NOT NULL").connection.commit()
+    db.close()
+    with Cache(path) as cache:  # bytes cut short (damaged): the JSON is read instead
+        assert cache.get_response(embedding_entry("awkward", AWKWARD).key) == [9.0]
+
+
+def test_the_vacuum_after_a_rebuild_gives_way_to_a_writer_at_once(tmp_path):
+    path = tmp_path / "c.sqlite"
+    Cache(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process writing
+    db = sqlite3.connect(path, timeout=60, isolation_level=None)
+    started = time.monotonic()
+    judge.llm.migrations.compact(db)  # skipped, not waited for, not raised
+    assert time.monotonic() - started < 5
+    assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 60_000
+    writer.execute("ROLLBACK")
+    db.close()
+    writer.close()
+
+
+def test_an_upgrade_stopped_by_another_process_says_so(tmp_path, monkeypatch):
+    def locked(db: sqlite3.Connection) -> list[str]:
+        raise sqlite3.OperationalError("database is locked")
+
+    path = v1_copy(tmp_path)
+    monkeypatch.setattr(judge.llm.cache, "migrate", locked)
+    with pytest.raises(CacheError, match=r"unchanged\. Another judge process is probably"):
+        Cache(path)
 
 
 def test_format_4_adds_the_bytes_of_vectors_recorded_before(tmp_path):
     path = tmp_path / "c.sqlite"
     entries = [embedding_entry(f"t{i}", [float(i), 0.5, -i / 7]) for i in range(2500)]
-    with Cache(path) as cache:
-        cache.put_many(entries)
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("UPDATE judgments SET vector = NULL")  # as format 3 left them, then back to 3
-    db.execute("ALTER TABLE judgments DROP COLUMN vector")
+    db = sqlite3.connect(path, isolation_level=None)  # a format-3 file, as format 3 wrote it
+    for migration in judge.llm.migrations.MIGRATIONS[:3]:
+        migration(db)
     db.execute("PRAGMA user_version=3")
+    db.execute(f"PRAGMA application_id={0x4A444745}")
+    columns = "key, kind, request, response, model, created"
+    db.executemany(
+        f"INSERT INTO judgments ({columns}) VALUES (?, ?, ?, ?, ?, 0)",
+        [(e.key, e.kind, json.dumps(e.request), json.dumps(e.response), e.model) for e in entries],
+    )
     db.close()
     with Cache(path) as cache:
         got = [cache.get_response(e.key).tolist() for e in entries]
@@ -351,7 +386,7 @@ def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
         judge.llm.migrations, "MIGRATIONS", (*judge.llm.migrations.MIGRATIONS, broken)
     )
     monkeypatch.setattr(judge.llm.cache, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    failed = rf"from format 1 to {SCHEMA_VERSION + 1} failed .*the file is unchanged"
+    failed = rf"from format 1 to {SCHEMA_VERSION + 1} failed .*left the file unchanged\. Check"
     with pytest.raises(CacheError, match=failed):
         Cache(path)
     assert raw_rows(path) == before

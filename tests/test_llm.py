@@ -436,6 +436,7 @@ def test_a_text_embedded_by_two_rows_at_once_is_requested_once(fake_llm_server, 
     sent = [r.body["input"] for r in fake_llm_server.requests]
     assert sorted(t for batch in sent for t in batch) == ["row one", "row two", "shared question"]
     assert first[0] == second[1]  # the same reply, shared
+    assert first[0] is not second[1]  # each row its own copy: one cannot change the other's
     # float32 on the wire (the openai default)
     assert first[0] == pytest.approx(hashed_embeddings(["shared question"])[0], abs=1e-6)
     assert second[0] == pytest.approx(hashed_embeddings(["row two"])[0], abs=1e-6)

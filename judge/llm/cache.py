@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -28,7 +29,7 @@ import numpy as np
 
 from judge.errors import CacheError
 from judge.json_values import canonical_json, sha256_hex
-from judge.llm.migrations import SCHEMA_VERSION, migrate, vector_blob, with_server
+from judge.llm.migrations import SCHEMA_VERSION, migrate, with_server
 
 CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")
@@ -56,6 +57,14 @@ class CacheEntry:
     mode: str | None = None
     usage: dict[str, Any] | None = None
     created: float = 0.0
+
+
+def vector_blob(response: Any) -> bytes | None:
+    """An embedding response's floats as little-endian float64 bytes (stored beside its
+    JSON and read instead), or None when it is not a list of floats only."""
+    if not isinstance(response, list) or not all(type(x) is float for x in response):
+        return None
+    return struct.pack(f"<{len(response)}d", *response)
 
 
 def cache_key(request: dict[str, Any]) -> str:
@@ -139,10 +148,17 @@ class Cache:
         try:
             migrate(db)
         except sqlite3.Error as exc:
+            if "locked" in str(exc):
+                # Another process held the write lock past the busy timeout: most likely it
+                # is upgrading the same file (a large cache takes minutes).
+                advice = (
+                    "Another judge process is probably upgrading it now; rerun when it has finished"
+                )
+            else:
+                advice = "Check that it is writable, or give --cache a new path"
             raise CacheError(
                 f"{self.path}: upgrading the cache from format {version} to {SCHEMA_VERSION} "
-                f"failed ({exc}); the file is unchanged. Check that it is writable, or give "
-                "--cache a new path"
+                f"failed ({exc}); this process left the file unchanged. {advice}"
             ) from exc
 
     @property
@@ -197,8 +213,13 @@ class Cache:
             return None
         self.hits += 1
         vector, response = row
-        if vector is not None:
+        if vector is not None and len(vector) % 8 == 0:
             return np.frombuffer(vector, dtype="<f8")  # no copy, no list of float objects
+        if response is None:  # bytes cut short (a damaged file): read the JSON after all
+            row = self._lookup("SELECT response FROM judgments WHERE key = ?", key)
+            if row is None:
+                return None
+            response = row[0]
         return json.loads(response)
 
     def _lookup(self, query: str, key: str) -> tuple[Any, ...] | None:

@@ -63,7 +63,7 @@ def m003_judgments_by_rowid(db: sqlite3.Connection) -> None:
         " usage, created"
     )
     db.execute(
-        "CREATE TABLE judgments_by_rowid (key TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+        "CREATE TABLE judgments_by_rowid (key TEXT NOT NULL PRIMARY KEY, kind TEXT NOT NULL,"
         " request TEXT NOT NULL, response TEXT NOT NULL, model TEXT NOT NULL,"
         " resolved_model TEXT, prompt TEXT, prompt_version TEXT, mode TEXT, usage TEXT,"
         " created REAL NOT NULL)"
@@ -74,7 +74,7 @@ def m003_judgments_by_rowid(db: sqlite3.Connection) -> None:
 
 
 def m004_embedding_vectors(db: sqlite3.Connection) -> None:
-    """Format 4: an embedding's vector is also kept as its float64 bytes (`vector_blob`).
+    """Format 4: an embedding's vector is also kept as its float64 bytes.
 
     The response stays JSON, readable and exported as it is; the bytes are what a lookup
     reads. Parsing a vector's decimal text was most of a replayed row's time with dense
@@ -90,7 +90,7 @@ def m004_embedding_vectors(db: sqlite3.Connection) -> None:
         "ORDER BY key LIMIT 1000",
         (after,),
     ).fetchall():
-        updates = [(vector_blob(json.loads(response)), key) for key, response in batch]
+        updates = [(_m004_bytes(json.loads(response)), key) for key, response in batch]
         db.executemany(
             "UPDATE judgments SET vector = ? WHERE key = ?",
             [(blob, key) for blob, key in updates if blob is not None],
@@ -98,9 +98,10 @@ def m004_embedding_vectors(db: sqlite3.Connection) -> None:
         after = batch[-1][0]
 
 
-def vector_blob(response: Any) -> bytes | None:
-    """An embedding response's floats as little-endian float64 bytes, or None when it is
-    not a list of floats only (then it is read from its JSON)."""
+def _m004_bytes(response: Any) -> bytes | None:
+    """Format 4's bytes of an embedding response: its floats as little-endian float64, or
+    None when it is not a list of floats only (then it is read from its JSON). Frozen with
+    the migration; `judge.llm.cache.vector_blob` writes the same for new entries."""
     if not isinstance(response, list) or not all(type(x) is float for x in response):
         return None
     return struct.pack(f"<{len(response)}d", *response)
@@ -137,7 +138,21 @@ def migrate(db: sqlite3.Connection) -> list[str]:
             db.execute("ROLLBACK")
         raise
     if REBUILDS.intersection(applied):
-        # If another process holds the file, it stays larger for now; nothing is lost.
-        with contextlib.suppress(sqlite3.OperationalError):
-            db.execute("VACUUM")
+        compact(db)
     return applied
+
+
+def compact(db: sqlite3.Connection) -> None:
+    """Vacuum the file after a rebuild, and empty its write-ahead log, if nothing else is
+    writing to it now; otherwise leave it larger (the free pages are used again by new
+    entries). The migration is committed already: nothing here can lose an entry."""
+    # No waiting: while it runs the vacuum holds the write lock, and a writer of another
+    # process would wait for all of it; and a failure here must not read as a failed upgrade.
+    timeout = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+    db.execute("PRAGMA busy_timeout=0")
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.execute(f"PRAGMA busy_timeout={timeout}")
