@@ -334,13 +334,14 @@ def test_an_upgrade_stopped_by_another_process_says_so(tmp_path, monkeypatch):
         Cache(path)
 
 
-def test_format_4_adds_the_bytes_of_vectors_recorded_before(tmp_path):
+def test_format_3_adds_the_bytes_of_vectors_recorded_before(tmp_path):
     path = tmp_path / "c.sqlite"
     entries = [embedding_entry(f"t{i}", [float(i), 0.5, -i / 7]) for i in range(2500)]
-    db = sqlite3.connect(path, isolation_level=None)  # a format-3 file, as format 3 wrote it
-    for migration in judge.llm.migrations.MIGRATIONS[:3]:
+    entries.append(embedding_entry("ints", [1, 0]))
+    db = sqlite3.connect(path, isolation_level=None)  # a format-2 file, as format 2 wrote it
+    for migration in judge.llm.migrations.MIGRATIONS[:2]:
         migration(db)
-    db.execute("PRAGMA user_version=3")
+    db.execute("PRAGMA user_version=2")
     db.execute(f"PRAGMA application_id={0x4A444745}")
     columns = "key, kind, request, response, model, created"
     db.executemany(
@@ -349,11 +350,14 @@ def test_format_4_adds_the_bytes_of_vectors_recorded_before(tmp_path):
     )
     db.close()
     with Cache(path) as cache:
-        got = [cache.get_response(e.key).tolist() for e in entries]
-        assert got == [e.response for e in entries]
+        got = [cache.get_response(e.key) for e in entries]
+    assert [v.tolist() for v in got[:-1]] == [e.response for e in entries[:-1]]
+    assert got[-1] == [1, 0] and type(got[-1]) is list  # ints: read from the JSON
     db = sqlite3.connect(path)
-    # Every vector filled, across the migration's batches of 1,000.
-    assert db.execute("SELECT count(*) FROM judgments WHERE vector IS NULL").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM judgments WHERE vector IS NULL").fetchone()[0] == 1
+    # The bytes come before the JSON in a row: a lookup of a vector reads no further.
+    (table,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'judgments'").fetchone()
+    assert table.index("vector BLOB") < table.index("response TEXT") < table.index("request")
     db.close()
 
 

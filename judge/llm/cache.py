@@ -201,7 +201,7 @@ class Cache:
         embedding stored as floats comes back as a read-only float64 numpy array."""
         if not self.reads:
             return None
-        # An embedding's float64 bytes when stored (see migrations.m004_embedding_vectors):
+        # An embedding's float64 bytes when stored (see migrations.m003_rowid_table_with_vectors):
         # the same floats as its JSON, without parsing the decimals; the JSON is not read.
         row = self._lookup(
             "SELECT vector, CASE WHEN vector IS NULL THEN response END FROM judgments "

@@ -50,73 +50,58 @@ def with_server(request: dict[str, Any]) -> dict[str, Any]:
     return request if "server" in request else {**request, "server": UNKNOWN}
 
 
-def m003_judgments_by_rowid(db: sqlite3.Connection) -> None:
-    """Format 3: judgments kept in an ordinary (rowid) table with an index of their keys.
+def m003_rowid_table_with_vectors(db: sqlite3.Connection) -> None:
+    """Format 3: judgments in an ordinary (rowid) table with an index of their keys, and an
+    embedding's floats kept also as their float64 bytes (`vector`), which lookups read.
 
     A WITHOUT ROWID table keeps whole rows in its key's tree; a judgment's row (its request
     holds the prompt and the schema) is a few kilobytes, more than SQLite advises for one,
-    so the tree is deep and every lookup walks it. Through the small index of keys, a
-    lookup took about half the time (bench: 70,000 judgments, 38 -> 16 us; file 22% smaller).
+    so the tree is deep and every lookup walks it. Through the small index of keys a lookup
+    took about half the time (70,000 judgments in random order: 38 -> 16-18 us).
+
+    The response stays JSON, readable and exported as it is. Parsing a dense vector's
+    decimals was a third of a replayed row's time (1,536 numbers, about 0.5 ms); the bytes
+    are read in microseconds and give the same floats, bit for bit. They come before the
+    JSON in the row, so a lookup of a vector stops reading there.
     """
     columns = (
         "key, kind, request, response, model, resolved_model, prompt, prompt_version, mode,"
         " usage, created"
     )
+    db.create_function("m003_vector", 1, _m003_vector, deterministic=True)
     db.execute(
-        "CREATE TABLE judgments_by_rowid (key TEXT NOT NULL PRIMARY KEY, kind TEXT NOT NULL,"
-        " request TEXT NOT NULL, response TEXT NOT NULL, model TEXT NOT NULL,"
+        "CREATE TABLE judgments_v3 (key TEXT NOT NULL PRIMARY KEY, kind TEXT NOT NULL,"
+        " vector BLOB, response TEXT NOT NULL, request TEXT NOT NULL, model TEXT NOT NULL,"
         " resolved_model TEXT, prompt TEXT, prompt_version TEXT, mode TEXT, usage TEXT,"
         " created REAL NOT NULL)"
     )
-    db.execute(f"INSERT INTO judgments_by_rowid ({columns}) SELECT {columns} FROM judgments")
+    db.execute(
+        f"INSERT INTO judgments_v3 ({columns}, vector) SELECT {columns},"
+        " CASE WHEN kind = 'embedding' THEN m003_vector(response) END FROM judgments"
+    )
     db.execute("DROP TABLE judgments")
-    db.execute("ALTER TABLE judgments_by_rowid RENAME TO judgments")
+    db.execute("ALTER TABLE judgments_v3 RENAME TO judgments")
 
 
-def m004_embedding_vectors(db: sqlite3.Connection) -> None:
-    """Format 4: an embedding's vector is also kept as its float64 bytes.
-
-    The response stays JSON, readable and exported as it is; the bytes are what a lookup
-    reads. Parsing a vector's decimal text was most of a replayed row's time with dense
-    embeddings (1,536 numbers, about 0.5 ms each); the bytes are read in microseconds and
-    give the same floats, bit for bit.
-    """
-    db.execute("ALTER TABLE judgments ADD COLUMN vector BLOB")
-    after = ""
-    # In batches by key, each read by a statement of its own (not one scan kept open over
-    # the rows being updated), so a large cache is never held in memory at once.
-    while batch := db.execute(
-        "SELECT key, response FROM judgments WHERE kind = 'embedding' AND key > ? "
-        "ORDER BY key LIMIT 1000",
-        (after,),
-    ).fetchall():
-        updates = [(_m004_bytes(json.loads(response)), key) for key, response in batch]
-        db.executemany(
-            "UPDATE judgments SET vector = ? WHERE key = ?",
-            [(blob, key) for blob, key in updates if blob is not None],
-        )
-        after = batch[-1][0]
-
-
-def _m004_bytes(response: Any) -> bytes | None:
-    """Format 4's bytes of an embedding response: its floats as little-endian float64, or
-    None when it is not a list of floats only (then it is read from its JSON). Frozen with
-    the migration; `judge.llm.cache.vector_blob` writes the same for new entries."""
-    if not isinstance(response, list) or not all(type(x) is float for x in response):
+def _m003_vector(response: str) -> bytes | None:
+    """Format 3's bytes of an embedding's JSON response: its floats as little-endian
+    float64, or None when it is not a list of floats only (then its JSON is read). Frozen
+    with the migration; `judge.llm.cache.vector_blob` writes the same for new entries."""
+    vector = json.loads(response)
+    if not isinstance(vector, list) or not all(type(x) is float for x in vector):
         return None
-    return struct.pack(f"<{len(response)}d", *response)
+    return struct.pack(f"<{len(vector)}d", *vector)
 
 
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_create_judgments,
     m002_server_in_keys,
-    m003_judgments_by_rowid,
-    m004_embedding_vectors,
+    m003_rowid_table_with_vectors,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Migrations that copy the table into a new one: the old one's pages are left free, and the
 # file would keep twice its size until vacuumed.
-REBUILDS = frozenset({m003_judgments_by_rowid.__name__})
+REBUILDS = frozenset({m003_rowid_table_with_vectors.__name__})
 
 
 def migrate(db: sqlite3.Connection) -> list[str]:
