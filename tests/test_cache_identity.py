@@ -338,6 +338,7 @@ def test_format_3_adds_the_bytes_of_vectors_recorded_before(tmp_path):
     path = tmp_path / "c.sqlite"
     entries = [embedding_entry(f"t{i}", [float(i), 0.5, -i / 7]) for i in range(2500)]
     entries.append(embedding_entry("ints", [1, 0]))
+    damaged = embedding_entry("damaged", [0.5])
     db = sqlite3.connect(path, isolation_level=None)  # a format-2 file, as format 2 wrote it
     for migration in judge.llm.migrations.MIGRATIONS[:2]:
         migration(db)
@@ -348,13 +349,18 @@ def test_format_3_adds_the_bytes_of_vectors_recorded_before(tmp_path):
         f"INSERT INTO judgments ({columns}) VALUES (?, ?, ?, ?, ?, 0)",
         [(e.key, e.kind, json.dumps(e.request), json.dumps(e.response), e.model) for e in entries],
     )
+    db.execute(
+        f"INSERT INTO judgments ({columns}) VALUES (?, ?, ?, '[0.5', ?, 0)",
+        (damaged.key, damaged.kind, json.dumps(damaged.request), damaged.model),
+    )
     db.close()
-    with Cache(path) as cache:
+    with Cache(path) as cache:  # one damaged entry does not stop the upgrade
         got = [cache.get_response(e.key) for e in entries]
+        assert len(cache) == len(entries) + 1  # kept as it was, without bytes
     assert [v.tolist() for v in got[:-1]] == [e.response for e in entries[:-1]]
     assert got[-1] == [1, 0] and type(got[-1]) is list  # ints: read from the JSON
     db = sqlite3.connect(path)
-    assert db.execute("SELECT count(*) FROM judgments WHERE vector IS NULL").fetchone()[0] == 1
+    assert db.execute("SELECT count(*) FROM judgments WHERE vector IS NULL").fetchone()[0] == 2
     # The bytes come before the JSON in a row: a lookup of a vector reads no further.
     (table,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'judgments'").fetchone()
     assert table.index("vector BLOB") < table.index("response TEXT") < table.index("request")

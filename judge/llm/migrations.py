@@ -87,7 +87,10 @@ def _m003_vector(response: str) -> bytes | None:
     """Format 3's bytes of an embedding's JSON response: its floats as little-endian
     float64, or None when it is not a list of floats only (then its JSON is read). Frozen
     with the migration; `judge.llm.cache.vector_blob` writes the same for new entries."""
-    vector = json.loads(response)
+    try:
+        vector = json.loads(response)
+    except ValueError:  # a damaged entry does not stop the upgrade; its lookups say so
+        return None
     if not isinstance(vector, list) or not all(type(x) is float for x in vector):
         return None
     return struct.pack(f"<{len(vector)}d", *vector)
