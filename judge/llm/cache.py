@@ -202,10 +202,11 @@ class Cache:
         if not self.reads:
             return None
         # An embedding's float64 bytes when stored (see migrations.m003_rowid_table_with_vectors):
-        # the same floats as its JSON, without parsing the decimals; the JSON is not read.
+        # the same floats as its JSON, without parsing the decimals; the JSON is read only
+        # when there are no bytes, or bytes cut short (a damaged file).
         row = self._lookup(
-            "SELECT vector, CASE WHEN vector IS NULL THEN response END FROM judgments "
-            "WHERE key = ?",
+            "SELECT vector, CASE WHEN vector IS NULL OR length(vector) % 8 != 0 THEN response"
+            " END FROM judgments WHERE key = ?",
             key,
         )
         if row is None:
@@ -213,13 +214,8 @@ class Cache:
             return None
         self.hits += 1
         vector, response = row
-        if vector is not None and len(vector) % 8 == 0:
+        if response is None:
             return np.frombuffer(vector, dtype="<f8")  # no copy, no list of float objects
-        if response is None:  # bytes cut short (a damaged file): read the JSON after all
-            row = self._lookup("SELECT response FROM judgments WHERE key = ?", key)
-            if row is None:
-                return None
-            response = row[0]
         return json.loads(response)
 
     def _lookup(self, query: str, key: str) -> tuple[Any, ...] | None:
