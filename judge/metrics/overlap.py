@@ -28,13 +28,14 @@ def content_tokens(text: str) -> frozenset[str]:
     with each of its claims and grades, and a replayed run asks again for every row.
     """
     # Each distinct word checked once (a text repeats its words).
-    return frozenset(
-        [
-            t
-            for t in set(_TOKEN.findall(text.lower()))
-            if len(t) >= 4 or _CJK_CHAR.match(t) or any(c.isdigit() for c in t)
-        ]
-    )
+    return frozenset([t for t in set(_TOKEN.findall(text.lower())) if len(t) >= 4 or _short(t)])
+
+
+@functools.lru_cache(maxsize=65536)
+def _short(token: str) -> bool:
+    """Whether a token of 1-3 characters carries content: a CJK character, or a number
+    (str.isdigit's digits). Few such tokens exist ("the", "of", "42"): each is decided once."""
+    return bool(_CJK_CHAR.match(token)) or any(c.isdigit() for c in token)
 
 
 def share_in(claim: str, source: str) -> float:
