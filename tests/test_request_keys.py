@@ -1,4 +1,5 @@
-"""Keys put together from pre-encoded parts equal the canonical key of the whole request."""
+"""Keys put together from pre-encoded parts (a KeyTemplate) equal the canonical key of the
+whole request."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from judge.json_values import canonical_json
 from judge.llm.cache import cache_key
-from judge.llm.keys import key_with, messages_json, schema_text
+from judge.llm.keys import KeyTemplate, messages_json, schema_text
 from judge.llm.structured import schema_of
 from judge.metrics.judges import ContextGrade
 
@@ -33,11 +34,11 @@ def test_messages_json_equals_canonical_json(messages):
     assert messages_json(messages) == canonical_json(list(messages))  # again, remembered
 
 
-@pytest.mark.parametrize(
-    "encoded_names",
-    [(), ("messages",), ("schema",), ("messages", "schema"), ("kind", "temperature"), ("",)],
-)
-def test_a_key_with_encoded_parts_equals_the_canonical_key(encoded_names):
+# Every name as the varying one, with other values given pre-encoded or not: the text laid
+# out around the gap is the canonical JSON's, wherever the gap falls in the sorted names.
+@pytest.mark.parametrize("varying", ["messages", "", "kind", "temperature", "zzz", "schema"])
+@pytest.mark.parametrize("encoded_names", [(), ("schema",), ("kind", "temperature"), ("",)])
+def test_a_template_key_equals_the_canonical_key(varying, encoded_names):
     material = {
         "kind": "chat",
         "server": "gpu1",
@@ -51,31 +52,36 @@ def test_a_key_with_encoded_parts_equals_the_canonical_key(encoded_names):
         "prompt": "verify",
         "prompt_version": "abc",
         "": "an empty name sorts first",
+        "zzz": ["a name that sorts last"],
     }
-    encoded = {name: canonical_json(material[name]) for name in encoded_names}
+    encoded = {n: canonical_json(material[n]) for n in encoded_names if n != varying}
     if "schema" in encoded:
         encoded["schema"] = schema_text(ContextGrade)
-    if "messages" in encoded:
-        encoded["messages"] = messages_json(MESSAGES)
-    assert key_with(material, encoded) == cache_key(material)
+    fixed = {k: v for k, v in material.items() if k != varying}
+    template = KeyTemplate(fixed, varying, encoded)
+    assert template.key(canonical_json(material[varying])) == cache_key(material)
+    # The same template serves other values (the hash of the head is copied, not used up).
+    other = {**material, varying: {"another": "value"}}
+    assert template.key(canonical_json(other[varying])) == cache_key(other)
+    assert template.key(canonical_json(material[varying])) == cache_key(material)
 
 
 def test_an_encoded_part_missing_from_the_material_is_added():
     material = {"kind": "embedding", "model": "m", "server": "s"}
+    encoded = {"schema": canonical_json({"type": "object"})}
+    template = KeyTemplate(material, "text", encoded)
     text = 'Ünïcode "text" 中'
-    assert key_with(material, {"text": canonical_json(text)}) == cache_key(
-        {**material, "text": text}
+    assert template.key(canonical_json(text)) == cache_key(
+        {**material, "schema": {"type": "object"}, "text": text}
     )
 
 
 def test_fixed_values_equal_as_python_values_but_encoded_apart_give_different_keys():
-    # 0, 0.0 and False are equal (and hash alike) in Python but encode as 0, 0.0 and false:
-    # the text laid out around the encoded parts must not be shared between them.
+    # 0, 0.0 and False are equal (and hash alike) in Python but encode as 0, 0.0 and false.
     keys = []
     for temperature in (0, 0.0, False, None, "0"):
         material = {"kind": "chat", "temperature": temperature}
-        encoded = {"messages": messages_json(MESSAGES)}
-        key = key_with(material, encoded)
+        key = KeyTemplate(material, "messages").key(messages_json(MESSAGES))
         assert key == cache_key({**material, "messages": MESSAGES})
         keys.append(key)
     assert len(set(keys)) == 5
@@ -83,5 +89,5 @@ def test_fixed_values_equal_as_python_values_but_encoded_apart_give_different_ke
 
 def test_a_list_among_the_fixed_values_is_encoded_as_it_is():
     material = {"kind": "chat", "stop": ["\n\n", "END"], "options": {"b": 1, "a": [0.0]}}
-    encoded = {"messages": messages_json(MESSAGES)}
-    assert key_with(material, encoded) == cache_key({**material, "messages": MESSAGES})
+    key = KeyTemplate(material, "messages").key(messages_json(MESSAGES))
+    assert key == cache_key({**material, "messages": MESSAGES})

@@ -4,54 +4,59 @@ largest parts are not encoded again for every key.
 A key is the sha256 of the canonical JSON of a request's material (`judge.llm.cache.
 cache_key`). Canonical JSON sorts the keys and has no whitespace, so the text can be put
 together from the texts of the values: an output schema's is made once per model, and a
-prompt's system message, the same for every row, is escaped once per run.
+prompt's system message, the same for every row, is escaped once per run. A `KeyTemplate`
+goes further for requests that differ in one value only (one judge's messages, one
+model's texts to embed): the text around that value is laid out once, and the hash of
+the text before it is computed once and copied for every key.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from judge.json_values import canonical_json, sha256_hex
+from judge.json_values import canonical_json
 from judge.llm.structured import schema_of
 
 
-def key_with(material: Mapping[str, Any], encoded: Mapping[str, str]) -> str:
-    """`cache_key(material)`, where `encoded[name]` is canonical_json(material[name])
-    already (a name missing from material is added with that value).
+class KeyTemplate:
+    """`cache_key` of requests whose material differs only in the value under one name.
 
     Args:
-        material: the request's material; its values under `encoded`'s names are not read.
-        encoded: the canonical JSON text of some values, by name.
+        fixed: the material's other values.
+        name: the name of the value that differs between requests.
+        encoded: the canonical JSON text of some of `fixed`'s values, by name (they are
+            not encoded again; a name missing from `fixed` is added with that value).
     """
-    names = tuple(sorted(encoded))
-    # The other values (model, server, prompt version, settings) are the same for every
-    # call of one judge: their text around the encoded ones is made once.
-    fixed = tuple((k, type(v), v) for k, v in material.items() if k not in encoded)
-    if all(t in _SCALARS for _, t, _ in fixed):
-        pieces = _cached_pieces(fixed, names)
-    else:  # a list or a mapping among them: not hashable, laid out for this call
-        pieces = _pieces(fixed, names)
-    text = [pieces[0]]
-    for name, after in zip(names, pieces[1:], strict=True):
-        text += (encoded[name], after)
-    return sha256_hex("".join(text))
+
+    def __init__(self, fixed: Mapping[str, Any], name: str, encoded: Mapping[str, str] = {}):
+        names = tuple(sorted({*encoded, name}))
+        rest = {k: v for k, v in fixed.items() if k not in encoded and k != name}
+        pieces = _pieces(rest, names)
+        head, text = "", pieces[0]
+        for gap, after in zip(names, pieces[1:], strict=True):
+            if gap == name:
+                head, text = text, ""
+            else:
+                text += encoded[gap]
+            text += after
+        self._head = hashlib.sha256(head.encode("utf-8"))
+        self._tail = text.encode("utf-8")
+
+    def key(self, value_json: str) -> str:
+        """The key of the request whose value under the template's name has this
+        canonical JSON."""
+        digest = self._head.copy()
+        digest.update(value_json.encode("utf-8"))
+        digest.update(self._tail)
+        return digest.hexdigest()
 
 
-# Exact types, not equality: 0, 0.0 and False are equal keys of a cache but encode apart.
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_pieces(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
-    """_pieces, kept for the few combinations of fixed values a run has."""
-    return _pieces(fixed, names)
-
-
-def _pieces(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) -> list[str]:
+def _pieces(fixed: Mapping[str, Any], names: tuple[str, ...]) -> list[str]:
     """The canonical JSON of the fixed values with a gap for each encoded name's value:
     the text before the first gap, then the text after each gap."""
     pieces = []
@@ -59,7 +64,9 @@ def _pieces(fixed: tuple[tuple[str, type, Any], ...], names: tuple[str, ...]) ->
     low: str | None = None
     for high in [*names, None]:
         group = {
-            k: v for k, _, v in fixed if (low is None or k > low) and (high is None or k < high)
+            k: v
+            for k, v in fixed.items()
+            if (low is None or k > low) and (high is None or k < high)
         }
         if group:
             text += ("," if text != "{" else "") + canonical_json(group)[1:-1]

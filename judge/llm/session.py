@@ -23,7 +23,7 @@ from judge.json_values import canonical_json
 from judge.llm.cache import Cache, CacheEntry
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.identity import server_identity
-from judge.llm.keys import key_with, messages_json, schema_text
+from judge.llm.keys import KeyTemplate, messages_json, schema_text
 from judge.llm.memo import DEFAULT_BYTES, ResponseMemo
 from judge.llm.pricing import context_window, estimate_tokens
 from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
@@ -83,6 +83,7 @@ class LLMSession:
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._transport: Transport | None = None
         self._endpoints: dict[tuple[str, str | None], Endpoint] = {}
+        self._key_templates: dict[tuple[Any, ...], KeyTemplate] = {}
 
     def _endpoint(self, model: str, api_base: str | None) -> Endpoint:
         """The run's record of a server: whether it has answered decides if an unreachable
@@ -164,21 +165,8 @@ class LLMSession:
             n validated instances of `output`.
         """
         llm = self._need_llm()
-        material = {
-            "kind": "chat",
-            "server": server_identity(llm.model, llm.api_base, llm.cache_as),
-            "model": llm.model,
-            "messages": list(messages),
-            "schema": schema_of(output),
-            "n": n,
-            "temperature": llm.temperature,
-            "seed": llm.seed,
-            "max_tokens": llm.max_tokens,
-            "prompt": prompt.name if prompt else None,
-            "prompt_version": prompt.version if prompt else None,
-        }
-        encoded = {"messages": messages_json(messages), "schema": schema_text(output)}
-        key = key_with(material, encoded)
+        server = server_identity(llm.model, llm.api_base, llm.cache_as)
+        key = self._chat_keys(llm, server, output, n, prompt).key(messages_json(messages))
         usage = self._tally(label, ledger)
         cached = self._lookup(key, label, sample)
         if cached is not None:
@@ -198,7 +186,7 @@ class LLMSession:
                     CacheEntry(
                         key=key,
                         kind="chat",
-                        request=material,
+                        request=_chat_material(llm, server, messages, output, n, prompt),
                         response={"choices": [r.model_dump(mode="json") for r in replies]},
                         model=llm.model,
                         prompt=prompt.name if prompt else None,
@@ -212,6 +200,27 @@ class LLMSession:
 
         await _own_task()
         return await self._shared(key, call)
+
+    def _chat_keys(
+        self, llm: LLM, server: str, output: type[BaseModel], n: int, prompt: PromptRef | None
+    ) -> KeyTemplate:
+        """The key template of a judge's requests: one per output model, prompt and n (and
+        settings), laid out on first use (the material's fixed values cost more to encode
+        and hash on every call than the messages)."""
+        # Types beside values: 0, 0.0 and False are equal here but encode apart in a key.
+        t, seed, top = llm.temperature, llm.seed, llm.max_tokens
+        spec = (server, llm.model, t, type(t), seed, type(seed), top, type(top), output, n, prompt)
+        template = self._key_templates.get(spec)
+        if template is None:
+            material = _chat_material(llm, server, None, output, n, prompt)
+            template = KeyTemplate(material, "messages", {"schema": schema_text(output)})
+            self._remember_template(spec, template)
+        return template
+
+    def _remember_template(self, spec: tuple[Any, ...], template: KeyTemplate) -> None:
+        if len(self._key_templates) >= _KEY_TEMPLATES:  # a run has a few dozen; never grows
+            self._key_templates.clear()
+        self._key_templates[spec] = template
 
     def _stale(self, key: str, label: str, sample: str | None, error: ValidationError) -> None:
         """A recorded reply that fails today's checks of its output (written by another
@@ -360,7 +369,12 @@ class LLMSession:
         usage = self._tally(label, ledger)
         server = server_identity(config.model, config.api_base, config.cache_as)
         material = {"kind": "embedding", "server": server, "model": config.model}
-        keys = [key_with(material, {"text": canonical_json(t)}) for t in texts]
+        spec = ("embedding", server, config.model)
+        template = self._key_templates.get(spec)
+        if template is None:
+            template = KeyTemplate(material, "text")
+            self._remember_template(spec, template)
+        keys = [template.key(canonical_json(t)) for t in texts]
         vectors: dict[str, list[float] | np.ndarray] = {}
         todo: dict[str, dict[str, Any]] = {}
         waiting: dict[str, asyncio.Future[Any]] = {}
@@ -445,6 +459,37 @@ class LLMSession:
                     alone=False,
                 )
         return found
+
+
+# More key templates than a run makes (judges x output sizes): a bound, not a working size.
+_KEY_TEMPLATES = 4096
+
+
+def _chat_material(
+    llm: LLM,
+    server: str,
+    messages: Sequence[Message] | None,
+    output: type[BaseModel],
+    n: int,
+    prompt: PromptRef | None,
+) -> dict[str, Any]:
+    """What a chat request's key is the hash of (`judge.llm.cache.cache_key`), and what its
+    cache entry records as the request; messages None for a key template's fixed part."""
+    material: dict[str, Any] = {
+        "kind": "chat",
+        "server": server,
+        "model": llm.model,
+        "schema": schema_of(output),
+        "n": n,
+        "temperature": llm.temperature,
+        "seed": llm.seed,
+        "max_tokens": llm.max_tokens,
+        "prompt": prompt.name if prompt else None,
+        "prompt_version": prompt.version if prompt else None,
+    }
+    if messages is not None:
+        material["messages"] = list(messages)
+    return material
 
 
 async def _own_task() -> None:
