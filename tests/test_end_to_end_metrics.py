@@ -353,3 +353,34 @@ def test_checkpoint_rejudges_citations_after_the_citations_prompt_changes(
             data, metrics=["citation_accuracy"], llm=llm, checkpoint=checkpoint, progress=False
         )
         assert server.count(CHAT) == 1  # the changed prompt must judge the row again
+
+
+def test_a_prompt_edited_during_a_run_takes_effect_in_the_next_run(tmp_path, monkeypatch):
+    # A run reads its prompts once: every row is judged with the versions its fingerprint
+    # and summary record, even when a prompt file changes while it goes on.
+    edited = tmp_path / "prompts"
+    shutil.copytree(judge.metrics.prompts.prompts_dir(), edited)
+    monkeypatch.setattr(judge.metrics.prompts, "prompts_dir", lambda: edited)
+    claims = edited / "claims.txt"
+    original = judge.metrics.prompts.load_prompt("claims").version
+
+    def edit_then_judge(body: dict) -> str:
+        if "Be brief." not in claims.read_text(encoding="utf-8"):
+            with open(claims, "a", encoding="utf-8") as f:
+                f.write("\nBe brief.\n")  # after the first request, before the other rows
+        return heuristic_judge(body)
+
+    rows = [
+        {"question": f"What is {t}?", "answer": f"{t} is a language.", "contexts": [f"{t}."]}
+        for t in ("Python", "Rust", "Go")
+    ]
+    cache = Cache(tmp_path / "c.sqlite")
+    with FakeLLMServer(chat=edit_then_judge) as server:
+        llm = LLM(model=MODEL, api_base=server.base_url, api_key="fixture", max_concurrency=1)
+        first = evaluate(rows, metrics=["faithfulness"], llm=llm, cache=cache, progress=False)
+        second = evaluate(rows, metrics=["faithfulness"], llm=llm, cache=cache, progress=False)
+    versions = Counter(e.prompt_version for e in cache.entries() if e.prompt == "claims")
+    changed = judge.metrics.prompts.load_prompt("claims").version
+    assert first.config["prompts"]["claims"] == original != changed
+    assert second.config["prompts"]["claims"] == changed
+    assert versions == {original: 3, changed: 3}  # each run judged every row with its own

@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model, model_validator
 
-from judge.llm.config import PromptRef
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
 from judge.metrics.prompts import Prompt, load_prompt, reason_key
@@ -202,7 +201,7 @@ async def _chat_own_reasons(
     (reply,) = await session.chat(
         prompt.render(**values),
         output,
-        prompt=PromptRef(prompt.name, prompt.version),
+        prompt=prompt.ref,
         label=label,
         sample=sample,
         ledger=ledger,
@@ -213,7 +212,7 @@ async def _chat_own_reasons(
     (reply,) = await session.chat(
         bare.render(**values),
         output,
-        prompt=PromptRef(bare.name, bare.version),
+        prompt=bare.ref,
         label=f"{label}_no_examples",
         sample=sample,
         ledger=ledger,
@@ -221,9 +220,9 @@ async def _chat_own_reasons(
     return reply
 
 
-def _ref(name: str) -> tuple[Any, PromptRef]:
-    prompt = load_prompt(name)
-    return prompt, PromptRef(prompt.name, prompt.version)
+def _given(prompt: Prompt | None, name: str) -> Prompt:
+    """The prompt given (a run's, read at its start), else the built-in one as it is now."""
+    return load_prompt(name) if prompt is None else prompt
 
 
 async def extract_claims(
@@ -233,17 +232,18 @@ async def extract_claims(
     text: str,
     sample: str | None = None,
     ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
 ) -> list[str]:
     """Split one text (the answer, or the ground truth) into atomic, self-contained claims.
 
     One call per text: splitting two texts in one call let a small model swap their claims
     or drop one text's (issue 12).
     """
-    prompt, ref = _ref("claims")
+    prompt = _given(prompt, "claims")
     (reply,) = await session.chat(
         prompt.render(question=question, text=text),
         _ClaimList,
-        prompt=ref,
+        prompt=prompt.ref,
         label="claims",
         sample=sample,
         ledger=ledger,
@@ -259,13 +259,14 @@ async def verify_claims(
     contexts: Sequence[str],
     sample: str | None = None,
     ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
 ) -> list[Verdict]:
     """Judge every claim against all contexts in one call; one verdict per claim, in order."""
     if not claims:
         return []
     reply = await _chat_own_reasons(
         session,
-        load_prompt("verify"),
+        _given(prompt, "verify"),
         {"claims": list(claims), "contexts": list(contexts)},
         _sized(_VerdictList, "verdicts", _verdict_for(len(contexts)), len(claims)),
         label="verify",
@@ -289,14 +290,15 @@ async def reverse_questions(
     n: int = 3,
     sample: str | None = None,
     ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
 ) -> ReverseQuestions:
     """Generate n questions the answer would answer, and a noncommittal flag, in one call."""
-    prompt, ref = _ref("reverse_questions")
+    prompt = _given(prompt, "reverse_questions")
     model = _sized(ReverseQuestions, "questions", str, n)
     (reply,) = await session.chat(
         prompt.render(answer=answer, n=n),
         model,
-        prompt=ref,
+        prompt=prompt.ref,
         label="reverse_questions",
         sample=sample,
         ledger=ledger,
@@ -312,13 +314,14 @@ async def grade_contexts(
     reference: str | None = None,
     sample: str | None = None,
     ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
 ) -> list[ContextGrade]:
     """Grade every retrieved context 0-3 against the question (and reference) in one call."""
     if not contexts:
         return []
     reply = await _chat_own_reasons(
         session,
-        load_prompt("context_relevance"),
+        _given(prompt, "context_relevance"),
         {"question": question, "contexts": list(contexts), "reference": reference},
         _sized(_GradeList, "contexts", ContextGrade, len(contexts)),
         label="context_relevance",
@@ -337,6 +340,7 @@ async def select_sentences(
     reference: str | None = None,
     sample: str | None = None,
     ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
 ) -> NeededSentences:
     """Pick the numbered sentences (of all contexts, numbered from 0) that the question
     needs, in one call; numbers past the end are dropped, repeats kept once, in order."""
@@ -344,7 +348,7 @@ async def select_sentences(
         return NeededSentences(reason="", needed=[])
     reply = await _chat_own_reasons(
         session,
-        load_prompt("context_sentences"),
+        _given(prompt, "context_sentences"),
         {
             "question": question,
             "sentences": {str(i): text for i, text in enumerate(sentences)},
@@ -366,6 +370,7 @@ async def check_citations(
     contexts: Sequence[str],
     sample: str | None = None,
     ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
 ) -> list[CitationCheck]:
     """Judge every (statement, cited context number) pair in one call, in order."""
     if not checks:
@@ -373,7 +378,7 @@ async def check_citations(
     items = [{"check": i, "statement": s, "context": c} for i, (s, c) in enumerate(checks)]
     reply = await _chat_own_reasons(
         session,
-        load_prompt("citations"),
+        _given(prompt, "citations"),
         {"checks": items, "contexts": list(contexts)},
         _sized(_CheckList, "checks", CitationCheck, len(checks)),
         label="citations",

@@ -11,12 +11,14 @@ import functools
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
 from judge.json_values import sha256_hex
+from judge.llm.config import PromptRef
 
 BUILTIN_PROMPTS = (
     "claims",
@@ -67,6 +69,11 @@ class Prompt:
     version: str
     system: str
     user: str
+
+    @functools.cached_property
+    def ref(self) -> PromptRef:
+        """Its name and version, as a cache key records them."""
+        return PromptRef(self.name, self.version)
 
     @functools.cached_property
     def variables(self) -> frozenset[str]:
@@ -183,6 +190,13 @@ def load_prompt(name_or_path: str | os.PathLike[str]) -> Prompt:
     except OSError as exc:
         raise PromptError(f"cannot read prompt {str(name_or_path)!r}: {exc.strerror}") from exc
     return _load(path, stat.st_mtime_ns, stat.st_size)
+
+
+def load_prompts(names: Iterable[str] = BUILTIN_PROMPTS) -> dict[str, Prompt]:
+    """Prompts by name, read once: a run judges every row with the prompts it started with
+    (their versions are in its fingerprint and summary), and a prompt edited meanwhile
+    takes effect in the next run."""
+    return {name: load_prompt(name) for name in names}
 
 
 def _prompt_path(name_or_path: str) -> str:

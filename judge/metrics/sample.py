@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from judge.metrics.overlap import (
     shares_content,
     unsourced_terms,
 )
-from judge.metrics.prompts import load_prompt
+from judge.metrics.prompts import Prompt, load_prompt
 from judge.metrics.scorers import cosine_similarities
 from judge.run import eager
 
@@ -113,8 +113,14 @@ class SampleJudgments:
     claim_texts: frozenset[str] = frozenset({"answer", "truth"})  # whose claims to split
     reverse_n: int = 3
     ledger: UsageLedger | None = None  # the sample's own usage record
+    prompts: Mapping[str, Prompt] = field(default_factory=dict)  # the run's; else read now
     evidence: dict[str, Any] = field(default_factory=dict)
     _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
+
+    def prompt(self, name: str) -> Prompt:
+        """The built-in prompt `name`: the run's (read at its start), else as it is now."""
+        found = self.prompts.get(name)
+        return load_prompt(name) if found is None else found
 
     def _once(self, name: str, make: Callable[[], Awaitable[T]]) -> Awaitable[T]:
         """The future of `name`, started on first request (eagerly: a judgment found in the
@@ -156,6 +162,7 @@ class SampleJudgments:
                         text=text,
                         sample=s.id,
                         ledger=self.ledger,
+                        prompt=self.prompt("claims"),
                     )
                 )
                 for text in texts.values()
@@ -177,12 +184,14 @@ class SampleJudgments:
     async def _verify(self) -> tuple[list[Verdict], list[Verdict]]:
         answer = await self.answer_claims() if self.verify_answer else []
         truth = await self.truth_claims() if self.verify_truth else []
+        verify = self.prompt("verify")
         combined = await verify_claims(
             self.session,
             claims=[*answer, *truth],
             contexts=self.sample.contexts,
             sample=self.sample.id,
             ledger=self.ledger,
+            prompt=verify,
         )
         answer_verdicts = combined[: len(answer)]
         # Number the ground truth's verdicts from 0 again, as its claims are numbered.
@@ -191,7 +200,7 @@ class SampleJudgments:
         ]
         own = [*answer, *truth, *self.sample.contexts]  # the data the verify call was given
         for side, verdicts in (("answer", answer_verdicts), ("truth", truth_verdicts)):
-            if borrowed := _borrowed(verdicts, own):
+            if borrowed := _borrowed(verdicts, own, verify.example_text):
                 self.evidence[f"{side}_verdicts_borrowed"] = borrowed
         if self.verify_answer:
             self.evidence["answer_verdicts"] = [v.model_dump() for v in answer_verdicts]
@@ -225,6 +234,7 @@ class SampleJudgments:
             reference=reference,
             sample=s.id,
             ledger=self.ledger,
+            prompt=self.prompt("context_relevance"),
         )
         # A context sharing no content word with the question or the reference cannot be
         # relevant (grade 2-3), whatever a small model gave it by position (issue 12): at
@@ -270,6 +280,7 @@ class SampleJudgments:
             reference=reference,
             sample=s.id,
             ledger=self.ledger,
+            prompt=self.prompt("context_sentences"),
         )
         # As with grades: a sentence sharing no content word with the question or the
         # reference cannot be needed, whatever a small model picked by position.
@@ -291,7 +302,12 @@ class SampleJudgments:
     async def _reverse(self) -> tuple[ReverseQuestions, list[float]]:
         s = self.sample
         generated = await reverse_questions(
-            self.session, answer=s.answer or "", n=self.reverse_n, sample=s.id, ledger=self.ledger
+            self.session,
+            answer=s.answer or "",
+            n=self.reverse_n,
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("reverse_questions"),
         )
         if generated.noncommittal:
             similarities: list[float] = []
@@ -330,6 +346,7 @@ class SampleJudgments:
                         contexts=[other or ""],
                         sample=s.id,
                         ledger=self.ledger,
+                        prompt=self.prompt("verify"),
                     )
                 )
                 for claims, other in sides
@@ -350,7 +367,12 @@ class SampleJudgments:
         found = find_citations(s.answer or "", len(s.contexts))
         valid = [(c.statement, c.context) for c in found if c.context is not None]
         checks = await check_citations(
-            self.session, checks=valid, contexts=s.contexts, sample=s.id, ledger=self.ledger
+            self.session,
+            checks=valid,
+            contexts=s.contexts,
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("citations"),
         )
         self.evidence["citations"] = [
             {"statement": c.statement, "marker": c.marker, "context": c.context} for c in found
@@ -359,16 +381,15 @@ class SampleJudgments:
         return found, checks
 
 
-def _borrowed(verdicts: list[Verdict], own: list[str]) -> list[dict[str, Any]]:
+def _borrowed(verdicts: list[Verdict], own: list[str], example: str) -> list[dict[str, Any]]:
     """The verdicts whose reason borrows the verify prompt example's subject (words of its
-    example data that the call's own data lacks), with those words (issue 12: a small
-    model copied the example's reasons).
+    example data, `example`, that the call's own data lacks), with those words (issue 12: a
+    small model copied the example's reasons).
 
     Listed, not overruled: taking such verdicts as not_found was measured on WikiEval's
     first 30 questions (Qwen2.5-Coder-0.5B) and moved faithfulness 2 pairs up and 1 down,
     `faithfulness_strict` 2 down and none up.
     """
-    example = load_prompt("verify").example_text
     return [
         {"claim": v.claim, "verdict": v.verdict, "words": words}
         for v in verdicts

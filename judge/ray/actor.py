@@ -19,6 +19,7 @@ from typing import Any
 
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
+from judge.metrics.prompts import Prompt, load_prompts
 from judge.metrics.registry import Metric
 from judge.ray.caches import ActorCaches
 from judge.run.data import Row, build_rows
@@ -47,6 +48,8 @@ class JudgeSpec:
         row_column: the input column holding each row's number.
         packed: rows arrive as pickled records in one column (`RECORD`) rather than as
             the dataset's own columns; the output then holds the result columns only.
+        prompts: the built-in prompts, read once by the driver: every actor judges with
+            the same prompts, whatever the files on its machine say.
     """
 
     llm: LLM | None
@@ -57,6 +60,7 @@ class JudgeSpec:
     caches: ActorCaches = field(default_factory=ActorCaches)
     row_column: str = ROW
     packed: bool = False
+    prompts: dict[str, Prompt] = field(default_factory=load_prompts)
 
     @property
     def names(self) -> list[str]:
@@ -117,7 +121,7 @@ class RowJudge:
 
         async def one(row: Row) -> ResultRow:
             async with limit:
-                return await evaluate_row(row, spec.judged, spec.retrieval, session)
+                return await evaluate_row(row, spec.judged, spec.retrieval, session, spec.prompts)
 
         return await gather_or_cancel(one(r) for r in rows)
 

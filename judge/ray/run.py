@@ -22,7 +22,6 @@ from judge.json_values import sha256_hex
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.llm.usage import Usage
-from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
 from judge.metrics.registry import Metric
 from judge.ray.actor import NUMBER, RECORD, RESULT, ROW
 from judge.ray.caches import ActorCaches
@@ -35,7 +34,7 @@ from judge.ray.evaluate import (
 )
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import build_rows, read_records, resolve_columns
-from judge.run.evaluate import check_variables, row_hash, run_fingerprint
+from judge.run.evaluate import check_variables, prompt_versions, row_hash, run_fingerprint
 from judge.run.merge import sum_usage
 from judge.run.results import EvaluationResult, ResultRow
 from judge.run.score import MetricLike
@@ -120,7 +119,7 @@ def evaluate_file(
     hashes = [row_hash(r) for r in rows]
     del rows  # the actors build their own
     session = LLMSession(llm, embeddings=embeddings)
-    fingerprint = run_fingerprint(spec.judged, spec.retrieval, session)
+    fingerprint = run_fingerprint(spec.judged, spec.retrieval, session, spec.prompts)
     names = spec.names
     started = time.monotonic()
     connect(ray, address)
@@ -163,7 +162,7 @@ def evaluate_file(
         "model": llm.model,
         "embeddings": embeddings.model if embeddings else None,
         "structured_output": None,  # each actor's session settles on its own
-        "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
+        "prompts": prompt_versions(spec.prompts),
         "cache": caches.directory,
         "cache_mode": None if caches.directory is None else caches.mode,
         "run": fingerprint,

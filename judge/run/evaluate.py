@@ -19,7 +19,7 @@ from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.identity import server_identity
 from judge.llm.session import LLMSession
-from judge.metrics.prompts import BUILTIN_PROMPTS, load_prompt
+from judge.metrics.prompts import Prompt, load_prompts
 from judge.metrics.registry import Metric
 from judge.metrics.sample import Sample
 from judge.run.checkpoint import Checkpoint
@@ -87,11 +87,16 @@ def check_variables(judged: list[Metric], columns: Mapping[str, str], rows: list
             )
 
 
-def run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSession) -> str:
+def run_fingerprint(
+    judged: list[Metric],
+    retrieval: list[str],
+    session: LLMSession,
+    prompts: Mapping[str, Prompt] | None = None,
+) -> str:
     """What decides the results besides the inputs: metrics, models and their servers,
-    prompt versions."""
+    the versions of the built-in prompts (the run's, else as they are now)."""
     metrics = [[m.name, m.version] for m in judged] + [[name, ""] for name in retrieval]
-    prompts = {n: load_prompt(n).version for n in BUILTIN_PROMPTS}
+    versions = prompt_versions(prompts if prompts is not None else load_prompts())
     llm, embeddings = session.llm, session.embeddings
     return sha256_hex(
         canonical_json(
@@ -103,10 +108,15 @@ def run_fingerprint(judged: list[Metric], retrieval: list[str], session: LLMSess
                     server_identity(c.model, c.api_base, c.cache_as) if c else None
                     for c in (llm, embeddings)
                 ],
-                "prompts": prompts,
+                "prompts": versions,
             }
         )
     )
+
+
+def prompt_versions(prompts: Mapping[str, Prompt]) -> dict[str, str]:
+    """Name -> version of a run's built-in prompts, as its summary and fingerprint hold them."""
+    return {name: prompt.version for name, prompt in prompts.items()}
 
 
 def row_hash(row: Row) -> str:
@@ -144,9 +154,14 @@ def _result_row(row: Row) -> ResultRow:
 
 
 async def evaluate_row(
-    row: Row, judged: list[Metric], retrieval: list[str], session: LLMSession | None
+    row: Row,
+    judged: list[Metric],
+    retrieval: list[str],
+    session: LLMSession | None,
+    prompts: Mapping[str, Prompt] | None = None,
 ) -> ResultRow:
-    """One input row judged and scored: the row `judge eval` writes to results.jsonl."""
+    """One input row judged and scored: the row `judge eval` writes to results.jsonl, with
+    the run's built-in prompts (`load_prompts()`; else read when used)."""
     record = _result_row(row)
     names = [m.name for m in judged] + retrieval
     if row.sample is None:
@@ -154,7 +169,7 @@ async def evaluate_row(
         record.reasons = dict.fromkeys(names, "row_error")
         return record
     if session and judged:
-        result = await score_sample(row.sample, judged, session)
+        result = await score_sample(row.sample, judged, session, prompts=prompts)
         record.scores = dict(result.scores)
         record.reasons = dict(result.reasons)
         record.errors, record.evidence, record.usage = result.errors, result.evidence, result.usage
@@ -200,7 +215,8 @@ async def aevaluate(
         )
     check_variables(judged, columns, rows)
     names = [m.name for m in judged] + retrieval
-    fingerprint = run_fingerprint(judged, retrieval, session or LLMSession())
+    prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them
+    fingerprint = run_fingerprint(judged, retrieval, session or LLMSession(), prompts)
     # Finished rows go to disk as they finish and are read back when asked: memory holds
     # offsets and score vectors, not the rows. The result reads them from a temporary file
     # of its own (beside the checkpoint, so not in a RAM-backed /tmp when there is one):
@@ -246,7 +262,7 @@ async def aevaluate(
         # coroutine for each of 100,000 rows at once.
         turn = time.monotonic() + TURN_SECONDS
         for row in pending:
-            record = await evaluate_row(row, judged, retrieval, session)
+            record = await evaluate_row(row, judged, retrieval, session, prompts)
             tally.add(record, at=position[row.number])
             line = spill.encode(row.number, hashes[row.number], record)
             if store:
@@ -279,7 +295,7 @@ async def aevaluate(
         "model": session.llm.model if session and session.llm else None,
         "embeddings": session.embeddings.model if session and session.embeddings else None,
         "structured_output": session.mode if session else None,
-        "prompts": {n: load_prompt(n).version for n in BUILTIN_PROMPTS},
+        "prompts": prompt_versions(prompts),
         "cache": str(session.cache.path) if session and session.cache is not None else None,
         "cache_mode": session.cache.mode if session and session.cache is not None else None,
         "run": fingerprint,

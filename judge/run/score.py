@@ -14,6 +14,7 @@ from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
+from judge.metrics.prompts import Prompt
 from judge.metrics.registry import (
     BUILTIN,
     DEFAULT_METRICS,
@@ -110,10 +111,16 @@ def make_session(
 
 
 async def score_sample(
-    sample: Sample, metrics: list[Metric], session: LLMSession, *, reverse_n: int = 3
+    sample: Sample,
+    metrics: list[Metric],
+    session: LLMSession,
+    *,
+    reverse_n: int = 3,
+    prompts: Mapping[str, Prompt] | None = None,
 ) -> SampleResult:
     """Compute metrics on one sample; a failing judge gives NaN with its error, not a crash,
-    except a configuration error (`LLMConfigError`), which is raised."""
+    except a configuration error (`LLMConfigError`), which is raised. `prompts` are the
+    run's built-in prompts (`load_prompts()`); those missing are read when used."""
     usage = UsageLedger()
     judgments = SampleJudgments(
         sample,
@@ -123,6 +130,7 @@ async def score_sample(
         claim_texts=frozenset().union(*(m.claims_of for m in metrics)),
         reverse_n=reverse_n,
         ledger=usage,
+        prompts=prompts or {},
     )
 
     async def one(metric: Metric) -> MetricScore:
