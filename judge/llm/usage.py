@@ -57,7 +57,10 @@ class UsageLedger:
 
     def of(self, label: str) -> Usage:
         """The usage record of one judge, created on first use."""
-        return self.by_label.setdefault(label, Usage())
+        usage = self.by_label.get(label)
+        if usage is None:  # not setdefault: it would build a Usage on every call
+            usage = self.by_label[label] = Usage()
+        return usage
 
     def total(self) -> Usage:
         """The sum over all judges."""
