@@ -287,6 +287,58 @@ def test_merge_copies_the_shards_lines_and_counts_rows_as_they_go_by(
     assert [r.row for r in result.worst(3)] == [r.row for r in again.worst(3)]
 
 
+def test_merge_takes_each_shards_recorded_tally_while_its_results_are_unchanged(
+    tmp_path, fake_llm_server, monkeypatch
+):
+    fake_llm_server.chat = heuristic_judge
+    specs = {"one": {"shard": "1/3"}, "two": {"shard": "2/3"}, "three": {"shard": "3/3"}}
+    dirs = shard_outputs(tmp_path, fake_llm_server.base_url, specs, n=11)
+    records = {d: (d / "shard.json").read_text(encoding="utf-8") for d in dirs}
+    assert all(
+        json.loads(r)["tally"]["rows"] == len(range(i, 11, 3))
+        for i, r in enumerate(records.values())
+    )
+
+    def merged(name: str, parse: bool) -> tuple[EvaluationResult, bytes]:
+        with monkeypatch.context() as m:
+            if not parse:  # every row must come from the shards' records, none parsed
+                m.setattr(ResultRow, "from_json", lambda data: pytest.fail("a row was parsed"))
+            result = merge_shards(dirs, tmp_path / f"{name}.jsonl")
+        return result, (tmp_path / f"{name}.jsonl").read_bytes()
+
+    def facts(result: EvaluationResult) -> tuple:
+        worst = [r.row for r in result.worst(4)]
+        counts = (result.rows_with_errors, result.judged_rows, result.rows_with_judge_errors)
+        return result.summary, counts, worst, result.scores("faithfulness")
+
+    fast, fast_lines = merged("fast", parse=False)
+    for d in dirs:  # without the records (shards of an older judge): every row parsed
+        (d / "shard.json").unlink()
+    parsed, parsed_lines = merged("parsed", parse=True)
+    assert fast_lines == parsed_lines and facts(fast) == facts(parsed)
+    assert fast.summary["faithfulness"].scored > 0 and fast.rows_with_errors == 1
+
+    # A record that no longer vouches for its shard is left aside, and the rows are parsed:
+    # results.jsonl edited since, a record of another run, or a damaged record.
+    for d, text in records.items():
+        (d / "shard.json").write_text(text, encoding="utf-8")
+    one, two, _ = dirs
+    lines = (two / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    row = json.loads(lines[0])
+    assert row["scores"]["faithfulness"] != 0.0
+    row["scores"]["faithfulness"] = 0.0  # edited by hand after the shard finished
+    (two / "results.jsonl").write_text(json.dumps(row) + "\n" + "".join(lines[1:]))
+    edited, _ = merged("edited", parse=True)
+    assert edited.scores("faithfulness") != parsed.scores("faithfulness")
+    assert 0.0 in edited.scores("faithfulness")  # the file's numbers, not the record's
+    (two / "results.jsonl").write_text("".join(lines), encoding="utf-8")
+    record = json.loads(records[one])
+    (one / "shard.json").write_text(json.dumps({**record, "run": "another run"}))
+    assert facts(merged("other_run", parse=True)[0]) == facts(parsed)
+    (one / "shard.json").write_text(records[one][:100], encoding="utf-8")
+    assert facts(merged("damaged", parse=True)[0]) == facts(parsed)
+
+
 def cache_entry(question: str, answer: str) -> CacheEntry:
     request = {"kind": "chat", "server": "s", "model": "m", "messages": [question]}
     return CacheEntry(

@@ -381,6 +381,10 @@ def finish_run(
         json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     write_report(result, out / "report.html")
+    if "shard" in result.config:
+        from judge.run.merge import write_shard_record
+
+        write_shard_record(result, out)  # what `judge merge` reads instead of every row
     checkpoint = out / ".checkpoint.jsonl"
     if checkpoint.exists():
         checkpoint.unlink()  # the run is complete: results.jsonl has every row

@@ -2,8 +2,12 @@
 
 The rows are joined in input order and the summary, bootstrap intervals and report are
 computed from them by the same code as an unsharded run, so they are the same numbers.
-Each shard's lines are parsed once (for the checks and the summary's counts) and copied
-as they are: judge wrote them as it writes an unsharded run's results.jsonl.
+Each shard's lines are copied as they are: judge wrote them as it writes an unsharded
+run's results.jsonl. A finished shard also writes `shard.json`: the counts and scores of
+its rows (`RowTally`) and the sha256 of its results.jsonl. While that hash still matches
+the file, the merge takes the shard's counts from it instead of parsing every line again
+(about half of a merge's time); otherwise (an older shard, an edited file) each line is
+parsed and checked.
 What cannot be the same is kept honest: `config.seconds` and `config.resumed_rows` are the
 sums over the shards (machine time, not wall time), `usage` is the sum of the shards'
 usage, and `config.source`, `cache`, `cache_mode` and `structured_output` (the mode the
@@ -12,6 +16,7 @@ server ended up accepting) are shard 1's.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import os
@@ -56,6 +61,23 @@ class ShardOutput:
     def __str__(self) -> str:
         return f"shard {self.shard} ({self.dir})"
 
+    def recorded_tally(self) -> dict[str, Any] | None:
+        """The tally its `shard.json` records, if that file belongs to this shard's run and
+        results.jsonl is still the file it was recorded from; else None."""
+        try:
+            record = json.loads((self.dir / SHARD_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # none (written by an older judge), or unreadable: parse the rows
+        if not isinstance(record, dict) or record.get("format") != 1:
+            return None
+        spec = {"index": self.shard.index, "count": self.shard.count}
+        if record.get("run") != self.config.get("run") or record.get("shard") != spec:
+            return None
+        if record.get("results_sha256") != file_sha256(self.results):
+            return None  # edited since: its lines are parsed and checked instead
+        tally = record.get("tally")
+        return tally if isinstance(tally, dict) else None
+
     def rows(self) -> Iterator[tuple[int, bytes, ResultRow]]:
         """(row number, line, row) of every row, checking each is in this shard and in
         input order."""
@@ -77,6 +99,34 @@ class ShardOutput:
                 )
             last = number
             yield number, line if line.endswith(b"\n") else line + b"\n", row
+
+
+SHARD_FILE = "shard.json"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_shard_record(result: EvaluationResult, out: Path) -> None:
+    """Write `shard.json` beside a finished shard's results.jsonl: its run, its shard, the
+    sha256 of results.jsonl and the tally of its rows, which `judge merge` reads instead of
+    parsing every row while the hash matches."""
+    spec = result.config["shard"]
+    record = {
+        "format": 1,
+        "run": result.config.get("run"),
+        "shard": {"index": spec["index"], "count": spec["count"]},
+        "results_sha256": file_sha256(out / "results.jsonl"),
+        "tally": result.tally.to_json(),
+    }
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))  # NaN are null
+    (out / SHARD_FILE).write_text(text + "\n", encoding="utf-8")
 
 
 def check_shards(shards: Sequence[ShardOutput]) -> None:
@@ -167,6 +217,77 @@ def merge_shards(
     first = shards[0].config
     total = int(first["data"]["rows"])
     metrics = list(first["metrics"])
+    tally = _recorded_tally(shards, total)
+    if tally is not None:
+        offsets = _join_lines(shards, rows_path, total)
+    else:
+        tally, offsets = _join_parsed(shards, rows_path, metrics)
+    if len(offsets) != total:
+        raise InputFormatError(
+            f"the shards hold {len(offsets)} rows, the input {total}; a shard's output is "
+            "incomplete: rerun that shard"
+        )
+    config = {k: v for k, v in first.items() if k != "shard"}
+    config["resumed_rows"] = sum(int(s.config.get("resumed_rows", 0)) for s in shards)
+    config["seconds"] = round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3)
+    rows = RowFile(rows_path, offsets, metrics=metrics, verbatim=True)
+    usage = sum_usage([s.usage for s in shards])
+    return EvaluationResult(rows, metrics, config, usage, tally=tally)
+
+
+def _recorded_tally(shards: Sequence[ShardOutput], total: int) -> RowTally | None:
+    """The tally of all rows from the shards' `shard.json` files; None unless every shard
+    has a valid one for exactly its share of the `total` rows."""
+    parts = []
+    for shard in shards:
+        part = shard.recorded_tally()
+        if part is None:
+            return None
+        parts.append(part)
+    try:
+        tally = RowTally.interleave(parts)
+    except (ValueError, KeyError, TypeError):
+        return None  # written by another version, or damaged: the rows are parsed instead
+    return tally if tally.rows == total else None
+
+
+def _join_lines(
+    shards: Sequence[ShardOutput], rows_path: str | os.PathLike[str], total: int
+) -> list[int]:
+    """Copy the shards' lines into rows_path in input order (shard r % N holds row r), as
+    they are; returns where each row starts. Their tallies vouch for them (see
+    `ShardOutput.recorded_tally`): the lines are not parsed."""
+    files = [open(s.results, "rb") for s in shards]  # noqa: SIM115  (closed below)
+    offsets: list[int] = []
+    try:
+        with open(rows_path, "wb") as out:
+            for number in range(total):
+                shard = number % len(files)
+                line = files[shard].readline()
+                if not line:
+                    raise InputFormatError(
+                        f"row {number} is in no shard's results.jsonl: {shards[shard]} "
+                        "ends early; rerun that shard"
+                    )
+                offsets.append(out.tell())
+                out.write(line if line.endswith(b"\n") else line + b"\n")
+        for output, f in zip(shards, files, strict=True):
+            if f.readline():
+                raise InputFormatError(
+                    f"{output} holds more rows than its share of the input's {total}; "
+                    "rerun that shard"
+                )
+    finally:
+        for f in files:
+            f.close()
+    return offsets
+
+
+def _join_parsed(
+    shards: Sequence[ShardOutput], rows_path: str | os.PathLike[str], metrics: list[str]
+) -> tuple[RowTally, list[int]]:
+    """Copy the shards' lines into rows_path in input order, parsing and checking each
+    one and tallying it; returns the tally and where each row starts."""
     offsets: list[int] = []
     # The summary's counts are gathered as the rows go by, each line parsed once: the
     # lines are written as they are (judge wrote them, as it writes an unsharded run's).
@@ -184,14 +305,4 @@ def merge_shards(
             offsets.append(out.tell())
             out.write(line)
             tally.add(row)
-    if len(offsets) != total:
-        raise InputFormatError(
-            f"the shards hold {len(offsets)} rows, the input {total}; a shard's output is "
-            "incomplete: rerun that shard"
-        )
-    config = {k: v for k, v in first.items() if k != "shard"}
-    config["resumed_rows"] = sum(int(s.config.get("resumed_rows", 0)) for s in shards)
-    config["seconds"] = round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3)
-    rows = RowFile(rows_path, offsets, metrics=metrics, verbatim=True)
-    usage = sum_usage([s.usage for s in shards])
-    return EvaluationResult(rows, metrics, config, usage, tally=tally)
+    return tally, offsets

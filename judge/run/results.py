@@ -158,6 +158,50 @@ class RowTally:
         else:
             self.lowest[at] = lowest
 
+    def to_json(self) -> dict[str, Any]:
+        """The tally as JSON data (NaN scores as null), for `interleave`."""
+        return {
+            "metrics": list(self._scores),
+            "rows": self.rows,
+            "failed": self.failed,
+            "judged": self.judged,
+            "judge_errored": self.judge_errored,
+            "errored": dict(self.errored),
+            "nan": {m: dict(counts) for m, counts in self.nan.items()},
+            "scores": {m: [None if v != v else v for v in a] for m, a in self._scores.items()},
+            "lowest": list(self.lowest),
+        }
+
+    @classmethod
+    def interleave(cls, parts: Sequence[Mapping[str, Any]]) -> RowTally:
+        """The tally of rows dealt round-robin to `parts` (`to_json` data of each part, in
+        order): row r is row r // N of part r % N, as `judge eval --shard I/N` deals them.
+
+        Raises:
+            ValueError: the parts do not fit together (other metrics, or row counts that
+                round-robin dealing cannot give).
+        """
+        if not parts:
+            raise ValueError("no tallies to interleave")
+        metrics = list(parts[0]["metrics"])
+        total = sum(int(p["rows"]) for p in parts)
+        merged = cls(metrics, size=total)
+        merged.rows = total
+        for i, part in enumerate(parts):
+            rows = int(part["rows"])
+            if part["metrics"] != metrics or rows != len(range(i, total, len(parts))):
+                raise ValueError(f"tally {i + 1} holds other metrics or {rows} rows")
+            merged.failed += int(part["failed"])
+            merged.judged += int(part["judged"])
+            merged.judge_errored += int(part["judge_errored"])
+            for m in metrics:
+                merged.errored[m] += int(part["errored"][m])
+                merged.nan[m].update({str(k): int(v) for k, v in part["nan"][m].items()})
+                merged._scores[m][i :: len(parts)] = _floats(part["scores"][m], rows)
+            merged.lowest[i :: len(parts)] = _floats(part["lowest"], rows)
+        merged._sized = False  # complete: add() appends after it, as to an unsized tally
+        return merged
+
     def defined(self, metric: str) -> np.ndarray:
         """The metric's defined scores (NaNs left out), in row order."""
         scores = np.frombuffer(self._scores[metric], dtype=np.float64)
@@ -183,6 +227,13 @@ class RowTally:
             )
             for metric, values, (low, high) in zip(metrics, columns, intervals, strict=True)
         }
+
+
+def _floats(values: Sequence[Any], size: int) -> array[float]:
+    """JSON numbers (null as NaN) as an array of `size` doubles."""
+    if len(values) != size:
+        raise ValueError(f"{len(values)} values where {size} rows were tallied")
+    return array("d", [math.nan if v is None else float(v) for v in values])
 
 
 def summarize(metric: str, rows: Iterable[ResultRow]) -> MetricSummary:
@@ -222,6 +273,11 @@ class EvaluationResult:
                 tally.add(row)
         self._tally = tally
         self.summary = tally.summaries(metrics)
+
+    @property
+    def tally(self) -> RowTally:
+        """What the summaries and counts were computed from, gathered in one pass."""
+        return self._tally
 
     @property
     def rows_with_errors(self) -> int:
