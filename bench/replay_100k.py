@@ -37,8 +37,13 @@ The machine's load (from /proc/loadavg) is printed beside the figures: on a shar
 machine wall time says more about the others than about judge; compare CPU, or ratios
 measured in one go.
 
+--processes N times the same with one command, `judge eval --replay --processes N`, which
+runs the shards in its own processes and merges them (wall time with start-up and merge;
+CPU of all its processes; peak RSS the largest process's).
+
 Run: python bench/replay_100k.py [--rows 100000] [--distinct 1000] [--concurrency 32]
-     [--all-distinct] [--embedding-dims N] [--shards N [--check]] [--keep DIR]
+     [--all-distinct] [--embedding-dims N] [--shards N] [--processes N] [--check]
+     [--keep DIR]
 """
 
 from __future__ import annotations
@@ -64,14 +69,17 @@ from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import hashed_embedding
 
 TOPICS = ["Python", "Rust", "SQLite", "Linux", "HTTP", "Unicode", "NumPy", "Git"]
-# Runs `judge` and reports its own peak RSS (KiB on Linux) on stderr.
+# Runs `judge` and reports on stderr its peak RSS (KiB on Linux: the largest of its own and
+# of its processes', as --processes starts) and its CPU time with theirs.
 MEASURED = (
     "import resource, sys\n"
     "from judge.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
-    "used = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "print('MAXRSS_KIB', used.ru_maxrss, file=sys.stderr)\n"
-    "print('CPU_S', used.ru_utime + used.ru_stime, file=sys.stderr)\n"
+    "own = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print('MAXRSS_KIB', max(own.ru_maxrss, kids.ru_maxrss), file=sys.stderr)\n"
+    "cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime\n"
+    "print('CPU_S', cpu, file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
@@ -297,6 +305,12 @@ def main() -> None:
         "--shards", type=int, default=0, help="replay as N shard processes at once, then merge"
     )
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="also replay with one command, judge eval --processes N (N shards and the merge)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="with --shards: also a one-process replay, whose outputs the merge must equal "
@@ -348,7 +362,8 @@ def run(args: argparse.Namespace, root: Path, server: FakeLLMServer) -> None:
         f"{args.rows:,} cached rows ({kind}); cache filled with {recorded:,} requests in "
         f"{fill:.1f} s; goals: under 60 s wall and under 1,024 MiB"
     )
-    one_process = not args.shards or args.check or args.rows <= 20_000
+    sharded = args.shards or args.processes
+    one_process = not sharded or args.check or args.rows <= 20_000
     if one_process:
         before = load()
         seconds, mib, cpu = judge_eval(
@@ -392,6 +407,30 @@ def run(args: argparse.Namespace, root: Path, server: FakeLLMServer) -> None:
                 "merged results.jsonl, summary.json and report.html equal the one-process "
                 "replay's byte for byte (config.seconds aside)"
             )
+    if args.processes:
+        before = load()
+        seconds, mib, cpu = judge_eval(
+            root / "rows.jsonl",
+            server,
+            root,
+            "processes",
+            "--replay",
+            "--concurrency",
+            str(args.concurrency),
+            "--processes",
+            str(args.processes),
+        )
+        print(
+            f"judge eval --processes {args.processes}: {seconds:.1f} s wall with start-up and "
+            f"the merge, {cpu:.1f} s CPU of all its processes ({cpu / args.rows * 1000:.2f} "
+            f"ms a row); peak RSS of one process {mib:,.0f} MiB; {args.rows / seconds:,.0f} "
+            f"rows/s; load {before} -> {load()}"
+        )
+        if one_process:
+            differ = differences(root / "replay", root / "processes")
+            if differ:
+                raise SystemExit(f"--processes wrote other {', '.join(differ)} than one process")
+            print("its outputs equal the one-process replay's byte for byte (seconds aside)")
     print(f"requests during replay: {server.count() - recorded} (must be 0)")
     if server.count() != recorded:
         raise SystemExit("the replay sent requests")

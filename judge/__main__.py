@@ -4,4 +4,5 @@ import sys
 
 from judge.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned process imports it (judge eval --processes)
+    sys.exit(main())

@@ -149,6 +149,57 @@ def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
     assert c["metrics"] == a["metrics"]
 
 
+def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = write_data(tmp_path / "d.jsonl", 11)
+    url = fake_llm_server.base_url
+    full = run(*eval_args(data, url, tmp_path / "c0.sqlite", tmp_path / "full"))
+    assert full.returncode == 0, full.stderr
+    before = fake_llm_server.count()
+    both = run(*eval_args(data, url, tmp_path / "c1.sqlite", tmp_path / "two", "--processes", 3))
+    assert both.returncode == 0, both.stderr
+    assert fake_llm_server.count() == 2 * before  # each row judged once more, by one process
+    assert both.stdout.splitlines()[:5] == full.stdout.splitlines()[:5]  # the printed table
+    full_dir, two = tmp_path / "full", tmp_path / "two"
+    assert (two / "results.jsonl").read_bytes() == (full_dir / "results.jsonl").read_bytes()
+    a = json.loads((full_dir / "summary.json").read_text())
+    b = json.loads((two / "summary.json").read_text())
+    assert without_timing(b) == without_timing(a)
+    report = report_without_timing((two / "report.html").read_text())
+    assert report == report_without_timing((full_dir / "report.html").read_text())
+    assert sorted(p.name for p in two.iterdir()) == ["report.html", "results.jsonl", "summary.json"]
+
+    # The gates apply to the joined run; a replay from the shared cache makes no request.
+    gated = run(
+        *eval_args(data, url, tmp_path / "c1.sqlite", tmp_path / "gated", "--processes", 2),
+        "--replay",
+        "--fail-under",
+        "faithfulness=1.01",
+    )
+    assert gated.returncode == 1 and "faithfulness" in gated.stdout
+    assert fake_llm_server.count() == 2 * before
+    # In replay mode an empty cache leaves every row without scores: exit 3, once merged.
+    empty = run(
+        *eval_args(data, url, tmp_path / "none.sqlite", tmp_path / "x", "--processes", 2),
+        "--replay",
+    )
+    assert empty.returncode == 3 and "most often CacheMiss" in empty.stderr
+    # A shard that cannot go on (no server at --api-base) stops the run with its message.
+    missing = run(
+        *eval_args(data, "http://127.0.0.1:9/v1", tmp_path / "c9.sqlite", tmp_path / "z"),
+        "--processes",
+        2,
+    )
+    assert missing.returncode == 2 and "shard " in missing.stderr and "rerun" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    for bad, message in (
+        (["--processes", 0], "give at least 1"),
+        (["--processes", 2, "--shard", "1/2"], "drop --shard"),
+    ):
+        done = run(*eval_args(data, url, tmp_path / "c1.sqlite", tmp_path / "y", *bad))
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
 def test_malformed_shard_is_a_usage_error(tmp_path):
     data = write_data(tmp_path / "d.jsonl", 2)
     for spec, message in [

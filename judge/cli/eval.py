@@ -79,6 +79,15 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "stay the input's); run every I from 1 to N, then `judge merge OUT DIR...`",
     )
     p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="judge in N processes at once (N shards, then joined as judge merge joins "
+        "them; same outputs): for more than one core's worth of judging, as a cached "
+        "replay or a fast judge server needs (default 1)",
+    )
+    p.add_argument(
         "--ray",
         action="store_true",
         help="judge on Ray (needs judge[ray]): a pool of actors, each with its own session "
@@ -210,6 +219,12 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.shard import parse_shard
 
     required = thresholds(args.fail_under, args.max_error_rate)
+    if args.processes < 1:
+        raise JudgeError(f"--processes {args.processes}: give at least 1")
+    if args.processes > 1:
+        from judge.cli.processes import run_in_processes
+
+        return run_in_processes(args, required)
     if args.ray or args.ray_address:
         return finish_run(run_on_ray(args), Path(args.out), required, args.max_error_rate)
     shard = parse_shard(args.shard) if args.shard is not None else None
