@@ -4,5 +4,5 @@ import sys
 
 from judge.cli.main import main
 
-if __name__ == "__main__":  # not when a spawned process imports it (judge eval --processes)
+if __name__ == "__main__":  # run, not merely imported
     sys.exit(main())

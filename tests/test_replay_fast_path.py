@@ -161,7 +161,7 @@ def test_keys_built_from_parts_equal_the_canonical_key(tmp_path, fake_llm_server
 def test_a_session_keys_each_call_by_the_settings_it_was_made_with(tmp_path, models):
     # The session lays out a judge's key once (a KeyTemplate per output model, prompt and
     # settings): settings changed on the session, even to a value equal in Python but
-    # encoded apart (0 and 0.0), must give the key of what was sent.
+    # encoded apart (0, 0.0 and -0.0), must give the key of what was sent.
     from dataclasses import replace
 
     from judge.metrics.judges import extract_claims
@@ -172,14 +172,21 @@ def test_a_session_keys_each_call_by_the_settings_it_was_made_with(tmp_path, mod
     async def claims() -> None:
         await extract_claims(session, question="What is Rust?", text="Rust is fast.")
 
-    settings = ({"temperature": 0}, {"temperature": 0.0}, {}, {"seed": 1}, {"max_tokens": 5})
+    settings = (
+        {"temperature": 0},
+        {"temperature": 0.0},
+        {},
+        {"temperature": -0.0},
+        {"seed": 1},
+        {"max_tokens": 5},
+    )
     for changes in settings:
         session.llm = replace(models["llm"], **changes)
         asyncio.run(claims())
     entries = list(cache.entries())
-    assert len(entries) == 4  # 0.0 is the default: the call with {} was a hit
+    assert len(entries) == 5  # 0.0 is the default: the call with {} was a hit
     assert all(cache_key(e.request) == e.key for e in entries)
-    assert len({e.key for e in entries}) == 4
+    assert len({e.key for e in entries}) == 5
 
 
 def test_the_memo_forgets_the_least_recently_used_past_its_budget():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -200,6 +201,42 @@ def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fak
         assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
+def test_processes_resume_finished_shards_and_stop_on_a_dead_one(tmp_path, fake_llm_server):
+    from judge.cli.main import build_parser
+    from judge.cli.processes import child_options, run_shards
+
+    fake_llm_server.chat = heuristic_judge
+    data = write_data(tmp_path / "d.jsonl", 11)
+    url = fake_llm_server.base_url
+    out = tmp_path / "out"
+    args = build_parser().parse_args(
+        [str(a) for a in eval_args(data, url, tmp_path / "c.sqlite", out, "--no-cache")]
+    )
+    # Both shards finish, then the run stops before the join: a rerun of the command must
+    # take every finished row from the shards' checkpoints (no cache: nothing else has them).
+    dirs = [out / ".shards" / f"{i}-of-2" for i in (1, 2)]
+    run_shards([child_options(args, i, 2, d) for i, d in enumerate(dirs, start=1)])
+    assert all((d / ".checkpoint.jsonl").is_file() for d in dirs)
+    requests = fake_llm_server.count()
+    again = run(*eval_args(data, url, tmp_path / "c.sqlite", out, "--no-cache", "--processes", 2))
+    assert again.returncode == 0, again.stderr
+    assert fake_llm_server.count() == requests  # resumed, not judged again
+    assert not (out / ".shards").exists()
+    assert json.loads((out / "summary.json").read_text())["config"]["resumed_rows"] == 11
+
+    class Dies:
+        """Kills the process that unpickles it, as an out-of-memory kill would."""
+
+        def __reduce__(self):
+            return (os._exit, (9,))
+
+    with pytest.raises(JudgeError, match=r"shard 1/1: the process stopped without finishing"):
+        run_shards([{"shard": "1/1", "dies": Dies()}])  # and does not wait for ever
+    # Any other failure in a shard is reported as text, with what to do.
+    with pytest.raises(JudgeError, match=r"shard 2/2: AttributeError: .*rerun the same command"):
+        run_shards([{"shard": "2/2"}])
+
+
 def test_malformed_shard_is_a_usage_error(tmp_path):
     data = write_data(tmp_path / "d.jsonl", 2)
     for spec, message in [
@@ -383,9 +420,20 @@ def test_merge_takes_each_shards_recorded_tally_while_its_results_are_unchanged(
     assert edited.scores("faithfulness") != parsed.scores("faithfulness")
     assert 0.0 in edited.scores("faithfulness")  # the file's numbers, not the record's
     (two / "results.jsonl").write_text("".join(lines), encoding="utf-8")
+    # Records whose tally is false (zero scores): taken, they would show in the result.
     record = json.loads(records[one])
-    (one / "shard.json").write_text(json.dumps({**record, "run": "another run"}))
-    assert facts(merged("other_run", parse=True)[0]) == facts(parsed)
+    scores = record["tally"]["scores"]
+    zeroed = {**record["tally"], "scores": {m: [0.0] * len(v) for m, v in scores.items()}}
+    for name, changes in {
+        "other_run": {"run": "another run"},
+        "other_shard": {"shard": {"index": 2, "count": 3}},
+        # a tally of the wrong shape, its hash still right
+        "damaged": {"tally": {**zeroed, "nan": {m: [] for m in scores}}},
+    }.items():
+        (one / "shard.json").write_text(json.dumps({**record, "tally": zeroed, **changes}))
+        assert facts(merged(name, parse=True)[0]) == facts(parsed), name
+    (one / "shard.json").write_text(json.dumps({**record, "tally": zeroed}))
+    assert facts(merged("false_but_bound", parse=False)[0]) != facts(parsed)  # it is read
     (one / "shard.json").write_text(records[one][:100], encoding="utf-8")
     assert facts(merged("damaged", parse=True)[0]) == facts(parsed)
 

@@ -247,7 +247,8 @@ def run_eval(args: argparse.Namespace) -> int:
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise LLMConfigError(f"{exc}{resume}") from None
-    return finish_run(result, out, required, args.max_error_rate)
+    keep = getattr(args, "keep_checkpoint", False)  # set for the shards of --processes
+    return finish_run(result, out, required, args.max_error_rate, keep_checkpoint=keep)
 
 
 def run_on_ray(args: argparse.Namespace) -> Any:
@@ -367,10 +368,12 @@ def finish_run(
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     *,
     results_written: bool = False,
+    keep_checkpoint: bool = False,
 ) -> int:
     """Write results (unless results_written: out/results.jsonl holds the rows already),
     summary and report; print the table; check thresholds and the judge error rate;
-    return the exit code."""
+    return the exit code. The run's checkpoint is deleted unless keep_checkpoint (a shard
+    of --processes keeps it until the shards are joined)."""
     from judge.report.diagnose import diagnose
     from judge.report.eval_html import write_report
 
@@ -401,7 +404,7 @@ def finish_run(
 
         write_shard_record(result, out)  # what `judge merge` reads instead of every row
     checkpoint = out / ".checkpoint.jsonl"
-    if checkpoint.exists():
+    if checkpoint.exists() and not keep_checkpoint:
         checkpoint.unlink()  # the run is complete: results.jsonl has every row
     print(result.table())
     if summary["diagnosis"]:

@@ -4,9 +4,9 @@ The rows are split as `--shard I/N` splits them. Each shard is a `judge eval` in
 process of its own, writing to OUT/.shards/I-of-N, all of them sharing the cache file; the
 outputs are then joined as `judge merge` joins them, so results.jsonl, summary.json and
 report.html are those of an unsharded run (`config.seconds` is the shards' summed time).
-A stopped run resumes: each shard keeps its checkpoint until the merge has succeeded,
-then the shards' directory is removed. The gates (--fail-under, --max-error-rate) are
-checked once, on the joined run.
+Each shard keeps its checkpoint, finished or not, until the join has succeeded, so a
+stopped run resumes every shard where it was; then the shards' directory is removed. The
+gates (--fail-under, --max-error-rate) are checked once, on the joined run.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ import argparse
 import contextlib
 import io
 import multiprocessing
+import multiprocessing.connection
 import shutil
+import signal
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from judge.errors import JudgeError
 
 SHARDS_DIR = ".shards"
-_POLL_SECONDS = 0.2
 
 
 def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
@@ -50,28 +50,59 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
     dirs = [out / SHARDS_DIR / f"{i}-of-{count}" for i in range(1, count + 1)]
     if not args.no_progress:
         print(f"judging in {count} processes; the progress shown is shard 1's", file=sys.stderr)
-    # Fresh interpreters ("spawn"): a forked copy of this one would share its open files.
-    with multiprocessing.get_context("spawn").Pool(count) as pool:
-        pending = [
-            pool.apply_async(judge_shard, (child_options(args, i, count, d),))
-            for i, d in enumerate(dirs, start=1)
-        ]
-        while pending:  # the first shard to fail stops the others (leaving `with` kills them)
-            for job in [j for j in pending if j.ready()]:
-                failure = job.get()
-                if failure is not None:
-                    raise JudgeError(f"{failure}; the rows finished so far are kept: rerun")
-                pending.remove(job)
-            if pending:
-                time.sleep(_POLL_SECONDS)
+    run_shards([child_options(args, i, count, d) for i, d in enumerate(dirs, start=1)])
     code = merge_into(out, dirs, required, args.max_error_rate)
     shutil.rmtree(out / SHARDS_DIR)  # joined: results.jsonl holds every row
     return code
 
 
+def run_shards(shards: list[dict[str, Any]]) -> None:
+    """Run every shard in a process of its own, all at once; the first to fail (or to die)
+    stops the others, and its failure is raised as a JudgeError."""
+    # Fresh interpreters ("spawn"): a forked copy of this one would share its open files.
+    context = multiprocessing.get_context("spawn")
+    running: dict[int, tuple[Any, Any, str]] = {}  # sentinel -> (process, pipe, shard)
+    try:
+        for options in shards:
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(target=shard_main, args=(options, sender), daemon=True)
+            process.start()
+            sender.close()  # the child's end: the pipe reports EOF if the child dies
+            running[process.sentinel] = (process, receiver, options["shard"])
+        while running:
+            for sentinel in multiprocessing.connection.wait(list(running)):
+                process, receiver, shard = running.pop(cast(int, sentinel))
+                failure = _message(receiver)
+                process.join()
+                if failure is None and process.exitcode == 0:
+                    continue
+                if process.exitcode:
+                    failure = f"{failure} (the process ended with exit code {process.exitcode})"
+                raise JudgeError(
+                    f"shard {shard}: {failure}; the rows finished so far are kept: rerun the "
+                    "same command to resume"
+                )
+    finally:
+        for process, _, _ in running.values():  # stopped or failed: the others stop too
+            process.terminate()
+            process.join()
+
+
+def _message(receiver: Any) -> str | None:
+    """What a finished shard sent: None when it was done, else its failure."""
+    try:
+        message: str | None = receiver.recv()
+    except EOFError:  # it died before sending a word (killed, out of memory)
+        return "the process stopped without finishing"
+    finally:
+        receiver.close()
+    return message
+
+
 def child_options(args: argparse.Namespace, index: int, count: int, out: Path) -> dict[str, Any]:
     """The options of shard `index` of `count`: the run's own, with its shard and output
-    directory, no gates (the joined run is gated), and progress from shard 1 alone."""
+    directory, no gates (the joined run is gated), its checkpoint kept once finished (a
+    rerun resumes it), and progress from shard 1 alone."""
     options = {k: v for k, v in vars(args).items() if k != "func"}
     options.update(
         shard=f"{index}/{count}",
@@ -79,18 +110,24 @@ def child_options(args: argparse.Namespace, index: int, count: int, out: Path) -
         processes=1,
         fail_under=[],
         max_error_rate=1.0,
+        keep_checkpoint=True,
         no_progress=args.no_progress or index != 1,
     )
     return options
 
 
-def judge_shard(options: dict[str, Any]) -> str | None:
-    """Run one shard (in a pool's process); None when done, else what failed."""
+def shard_main(options: dict[str, Any], report: Any) -> None:
+    """Run one shard (in its own process) and send back None when done, else what failed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from judge.cli.eval import run_eval
 
+    failure: str | None = None
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the joined run prints the table
             run_eval(argparse.Namespace(**options))
-    except JudgeError as exc:  # sent back as text: an exception's own fields may not pickle
-        return f"shard {options['shard']}: {exc}"
-    return None
+    except JudgeError as exc:  # sent as text: an exception's own fields may not pickle
+        failure = str(exc)
+    except Exception as exc:  # any failure is reported as text, not a traceback
+        failure = f"{type(exc).__name__}: {exc}"
+    report.send(failure)
+    report.close()

@@ -11,6 +11,7 @@ servers serving one model name never share judgments.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -207,9 +208,8 @@ class LLMSession:
         """The key template of a judge's requests: one per output model, prompt and n (and
         settings), laid out on first use (the material's fixed values cost more to encode
         and hash on every call than the messages)."""
-        # Types beside values: 0, 0.0 and False are equal here but encode apart in a key.
-        t, seed, top = llm.temperature, llm.seed, llm.max_tokens
-        spec = (server, llm.model, t, type(t), seed, type(seed), top, type(top), output, n, prompt)
+        exact = (_exactly(llm.temperature), _exactly(llm.seed), _exactly(llm.max_tokens))
+        spec = (server, llm.model, exact, output, n, type(n), prompt)
         template = self._key_templates.get(spec)
         if template is None:
             material = _chat_material(llm, server, None, output, n, prompt)
@@ -459,6 +459,14 @@ class LLMSession:
                     alone=False,
                 )
         return found
+
+
+def _exactly(value: Any) -> tuple[Any, ...]:
+    """A setting with what equality ignores and its JSON keeps: 0, 0.0, -0.0 and False are
+    equal here but encode apart in a key."""
+    if type(value) is float:
+        return (float, value, math.copysign(1.0, value))
+    return (type(value), value)
 
 
 # More key templates than a run makes (judges x output sizes): a bound, not a working size.
