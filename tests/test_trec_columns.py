@@ -209,7 +209,12 @@ def _lengths(strings: Any) -> Any:
     return np.diff(offsets).astype(np.uint64)
 
 
-def test_malformed_files_keep_their_line_numbers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk_bytes", [None, 256])  # 256: the bad line in a later chunk
+def test_malformed_files_keep_their_line_numbers(
+    tmp_path: Path, monkeypatch: Any, chunk_bytes: int | None
+) -> None:
+    if chunk_bytes:  # parsed in the reader's thread while earlier chunks are stored
+        monkeypatch.setattr(columns, "_CHUNK_BYTES", chunk_bytes)
     qrels, run = write_big(tmp_path)
     text = run.read_text().splitlines()
     text[1000] = "q1 Q0 doc1 1 high run"

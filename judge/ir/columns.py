@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -116,6 +118,32 @@ def _read(handle: Any, kind: Kind) -> TrecColumns:
 
     built = _Columns(os.fstat(handle.fileno()).st_size)
     query_ids: dict[str, int] = {}
+    # One chunk is parsed (pyarrow and numpy, mostly without the GIL) in a thread while the
+    # one before it is numbered and stored here: the two overlap on a second core. Chunks
+    # are numbered in file order, so queries are numbered as they first appear.
+    with ThreadPoolExecutor(max_workers=1) as parser:
+        parsing: tuple[int, Future[_Piece | None]] | None = None
+        for block, cut, layout in _chunks(handle, kind):
+            following = (cut, parser.submit(_parse, block, cut, kind, *layout))
+            if parsing is not None:
+                _store(built, parsing, query_ids)
+            parsing = following
+        if parsing is not None:
+            _store(built, parsing, query_ids)
+    if not built.n:
+        return _empty(kind)
+    query, values, keys = (array[: built.n] for array in built.arrays)
+    ordered = np.sort(keys)
+    if np.any(ordered[1:] == ordered[:-1]):  # a doc twice for a query (or a hash collision)
+        raise _Unsuitable
+    del ordered
+    docs = pa.chunked_array(built.docs, pa.string())
+    return TrecColumns(list(query_ids), query, docs, values, keys)
+
+
+def _chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, tuple[bytes, int]]]:
+    """(block, where its last whole line ends, layout) of each chunk of the file, in order;
+    nothing when the first chunk's layout is not one the fast path reads."""
     layout: tuple[bytes, int] | None = None
     size = _CHUNK_BYTES
     while True:
@@ -131,20 +159,22 @@ def _read(handle: Any, kind: Kind) -> TrecColumns:
         if layout is None:
             layout = _layout(block, kind)
         if layout is not None and cut:  # (pyarrow refuses empty input)
-            piece = _parse(block, cut, kind, *layout, query_ids)
-            if piece is not None:
-                built.add(cut, piece)
+            yield block, cut, layout
         if end:
-            break
-    if not built.n:
-        return _empty(kind)
-    query, values, keys = (array[: built.n] for array in built.arrays)
-    ordered = np.sort(keys)
-    if np.any(ordered[1:] == ordered[:-1]):  # a doc twice for a query (or a hash collision)
-        raise _Unsuitable
-    del ordered
-    docs = pa.chunked_array(built.docs, pa.string())
-    return TrecColumns(list(query_ids), query, docs, values, keys)
+            return
+
+
+def _store(
+    built: _Columns, parsing: tuple[int, Future[_Piece | None]], query_ids: dict[str, int]
+) -> None:
+    """Number a parsed chunk's queries (in order of first appearance) and add its lines."""
+    cut, future = parsing
+    piece = future.result()  # the parser's _Unsuitable is raised here
+    if piece is None:
+        return
+    distinct, local, docs, scores, keys = piece
+    ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct.to_pylist()]
+    built.add(cut, (np.asarray(ids, dtype=np.int32)[local], docs, scores, keys))
 
 
 def _empty(kind: Kind) -> TrecColumns:
@@ -173,10 +203,14 @@ def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
     return None
 
 
-def _parse(
-    block: bytes, cut: int, kind: Kind, separator: bytes, fields: int, query_ids: dict[str, int]
-) -> tuple[np.ndarray, list[Any], np.ndarray, np.ndarray] | None:
-    """(query index, doc chunks, values, keys) of the lines `block[:cut]`; None if blank."""
+# A parsed chunk: (its distinct query ids, each line's index among them, doc chunks,
+# values, keys).
+_Piece = tuple[Any, np.ndarray, list[Any], np.ndarray, np.ndarray]
+
+
+def _parse(block: bytes, cut: int, kind: Kind, separator: bytes, fields: int) -> _Piece | None:
+    """The lines `block[:cut]`, parsed (see `_Piece`); None if blank. Touches no shared
+    state: it runs in a thread beside the caller."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as csv
@@ -225,11 +259,9 @@ def _parse(
     queries, docs = table.column("f0"), table.column("f2").chunks
     distinct = pc.unique(queries)
     local = _join(pc.index_in(queries, value_set=distinct), np.int32)
-    ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct.to_pylist()]
-    query = np.asarray(ids, dtype=np.int32)[local]
     query_hash = mix(string_hashes(distinct))[local]
     doc_hash = np.concatenate([string_hashes(chunk) for chunk in docs])
-    return query, docs, scores, mix(doc_hash ^ query_hash)
+    return distinct, local, docs, scores, mix(doc_hash ^ query_hash)
 
 
 def _join(chunked: Any, dtype: type) -> np.ndarray:
