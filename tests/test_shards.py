@@ -86,6 +86,18 @@ def report_without_timing(text: str) -> str:
     return re.sub(r"&quot;cache&quot;: &quot;[^&]*&quot;", "CACHE", text)
 
 
+def same_outputs(full: Path, other: Path) -> tuple[dict, dict]:
+    """Assert another run's outputs equal an unsharded run's: results.jsonl byte for byte,
+    summary.json and report.html but for time and the cache path; (summary, other's)."""
+    assert (other / "results.jsonl").read_bytes() == (full / "results.jsonl").read_bytes()
+    a = json.loads((full / "summary.json").read_text())
+    b = json.loads((other / "summary.json").read_text())
+    assert without_timing(b) == without_timing(a)
+    report = report_without_timing((other / "report.html").read_text())
+    assert report == report_without_timing((full / "report.html").read_text())
+    return a, b
+
+
 def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
     fake_llm_server.chat = heuristic_judge
     data = write_data(tmp_path / "d.jsonl", 11)
@@ -108,10 +120,7 @@ def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
     assert merged.stdout.splitlines()[:5] == full.stdout.splitlines()[:5]  # the printed table
 
     full_dir, merged_dir = tmp_path / "full", tmp_path / "m"
-    assert (merged_dir / "results.jsonl").read_bytes() == (full_dir / "results.jsonl").read_bytes()
-    a = json.loads((full_dir / "summary.json").read_text())
-    b = json.loads((merged_dir / "summary.json").read_text())
-    assert without_timing(b) == without_timing(a)
+    a, b = same_outputs(full_dir, merged_dir)
     assert b["metrics"]["faithfulness"]["ci_low"] < b["metrics"]["faithfulness"]["ci_high"]
     assert b["rows"] == 11 and b["rows_with_errors"] == 1 and "shard" not in b["config"]
     shard_seconds = [
@@ -119,9 +128,7 @@ def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
         for i in (1, 2, 3)
     ]
     assert b["config"]["seconds"] == pytest.approx(sum(shard_seconds), abs=0.002)
-    report_a = (full_dir / "report.html").read_text()
     report_b = (merged_dir / "report.html").read_text()
-    assert report_without_timing(report_b) == report_without_timing(report_a)
     assert "row 5" in report_b and "no_contexts" in report_b
     assert sorted(p.name for p in merged_dir.iterdir()) == [
         "report.html",
@@ -161,13 +168,8 @@ def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fak
     assert both.returncode == 0, both.stderr
     assert fake_llm_server.count() == 2 * before  # each row judged once more, by one process
     assert both.stdout.splitlines()[:5] == full.stdout.splitlines()[:5]  # the printed table
-    full_dir, two = tmp_path / "full", tmp_path / "two"
-    assert (two / "results.jsonl").read_bytes() == (full_dir / "results.jsonl").read_bytes()
-    a = json.loads((full_dir / "summary.json").read_text())
-    b = json.loads((two / "summary.json").read_text())
-    assert without_timing(b) == without_timing(a)
-    report = report_without_timing((two / "report.html").read_text())
-    assert report == report_without_timing((full_dir / "report.html").read_text())
+    two = tmp_path / "two"
+    same_outputs(tmp_path / "full", two)
     assert sorted(p.name for p in two.iterdir()) == ["report.html", "results.jsonl", "summary.json"]
 
     # The gates apply to the joined run; a replay from the shared cache makes no request.
