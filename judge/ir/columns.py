@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from judge.ir.arrow import mix, string_hashes, take, to_numpy
+from judge.threads import map_ahead
 
 PathLike = str | os.PathLike[str]
 Kind = Literal["qrels", "run"]
@@ -118,18 +118,13 @@ def _read(handle: Any, kind: Kind) -> TrecColumns:
 
     built = _Columns(os.fstat(handle.fileno()).st_size)
     query_ids: dict[str, int] = {}
-    # One chunk is parsed (pyarrow and numpy, mostly without the GIL) in a thread while the
-    # one before it is numbered and stored here: the two overlap on a second core. Chunks
-    # are numbered in file order, so queries are numbered as they first appear.
-    with ThreadPoolExecutor(max_workers=1) as parser:
-        parsing: tuple[int, Future[_Piece | None]] | None = None
-        for block, cut, layout in _chunks(handle, kind):
-            following = (cut, parser.submit(_parse, block, cut, kind, *layout))
-            if parsing is not None:
-                _store(built, parsing, query_ids)
-            parsing = following
-        if parsing is not None:
-            _store(built, parsing, query_ids)
+    # A chunk is parsed (pyarrow and numpy, mostly without the GIL) in a thread while the
+    # next is read and the one before is numbered and stored here: they overlap on a second
+    # core. Chunks are stored in file order, so queries are numbered as they first appear.
+    parsed = map_ahead(lambda chunk: (chunk[1], _parse(*chunk, kind)), _chunks(handle, kind))
+    for cut, piece in parsed:  # the parser's _Unsuitable is raised here
+        if piece is not None:
+            _store(built, cut, piece, query_ids)
     if not built.n:
         return _empty(kind)
     query, values, keys = (array[: built.n] for array in built.arrays)
@@ -141,9 +136,9 @@ def _read(handle: Any, kind: Kind) -> TrecColumns:
     return TrecColumns(list(query_ids), query, docs, values, keys)
 
 
-def _chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, tuple[bytes, int]]]:
-    """(block, where its last whole line ends, layout) of each chunk of the file, in order;
-    nothing when the first chunk's layout is not one the fast path reads."""
+def _chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, bytes, int]]:
+    """(block, where its last whole line ends, separator, fields) of each chunk of the
+    file, in order; nothing when the first chunk's layout is not one the fast path reads."""
     layout: tuple[bytes, int] | None = None
     size = _CHUNK_BYTES
     while True:
@@ -159,19 +154,13 @@ def _chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, tuple[bytes, 
         if layout is None:
             layout = _layout(block, kind)
         if layout is not None and cut:  # (pyarrow refuses empty input)
-            yield block, cut, layout
+            yield block, cut, *layout
         if end:
             return
 
 
-def _store(
-    built: _Columns, parsing: tuple[int, Future[_Piece | None]], query_ids: dict[str, int]
-) -> None:
+def _store(built: _Columns, cut: int, piece: _Piece, query_ids: dict[str, int]) -> None:
     """Number a parsed chunk's queries (in order of first appearance) and add its lines."""
-    cut, future = parsing
-    piece = future.result()  # the parser's _Unsuitable is raised here
-    if piece is None:
-        return
     distinct, local, docs, scores, keys = piece
     ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct.to_pylist()]
     built.add(cut, (np.asarray(ids, dtype=np.int32)[local], docs, scores, keys))
@@ -208,7 +197,7 @@ def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
 _Piece = tuple[Any, np.ndarray, list[Any], np.ndarray, np.ndarray]
 
 
-def _parse(block: bytes, cut: int, kind: Kind, separator: bytes, fields: int) -> _Piece | None:
+def _parse(block: bytes, cut: int, separator: bytes, fields: int, kind: Kind) -> _Piece | None:
     """The lines `block[:cut]`, parsed (see `_Piece`); None if blank. Touches no shared
     state: it runs in a thread beside the caller."""
     import pyarrow as pa

@@ -1,0 +1,34 @@
+"""Work overlapped on a second core: a function applied in a thread, one item ahead.
+
+For numpy and pyarrow work, which runs without the GIL: while the thread works on one
+item, the caller's iterator produces the next (draws the next random indices, reads the
+next chunk of a file), and the caller uses the result before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_ahead(function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    """function(item) for each item, in order, each computed in one worker thread while
+    the next item is produced; an exception of either is raised here, in order.
+
+    Args:
+        function: the work done in the thread (it must not touch what the caller changes).
+        items: produced in the caller's thread, one ahead of the results used.
+    """
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        pending: Future[R] | None = None
+        for item in items:
+            following = worker.submit(function, item)
+            if pending is not None:
+                yield pending.result()
+            pending = following
+        if pending is not None:
+            yield pending.result()

@@ -1,0 +1,45 @@
+"""map_ahead: a function applied in a thread, one item ahead, results in order."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from judge.threads import map_ahead
+
+
+def test_results_come_in_order_computed_in_another_thread_one_item_ahead():
+    produced: list[int] = []
+    workers: set[int] = set()
+
+    def items():
+        for i in range(5):
+            produced.append(i)
+            yield i
+
+    def square(i: int) -> int:
+        workers.add(threading.get_ident())
+        return i * i
+
+    results = []
+    for result in map_ahead(square, items()):
+        results.append(result)
+        # Item k's result is used while item k + 1 is produced (and being worked on).
+        assert len(produced) == min(len(results) + 1, 5)
+    assert results == [0, 1, 4, 9, 16]
+    assert workers and threading.get_ident() not in workers
+    assert list(map_ahead(square, [])) == []
+
+
+def test_an_exception_is_raised_where_its_result_would_be_used():
+    def fail_on_two(i: int) -> int:
+        if i == 2:
+            raise ValueError("two")
+        return i
+
+    got = []
+    with pytest.raises(ValueError, match="two"):
+        for result in map_ahead(fail_on_two, range(5)):
+            got.append(result)
+    assert got == [0, 1]
