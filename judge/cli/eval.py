@@ -39,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("data", help=".jsonl, .json, .csv, .parquet, or a saved dataset directory")
     _eval_options(p)
-    p.set_defaults(func=run_eval)
+    # keep_checkpoint: no option; set for the shards that --processes runs (cli.processes)
+    p.set_defaults(func=run_eval, keep_checkpoint=False)
 
 
 def gate_options(p: argparse.ArgumentParser) -> None:
@@ -247,8 +248,9 @@ def run_eval(args: argparse.Namespace) -> int:
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise LLMConfigError(f"{exc}{resume}") from None
-    keep = getattr(args, "keep_checkpoint", False)  # set for the shards of --processes
-    return finish_run(result, out, required, args.max_error_rate, keep_checkpoint=keep)
+    return finish_run(
+        result, out, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
+    )
 
 
 def run_on_ray(args: argparse.Namespace) -> Any:
