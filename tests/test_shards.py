@@ -98,12 +98,18 @@ def same_outputs(full: Path, other: Path) -> tuple[dict, dict]:
     return a, b
 
 
-def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
-    fake_llm_server.chat = heuristic_judge
+def unsharded_run(tmp_path: Path, server) -> tuple[Path, str, subprocess.CompletedProcess]:
+    """(data, server URL, the process) of an unsharded `judge eval` of 11 rows into
+    tmp_path/full, with the heuristic judge and the cache c0.sqlite."""
+    server.chat = heuristic_judge
     data = write_data(tmp_path / "d.jsonl", 11)
-    url = fake_llm_server.base_url
-    full = run(*eval_args(data, url, tmp_path / "c0.sqlite", tmp_path / "full"))
+    full = run(*eval_args(data, server.base_url, tmp_path / "c0.sqlite", tmp_path / "full"))
     assert full.returncode == 0, full.stderr
+    return data, server.base_url, full
+
+
+def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
+    data, url, full = unsharded_run(tmp_path, fake_llm_server)
     unsharded_requests = fake_llm_server.count()
     for i in (1, 2, 3):
         done = run(
@@ -158,11 +164,7 @@ def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
 
 
 def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fake_llm_server):
-    fake_llm_server.chat = heuristic_judge
-    data = write_data(tmp_path / "d.jsonl", 11)
-    url = fake_llm_server.base_url
-    full = run(*eval_args(data, url, tmp_path / "c0.sqlite", tmp_path / "full"))
-    assert full.returncode == 0, full.stderr
+    data, url, full = unsharded_run(tmp_path, fake_llm_server)
     before = fake_llm_server.count()
     both = run(*eval_args(data, url, tmp_path / "c1.sqlite", tmp_path / "two", "--processes", 3))
     assert both.returncode == 0, both.stderr
