@@ -71,6 +71,11 @@ class CacheError(JudgeError):
     """The judgment cache file cannot be used (damaged, foreign, or from a newer version)."""
 
 
+class OutputError(JudgeError):
+    """An output folder or file cannot be written: a file in the way, a read-only or full
+    disk, or another judge run writing to the same folder."""
+
+
 class CacheMiss(JudgeError):
     """Replay mode found no recorded judgment for a request; nothing was sent to the network."""
 

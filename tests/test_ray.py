@@ -81,6 +81,7 @@ def test_ray_eval_equals_the_plain_run_and_reruns_from_the_actors_caches(
     report_b = re.sub(r"SECONDS,\s*&quot;ray&quot;: \{[^}]*\}", "SECONDS", report_b)
     assert report_b == report_a
     assert sorted(p.name for p in on_ray.iterdir()) == [
+        ".judge.lock",  # the folder's lock, kept: see judge.run.output_folder
         "report.html",
         "results.jsonl",
         "summary.json",

@@ -71,6 +71,9 @@ def eval_args(data: Path, base_url: str, cache: Path, out: Path, *extra: object)
         "--out",
         out,
         "--no-progress",
+        # row 5 is unreadable on purpose (see rows()): up to a quarter of a shard's rows
+        "--max-error-rate",
+        "0.5",
         *extra,
     ]
 
@@ -121,7 +124,15 @@ def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
         shard_rows = (tmp_path / f"s{i}" / "results.jsonl").read_text().splitlines()
         assert [json.loads(r)["row"] for r in shard_rows] == list(range(i - 1, 11, 3))
     assert fake_llm_server.count() == 2 * unsharded_requests  # each row judged once more
-    merged = run("merge", tmp_path / "m", tmp_path / "s3", tmp_path / "s1", tmp_path / "s2")
+    merged = run(
+        "merge",
+        "--max-error-rate",
+        "0.5",
+        tmp_path / "m",
+        tmp_path / "s3",
+        tmp_path / "s1",
+        tmp_path / "s2",
+    )
     assert merged.returncode == 0, merged.stderr
     assert merged.stdout.splitlines()[:5] == full.stdout.splitlines()[:5]  # the printed table
 
@@ -137,6 +148,7 @@ def test_sharded_run_merges_into_the_unsharded_run(tmp_path, fake_llm_server):
     report_b = (merged_dir / "report.html").read_text()
     assert "row 5" in report_b and "no_contexts" in report_b
     assert sorted(p.name for p in merged_dir.iterdir()) == [
+        ".judge.lock",  # the folder's lock, kept: see judge.run.output_folder
         "report.html",
         "results.jsonl",
         "summary.json",
@@ -172,7 +184,12 @@ def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fak
     assert both.stdout.splitlines()[:5] == full.stdout.splitlines()[:5]  # the printed table
     two = tmp_path / "two"
     same_outputs(tmp_path / "full", two)
-    assert sorted(p.name for p in two.iterdir()) == ["report.html", "results.jsonl", "summary.json"]
+    assert sorted(p.name for p in two.iterdir()) == [
+        ".judge.lock",
+        "report.html",
+        "results.jsonl",
+        "summary.json",
+    ]
 
     # The gates apply to the joined run; a replay from the shared cache makes no request.
     gated = run(
@@ -336,6 +353,12 @@ def test_missing_duplicated_and_mismatched_shards_are_refused(tmp_path, fake_llm
         merge_shards([tmp_path / "whole"], out)
     lines = (two / "results.jsonl").read_text().splitlines()
     (two / "results.jsonl").write_text("\n".join(lines[:1]) + "\n")
+    with pytest.raises(InputFormatError, match="not the file its summary.json was written with"):
+        merge_shards([one, two, three], out)
+    # A summary of an older judge records no hash: the rows themselves are checked.
+    summary = json.loads((two / "summary.json").read_text())
+    del summary["results_sha256"]
+    (two / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(InputFormatError, match=r"row 4 is in no shard's results\.jsonl"):
         merge_shards([one, two, three], out)
     moved = lines[0].replace('"row": 1,', '"row": 2,')  # a row of shard 3 in shard 2
@@ -420,10 +443,19 @@ def test_merge_takes_each_shards_recorded_tally_while_its_results_are_unchanged(
     assert row["scores"]["faithfulness"] != 0.0
     row["scores"]["faithfulness"] = 0.0  # edited by hand after the shard finished
     (two / "results.jsonl").write_text(json.dumps(row) + "\n" + "".join(lines[1:]))
+    # Its summary.json's hash refuses it outright; a summary of an older judge has none,
+    # and then the edited rows are parsed, not taken from the record.
+    with pytest.raises(InputFormatError, match="not the file its summary.json was written with"):
+        merged("edited", parse=True)
+    summary_text = (two / "summary.json").read_text(encoding="utf-8")
+    (two / "summary.json").write_text(
+        json.dumps({k: v for k, v in json.loads(summary_text).items() if k != "results_sha256"})
+    )
     edited, _ = merged("edited", parse=True)
     assert edited.scores("faithfulness") != parsed.scores("faithfulness")
     assert 0.0 in edited.scores("faithfulness")  # the file's numbers, not the record's
     (two / "results.jsonl").write_text("".join(lines), encoding="utf-8")
+    (two / "summary.json").write_text(summary_text, encoding="utf-8")
     # Records whose tally is false (zero scores): taken, they would show in the result.
     record = json.loads(records[one])
     scores = record["tally"]["scores"]

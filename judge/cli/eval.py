@@ -17,6 +17,7 @@ from judge.run.progress import DEFAULT_INTERVAL
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.llm.cache import Cache
     from judge.llm.config import LLM, Embeddings
+    from judge.run.output_folder import OutputFolder
 
 EXIT_THRESHOLD = 1  # a --fail-under threshold was missed
 EXIT_ERROR_RATE = 3  # judges failed in more than --max-error-rate of the judged rows (2: usage)
@@ -217,6 +218,7 @@ def thresholds(items: list[str], max_error_rate: float) -> dict[str, float]:
 def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
     from judge.run.evaluate import evaluate
+    from judge.run.output_folder import OutputFolder
     from judge.run.shard import parse_shard
 
     required = thresholds(args.fail_under, args.max_error_rate)
@@ -227,30 +229,32 @@ def run_eval(args: argparse.Namespace) -> int:
 
         return run_in_processes(args, required)
     if args.ray or args.ray_address:
-        return finish_run(run_on_ray(args), Path(args.out), required, args.max_error_rate)
+        with OutputFolder(args.out) as folder:
+            return finish_run(run_on_ray(args), folder, required, args.max_error_rate)
     shard = parse_shard(args.shard) if args.shard is not None else None
     llm, embeddings, cache = model_config(args)
-    out = Path(args.out)
     metrics = metric_names(args)
-    checkpoint = out / ".checkpoint.jsonl"
-    try:
-        result = evaluate(
-            args.data,
-            metrics=metrics,
-            llm=llm,
-            embeddings=embeddings,
-            cache=cache,
-            checkpoint=checkpoint,
-            shard=shard,
-            **data_options(args),
+    # Locked for the whole run: the checkpoint lives in the folder too.
+    with OutputFolder(args.out) as folder:
+        checkpoint = folder.path / ".checkpoint.jsonl"
+        try:
+            result = evaluate(
+                args.data,
+                metrics=metrics,
+                llm=llm,
+                embeddings=embeddings,
+                cache=cache,
+                checkpoint=checkpoint,
+                shard=shard,
+                **data_options(args),
+            )
+        except LLMConfigError as exc:
+            kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
+            resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
+            raise LLMConfigError(f"{exc}{resume}") from None
+        return finish_run(
+            result, folder, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
         )
-    except LLMConfigError as exc:
-        kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
-        resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
-        raise LLMConfigError(f"{exc}{resume}") from None
-    return finish_run(
-        result, out, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
-    )
 
 
 def run_on_ray(args: argparse.Namespace) -> Any:
@@ -363,26 +367,108 @@ def _error_rate_failure(result: Any, max_rate: float) -> str | None:
     )
 
 
+SHOWN_REASONS = 3  # rows named on stderr for a failure that concerns many
+
+
+def _first(rows: Any, test: Any, limit: int = SHOWN_REASONS) -> list[str]:
+    """'row N: reason' of the first rows for which test gives a reason."""
+    found = []
+    for row in rows:
+        reason = test(row)
+        if reason:
+            found.append(f"row {row.row}: {reason}")
+            if len(found) == limit:
+                break
+    return found
+
+
+def _unreadable_failure(result: Any, max_rate: float) -> tuple[str | None, str | None]:
+    """(a note on the rows that could not be read, why the run fails for them) or Nones.
+
+    Unreadable rows (bad input: no question, contexts not a list...) have no scores at
+    all, so they count against --max-error-rate as failed judges do."""
+    total = len(result.rows)
+    unreadable = total - result.judged_rows
+    if not unreadable:
+        return None, None
+    shown = _first(result.rows, lambda row: row.error)
+    note = (
+        f"{unreadable} of {total} rows could not be read and have no scores: "
+        + "; ".join(shown)
+        + ("; ..." if unreadable > len(shown) else "")
+    )
+    rate = unreadable / total
+    if not rate > max_rate:
+        return note, None
+    return note, (
+        f"{unreadable} of {total} rows ({rate:.1%}) could not be read, over "
+        f"--max-error-rate {max_rate:g}: fix the input (see 'error' in results.jsonl) or "
+        "map its columns with --column FIELD=COLUMN"
+    )
+
+
+def _replay_failure(result: Any) -> str | None:
+    """Why a strict replay fails: a judgment was not in the cache (or damaged there). A
+    replay that misses is not a replay, whatever --max-error-rate allows."""
+    if result.config.get("cache_mode") != "replay" or not result.rows_with_judge_errors:
+        return None
+
+    def missed(row: Any) -> str | None:
+        for metric, error in row.errors.items():
+            if error.startswith("CacheMiss"):
+                return f"{metric}: {error}"
+        return None
+
+    shown = _first(result.rows, missed, limit=1)
+    if not shown:
+        return None
+    return (
+        "--replay found no recorded judgment for some rows, so their scores are missing "
+        f"(first: {shown[0]}); record them first (run without --replay), or check --cache "
+        "and --cache-as"
+    )
+
+
 def finish_run(
     result: Any,
-    out: Path,
+    folder: OutputFolder | Path,
     thresholds: dict[str, float],
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     *,
     results_written: bool = False,
     keep_checkpoint: bool = False,
 ) -> int:
-    """Write results (unless results_written: out/results.jsonl holds the rows already),
-    summary and report; print the table; check thresholds and the judge error rate;
-    return the exit code. The run's checkpoint is deleted unless keep_checkpoint (a shard
+    """Write results, summary and report into the output folder (an open OutputFolder, or
+    a path: opened and locked for this), published whole (see `judge.run.output_folder`);
+    print the table; check thresholds, unreadable rows, a strict replay's misses and the
+    judge error rate; return the exit code.
+
+    With results_written, the rows were joined into `folder.temporary("results.jsonl")`
+    already (judge merge). The run's checkpoint is deleted unless keep_checkpoint (a shard
     of --processes keeps it until the shards are joined)."""
     from judge.report.diagnose import diagnose
     from judge.report.eval_html import write_report
+    from judge.run.checkpoint import RowFile
+    from judge.run.merge import SHARD_FILE, write_shard_record
+    from judge.run.output_folder import OutputFolder, file_sha256
 
-    out.mkdir(parents=True, exist_ok=True)
-    if not results_written:
-        result.write_jsonl(out / "results.jsonl")
+    if not isinstance(folder, OutputFolder):
+        with OutputFolder(folder) as opened:
+            return finish_run(
+                result,
+                opened,
+                thresholds,
+                max_error_rate,
+                results_written=results_written,
+                keep_checkpoint=keep_checkpoint,
+            )
+    out = folder.path
+    with folder.writing("results.jsonl") as results_path:
+        # judge merge joined the rows into this very file already
+        written = results_written
+        digest = file_sha256(results_path) if written else result.write_jsonl(results_path)
     summary = result.summary_dict()
+    summary["results_sha256"] = digest  # readers refuse a results.jsonl that differs
     missed = []
     for metric, floor in thresholds.items():
         if metric not in result.summary:
@@ -396,15 +482,29 @@ def finish_run(
     summary["thresholds"] = {"required": thresholds, "missed": missed}
     too_many = _error_rate_failure(result, max_error_rate)
     summary["judge_errors"].update(max_rate=max_error_rate, failed=too_many is not None)
+    unreadable_note, unreadable = _unreadable_failure(result, max_error_rate)
+    summary["unreadable_rows"] = {
+        "rows": len(result.rows) - result.judged_rows,
+        "failed": unreadable is not None,
+    }
+    replay_missed = _replay_failure(result)
+    summary["replay_missed"] = replay_missed is not None
     summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
-    (out / "summary.json").write_text(
-        json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    write_report(result, out / "report.html")
+    outputs = ["results.jsonl", "report.html"]
+    with folder.writing("report.html") as report_path:
+        write_report(result, report_path)
     if "shard" in result.config:
-        from judge.run.merge import write_shard_record
-
-        write_shard_record(result, out)  # what `judge merge` reads instead of every row
+        outputs.append(SHARD_FILE)
+        with folder.writing(SHARD_FILE) as record_path:
+            write_shard_record(result, record_path, digest)  # what `judge merge` reads
+    with folder.writing("summary.json") as summary_path:
+        summary_path.write_text(
+            json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    outputs.append("summary.json")  # last: its hash vouches for the files before it
+    folder.publish(outputs)
+    if isinstance(result.rows, RowFile) and result.rows.path == results_path:
+        result.rows.renamed(out / "results.jsonl")
     checkpoint = out / ".checkpoint.jsonl"
     if checkpoint.exists() and not keep_checkpoint:
         checkpoint.unlink()  # the run is complete: results.jsonl has every row
@@ -421,9 +521,21 @@ def finish_run(
             f"judge errors in {result.rows_with_judge_errors} of {result.judged_rows} judged "
             f"rows ({result.judge_error_rate:.1%}; --max-error-rate {max_error_rate:g})"
         )
+    if unreadable_note:
+        print(unreadable_note, file=sys.stderr)
     for line in missed:
         print(f"FAILED threshold: {line}", file=sys.stderr)
-    if too_many:
-        print(f"FAILED error rate: {too_many}", file=sys.stderr)
+    failures = [
+        f"FAILED {what}: {why}"
+        for what, why in (
+            ("unreadable rows", unreadable),
+            ("replay", replay_missed),
+            ("error rate", too_many),
+        )
+        if why
+    ]
+    for line in failures:
+        print(line, file=sys.stderr)
+    if failures:
         return EXIT_ERROR_RATE
     return EXIT_THRESHOLD if missed else 0

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+import traceback
 from collections.abc import Sequence
 
 from judge import __version__
@@ -37,20 +40,61 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_USAGE = 2  # a usage, input, configuration, output or cache error: one line says what
+EXIT_INTERNAL = 70  # a bug in judge (sysexits' EX_SOFTWARE): the traceback is printed
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM): what `timeout` and CI cancels send
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that the run unwinds as after Ctrl-C: files
+    closed, temporary files removed, child processes stopped. A KeyboardInterrupt, because
+    asyncio lets only those (and SystemExit) out of a callback: any other exception raised
+    there is logged and the loop goes on."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `judge` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args))
     except JudgeError as exc:
         print(f"judge: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except BrokenPipeError:  # `judge ir ... | head` is fine
         return 0
+    except OSError as exc:  # the file system said no (a file missing, a disk full...)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"judge: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Terminated:
+        print("judge: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
+    except KeyboardInterrupt:
+        print("judge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        traceback.print_exc()
+        print(
+            f"judge: internal error (exit {EXIT_INTERNAL}): this is a bug in judge "
+            f"{__version__}, not in your data or setup; please report it with the command "
+            "you ran and the traceback above",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from judge.cli.eval import finish_run, gate_options, thresholds
 from judge.errors import JudgeError
+
+if TYPE_CHECKING:
+    from judge.run.output_folder import OutputFolder
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,28 +34,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_merge(args: argparse.Namespace) -> int:
     """The `judge merge` command."""
+    from judge.run.output_folder import OutputFolder
+
     required = thresholds(args.fail_under, args.max_error_rate)
-    return merge_into(Path(args.out), args.shards, required, args.max_error_rate)
+    with OutputFolder(args.out) as folder:
+        return merge_into(folder, args.shards, required, args.max_error_rate)
 
 
 def merge_into(
-    out: Path, shard_dirs: Sequence[str | Path], required: dict[str, float], max_error_rate: float
+    folder: OutputFolder,
+    shard_dirs: Sequence[str | Path],
+    required: dict[str, float],
+    max_error_rate: float,
 ) -> int:
-    """Join the shards' outputs into `out` as `judge merge` does; returns the exit code."""
-    from judge.run.checkpoint import RowFile
+    """Join the shards' outputs into the (open) output folder as `judge merge` does;
+    returns the exit code."""
     from judge.run.merge import merge_shards
 
+    out = folder.path
     if any(out.resolve() == Path(d).resolve() for d in shard_dirs):
         raise JudgeError(f"{out} is a shard's directory; give the merged run its own directory")
-    out.mkdir(parents=True, exist_ok=True)
-    joined = out / ".merged.jsonl"
-    try:
+    # The joined lines are results.jsonl as it is (270 MB for 100,000 rows): written once,
+    # under the name the folder publishes them from.
+    with folder.writing("results.jsonl") as joined:
         result = merge_shards(shard_dirs, joined)
-        # The joined lines are results.jsonl as it is: renamed, not copied (270 MB for
-        # 100,000 rows), once every row is in.
-        rows = result.rows
-        assert isinstance(rows, RowFile)  # merge_shards reads the joined file lazily
-        rows.move(out / "results.jsonl")
-        return finish_run(result, out, required, max_error_rate, results_written=True)
-    finally:
-        joined.unlink(missing_ok=True)
+    return finish_run(result, folder, required, max_error_rate, results_written=True)

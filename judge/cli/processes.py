@@ -32,6 +32,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
     returns the exit code of the joined run."""
     from judge.cli.eval import model_config
     from judge.cli.merge import merge_into
+    from judge.run.output_folder import OutputFolder
 
     count = args.processes
     if args.shard is not None:
@@ -46,14 +47,15 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
     _, _, cache = model_config(args)
     if cache is not None:
         cache.close()
-    out = Path(args.out)
-    dirs = [out / SHARDS_DIR / f"{i}-of-{count}" for i in range(1, count + 1)]
-    if not args.no_progress:
-        print(f"judging in {count} processes; the progress shown is shard 1's", file=sys.stderr)
-    run_shards([child_options(args, i, count, d) for i, d in enumerate(dirs, start=1)])
-    code = merge_into(out, dirs, required, args.max_error_rate)
-    shutil.rmtree(out / SHARDS_DIR)  # joined: results.jsonl holds every row
-    return code
+    with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
+        out = folder.path
+        dirs = [out / SHARDS_DIR / f"{i}-of-{count}" for i in range(1, count + 1)]
+        if not args.no_progress:
+            print(f"judging in {count} processes; the progress shown is shard 1's", file=sys.stderr)
+        run_shards([child_options(args, i, count, d) for i, d in enumerate(dirs, start=1)])
+        code = merge_into(folder, dirs, required, args.max_error_rate)
+        shutil.rmtree(out / SHARDS_DIR)  # joined: results.jsonl holds every row
+        return code
 
 
 def run_shards(shards: list[dict[str, Any]]) -> None:

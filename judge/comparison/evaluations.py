@@ -10,6 +10,7 @@ left out, and so are pairs where either side is NaN for that metric.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from judge.errors import InputFormatError
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.report.format import MISSING, number
+from judge.run.output_folder import check_results_hash
 from judge.run.results import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
@@ -200,8 +202,16 @@ def load_results(source: Any) -> tuple[list[ResultRow], str]:
         path = path / "results.jsonl"
     if not path.is_file():
         raise InputFormatError(f"{path}: no such results file (judge eval writes results.jsonl)")
+    data = path.read_bytes()
+    summary = path.with_name("summary.json")
+    if summary.is_file():  # judge eval's output folder: the summary vouches for its rows
+        try:
+            recorded = json.loads(summary.read_text(encoding="utf-8"))
+        except ValueError:
+            raise InputFormatError(f"{summary}: not JSON; rerun the evaluation") from None
+        check_results_hash(recorded, hashlib.sha256(data).hexdigest(), path.parent)
     rows = []
-    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:

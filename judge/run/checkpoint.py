@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO, overload
 
 from judge.json_values import dumps_nan_as_null
+from judge.run.output_folder import temporary_prefix, write_failure
 from judge.run.results import ResultRow
 
 _RESULT_KEY = '"result": '
@@ -107,6 +108,10 @@ class RowFile(Sequence[ResultRow]):
         os.replace(self.path, path)
         self.path = Path(path)
 
+    def renamed(self, path: str | os.PathLike[str]) -> None:
+        """The file was renamed to path by someone else: read it from there."""
+        self.path = Path(path)
+
     def _read(self, offset: int) -> ResultRow:
         with open(self.path, "rb") as lines:
             lines.seek(offset)
@@ -156,8 +161,10 @@ class Checkpoint:
         # is only read through `rows`, which flushes it first.
         self._through = path is not None
         if path is None:
+            # Named with the process id: a later run over the folder removes the file of
+            # a run that was killed (see judge.run.output_folder.remove_debris).
             handle, name = tempfile.mkstemp(
-                prefix=".judge-rows-", suffix=".jsonl", dir=temporary_dir
+                prefix=temporary_prefix("rows"), suffix=".jsonl", dir=temporary_dir
             )
             os.close(handle)
             self.path = Path(name)
@@ -206,12 +213,15 @@ class Checkpoint:
         through to the OS at once, so killing the process loses nothing finished; no fsync
         per row (it cost ~0.5 ms a row), so a power cut may lose the last rows, which the
         cache then answers again without a request. A temporary file's lines are buffered."""
-        if self._out is None:
-            self._out = self._open()
-        offset = self._out.tell()
-        self._out.write(line)
-        if self._through:
-            self._out.flush()
+        try:
+            if self._out is None:
+                self._out = self._open()
+            offset = self._out.tell()
+            self._out.write(line)
+            if self._through:
+                self._out.flush()
+        except OSError as exc:  # a full disk stops the run: the rows written so far stay
+            raise write_failure(self.path, exc) from None
         return offset
 
     def append(self, row_number: int, input_hash: str, result: ResultRow) -> int:
@@ -232,13 +242,19 @@ class Checkpoint:
     def close(self) -> None:
         """Close the file after writing (rows stay readable through `rows`)."""
         if self._out is not None:
-            self._out.close()
-            self._out = None
+            out, self._out = self._out, None
+            try:
+                out.close()
+            except OSError as exc:  # the buffered lines of a spill file meet a full disk
+                raise write_failure(self.path, exc) from None
 
     def rows(self, offsets: Sequence[int], metrics: Sequence[str]) -> RowFile:
         """The rows at these offsets, read lazily; keeps a temporary file alive while used."""
         if self._out is not None:
-            self._out.flush()  # rows still being written are readable too
+            try:
+                self._out.flush()  # rows still being written are readable too
+            except OSError as exc:
+                raise write_failure(self.path, exc) from None
         return RowFile(self.path, offsets, wrapped=True, owner=self, metrics=metrics)
 
 

@@ -17,7 +17,6 @@ server ended up accepting) are shard 1's.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import heapq
 import json
 import os
@@ -27,6 +26,7 @@ from typing import Any
 
 from judge.errors import InputFormatError
 from judge.run.checkpoint import RowFile, scan_lines
+from judge.run.output_folder import check_results_hash, file_sha256
 from judge.run.results import EvaluationResult, ResultRow, RowTally
 from judge.run.shard import Shard
 
@@ -49,6 +49,8 @@ class ShardOutput:
                 "rerun)"
             )
         data = json.loads(summary.read_text(encoding="utf-8"))
+        self.results_sha256 = file_sha256(self.results)
+        check_results_hash(data, self.results_sha256, self.dir)
         self.config: dict[str, Any] = data.get("config", {})
         self.usage: dict[str, Any] = data.get("usage", {})
         spec = self.config.get("shard")
@@ -74,7 +76,7 @@ class ShardOutput:
         spec = {"index": self.shard.index, "count": self.shard.count}
         if record.get("run") != self.config.get("run") or record.get("shard") != spec:
             return None
-        if record.get("results_sha256") != file_sha256(self.results):
+        if record.get("results_sha256") != self.results_sha256:
             return None  # edited since: its lines are parsed and checked instead
         tally = record.get("tally")
         return tally if isinstance(tally, dict) else None
@@ -105,29 +107,20 @@ class ShardOutput:
 SHARD_FILE = "shard.json"
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def write_shard_record(result: EvaluationResult, out: Path) -> None:
-    """Write `shard.json` beside a finished shard's results.jsonl: its run, its shard, the
-    sha256 of results.jsonl and the tally of its rows, which `judge merge` reads instead of
+def write_shard_record(result: EvaluationResult, path: Path, results_sha256: str) -> None:
+    """Write a finished shard's `shard.json` (to path): its run, its shard, the sha256 of
+    its results.jsonl and the tally of its rows, which `judge merge` reads instead of
     parsing every row while the hash matches."""
     spec = result.config["shard"]
     record = {
         "format": 1,
         "run": result.config.get("run"),
         "shard": {"index": spec["index"], "count": spec["count"]},
-        "results_sha256": file_sha256(out / "results.jsonl"),
+        "results_sha256": results_sha256,
         "tally": result.tally.to_json(),
     }
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))  # NaN are null
-    (out / SHARD_FILE).write_text(text + "\n", encoding="utf-8")
+    path.write_text(text + "\n", encoding="utf-8")
 
 
 def check_shards(shards: Sequence[ShardOutput]) -> None:

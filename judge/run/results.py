@@ -6,6 +6,7 @@ object and in pandas, and null in JSON files (results.jsonl, summary.json).
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import math
@@ -358,16 +359,19 @@ class EvaluationResult:
 
         return datasets.Dataset.from_pandas(self.to_pandas(), preserve_index=False)
 
-    def write_jsonl(self, path: str | os.PathLike[str]) -> None:
-        """Every row with its evidence and usage as JSON lines, in input order (NaN as null)."""
+    def write_jsonl(self, path: str | os.PathLike[str]) -> str:
+        """Every row with its evidence and usage as JSON lines, in input order (NaN as
+        null); returns the sha256 of the file written (summary.json records it)."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         lines = getattr(self.rows, "json_lines", None)  # rows on disk give their text
-        with open(path, "w", encoding="utf-8") as out:
-            if lines is not None:
-                out.writelines(lines())
-                return
-            for row in self.rows:
-                out.write(row.json_line() + "\n")
+        texts = lines() if lines is not None else (row.json_line() + "\n" for row in self.rows)
+        digest = hashlib.sha256()
+        with open(path, "wb") as out:
+            for text in texts:
+                data = text.encode("utf-8")
+                digest.update(data)
+                out.write(data)
+        return digest.hexdigest()
 
     def write_csv(self, path: str | os.PathLike[str]) -> None:
         """The flat rows as CSV (contexts as a JSON list)."""

@@ -1,0 +1,203 @@
+"""A run's output folder: one run at a time, outputs published whole, no debris left.
+
+`judge eval`, `judge merge` and `judge demo` write results.jsonl, report.html (shard.json)
+and summary.json. Each is first written under a temporary name in the folder, then all
+are renamed into place, summary.json last. A run killed while writing leaves the previous
+run's files as they were; one killed between two renames leaves a results.jsonl that its
+summary.json's `results_sha256` does not match, which every reader refuses. Temporary
+files carry their process id (`.judge-out-PID-NAME`, the row spill files
+`.judge-rows-PID-*.jsonl`): the next run over the folder removes those of processes that
+are gone. A lock (`.judge.lock`, held while the run lasts) stops a second run on the same
+folder; the cache stays shareable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from judge.errors import InputFormatError, OutputError
+
+if sys.platform != "win32":  # on Windows two runs on one folder are not stopped
+    import fcntl
+
+LOCK_NAME = ".judge.lock"
+OUTPUT_PREFIX = ".judge-out-"
+ROWS_PREFIX = ".judge-rows-"  # judge.run.checkpoint's spill files
+_DEBRIS = re.compile(r"^\.judge-(?:out|rows)-(\d+)-")
+
+
+def temporary_prefix(kind: str) -> str:
+    """The prefix of this process's temporary files of a kind ("out", "rows")."""
+    return f".judge-{kind}-{os.getpid()}-"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_debris(folder: Path) -> list[Path]:
+    """Remove the temporary files that runs killed in this folder left behind (their
+    process is gone); returns what was removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in folder.iterdir():
+            match = _DEBRIS.match(path.name)
+            if match is None or process_alive(int(match.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    return removed
+
+
+def write_failure(path: Path, exc: OSError) -> OutputError:
+    """An OSError while writing an output as one line saying what to do."""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        advice = "free disk space, then rerun (finished rows are kept and resume)"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        advice = "give an output folder on a writable disk"
+    else:
+        advice = "check the disk and the folder, then rerun"
+    return OutputError(f"{path}: cannot be written ({reason}); {advice}")
+
+
+class OutputFolder:
+    """The folder of one run's outputs, locked while open.
+
+    Args:
+        path: the folder; created if absent.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._lock: IO[str] | None = None
+        self._pending: dict[str, Path] = {}
+
+    def __enter__(self) -> OutputFolder:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Create the folder, take its lock and remove what killed runs left in it."""
+        if self.path.exists() and not self.path.is_dir():
+            raise OutputError(
+                f"{self.path} is a file, not a folder: give the outputs a folder of their own"
+            )
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise write_failure(self.path, exc) from None
+        self._take_lock()
+        remove_debris(self.path)
+
+    def _take_lock(self) -> None:
+        if sys.platform == "win32":  # pragma: no cover
+            return
+        path = self.path / LOCK_NAME
+        try:
+            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held while open)
+        except OSError as exc:
+            raise write_failure(path, exc) from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            other = handle.read().strip() or "unknown"
+            handle.close()
+            raise OutputError(
+                f"{self.path}: another judge run (process {other}) is writing to this "
+                "folder; wait for it to finish, or give this run another output folder"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock = handle
+
+    def close(self) -> None:
+        """Remove the temporary files not published and release the lock."""
+        for path in self._pending.values():
+            path.unlink(missing_ok=True)
+        self._pending.clear()
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the lock
+            self._lock = None
+
+    def temporary(self, name: str) -> Path:
+        """Where to write the output `name` before it is published."""
+        path = self.path / f"{temporary_prefix('out')}{name}"
+        self._pending[name] = path
+        return path
+
+    @contextlib.contextmanager
+    def writing(self, name: str) -> Iterator[Path]:
+        """The temporary path of output `name`; an OSError while writing it becomes an
+        OutputError (a full or read-only disk), and the partial file is removed."""
+        path = self.temporary(name)
+        try:
+            yield path
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            raise write_failure(self.path / name, exc) from None
+
+    def publish(self, names: Sequence[str]) -> None:
+        """Move the written outputs into place, in this order (give summary.json last):
+        each is flushed to disk first, so a crash cannot publish a file cut short."""
+        for name in names:
+            try:
+                _fsync(self._pending[name])
+            except OSError as exc:  # a full disk can surface only now
+                raise write_failure(self.path / name, exc) from None
+        for name in names:
+            os.replace(self._pending.pop(name), self.path / name)
+        with contextlib.suppress(OSError):
+            _fsync(self.path)  # the renames themselves
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_results_hash(summary: Any, results_sha256: str, where: Path) -> None:
+    """Refuse a results.jsonl that is not the one its summary.json was written with (a
+    run stopped between publishing the two, or a file edited or cut short since). A
+    summary of an older judge records no hash and is taken as it is."""
+    recorded = summary.get("results_sha256") if isinstance(summary, dict) else None
+    if recorded is not None and recorded != results_sha256:
+        raise InputFormatError(
+            f"{where}: results.jsonl is not the file its summary.json was written with "
+            "(a run was stopped while writing its outputs, or the file was changed since); "
+            "rerun the evaluation into this folder (it resumes from its checkpoint)"
+        )
