@@ -23,6 +23,7 @@ from judge.errors import InputFormatError
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.report.format import MISSING, number
+from judge.run.data import loads_json, text_lines
 from judge.run.results import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
@@ -201,9 +202,9 @@ def load_results(source: Any) -> tuple[list[ResultRow], str]:
     if not path.is_file():
         raise InputFormatError(f"{path}: no such results file (judge eval writes results.jsonl)")
     rows = []
-    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_number, line in text_lines(path.read_text(encoding="utf-8")):
         try:
-            row = json.loads(line)
+            row = loads_json(line)
         except json.JSONDecodeError as exc:
             raise InputFormatError(f"{path}:{line_number}: not JSON ({exc.msg})") from None
         if not isinstance(row, dict) or not isinstance(row.get("scores"), dict):
