@@ -74,19 +74,33 @@ def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:
         return list(data), f"Dataset of {len(data)} rows"
     raise InputFormatError(
         f"cannot read evaluation data from a {type(data).__name__}; pass a datasets.Dataset, "
-        "a list of dicts, a pandas DataFrame, or a .jsonl/.json/.csv/.parquet path"
+        "a list of dicts, a pandas DataFrame, a .jsonl/.json/.csv/.parquet path, a saved "
+        "dataset folder, or hf://owner/name for a dataset on the Hugging Face hub"
     )
 
 
+HUB = "hf://"  # the only way to name a dataset on the Hugging Face hub
+
+
 def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], str]:
-    p = Path(path)
+    text = os.fspath(path)
+    if isinstance(text, str) and text.startswith(HUB):
+        return _records_from_hub(text)
+    p = Path(text)
     kind = _FILE_TYPES.get(p.suffix.lower())
-    if kind is None and not p.is_dir() and p.suffix:
-        raise InputFormatError(
-            f"{p}: unsupported file type {p.suffix!r} (use .jsonl, .json, .csv or .parquet)"
-        )
     if kind is not None and not p.is_file():
         raise InputFormatError(f"{p}: no such file")
+    if not p.exists():
+        # Never a guess that a missing path is a hub name: a typo must not go to the network.
+        raise InputFormatError(
+            f"{p}: no such file or folder; to read a dataset from the Hugging Face hub, "
+            f"name it {HUB}{text} (or {HUB}{text}:SPLIT)"
+        )
+    if kind is None and not p.is_dir():
+        raise InputFormatError(
+            f"{p}: unsupported file type {p.suffix or '(no suffix)'!r} "
+            "(use .jsonl, .json, .csv or .parquet)"
+        )
     try:
         if kind == "json":
             return _read_json(p), str(p)
@@ -95,20 +109,38 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
 
             frame = pandas.read_csv(p, keep_default_na=False, dtype=str)
             return frame.to_dict(orient="records"), str(p)
-        import datasets  # parquet files, dataset directories and hub names
+        import datasets  # parquet files and dataset directories
 
         loaded = (
             datasets.load_dataset("parquet", data_files=str(p), split="train")
             if kind == "parquet"
             else datasets.load_from_disk(str(p))
-            if p.is_dir()
-            else datasets.load_dataset(str(path))
         )
         return read_records(loaded)[0], str(p)
     except InputFormatError:
         raise
     except Exception as exc:  # the readers' own errors: not parseable, not found
         raise InputFormatError(f"{p}: cannot be read ({type(exc).__name__}: {exc})") from exc
+
+
+def _records_from_hub(source: str) -> tuple[list[dict[str, Any]], str]:
+    """The rows of hf://owner/name or hf://owner/name:split, from the Hugging Face hub."""
+    name, _, split = source[len(HUB) :].partition(":")
+    if not name:
+        raise InputFormatError(f"{source}: name the dataset, e.g. {HUB}owner/name")
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(name, split=split) if split else datasets.load_dataset(name)
+    except Exception as exc:  # not found, no network, not a dataset
+        raise InputFormatError(f"{source}: cannot be read ({type(exc).__name__}: {exc})") from exc
+    if type(loaded).__name__ == "DatasetDict":
+        splits = list(loaded)
+        raise InputFormatError(
+            f"{source} holds several splits ({', '.join(splits)}); name one, "
+            f"e.g. {HUB}{name}:{splits[0]}"
+        )
+    return read_records(loaded)[0], source
 
 
 def text_lines(text: str) -> Iterator[tuple[int, str]]:
