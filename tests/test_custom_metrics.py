@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -210,16 +211,82 @@ def test_a_scorer_that_returns_a_non_number():
     assert "returned str ('great'); return a number" in result.errors["bad"]
 
 
-def test_metrics_modules_from_pyproject(tmp_path):
+def judge_in(folder: Path, *args: str, env: dict[str, str] | None = None):
+    """`judge ARGS` run in folder (where its ./pyproject.toml is)."""
+    environ = {k: v for k, v in os.environ.items() if k != "JUDGE_METRICS_MODULES"}
+    return subprocess.run(
+        [sys.executable, "-m", "judge", *args],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={**environ, **(env or {})},
+    )
+
+
+# A metrics module of an untrusted checkout: importing it leaves a mark.
+MARKING = f"""
+from pathlib import Path
+Path("ran").write_text("the checkout's code ran")
+exec({(EXAMPLES / "rubric.py").read_text()!r})
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A folder whose pyproject.toml names a metrics module that marks its import."""
+    (tmp_path / "project_metrics.py").write_text(MARKING)
     (tmp_path / "pyproject.toml").write_text(
-        f'[tool.judge]\nmetrics-modules = ["{EXAMPLES / "rubric.py"}"]\n'
+        '[tool.judge]\nmetrics-modules = ["project_metrics.py"]\n'
     )
-    listed = subprocess.run(
-        [sys.executable, "-m", "judge", "metrics"], capture_output=True, text=True, cwd=tmp_path
+    return tmp_path
+
+
+def test_project_metrics_modules_are_not_run_unasked(checkout):
+    listed = judge_in(checkout, "metrics")
+    assert listed.returncode == 0, listed.stderr
+    assert not (checkout / "ran").exists() and "support_tone" not in listed.stdout
+    (note,) = [line for line in listed.stderr.splitlines() if "metrics-modules" in line]
+    assert "not loaded" in note and "--trust-project-metrics" in note
+    assert "JUDGE_METRICS_MODULES" in note
+    replay = judge_in(
+        checkout,
+        "eval",
+        str(EXAMPLES / "data.jsonl"),
+        "--model",
+        "openai/judge-fixture",
+        "--replay",
+        "--cache",
+        str(checkout / "c.sqlite"),
+        "--metrics",
+        "support_tone",
+        "--no-progress",
+        "--out",
+        str(checkout / "out"),
     )
-    assert listed.returncode == 0 and "support_tone" in listed.stdout
+    assert not (checkout / "ran").exists()
+    assert replay.returncode == 2 and "support_tone" in replay.stderr  # an unknown metric
+
+
+def test_project_metrics_modules_run_after_an_opt_in(checkout):
+    trusted = judge_in(checkout, "metrics", "--trust-project-metrics")
+    assert trusted.returncode == 0, trusted.stderr
+    assert "support_tone" in trusted.stdout and (checkout / "ran").exists()
+    assert "not loaded" not in trusted.stderr
+    (checkout / "ran").unlink()
+    named = judge_in(checkout, "metrics", env={"JUDGE_METRICS_MODULES": "project_metrics.py"})
+    assert named.returncode == 0 and "support_tone" in named.stdout, named.stderr
+    assert (checkout / "ran").exists() and "not loaded" not in named.stderr
+    (checkout / "ran").unlink()
+    # --metrics-module stays explicit; naming the pyproject.toml trusts its list
+    explicit = judge_in(checkout, "metrics", "--metrics-module", "pyproject.toml")
+    assert "support_tone" in explicit.stdout and (checkout / "ran").exists(), explicit.stderr
+
+
+def test_a_bad_project_list_is_an_error_only_when_trusted(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.judge]\nmetrics-modules = 3\n")
-    bad = subprocess.run(
-        [sys.executable, "-m", "judge", "metrics"], capture_output=True, text=True, cwd=tmp_path
-    )
+    assert judge_in(tmp_path, "metrics").returncode == 0
+    bad = judge_in(tmp_path, "metrics", "--trust-project-metrics")
     assert bad.returncode == 2 and "must be a list of strings" in bad.stderr
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    quiet = judge_in(tmp_path, "metrics")
+    assert quiet.returncode == 0 and quiet.stderr == ""

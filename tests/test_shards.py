@@ -353,7 +353,7 @@ def test_missing_duplicated_and_mismatched_shards_are_refused(tmp_path, fake_llm
         merge_shards([tmp_path / "whole"], out)
     lines = (two / "results.jsonl").read_text().splitlines()
     (two / "results.jsonl").write_text("\n".join(lines[:1]) + "\n")
-    with pytest.raises(InputFormatError, match="not the file its summary.json was written with"):
+    with pytest.raises(InputFormatError, match=r"not the file its summary\.json was written with"):
         merge_shards([one, two, three], out)
     # A summary of an older judge records no hash: the rows themselves are checked.
     summary = json.loads((two / "summary.json").read_text())
@@ -445,7 +445,7 @@ def test_merge_takes_each_shards_recorded_tally_while_its_results_are_unchanged(
     (two / "results.jsonl").write_text(json.dumps(row) + "\n" + "".join(lines[1:]))
     # Its summary.json's hash refuses it outright; a summary of an older judge has none,
     # and then the edited rows are parsed, not taken from the record.
-    with pytest.raises(InputFormatError, match="not the file its summary.json was written with"):
+    with pytest.raises(InputFormatError, match=r"not the file its summary\.json was written with"):
         merged("edited", parse=True)
     summary_text = (two / "summary.json").read_text(encoding="utf-8")
     (two / "summary.json").write_text(

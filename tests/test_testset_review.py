@@ -133,3 +133,44 @@ def test_a_file_that_is_not_a_review_sheet_exits_2(built, tmp_path, capsys):
     bad.write_text("a,b\n1,2\n", "utf-8")
     assert main(["testset", "review", str(built), "--import", str(bad)]) == 2
     assert "not a review sheet" in capsys.readouterr().err
+
+
+# Texts a spreadsheet would take for formulas (OWASP's CSV injection list), and one that
+# starts with the quote the neutralising adds.
+FORMULAS = ['=HYPERLINK("http://x","click")', "+1+2", "-3 degrees", "@SUM(A1)", "\tx", "\rx"]
+
+
+def test_formulas_are_neutralised_in_the_sheet_and_restored_on_import(built, tmp_path):
+    lines = (built / "testset.jsonl").read_text("utf-8").splitlines(keepends=True)
+    texts = [*FORMULAS, "'quoted already"]
+    edited = []
+    for number, line in enumerate(lines):
+        item = json.loads(line)
+        item["question"] = texts[number % len(texts)] + " why?"
+        item["reference"] = texts[(number + 1) % len(texts)]
+        edited.append(json.dumps(item, ensure_ascii=False) + "\n")
+    (built / "testset.jsonl").write_text("".join(edited), "utf-8")
+    chunks = [json.loads(x) for x in (built / "chunks.jsonl").read_text("utf-8").splitlines()]
+    for number, chunk in enumerate(chunks):
+        chunk["text"] = texts[number % len(texts)]
+    (built / "chunks.jsonl").write_text(
+        "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chunks), "utf-8"
+    )
+    before = _items(built)
+    sheet = tmp_path / "review.csv"
+    assert main(["testset", "review", str(built), "--export", str(sheet)]) == 0
+    rows = _sheet(sheet)
+    cells = [v for row in rows for v in row.values() if v]
+    assert not [c for c in cells if c[0] in "=+-@\t\r"]  # no cell a spreadsheet evaluates
+    questions = [r for r in rows if r["kind"] == "question"]
+    assert [r["question"] for r in questions] == ["'" + i["question"] for i in before]
+    assert all(r["grade"] in ("0", "1", "2") for r in rows if r["kind"] == "chunk")
+    summary = import_review(built, sheet)  # the sheet as exported: nothing changes
+    assert summary.unchanged == len(before) and summary.grades_changed == 0
+    assert _items(built) == before
+    for row in questions:
+        if row["question"] == "'@SUM(A1) why?":
+            row["question"] = "'=A1 edited?"  # typed by a reviewer, quote and all
+    _write(sheet, rows)
+    import_review(built, sheet)
+    assert "=A1 edited?" in [i["question"] for i in _items(built)]

@@ -182,16 +182,26 @@ def column_option(p: argparse.ArgumentParser) -> None:
 
 
 def module_option(p: argparse.ArgumentParser) -> None:
-    """Add --metrics-module, the route to custom metrics in a file or module."""
+    """Add --metrics-module, the route to custom metrics in a file or module, and
+    --trust-project-metrics, the opt-in to those of ./pyproject.toml."""
     p.add_argument(
         "--metrics-module",
         action="append",
         default=[],
         metavar="MODULE",
         help="a Python file or module defining custom metrics "
-        "(judge.metrics.custom.judged_metric); repeatable; also read from [tool.judge] "
-        "metrics-modules in ./pyproject.toml. Installed plugins (entry-point group "
-        "judge.metrics) need no option",
+        "(judge.metrics.custom.judged_metric); repeatable; a .toml file stands for the "
+        "modules its [tool.judge] metrics-modules names; also read from the environment "
+        "variable JUDGE_METRICS_MODULES. Installed plugins (entry-point group judge.metrics) "
+        "need no option",
+    )
+    p.add_argument(
+        "--trust-project-metrics",
+        dest="metrics_module",
+        action="append_const",
+        const="pyproject.toml",
+        help="also load the metrics modules named in ./pyproject.toml ([tool.judge] "
+        "metrics-modules): code of the folder you run in, never run without this option",
     )
 
 

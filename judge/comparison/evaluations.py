@@ -24,6 +24,7 @@ from judge.errors import InputFormatError
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.report.format import MISSING, number
+from judge.run.data import loads_json, text_lines
 from judge.run.output_folder import check_results_hash
 from judge.run.results import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
@@ -211,9 +212,9 @@ def load_results(source: Any) -> tuple[list[ResultRow], str]:
             raise InputFormatError(f"{summary}: not JSON; rerun the evaluation") from None
         check_results_hash(recorded, hashlib.sha256(data).hexdigest(), path.parent)
     rows = []
-    for line_number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+    for line_number, line in text_lines(data.decode("utf-8")):
         try:
-            row = json.loads(line)
+            row = loads_json(line)
         except json.JSONDecodeError as exc:
             raise InputFormatError(f"{path}:{line_number}: not JSON ({exc.msg})") from None
         if not isinstance(row, dict) or not isinstance(row.get("scores"), dict):

@@ -8,6 +8,11 @@ A plugin's pyproject.toml names a module of metrics, one Metric, or a list of Me
     # legal = "judge_legal.metrics:citation_check"  (one Metric)
     # legal = "judge_legal.metrics:ALL"             (a list or tuple of Metrics)
 
+The modules named in `[tool.judge] metrics-modules` of ./pyproject.toml are code of the
+checkout judge runs in, which may not be the user's: they are loaded only when asked
+(`--trust-project-metrics`, `--metrics-module pyproject.toml`, or the environment variable
+JUDGE_METRICS_MODULES), never just because judge was started in that folder.
+
 Every extra metric (plugins, `--metrics-module`, `[tool.judge] metrics-modules`) must have a
 name of its own: one that a built-in, a retrieval metric or another extra metric already
 uses is an error naming both sources, never a silent override.
@@ -16,10 +21,12 @@ uses is an error naming both sources, never a silent override.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,6 +36,8 @@ from judge.metrics.custom import configured_modules, load_module
 from judge.metrics.registry import Metric, get_metric
 
 GROUP = "judge.metrics"
+PROJECT = "pyproject.toml"  # a --metrics-module ending in .toml stands for its list
+ENVIRONMENT = "JUDGE_METRICS_MODULES"  # files or modules, os.pathsep between them
 
 
 @dataclass(frozen=True)
@@ -149,12 +158,60 @@ def plugin_metrics() -> dict[str, SourcedMetric]:
 
 
 def extra_metrics(modules: Iterable[str] = ()) -> dict[str, SourcedMetric]:
-    """Every metric beyond the built-ins: from `modules` (files or module names), from
-    ./pyproject.toml's `[tool.judge] metrics-modules`, and from installed plugins."""
+    """Every metric beyond the built-ins: from `modules` and the environment variable
+    JUDGE_METRICS_MODULES (files or module names; a `.toml` file stands for the modules its
+    `[tool.judge] metrics-modules` names), and from installed plugins.
+
+    ./pyproject.toml's modules are loaded only when named that way (the CLI's
+    `--trust-project-metrics` names it): otherwise one line on stderr says they were not.
+    """
     found: dict[str, SourcedMetric] = {}
-    for spec in dict.fromkeys([*configured_modules(), *modules]):
+    named = [*modules, *(m for m in os.environ.get(ENVIRONMENT, "").split(os.pathsep) if m)]
+    specs: list[str] = []
+    trusted = False
+    for spec in named:
+        if spec.endswith(".toml"):
+            path = Path(spec)
+            if not path.is_file():
+                raise JudgeError(f"--metrics-module {spec}: no such file")
+            trusted = trusted or path.resolve() == Path(PROJECT).resolve()
+            specs += [_beside(path, m) for m in configured_modules(path)]
+        else:
+            specs.append(spec)
+    if not trusted:
+        _note_untrusted(specs)
+    for spec in dict.fromkeys(specs):
         for metric in load_module(spec):
             add_metric(found, SourcedMetric(metric, "module", spec))
     for item in plugin_metrics().values():
         add_metric(found, item)
     return found
+
+
+def _beside(project: Path, spec: str) -> str:
+    """A module named in a pyproject.toml: a relative .py path is taken from its folder."""
+    if spec.endswith(".py") and not Path(spec).is_absolute():
+        return str(project.parent / spec)
+    return spec
+
+
+def _same(spec: str) -> str:
+    """One spelling of a module spec: a file as its absolute path."""
+    return os.path.abspath(spec) if spec.endswith(".py") else spec
+
+
+def _note_untrusted(specs: list[str]) -> None:
+    """Say on stderr that ./pyproject.toml names metrics modules which are not loaded."""
+    try:
+        names = configured_modules(Path(PROJECT))
+    except JudgeError:
+        return  # unreadable or not a list: not judge's to complain about unless asked
+    loaded = {_same(spec) for spec in specs}
+    names = [name for name in names if _same(name) not in loaded]
+    if names:
+        print(
+            f"judge: note: {PROJECT} names metrics modules ([tool.judge] metrics-modules: "
+            f"{', '.join(names)}), not loaded: code of the folder judge runs in runs only "
+            f"when asked; pass --trust-project-metrics (or set {ENVIRONMENT}) to use them",
+            file=sys.stderr,
+        )

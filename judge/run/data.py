@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,19 +74,33 @@ def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:
         return list(data), f"Dataset of {len(data)} rows"
     raise InputFormatError(
         f"cannot read evaluation data from a {type(data).__name__}; pass a datasets.Dataset, "
-        "a list of dicts, a pandas DataFrame, or a .jsonl/.json/.csv/.parquet path"
+        "a list of dicts, a pandas DataFrame, a .jsonl/.json/.csv/.parquet path, a saved "
+        "dataset folder, or hf://owner/name for a dataset on the Hugging Face hub"
     )
 
 
+HUB = "hf://"  # the only way to name a dataset on the Hugging Face hub
+
+
 def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], str]:
-    p = Path(path)
+    text = os.fspath(path)
+    if isinstance(text, str) and text.startswith(HUB):
+        return _records_from_hub(text)
+    p = Path(text)
     kind = _FILE_TYPES.get(p.suffix.lower())
-    if kind is None and not p.is_dir() and p.suffix:
-        raise InputFormatError(
-            f"{p}: unsupported file type {p.suffix!r} (use .jsonl, .json, .csv or .parquet)"
-        )
     if kind is not None and not p.is_file():
         raise InputFormatError(f"{p}: no such file")
+    if not p.exists():
+        # Never a guess that a missing path is a hub name: a typo must not go to the network.
+        raise InputFormatError(
+            f"{p}: no such file or folder; to read a dataset from the Hugging Face hub, "
+            f"name it {HUB}{text} (or {HUB}{text}:SPLIT)"
+        )
+    if kind is None and not p.is_dir():
+        raise InputFormatError(
+            f"{p}: unsupported file type {p.suffix or '(no suffix)'!r} "
+            "(use .jsonl, .json, .csv or .parquet)"
+        )
     try:
         if kind == "json":
             return _read_json(p), str(p)
@@ -95,14 +109,12 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
 
             frame = pandas.read_csv(p, keep_default_na=False, dtype=str)
             return frame.to_dict(orient="records"), str(p)
-        import datasets  # parquet files, dataset directories and hub names
+        import datasets  # parquet files and dataset directories
 
         loaded = (
             datasets.load_dataset("parquet", data_files=str(p), split="train")
             if kind == "parquet"
             else datasets.load_from_disk(str(p))
-            if p.is_dir()
-            else datasets.load_dataset(str(path))
         )
         return read_records(loaded)[0], str(p)
     except InputFormatError:
@@ -111,10 +123,51 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
         raise InputFormatError(f"{p}: cannot be read ({type(exc).__name__}: {exc})") from exc
 
 
+def _records_from_hub(source: str) -> tuple[list[dict[str, Any]], str]:
+    """The rows of hf://owner/name or hf://owner/name:split, from the Hugging Face hub."""
+    name, _, split = source[len(HUB) :].partition(":")
+    if not name:
+        raise InputFormatError(f"{source}: name the dataset, e.g. {HUB}owner/name")
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(name, split=split) if split else datasets.load_dataset(name)
+    except Exception as exc:  # not found, no network, not a dataset
+        raise InputFormatError(f"{source}: cannot be read ({type(exc).__name__}: {exc})") from exc
+    if type(loaded).__name__ == "DatasetDict":
+        splits = list(loaded)
+        raise InputFormatError(
+            f"{source} holds several splits ({', '.join(splits)}); name one, "
+            f"e.g. {HUB}{name}:{splits[0]}"
+        )
+    return read_records(loaded)[0], source
+
+
+def text_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(number from 1, line) of the lines of a file's text, split on "\\n" only (a "\\r"
+    before it dropped); nothing after a final newline.
+
+    Never `str.splitlines()`: it also splits on U+2028, U+0085, a form feed and other
+    Unicode line breaks, which a JSON line may hold raw inside a string (json.dumps with
+    ensure_ascii=False writes U+2028 as it is).
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        yield number, line[:-1] if line.endswith("\r") else line
+
+
+def loads_json(text: str) -> Any:
+    """json.loads, also taking control characters (a tab, a form feed) raw inside strings,
+    as hand-made and exported JSON often holds them."""
+    return json.loads(text, strict=False)
+
+
 def _read_json(path: Path) -> list[dict[str, Any]]:
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
-        value = json.loads(text)
+        value = loads_json(text)
         if isinstance(value, dict):  # {"column": [values...]}
             columns = {k: v for k, v in value.items() if isinstance(v, list)}
             lengths = {len(v) for v in columns.values()}
@@ -134,10 +187,10 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 )
         return value
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in text_lines(text):
         if line.strip():
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except (json.JSONDecodeError, RecursionError) as exc:
                 raise InputFormatError(f"{path}:{number}: not JSON ({exc})") from exc
             if not isinstance(record, dict):
@@ -245,5 +298,49 @@ def build_rows(
             )
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             row.error = str(exc) or type(exc).__name__  # InputFormatError is a ValueError
+        broken = _lone_surrogate(record)
+        if broken is not None:  # nothing of the row is kept: none of it can be written
+            row = Row(number, error=broken)
         rows.append(row)
     return rows
+
+
+def _lone_surrogate(record: Mapping[str, Any]) -> str | None:
+    """Why a record's text is not Unicode text, or None: a lone surrogate (what json.loads
+    makes of "\\ud800") cannot be written as UTF-8, so no hash, cache key or output line
+    can hold it. Checked after the row is built, so ordinary rows pay one pass."""
+    for column, value in record.items():
+        where = _surrogate_in(column) or _surrogate_in(value)
+        if where is not None:
+            return (
+                f"column {column!r} holds a lone surrogate ({where}), which is not Unicode "
+                "text: half of a UTF-16 pair, from a broken \\u escape in JSON or a wrong "
+                "decoding; fix or drop that text"
+            )
+    return None
+
+
+def _surrogate_in(value: Any) -> str | None:
+    """Where a lone surrogate is in value (a string, or one inside lists, tuples, arrays
+    and mappings, keys too), as "'\\ud800' at character 4"; None when there is none.
+    Other objects are only ever written through repr(), which escapes them."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if item.isascii():
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"{item[exc.start]!r} at character {exc.start}"
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif hasattr(item, "tolist") and not isinstance(item, (bytes, int, float)):
+            listed = item.tolist()  # numpy arrays of strings, from pandas
+            if isinstance(listed, (list, str)):
+                stack.append(listed)
+    return None

@@ -374,10 +374,22 @@ class EvaluationResult:
         return digest.hexdigest()
 
     def write_csv(self, path: str | os.PathLike[str]) -> None:
-        """The flat rows as CSV (contexts as a JSON list)."""
+        """The flat rows as CSV (contexts as a JSON list); a text cell a spreadsheet would
+        take for a formula (`=`, `+`, `-`, `@` ... first) gets a quote in front, numbers
+        stay numbers (`judge.spreadsheet`)."""
+        from pandas.api.types import is_numeric_dtype
+
+        from judge.spreadsheet import safe_cell
+
         frame = self.to_pandas()
         frame["contexts"] = [json.dumps(c, ensure_ascii=False) for c in frame["contexts"]]
-        frame.to_csv(path, index=False)
+        for column in frame.columns:
+            if not is_numeric_dtype(frame[column]):  # text, None, ids of text and numbers
+                frame[column] = frame[column].map(safe_cell)
+        frame.columns = [safe_cell(str(c)) for c in frame.columns]
+        # CRLF, as RFC 4180 writes it: the csv module quotes a cell holding a character of
+        # the line terminator, so a text with a lone "\r" cannot end a row ("\n" would not).
+        frame.to_csv(path, index=False, lineterminator="\r\n")
 
     def write_parquet(self, path: str | os.PathLike[str]) -> None:
         """The flat rows as Parquet."""

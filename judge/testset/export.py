@@ -18,6 +18,7 @@ from typing import Any
 
 from judge.errors import InputFormatError
 from judge.ir.trec import write_qrels
+from judge.run.data import loads_json, text_lines
 from judge.testset.items import TestsetItem
 from judge.testset.outputs import document_qrels, scored
 
@@ -30,10 +31,10 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             f"{path}: no such file; is {path.parent} a folder written by `judge testset build`?"
         )
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in text_lines(path.read_text(encoding="utf-8")):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                rows.append(loads_json(line))
             except json.JSONDecodeError as exc:
                 raise InputFormatError(f"not JSON ({exc})", path=str(path), line=number) from None
     return rows

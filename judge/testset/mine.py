@@ -25,6 +25,7 @@ from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import load_prompt
+from judge.run.data import text_lines
 from judge.testset.corpus import Corpus, load_corpus
 from judge.testset.index import Index, pool
 from judge.testset.items import Provenance, Rejected, TestsetItem, item_id
@@ -75,7 +76,7 @@ def read_log(path: str | os.PathLike[str], column: str | None = None) -> list[st
     p = Path(path)
     if p.suffix.lower() == ".txt":
         try:
-            lines = p.read_text(encoding="utf-8").splitlines()
+            lines = [line for _, line in text_lines(p.read_text(encoding="utf-8"))]
         except (OSError, UnicodeDecodeError) as exc:
             raise JudgeError(f"{p}: cannot be read as UTF-8 text ({exc})") from None
         return read_questions([{"question": x} for x in lines if x.strip()], str(p), None)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judge.errors import InputFormatError
+from judge.spreadsheet import cell_text, safe_cell
 from judge.testset.export import load_chunks, load_items
 from judge.testset.items import TestsetItem
 from judge.testset.outputs import write_items
@@ -54,7 +55,9 @@ class ReviewSummary:
 def export_review(folder: str | os.PathLike[str], path: str | os.PathLike[str]) -> int:
     """Write the review sheet of a test set folder; returns the number of questions.
 
-    UTF-8 with a byte-order mark, so spreadsheet programs show Chinese text correctly.
+    UTF-8 with a byte-order mark, so spreadsheet programs show Chinese text correctly; a
+    text that a spreadsheet would take for a formula gets a quote in front
+    (`judge.spreadsheet`), which importing the sheet removes.
     """
     items, chunks = load_items(folder), load_chunks(folder)
     with open(path, "w", encoding="utf-8-sig", newline="") as handle:
@@ -62,7 +65,8 @@ def export_review(folder: str | os.PathLike[str], path: str | os.PathLike[str]) 
         writer.writeheader()
         for item in items:
             quotes = " | ".join(e.quote for e in item.evidence)
-            writer.writerow(
+            _write_row(
+                writer,
                 {
                     "kind": "question",
                     "question_id": item.id,
@@ -71,19 +75,25 @@ def export_review(folder: str | os.PathLike[str], path: str | os.PathLike[str]) 
                     "status": item.review_status,
                     "type": item.type,
                     "text": f"evidence: {quotes}" if quotes else "",
-                }
+                },
             )
             for chunk_id, grade in item.relevance.items():
-                writer.writerow(
+                _write_row(
+                    writer,
                     {
                         "kind": "chunk",
                         "question_id": item.id,
                         "chunk_id": chunk_id,
                         "grade": grade,
                         "text": chunks[chunk_id]["text"] if chunk_id in chunks else "",
-                    }
+                    },
                 )
     return len(items)
+
+
+def _write_row(writer: csv.DictWriter[str], row: dict[str, object]) -> None:
+    """One row of the sheet, its text cells made safe to open in a spreadsheet."""
+    writer.writerow({k: safe_cell(v) for k, v in row.items()})
 
 
 def _rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
@@ -95,7 +105,10 @@ def _rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
                 raise ReviewFileError(
                     f"{path}: not a review sheet: columns {', '.join(sorted(missing))} are missing"
                 )
-            return [{k: (v or "").strip() for k, v in row.items() if k} for row in reader]
+            # Stripped first: the quote safe_cell added is in front of any leading space.
+            return [
+                {k: cell_text((v or "").strip()) for k, v in row.items() if k} for row in reader
+            ]
     except OSError as exc:
         raise ReviewFileError(f"{path}: cannot be read ({exc.strerror})") from None
 
