@@ -38,7 +38,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "are kept and a rerun resumes them); 3 judges failed in more than "
         "--max-error-rate of the judged rows (3 wins over 1).",
     )
-    p.add_argument("data", help=".jsonl, .json, .csv, .parquet, or a saved dataset directory")
+    p.add_argument(
+        "data",
+        help=".jsonl, .json, .csv, .parquet, a saved dataset directory, or hf://OWNER/NAME[:SPLIT] "
+        "for a dataset on the hub (only then is the hub asked)",
+    )
     _eval_options(p)
     # keep_checkpoint: no option; set for the shards that --processes runs (cli.processes)
     p.set_defaults(func=run_eval, keep_checkpoint=False)

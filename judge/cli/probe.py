@@ -25,7 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "goes through the cache: a second probe makes no request. Exit 0 when every "
         "expectation held, 1 when one failed, 2 for usage and input errors.",
     )
-    p.add_argument("data", help=".jsonl, .json, .csv, .parquet, or a saved dataset directory")
+    p.add_argument(
+        "data",
+        help=".jsonl, .json, .csv, .parquet, a saved dataset directory, or hf://OWNER/NAME[:SPLIT] "
+        "for a dataset on the hub (only then is the hub asked)",
+    )
     p.add_argument(
         "--probes",
         default="repeat,order,verbosity,granularity",
