@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from judge.cli.ir import metric_option, metrics_of
 from judge.cli.output import output_options
@@ -96,10 +95,14 @@ def run_compare(args: argparse.Namespace) -> int:
     findings = diagnose({m: c.mean_b for m, c in comparison.metrics.items()})
     comparison.extra["diagnosis_b"] = findings
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(comparison, out / "comparison.json")
-        write_compare(comparison, findings, out / "compare.html")
+        from judge.run.output_folder import OutputFolder
+
+        with OutputFolder(args.out) as folder:  # locked, written whole, no debris
+            with folder.writing("compare.html") as html:
+                write_compare(comparison, findings, html)
+            with folder.writing("comparison.json") as data:
+                write_json(comparison, data)
+            folder.publish(["compare.html", "comparison.json"])
     if args.format == "json":
         print(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
     else:

@@ -43,10 +43,14 @@ def show(
     """Write NAME.json and NAME.html to --out when given, then print the result as --format
     says (with the files written, after a table)."""
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        result.write_json(out / f"{name}.json")
-        write_html(result, out / f"{name}.html")
+        from judge.run.output_folder import OutputFolder
+
+        with OutputFolder(args.out) as folder:  # locked, written whole, no debris
+            with folder.writing(f"{name}.html") as html:
+                write_html(result, html)
+            with folder.writing(f"{name}.json") as data:
+                result.write_json(data)
+            folder.publish([f"{name}.html", f"{name}.json"])
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
