@@ -423,3 +423,12 @@ def test_a_second_run_on_the_same_folder_is_refused(tmp_path, fake_llm_server):
     # A killed run's lock goes with its process.
     fake_llm_server.chat = heuristic_judge
     assert run(*eval_args(data, fake_llm_server.base_url, tmp_path, out)).returncode == 0
+
+
+def test_a_run_that_fails_before_writing_leaves_no_folder(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n", encoding="utf-8")
+    done = run(*eval_args(bad, fake_llm_server.base_url, tmp_path, tmp_path / "new" / "out"))
+    assert "not JSON" in one_line_error(done)
+    assert not (tmp_path / "new" / "out").exists()

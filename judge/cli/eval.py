@@ -243,8 +243,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
         return run_in_processes(args, required)
     if args.ray or args.ray_address:
-        with OutputFolder(args.out) as folder:
-            return finish_run(run_on_ray(args), folder, required, args.max_error_rate)
+        return run_on_ray(args, required)
     shard = parse_shard(args.shard) if args.shard is not None else None
     llm, embeddings, cache = model_config(args)
     metrics = metric_names(args)
@@ -271,11 +270,13 @@ def run_eval(args: argparse.Namespace) -> int:
         )
 
 
-def run_on_ray(args: argparse.Namespace) -> Any:
-    """`judge eval --ray`: the rows judged by Ray actors, as a plain run's result."""
+def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
+    """`judge eval --ray`: the rows judged by Ray actors and written as a plain run's;
+    returns the exit code."""
     from judge.ray.caches import ActorCaches
     from judge.ray.evaluate import require_ray
     from judge.ray.run import evaluate_file
+    from judge.run.output_folder import OutputFolder
 
     if args.shard is not None:
         raise JudgeError(
@@ -287,22 +288,25 @@ def run_on_ray(args: argparse.Namespace) -> Any:
     require_ray()  # before reading the data: say at once that the extra is missing
     llm, embeddings, _ = model_config(argparse.Namespace(**{**vars(args), "no_cache": True}))
     cache = Path(args.cache)
-    return evaluate_file(
-        args.data,
-        metrics=metric_names(args),
-        llm=llm,
-        embeddings=embeddings,
-        caches=ActorCaches.of(
-            None if args.no_cache else cache.with_name(cache.stem + ".ray"),
-            "replay" if args.replay else "read-write",
-            [] if args.no_cache else [cache],
-        ),
-        actors=args.ray_actors,
-        address=args.ray_address,
-        rows_dir=args.out,
-        progress=not args.no_progress,
-        **{k: v for k, v in data_options(args).items() if k in ("column_map", "custom")},
-    )
+    options = {k: v for k, v in data_options(args).items() if k in ("column_map", "custom")}
+    with OutputFolder(args.out) as folder:  # only once the options are known to be good
+        result = evaluate_file(
+            args.data,
+            metrics=metric_names(args),
+            llm=llm,
+            embeddings=embeddings,
+            caches=ActorCaches.of(
+                None if args.no_cache else cache.with_name(cache.stem + ".ray"),
+                "replay" if args.replay else "read-write",
+                [] if args.no_cache else [cache],
+            ),
+            actors=args.ray_actors,
+            address=args.ray_address,
+            rows_dir=folder.path,
+            progress=not args.no_progress,
+            **options,
+        )
+        return finish_run(result, folder, required, args.max_error_rate)
 
 
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:

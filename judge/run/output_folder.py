@@ -88,6 +88,7 @@ class OutputFolder:
         self.path = Path(path)
         self._lock: IO[str] | None = None
         self._pending: dict[str, Path] = {}
+        self._created = False
 
     def __enter__(self) -> OutputFolder:
         self.open()
@@ -102,6 +103,7 @@ class OutputFolder:
             raise OutputError(
                 f"{self.path} is a file, not a folder: give the outputs a folder of their own"
             )
+        self._created = not self.path.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -141,6 +143,11 @@ class OutputFolder:
         if self._lock is not None:
             self._lock.close()  # closing the file releases the lock
             self._lock = None
+            if self._created:  # a run that stopped before writing anything leaves nothing
+                with contextlib.suppress(OSError):
+                    if [p.name for p in self.path.iterdir()] == [LOCK_NAME]:
+                        (self.path / LOCK_NAME).unlink()
+                        self.path.rmdir()
 
     def temporary(self, name: str) -> Path:
         """Where to write the output `name` before it is published."""
