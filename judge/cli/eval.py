@@ -229,9 +229,15 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.ray or args.ray_address:
         return finish_run(run_on_ray(args), Path(args.out), required, args.max_error_rate)
     shard = parse_shard(args.shard) if args.shard is not None else None
-    llm, embeddings, cache = model_config(args)
-    out = Path(args.out)
     metrics = metric_names(args)
+    llm: LLM | None = None
+    embeddings: Embeddings | None = None
+    cache: Cache | None = None
+    if args.model:
+        llm, embeddings, cache = model_config(args)
+    else:
+        check_retrieval_only(metrics)  # then no judge model, and no cache to open
+    out = Path(args.out)
     checkpoint = out / ".checkpoint.jsonl"
     try:
         result = evaluate(
@@ -248,6 +254,7 @@ def run_eval(args: argparse.Namespace) -> int:
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise LLMConfigError(f"{exc}{resume}") from None
+    say_notes(result)
     return finish_run(
         result, out, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
     )
@@ -320,6 +327,38 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
         None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
     )
     return llm, embeddings, cache
+
+
+def check_retrieval_only(metrics: list[str] | None) -> None:
+    """Without --model only retrieval metrics can be computed: an error naming the
+    metrics that need a judge model, if any are asked for (or the default is)."""
+    from judge.run.evaluate import split_metrics
+
+    judged = split_metrics(metrics, has_retrieval=True)[0]
+    if judged is None:
+        raise JudgeError(
+            "--model is required: the default metrics are LLM-judged (there is no default "
+            "judge model); for a retrieval-only run give only retrieval metrics, e.g. "
+            "--metrics ndcg@10,recall@10"
+        )
+    if judged:
+        raise JudgeError(
+            f"--model is required: {', '.join(map(str, judged))} "
+            f"{'is' if len(judged) == 1 else 'are'} LLM-judged (there is no default judge "
+            "model); for a retrieval-only run give only retrieval metrics, e.g. --metrics "
+            "ndcg@10,recall@10"
+        )
+
+
+def say_notes(result: Any) -> None:
+    """The run's notes (what the default metrics left out) on stderr and in summary.json,
+    in the CLI's words."""
+    from judge.cli.words import cli_words
+
+    notes = [cli_words(note) for note in result.config.get("notes", [])]
+    result.config["notes"] = notes
+    for note in notes:
+        print(f"judge: note: {note}", file=sys.stderr)
 
 
 def metric_names(args: argparse.Namespace) -> list[str] | None:
