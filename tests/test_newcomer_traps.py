@@ -273,6 +273,10 @@ def test_replay_through_another_address_suggests_cache_as(tmp_path, fake_llm_ser
         for message in json.loads(line)["errors"].values()
     ]
     assert errors and all("--cache-as" in e and recorded in e for e in errors), errors
+    # Said once on stderr too, in flags: not only in results.jsonl.
+    hints = [line for line in replay.stderr.splitlines() if "replay misses" in line]
+    assert len(hints) == 1 and f"--cache-as {recorded}" in hints[0], replay.stderr
+    assert "cache_as=" not in replay.stderr
     # Given that name, the replay serves every judgment.
     again = run(
         *base_args(
@@ -301,6 +305,9 @@ def test_python_replay_miss_names_the_recorded_servers(tmp_path, fake_llm_server
     )
     message = next(iter(next(iter(result.rows)).errors.values()))
     assert "CacheMiss" in message and f"cache_as='{fake_llm_server.base_url}'" in message
+    assert [n for n in result.config["notes"] if "replay misses" in n] == [
+        f"replay misses: {message.split('nothing was sent. ')[1]}"
+    ]
     # A miss with nothing recorded for the model under any server says nothing of cache_as.
     unknown = LLM(model="openai/never-recorded", api_base="http://127.0.0.1:9/v1")
     result = judge.evaluate(

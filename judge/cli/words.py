@@ -33,7 +33,8 @@ _DICT = r"\{[^{}]*\}"  # column_map={'question': ...}
 _KEYWORD = re.compile(
     rf"(?<![\w.'\"-])(?P<kw>{'|'.join(FLAGS)})="
     rf"(?P<value>{_QUOTED}|{_CALL}|{_DICT})?"
-    r"(?P<flag> \(--[\w-]+\))?"  # "api_key= (--api-key)": both words given; keep the flag
+    # "api_key= (--api-key)", "cache_as='x' (--cache-as x)": both words given; keep the flag
+    r"(?P<flag> \(--[\w-]+(?: [^()]+)?\))?"
 )
 _EMBEDDINGS_ARG = re.compile(rf"\bEmbeddings\((?P<kw>model|api_base)=(?P<value>{_QUOTED})\)")
 # Plain words naming a keyword without "=", as the column errors do.

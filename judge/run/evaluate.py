@@ -314,7 +314,7 @@ async def aevaluate(
         "data": {"rows": len(rows), "sha256": sha256_hex("".join(hashes))},
         "resumed_rows": resumed,
         "seconds": round(time.monotonic() - started, 3),
-        "notes": notes,
+        "notes": notes + (session.replay_hints if session else []),
     }
     if part is not None:
         config["shard"] = {"index": part.index, "count": part.count}
