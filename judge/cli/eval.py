@@ -254,7 +254,8 @@ def run_eval(args: argparse.Namespace) -> int:
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise LLMConfigError(f"{exc}{resume}") from None
-    say_notes(result)
+    # --processes runs its shards with keep_checkpoint: the first alone speaks for them
+    say_notes(result, quiet=args.keep_checkpoint and not str(args.shard).startswith("1/"))
     return finish_run(
         result, out, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
     )
@@ -350,14 +351,14 @@ def check_retrieval_only(metrics: list[str] | None) -> None:
         )
 
 
-def say_notes(result: Any) -> None:
-    """The run's notes (what the default metrics left out) on stderr and in summary.json,
-    in the CLI's words."""
+def say_notes(result: Any, *, quiet: bool = False) -> None:
+    """The run's notes (what the default metrics left out, where replay misses were
+    recorded) in the CLI's words: on stderr unless quiet, and in summary.json."""
     from judge.cli.words import cli_words
 
     notes = [cli_words(note) for note in result.config.get("notes", [])]
     result.config["notes"] = notes
-    for note in notes:
+    for note in [] if quiet else notes:
         print(f"judge: note: {note}", file=sys.stderr)
 
 
