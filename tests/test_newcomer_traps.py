@@ -105,6 +105,20 @@ def test_python_model_without_provider_prefix_raises_config_error(fake_llm_serve
     assert fake_llm_server.count() == 0
 
 
+def test_cli_embedding_model_without_provider_prefix_stops_with_exit_2(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = write(tmp_path / "d.jsonl", rows(2))
+    args = ["--model", "openai/judge", "--embedding-model", "my-embedder"]
+    done = run(
+        *base_args(
+            data, tmp_path, *args, "--api-base", fake_llm_server.base_url, "--api-key", SECRET
+        )
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--embedding-model openai/my-embedder" in done.stderr, done.stderr
+    assert fake_llm_server.count("/v1/embeddings") == 0
+
+
 # 2. An api_base holding user:password@ is refused up front and never echoed.
 
 
