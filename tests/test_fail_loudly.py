@@ -209,7 +209,7 @@ def single_line(stderr: str) -> str:
         (403, "may not use this model (HTTP 403: "),
         (404, "no such model at http://127.0.0.1:"),
         ("closed port", "(connection refused; 3 attempts): is a server listening there?"),
-        ("no key", "no API key for OpenAI: set OPENAI_API_KEY or pass api_key= (--api-key)"),
+        ("no key", "no API key for OpenAI: set OPENAI_API_KEY or pass --api-key"),
     ],
 )
 def test_configuration_errors_exit_2_with_one_line(

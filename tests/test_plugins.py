@@ -120,7 +120,7 @@ def test_the_python_api_finds_a_plugin_metric_by_name(tmp_path, monkeypatch, fak
     llm = judge.LLM("openai/judge-model", api_base=fake_llm_server.base_url, api_key="k")
     result = judge.evaluate(ROWS, metrics=["plugin_tone"], llm=llm, progress=False)
     assert result.summary["plugin_tone"].mean == pytest.approx(0.5)
-    with pytest.raises(UnknownMetricError, match="from plugins: plugin_tone"):
+    with pytest.raises(UnknownMetricError, match="did you mean 'plugin_tone'"):
         judge.evaluate(ROWS, metrics=["plugin_tonne"], llm=llm, progress=False)
 
 

@@ -245,8 +245,14 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.ray or args.ray_address:
         return run_on_ray(args, required)
     shard = parse_shard(args.shard) if args.shard is not None else None
-    llm, embeddings, cache = model_config(args)
     metrics = metric_names(args)
+    llm: LLM | None = None
+    embeddings: Embeddings | None = None
+    cache: Cache | None = None
+    if args.model:
+        llm, embeddings, cache = model_config(args)
+    else:
+        check_retrieval_only(metrics)  # then no judge model, and no cache to open
     # Locked for the whole run: the checkpoint lives in the folder too.
     with OutputFolder(args.out) as folder:
         checkpoint = folder.path / ".checkpoint.jsonl"
@@ -265,6 +271,8 @@ def run_eval(args: argparse.Namespace) -> int:
             kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
             resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
             raise LLMConfigError(f"{exc}{resume}") from None
+        # --processes runs its shards with keep_checkpoint: the first alone speaks for them
+        say_notes(result, quiet=args.keep_checkpoint and not str(args.shard).startswith("1/"))
         return finish_run(
             result, folder, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
         )
@@ -342,6 +350,38 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
         None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
     )
     return llm, embeddings, cache
+
+
+def check_retrieval_only(metrics: list[str] | None) -> None:
+    """Without --model only retrieval metrics can be computed: an error naming the
+    metrics that need a judge model, if any are asked for (or the default is)."""
+    from judge.run.evaluate import split_metrics
+
+    judged = split_metrics(metrics, has_retrieval=True)[0]
+    if judged is None:
+        raise JudgeError(
+            "--model is required: the default metrics are LLM-judged (there is no default "
+            "judge model); for a retrieval-only run give only retrieval metrics, e.g. "
+            "--metrics ndcg@10,recall@10"
+        )
+    if judged:
+        raise JudgeError(
+            f"--model is required: {', '.join(map(str, judged))} "
+            f"{'is' if len(judged) == 1 else 'are'} LLM-judged (there is no default judge "
+            "model); for a retrieval-only run give only retrieval metrics, e.g. --metrics "
+            "ndcg@10,recall@10"
+        )
+
+
+def say_notes(result: Any, *, quiet: bool = False) -> None:
+    """The run's notes (what the default metrics left out, where replay misses were
+    recorded) in the CLI's words: on stderr unless quiet, and in summary.json."""
+    from judge.cli.words import cli_words
+
+    notes = [cli_words(note) for note in result.config.get("notes", [])]
+    result.config["notes"] = notes
+    for note in [] if quiet else notes:
+        print(f"judge: note: {note}", file=sys.stderr)
 
 
 def metric_names(args: argparse.Namespace) -> list[str] | None:

@@ -69,7 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except JudgeError as exc:
-        print(f"judge: error: {exc}", file=sys.stderr)
+        from judge.cli.words import cli_words  # the message in flags, not keyword arguments
+
+        print(f"judge: error: {cli_words(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `judge ir ... | head` is fine
         return 0

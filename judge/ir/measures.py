@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from judge.errors import UnknownMetricError
@@ -69,14 +71,40 @@ def valid_names() -> list[str]:
     return out
 
 
-def _suggest(name: str) -> str:
+# Cutoffs tried for a name close to one of ours (with the cutoff the name gives, if any).
+_USUAL_CUTOFFS = (5, 10, 20, 100)
+
+
+def retrieval_names(name: str = "") -> list[str]:
+    """Concrete retrieval metric names a misspelt `name` may have meant: every family at
+    the usual cutoffs, and at the cutoff `name` gives (`ndgc@7` -> `ndcg@7`)."""
+    given = name.rpartition("@")[2] if "@" in name else ""
+    cutoffs = [*_USUAL_CUTOFFS, *([int(given)] if given.isdigit() and int(given) > 0 else [])]
+    out = []
+    for family, (cutoff, _) in FAMILIES.items():
+        if cutoff in ("none", "optional"):
+            out.append(family)
+        if cutoff in ("required", "optional"):
+            out += [f"{family}@{k}" for k in cutoffs]
+    return out
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt one (case aside), or None when none is close:
+    a trec_eval name's own spelling first (`ndcg_cut_10` -> `ndcg@10`)."""
     for trec, ours in _TREC_NAMES.items():
         if ours.endswith("@") and name.startswith(trec) and name[len(trec) :].isdigit():
-            return f" (did you mean '{ours}{name[len(trec) :]}'?)"
+            return f"{ours}{name[len(trec) :]}"
         if name == trec:
-            return f" (did you mean '{ours}'?)"
+            return ours
+    by_lower = {c.lower(): c for c in reversed(list(candidates))}  # the first of equals
+    close = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=0.7)
+    return by_lower[close[0]] if close else None
+
+
+def _suggest(name: str) -> str:
     for family in FAMILIES:
-        if name.split("@")[0].lower() == family.lower():
+        if name.split("@")[0].lower() == family.lower() and name.split("@")[0] != family:
             return f" (names are case-sensitive: '{family}')"
     return ""
 
@@ -96,8 +124,13 @@ def parse_measure(name: str) -> Measure:
                 form = f"'{family}@k'" if cutoff == "required" else f"'{family}' without @k"
                 raise UnknownMetricError(f"metric '{name}': write it as {form}, e.g. 'P@10'")
             return Measure(family, k)
+    text = str(name)
+    hint = _suggest(text)
+    close = None if hint else did_you_mean(text, retrieval_names(text))
+    if close is not None:
+        raise UnknownMetricError(f"unknown retrieval metric {name!r}; did you mean {close!r}?")
     raise UnknownMetricError(
-        f"unknown retrieval metric {name!r}{_suggest(str(name))}; "
+        f"unknown retrieval metric {name!r}{hint}; "
         f"valid names: {', '.join(valid_names())} (k a positive integer, e.g. ndcg@10)"
     )
 

@@ -2,12 +2,42 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from judge.errors import JudgeError
-from judge.llm.identity import server_identity
+from judge.llm.identity import has_credentials, server_identity, without_credentials
 from judge.llm.structured import MODES, StructuredMode
+
+# What docs and examples write in place of a model's name: "...", "<model>", "{model}".
+_PLACEHOLDER = re.compile(r"\.{2,}|…|<[^<>]*>|\{[^{}]*\}")
+
+
+def check_model(model: str, spelt: str, example: str) -> None:
+    """Refuse a model string that cannot name a model (empty, or a placeholder copied from
+    the docs) before any request; `spelt` shows it as the caller gave it (`model={!r}`)."""
+    given = spelt.format(model)
+    if not isinstance(model, str) or not model.strip():
+        raise JudgeError(f"{given} is empty: give the model's name, e.g. {example}")
+    name = model.strip().rsplit("/", 1)[-1]
+    if not name:
+        raise JudgeError(f"{given} names no model after its provider: e.g. {example}")
+    if _PLACEHOLDER.fullmatch(name) or _PLACEHOLDER.fullmatch(model.strip()):
+        raise JudgeError(
+            f"{given} is a placeholder, not a model's name: give the model, e.g. {example}"
+        )
+
+
+def check_api_base(api_base: str | None, spelt: str) -> None:
+    """Refuse a base URL holding a user name or password: the key goes in api_key, and a
+    URL is shown in messages and named in cache keys, where no secret may go."""
+    if api_base is not None and has_credentials(api_base):
+        shown = spelt.format(without_credentials(api_base))
+        raise JudgeError(
+            f"{shown} holds a user name or password: pass the key with api_key= and drop "
+            "the credentials from the URL"
+        )
 
 
 @dataclass(frozen=True)
@@ -59,6 +89,8 @@ class LLM:
                 f"structured_output {self.structured_output!r} is not 'auto' or one of "
                 f"{', '.join(MODES)}"
             )
+        check_model(self.model, "model={!r}", "model='openai/gpt-4o-mini'")
+        check_api_base(self.api_base, "api_base={!r}")
         server_identity(self.model, self.api_base, self.cache_as)  # a bad one fails here
 
 
@@ -89,6 +121,12 @@ class Embeddings:
     cache_as: str | None = None
 
     def __post_init__(self) -> None:
+        check_model(
+            self.model,
+            "Embeddings(model={!r})",
+            "Embeddings(model='openai/text-embedding-3-small')",
+        )
+        check_api_base(self.api_base, "Embeddings(api_base={!r})")
         server_identity(self.model, self.api_base, self.cache_as)  # a bad one fails here
 
 

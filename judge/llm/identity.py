@@ -26,6 +26,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from judge.errors import JudgeError
@@ -65,6 +68,52 @@ def normalise_url(url: str) -> str:
     netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
     path = re.sub("/{2,}", "/", parts.path).rstrip("/")
     return f"{scheme}://{netloc}{path}"
+
+
+def has_credentials(url: str) -> bool:
+    """Whether a URL holds a user name or password (`http://user:pass@host/v1`)."""
+    if "://" not in url:
+        return False
+    parts = urlsplit(url.strip())
+    return parts.username is not None or parts.password is not None
+
+
+def without_credentials(url: str) -> str:
+    """The URL as it may be shown: a user name and password replaced by `***`."""
+    if not has_credentials(url):
+        return url
+    scheme, rest = url.strip().split("://", 1)
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
+
+
+def recorded_servers(
+    paths: Iterable[str | os.PathLike[str]], kind: str, model: str
+) -> dict[str, int]:
+    """Server identity -> number of entries of this kind and model in the cache files,
+    most first: what a replay that misses may have been recorded under instead. Read
+    through read-only connections of its own; a file that cannot be read counts nothing
+    (this only words an error message)."""
+    found: dict[str, int] = {}
+    for path in paths:
+        try:
+            db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        except (sqlite3.Error, ValueError):
+            continue
+        try:
+            rows = db.execute(
+                "SELECT json_extract(request, '$.server'), count(*) FROM judgments "
+                "WHERE kind = ? AND model = ? GROUP BY 1",
+                (kind, model),
+            ).fetchall()
+        except sqlite3.Error:
+            rows = []
+        finally:
+            db.close()
+        for server, count in rows:
+            name = UNKNOWN if server is None else str(server)
+            found[name] = found.get(name, 0) + int(count)
+    return dict(sorted(found.items(), key=lambda item: -item[1]))
 
 
 def server_identity(model: str, api_base: str | None, cache_as: str | None = None) -> str:

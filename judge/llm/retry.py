@@ -72,12 +72,17 @@ _NO_KEY_WORDS = (
 )
 
 
+def missing_key(exc: BaseException) -> bool:
+    """The client found no API key to send (raised before any request)."""
+    return any(word in str(exc).lower() for word in _NO_KEY_WORDS)
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: rate limits, server errors, timeouts, connection failures."""
     if is_format_rejection(exc):
         return False
-    if any(word in str(exc).lower() for word in _NO_KEY_WORDS):
-        return False  # litellm reports a missing key as a 500; no retry can fix it
+    if missing_key(exc):  # litellm reports a missing key as a 500; no retry can fix it
+        return False
     status = _status(exc)
     if status is not None:
         return status in (408, 409, 429) or status >= 500
@@ -201,7 +206,7 @@ def _explain(
             "max_retries or timeout, or try again later."
         )
     said = _server_message(exc, secret)
-    if any(word in detail.lower() for word in _NO_KEY_WORDS):
+    if missing_key(exc):
         return LLMConfigError(f"{what}: no API key ({said}): {endpoint.key_hint()}")
     if status == 401:
         return LLMConfigError(

@@ -23,7 +23,7 @@ from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.json_values import canonical_json
 from judge.llm.cache import Cache, CacheEntry
 from judge.llm.config import LLM, Embeddings, PromptRef
-from judge.llm.identity import server_identity
+from judge.llm.identity import recorded_servers, server_identity
 from judge.llm.keys import KeyTemplate, messages_json, schema_text
 from judge.llm.memo import DEFAULT_BYTES, ResponseMemo
 from judge.llm.pricing import context_window, estimate_tokens
@@ -85,6 +85,9 @@ class LLMSession:
         self._transport: Transport | None = None
         self._endpoints: dict[tuple[str, str | None], Endpoint] = {}
         self._key_templates: dict[tuple[Any, ...], KeyTemplate] = {}
+        self._elsewhere: dict[tuple[str, str, str], str] = {}  # replay-miss hints, by origin
+        # The hints naming cache_as, once each: a run shows them beside its results.
+        self.replay_hints: list[str] = []
 
     def _endpoint(self, model: str, api_base: str | None) -> Endpoint:
         """The run's record of a server: whether it has answered decides if an unreachable
@@ -169,7 +172,7 @@ class LLMSession:
         server = server_identity(llm.model, llm.api_base, llm.cache_as)
         key = self._chat_keys(llm, server, output, n, prompt).key(messages_json(messages))
         usage = self._tally(label, ledger)
-        cached = self._lookup(key, label, sample)
+        cached = self._lookup(key, label, sample, ("chat", llm.model, server))
         if cached is not None:
             try:
                 replies = [output.model_validate(item) for item in cached["choices"]]
@@ -247,8 +250,12 @@ class LLMSession:
             raise JudgeError("this metric needs a chat model: pass llm=LLM(model=...)")
         return self.llm
 
-    def _lookup(self, key: str, label: str, sample: str | None) -> Any | None:
+    def _lookup(
+        self, key: str, label: str, sample: str | None, origin: tuple[str, str, str]
+    ) -> Any | None:
         """The cached response under key, or None; in replay mode a miss is an error.
+        `origin` is the request's (kind, model, server), named when a miss may have been
+        recorded under another server.
 
         A response read once in this run is remembered (decoded) while the memo's budget
         allows; the caller must not change what it gets.
@@ -266,11 +273,36 @@ class LLMSession:
             where = f" for sample {sample!r}" if sample is not None else ""
             raise CacheMiss(
                 f"replay mode: no recorded judgment of {label!r}{where} (key {key[:16]}); "
-                "nothing was sent. Record it with a read-write run, or check that the model, "
-                "prompt, settings and server (api_base, or cache_as) match the recording.",
+                f"nothing was sent. {self._recorded_elsewhere(*origin)}",
                 key=key,
             )
         return entry
+
+    def _recorded_elsewhere(self, kind: str, model: str, server: str) -> str:
+        """What to do about a replay miss: when the cache holds this model's judgments
+        under other server identities (recorded through another api_base), replay them
+        with cache_as; else record, or match the recording's settings. Looked up once
+        per origin and run: a replay through a new address misses every request."""
+        origin = (kind, model, server)
+        if origin not in self._elsewhere:
+            assert self.cache is not None
+            found = recorded_servers([self.cache.path, *self.cache.fallbacks], kind, model)
+            others = [name for name in found if name != server][:3]
+            if others:
+                names = " or ".join(f"cache_as={n!r} (--cache-as {n})" for n in others)
+                self._elsewhere[origin] = (
+                    f"This server's identity is {server!r}, but the cache holds {model} "
+                    f"{'judgments' if kind == 'chat' else 'embeddings'} recorded under "
+                    f"{', '.join(repr(n) for n in others)}: to replay them through this "
+                    f"address, pass {names}."
+                )
+                self.replay_hints.append(f"replay misses: {self._elsewhere[origin]}")
+            else:
+                self._elsewhere[origin] = (
+                    "Record it with a read-write run, or check that the model, prompt, "
+                    "settings and server (api_base, or cache_as) match the recording."
+                )
+        return self._elsewhere[origin]
 
     async def _call_chat(
         self, messages: list[Message], output: type[M], n: int, usage: UsageRecorder, label: str
@@ -379,7 +411,7 @@ class LLMSession:
         todo: dict[str, dict[str, Any]] = {}
         waiting: dict[str, asyncio.Future[Any]] = {}
         for key, text in zip(keys, texts, strict=True):
-            entry = self._lookup(key, label, None)
+            entry = self._lookup(key, label, None, ("embedding", config.model, server))
             if entry is not None:
                 vectors[key] = entry
                 usage.count("cache_hits")

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from judge.errors import LLMRequestError
+from judge.errors import LLMConfigError, LLMRequestError
 from judge.llm.config import LLM, Embeddings
+from judge.llm.identity import without_credentials
 from judge.llm.pricing import openai_cost
-from judge.llm.retry import Endpoint
+from judge.llm.retry import Endpoint, missing_key
 
 
 @functools.cache
@@ -32,6 +34,9 @@ def _litellm() -> Any:
 
 
 _OPENAI = "openai/"
+# The key sent to a server at an api_base when none is given, as the openai/ route sends
+# it (judge.llm.openai_http.resolve_key): local servers ignore it.
+_NO_KEY = "EMPTY"
 
 
 def openai_compatible(model: str) -> bool:
@@ -51,12 +56,29 @@ def _openai_client(api_base: str | None, api_key: str | None, timeout: float) ->
 
 
 def endpoint_for(model: str, api_base: str | None) -> Endpoint:
-    """The server a model's requests go to, as error messages name it."""
+    """The server a model's requests go to, as error messages name it (without any user
+    name or password a URL holds)."""
     if openai_compatible(model):
         default = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        return Endpoint(api_base or default, "OPENAI_API_KEY")
+        return Endpoint(without_credentials(api_base or default), "OPENAI_API_KEY")
     provider = model.split("/", 1)[0]
-    return Endpoint(api_base or f"{provider}'s default endpoint")
+    return Endpoint(without_credentials(api_base) if api_base else f"{provider}'s default endpoint")
+
+
+@functools.lru_cache(maxsize=64)
+def check_route(model: str, api_base: str | None, spelt: str) -> None:
+    """Refuse, before any request, a model string litellm can route nowhere (`qwen2.5`
+    with no provider prefix): every request would be refused the same way. `spelt`
+    shows it as the caller gave it (`model={!r}`)."""
+    try:
+        _litellm().get_llm_provider(model=model, api_base=api_base)
+    except Exception:  # litellm's BadRequestError: "LLM Provider NOT provided"
+        example = spelt.format(f"openai/{model.rsplit('/', 1)[-1]}")
+        raise LLMConfigError(
+            f"{spelt.format(model)} names no provider litellm knows: give a provider "
+            f"prefix, e.g. {example} for an OpenAI-compatible server (vLLM, llama.cpp, "
+            "Ollama's /v1, LM Studio); see https://docs.litellm.ai/docs/providers"
+        ) from None
 
 
 class Transport:
@@ -65,6 +87,29 @@ class Transport:
     def __init__(self) -> None:
         self._clients: dict[tuple[str | None, str | None, float], Any] = {}
         self._posters: dict[tuple[str | None, str | None, float], Any] = {}
+        self._keyless: set[tuple[str, str]] = set()  # (model, api_base) sent _NO_KEY
+
+    async def _litellm_call(
+        self,
+        model: str,
+        api_base: str | None,
+        api_key: str | None,
+        call: Callable[..., Awaitable[Any]],
+    ) -> Any:
+        """call(api_key=...) through litellm. A server at an api_base given with no key
+        gets the placeholder key the openai/ route sends, once litellm finds none of its
+        own (before sending anything): routes built on the openai client (litellm_proxy/,
+        custom_openai/, xinference/ ...) refuse to start without one, though a local
+        server ignores it. A key litellm finds in the environment is still used."""
+        if api_key is None and api_base is not None and (model, api_base) in self._keyless:
+            api_key = _NO_KEY
+        try:
+            return await call(api_key=api_key)
+        except Exception as exc:
+            if api_key is not None or api_base is None or not missing_key(exc):
+                raise
+        self._keyless.add((model, api_base))
+        return await call(api_key=_NO_KEY)
 
     def _client(self, api_base: str | None, api_key: str | None, timeout: float) -> Any:
         key = (api_base, api_key, timeout)
@@ -99,14 +144,20 @@ class Transport:
             response = Fields(data)
             return response, _openai_price(llm.api_base, name, response)
         litellm = _litellm()
-        response = await litellm.acompletion(
-            model=llm.model,
-            api_base=llm.api_base,
-            api_key=llm.api_key,
-            timeout=llm.timeout,
-            max_retries=0,
-            num_retries=0,
-            **params,
+        check_route(llm.model, llm.api_base, "model={!r}")
+        response = await self._litellm_call(
+            llm.model,
+            llm.api_base,
+            llm.api_key,
+            functools.partial(
+                litellm.acompletion,
+                model=llm.model,
+                api_base=llm.api_base,
+                timeout=llm.timeout,
+                max_retries=0,
+                num_retries=0,
+                **params,
+            ),
         )
         return response, _litellm_cost(litellm, response)
 
@@ -118,14 +169,20 @@ class Transport:
             response = await client.embeddings.create(model=name, input=texts)
             return response, _openai_price(config.api_base, name, response)
         litellm = _litellm()
-        response = await litellm.aembedding(
-            model=config.model,
-            input=texts,
-            api_base=config.api_base,
-            api_key=config.api_key,
-            timeout=config.timeout,
-            max_retries=0,
-            num_retries=0,
+        check_route(config.model, config.api_base, "Embeddings(model={!r})")
+        response = await self._litellm_call(
+            config.model,
+            config.api_base,
+            config.api_key,
+            functools.partial(
+                litellm.aembedding,
+                model=config.model,
+                input=texts,
+                api_base=config.api_base,
+                timeout=config.timeout,
+                max_retries=0,
+                num_retries=0,
+            ),
         )
         return response, _litellm_cost(litellm, response)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from judge.errors import UnknownMetricError
+from judge.ir.measures import did_you_mean, retrieval_names, valid_names
 from judge.metrics import scorers
 from judge.metrics.sample import SampleJudgments
 
@@ -245,8 +246,22 @@ def get_metric(name: str) -> Metric:
         k = int(match.group(1))
         base = BUILTIN["context_ndcg"]
         return Metric(name, base.description, _from_grades(lambda g: scorers.context_ndcg(g, k)))
-    valid = ", ".join([*BUILTIN, "context_ndcg@k"])
-    raise UnknownMetricError(f"unknown metric {name!r}; valid names: {valid}")
+    raise unknown_metric(name)
+
+
+def unknown_metric(name: str, others: Iterable[str] = ()) -> UnknownMetricError:
+    """The error for a name no metric has: the known name closest to it (LLM-judged,
+    retrieval, and `others` such as plugins'), else every valid name."""
+    others = list(others)
+    given = name.rpartition("@")[2] if "@" in name else ""
+    ndcg = [f"context_ndcg@{given}"] if given.isdigit() and int(given) > 0 else []
+    close = did_you_mean(name, [*BUILTIN, *ndcg, *others, *retrieval_names(name)])
+    if close is not None:
+        return UnknownMetricError(f"unknown metric {name!r}; did you mean {close!r}?")
+    valid = ", ".join([*BUILTIN, "context_ndcg@k", *others, *valid_names()])
+    return UnknownMetricError(
+        f"unknown metric {name!r}; valid names: {valid} (k a positive integer)"
+    )
 
 
 def higher_is_better(name: str) -> bool:

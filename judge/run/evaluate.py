@@ -63,6 +63,16 @@ def split_metrics(
     return judged, retrieval
 
 
+def skipped_defaults(names: Sequence[MetricLike] | str | None, embeddings: bool) -> list[str]:
+    """Notes on the default metrics a judged run leaves out, so none goes without a word."""
+    if names is not None or embeddings:
+        return []
+    return [
+        "answer_relevancy, a default metric, was not computed: it needs an embedding model "
+        "(pass embeddings=Embeddings(model=...))"
+    ]
+
+
 def retrieval_scores(row: Row, names: list[str]) -> dict[str, float]:
     """trec_eval-exact retrieval metrics of one row from its ranked ids and judgments."""
     ranked = row.retrieved_ids or []
@@ -208,11 +218,13 @@ async def aevaluate(
         raise InputFormatError("LLM-judged metrics need llm=judge.LLM(model=...)")
     session: LLMSession | None = None
     judged: list[Metric] = []
+    notes: list[str] = []
     if llm is not None:
         session = make_session(llm, embeddings, cache)
         judged = resolve_metrics(
             judged_names, embeddings=session.embeddings is not None, custom=custom
         )
+        notes = skipped_defaults(judged_names, session.embeddings is not None)
     check_variables(judged, columns, rows)
     names = [m.name for m in judged] + retrieval
     prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them
@@ -302,6 +314,7 @@ async def aevaluate(
         "data": {"rows": len(rows), "sha256": sha256_hex("".join(hashes))},
         "resumed_rows": resumed,
         "seconds": round(time.monotonic() - started, 3),
+        "notes": notes + (session.replay_hints if session else []),
     }
     if part is not None:
         config["shard"] = {"index": part.index, "count": part.count}

@@ -22,6 +22,7 @@ from judge.metrics.registry import (
     Metric,
     MetricScore,
     get_metric,
+    unknown_metric,
 )
 from judge.metrics.sample import Sample, SampleJudgments
 from judge.run import eager
@@ -46,19 +47,18 @@ class SampleResult:
 MetricLike = str | Metric
 
 
-def named_metric(name: str) -> Metric:
-    """A built-in metric, or else an installed plugin's (plugins are loaded only then)."""
+def named_metric(name: str, others: Sequence[str] = ()) -> Metric:
+    """A built-in metric, or else an installed plugin's (plugins are loaded only then);
+    an unknown name's error suggests the closest of these, plugins' and `others`."""
     try:
         return get_metric(name)
-    except UnknownMetricError as exc:
+    except UnknownMetricError:
         from judge.metrics.plugins import plugin_metrics
 
         plugins = plugin_metrics()
         if name in plugins:
             return plugins[name].metric
-        if plugins:
-            raise UnknownMetricError(f"{exc}; from plugins: {', '.join(plugins)}") from None
-        raise
+        raise unknown_metric(name, [*plugins, *others]) from None
 
 
 def resolve_metrics(
@@ -80,7 +80,7 @@ def resolve_metrics(
         elif custom and item in custom:
             metric = custom[item]
         else:
-            metric = named_metric(item)
+            metric = named_metric(item, list(custom or ()))
         if metric.name not in {m.name for m in metrics}:
             metrics.append(metric)
     for m in metrics:

@@ -1,0 +1,70 @@
+"""Library errors in the command line's words: a Python keyword argument becomes its flag.
+
+The library's messages name what a Python caller passes (`column_map=`, `embeddings=
+Embeddings(...)`, `model='openai/x'`); the CLI shows the same message with the flag that
+sets it (`--column`, `--embedding-model`, `--model openai/x`). One table, applied to every
+error `judge` prints (`judge.cli.main`), so no message is written twice.
+"""
+
+from __future__ import annotations
+
+import re
+
+# keyword argument -> the flag that gives it (the judging commands' options, judge.cli.eval)
+FLAGS = {
+    "llm": "--model",
+    "model": "--model",
+    "embeddings": "--embedding-model",
+    "api_key": "--api-key",
+    "api_base": "--api-base",
+    "cache_as": "--cache-as",
+    "column_map": "--column",
+    "metrics": "--metrics",
+    "concurrency": "--concurrency",
+    "timeout": "--timeout",
+    "max_retries": "--max-retries",
+}
+# Keyword arguments of the Embeddings(...) constructor, which have flags of their own.
+_EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}
+
+_QUOTED = r"'(?:[^'\\]|\\.)*'"
+_CALL = r"[A-Za-z_][\w.]*\((?:[^()]|\([^()]*\))*\)"  # Embeddings(...), judge.LLM(model=...)
+_DICT = r"\{[^{}]*\}"  # column_map={'question': ...}
+_KEYWORD = re.compile(
+    rf"(?<![\w.'\"-])(?P<kw>{'|'.join(FLAGS)})="
+    rf"(?P<value>{_QUOTED}|{_CALL}|{_DICT})?"
+    # "api_key= (--api-key)", "cache_as='x' (--cache-as x)": both words given; keep the flag
+    r"(?P<flag> \(--[\w-]+(?: [^()]+)?\))?"
+)
+_EMBEDDINGS_ARG = re.compile(rf"\bEmbeddings\((?P<kw>model|api_base)=(?P<value>{_QUOTED})\)")
+# Plain words naming a keyword without "=", as the column errors do.
+_PHRASES = (("column_map key", "--column field"), ("column_map:", "--column:"))
+_SAFE = re.compile(r"[\w./@:+-]*\w[\w./@:+-]*")  # shown without quotes: no shell meaning
+
+
+def _value(quoted: str) -> str:
+    """A quoted value as a flag's argument: unquoted when the shell would take it as is."""
+    inner = quoted[1:-1]
+    return inner if _SAFE.fullmatch(inner) else quoted
+
+
+def _keyword(match: re.Match[str]) -> str:
+    kw, value = match.group("kw"), match.group("value")
+    flag = FLAGS[kw]
+    if value is None or not value.startswith(("'", "{")):  # none, or a call: the flag alone
+        return flag
+    if value.startswith("{"):  # column_map={'question': ...} -> --column question=COLUMN
+        fields = re.findall(r"'(\w+)'\s*:", value)
+        return " ".join(f"{flag} {field}=COLUMN" for field in fields) or flag
+    return f"{flag} {_value(value)}"
+
+
+def cli_words(message: str) -> str:
+    """A library message with its keyword arguments written as the CLI's flags."""
+    text = _EMBEDDINGS_ARG.sub(
+        lambda m: f"{_EMBEDDINGS[m.group('kw')]} {_value(m.group('value'))}", message
+    )
+    text = _KEYWORD.sub(_keyword, text)
+    for python, cli in _PHRASES:
+        text = text.replace(python, cli)
+    return text
