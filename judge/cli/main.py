@@ -54,6 +54,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum: int, frame: object) -> None:
+    # Once is enough: a second SIGTERM must not cut the clean-up short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 
