@@ -7,7 +7,7 @@ next chunk of a file), and the caller uses the result before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -15,7 +15,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def map_ahead(function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+def map_ahead(function: Callable[[T], R], items: Iterable[T]) -> Generator[R, None, None]:
     """function(item) for each item, in order, each computed in one worker thread while
     the next item is produced; an exception of either is raised here, in order.
 
