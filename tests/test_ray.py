@@ -187,7 +187,12 @@ def test_missing_ray_is_a_clear_usage_error(tmp_path):
 
 
 def test_ray_package_does_not_shadow_ray():
-    assert Path(ray.__file__).parent.name == "ray" and "judge" not in ray.__file__
+    # `import ray` is the installed Ray, not judge's own `judge.ray`. Folders are compared,
+    # not names in the path: a clone's folder is named `judge` (what `git clone` makes).
+    real = Path(ray.__file__).resolve().parent
+    ours = Path(judge.ray.__file__).resolve()
+    assert real.name == "ray" and hasattr(ray, "remote") and ray is not judge.ray
+    assert real != ours.parent and real not in ours.parents and ours.parent not in real.parents
 
 
 def test_a_configuration_error_in_an_actor_stops_the_run_with_its_message(

@@ -43,3 +43,14 @@ def test_an_exception_is_raised_where_its_result_would_be_used():
         for result in map_ahead(fail_on_two, range(5)):
             got.append(result)
     assert got == [0, 1]
+
+
+def test_a_caller_that_stops_early_leaves_no_worker_thread():
+    import contextlib
+
+    before = set(threading.enumerate())
+    results = map_ahead(lambda i: i, range(100))
+    with contextlib.closing(results):
+        assert next(results) == 0
+        assert set(threading.enumerate()) - before  # the worker is running meanwhile
+    assert set(threading.enumerate()) == before  # closed: the worker has ended

@@ -7,6 +7,12 @@ report.html are those of an unsharded run (`config.seconds` is the shards' summe
 Each shard keeps its checkpoint, finished or not, until the join has succeeded, so a
 stopped run resumes every shard where it was; then the shards' directory is removed. The
 gates (--fail-under, --max-error-rate) are checked once, on the joined run.
+
+The shards die with their parent, however it ends (SIGTERM from `timeout` or a CI cancel,
+SIGKILL from the OOM killer): left running, they would go on sending paid requests and
+writing into OUT/.shards beside a rerun of the same command. On Linux the kernel kills
+them (PR_SET_PDEATHSIG); everywhere, each also watches a pipe from its parent and exits
+when the pipe closes, which it does when the parent dies.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import contextlib
 import io
 import multiprocessing
 import multiprocessing.connection
+import os
 import shutil
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, cast
 
@@ -60,16 +68,25 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
 
 def run_shards(shards: list[dict[str, Any]]) -> None:
     """Run every shard in a process of its own, all at once; the first to fail (or to die)
-    stops the others, and its failure is raised as a JudgeError."""
+    stops the others, and its failure is raised as a JudgeError. A SIGTERM stops them all,
+    and then this process, as SIGTERM would have."""
     # Fresh interpreters ("spawn"): a forked copy of this one would share its open files.
     context = multiprocessing.get_context("spawn")
     running: dict[int, tuple[Any, Any, str]] = {}  # sentinel -> (process, pipe, shard)
+    lifelines = []  # our ends of the pipes the shards watch: closed when we die
+    stopped = False
+    previous = _on_sigterm(_stop)
     try:
         for options in shards:
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=shard_main, args=(options, sender), daemon=True)
+            watched, lifeline = context.Pipe(duplex=False)
+            process = context.Process(
+                target=shard_main, args=(options, sender, watched, os.getpid()), daemon=True
+            )
             process.start()
             sender.close()  # the child's end: the pipe reports EOF if the child dies
+            watched.close()  # the child's too: it must see EOF when we are gone
+            lifelines.append(lifeline)
             running[process.sentinel] = (process, receiver, options["shard"])
         while running:
             for sentinel in multiprocessing.connection.wait(list(running)):
@@ -84,10 +101,47 @@ def run_shards(shards: list[dict[str, Any]]) -> None:
                     f"shard {shard}: {failure}; the rows finished so far are kept: rerun the "
                     "same command to resume"
                 )
+    except _Stopped:
+        stopped = True
     finally:
+        if previous is not None:  # a second SIGTERM must not cut the stopping short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for process, _, _ in running.values():  # stopped or failed: the others stop too
             process.terminate()
+        for process, _, _ in running.values():
             process.join()
+        for lifeline in lifelines:
+            lifeline.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if stopped:
+        print(
+            "judge: stopped by SIGTERM: the shards were stopped; the rows finished so far are "
+            "kept: rerun the same command to resume",
+            file=sys.stderr,
+            flush=True,
+        )
+        # End as SIGTERM ends a process, so a caller (`timeout`, a CI runner) sees the signal.
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise JudgeError("stopped by SIGTERM: rerun the same command to resume")
+
+
+class _Stopped(BaseException):
+    """SIGTERM arrived while the shards were running (BaseException: no handler swallows it)."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install a SIGTERM handler and return the one it replaces; None (nothing installed)
+    outside the main thread, where Python cannot set one, or if SIGTERM is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _message(receiver: Any) -> str | None:
@@ -118,8 +172,11 @@ def child_options(args: argparse.Namespace, index: int, count: int, out: Path) -
     return options
 
 
-def shard_main(options: dict[str, Any], report: Any) -> None:
-    """Run one shard (in its own process) and send back None when done, else what failed."""
+def shard_main(options: dict[str, Any], report: Any, lifeline: Any, parent: int) -> None:
+    """Run one shard (in its own process) and send back None when done, else what failed;
+    end at once if the parent process is (or goes) away."""
+    die_with_parent(parent)
+    exit_when_closed(lifeline)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from judge.cli.eval import run_eval
 
@@ -133,3 +190,48 @@ def shard_main(options: dict[str, Any], report: Any) -> None:
         failure = f"{type(exc).__name__}: {exc}"
     report.send(failure)
     report.close()
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_ORPHANED = 70  # the exit code of a shard whose parent is gone (no one reads it)
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux), and exit now if the
+    parent (process id `parent`) is already gone.
+
+    Args:
+        parent: the process id of the parent that started this process.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            # SIGKILL: nothing of a shard's (a request, a line of its checkpoint) may
+            # follow its parent's end; a kill is what a resumed run already recovers from.
+            libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # no libc or prctl: the pipe check still holds
+            pass
+    # A parent that died before prctl was set sends no signal: we have been handed to
+    # another process (init, a subreaper) already.
+    if os.getppid() != parent:
+        os._exit(_ORPHANED)
+
+
+def exit_when_closed(lifeline: Any) -> None:
+    """End this process as soon as the pipe from the parent reports EOF, which it does when
+    the parent has died (on any platform: the check that needs no prctl).
+
+    Args:
+        lifeline: the receiving end of a pipe whose sending end only the parent holds.
+    """
+
+    def watch() -> None:
+        try:
+            while True:
+                lifeline.recv_bytes()  # the parent sends nothing: only EOF ends the wait
+        except (EOFError, OSError):
+            os._exit(_ORPHANED)
+
+    threading.Thread(target=watch, name="judge-parent-watch", daemon=True).start()
