@@ -474,7 +474,7 @@ def _replay_failure(result: Any) -> str | None:
     def missed(row: Any) -> str | None:
         for metric, error in row.errors.items():
             if error.startswith("CacheMiss"):  # its text is in results.jsonl ('errors')
-                return metric
+                return str(metric)
         return None
 
     shown = _first(result.rows, missed, limit=1)

@@ -68,14 +68,12 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
 
 def run_shards(shards: list[dict[str, Any]]) -> None:
     """Run every shard in a process of its own, all at once; the first to fail (or to die)
-    stops the others, and its failure is raised as a JudgeError. A SIGTERM stops them all,
-    and then this process, as SIGTERM would have."""
+    stops the others, and its failure is raised as a JudgeError. Ctrl-C or SIGTERM (which
+    `judge.cli.main` raises as `Terminated`) stops them all before it goes on."""
     # Fresh interpreters ("spawn"): a forked copy of this one would share its open files.
     context = multiprocessing.get_context("spawn")
     running: dict[int, tuple[Any, Any, str]] = {}  # sentinel -> (process, pipe, shard)
     lifelines = []  # our ends of the pipes the shards watch: closed when we die
-    stopped = False
-    previous = _on_sigterm(_stop)
     try:
         for options in shards:
             receiver, sender = context.Pipe(duplex=False)
@@ -101,47 +99,21 @@ def run_shards(shards: list[dict[str, Any]]) -> None:
                     f"shard {shard}: {failure}; the rows finished so far are kept: rerun the "
                     "same command to resume"
                 )
-    except _Stopped:
-        stopped = True
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (judge.cli.main.Terminated)
+        print(
+            "judge: stopping the shards; the rows finished so far are kept: rerun the same "
+            "command to resume",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
     finally:
-        if previous is not None:  # a second SIGTERM must not cut the stopping short
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for process, _, _ in running.values():  # stopped or failed: the others stop too
             process.terminate()
         for process, _, _ in running.values():
             process.join()
         for lifeline in lifelines:
             lifeline.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    if stopped:
-        print(
-            "judge: stopped by SIGTERM: the shards were stopped; the rows finished so far are "
-            "kept: rerun the same command to resume",
-            file=sys.stderr,
-            flush=True,
-        )
-        # End as SIGTERM ends a process, so a caller (`timeout`, a CI runner) sees the signal.
-        os.kill(os.getpid(), signal.SIGTERM)
-        raise JudgeError("stopped by SIGTERM: rerun the same command to resume")
-
-
-class _Stopped(BaseException):
-    """SIGTERM arrived while the shards were running (BaseException: no handler swallows it)."""
-
-
-def _stop(signum: int, frame: Any) -> None:
-    raise _Stopped
-
-
-def _on_sigterm(handler: Any) -> Any:
-    """Install a SIGTERM handler and return the one it replaces; None (nothing installed)
-    outside the main thread, where Python cannot set one, or if SIGTERM is ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
-        return None
-    return signal.signal(signal.SIGTERM, handler)
 
 
 def _message(receiver: Any) -> str | None:
