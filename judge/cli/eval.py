@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.errors import JudgeError, LLMConfigError
+from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.run.progress import DEFAULT_INTERVAL
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
@@ -244,10 +244,10 @@ def run_eval(args: argparse.Namespace) -> int:
             shard=shard,
             **data_options(args),
         )
-    except LLMConfigError as exc:
+    except (LLMConfigError, CacheStoreError) as exc:  # the run stopped: it cannot work
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
-        raise LLMConfigError(f"{exc}{resume}") from None
+        raise type(exc)(f"{exc}{resume}") from None
     return finish_run(
         result, out, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
     )
