@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -450,3 +451,55 @@ def test_judge_eval_on_a_full_cache_disk_exits_2_with_one_line(tmp_path):
         assert (tmp_path / "out" / ".checkpoint.jsonl").is_file()
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def scored(result: Any) -> list[tuple[dict[str, float], dict[str, str]]]:
+    return [(dict(r.scores), dict(r.errors)) for r in result.rows]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_cache_damaged_at_random_places_never_changes_a_score_without_an_error(tmp_path, seed):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from cache_damage import METRICS, damage, samples
+
+    data = samples(12)
+    clean = tmp_path / "clean.sqlite"
+    with FakeLLMServer(chat=heuristic_judge) as server:
+        llm = LLM("openai/j", api_base=server.base_url, api_key="k", cache_as="fake")
+        embeddings = Embeddings("openai/e", api_base=server.base_url, api_key="k", cache_as="fake")
+        options: dict[str, Any] = {"metrics": METRICS, "llm": llm, "embeddings": embeddings}
+        reference = scored(evaluate(data, cache=clean, progress=False, **options))
+        for mode in ("read-write", "replay"):
+            copy = tmp_path / f"{mode}.sqlite"
+            copy.write_bytes(clean.read_bytes())
+            damage(copy, places=8, size=64, seed=seed)
+            try:
+                with Cache(copy, mode=mode) as cache:  # type: ignore[arg-type]
+                    got = scored(evaluate(data, cache=cache, progress=False, **options))
+            except CacheError as exc:  # the file itself is unreadable: said, not served
+                assert "damaged" in str(exc)
+                continue
+            for (want, _), (scores, errors) in zip(reference, got, strict=True):
+                for metric, value in scores.items():
+                    if not (
+                        value == want[metric] or (math.isnan(value) and math.isnan(want[metric]))
+                    ):
+                        assert metric in errors, (mode, metric, value, want[metric])
+
+
+def test_judge_eval_says_how_many_damaged_entries_it_passed_over(tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows(2)))
+    cache = tmp_path / "c.sqlite"
+    with FakeLLMServer(chat=heuristic_judge) as server:
+        command = ["eval", str(data), "--model", "openai/m", "--api-base", server.base_url,
+                   "--api-key", "k", "--cache", str(cache), "--metrics", "faithfulness",
+                   "--out", str(tmp_path / "out"), "--no-progress"]  # fmt: skip
+        assert judge_cli(*command).returncode == 0
+        sent = server.count()
+        sql(cache, "UPDATE judgments SET response = '{\"choices\":[]}'")
+        again = judge_cli(*command)
+        assert again.returncode == 0, again.stderr
+        assert server.count() == 2 * sent  # every entry asked for again
+        assert f"{sent} damaged entries of the cache {cache}" in again.stderr
+        assert "judge cache verify" in again.stderr

@@ -248,6 +248,14 @@ def run_eval(args: argparse.Namespace) -> int:
         kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
         resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
         raise type(exc)(f"{exc}{resume}") from None
+    damaged = result.config.get("cache_damaged")
+    if damaged:
+        done = "their rows have errors" if args.replay else "they were asked for again"
+        print(
+            f"judge: {damaged} damaged entries of the cache {args.cache} were not used "
+            f"({done}); check it with: judge cache verify {args.cache}",
+            file=sys.stderr,
+        )
     return finish_run(
         result, out, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
     )

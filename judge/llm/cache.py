@@ -343,6 +343,12 @@ class Cache:
             if doing == "reading" and (_is_damage(exc) or _is_undecodable(exc)):
                 raise _Damaged(f"SQLite: {exc}") from exc
             error = CacheStoreError if doing == "writing" else CacheError
+            if _is_damage(exc):  # SQLite refuses to write into damaged pages
+                where = path or self.path
+                raise error(
+                    f"{where}: {doing} the cache failed: the file is damaged ({exc}); drop "
+                    f"what is damaged with `judge cache repair {where}`, then rerun"
+                ) from exc
             raise error(
                 f"{path or self.path}: {doing} the cache failed ({type(exc).__name__}: "
                 f"{exc}); free disk space or give --cache a new path, then rerun to fill the gaps"
@@ -455,6 +461,11 @@ class Cache:
             raise CacheError(self._cannot_store())
         found = self.verify()
         rowids = [r for kind in found.damaged.values() for r in kind]
+        with self._lock:
+            try:  # through the index of keys: the scan of verify may have stopped early
+                before = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+            except sqlite3.Error:
+                before = found.entries
         with self._lock, self._failing_as_cache_error("writing"):
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -478,7 +489,7 @@ class Cache:
                     self._rebuild()
         with self._lock:
             kept = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-        return found.entries - kept if found.integrity else len(rowids), kept
+        return max(before - kept, len(rowids)), kept
 
     def _rebuild(self) -> None:
         """Copy every entry SQLite can read and whose checksums match into a new file, and
