@@ -308,10 +308,6 @@ def test_cache_verify_reports_a_file_sqlite_finds_damaged(tmp_path):
 
 def test_replay_of_a_missing_cache_is_a_usage_error_that_creates_nothing(tmp_path):
     missing = tmp_path / "nowhere" / "missing.sqlite"
-    with pytest.raises(CacheError, match=r"missing\.sqlite.*does not exist") as caught:
-        Cache(missing, mode="replay")
-    assert "damaged" not in str(caught.value)
-    assert not missing.parent.exists()
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"question": "q", "answer": "a", "contexts": ["c"]}) + "\n")
     done = judge_cli(
@@ -319,7 +315,12 @@ def test_replay_of_a_missing_cache_is_a_usage_error_that_creates_nothing(tmp_pat
         "--out", str(tmp_path / "out"), "--metrics", "faithfulness",
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "does not exist" in done.stderr and "Traceback" not in done.stderr
+    assert f"--cache {missing} does not exist" in done.stderr
+    assert "damaged" not in done.stderr and "Traceback" not in done.stderr
+    assert not missing.parent.exists()
+    for action in ("verify", "repair"):
+        done = judge_cli("cache", action, str(missing))
+        assert done.returncode == 2 and "no such cache file" in done.stderr
     assert not missing.parent.exists()
 
 

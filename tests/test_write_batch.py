@@ -87,7 +87,6 @@ def test_a_waiting_judgment_is_answered_from_memory_then_stored(tmp_path):
 
 @pytest.mark.parametrize("mode", ["replay", "off"])
 def test_modes_that_do_not_store_keep_nothing_waiting(tmp_path, mode):
-    Cache(tmp_path / "c.sqlite").close()  # a replay needs a file to read
     with Cache(tmp_path / "c.sqlite", mode=mode) as cache:
         batch = WriteBatch(cache)
         batch.put(entry("a"), alone=True)

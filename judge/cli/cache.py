@@ -59,7 +59,9 @@ def run_verify(args: argparse.Namespace) -> int:
     """The `judge cache verify` command: 0 when clean, 2 when anything is damaged."""
     from judge.llm.cache import Cache
 
-    with Cache(args.cache, mode="replay") as cache:  # never writes (a missing file is an error)
+    if not Path(args.cache).is_file():
+        raise JudgeError(f"{args.cache}: no such cache file")
+    with Cache(args.cache, mode="replay") as cache:  # stores nothing
         found = cache.verify()
     print(f"{args.cache}: {found.entries} entries, {found.damaged_count} damaged")
     for kind, rowids in sorted(found.damaged.items()):

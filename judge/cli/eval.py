@@ -324,6 +324,12 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
         if args.embedding_model
         else None
     )
+    if args.replay and not args.no_cache and not Path(args.cache).is_file():
+        # Nothing to replay from; creating an empty file would only hide the mistake.
+        raise JudgeError(
+            f"--cache {args.cache} does not exist: --replay reads judgments recorded before. "
+            "Give the --cache that holds them, or record them first with a run without --replay"
+        )
     cache = (
         None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
     )

@@ -167,14 +167,6 @@ class Cache:
 
     def _open(self) -> sqlite3.Connection:
         if not self.path.exists():
-            if self._mode == "replay" and not self.fallbacks:
-                # Nothing to replay from; creating an empty file would only hide the mistake.
-                # (With fallbacks, the own file is a worker's, new at first: see judge.ray.)
-                raise CacheError(
-                    f"{self.path} does not exist: a replay reads judgments recorded before. "
-                    "Give the cache file that holds them (--cache), or record them first "
-                    "with a run without --replay (in Python: mode='read-write')"
-                )
             self.path.parent.mkdir(parents=True, exist_ok=True)
         else:
             self.read_only = not _writable(self.path)
