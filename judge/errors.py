@@ -82,3 +82,9 @@ class CacheMiss(JudgeError):
     def __init__(self, message: str, *, key: str):
         super().__init__(message)
         self.key = key
+
+
+class CacheStoreError(CacheError):
+    """The cache could not store a judgment (disk full, I/O error, a read-only file): every
+    later judgment would be paid for and lost the same way, so `score` and `evaluate` stop
+    the run with it, as with `LLMConfigError`; the rows finished before it are kept."""

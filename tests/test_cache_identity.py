@@ -306,8 +306,9 @@ def test_an_embedding_is_read_from_its_float64_bytes_and_stays_readable_json(tmp
     db = sqlite3.connect(path)
     db.execute("UPDATE judgments SET vector = x'0102' WHERE vector IS NOT NULL").connection.commit()
     db.close()
-    with Cache(path) as cache:  # bytes cut short (damaged): the JSON is read instead
-        assert cache.get_response(embedding_entry("awkward", AWKWARD).key) == [9.0]
+    with Cache(path) as cache:  # bytes cut short (damaged): a miss, never another value
+        assert cache.get_response(embedding_entry("awkward", AWKWARD).key) is None
+        assert cache.damaged == 1
 
 
 def test_the_vacuum_after_a_rebuild_gives_way_to_a_writer_at_once(tmp_path):

@@ -307,13 +307,20 @@ def test_a_recorded_reply_that_fails_todays_checks_is_asked_again(
 
     path = tmp_path / "c.sqlite"
     judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=path, **models)
-    # As if recorded when the schema allowed it: one verdict short for three claims.
+    # As if recorded when the schema allowed it: one verdict short for three claims (with
+    # its checksum, as judge wrote it: an edit without one is a damaged entry).
+    from judge.llm.cache import checksum
+
     with sqlite3.connect(path) as db:
         where = "WHERE prompt = 'verify'"
-        (response,) = db.execute(f"SELECT response FROM judgments {where}").fetchone()
+        key, response = db.execute(f"SELECT key, response FROM judgments {where}").fetchone()
         old = json.loads(response)
         old["choices"][0]["verdicts"].pop()
-        db.execute(f"UPDATE judgments SET response = ? {where}", (json.dumps(old),))
+        text = json.dumps(old)
+        db.execute(
+            f"UPDATE judgments SET response = ?, response_crc = ? {where}",
+            (text, checksum(key, text.encode())),
+        )
     with Cache(path, mode="replay") as cache:
         result = judge.score(
             QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=cache, **models

@@ -1,4 +1,4 @@
-"""`judge cache export|import|stats|merge`: managing judgment cache files."""
+"""`judge cache export|import|stats|merge|verify|repair`: managing judgment cache files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from judge.errors import JudgeError
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the cache subcommand."""
-    c = sub.add_parser("cache", help="export, import, inspect or merge judgment caches")
+    c = sub.add_parser(
+        "cache", help="export, import, inspect, merge, verify or repair judgment caches"
+    )
     actions = c.add_subparsers(dest="action", metavar="ACTION", required=True)
     for action, about in (
         ("export", "write every entry to a sorted JSONL file"),
@@ -35,6 +37,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     merge.add_argument("caches", nargs="+", metavar="CACHE", help="a cache file to merge")
     merge.add_argument("-o", "--output", required=True, help="the merged cache (a new file)")
     merge.set_defaults(func=run_merge)
+    verify = actions.add_parser(
+        "verify",
+        help="check a cache: SQLite's integrity check and every entry's checksums",
+        description="Check a cache file: SQLite's integrity check and the checksums of every "
+        "entry. Exit 0 when nothing is damaged, 2 when something is (one line per kind).",
+    )
+    verify.add_argument("cache", help="the SQLite cache file")
+    verify.set_defaults(func=run_verify)
+    repair = actions.add_parser(
+        "repair",
+        help="drop the damaged entries of a cache (a read-write run asks for them again)",
+        description="Drop every damaged entry of a cache file (and rebuild the file when "
+        "SQLite finds its pages damaged); a read-write run asks for them again.",
+    )
+    repair.add_argument("cache", help="the SQLite cache file")
+    repair.set_defaults(func=run_repair)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """The `judge cache verify` command: 0 when clean, 2 when anything is damaged."""
+    from judge.llm.cache import Cache
+
+    if not Path(args.cache).is_file():
+        raise JudgeError(f"{args.cache}: no such cache file")
+    with Cache(args.cache, mode="replay") as cache:  # stores nothing
+        found = cache.verify()
+    print(f"{args.cache}: {found.entries} entries, {found.damaged_count} damaged")
+    for kind, rowids in sorted(found.damaged.items()):
+        print(f"  {len(rowids)} {kind}")
+    if found.integrity:
+        more = f" (and {len(found.integrity) - 1} more)" if len(found.integrity) > 1 else ""
+        print(f"  SQLite integrity check: {found.integrity[0]}{more}")
+    if found.clean:
+        return 0
+    print(f"drop them with `judge cache repair {args.cache}`; a read-write run asks for them again")
+    return 2
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    """The `judge cache repair` command."""
+    from judge.llm.cache import Cache
+
+    if not Path(args.cache).is_file():
+        raise JudgeError(f"{args.cache}: no such cache file")
+    with Cache(args.cache) as cache:
+        dropped, kept = cache.repair()
+    print(f"{args.cache}: dropped {dropped} damaged entries, {kept} kept")
+    return 0
 
 
 def run_merge(args: argparse.Namespace) -> int:

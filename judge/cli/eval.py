@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.errors import JudgeError, LLMConfigError
+from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.run.progress import DEFAULT_INTERVAL
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
@@ -267,10 +267,18 @@ def run_eval(args: argparse.Namespace) -> int:
                 shard=shard,
                 **data_options(args),
             )
-        except LLMConfigError as exc:
+        except (LLMConfigError, CacheStoreError) as exc:  # the run stopped: it cannot work
             kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
             resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
-            raise LLMConfigError(f"{exc}{resume}") from None
+            raise type(exc)(f"{exc}{resume}") from None
+        damaged = result.config.get("cache_damaged")
+        if damaged:
+            done = "their rows have errors" if args.replay else "they were asked for again"
+            print(
+                f"judge: {damaged} damaged entries of the cache {args.cache} were not used "
+                f"({done}); check it with: judge cache verify {args.cache}",
+                file=sys.stderr,
+            )
         # --processes runs its shards with keep_checkpoint: the first alone speaks for them
         say_notes(result, quiet=args.keep_checkpoint and not str(args.shard).startswith("1/"))
         return finish_run(
@@ -346,6 +354,12 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
         if args.embedding_model
         else None
     )
+    if args.replay and not args.no_cache and not Path(args.cache).is_file():
+        # Nothing to replay from; creating an empty file would only hide the mistake.
+        raise JudgeError(
+            f"--cache {args.cache} does not exist: --replay reads judgments recorded before. "
+            "Give the --cache that holds them, or record them first with a run without --replay"
+        )
     cache = (
         None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
     )

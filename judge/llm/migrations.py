@@ -14,6 +14,7 @@ import contextlib
 import json
 import sqlite3
 import struct
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -96,15 +97,72 @@ def _m003_vector(response: str) -> bytes | None:
     return struct.pack(f"<{len(vector)}d", *vector)
 
 
+def m004_checksums(db: sqlite3.Connection) -> None:
+    """Format 4: each entry carries the crc32 of its response's JSON text (`response_crc`)
+    and of its vector's bytes (`vector_crc`), both seeded with the crc32 of its key, so a
+    damaged response, vector or index entry (one key's lookup landing on another's row) is
+    found on read instead of served (`judge.llm.cache`).
+
+    The checksums come before the vector and the JSON in the row, so a lookup reads no
+    further than before. An entry already damaged when upgraded (a response that is not
+    JSON, bytes that are not its JSON's floats) gets no checksum: its reads say damaged.
+    """
+    columns = (
+        "key, kind, vector, response, request, model, resolved_model, prompt, prompt_version,"
+        " mode, usage, created"
+    )
+    db.create_function("m004_response_crc", 2, _m004_response_crc, deterministic=True)
+    db.create_function("m004_vector_crc", 3, _m004_vector_crc, deterministic=True)
+    db.execute(
+        "CREATE TABLE judgments_v4 (key TEXT NOT NULL PRIMARY KEY, kind TEXT NOT NULL,"
+        " response_crc INTEGER, vector_crc INTEGER, vector BLOB, response TEXT NOT NULL,"
+        " request TEXT NOT NULL, model TEXT NOT NULL, resolved_model TEXT, prompt TEXT,"
+        " prompt_version TEXT, mode TEXT, usage TEXT, created REAL NOT NULL)"
+    )
+    # As blobs: a text damaged into invalid UTF-8 reaches the functions instead of failing
+    # the whole upgrade.
+    db.execute(
+        f"INSERT INTO judgments_v4 ({columns}, response_crc, vector_crc) SELECT {columns},"
+        " m004_response_crc(CAST(key AS BLOB), CAST(response AS BLOB)),"
+        " m004_vector_crc(CAST(key AS BLOB), vector, CAST(response AS BLOB)) FROM judgments"
+    )
+    db.execute("DROP TABLE judgments")
+    db.execute("ALTER TABLE judgments_v4 RENAME TO judgments")
+
+
+def _m004_response_crc(key: bytes, response: bytes) -> int | None:
+    """Format 4's checksum of a response, or None when it is not JSON (damaged already)."""
+    try:
+        json.loads(response)
+    except ValueError:
+        return None
+    return zlib.crc32(response, zlib.crc32(key))
+
+
+def _m004_vector_crc(key: bytes, vector: object, response: bytes) -> int | None:
+    """Format 4's checksum of a vector's bytes, or None when there are none, or when they
+    are not the floats of its JSON (either was damaged before the upgrade)."""
+    if vector is None:
+        return None
+    try:
+        expected = _m003_vector(response.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+    if not isinstance(vector, bytes) or vector != expected:
+        return None
+    return zlib.crc32(vector, zlib.crc32(key))
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_create_judgments,
     m002_server_in_keys,
     m003_rowid_table_with_vectors,
+    m004_checksums,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # Migrations that copy the table into a new one: the old one's pages are left free, and the
 # file would keep twice its size until vacuumed.
-REBUILDS = frozenset({m003_rowid_table_with_vectors.__name__})
+REBUILDS = frozenset({m003_rowid_table_with_vectors.__name__, m004_checksums.__name__})
 
 
 def migrate(db: sqlite3.Connection) -> list[str]:

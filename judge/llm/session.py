@@ -99,12 +99,14 @@ class LLMSession:
 
     async def aclose(self) -> None:
         """Close the network clients of the current event loop (the cache stays open)."""
-        if self._writes is not None:
-            self._writes.flush()
-        if self._transport is not None and self._loop is asyncio.get_running_loop():
-            await self._transport.close()
-        self._transport = None
-        self._loop = None
+        try:
+            if self._writes is not None:
+                self._writes.flush()  # a failure to store is raised, after closing the clients
+        finally:
+            if self._transport is not None and self._loop is asyncio.get_running_loop():
+                await self._transport.close()
+            self._transport = None
+            self._loop = None
 
     def _bind_loop(self) -> None:
         """Create the asyncio objects on the running loop (a sync wrapper may start a new one)."""
@@ -266,7 +268,11 @@ class LLMSession:
             remembered = self._memo.get(key)
             if remembered is not None:
                 return remembered
-        entry = (self._writes or self.cache).get_response(key)
+        try:
+            entry = (self._writes or self.cache).get_response(key)
+        except CacheMiss as exc:  # a damaged entry in replay mode: say whose it is
+            where = f" for sample {sample!r}" if sample is not None else ""
+            raise CacheMiss(f"{label!r}{where}: {exc}", key=key) from None
         if entry is not None:
             self._memo.put(key, entry)
         elif self.cache.mode == "replay":

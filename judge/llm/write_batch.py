@@ -12,8 +12,10 @@ the call returns when no other request of the session is in flight, so a caller 
 one request at a time, and the last request of a run, find it written. Until then it is
 answered from memory, so an identical request never goes out twice. A crash (kill -9)
 loses at most the judgments of the current turn: replies of requests that were in flight,
-which a rerun asks for again. A write that fails in a later turn (disk full) is raised by
-the next call that stores a judgment, as a `CacheError` naming the judgments lost.
+which a rerun asks for again. A write that fails (disk full) is a `CacheStoreError`; one
+that fails in a later turn is raised by the next lookup, store or flush of the session, and
+by every one after it: every later judgment would be paid for and lost the same way, so
+the run must stop (`judge.evaluate` does, as for `LLMConfigError`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from judge.errors import CacheError
+from judge.errors import CacheStoreError
 from judge.llm.cache import Cache, CacheEntry
 
 
@@ -36,7 +38,7 @@ class WriteBatch:
         self.cache = cache
         self._pending: dict[str, CacheEntry] = {}
         self._scheduled = False
-        self._failed: CacheError | None = None
+        self._failed: CacheStoreError | None = None
 
     def put(self, entry: CacheEntry, *, alone: bool) -> None:
         """Store entry in this turn's transaction; at once when alone (nothing else in flight)."""
@@ -52,6 +54,7 @@ class WriteBatch:
 
     def get_response(self, key: str) -> Any | None:
         """The response under key, waiting or stored (None unless the cache's mode reads)."""
+        self._raise_failure()
         entry = self._pending.get(key)
         if entry is not None and self.cache.reads:
             self.cache.hits += 1
@@ -59,7 +62,8 @@ class WriteBatch:
         return self.cache.get_response(key)
 
     def flush(self) -> None:
-        """Write what is waiting, in one transaction (CacheError if it fails)."""
+        """Write what is waiting, in one transaction (CacheStoreError if it fails)."""
+        self._raise_failure()
         self._scheduled = False
         if not self._pending:
             return
@@ -71,13 +75,14 @@ class WriteBatch:
         """The flush of a loop turn: its error waits for the next put, as no call awaits it."""
         try:
             self.flush()
-        except CacheError as exc:
-            self._failed = self._failed or exc
+        except CacheStoreError as exc:
+            self._failed = self._failed or CacheStoreError(
+                f"judgments received earlier were not stored: {exc} (they will be asked "
+                "for again on a rerun)"
+            )
+            self._failed.__cause__ = exc
 
     def _raise_failure(self) -> None:
-        failed, self._failed = self._failed, None
-        if failed is not None:
-            raise CacheError(
-                f"judgments received earlier were not stored: {failed} (they will be asked "
-                "for again on a rerun)"
-            ) from failed
+        """A failed earlier write, raised again by every call (it is never forgotten)."""
+        if self._failed is not None:
+            raise self._failed

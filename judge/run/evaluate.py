@@ -285,6 +285,7 @@ async def aevaluate(
                 await asyncio.sleep(0)
                 turn = time.monotonic() + TURN_SECONDS
 
+    damaged = session.cache.damaged if session and session.cache is not None else 0
     started = time.monotonic()
     bar.start()
     try:
@@ -318,6 +319,9 @@ async def aevaluate(
     }
     if part is not None:
         config["shard"] = {"index": part.index, "count": part.count}
+    if session and session.cache is not None and session.cache.damaged > damaged:
+        # Damaged entries found in this run (never served): judge eval says so.
+        config["cache_damaged"] = session.cache.damaged - damaged
     return EvaluationResult(finished, names, config, usage, tally=tally)
 
 

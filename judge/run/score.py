@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.errors import JudgeError, LLMConfigError, UnknownMetricError
+from judge.errors import CacheStoreError, JudgeError, LLMConfigError, UnknownMetricError
 from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
@@ -136,7 +136,7 @@ async def score_sample(
     async def one(metric: Metric) -> MetricScore:
         try:
             return await metric.compute(judgments)
-        except LLMConfigError:
+        except (LLMConfigError, CacheStoreError):
             raise  # no judge of any sample can work: stop, rather than a NaN per metric and row
         except JudgeError as exc:
             return MetricScore(math.nan, JUDGE_ERROR, f"{type(exc).__name__}: {exc}")
