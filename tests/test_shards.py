@@ -549,7 +549,9 @@ def test_rows_are_on_disk_not_in_memory(tmp_path):
     assert result.summary["mrr"].mean == 1.0 and len(result.rows) == n
     assert result.rows[1234].contexts[4].startswith("passage 1234-4 ")
     print("RETAINED", retained)
-    assert retained < 2_000_000, retained  # measured 0.1 MB; holding the rows: 15 MB
+    # Measured 0.1 MB alone, and up to 2.06 MB after other tests in the same process
+    # (allocations of numpy's kept across runs); holding the rows retains 15 MB.
+    assert retained < 4_000_000, retained
     spill = result.rows.path  # type: ignore[attr-defined]
     assert spill.is_file()
     del result
