@@ -194,6 +194,13 @@ def test_cli_retrieval_only_run_needs_no_model(tmp_path):
     assert summary["metrics"]["ndcg@10"]["mean"] == pytest.approx(0.6309, abs=1e-4)
     assert summary["config"]["model"] is None
     assert not (tmp_path / "cache.sqlite").exists()  # no judge, no cache
+    # In processes too, with the same outputs.
+    single = (tmp_path / "out" / "results.jsonl").read_bytes()
+    args = base_args(data, tmp_path, "--metrics", "ndcg@10,recall@10", "--processes", "2")
+    args[args.index("--out") + 1] = str(tmp_path / "two")
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "two" / "results.jsonl").read_bytes() == single
 
 
 def test_cli_judged_metric_without_model_still_needs_it(tmp_path):

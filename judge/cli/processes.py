@@ -38,7 +38,7 @@ SHARDS_DIR = ".shards"
 def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
     """Judge args.data in args.processes shards at once, then join them into args.out;
     returns the exit code of the joined run."""
-    from judge.cli.eval import model_config
+    from judge.cli.eval import check_retrieval_only, metric_names, model_config
     from judge.cli.merge import merge_into
     from judge.run.output_folder import OutputFolder
 
@@ -52,9 +52,12 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         raise JudgeError("--processes cannot be used with --ray: Ray has its own actors")
     # Checks the options before any process starts, and upgrades an older cache file
     # once here rather than in every shard at the same time.
-    _, _, cache = model_config(args)
-    if cache is not None:
-        cache.close()
+    if args.model:
+        _, _, cache = model_config(args)
+        if cache is not None:
+            cache.close()
+    else:
+        check_retrieval_only(metric_names(args))  # no judge model: no cache to open
     with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
         out = folder.path
         dirs = [out / SHARDS_DIR / f"{i}-of-{count}" for i in range(1, count + 1)]
