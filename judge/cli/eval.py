@@ -33,10 +33,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="evaluate a dataset of RAG samples (LLM-judged and retrieval)",
         description="Evaluate every row of DATA and write results, summary and "
         "report to --out. Exit codes: 0 passed; 1 a --fail-under threshold was missed; "
-        "2 a usage, input or configuration error (API key missing or refused, unknown "
-        "model, no server at --api-base: the run stops at once, rows finished so far "
-        "are kept and a rerun resumes them); 3 judges failed in more than "
-        "--max-error-rate of the judged rows (3 wins over 1).",
+        "2 a usage, input, configuration, cache or output error (API key missing or "
+        "refused, unknown model, no server at --api-base, a full or read-only disk, "
+        "another run on --out: the run stops at once, rows finished so far are kept and "
+        "a rerun resumes them); 3 scores are missing: judges failed in more than "
+        "--max-error-rate of the judged rows, rows could not be read in more than that "
+        "share of all rows, or a --replay missed a judgment (3 wins over 1); 70 a bug in "
+        "judge; 130 Ctrl-C; 143 SIGTERM.",
     )
     p.add_argument(
         "data",
@@ -63,8 +66,9 @@ def gate_options(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_ERROR_RATE,
         metavar="RATE",
         help="exit 3 if judges failed (after retries) in more than this share of the "
-        f"judged rows, whose scores are then missing from the means (default "
-        f"{DEFAULT_MAX_ERROR_RATE}; 1 turns the check off)",
+        "judged rows, or rows could not be read in more than this share of all rows: "
+        f"their scores are then missing from the means (default {DEFAULT_MAX_ERROR_RATE}; "
+        "1 turns the check off; a --replay that misses fails whatever this says)",
     )
 
 
