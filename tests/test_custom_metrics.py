@@ -248,6 +248,7 @@ def test_project_metrics_modules_are_not_run_unasked(checkout):
     (note,) = [line for line in listed.stderr.splitlines() if "metrics-modules" in line]
     assert "not loaded" in note and "--trust-project-metrics" in note
     assert "JUDGE_METRICS_MODULES" in note
+    judge.Cache(checkout / "c.sqlite").close()  # --replay needs a cache that exists
     replay = judge_in(
         checkout,
         "eval",

@@ -128,7 +128,11 @@ def parse_measure(name: str) -> Measure:
     hint = _suggest(text)
     close = None if hint else did_you_mean(text, retrieval_names(text))
     if close is not None:
-        raise UnknownMetricError(f"unknown retrieval metric {name!r}; did you mean {close!r}?")
+        family = close.split("@")[0]
+        form = f" ({family}@k takes any cutoff k)" if "@" in close else ""
+        raise UnknownMetricError(
+            f"unknown retrieval metric {name!r}; did you mean {close!r}?{form}"
+        )
     raise UnknownMetricError(
         f"unknown retrieval metric {name!r}{hint}; "
         f"valid names: {', '.join(valid_names())} (k a positive integer, e.g. ndcg@10)"

@@ -34,7 +34,14 @@ from judge.ray.evaluate import (
 )
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import build_rows, read_records, resolve_columns
-from judge.run.evaluate import check_variables, prompt_versions, row_hash, run_fingerprint
+from judge.run.evaluate import (
+    check_variables,
+    prompt_versions,
+    row_hash,
+    run_fingerprint,
+    skipped_defaults,
+    split_metrics,
+)
 from judge.run.merge import sum_usage
 from judge.run.results import EvaluationResult, ResultRow
 from judge.run.score import MetricLike
@@ -170,6 +177,10 @@ def evaluate_file(
         "resumed_rows": 0,
         "seconds": round(time.monotonic() - started, 3),
         "ray": {"address": address or "local", "actors": actors},
+        # what the default metrics left out (the actors' replay hints are not gathered)
+        "notes": skipped_defaults(
+            split_metrics(metrics, "retrieved_ids" in columns)[0], embeddings is not None
+        ),
     }
     finished = spill.rows([offsets[n] for n in range(len(records))], names)
     usage = sum_usage([Usage().as_dict(), *usages])  # a plain run's keys, in its order
