@@ -40,6 +40,15 @@ def run(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+def patched(tmp_path: Path, code: str) -> dict[str, str]:
+    """An environment whose judge processes first run `code` (a sitecustomize module):
+    how a test makes the disk fill up or the process die at a chosen moment."""
+    hook = tmp_path / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(textwrap.dedent(code), encoding="utf-8")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
+
+
 def write_rows(path: Path, n: int, start: int = 0) -> Path:
     rows = [
         {
@@ -238,11 +247,9 @@ def test_a_full_disk_while_publishing_keeps_the_previous_run(tmp_path, fake_llm_
     out = tmp_path / "out"
     assert run(*eval_args(write_rows(tmp_path / "a.jsonl", 3), url, tmp_path, out)).returncode == 0
     before = {name: (out / name).read_bytes() for name in ("results.jsonl", "summary.json")}
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        textwrap.dedent(
-            """
+    env = patched(
+        tmp_path,
+        """
             import errno, os
             import judge.run.results as results
 
@@ -252,10 +259,8 @@ def test_a_full_disk_while_publishing_keeps_the_previous_run(tmp_path, fake_llm_
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
             results.EvaluationResult.write_jsonl = full
-            """
-        )
+            """,
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
     done = run(*eval_args(write_rows(tmp_path / "b.jsonl", 5), url, tmp_path, out), env=env)
     line = one_line_error(done)
     assert "results.jsonl: cannot be written (No space left on device)" in line
@@ -285,10 +290,7 @@ def test_a_kill_between_the_renames_is_caught_by_every_reader(tmp_path, fake_llm
     url = fake_llm_server.base_url
     out = tmp_path / "out"
     assert run(*eval_args(write_rows(tmp_path / "a.jsonl", 3), url, tmp_path, out)).returncode == 0
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(KILL_AFTER_FIRST_RENAME)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
+    env = patched(tmp_path, KILL_AFTER_FIRST_RENAME)
     newer = write_rows(tmp_path / "b.jsonl", 4, start=10)
     killed = run(*eval_args(newer, url, tmp_path, out), env=env)
     assert killed.returncode == -signal.SIGKILL
@@ -316,11 +318,9 @@ def test_a_kill_while_writing_leaves_the_previous_run_whole(tmp_path, fake_llm_s
     out = tmp_path / "out"
     assert run(*eval_args(write_rows(tmp_path / "a.jsonl", 3), url, tmp_path, out)).returncode == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        textwrap.dedent(
-            """
+    env = patched(
+        tmp_path,
+        """
             import os, signal
             import judge.run.results as results
 
@@ -331,10 +331,8 @@ def test_a_kill_while_writing_leaves_the_previous_run_whole(tmp_path, fake_llm_s
                     os.kill(os.getpid(), signal.SIGKILL)
 
             results.EvaluationResult.write_jsonl = half
-            """
-        )
+            """,
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(ROOT)])}
     killed = run(*eval_args(write_rows(tmp_path / "b.jsonl", 5), url, tmp_path, out), env=env)
     assert killed.returncode == -signal.SIGKILL
     assert {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")} == before
