@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +16,7 @@ if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load lite
     from judge.llm.config import LLM, Embeddings
     from judge.run.output_folder import OutputFolder
 
-EXIT_THRESHOLD = 1  # a --fail-under threshold was missed
-EXIT_ERROR_RATE = 3  # judges failed in more than --max-error-rate of the judged rows (2: usage)
-# Above 5% of rows without scores, a mean can move by more than a typical 95% CI is wide:
-# the missing rows shift a [0, 1] metric's mean by up to their share (see judge_error_rate).
+# The default of --max-error-rate: see judge.report.outputs (kept in step by a test).
 DEFAULT_MAX_ERROR_RATE = 0.05
 
 
@@ -424,87 +418,6 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _error_rate_failure(result: Any, max_rate: float) -> str | None:
-    """Why the run fails for its judge errors, or None."""
-    rate = result.judge_error_rate
-    if not rate > max_rate:
-        return None
-    kinds = Counter(
-        row.errors[metric].partition(":")[0]
-        for row in result.rows
-        for metric, reason in row.reasons.items()
-        if reason == "judge_error" and metric in row.errors
-    )
-    most = f"; most often {kinds.most_common(1)[0][0]}" if kinds else ""
-    return (
-        f"judges failed in {result.rows_with_judge_errors} of {result.judged_rows} judged "
-        f"rows ({rate:.1%}), over --max-error-rate {max_rate:g}{most}: their scores are "
-        "missing from the means; see 'errors' in results.jsonl"
-    )
-
-
-SHOWN_REASONS = 3  # rows named on stderr for a failure that concerns many
-
-
-def _first(rows: Any, test: Any, limit: int = SHOWN_REASONS) -> list[str]:
-    """'row N: reason' of the first rows for which test gives a reason."""
-    found = []
-    for row in rows:
-        reason = test(row)
-        if reason:
-            found.append(f"row {row.row}: {reason}")
-            if len(found) == limit:
-                break
-    return found
-
-
-def _unreadable_failure(result: Any, max_rate: float) -> tuple[str | None, str | None]:
-    """(a note on the rows that could not be read, why the run fails for them) or Nones.
-
-    Unreadable rows (bad input: no question, contexts not a list...) have no scores at
-    all, so they count against --max-error-rate as failed judges do."""
-    total = len(result.rows)
-    unreadable = total - result.judged_rows
-    if not unreadable:
-        return None, None
-    shown = _first(result.rows, lambda row: row.error)
-    note = (
-        f"{unreadable} of {total} rows could not be read and have no scores: "
-        + "; ".join(shown)
-        + ("; ..." if unreadable > len(shown) else "")
-    )
-    rate = unreadable / total
-    if not rate > max_rate:
-        return note, None
-    return note, (
-        f"{unreadable} of {total} rows ({rate:.1%}) could not be read, over "
-        f"--max-error-rate {max_rate:g}: fix the input (see 'error' in results.jsonl) or "
-        "map its columns with --column FIELD=COLUMN"
-    )
-
-
-def _replay_failure(result: Any) -> str | None:
-    """Why a strict replay fails: a judgment was not in the cache (or damaged there). A
-    replay that misses is not a replay, whatever --max-error-rate allows."""
-    if result.config.get("cache_mode") != "replay" or not result.rows_with_judge_errors:
-        return None
-
-    def missed(row: Any) -> str | None:
-        for metric, error in row.errors.items():
-            if error.startswith("CacheMiss"):  # its text is in results.jsonl ('errors')
-                return str(metric)
-        return None
-
-    shown = _first(result.rows, missed, limit=1)
-    if not shown:
-        return None
-    return (
-        "--replay found no recorded judgment for some rows, so their scores are missing "
-        f"(first: {shown[0]}); record them first (run without --replay), or check --cache "
-        "and --cache-as"
-    )
-
-
 def finish_run(
     result: Any,
     folder: OutputFolder | Path,
@@ -514,80 +427,30 @@ def finish_run(
     results_written: bool = False,
     keep_checkpoint: bool = False,
 ) -> int:
-    """Write results, summary and report into the output folder (an open OutputFolder, or
-    a path: opened and locked for this), published whole (see `judge.run.output_folder`);
-    print the table; check thresholds, unreadable rows, a strict replay's misses and the
-    judge error rate; return the exit code.
+    """Write the run's folder and apply its gates (`judge.report.outputs.write_outputs`,
+    what `EvaluationResult.write` does), print the table and the verdict, return the exit
+    code. With results_written, the rows were joined into `folder.temporary(
+    "results.jsonl")` already (judge merge). The run's checkpoint is deleted unless
+    keep_checkpoint (a shard of --processes keeps it until the shards are joined)."""
+    from judge.cli.words import cli_words
+    from judge.report.outputs import write_outputs
 
-    With results_written, the rows were joined into `folder.temporary("results.jsonl")`
-    already (judge merge). The run's checkpoint is deleted unless keep_checkpoint (a shard
-    of --processes keeps it until the shards are joined)."""
-    from judge.report.diagnose import diagnose
-    from judge.report.eval_html import write_report
-    from judge.run.checkpoint import RowFile
-    from judge.run.merge import SHARD_FILE, write_shard_record
-    from judge.run.output_folder import OutputFolder, file_sha256
-
-    if not isinstance(folder, OutputFolder):
-        with OutputFolder(folder) as opened:
-            return finish_run(
-                result,
-                opened,
-                thresholds,
-                max_error_rate,
-                results_written=results_written,
-                keep_checkpoint=keep_checkpoint,
-            )
-    out = folder.path
-    with folder.writing("results.jsonl") as results_path:
-        # judge merge joined the rows into this very file already
-        written = results_written
-        digest = file_sha256(results_path) if written else result.write_jsonl(results_path)
-    summary = result.summary_dict()
-    summary["results_sha256"] = digest  # readers refuse a results.jsonl that differs
-    missed = []
-    for metric, floor in thresholds.items():
-        if metric not in result.summary:
-            raise JudgeError(
-                f"--fail-under {metric}: not among the metrics computed "
-                f"({', '.join(result.metrics)})"
-            )
-        mean = result.summary[metric].mean
-        if not mean >= floor:  # a NaN mean (nothing scored) misses every threshold
-            missed.append(f"{metric} = {'n/a' if math.isnan(mean) else f'{mean:.4f}'} < {floor}")
-    summary["thresholds"] = {"required": thresholds, "missed": missed}
-    too_many = _error_rate_failure(result, max_error_rate)
-    summary["judge_errors"].update(max_rate=max_error_rate, failed=too_many is not None)
-    unreadable_note, unreadable = _unreadable_failure(result, max_error_rate)
-    summary["unreadable_rows"] = {
-        "rows": len(result.rows) - result.judged_rows,
-        "failed": unreadable is not None,
-    }
-    replay_missed = _replay_failure(result)
-    summary["replay_missed"] = replay_missed is not None
-    summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
-    outputs = ["results.jsonl", "report.html"]
-    with folder.writing("report.html") as report_path:
-        write_report(result, report_path)
-    if "shard" in result.config:
-        outputs.append(SHARD_FILE)
-        with folder.writing(SHARD_FILE) as record_path:
-            write_shard_record(result, record_path, digest)  # what `judge merge` reads
-    with folder.writing("summary.json") as summary_path:
-        summary_path.write_text(
-            json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
-    outputs.append("summary.json")  # last: its hash vouches for the files before it
-    folder.publish(outputs)
-    if isinstance(result.rows, RowFile) and result.rows.path == results_path:
-        result.rows.renamed(out / "results.jsonl")
+    outcome = write_outputs(
+        result,
+        folder,
+        fail_under=thresholds,
+        max_error_rate=max_error_rate,
+        results_written=results_written,
+    )
+    out = outcome.folder
     checkpoint = out / ".checkpoint.jsonl"
     if checkpoint.exists() and not keep_checkpoint:
         checkpoint.unlink()  # the run is complete: results.jsonl has every row
     print(result.table())
-    if summary["diagnosis"]:
+    diagnosis = outcome.summary["diagnosis"]
+    if diagnosis:
         print("\ndiagnosis (retrieval first):")
-        print("\n".join(f"  - {finding}" for finding in summary["diagnosis"]))
+        print("\n".join(f"  - {finding}" for finding in diagnosis))
     print(
         f"\n{len(result.rows)} rows, {result.rows_with_errors} with errors; "
         f"wrote {out}/results.jsonl, summary.json, report.html"
@@ -597,21 +460,10 @@ def finish_run(
             f"judge errors in {result.rows_with_judge_errors} of {result.judged_rows} judged "
             f"rows ({result.judge_error_rate:.1%}; --max-error-rate {max_error_rate:g})"
         )
-    if unreadable_note:
-        print(unreadable_note, file=sys.stderr)
-    for line in missed:
+    for note in outcome.notes:
+        print(cli_words(note), file=sys.stderr)
+    for line in outcome.missed:
         print(f"FAILED threshold: {line}", file=sys.stderr)
-    failures = [
-        f"FAILED {what}: {why}"
-        for what, why in (
-            ("unreadable rows", unreadable),
-            ("replay", replay_missed),
-            ("error rate", too_many),
-        )
-        if why
-    ]
-    for line in failures:
-        print(line, file=sys.stderr)
-    if failures:
-        return EXIT_ERROR_RATE
-    return EXIT_THRESHOLD if missed else 0
+    for what, why in outcome.failures:
+        print(f"FAILED {what}: {cli_words(why)}", file=sys.stderr)
+    return outcome.code

@@ -18,6 +18,7 @@ FLAGS = {
     "api_key": "--api-key",
     "api_base": "--api-base",
     "cache_as": "--cache-as",
+    "cache": "--cache",
     "column_map": "--column",
     "metrics": "--metrics",
     "concurrency": "--concurrency",
@@ -38,7 +39,12 @@ _KEYWORD = re.compile(
 )
 _EMBEDDINGS_ARG = re.compile(rf"\bEmbeddings\((?P<kw>model|api_base)=(?P<value>{_QUOTED})\)")
 # Plain words naming a keyword without "=", as the column errors do.
-_PHRASES = (("column_map key", "--column field"), ("column_map:", "--column:"))
+_PHRASES = (
+    ("column_map key", "--column field"),
+    ("column_map:", "--column:"),
+    ("fail_under:", "--fail-under:"),
+    ("max_error_rate ", "--max-error-rate "),
+)
 _SAFE = re.compile(r"[\w./@:+-]*\w[\w./@:+-]*")  # shown without quotes: no shell meaning
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from judge.json_values import dumps_nan_as_null, nan_to_null
 from judge.metrics.registry import JUDGE_ERROR
 from judge.report.format import MISSING, number
 from judge.stats import bootstrap_cis
+
+if TYPE_CHECKING:
+    from judge.report.outputs import RunOutcome
 
 
 def _score_json(value: float | None) -> float | None:
@@ -372,6 +375,34 @@ class EvaluationResult:
                 digest.update(data)
                 out.write(data)
         return digest.hexdigest()
+
+    def write(
+        self,
+        out: str | os.PathLike[str],
+        *,
+        fail_under: Mapping[str, float] | None = None,
+        max_error_rate: float = 0.05,
+    ) -> RunOutcome:
+        """Write the folder `judge eval` writes (results.jsonl, report.html, summary.json,
+        and a shard's shard.json), byte for byte, and apply its gates.
+
+        The files are published whole: written under temporary names, then renamed into
+        place, summary.json last with the sha256 of results.jsonl; the folder is locked
+        while it is written.
+
+        Args:
+            out: the folder; created if absent.
+            fail_under: metric -> the lowest mean that passes (`--fail-under`).
+            max_error_rate: the largest share of judged rows with a failed judge, and of
+                all rows that could not be read, that passes (`--max-error-rate`).
+
+        Returns:
+            A `judge.report.outputs.RunOutcome`: `code` is `judge eval`'s exit code (0
+            passed, 1 a threshold missed, 3 scores missing), with the reasons.
+        """
+        from judge.report.outputs import write_outputs  # report renders results: above run
+
+        return write_outputs(self, out, fail_under=fail_under, max_error_rate=max_error_rate)
 
     def write_csv(self, path: str | os.PathLike[str]) -> None:
         """The flat rows as CSV (contexts as a JSON list); a text cell a spreadsheet would
