@@ -294,5 +294,7 @@ def test_max_error_rate_is_checked_and_documented(tmp_path, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["eval", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "3 judges failed in more than --max-error-rate of the judged rows" in text
-    assert "(default 0.05; 1 turns the check off)" in text
+    assert "3 scores are missing: judges failed in more than --max-error-rate of the judged" in text
+    assert "rows could not be read in more than that share of all rows" in text
+    assert "or a --replay missed a judgment" in text
+    assert "(default 0.05; 1 turns the check off; a --replay that misses fails" in text
