@@ -286,8 +286,10 @@ def test_too_many_judge_errors_exit_3_and_the_summary_says_so(tmp_path, fake_llm
     assert summary["judge_errors"]["failed"] is True and summary["judge_errors"]["max_rate"] == 0.2
 
 
-def test_max_error_rate_is_checked_and_documented(tmp_path, capsys):
+def test_max_error_rate_is_checked_and_documented(tmp_path, capsys, monkeypatch):
     from judge.cli.main import build_parser, main
+
+    monkeypatch.setenv("COLUMNS", "2000")  # no line breaks (argparse splits words at "-")
 
     assert main(["eval", str(tmp_path / "d.jsonl"), "--max-error-rate", "1.5"]) == 2
     assert "--max-error-rate 1.5: give a share from 0 to 1" in capsys.readouterr().err
