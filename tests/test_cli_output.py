@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from judge.cli.ir import metrics_of
 from judge.cli.main import build_parser
+from judge.cli.options import metrics_of
 from judge.cli.output import show
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from judge import LLM, Embeddings
-from judge.cli.eval import finish_run
+from judge.cli.finish import finish_run
 from judge.llm.cache import Cache, cache_key
 from judge.llm.memo import ResponseMemo, estimated_bytes
 from judge.llm.session import LLMSession

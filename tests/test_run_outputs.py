@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import judge
-from judge.cli.eval import DEFAULT_MAX_ERROR_RATE as CLI_DEFAULT
+from judge.cli.options import DEFAULT_MAX_ERROR_RATE as CLI_DEFAULT
 from judge.errors import JudgeError
 from judge.report.outputs import (
     DEFAULT_MAX_ERROR_RATE,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.cli.eval import finish_run
+from judge.cli.finish import finish_run
 from judge.errors import CacheError, InputFormatError, JudgeError
 from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.llm.cache_merge import merge_caches

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from judge.cli.eval import data_options, model_config, model_options
+from judge.cli.options import data_options, model_config, model_options
 from judge.cli.output import output_options, show
 
 

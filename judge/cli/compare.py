@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from judge.cli.ir import metric_option, metrics_of
+from judge.cli.options import metric_option, metrics_of
 from judge.cli.output import output_options
 from judge.errors import JudgeError
 

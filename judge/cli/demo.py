@@ -7,7 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from judge.cli.eval import finish_run
+from judge.cli.finish import finish_run
 from judge.errors import JudgeError
 
 # The demo: hand-judged samples and their recorded judgments (see fixtures/judged/).

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from judge.cli.finish import finish_run, say_notes
+from judge.cli.options import (
+    check_retrieval_only,
+    data_options,
+    gate_options,
+    metric_names,
+    model_config,
+    model_options,
+    thresholds,
+)
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
-from judge.run.progress import DEFAULT_INTERVAL
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.llm.cache import Cache
     from judge.llm.config import LLM, Embeddings
-    from judge.run.output_folder import OutputFolder
-
-# The default of --max-error-rate: see judge.report.outputs (kept in step by a test).
-DEFAULT_MAX_ERROR_RATE = 0.05
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,27 +47,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     _eval_options(p)
     # keep_checkpoint: no option; set for the shards that --processes runs (cli.processes)
     p.set_defaults(func=run_eval, keep_checkpoint=False)
-
-
-def gate_options(p: argparse.ArgumentParser) -> None:
-    """Add --fail-under and --max-error-rate, the gates of a finished run (exit 1 and 3)."""
-    p.add_argument(
-        "--fail-under",
-        action="append",
-        default=[],
-        metavar="METRIC=VALUE",
-        help="exit 1 if the metric's mean is below VALUE (repeatable)",
-    )
-    p.add_argument(
-        "--max-error-rate",
-        type=float,
-        default=DEFAULT_MAX_ERROR_RATE,
-        metavar="RATE",
-        help="exit 3 if judges failed (after retries) in more than this share of the "
-        "judged rows, or rows could not be read in more than this share of all rows: "
-        f"their scores are then missing from the means (default {DEFAULT_MAX_ERROR_RATE}; "
-        "1 turns the check off; a --replay that misses fails whatever this says)",
-    )
 
 
 def _eval_options(p: argparse.ArgumentParser) -> None:
@@ -111,120 +94,6 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="actors judging at once with --ray (default 2)",
     )
-
-
-def model_options(p: argparse.ArgumentParser) -> None:
-    """The judge model, server, cache, request and column options of every judging command."""
-    llm_options(p)
-    column_option(p)
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress on stderr (default: a live bar on a terminal, else a status line "
-        "every --progress-interval seconds)",
-    )
-    p.add_argument(
-        "--progress-interval",
-        type=float,
-        default=DEFAULT_INTERVAL,
-        metavar="SECONDS",
-        help=f"seconds between status lines when stderr is not a terminal, as in CI "
-        f"(default {DEFAULT_INTERVAL:g})",
-    )
-    module_option(p)
-
-
-def llm_options(p: argparse.ArgumentParser) -> None:
-    """The model, server, cache (--replay) and request options of every LLM command."""
-    p.add_argument("--model", help="judge model, any litellm name (e.g. openai/gpt-4o-mini)")
-    p.add_argument("--api-base", help="server URL, e.g. http://localhost:8000/v1 for vLLM")
-    p.add_argument("--api-key", help="API key (default: the provider's environment variable)")
-    p.add_argument("--embedding-model", help="embedding model (needed for answer_relevancy)")
-    p.add_argument("--embedding-api-base", help="embedding server URL (default --api-base)")
-    p.add_argument(
-        "--cache",
-        default=".judge/cache.sqlite",
-        help="judgment cache (default .judge/cache.sqlite)",
-    )
-    cache_use = p.add_mutually_exclusive_group()
-    cache_use.add_argument(
-        "--replay",
-        action="store_true",
-        help="strict cache-only: never call a model; a missing judgment is an error",
-    )
-    cache_use.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the cache"
-    )
-    p.add_argument(
-        "--cache-as",
-        metavar="NAME",
-        help="the server's identity in cache keys instead of its URL: the name a cache was "
-        "recorded under, to replay it against a server at another address ('unknown' for "
-        "entries from before servers were recorded; see `judge cache stats`)",
-    )
-    p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
-    p.add_argument(
-        "--max-retries",
-        type=int,
-        default=6,
-        help="retries of a rate-limited, failed or timed-out request (default 6)",
-    )
-
-
-def column_option(p: argparse.ArgumentParser) -> None:
-    """Add --column FIELD=COLUMN, the mapping of input columns to judge's fields."""
-    p.add_argument(
-        "--column",
-        action="append",
-        default=[],
-        metavar="FIELD=COLUMN",
-        help="map a column, e.g. --column question=query (repeatable)",
-    )
-
-
-def module_option(p: argparse.ArgumentParser) -> None:
-    """Add --metrics-module, the route to custom metrics in a file or module, and
-    --trust-project-metrics, the opt-in to those of ./pyproject.toml."""
-    p.add_argument(
-        "--metrics-module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="a Python file or module defining custom metrics "
-        "(judge.metrics.custom.judged_metric); repeatable; a .toml file stands for the "
-        "modules its [tool.judge] metrics-modules names; also read from the environment "
-        "variable JUDGE_METRICS_MODULES. Installed plugins (entry-point group judge.metrics) "
-        "need no option",
-    )
-    p.add_argument(
-        "--trust-project-metrics",
-        dest="metrics_module",
-        action="append_const",
-        const="pyproject.toml",
-        help="also load the metrics modules named in ./pyproject.toml ([tool.judge] "
-        "metrics-modules): code of the folder you run in, never run without this option",
-    )
-
-
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise JudgeError(f"{what} {item!r}: write it as NAME=VALUE")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def thresholds(items: list[str], max_error_rate: float) -> dict[str, float]:
-    """The --fail-under thresholds by metric, after checking them and --max-error-rate."""
-    if not 0 <= max_error_rate <= 1:  # also rejects nan
-        raise JudgeError(f"--max-error-rate {max_error_rate}: give a share from 0 to 1")
-    try:
-        return {k: float(v) for k, v in _pairs(items, "--fail-under").items()}
-    except ValueError as exc:
-        raise JudgeError(f"--fail-under needs a number: {exc}") from None
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -321,149 +190,3 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
             **options,
         )
         return finish_run(result, folder, required, args.max_error_rate)
-
-
-def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:
-    """(LLM, Embeddings or None, Cache or None) from the `model_options` arguments."""
-    from judge.llm.cache import Cache
-    from judge.llm.config import LLM, Embeddings
-
-    if not args.model:
-        raise JudgeError("--model is required (the judge model; there is no default)")
-    if args.embedding_api_base and not args.embedding_model:
-        raise JudgeError("--embedding-api-base needs --embedding-model (the embedding model)")
-    key = args.api_key or os.environ.get("JUDGE_API_KEY")
-    llm = LLM(
-        model=args.model,
-        api_base=args.api_base,
-        api_key=key,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        max_concurrency=max(1, args.concurrency),
-        cache_as=args.cache_as,
-    )
-    embeddings = (
-        Embeddings(
-            model=args.embedding_model,
-            api_base=args.embedding_api_base or args.api_base,
-            api_key=key,
-            cache_as=args.cache_as,
-        )
-        if args.embedding_model
-        else None
-    )
-    if args.replay and not args.no_cache and not Path(args.cache).is_file():
-        # Nothing to replay from; creating an empty file would only hide the mistake.
-        raise JudgeError(
-            f"--cache {args.cache} does not exist: --replay reads judgments recorded before. "
-            "Give the --cache that holds them, or record them first with a run without --replay"
-        )
-    cache = (
-        None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
-    )
-    return llm, embeddings, cache
-
-
-def check_retrieval_only(metrics: list[str] | None) -> None:
-    """Without --model only retrieval metrics can be computed: an error naming the
-    metrics that need a judge model, if any are asked for (or the default is)."""
-    from judge.run.evaluate import split_metrics
-
-    judged = split_metrics(metrics, has_retrieval=True)[0]
-    if judged is None:
-        raise JudgeError(
-            "--model is required: the default metrics are LLM-judged (there is no default "
-            "judge model); for a retrieval-only run give only retrieval metrics, e.g. "
-            "--metrics ndcg@10,recall@10"
-        )
-    if judged:
-        raise JudgeError(
-            f"--model is required: {', '.join(map(str, judged))} "
-            f"{'is' if len(judged) == 1 else 'are'} LLM-judged (there is no default judge "
-            "model); for a retrieval-only run give only retrieval metrics, e.g. --metrics "
-            "ndcg@10,recall@10"
-        )
-
-
-def say_notes(result: Any, *, quiet: bool = False) -> None:
-    """The run's notes (what the default metrics left out, where replay misses were
-    recorded) in the CLI's words: on stderr unless quiet, and in summary.json."""
-    from judge.cli.words import cli_words
-
-    notes = [cli_words(note) for note in result.config.get("notes", [])]
-    result.config["notes"] = notes
-    for note in [] if quiet else notes:
-        print(f"judge: note: {note}", file=sys.stderr)
-
-
-def metric_names(args: argparse.Namespace) -> list[str] | None:
-    """The comma-separated --metrics, or None (the default metrics) when none is given."""
-    return [m for m in (args.metrics or "").split(",") if m.strip()] or None
-
-
-def column_map(args: argparse.Namespace) -> dict[str, str] | None:
-    """The --column FIELD=COLUMN pairs as a mapping, or None when none was given."""
-    return _pairs(args.column, "--column") or None
-
-
-def data_options(args: argparse.Namespace) -> dict[str, Any]:
-    """column_map, progress and custom metrics (modules, plugins) for `judge.evaluate`."""
-    from judge.metrics.plugins import extra_metrics
-
-    return {
-        "column_map": column_map(args),
-        "progress": not args.no_progress,
-        "progress_interval": args.progress_interval,
-        "custom": {n: x.metric for n, x in extra_metrics(args.metrics_module).items()},
-    }
-
-
-def finish_run(
-    result: Any,
-    folder: OutputFolder | Path,
-    thresholds: dict[str, float],
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
-    *,
-    results_written: bool = False,
-    keep_checkpoint: bool = False,
-) -> int:
-    """Write the run's folder and apply its gates (`judge.report.outputs.write_outputs`,
-    what `EvaluationResult.write` does), print the table and the verdict, return the exit
-    code. With results_written, the rows were joined into `folder.temporary(
-    "results.jsonl")` already (judge merge). The run's checkpoint is deleted unless
-    keep_checkpoint (a shard of --processes keeps it until the shards are joined)."""
-    from judge.cli.words import cli_words
-    from judge.report.outputs import write_outputs
-
-    outcome = write_outputs(
-        result,
-        folder,
-        fail_under=thresholds,
-        max_error_rate=max_error_rate,
-        results_written=results_written,
-    )
-    out = outcome.folder
-    checkpoint = out / ".checkpoint.jsonl"
-    if checkpoint.exists() and not keep_checkpoint:
-        checkpoint.unlink()  # the run is complete: results.jsonl has every row
-    print(result.table())
-    diagnosis = outcome.summary["diagnosis"]
-    if diagnosis:
-        print("\ndiagnosis (retrieval first):")
-        print("\n".join(f"  - {finding}" for finding in diagnosis))
-    print(
-        f"\n{len(result.rows)} rows, {result.rows_with_errors} with errors; "
-        f"wrote {out}/results.jsonl, summary.json, report.html"
-    )
-    if result.rows_with_judge_errors:
-        print(
-            f"judge errors in {result.rows_with_judge_errors} of {result.judged_rows} judged "
-            f"rows ({result.judge_error_rate:.1%}; --max-error-rate {max_error_rate:g})"
-        )
-    for note in outcome.notes:
-        print(cli_words(note), file=sys.stderr)
-    for line in outcome.missed:
-        print(f"FAILED threshold: {line}", file=sys.stderr)
-    for what, why in outcome.failures:
-        print(f"FAILED {what}: {cli_words(why)}", file=sys.stderr)
-    return outcome.code

@@ -7,6 +7,7 @@ import json
 import sys
 import warnings
 
+from judge.cli.options import metric_option, metrics_of
 from judge.cli.output import output_options
 from judge.errors import CoverageWarning
 from judge.ir.measures import DEFAULT_METRICS
@@ -47,18 +48,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--digits", type=int, default=4, help="decimals in text output (default 4, as trec_eval)"
     )
     p.set_defaults(func=run_ir)
-
-
-def metric_option(p: argparse.ArgumentParser, help_text: str) -> None:
-    """Add -m/--metric METRIC, repeatable or comma-separated (`metrics_of` reads it)."""
-    p.add_argument(
-        "-m", "--metric", action="append", dest="metrics", metavar="METRIC", help=help_text
-    )
-
-
-def metrics_of(args: argparse.Namespace) -> list[str]:
-    """The -m/--metric names, comma-separated lists split; [] when none is given."""
-    return [m for item in args.metrics or [] for m in item.split(",") if m.strip()]
 
 
 def run_ir(args: argparse.Namespace) -> int:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from judge.cli.eval import finish_run, gate_options, thresholds
-from judge.errors import JudgeError
+from judge.cli.finish import merge_into
+from judge.cli.options import gate_options, thresholds
 
 if TYPE_CHECKING:
-    from judge.run.output_folder import OutputFolder
+    pass
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -39,23 +37,3 @@ def run_merge(args: argparse.Namespace) -> int:
     required = thresholds(args.fail_under, args.max_error_rate)
     with OutputFolder(args.out) as folder:
         return merge_into(folder, args.shards, required, args.max_error_rate)
-
-
-def merge_into(
-    folder: OutputFolder,
-    shard_dirs: Sequence[str | Path],
-    required: dict[str, float],
-    max_error_rate: float,
-) -> int:
-    """Join the shards' outputs into the (open) output folder as `judge merge` does;
-    returns the exit code."""
-    from judge.run.merge import merge_shards
-
-    out = folder.path
-    if any(out.resolve() == Path(d).resolve() for d in shard_dirs):
-        raise JudgeError(f"{out} is a shard's directory; give the merged run its own directory")
-    # The joined lines are results.jsonl as it is (270 MB for 100,000 rows): written once,
-    # under the name the folder publishes them from.
-    with folder.writing("results.jsonl") as joined:
-        result = merge_shards(shard_dirs, joined)
-    return finish_run(result, folder, required, max_error_rate, results_written=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from judge.cli.eval import module_option
+from judge.cli.options import module_option
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from judge.cli.eval import data_options, metric_names, model_config, model_options
+from judge.cli.options import data_options, metric_names, model_config, model_options
 from judge.cli.output import output_options, show
 from judge.errors import JudgeError
 

@@ -38,8 +38,8 @@ SHARDS_DIR = ".shards"
 def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
     """Judge args.data in args.processes shards at once, then join them into args.out;
     returns the exit code of the joined run."""
-    from judge.cli.eval import check_retrieval_only, metric_names, model_config
-    from judge.cli.merge import merge_into
+    from judge.cli.finish import merge_into
+    from judge.cli.options import check_retrieval_only, metric_names, model_config
     from judge.run.output_folder import OutputFolder
 
     count = args.processes

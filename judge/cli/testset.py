@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from judge.cli.eval import column_map, column_option, llm_options, model_config
+from judge.cli.options import column_map, column_option, llm_options, model_config
 from judge.errors import JudgeError
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-# keyword argument -> the flag that gives it (the judging commands' options, judge.cli.eval)
+# keyword argument -> the flag that gives it (the judging commands' options, judge.cli.options)
 FLAGS = {
     "llm": "--model",
     "model": "--model",

@@ -1,0 +1,97 @@
+"""What a command does once the rows are judged: join shards, write the run's folder,
+print the table, the notes and the verdict, and give the exit code."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from judge.cli.options import DEFAULT_MAX_ERROR_RATE
+from judge.errors import JudgeError
+
+if TYPE_CHECKING:
+    from judge.run.output_folder import OutputFolder
+
+
+def say_notes(result: Any, *, quiet: bool = False) -> None:
+    """The run's notes (what the default metrics left out, where replay misses were
+    recorded) in the CLI's words: on stderr unless quiet, and in summary.json."""
+    from judge.cli.words import cli_words
+
+    notes = [cli_words(note) for note in result.config.get("notes", [])]
+    result.config["notes"] = notes
+    for note in [] if quiet else notes:
+        print(f"judge: note: {note}", file=sys.stderr)
+
+
+def finish_run(
+    result: Any,
+    folder: OutputFolder | Path,
+    thresholds: dict[str, float],
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    *,
+    results_written: bool = False,
+    keep_checkpoint: bool = False,
+) -> int:
+    """Write the run's folder and apply its gates (`judge.report.outputs.write_outputs`,
+    what `EvaluationResult.write` does), print the table and the verdict, return the exit
+    code. With results_written, the rows were joined into `folder.temporary(
+    "results.jsonl")` already (judge merge). The run's checkpoint is deleted unless
+    keep_checkpoint (a shard of --processes keeps it until the shards are joined)."""
+    from judge.cli.words import cli_words
+    from judge.report.outputs import write_outputs
+
+    outcome = write_outputs(
+        result,
+        folder,
+        fail_under=thresholds,
+        max_error_rate=max_error_rate,
+        results_written=results_written,
+    )
+    out = outcome.folder
+    checkpoint = out / ".checkpoint.jsonl"
+    if checkpoint.exists() and not keep_checkpoint:
+        checkpoint.unlink()  # the run is complete: results.jsonl has every row
+    print(result.table())
+    diagnosis = outcome.summary["diagnosis"]
+    if diagnosis:
+        print("\ndiagnosis (retrieval first):")
+        print("\n".join(f"  - {finding}" for finding in diagnosis))
+    print(
+        f"\n{len(result.rows)} rows, {result.rows_with_errors} with errors; "
+        f"wrote {out}/results.jsonl, summary.json, report.html"
+    )
+    if result.rows_with_judge_errors:
+        print(
+            f"judge errors in {result.rows_with_judge_errors} of {result.judged_rows} judged "
+            f"rows ({result.judge_error_rate:.1%}; --max-error-rate {max_error_rate:g})"
+        )
+    for note in outcome.notes:
+        print(cli_words(note), file=sys.stderr)
+    for line in outcome.missed:
+        print(f"FAILED threshold: {line}", file=sys.stderr)
+    for what, why in outcome.failures:
+        print(f"FAILED {what}: {cli_words(why)}", file=sys.stderr)
+    return outcome.code
+
+
+def merge_into(
+    folder: OutputFolder,
+    shard_dirs: Sequence[str | Path],
+    required: dict[str, float],
+    max_error_rate: float,
+) -> int:
+    """Join the shards' outputs into the (open) output folder as `judge merge` does;
+    returns the exit code."""
+    from judge.run.merge import merge_shards
+
+    out = folder.path
+    if any(out.resolve() == Path(d).resolve() for d in shard_dirs):
+        raise JudgeError(f"{out} is a shard's directory; give the merged run its own directory")
+    # The joined lines are results.jsonl as it is (270 MB for 100,000 rows): written once,
+    # under the name the folder publishes them from.
+    with folder.writing("results.jsonl") as joined:
+        result = merge_shards(shard_dirs, joined)
+    return finish_run(result, folder, required, max_error_rate, results_written=True)
