@@ -64,27 +64,29 @@ def normalise_url(url: str) -> str:
     try:
         port = parts.port
     except ValueError:
-        raise JudgeError(f"api_base {url!r}: the port is not a number") from None
+        shown = without_credentials(url)
+        raise JudgeError(f"api_base {shown!r}: the port is not a number") from None
     netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
     path = re.sub("/{2,}", "/", parts.path).rstrip("/")
     return f"{scheme}://{netloc}{path}"
 
 
 def has_credentials(url: str) -> bool:
-    """Whether a URL holds a user name or password (`http://user:pass@host/v1`)."""
-    if "://" not in url:
-        return False
-    parts = urlsplit(url.strip())
-    return parts.username is not None or parts.password is not None
+    """Whether a URL holds a user name or password (`http://user:pass@host/v1`).
+
+    Any "@" after the scheme counts: a password may hold "/", "?" or "#" unescaped, which
+    would end the URL's authority early for a parser and hide the rest in its path; and a
+    server's base URL has no use for an "@" of its own."""
+    return "@" in url.strip().partition("://")[2 if "://" in url else 0]
 
 
 def without_credentials(url: str) -> str:
     """The URL as it may be shown: a user name and password replaced by `***`."""
     if not has_credentials(url):
         return url
-    scheme, rest = url.strip().split("://", 1)
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
+    text = url.strip()
+    scheme, sep, rest = text.partition("://") if "://" in text else ("", "", text)
+    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"
 
 
 def recorded_servers(
