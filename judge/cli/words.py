@@ -31,9 +31,12 @@ _EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}
 _QUOTED = r"'(?:[^'\\]|\\.)*'"
 _CALL = r"[A-Za-z_][\w.]*\((?:[^()]|\([^()]*\))*\)"  # Embeddings(...), judge.LLM(model=...)
 _DICT = r"\{[^{}]*\}"  # column_map={'question': ...}
+# A keyword starts the text or follows a space, "(" or a backtick (never a path's "/" or a
+# query's "?"/"&"), and takes a value judge writes (quoted, a call, a dict) or none: what
+# follows "=" otherwise (`model=qwen2.5` from a server, `/data/model=gpt4/`) is not ours.
 _KEYWORD = re.compile(
-    rf"(?<![\w.'\"-])(?P<kw>{'|'.join(FLAGS)})="
-    rf"(?P<value>{_QUOTED}|{_CALL}|{_DICT})?"
+    rf"(?<![^\s(`])(?P<kw>{'|'.join(FLAGS)})="
+    rf"(?:(?P<value>{_QUOTED}|{_CALL}|{_DICT}|\.\.\.)|(?=[\s),;]|$))"
     # "api_key= (--api-key)", "cache_as='x' (--cache-as x)": both words given; keep the flag
     r"(?P<flag> \(--[\w-]+(?: [^()]+)?\))?"
 )
@@ -57,6 +60,8 @@ def _value(quoted: str) -> str:
 def _keyword(match: re.Match[str]) -> str:
     kw, value = match.group("kw"), match.group("value")
     flag = FLAGS[kw]
+    if value == "...":
+        return f"{flag} ..."
     if value is None or not value.startswith(("'", "{")):  # none, or a call: the flag alone
         return flag
     if value.startswith("{"):  # column_map={'question': ...} -> --column question=COLUMN
@@ -70,6 +75,8 @@ def cli_words(message: str) -> str:
     text = _EMBEDDINGS_ARG.sub(
         lambda m: f"{_EMBEDDINGS[m.group('kw')]} {_value(m.group('value'))}", message
     )
+    # embeddings=Embeddings(model='x') is one keyword and its call: the flag, once
+    text = text.replace("embeddings=--embedding", "--embedding")
     text = _KEYWORD.sub(_keyword, text)
     for python, cli in _PHRASES:
         text = text.replace(python, cli)
