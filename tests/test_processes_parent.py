@@ -122,6 +122,8 @@ def test_shards_stop_with_their_parent(tmp_path, fake_llm_server, signum):
         assert "Traceback" not in stderr, stderr
         assert "stopping the shards" in stderr and "rerun the same command to resume" in stderr
         assert parent.returncode == 143  # 128 + SIGTERM, as judge's exit codes document
+        # The shards were stopped, not cut off: their spill files went with them.
+        assert not [f for f, _, _ in shard_files(out) if ".judge-rows-" in f]
 
 
 def _watched_child(lifeline, ready) -> None:

@@ -8,6 +8,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from judge import __version__
 from judge.errors import JudgeError
@@ -59,6 +60,11 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def raise_on_sigterm() -> Any:
+    """Make SIGTERM raise `Terminated` (main thread only); returns the handler replaced."""
+    return signal.signal(signal.SIGTERM, _terminate)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `judge` console script; returns the exit code."""
     parser = build_parser()
@@ -67,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _terminate)
+        previous = raise_on_sigterm()
     try:
         return int(args.func(args))
     except JudgeError as exc:

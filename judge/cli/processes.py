@@ -27,6 +27,7 @@ import shutil
 import signal
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Any, cast
 
@@ -92,10 +93,12 @@ def run_shards(shards: list[dict[str, Any]]) -> None:
         while running:
             for sentinel in multiprocessing.connection.wait(list(running)):
                 process, receiver, shard = running.pop(cast(int, sentinel))
-                failure = _message(receiver)
+                failure, bug = _message(receiver)
                 process.join()
                 if failure is None and process.exitcode == 0:
                     continue
+                if bug:  # not a usage error: judge.cli.main prints it as a bug (exit 70)
+                    raise ShardCrash(f"shard {shard} failed unexpectedly:\n{failure}")
                 if process.exitcode:
                     failure = f"{failure} (the process ended with exit code {process.exitcode})"
                 raise JudgeError(
@@ -119,12 +122,17 @@ def run_shards(shards: list[dict[str, Any]]) -> None:
             lifeline.close()
 
 
-def _message(receiver: Any) -> str | None:
-    """What a finished shard sent: None when it was done, else its failure."""
+class ShardCrash(RuntimeError):
+    """A shard ended on an unexpected exception (a bug): its traceback, as text."""
+
+
+def _message(receiver: Any) -> tuple[str | None, bool]:
+    """What a finished shard sent: (None, False) when it was done, else (its failure,
+    whether that was an unexpected exception)."""
     try:
-        message: str | None = receiver.recv()
+        message: tuple[str | None, bool] = receiver.recv()
     except EOFError:  # it died before sending a word (killed, out of memory)
-        return "the process stopped without finishing"
+        return "the process stopped without finishing", False
     finally:
         receiver.close()
     return message
@@ -153,17 +161,25 @@ def shard_main(options: dict[str, Any], report: Any, lifeline: Any, parent: int)
     die_with_parent(parent)
     exit_when_closed(lifeline)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # The parent stops a shard with SIGTERM: unwound as judge unwinds (its spill file
+    # removed, its batched cache writes flushed), not cut off.
+    from judge.cli.main import Terminated, raise_on_sigterm
+
+    raise_on_sigterm()
     from judge.cli.eval import run_eval
 
     failure: str | None = None
+    bug = False
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the joined run prints the table
             run_eval(argparse.Namespace(**options))
+    except Terminated:
+        return  # stopped by the parent, which says so
     except JudgeError as exc:  # sent as text: an exception's own fields may not pickle
         failure = str(exc)
-    except Exception as exc:  # any failure is reported as text, not a traceback
-        failure = f"{type(exc).__name__}: {exc}"
-    report.send(failure)
+    except Exception:  # a bug: its traceback goes to the parent, which exits 70
+        failure, bug = traceback.format_exc(), True
+    report.send((failure, bug))
     report.close()
 
 
