@@ -116,10 +116,11 @@ def run_eval(args: argparse.Namespace) -> int:
     llm: LLM | None = None
     embeddings: Embeddings | None = None
     cache: Cache | None = None
+    options = data_options(args)  # custom metrics loaded once, to tell a typo from them
     if args.model:
         llm, embeddings, cache = model_config(args)
     else:
-        check_retrieval_only(metrics)  # then no judge model, and no cache to open
+        check_retrieval_only(metrics, options["custom"])  # no judge model, no cache to open
     # Locked for the whole run: the checkpoint lives in the folder too.
     with OutputFolder(args.out) as folder:
         checkpoint = folder.path / ".checkpoint.jsonl"
@@ -132,7 +133,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 cache=cache,
                 checkpoint=checkpoint,
                 shard=shard,
-                **data_options(args),
+                **options,
             )
         except (LLMConfigError, CacheStoreError) as exc:  # the run stopped: it cannot work
             kept = checkpoint.is_file() and checkpoint.stat().st_size > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -217,12 +218,24 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
     return llm, embeddings, cache
 
 
-def check_retrieval_only(metrics: list[str] | None) -> None:
+def check_retrieval_only(metrics: list[str] | None, custom: Iterable[str] | None = None) -> None:
     """Without --model only retrieval metrics can be computed: an error naming the
-    metrics that need a judge model, if any are asked for (or the default is)."""
-    from judge.run.evaluate import split_metrics
+    metrics that need a judge model, if any are asked for (or the default is).
 
-    judged = split_metrics(metrics, has_retrieval=True)[0]
+    A name that is no metric at all (`recal@10`) is an unknown metric, with a
+    did-you-mean, not one that needs --model: the built-in, plugin and `custom` metric
+    names (those of --metrics-module) are the judged ones. When `custom` is None (the
+    modules were not loaded) a name that is not a retrieval metric counts as judged.
+    """
+    from judge.run.evaluate import split_metrics
+    from judge.run.score import named_metric
+
+    judged = split_metrics(metrics, has_retrieval=True)[0]  # a bad cutoff is raised here
+    if judged is not None and custom is not None:
+        known = list(custom)
+        for name in judged:
+            if isinstance(name, str) and name not in known:
+                named_metric(name, known)  # an unknown name's error, with a did-you-mean
     if judged is None:
         raise JudgeError(
             "--model is required: the default metrics are LLM-judged (there is no default "

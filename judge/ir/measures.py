@@ -9,6 +9,12 @@ from dataclasses import dataclass
 
 from judge.errors import UnknownMetricError
 
+
+class MeasureFormError(UnknownMetricError):
+    """A retrieval family's name with a bad cutoff or form (`ndcg@0`, `recall`): not a
+    misspelling, and not a name some other metric may have."""
+
+
 # family -> (needs a cutoff: "required" | "optional" | "none", one-line definition)
 FAMILIES: dict[str, tuple[str, str]] = {
     "P": ("required", "relevant docs in the top k / k (trec_eval P_k)"),
@@ -44,6 +50,13 @@ _TREC_NAMES = {
     "Rprec": "r_precision",
 }
 
+# Other tools' names for our families, suggested with the cutoff given (`precision@10`
+# -> `P@10`) rather than the closest spelling (`r_precision`).
+_ALIASES = {"precision": "P", "prec": "P", "p": "P", "success": "hit_rate", "hits": "hit_rate"}
+
+# The largest cutoff: beyond any ranking's length, and well inside the int64 the arrays use.
+MAX_CUTOFF = 1_000_000_000
+
 _NAME = re.compile(r"^([A-Za-z_]+)(?:@(\d+))?$")
 
 
@@ -78,8 +91,8 @@ _USUAL_CUTOFFS = (5, 10, 20, 100)
 def retrieval_names(name: str = "") -> list[str]:
     """Concrete retrieval metric names a misspelt `name` may have meant: every family at
     the usual cutoffs, and at the cutoff `name` gives (`ndgc@7` -> `ndcg@7`)."""
-    given = name.rpartition("@")[2] if "@" in name else ""
-    cutoffs = [*_USUAL_CUTOFFS, *([int(given)] if given.isdigit() and int(given) > 0 else [])]
+    given = _cutoff(name)
+    cutoffs = [*_USUAL_CUTOFFS, *([given] if given is not None else [])]
     out = []
     for family, (cutoff, _) in FAMILIES.items():
         if cutoff in ("none", "optional"):
@@ -89,15 +102,29 @@ def retrieval_names(name: str = "") -> list[str]:
     return out
 
 
+def _cutoff(name: str) -> int | None:
+    """The valid cutoff k a name gives after its `@`, if it gives one."""
+    given = name.rpartition("@")[2] if "@" in name else ""
+    k = int(given) if given.isascii() and given.isdigit() else 0
+    return k if 1 <= k <= MAX_CUTOFF else None
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     """The known name closest to a misspelt one (case aside), or None when none is close:
-    a trec_eval name's own spelling first (`ndcg_cut_10` -> `ndcg@10`)."""
+    a trec_eval name's or another tool's own spelling first (`ndcg_cut_10` -> `ndcg@10`,
+    `precision@10` -> `P@10`); never `name` itself."""
     for trec, ours in _TREC_NAMES.items():
         if ours.endswith("@") and name.startswith(trec) and name[len(trec) :].isdigit():
             return f"{ours}{name[len(trec) :]}"
         if name == trec:
             return ours
-    by_lower = {c.lower(): c for c in reversed(list(candidates))}  # the first of equals
+    family, at, _ = name.partition("@")
+    alias = _ALIASES.get(family.lower())
+    if alias is not None and alias != family:
+        k = _cutoff(name)
+        if k is not None or not at:
+            return f"{alias}@{k if k is not None else 10}"
+    by_lower = {c.lower(): c for c in reversed(list(candidates)) if c != name}
     close = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=0.7)
     return by_lower[close[0]] if close else None
 
@@ -119,10 +146,17 @@ def parse_measure(name: str) -> Measure:
             cutoff = spec[0]
             k = int(k_text) if k_text is not None else None
             if k is not None and k < 1:
-                raise UnknownMetricError(f"metric '{name}': the cutoff k must be at least 1")
-            if (k is None and cutoff == "required") or (k is not None and cutoff == "none"):
-                form = f"'{family}@k'" if cutoff == "required" else f"'{family}' without @k"
-                raise UnknownMetricError(f"metric '{name}': write it as {form}, e.g. 'P@10'")
+                raise MeasureFormError(f"metric '{name}': the cutoff k must be at least 1")
+            if k is not None and k > MAX_CUTOFF:
+                raise MeasureFormError(
+                    f"metric '{name}': the cutoff k must be at most {MAX_CUTOFF}"
+                )
+            if k is None and cutoff == "required":
+                raise MeasureFormError(
+                    f"metric '{name}': write it as '{family}@k', e.g. '{family}@10'"
+                )
+            if k is not None and cutoff == "none":
+                raise MeasureFormError(f"metric '{name}': write it as '{family}', without @k")
             return Measure(family, k)
     text = str(name)
     hint = _suggest(text)

@@ -14,6 +14,7 @@ from typing import Any
 
 from judge import ir
 from judge.errors import InputFormatError, UnknownMetricError
+from judge.ir.measures import MeasureFormError
 from judge.json_values import canonical_json, sha256_hex
 from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
@@ -51,6 +52,8 @@ def split_metrics(
             continue
         try:
             ir.parse_measure(name)
+        except MeasureFormError:
+            raise  # a retrieval metric written wrong (`ndcg@0`): its own message, no guess
         except UnknownMetricError:
             judged.append(name)
         else:
