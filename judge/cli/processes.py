@@ -40,7 +40,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
     """Judge args.data in args.processes shards at once, then join them into args.out;
     returns the exit code of the joined run."""
     from judge.cli.finish import merge_into
-    from judge.cli.options import check_retrieval_only, metric_names, model_config
+    from judge.cli.options import check_retrieval_only, data_options, metric_names, model_config
     from judge.run.output_folder import OutputFolder
 
     count = args.processes
@@ -58,7 +58,9 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         if cache is not None:
             cache.close()
     else:
-        check_retrieval_only(metric_names(args))  # no judge model: no cache to open
+        # no judge model: no cache to open; custom metric names are judged ones, the rest
+        # of what is not a retrieval measure is unknown
+        check_retrieval_only(metric_names(args), data_options(args)["custom"])
     with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
         out = folder.path
         dirs = [out / SHARDS_DIR / f"{i}-of-{count}" for i in range(1, count + 1)]
