@@ -430,3 +430,19 @@ def test_a_run_that_fails_before_writing_leaves_no_folder(tmp_path, fake_llm_ser
     done = run(*eval_args(bad, fake_llm_server.base_url, tmp_path, tmp_path / "new" / "out"))
     assert "not JSON" in one_line_error(done)
     assert not (tmp_path / "new" / "out").exists()
+
+
+def test_debris_of_an_earlier_process_with_the_same_id_is_removed(tmp_path):
+    """In a container judge may be process 1 on every run: a killed run's files carry the
+    same id as the next run's, and only the token tells them apart."""
+    from judge.run.output_folder import OutputFolder, temporary_prefix
+
+    pid = os.getpid()
+    earlier = tmp_path / f".judge-rows-{pid}-0badf00d-abc.jsonl"
+    older_judge = tmp_path / f".judge-rows-{pid}-k3j2h1.jsonl"  # before tokens
+    ours = tmp_path / f"{temporary_prefix('rows')}xyz.jsonl"
+    for path in (earlier, older_judge, ours):
+        path.write_text("{}\n")
+    with OutputFolder(tmp_path):
+        pass
+    assert ours.exists() and not earlier.exists() and not older_judge.exists()

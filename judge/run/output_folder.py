@@ -5,9 +5,9 @@ and summary.json. Each is first written under a temporary name in the folder, th
 are renamed into place, summary.json last. A run killed while writing leaves the previous
 run's files as they were; one killed between two renames leaves a results.jsonl that its
 summary.json's `results_sha256` does not match, which every reader refuses. Temporary
-files carry their process id (`.judge-out-PID-NAME`, the row spill files
-`.judge-rows-PID-*.jsonl`): the next run over the folder removes those of processes that
-are gone. A lock (`.judge.lock`, held while the run lasts) stops a second run on the same
+files carry their process id and a token of the process (`.judge-out-PID-TOKEN-NAME`, the
+row spill files `.judge-rows-PID-TOKEN-*.jsonl`): the next run over the folder removes
+those of processes that are gone. A lock (`.judge.lock`, held while the run lasts) stops a second run on the same
 folder; the cache stays shareable.
 """
 
@@ -18,6 +18,7 @@ import errno
 import hashlib
 import os
 import re
+import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -31,12 +32,15 @@ if sys.platform != "win32":  # on Windows two runs on one folder are not stopped
 LOCK_NAME = ".judge.lock"
 OUTPUT_PREFIX = ".judge-out-"
 ROWS_PREFIX = ".judge-rows-"  # judge.run.checkpoint's spill files
-_DEBRIS = re.compile(r"^\.judge-(?:out|rows)-(\d+)-")
+# .judge-KIND-PID-TOKEN-...: the token tells this process's files from those of an earlier
+# process that had the same id (in a container judge may be process 1 on every run).
+_DEBRIS = re.compile(r"^\.judge-(?:out|rows)-(\d+)-(?:([0-9a-f]{8})-)?")
+_TOKEN = secrets.token_hex(4)
 
 
 def temporary_prefix(kind: str) -> str:
     """The prefix of this process's temporary files of a kind ("out", "rows")."""
-    return f".judge-{kind}-{os.getpid()}-"
+    return f".judge-{kind}-{os.getpid()}-{_TOKEN}-"
 
 
 def process_alive(pid: int) -> bool:
@@ -57,8 +61,13 @@ def remove_debris(folder: Path) -> list[Path]:
     with contextlib.suppress(OSError):
         for path in folder.iterdir():
             match = _DEBRIS.match(path.name)
-            if match is None or process_alive(int(match.group(1))):
+            if match is None:
                 continue
+            pid, token = int(match.group(1)), match.group(2)
+            if pid == os.getpid() and token == _TOKEN:
+                continue  # ours: a result of this process may still read it
+            if pid != os.getpid() and process_alive(pid):
+                continue  # another live process's (a Python caller without the lock)
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed.append(path)
@@ -115,20 +124,31 @@ class OutputFolder:
         if sys.platform == "win32":  # pragma: no cover
             return
         path = self.path / LOCK_NAME
-        try:
-            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held while open)
-        except OSError as exc:
-            raise write_failure(path, exc) from None
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            other = handle.read().strip() or "unknown"
+        while True:
+            try:
+                handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held while open)
+            except OSError as exc:
+                raise write_failure(path, exc) from None
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # EWOULDBLOCK: another process holds it
+                handle.seek(0)
+                other = handle.read().strip() or "unknown"
+                handle.close()
+                raise OutputError(
+                    f"{self.path}: another judge run (process {other}) is writing to this "
+                    "folder; wait for it to finish, or give this run another output folder"
+                ) from None
+            except OSError:  # no locks on this file system (some network and FUSE mounts)
+                handle.close()
+                return
+            try:  # still the folder's lock file, not one a finishing run just removed
+                same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             handle.close()
-            raise OutputError(
-                f"{self.path}: another judge run (process {other}) is writing to this "
-                "folder; wait for it to finish, or give this run another output folder"
-            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
@@ -141,13 +161,13 @@ class OutputFolder:
             path.unlink(missing_ok=True)
         self._pending.clear()
         if self._lock is not None:
-            self._lock.close()  # closing the file releases the lock
-            self._lock = None
             if self._created:  # a run that stopped before writing anything leaves nothing
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError):  # removed while still locked: see _take_lock
                     if [p.name for p in self.path.iterdir()] == [LOCK_NAME]:
                         (self.path / LOCK_NAME).unlink()
                         self.path.rmdir()
+            self._lock.close()  # closing the file releases the lock
+            self._lock = None
 
     def temporary(self, name: str) -> Path:
         """Where to write the output `name` before it is published."""
