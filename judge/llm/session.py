@@ -178,7 +178,7 @@ class LLMSession:
         if cached is not None:
             try:
                 replies = [output.model_validate(item) for item in cached["choices"]]
-            except ValidationError as exc:
+            except (ValidationError, KeyError, TypeError) as exc:  # a reply of another shape
                 self._stale(key, label, sample, exc)  # asked again below, or a CacheMiss
             else:
                 usage.count("cache_hits")
@@ -227,7 +227,7 @@ class LLMSession:
             self._key_templates.clear()
         self._key_templates[spec] = template
 
-    def _stale(self, key: str, label: str, sample: str | None, error: ValidationError) -> None:
+    def _stale(self, key: str, label: str, sample: str | None, error: Exception) -> None:
         """A recorded reply that fails today's checks of its output (written by another
         version, or edited by hand) is not served: it is asked again, and in replay mode
         that is a CacheMiss naming why."""
@@ -235,10 +235,15 @@ class LLMSession:
         assert self.cache is not None
         if self.cache.mode == "replay":
             where = f" for sample {sample!r}" if sample is not None else ""
+            why = (
+                validation_summary(error)
+                if isinstance(error, ValidationError)
+                else f"the reply is not an object with a list of choices ({error!r})"
+            )
             raise CacheMiss(
                 f"replay mode: the recorded judgment of {label!r}{where} (key {key[:16]}) fails "
                 "the judge's current checks; nothing was sent. Record it again with a "
-                f"read-write run. What failed: {validation_summary(error)}",
+                f"read-write run. What failed: {why}",
                 key=key,
             )
 

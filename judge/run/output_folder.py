@@ -7,8 +7,8 @@ run's files as they were; one killed between two renames leaves a results.jsonl 
 summary.json's `results_sha256` does not match, which every reader refuses. Temporary
 files carry their process id and a token of the process (`.judge-out-PID-TOKEN-NAME`, the
 row spill files `.judge-rows-PID-TOKEN-*.jsonl`): the next run over the folder removes
-those of processes that are gone. A lock (`.judge.lock`, held while the run lasts) stops a second run on the same
-folder; the cache stays shareable.
+those of processes that are gone. A lock (`.judge.lock`, held while the run lasts) stops
+a second run on the same folder; the cache stays shareable.
 """
 
 from __future__ import annotations
