@@ -508,3 +508,43 @@ def test_judge_eval_says_how_many_damaged_entries_it_passed_over(tmp_path):
         assert server.count() == 2 * sent  # every entry asked for again
         assert f"{sent} damaged entries of the cache {cache}" in again.stderr
         assert "judge cache verify" in again.stderr
+
+
+def leaf_pages(path: Path, name: str) -> list[tuple[int, int]]:
+    """The leaf pages of a table or index: (page number, cells on it), in page order."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the file itself
+    pages = db.execute(
+        "SELECT pageno, ncell FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno",
+        (name,),
+    ).fetchall()
+    db.close()
+    return pages
+
+
+def overwrite(path: Path, pages: list[int], at: int, data: bytes) -> None:
+    size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    with open(path, "r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * size + at)
+            f.write(data)
+
+
+def test_repair_of_a_damaged_key_index_with_damaged_entries(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with Cache(path) as cache:
+        cache.put_many([chat_entry(i) for i in range(3000)])
+    for i in range(0, 3000, 7):  # changed behind their checksums
+        sql(path, "UPDATE judgments SET response = '{}' WHERE key = ?", chat_entry(i).key)
+    index = [page for page, _ in leaf_pages(path, "sqlite_autoindex_judgments_1")]
+    overwrite(path, index[len(index) // 3 :][:3], 20, b"\x07" * 300)  # cells of 3 index pages
+    assert judge_cli("cache", "verify", str(path)).returncode == 2
+    repaired = judge_cli("cache", "repair", str(path))
+    assert repaired.returncode == 0, repaired.stderr
+    good = [chat_entry(i) for i in range(3000) if i % 7]
+    assert f"dropped {3000 - len(good)} damaged entries, {len(good)} kept" in repaired.stdout
+    verified = judge_cli("cache", "verify", str(path))
+    assert verified.returncode == 0, verified.stdout
+    with Cache(path, mode="replay") as cache:
+        assert sorted(e.key for e in cache.entries()) == sorted(e.key for e in good)
+        assert all(cache.get(e.key) == e for e in good)

@@ -458,7 +458,28 @@ class Cache:
                 before = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
             except sqlite3.Error:
                 before = found.entries
-        with self._lock, self._failing_as_cache_error("writing"):
+        with self._lock:
+            if found.integrity:
+                # A DELETE would have to update the damaged pages (SQLite refuses): mend the
+                # index first; if that is not enough, copy the good entries to a new file.
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("REINDEX judgments")
+                try:
+                    still = [r[0] for r in self._db.execute("PRAGMA integrity_check(1)")]
+                except sqlite3.Error:
+                    still = ["damaged"]
+                if still != ["ok"] or not self._delete(rowids):
+                    self._rebuild()
+            elif not self._delete(rowids):
+                self._rebuild()  # damage the integrity check did not see
+        with self._lock:
+            kept = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+        return max(before - kept, len(rowids)), kept
+
+    def _delete(self, rowids: list[int]) -> bool:
+        """Delete rows in one transaction (the caller holds the lock); False when SQLite
+        finds pages on the way damaged (nothing is deleted then)."""
+        try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
@@ -469,19 +490,12 @@ class Cache:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
-        if found.integrity:
-            with self._lock:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("REINDEX judgments")
-                try:
-                    still = [r[0] for r in self._db.execute("PRAGMA integrity_check(1)")]
-                except sqlite3.Error:
-                    still = ["damaged"]
-                if still != ["ok"]:
-                    self._rebuild()
-        with self._lock:
-            kept = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-        return max(before - kept, len(rowids)), kept
+        except sqlite3.Error as exc:
+            if _is_damage(exc):
+                return False
+            with self._failing_as_cache_error("writing"):
+                raise
+        return True
 
     def _rebuild(self) -> None:
         """Copy every entry SQLite can read and whose checksums match into a new file, and
