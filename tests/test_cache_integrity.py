@@ -508,3 +508,153 @@ def test_judge_eval_says_how_many_damaged_entries_it_passed_over(tmp_path):
         assert server.count() == 2 * sent  # every entry asked for again
         assert f"{sent} damaged entries of the cache {cache}" in again.stderr
         assert "judge cache verify" in again.stderr
+
+
+def leaf_pages(path: Path, name: str) -> list[tuple[int, int]]:
+    """The leaf pages of a table or index: (page number, cells on it), in page order."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the file itself
+    pages = db.execute(
+        "SELECT pageno, ncell FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno",
+        (name,),
+    ).fetchall()
+    db.close()
+    return pages
+
+
+def overwrite(path: Path, pages: list[int], at: int, data: bytes) -> None:
+    size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    with open(path, "r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * size + at)
+            f.write(data)
+
+
+def test_repair_of_a_damaged_key_index_with_damaged_entries(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with Cache(path) as cache:
+        cache.put_many([chat_entry(i) for i in range(3000)])
+    for i in range(0, 3000, 7):  # changed behind their checksums
+        sql(path, "UPDATE judgments SET response = '{}' WHERE key = ?", chat_entry(i).key)
+    index = [page for page, _ in leaf_pages(path, "sqlite_autoindex_judgments_1")]
+    overwrite(path, index[len(index) // 3 :][:3], 20, b"\x07" * 300)  # cells of 3 index pages
+    assert judge_cli("cache", "verify", str(path)).returncode == 2
+    repaired = judge_cli("cache", "repair", str(path))
+    assert repaired.returncode == 0, repaired.stderr
+    good = [chat_entry(i) for i in range(3000) if i % 7]
+    assert f"dropped {3000 - len(good)} damaged entries, {len(good)} kept" in repaired.stdout
+    verified = judge_cli("cache", "verify", str(path))
+    assert verified.returncode == 0, verified.stdout
+    with Cache(path, mode="replay") as cache:
+        assert sorted(e.key for e in cache.entries()) == sorted(e.key for e in good)
+        assert all(cache.get(e.key) == e for e in good)
+
+
+def damaged_format_3_file(path: Path) -> tuple[list[CacheEntry], int]:
+    """A format-3 cache of 2,000 judgments and one entry damaged before format 4 (its
+    response not JSON), two of its table's leaf pages overwritten: its entries and how many
+    of them are on the overwritten pages."""
+    entries = [chat_entry(i) for i in range(2000)]
+    broken = chat_entry(5000)
+    format_3_file(path, entries, [(broken.key, "chat", "{}", '{"choices":[', "m", None)])
+    leaves = leaf_pages(path, "judgments")
+    hit = leaves[len(leaves) // 2 :][:2]
+    overwrite(path, [page for page, _ in hit], 0, b"\xff" * 16)  # their page headers
+    return entries, sum(cells for _, cells in hit)
+
+
+def test_opening_a_damaged_old_cache_says_damaged_and_how_to_repair(tmp_path):
+    path = tmp_path / "c.sqlite"
+    damaged_format_3_file(path)
+    with pytest.raises(CacheError) as caught:
+        Cache(path)
+    message = str(caught.value)
+    assert "damaged" in message and f"judge cache repair {path}" in message
+    assert "writable" not in message and "new path" not in message
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+
+
+def test_repair_of_a_damaged_old_cache_rebuilds_it_in_format_4(tmp_path):
+    path = tmp_path / "c.sqlite"
+    entries, lost = damaged_format_3_file(path)
+    assert 0 < lost < 2000
+    repaired = judge_cli("cache", "repair", str(path))
+    assert repaired.returncode == 0, repaired.stderr
+    kept = 2000 - lost
+    assert f"dropped {lost + 1} damaged entries, {kept} kept" in repaired.stdout
+    verified = judge_cli("cache", "verify", str(path))
+    assert verified.returncode == 0, verified.stdout
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    with Cache(path, mode="replay") as cache:
+        assert len(cache) == kept
+        # Each entry kept is one written, read back with its checksum (format 4's).
+        by_key = {e.key: e for e in entries}
+        assert all(by_key[e.key] == e for e in cache.entries())
+
+
+def test_verify_of_an_old_cache_neither_upgrades_nor_rewrites_it(tmp_path):
+    path = tmp_path / "c.sqlite"
+    format_3_file(path, [chat_entry(i) for i in range(20)])
+    before = path.read_bytes()
+    done = judge_cli("cache", "verify", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "20 entries" in done.stdout and "format 3" in done.stdout
+    assert "checksums" in done.stdout and "format 4" in done.stdout
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite"]
+
+
+def test_verify_of_a_damaged_old_cache_reports_sqlite_s_check(tmp_path):
+    path = tmp_path / "c.sqlite"
+    damaged_format_3_file(path)
+    before = path.read_bytes()
+    done = judge_cli("cache", "verify", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "SQLite integrity check" in done.stdout and f"judge cache repair {path}" in done.stdout
+    assert path.read_bytes() == before
+
+
+def test_verify_of_a_read_only_old_cache(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
+                      capture_output=True).returncode:  # fmt: skip
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        format_3_file(folder / "c.sqlite", [chat_entry(i) for i in range(20)])
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        done = judge_cli("cache", "verify", str(folder / "c.sqlite"))
+        assert done.returncode == 0, done.stderr
+        assert "20 entries" in done.stdout and "format 3" in done.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def test_repair_of_a_damaged_format_2_cache_steps_over_its_damaged_key_ranges(tmp_path):
+    path = tmp_path / "c.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    for migration in judge.llm.migrations.MIGRATIONS[:2]:  # keyed by key only, no rowids
+        migration(db)
+    db.execute("PRAGMA user_version=2")
+    db.execute(f"PRAGMA application_id={0x4A444745}")
+    entries = [chat_entry(i) for i in range(2000)]
+    db.executemany(
+        "INSERT INTO judgments (key, kind, request, response, model, created)"
+        " VALUES (?, ?, ?, ?, ?, 0)",
+        [(e.key, e.kind, json.dumps(e.request), json.dumps(e.response), e.model) for e in entries],
+    )
+    db.close()
+    leaves = leaf_pages(path, "sqlite_autoindex_judgments_1")
+    hit = leaves[len(leaves) // 2 :][:2]
+    overwrite(path, [page for page, _ in hit], 0, b"\xff" * 16)
+    lost = sum(cells for _, cells in hit)
+    repaired = judge_cli("cache", "repair", str(path))
+    assert repaired.returncode == 0, repaired.stderr
+    assert judge_cli("cache", "verify", str(path)).returncode == 0
+    by_key = {e.key: e for e in entries}
+    with Cache(path, mode="replay") as cache:
+        kept = list(cache.entries())
+    # The rows of the damaged pages are lost, and at most a few beside them (the keys
+    # between two damaged pages, which no range of keys reaches).
+    assert 2000 - lost - 8 <= len(kept) <= 2000 - lost
+    assert all(by_key[e.key] == e for e in kept)

@@ -57,13 +57,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_verify(args: argparse.Namespace) -> int:
     """The `judge cache verify` command: 0 when clean, 2 when anything is damaged."""
-    from judge.llm.cache import Cache
+    from judge.llm.cache import verify_file
+    from judge.llm.migrations import SCHEMA_VERSION
 
     if not Path(args.cache).is_file():
         raise JudgeError(f"{args.cache}: no such cache file")
-    with Cache(args.cache, mode="replay") as cache:  # stores nothing
-        found = cache.verify()
-    print(f"{args.cache}: {found.entries} entries, {found.damaged_count} damaged")
+    found = verify_file(args.cache)  # read-only: an older format is not upgraded
+    if found.format < SCHEMA_VERSION:
+        counted = f"{found.entries} entries" if found.counted else "entries not countable"
+        print(
+            f"{args.cache}: cache format {found.format}, {counted}; per-entry "
+            f"checksums exist only from format {SCHEMA_VERSION} (opening it with judge "
+            "upgrades it and adds them), so only SQLite's integrity check was made"
+        )
+    else:
+        print(f"{args.cache}: {found.entries} entries, {found.damaged_count} damaged")
     for kind, rowids in sorted(found.damaged.items()):
         print(f"  {len(rowids)} {kind}")
     if found.integrity:
@@ -71,19 +79,24 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"  SQLite integrity check: {found.integrity[0]}{more}")
     if found.clean:
         return 0
-    print(f"drop them with `judge cache repair {args.cache}`; a read-write run asks for them again")
+    print(
+        f"drop them with `judge cache repair {args.cache}` (it keeps every entry still "
+        "readable); a read-write run asks for them again"
+    )
     return 2
 
 
 def run_repair(args: argparse.Namespace) -> int:
     """The `judge cache repair` command."""
-    from judge.llm.cache import Cache
+    from judge.llm.cache import repair_file
 
     if not Path(args.cache).is_file():
         raise JudgeError(f"{args.cache}: no such cache file")
-    with Cache(args.cache) as cache:
-        dropped, kept = cache.repair()
-    print(f"{args.cache}: dropped {dropped} damaged entries, {kept} kept")
+    dropped, kept = repair_file(args.cache)  # an older format is rebuilt in the current one
+    if dropped is None:  # an older file whose table SQLite could not count
+        print(f"{args.cache}: dropped every unreadable or damaged entry, {kept} kept")
+    else:
+        print(f"{args.cache}: dropped {dropped} damaged entries, {kept} kept")
     return 0
 
 

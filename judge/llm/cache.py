@@ -14,7 +14,8 @@ bytes, which lookups read (the same numbers, without parsing thousands of decima
 Every entry carries checksums (crc32, seeded with its key) of its JSON and of its bytes,
 checked on every read: a damaged entry is never served. It counts as a miss (`damaged`
 counts them): a read-write run asks again and rewrites it, a replay raises a `CacheMiss`
-saying it is damaged. `Cache.verify` and `Cache.repair` check and mend a whole file.
+saying it is damaged. `verify_file` and `repair_file` (`judge cache verify|repair`) check
+and mend a whole file, an older format's too.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import numpy as np
 
 from judge.errors import CacheError, CacheMiss, CacheStoreError
 from judge.json_values import canonical_json, sha256_hex
-from judge.llm.migrations import SCHEMA_VERSION, migrate, with_server
+from judge.llm.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, with_server
 
 CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")
@@ -96,11 +97,14 @@ def checksum(key: str | bytes, data: bytes) -> int:
 @dataclass
 class Verification:
     """What `Cache.verify` found: the entries, the damaged ones by kind of damage (their
-    rowids), and SQLite's own integrity check (empty when it says ok)."""
+    rowids), SQLite's own integrity check (empty when it says ok), and the file's format
+    (before format 4 there are no checksums: only SQLite's check is made)."""
 
     entries: int = 0
     damaged: dict[str, list[int]] = field(default_factory=dict)
     integrity: list[str] = field(default_factory=list)
+    format: int = SCHEMA_VERSION
+    counted: bool = True  # False when SQLite could not count an older file's entries
 
     @property
     def clean(self) -> bool:
@@ -236,6 +240,13 @@ class Cache:
                 advice = (
                     "Another judge process is probably upgrading it now; rerun when it has finished"
                 )
+            elif _is_damage(exc):
+                raise CacheError(
+                    f"{self.path} is damaged: upgrading it from cache format {version} to "
+                    f"{SCHEMA_VERSION} could not read some of its pages ({exc}); this process "
+                    "left the file unchanged. Rebuild it from every entry still readable with "
+                    f"`judge cache repair {self.path}` (a read-write run asks for the others again)"
+                ) from exc
             else:
                 advice = "Check that it is writable, or give --cache a new path"
             raise CacheError(
@@ -425,25 +436,8 @@ class Cache:
 
     def verify(self) -> Verification:
         """Check the whole file: SQLite's integrity check, and every entry's checksums."""
-        found = Verification()
         with self._lock:
-            try:
-                messages = [r[0] for r in self._db.execute("PRAGMA integrity_check(20)")]
-                found.integrity = [] if messages == ["ok"] else messages
-            except sqlite3.Error as exc:
-                found.integrity = [str(exc)]
-            try:
-                for rowid, key, *stored in self._db.execute(
-                    "SELECT rowid, CAST(key AS BLOB), response_crc, vector_crc, vector,"
-                    " CAST(response AS BLOB) FROM judgments NOT INDEXED"
-                ):
-                    found.entries += 1
-                    kind = _damage_of(key, *stored)
-                    if kind is not None:
-                        found.damaged.setdefault(kind, []).append(rowid)
-            except sqlite3.Error as exc:
-                found.integrity.append(f"reading the entries stopped: {exc}")
-        return found
+            return _verify_db(self._db)
 
     def repair(self) -> tuple[int, int]:
         """Drop every damaged entry; returns (dropped, kept). When SQLite finds the file
@@ -458,7 +452,28 @@ class Cache:
                 before = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
             except sqlite3.Error:
                 before = found.entries
-        with self._lock, self._failing_as_cache_error("writing"):
+        with self._lock:
+            if found.integrity:
+                # A DELETE would have to update the damaged pages (SQLite refuses): mend the
+                # index first; if that is not enough, copy the good entries to a new file.
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("REINDEX judgments")
+                try:
+                    still = [r[0] for r in self._db.execute("PRAGMA integrity_check(1)")]
+                except sqlite3.Error:
+                    still = ["damaged"]
+                if still != ["ok"] or not self._delete(rowids):
+                    self._rebuild()
+            elif not self._delete(rowids):
+                self._rebuild()  # damage the integrity check did not see
+        with self._lock:
+            kept = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+        return max(before - kept, len(rowids)), kept
+
+    def _delete(self, rowids: list[int]) -> bool:
+        """Delete rows in one transaction (the caller holds the lock); False when SQLite
+        finds pages on the way damaged (nothing is deleted then)."""
+        try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
@@ -469,19 +484,12 @@ class Cache:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
-        if found.integrity:
-            with self._lock:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.execute("REINDEX judgments")
-                try:
-                    still = [r[0] for r in self._db.execute("PRAGMA integrity_check(1)")]
-                except sqlite3.Error:
-                    still = ["damaged"]
-                if still != ["ok"]:
-                    self._rebuild()
-        with self._lock:
-            kept = int(self._db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-        return max(before - kept, len(rowids)), kept
+        except sqlite3.Error as exc:
+            if _is_damage(exc):
+                return False
+            with self._failing_as_cache_error("writing"):
+                raise
+        return True
 
     def _rebuild(self) -> None:
         """Copy every entry SQLite can read and whose checksums match into a new file, and
@@ -574,6 +582,153 @@ class Cache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def verify_file(path: str | os.PathLike[str]) -> Verification:
+    """Check a cache file without writing to it (an older format is not upgraded): SQLite's
+    integrity check, and from format 4 every entry's checksums.
+
+    Args:
+        path: the cache file (it must exist; it may be read-only).
+    """
+    path = Path(path)
+    try:
+        db = _connect(path, read_only=True)
+    except sqlite3.Error as exc:
+        raise CacheError(f"{path}: cannot be opened to read ({exc})") from exc
+    try:
+        version = _format_of(path, db)
+        if version >= SCHEMA_VERSION:
+            return _verify_db(db)
+        found = Verification(format=version)
+        found.integrity = _integrity(db)
+        try:
+            found.entries = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+        except sqlite3.Error as exc:
+            found.counted = False
+            found.integrity.append(f"counting the entries failed: {exc}")
+        return found
+    finally:
+        db.close()
+
+
+def repair_file(path: str | os.PathLike[str]) -> tuple[int | None, int]:
+    """Drop every damaged entry of a cache file (see `Cache.repair`); returns (dropped,
+    kept), dropped None when SQLite could not count an older file's damaged table. A file
+    in an older format is first rebuilt in the current one from every row SQLite can still
+    read (the upgrade itself gives them their checksums), since its damaged pages would stop
+    the upgrade made on opening it.
+
+    Args:
+        path: the cache file (it must exist and be writable).
+    """
+    path = Path(path)
+    lost: int | None = 0
+    if path.is_file() and _writable(path):
+        db = _connect(path, read_only=False)
+        try:
+            version = _format_of(path, db)
+        except BaseException:
+            db.close()
+            raise
+        if version < SCHEMA_VERSION:
+            lost = _rebuild_old(path, db, version)  # closes db
+        else:
+            db.close()
+    with Cache(path) as cache:
+        dropped, kept = cache.repair()
+    return None if lost is None else dropped + lost, kept
+
+
+def _format_of(path: Path, db: sqlite3.Connection) -> int:
+    """The cache format of a file; a CacheError when it is not a judge cache or is newer."""
+    try:
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error as exc:
+        raise CacheError(
+            f"{path} is damaged or not an SQLite file ({exc}); move it away or give --cache "
+            "a new path"
+        ) from exc
+    if app_id != _APPLICATION_ID and tables:
+        raise CacheError(f"{path} is an SQLite file but not a judge cache")
+    if version > SCHEMA_VERSION:
+        raise CacheError(
+            f"{path} was written by a newer judge (cache format {version}; this judge reads "
+            f"formats up to {SCHEMA_VERSION}); upgrade judge"
+        )
+    return version
+
+
+def _integrity(db: sqlite3.Connection) -> list[str]:
+    """SQLite's integrity check: empty when it says ok, else its first messages."""
+    try:
+        messages = [r[0] for r in db.execute("PRAGMA integrity_check(20)")]
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    return [] if messages == ["ok"] else messages
+
+
+def _verify_db(db: sqlite3.Connection) -> Verification:
+    """Verify a format-4 file: SQLite's integrity check, and every entry's checksums."""
+    found = Verification(integrity=_integrity(db))
+    try:
+        for rowid, key, *stored in db.execute(
+            "SELECT rowid, CAST(key AS BLOB), response_crc, vector_crc, vector,"
+            " CAST(response AS BLOB) FROM judgments NOT INDEXED"
+        ):
+            found.entries += 1
+            kind = _damage_of(key, *stored)
+            if kind is not None:
+                found.damaged.setdefault(kind, []).append(rowid)
+    except sqlite3.Error as exc:
+        found.integrity.append(f"reading the entries stopped: {exc}")
+    return found
+
+
+def _rebuild_old(path: Path, db: sqlite3.Connection, version: int) -> int | None:
+    """Put in place of an older-format file a new one holding every row SQLite can read of
+    it, upgraded to the current format; returns how many rows could not be read (None when
+    SQLite could not count them). Closes db."""
+    fresh = path.with_name(f".{path.name}.repairing")
+    for leftover in _files_of(fresh):
+        leftover.unlink(missing_ok=True)
+    out = sqlite3.connect(fresh, isolation_level=None)
+    try:
+        try:  # through the (smaller) index of keys, which may be intact
+            before = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
+        except sqlite3.Error:
+            before = None
+        out.execute(f"PRAGMA application_id={_APPLICATION_ID}")
+        for migration in MIGRATIONS[:version]:  # the same table, empty
+            migration(out)
+        out.execute(f"PRAGMA user_version={version}")
+        names = ", ".join(r[1] for r in out.execute("PRAGMA table_info(judgments)"))
+        marks = ", ".join("?" * len(names.split(", ")))
+        # Format 3 has rowids to step by; formats 1 and 2 are keyed by their keys only.
+        rows = _readable_rows(db, names) if version >= 3 else _readable_rows_by_key(db, names)
+        copied = 0
+        out.execute("BEGIN")
+        for row in rows:
+            copied += out.execute(
+                f"INSERT OR IGNORE INTO judgments ({names}) VALUES ({marks})", row
+            ).rowcount
+        out.execute("COMMIT")
+        migrate(out)  # the release's own upgrade: checksums as m004 computes them
+        out.execute("PRAGMA journal_mode=WAL")
+    except BaseException:
+        out.close()
+        db.close()
+        for leftover in _files_of(fresh):
+            leftover.unlink(missing_ok=True)
+        raise
+    out.close()
+    db.close()
+    for leftover in _files_of(path)[1:]:
+        leftover.unlink(missing_ok=True)
+    os.replace(fresh, path)
+    return None if before is None else max(before - copied, 0)
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:
@@ -721,6 +876,25 @@ def _readable_rows(db: sqlite3.Connection, columns: str) -> Iterator[tuple[Any, 
                     yield from db.execute(
                         f"SELECT {columns} FROM judgments WHERE rowid = ?", (rowid,)
                     ).fetchall()
+
+
+def _readable_rows_by_key(
+    db: sqlite3.Connection, columns: str, prefix: str = ""
+) -> Iterator[tuple[Any, ...]]:
+    """Every row of a table keyed by hex keys (formats 1 and 2) that SQLite can still read:
+    a range of keys that meets a damaged page is read again in 16 narrower ones, down to
+    keys sharing 4 hex digits (what is left is unreadable)."""
+    if prefix:
+        query = f"SELECT {columns} FROM judgments WHERE key >= ? AND key < ?"
+        params: tuple[str, ...] = (prefix, prefix + "\x7f")  # above every hex digit
+    else:
+        query, params = f"SELECT {columns} FROM judgments", ()
+    try:
+        yield from db.execute(query, params).fetchall()
+    except sqlite3.Error:
+        if len(prefix) < 4:
+            for digit in "0123456789abcdef":
+                yield from _readable_rows_by_key(db, columns, prefix + digit)
 
 
 def _entry(row: tuple[Any, ...]) -> CacheEntry:
