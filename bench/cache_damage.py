@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from judge.cache.store import Cache
 from judge.errors import CacheStoreError, JudgeError
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.run.evaluate import evaluate
 from judge.testing import FakeLLMServer, heuristic_judge

@@ -18,9 +18,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.cache.identity import server_identity
+from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.llm.config import LLM, PromptRef
-from judge.llm.identity import server_identity
 from judge.llm.session import LLMSession
 from judge.llm.structured import schema_of
 

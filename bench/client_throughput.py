@@ -41,7 +41,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from judge.llm.cache import Cache
+from judge.cache.store import Cache
 from judge.llm.config import LLM, PromptRef
 from judge.llm.session import LLMSession
 

@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-from judge.llm.cache import Cache, CacheEntry, cache_key
+from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import hashed_embedding
 

@@ -13,14 +13,14 @@ from judge.errors import CoverageWarning, InputFormatError, JudgeError, UnknownM
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
+    from judge.cache.store import Cache
     from judge.comparison.evaluations import Comparison, compare
     from judge.labels.agreement import AgreementResult, agreement
-    from judge.llm.cache import Cache
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.custom import judged_metric
     from judge.metrics.registry import Metric, MetricScore
+    from judge.probes.probe import probe
     from judge.probes.result import ProbeResult
-    from judge.probes.run import probe
     from judge.run.evaluate import aevaluate, evaluate
     from judge.run.results import EvaluationResult, ResultRow
     from judge.run.score import SampleResult, ascore, score
@@ -32,7 +32,7 @@ _LAZY = {
     "SampleResult": "judge.run.score",
     "LLM": "judge.llm.config",
     "Embeddings": "judge.llm.config",
-    "Cache": "judge.llm.cache",
+    "Cache": "judge.cache.store",
     "evaluate": "judge.run.evaluate",
     "aevaluate": "judge.run.evaluate",
     "EvaluationResult": "judge.run.results",
@@ -44,7 +44,7 @@ _LAZY = {
     "Comparison": "judge.comparison.evaluations",
     "agreement": "judge.labels.agreement",
     "AgreementResult": "judge.labels.agreement",
-    "probe": "judge.probes.run",
+    "probe": "judge.probes.probe",
     "ProbeResult": "judge.probes.result",
 }
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from judge.llm.cache import Cache
+from judge.cache.store import Cache
 from judge.run.score import SampleResult
 from judge.testing import FakeLLMServer, data_blocks, score_fixture
 

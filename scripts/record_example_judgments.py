@@ -21,7 +21,7 @@ from domain_accuracy import domain_accuracy  # noqa: E402
 from rubric import support_tone  # noqa: E402
 
 import judge  # noqa: E402
-from judge.llm.cache import Cache  # noqa: E402
+from judge.cache.store import Cache  # noqa: E402
 from judge.testing import FIXTURE_SERVER, FakeLLMServer  # noqa: E402
 
 MODEL = "openai/judge-fixture"

@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from judge.cache.store import Cache
 from judge.cli.demo import DEMO_EMBEDDINGS, DEMO_METRICS, DEMO_MODEL
-from judge.llm.cache import Cache
 from judge.run.score import SampleResult
 from judge.testing import FakeLLMServer, data_blocks, score_fixture
 

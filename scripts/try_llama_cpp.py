@@ -51,10 +51,10 @@ from typing import Any
 from pydantic import BaseModel
 
 import judge
+from judge.aio import run_sync
 from judge.errors import InvalidOutputError, JudgeError
 from judge.llm.session import LLMSession
 from judge.llm.transport import Transport
-from judge.run.sync import run_sync
 
 SAMPLE = {
     "question": "Who created the Python programming language, and when was it first released?",

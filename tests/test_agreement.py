@@ -16,7 +16,7 @@ from sklearn import metrics as skm
 import judge
 from judge.errors import InputFormatError
 from judge.labels import kinds
-from judge.report.agreement_html import render_agreement
+from judge.labels.html import render_agreement
 from judge.testing import FakeLLMServer, data_blocks, heuristic_judge
 from judge.testing.replies import FakeHTTPError
 

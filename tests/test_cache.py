@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
+from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.errors import CacheError
-from judge.llm.cache import Cache, CacheEntry, cache_key
 
 
 def entry(i: int, answer: str = "yes") -> CacheEntry:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from judge.cache.identity import UNKNOWN
+from judge.cache.store import Cache
 from judge.errors import CacheError
-from judge.llm.cache import Cache
-from judge.llm.identity import UNKNOWN
 from judge.llm.session import LLMSession
 from judge.testing import FakeLLMServer
 from tests.test_cache import entry

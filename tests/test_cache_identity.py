@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-import judge.llm.cache
-import judge.llm.migrations
+import judge.cache.migrations
+import judge.cache.store
+from judge.aio import run_sync
+from judge.cache.identity import DEFAULT, UNKNOWN, normalise_url, server_identity
+from judge.cache.migrations import SCHEMA_VERSION
+from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.errors import CacheError, CacheMiss, JudgeError
-from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.llm.config import LLM, Embeddings, PromptRef
-from judge.llm.identity import DEFAULT, UNKNOWN, normalise_url, server_identity
-from judge.llm.migrations import SCHEMA_VERSION
 from judge.llm.session import LLMSession
 from judge.run.evaluate import evaluate
-from judge.run.sync import run_sync
 from judge.testing import FakeLLMServer, heuristic_judge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,7 +236,7 @@ def test_format_3_keeps_every_row_in_a_rowid_table_with_an_index_of_keys(tmp_pat
     path = v1_copy(tmp_path)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
-    judge.llm.migrations.m002_server_in_keys(db)
+    judge.cache.migrations.m002_server_in_keys(db)
     db.execute("PRAGMA user_version=2")
     db.execute("COMMIT")
     columns = "key, kind, request, response, model, resolved_model, prompt, prompt_version, mode"
@@ -318,7 +318,7 @@ def test_the_vacuum_after_a_rebuild_gives_way_to_a_writer_at_once(tmp_path):
     writer.execute("BEGIN IMMEDIATE")  # another process writing
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
     started = time.monotonic()
-    judge.llm.migrations.compact(db)  # skipped, not waited for, not raised
+    judge.cache.migrations.compact(db)  # skipped, not waited for, not raised
     assert time.monotonic() - started < 5
     assert db.execute("PRAGMA busy_timeout").fetchone()[0] == 60_000
     writer.execute("ROLLBACK")
@@ -331,7 +331,7 @@ def test_an_upgrade_stopped_by_another_process_says_so(tmp_path, monkeypatch):
         raise sqlite3.OperationalError("database is locked")
 
     path = v1_copy(tmp_path)
-    monkeypatch.setattr(judge.llm.cache, "migrate", locked)
+    monkeypatch.setattr(judge.cache.store, "migrate", locked)
     with pytest.raises(CacheError, match=r"unchanged\. Another judge process is probably"):
         Cache(path)
 
@@ -342,7 +342,7 @@ def test_format_3_adds_the_bytes_of_vectors_recorded_before(tmp_path):
     entries.append(embedding_entry("ints", [1, 0]))
     damaged = embedding_entry("damaged", [0.5])
     db = sqlite3.connect(path, isolation_level=None)  # a format-2 file, as format 2 wrote it
-    for migration in judge.llm.migrations.MIGRATIONS[:2]:
+    for migration in judge.cache.migrations.MIGRATIONS[:2]:
         migration(db)
     db.execute("PRAGMA user_version=2")
     db.execute(f"PRAGMA application_id={0x4A444745}")
@@ -395,9 +395,9 @@ def test_a_failed_migration_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     path = v1_copy(tmp_path)
     before = raw_rows(path)
     monkeypatch.setattr(
-        judge.llm.migrations, "MIGRATIONS", (*judge.llm.migrations.MIGRATIONS, broken)
+        judge.cache.migrations, "MIGRATIONS", (*judge.cache.migrations.MIGRATIONS, broken)
     )
-    monkeypatch.setattr(judge.llm.cache, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(judge.cache.store, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     failed = rf"from format 1 to {SCHEMA_VERSION + 1} failed .*left the file unchanged\. Check"
     with pytest.raises(CacheError, match=failed):
         Cache(path)

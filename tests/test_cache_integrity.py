@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-import judge.llm.cache
-import judge.llm.migrations
+import judge.cache.migrations
+import judge.cache.store
+from judge.aio import run_sync
+from judge.cache.migrations import SCHEMA_VERSION
+from judge.cache.store import Cache, CacheEntry, cache_key
+from judge.cache.write_batch import WriteBatch
 from judge.errors import CacheError, CacheMiss, CacheStoreError
-from judge.llm.cache import Cache, CacheEntry, cache_key
 from judge.llm.config import LLM, Embeddings
-from judge.llm.migrations import SCHEMA_VERSION
 from judge.llm.session import LLMSession
-from judge.llm.write_batch import WriteBatch
 from judge.run.evaluate import evaluate
-from judge.run.sync import run_sync
 from judge.testing import FakeLLMServer, heuristic_judge
 
 
@@ -194,7 +194,7 @@ def test_a_row_sqlite_cannot_decode_is_damaged_not_a_crash(tmp_path):
 def format_3_file(path: Path, entries: list[CacheEntry], raw: list[tuple[Any, ...]] = ()) -> None:
     """A format-3 cache, as format 3 wrote it (responses as JSON, vectors as bytes)."""
     db = sqlite3.connect(path, isolation_level=None)
-    for migration in judge.llm.migrations.MIGRATIONS[:3]:
+    for migration in judge.cache.migrations.MIGRATIONS[:3]:
         migration(db)
     db.execute("PRAGMA user_version=3")
     db.execute(f"PRAGMA application_id={0x4A444745}")
@@ -206,7 +206,7 @@ def format_3_file(path: Path, entries: list[CacheEntry], raw: list[tuple[Any, ..
             json.dumps(e.request),
             json.dumps(e.response),
             e.model,
-            judge.llm.cache.vector_blob(e.response) if e.kind == "embedding" else None,
+            judge.cache.store.vector_blob(e.response) if e.kind == "embedding" else None,
         )
         for e in entries
     ]
@@ -223,7 +223,14 @@ def test_format_4_adds_checksums_to_a_format_3_file(tmp_path):
         good,
         [
             (broken_json.key, "chat", "{}", '{"choices":[', "m", None),
-            (wrong_vector.key, "embedding", "{}", "[1.0]", "e", judge.llm.cache.vector_blob([2.0])),
+            (
+                wrong_vector.key,
+                "embedding",
+                "{}",
+                "[1.0]",
+                "e",
+                judge.cache.store.vector_blob([2.0]),
+            ),
         ],
     )
     with Cache(path) as cache:
@@ -633,7 +640,7 @@ def test_verify_of_a_read_only_old_cache(tmp_path):
 def test_repair_of_a_damaged_format_2_cache_steps_over_its_damaged_key_ranges(tmp_path):
     path = tmp_path / "c.sqlite"
     db = sqlite3.connect(path, isolation_level=None)
-    for migration in judge.llm.migrations.MIGRATIONS[:2]:  # keyed by key only, no rowids
+    for migration in judge.cache.migrations.MIGRATIONS[:2]:  # keyed by key only, no rowids
         migration(db)
     db.execute("PRAGMA user_version=2")
     db.execute(f"PRAGMA application_id={0x4A444745}")

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from judge.aio import run_sync
+from judge.cache.store import Cache
 from judge.errors import CacheMiss
-from judge.llm.cache import Cache
 from judge.llm.config import LLM
 from judge.llm.session import LLMSession
-from judge.run.sync import run_sync
 from judge.testing import FakeLLMServer
 
 

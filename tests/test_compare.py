@@ -14,9 +14,9 @@ import pytest
 
 from judge import ir
 from judge.comparison.evaluations import compare, compare_one, compare_scores
-from judge.comparison.runs import compare_runs, lost_from_top_k
+from judge.comparison.trec_runs import compare_runs, lost_from_top_k
 from judge.errors import InputFormatError
-from judge.report.diagnose import diagnose
+from judge.run.diagnose import diagnose
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import judge
+from judge.cache.identity import has_credentials, server_identity, without_credentials
 from judge.errors import JudgeError
-from judge.llm.identity import has_credentials, server_identity, without_credentials
 
 SECRET = "se/cr?et#1"
 

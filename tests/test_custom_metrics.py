@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import judge
+from judge.cache.store import Cache
 from judge.errors import InputFormatError, JudgeError
-from judge.llm.cache import Cache
 from judge.metrics.custom import judged_metric
 from judge.testing import FIXTURE_SERVER, FakeLLMServer, recorded_chat
 

@@ -1,4 +1,4 @@
-"""Coroutines started eagerly (judge.run.eager) behave as tasks would, only sooner."""
+"""Coroutines started eagerly (judge.eager) behave as tasks would, only sooner."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import contextvars
 
 import pytest
 
-from judge.run import eager
+from judge import eager
 
 needs_311 = pytest.mark.skipif(not eager.EAGER, reason="Python 3.10 starts ordinary tasks")
 

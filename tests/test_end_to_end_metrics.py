@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import judge.metrics.prompts
+from judge.cache.store import Cache
 from judge.comparison.evaluations import compare
-from judge.llm.cache import Cache
 from judge.llm.config import LLM
 from judge.metrics.citations import find_citations
 from judge.run.evaluate import evaluate

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import judge.ir.columns as columns
+import judge.ir.trec_columns as columns
 
 
 def malformed_chunk() -> tuple[bytes, int]:

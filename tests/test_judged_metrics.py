@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import judge.metrics.prompts
-from judge.llm.cache import Cache
+from judge.cache.store import Cache
 from judge.run.score import SampleResult
 from judge.testing import (
     FakeLLMServer,

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from judge.aio import run_sync
+from judge.cache.store import Cache
 from judge.errors import (
     CacheMiss,
     ContextWindowError,
@@ -19,10 +21,8 @@ from judge.errors import (
     LLMRequestError,
     TruncatedOutputError,
 )
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
-from judge.run.sync import run_sync
 from judge.testing import FakeLLMServer, Fault
 from judge.testing.replies import hashed_embeddings
 

@@ -14,8 +14,8 @@ import pytest
 
 import judge
 from judge.errors import UnknownMetricError
-from judge.ir import measures
-from judge.ir.measures import parse_measure
+from judge.ir import measure_names as measures
+from judge.ir.measure_names import parse_measure
 from judge.llm.config import LLM
 from judge.run.score import named_metric
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import judge
+from judge.cache.identity import server_identity
 from judge.errors import JudgeError, LLMConfigError, UnknownMetricError
-from judge.ir.measures import parse_measure
+from judge.ir.measure_names import parse_measure
 from judge.llm.config import LLM, Embeddings
-from judge.llm.identity import server_identity
 from judge.llm.transport import endpoint_for
 from judge.metrics.registry import get_metric
 from judge.testing import heuristic_judge

@@ -11,12 +11,12 @@ import openai
 import pytest
 from pydantic import BaseModel
 
+from judge.aio import run_sync
 from judge.errors import LLMConfigError
 from judge.llm.config import LLM
 from judge.llm.openai_http import OpenAIHTTP, endpoint_url, proxy_for, resolve_key, status_error
 from judge.llm.retry import is_transient, retry_after
 from judge.llm.session import LLMSession
-from judge.run.sync import run_sync
 from judge.testing import FakeLLMServer, Fault
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import judge
-from judge.probes.run import probe
+from judge.probes.probe import probe
 from judge.testing import FakeLLMServer, data_blocks, heuristic_judge
 from judge.testing.replies import message_text
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from judge.cache.store import Cache
 from judge.cli.main import main
 from judge.errors import InputFormatError
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.run.evaluate import evaluate
 from judge.testing import heuristic_judge

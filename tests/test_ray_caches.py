@@ -3,7 +3,7 @@ fall back to the other files, slots reused once an actor is gone."""
 
 from __future__ import annotations
 
-from judge.llm.cache import Cache
+from judge.cache.store import Cache
 from judge.ray.caches import ActorCaches, actor_cache
 from tests.test_cache import entry
 

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from judge import LLM, Embeddings
+from judge import LLM, Embeddings, eager
+from judge.cache.memo import ResponseMemo, estimated_bytes
+from judge.cache.store import Cache, cache_key
 from judge.cli.finish import finish_run
-from judge.llm.cache import Cache, cache_key
-from judge.llm.memo import ResponseMemo, estimated_bytes
 from judge.llm.session import LLMSession
-from judge.run import eager
 from judge.run.evaluate import evaluate
 from judge.testing import heuristic_judge
 

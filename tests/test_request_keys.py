@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from judge.cache.store import cache_key
 from judge.json_values import canonical_json
-from judge.llm.cache import cache_key
-from judge.llm.keys import KeyTemplate, messages_json, schema_text
+from judge.llm.request_keys import KeyTemplate, messages_json, schema_text
 from judge.llm.structured import schema_of
 from judge.metrics.judges import ContextGrade
 

@@ -14,7 +14,7 @@ import pytest
 import judge
 from judge.cli.options import DEFAULT_MAX_ERROR_RATE as CLI_DEFAULT
 from judge.errors import JudgeError
-from judge.report.outputs import (
+from judge.run.outputs import (
     DEFAULT_MAX_ERROR_RATE,
     INCOMPLETE,
     PASSED,

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from judge.cache.merge import merge_caches
+from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.cli.finish import finish_run
 from judge.cli.processes import ShardCrash
 from judge.errors import CacheError, InputFormatError, JudgeError
-from judge.llm.cache import Cache, CacheEntry, cache_key
-from judge.llm.cache_merge import merge_caches
 from judge.llm.config import LLM
 from judge.run.evaluate import evaluate
 from judge.run.merge import merge_shards

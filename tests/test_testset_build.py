@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from judge.cache.store import Cache
 from judge.cli.main import main
 from judge.errors import JudgeError, LLMConfigError
-from judge.llm.cache import Cache
 from judge.llm.config import LLM
 from judge.metrics.prompts import load_prompt
 from judge.testing import FakeLLMServer, Fault

@@ -272,7 +272,7 @@ def test_cli_eval_of_a_mistyped_path_makes_no_hub_request(tmp_path):
         "HF_HUB_OFFLINE": "0",
         "HF_DATASETS_OFFLINE": "0",
     }
-    from judge.llm.cache import Cache
+    from judge.cache.store import Cache
 
     Cache(tmp_path / "c.sqlite").close()  # --replay needs a cache that exists
     done = cli(

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import judge.ir.arrow as arrow
-import judge.ir.columns as columns
+import judge.ir.trec_columns as columns
 from judge.errors import CoverageWarning, InputFormatError
 from judge.ir import evaluate, read_qrels, read_run
-from judge.ir.columns import read_columns
 from judge.ir.trec import read_qrels_by_line, read_run_by_line
+from judge.ir.trec_columns import read_columns
 
 FIXTURE = HealthCheck.function_scoped_fixture  # tmp_path is rewritten on every example
 FIXTURE = HealthCheck.function_scoped_fixture  # tmp_path is reused: each example rewrites it
@@ -194,7 +194,7 @@ def test_hash_collisions_fall_back_to_exact_comparison(tmp_path: Path, monkeypat
     expected = quiet(read_qrels_by_line(qrels), read_run_by_line(run))
     # Every string of one length hashes alike: a run "duplicates" ids, qrels match wrong docs.
     monkeypatch.setattr(columns, "string_hashes", lambda strings: _lengths(strings))
-    monkeypatch.setattr("judge.ir.columnar.string_hashes", lambda strings: _lengths(strings))
+    monkeypatch.setattr("judge.ir.rank_columns.string_hashes", lambda strings: _lengths(strings))
     assert read_columns(run, "run") is None
     assert quiet(qrels, run) == expected
     (tmp_path / "one").write_text("q Q0 a 1 0.5 t\n")

@@ -8,11 +8,11 @@ import json
 import pytest
 from pydantic import BaseModel
 
+from judge.cache.store import Cache, CacheEntry
+from judge.cache.write_batch import WriteBatch
 from judge.errors import CacheError
-from judge.llm.cache import Cache, CacheEntry
 from judge.llm.config import LLM
 from judge.llm.session import LLMSession
-from judge.llm.write_batch import WriteBatch
 from judge.testing import FakeLLMServer
 
 

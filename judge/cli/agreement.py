@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run_agreement(args: argparse.Namespace) -> int:
     """The `judge agreement` command."""
     from judge.labels.agreement import agreement
-    from judge.report.agreement_html import write_agreement
+    from judge.labels.html import write_agreement
 
     llm, embeddings, cache = model_config(args)
     result = agreement(

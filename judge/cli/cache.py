@@ -57,8 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_verify(args: argparse.Namespace) -> int:
     """The `judge cache verify` command: 0 when clean, 2 when anything is damaged."""
-    from judge.llm.cache import verify_file
-    from judge.llm.migrations import SCHEMA_VERSION
+    from judge.cache.migrations import SCHEMA_VERSION
+    from judge.cache.store import verify_file
 
     if not Path(args.cache).is_file():
         raise JudgeError(f"{args.cache}: no such cache file")
@@ -88,7 +88,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_repair(args: argparse.Namespace) -> int:
     """The `judge cache repair` command."""
-    from judge.llm.cache import repair_file
+    from judge.cache.store import repair_file
 
     if not Path(args.cache).is_file():
         raise JudgeError(f"{args.cache}: no such cache file")
@@ -102,7 +102,7 @@ def run_repair(args: argparse.Namespace) -> int:
 
 def run_merge(args: argparse.Namespace) -> int:
     """The `judge cache merge` command."""
-    from judge.llm.cache_merge import merge_caches
+    from judge.cache.merge import merge_caches
 
     written, skipped = merge_caches(args.caches, args.output)
     print(
@@ -114,7 +114,7 @@ def run_merge(args: argparse.Namespace) -> int:
 
 def run_cache(args: argparse.Namespace) -> int:
     """The `judge cache` command."""
-    from judge.llm.cache import Cache
+    from judge.cache.store import Cache
 
     if args.action != "stats" and not args.file:
         raise JudgeError(f"judge cache {args.action} needs a JSONL file argument")

@@ -55,14 +55,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run_compare(args: argparse.Namespace) -> int:
     """The `judge compare` command."""
     from judge.comparison.evaluations import compare, write_json
-    from judge.comparison.runs import compare_runs
+    from judge.comparison.html import write_compare
+    from judge.comparison.trec_runs import compare_runs
     from judge.ir import read_qrels, read_run
-    from judge.report.compare_html import write_compare
-    from judge.report.diagnose import diagnose
+    from judge.run.diagnose import diagnose
 
     metrics = metrics_of(args) or None
     if args.columns:
-        from judge.comparison.runs import compare_ranked_columns
+        from judge.comparison.trec_runs import compare_ranked_columns
 
         first, _, second = args.columns.partition(",")
         if not first or not second or args.b:

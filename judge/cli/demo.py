@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_demo(args: argparse.Namespace) -> int:
     """The `judge demo` command: the demo dataset, replayed offline from recorded judgments."""
-    from judge.llm.cache import Cache
+    from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
     from judge.run.evaluate import evaluate
     from judge.testing.fixtures import FIXTURE_SERVER

@@ -20,7 +20,7 @@ from judge.cli.options import (
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
-    from judge.llm.cache import Cache
+    from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
 
 
@@ -159,7 +159,7 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
     returns the exit code."""
     from judge.ray.caches import ActorCaches
     from judge.ray.evaluate import require_ray
-    from judge.ray.run import evaluate_file
+    from judge.ray.file_eval import evaluate_file
     from judge.run.output_folder import OutputFolder
 
     if args.shard is not None:

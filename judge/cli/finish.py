@@ -35,13 +35,13 @@ def finish_run(
     results_written: bool = False,
     keep_checkpoint: bool = False,
 ) -> int:
-    """Write the run's folder and apply its gates (`judge.report.outputs.write_outputs`,
+    """Write the run's folder and apply its gates (`judge.run.outputs.write_outputs`,
     what `EvaluationResult.write` does), print the table and the verdict, return the exit
     code. With results_written, the rows were joined into `folder.temporary(
     "results.jsonl")` already (judge merge). The run's checkpoint is deleted unless
     keep_checkpoint (a shard of --processes keeps it until the shards are joined)."""
     from judge.cli.words import cli_words
-    from judge.report.outputs import write_outputs
+    from judge.run.outputs import write_outputs
 
     outcome = write_outputs(
         result,

@@ -10,12 +10,12 @@ import warnings
 from judge.cli.options import metric_option, metrics_of
 from judge.cli.output import output_options
 from judge.errors import CoverageWarning
-from judge.ir.measures import DEFAULT_METRICS
+from judge.ir.measure_names import DEFAULT_METRICS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the ir subcommand."""
-    from judge.ir.measures import FAMILIES
+    from judge.ir.measure_names import FAMILIES
 
     table = "\n".join(f"  {f:<12} {desc}" for f, (_, desc) in FAMILIES.items())
     p = sub.add_parser(

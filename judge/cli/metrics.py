@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_metrics(args: argparse.Namespace) -> int:
     """The `judge metrics` command: every metric judge can compute, side by side."""
-    from judge.ir.measures import FAMILIES
+    from judge.ir.measure_names import FAMILIES
     from judge.metrics.plugins import extra_metrics
     from judge.metrics.registry import BUILTIN
 

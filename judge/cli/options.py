@@ -13,10 +13,10 @@ from judge.errors import JudgeError
 from judge.run.progress import DEFAULT_INTERVAL
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
-    from judge.llm.cache import Cache
+    from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
 
-# The default of --max-error-rate: see judge.report.outputs (kept in step by a test).
+# The default of --max-error-rate: see judge.run.outputs (kept in step by a test).
 DEFAULT_MAX_ERROR_RATE = 0.05
 
 
@@ -179,7 +179,7 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:
     """(LLM, Embeddings or None, Cache or None) from the `model_options` arguments."""
-    from judge.llm.cache import Cache
+    from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
 
     if not args.model:

@@ -52,8 +52,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_probe(args: argparse.Namespace) -> int:
     """The `judge probe` command."""
-    from judge.probes.run import probe
-    from judge.report.probe_html import write_probe
+    from judge.probes.html import write_probe
+    from judge.probes.probe import probe
 
     llm, embeddings, cache = model_config(args)
     probes = [p.strip() for p in args.probes.split(",") if p.strip()]

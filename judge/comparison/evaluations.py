@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from judge.errors import InputFormatError
+from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
-from judge.report.format import MISSING, number
 from judge.run.data import loads_json, text_lines
 from judge.run.output_folder import check_results_hash
 from judge.run.results import ResultRow

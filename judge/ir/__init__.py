@@ -1,7 +1,13 @@
 """Retrieval metrics computed exactly as trec_eval computes them, vectorised with numpy."""
 
 from judge.ir.evaluate import IRResult, QueryScores, evaluate, score_queries
-from judge.ir.measures import DEFAULT_METRICS, Measure, parse_measure, parse_measures, valid_names
+from judge.ir.measure_names import (
+    DEFAULT_METRICS,
+    Measure,
+    parse_measure,
+    parse_measures,
+    valid_names,
+)
 from judge.ir.ranked_list import (
     average_precision,
     dcg_at_k,

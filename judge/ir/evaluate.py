@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from judge.errors import CoverageWarning, InputFormatError, JudgeError
-from judge.ir.columnar import rank_sources
-from judge.ir.columns import PathLike
 from judge.ir.from_dicts import rank_judged
-from judge.ir.measures import parse_measures
-from judge.ir.metrics import MetricTable
+from judge.ir.measure_names import parse_measures
+from judge.ir.per_query import MetricTable
+from judge.ir.rank_columns import rank_sources
 from judge.ir.ranking import Qrels, Run
+from judge.ir.trec_columns import PathLike
 
 
 class IRResult(dict):  # type: ignore[type-arg]

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from judge.errors import InputFormatError
-from judge.ir.columns import PathLike, read_columns, to_dicts
+from judge.ir.trec_columns import PathLike, read_columns, to_dicts
 
 
 def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:

@@ -14,17 +14,17 @@ from typing import Any
 
 import numpy as np
 
+from judge.cache.store import Cache
 from judge.errors import InputFormatError, UnknownMetricError
+from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.labels import kinds
 from judge.labels.check import Kind, Labels, read_labels
 from judge.labels.disagreements import worst
 from judge.labels.kinds import Measure
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.registry import Metric
-from judge.report.format import MISSING, number
 from judge.run.data import read_records
 from judge.run.evaluate import evaluate
 from judge.run.progress import DEFAULT_INTERVAL

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from judge.cache.identity import has_credentials, server_identity, without_credentials
 from judge.errors import JudgeError
-from judge.llm.identity import has_credentials, server_identity, without_credentials
 from judge.llm.structured import MODES, StructuredMode
 
 # What docs and examples write in place of a model's name: "...", "<model>", "{model}".
@@ -66,7 +66,7 @@ class LLM:
             name a cache was recorded under to replay it against a server at another
             address (a recorded fixture through a test server, a cache moved to another
             machine); "unknown" serves entries migrated from before servers were recorded.
-            A URL here is normalised like `api_base`. See `judge.llm.identity`.
+            A URL here is normalised like `api_base`. See `judge.cache.identity`.
     """
 
     model: str

@@ -4,7 +4,7 @@
 mode the server accepted, requests in flight, usage and cost. It asks for JSON matching a
 pydantic model, falls back from `json_schema` to `json_object` to a plain prompt when a
 server rejects a response format, re-asks on invalid output, retries transient failures,
-and consults the cache first. Cache keys name the server (`judge.llm.identity`), so two
+and consults the cache first. Cache keys name the server (`judge.cache.identity`), so two
 servers serving one model name never share judgments.
 """
 
@@ -19,14 +19,15 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from judge.cache.identity import recorded_servers, server_identity
+from judge.cache.memo import DEFAULT_BYTES, ResponseMemo
+from judge.cache.store import Cache, CacheEntry
+from judge.cache.write_batch import WriteBatch
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.json_values import canonical_json
-from judge.llm.cache import Cache, CacheEntry
 from judge.llm.config import LLM, Embeddings, PromptRef
-from judge.llm.identity import recorded_servers, server_identity
-from judge.llm.keys import KeyTemplate, messages_json, schema_text
-from judge.llm.memo import DEFAULT_BYTES, ResponseMemo
 from judge.llm.pricing import context_window, estimate_tokens
+from judge.llm.request_keys import KeyTemplate, messages_json, schema_text
 from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
 from judge.llm.structured import (
     MODES,
@@ -39,7 +40,6 @@ from judge.llm.structured import (
 )
 from judge.llm.transport import Transport, endpoint_for
 from judge.llm.usage import UsageLedger, UsageRecorder
-from judge.llm.write_batch import WriteBatch
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -70,7 +70,7 @@ class LLMSession:
         self.llm = llm
         self.embeddings = embeddings
         self.cache = cache
-        # Judgments are stored one transaction per event-loop turn (judge.llm.write_batch).
+        # Judgments are stored one transaction per event-loop turn (judge.cache.write_batch).
         self._writes = WriteBatch(cache) if cache is not None else None
         self._memo = ResponseMemo(memo_bytes)
         self.usage = UsageLedger()
@@ -524,7 +524,7 @@ def _chat_material(
     n: int,
     prompt: PromptRef | None,
 ) -> dict[str, Any]:
-    """What a chat request's key is the hash of (`judge.llm.cache.cache_key`), and what its
+    """What a chat request's key is the hash of (`judge.cache.store.cache_key`), and what its
     cache entry records as the request; messages None for a key template's fixed part."""
     material: dict[str, Any] = {
         "kind": "chat",
@@ -545,7 +545,7 @@ def _chat_material(
 
 async def _own_task() -> None:
     """Let the loop turn once before a request. A coroutine started eagerly (see
-    `judge.run.eager`) runs until its first wait inside its caller's task; the request's
+    `judge.eager`) runs until its first wait inside its caller's task; the request's
     code (timeouts, connection pools) may hold on to the current task, so it must start
     in the coroutine's own. Cache hits never get here."""
     await asyncio.sleep(0)

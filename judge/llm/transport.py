@@ -15,9 +15,9 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from judge.cache.identity import without_credentials
 from judge.errors import LLMConfigError, LLMRequestError
 from judge.llm.config import LLM, Embeddings
-from judge.llm.identity import without_credentials
 from judge.llm.pricing import openai_cost
 from judge.llm.retry import Endpoint, missing_key
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from judge.errors import UnknownMetricError
-from judge.ir.measures import did_you_mean, retrieval_names, valid_names
+from judge.ir.measure_names import did_you_mean, retrieval_names, valid_names
 from judge.metrics import scorers
 from judge.metrics.sample import SampleJudgments
 

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from judge import eager
 from judge.errors import InputFormatError
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
@@ -34,7 +35,6 @@ from judge.metrics.overlap import (
 )
 from judge.metrics.prompts import Prompt, load_prompt
 from judge.metrics.scorers import cosine_similarities
-from judge.run import eager
 
 T = TypeVar("T")
 

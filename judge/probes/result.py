@@ -9,9 +9,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from judge.formatting import number
 from judge.json_values import nan_to_null
 from judge.probes.checks import Check
-from judge.report.format import number
 from judge.run.results import EvaluationResult
 
 

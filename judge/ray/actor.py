@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from judge.aio import gather_or_cancel
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import Prompt, load_prompts
@@ -25,7 +26,6 @@ from judge.ray.caches import ActorCaches
 from judge.run.data import Row, build_rows
 from judge.run.evaluate import check_variables, evaluate_row
 from judge.run.results import ResultRow
-from judge.run.sync import gather_or_cancel
 
 ROW = "row"  # the result column holding each row's number in the input
 RESULT = "result"  # the result column holding the row's results.jsonl line

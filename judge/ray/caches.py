@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from judge.llm.cache import Cache, CacheMode
+from judge.cache.store import Cache, CacheMode
 
 PREFIX = "actor-"
 
@@ -28,7 +28,7 @@ class ActorCaches:
 
     Args:
         directory: the directory of the actors' cache files; None for no cache.
-        mode: the mode of each actor's own file (see `judge.llm.cache.Cache`).
+        mode: the mode of each actor's own file (see `judge.cache.store.Cache`).
         also_read: other cache files looked up as well (e.g. a plain run's).
     """
 
@@ -61,8 +61,8 @@ class ActorCache(Cache):
     Args:
         path: the actor's own file (written to).
         siblings: other cache files, consulted in order when the own file has no entry
-            (read-only `fallbacks` of `judge.llm.cache.Cache`).
-        mode: the cache mode of the own file (see `judge.llm.cache.Cache`).
+            (read-only `fallbacks` of `judge.cache.store.Cache`).
+        mode: the cache mode of the own file (see `judge.cache.store.Cache`).
         lock: the open lock file that reserves `path` for this actor (kept open).
     """
 

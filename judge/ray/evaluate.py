@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from judge.cache.store import CacheMode
 from judge.errors import InputFormatError, JudgeError
-from judge.llm.cache import CacheMode
 from judge.llm.config import LLM, Embeddings
 from judge.metrics.registry import Metric
 from judge.ray.actor import NUMBER, JudgeSpec, RowJudge

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from judge import ir
+from judge.aio import gather_or_cancel, run_sync
+from judge.cache.identity import server_identity
+from judge.cache.store import Cache
 from judge.errors import InputFormatError, UnknownMetricError
-from judge.ir.measures import MeasureFormError
+from judge.ir.measure_names import MeasureFormError
 from judge.json_values import canonical_json, sha256_hex
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
-from judge.llm.identity import server_identity
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import Prompt, load_prompts
 from judge.metrics.registry import Metric
@@ -29,7 +30,6 @@ from judge.run.progress import DEFAULT_INTERVAL, Progress
 from judge.run.results import EvaluationResult, ResultRow, RowTally
 from judge.run.score import MetricLike, make_session, resolve_metrics, score_sample
 from judge.run.shard import Shard, parse_shard
-from judge.run.sync import gather_or_cancel, run_sync
 
 # Rows served from the cache finish without waiting, so a worker runs them back to back;
 # it lets the loop turn this often, so the requests of other rows and the progress go on.

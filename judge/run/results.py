@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from judge.formatting import MISSING, number
 from judge.json_values import dumps_nan_as_null, nan_to_null
 from judge.metrics.registry import JUDGE_ERROR
-from judge.report.format import MISSING, number
 from judge.stats import bootstrap_cis
 
 if TYPE_CHECKING:
-    from judge.report.outputs import RunOutcome
+    from judge.run.outputs import RunOutcome
 
 
 def _score_json(value: float | None) -> float | None:
@@ -397,10 +397,10 @@ class EvaluationResult:
                 all rows that could not be read, that passes (`--max-error-rate`).
 
         Returns:
-            A `judge.report.outputs.RunOutcome`: `code` is `judge eval`'s exit code (0
+            A `judge.run.outputs.RunOutcome`: `code` is `judge eval`'s exit code (0
             passed, 1 a threshold missed, 3 scores missing), with the reasons.
         """
-        from judge.report.outputs import write_outputs  # report renders results: above run
+        from judge.run.outputs import write_outputs  # report renders results: above run
 
         return write_outputs(self, out, fail_under=fail_under, max_error_rate=max_error_rate)
 

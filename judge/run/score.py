@@ -9,8 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from judge import eager
+from judge.aio import run_sync
+from judge.cache.store import Cache
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError, UnknownMetricError
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
@@ -25,8 +27,6 @@ from judge.metrics.registry import (
     unknown_metric,
 )
 from judge.metrics.sample import Sample, SampleJudgments
-from judge.run import eager
-from judge.run.sync import run_sync
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# The server identity recorded fixtures are keyed under (see judge.llm.identity): they are
+# The server identity recorded fixtures are keyed under (see judge.cache.identity): they are
 # recorded and replayed through a FakeLLMServer at a random port, and replayed by
 # `judge demo` with no server at all, so their keys name this fixed identity, not an address.
 FIXTURE_SERVER = "judge-fixture"

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from judge.cache.store import Cache
 from judge.errors import JudgeError
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.testset.corpus import Corpus, load_corpus

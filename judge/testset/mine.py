@@ -20,8 +20,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, create_model
 
+from judge.cache.store import Cache
 from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import load_prompt

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+from judge.formatting import escape, number, page, write_page
 from judge.probes.result import ProbeResult, figures, verdict
-from judge.report.format import escape, number, page, write_page
 
 
 def _checks(result: ProbeResult) -> str:

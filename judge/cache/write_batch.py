@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from judge.cache.store import Cache, CacheEntry
 from judge.errors import CacheStoreError
-from judge.llm.cache import Cache, CacheEntry
 
 
 class WriteBatch:

@@ -6,7 +6,7 @@ import math
 import os
 
 from judge.comparison.evaluations import ALPHA, Comparison
-from judge.report.format import escape, number, page, write_page
+from judge.formatting import escape, number, page, write_page
 
 
 def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:

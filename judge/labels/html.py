@@ -7,9 +7,9 @@ import json
 import os
 from typing import Any
 
+from judge.formatting import MISSING, escape, number, page, write_page
 from judge.labels.agreement import Agreement, AgreementResult
-from judge.report.eval_html import evidence_html
-from judge.report.format import MISSING, escape, number, page, write_page
+from judge.run.report_html import evidence_html
 from judge.run.results import ResultRow
 
 

@@ -19,7 +19,7 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
-from judge.run import sync
+from judge import aio
 
 T = TypeVar("T")
 
@@ -109,8 +109,8 @@ def _finished(futures: list[asyncio.Future[T]]) -> bool:
 
 
 async def gather_or_cancel(futures: list[asyncio.Future[T]]) -> list[T]:
-    """`judge.run.sync.gather_or_cancel` of started futures, without a turn of the loop
+    """`judge.aio.gather_or_cancel` of started futures, without a turn of the loop
     when all are done."""
     if _finished(futures):  # nothing left running to cancel
         return [f.result() for f in futures]
-    return await sync.gather_or_cancel(futures)
+    return await aio.gather_or_cancel(futures)

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from judge.cache.store import Cache
 from judge.errors import InputFormatError, JudgeError
-from judge.llm.cache import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.metrics import scorers
 from judge.metrics.registry import Metric, relevant

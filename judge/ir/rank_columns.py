@@ -18,7 +18,6 @@ import numpy as np
 
 from judge.errors import JudgeError
 from judge.ir.arrow import mix, string_hashes, strings_to_arrow, take
-from judge.ir.columns import Kind, PathLike, TrecColumns, query_groups, read_columns
 from judge.ir.from_dicts import rank_judged
 from judge.ir.ranking import (
     Qrels,
@@ -29,6 +28,7 @@ from judge.ir.ranking import (
     rank_arrays,
 )
 from judge.ir.trec import read_qrels_by_line, read_run_by_line
+from judge.ir.trec_columns import Kind, PathLike, TrecColumns, query_groups, read_columns
 
 _VALUES = methodcaller("values")
 _BITS = 22

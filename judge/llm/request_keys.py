@@ -1,7 +1,7 @@
 """Cache keys built from parts whose canonical JSON is known already, so a request's
 largest parts are not encoded again for every key.
 
-A key is the sha256 of the canonical JSON of a request's material (`judge.llm.cache.
+A key is the sha256 of the canonical JSON of a request's material (`judge.cache.store.
 cache_key`). Canonical JSON sorts the keys and has no whitespace, so the text can be put
 together from the texts of the values: an output schema's is made once per model, and a
 prompt's system message, the same for every row, is escaped once per run. A `KeyTemplate`

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.report.diagnose import diagnose
-from judge.report.eval_html import write_report
 from judge.run.checkpoint import RowFile
+from judge.run.diagnose import diagnose
 from judge.run.merge import SHARD_FILE, write_shard_record
 from judge.run.output_folder import OutputFolder, file_sha256
+from judge.run.report_html import write_report
 from judge.run.results import EvaluationResult, ResultRow
 
 PASSED = 0

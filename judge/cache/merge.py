@@ -15,8 +15,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from judge.cache.store import Cache, CacheEntry
 from judge.errors import CacheError
-from judge.llm.cache import Cache, CacheEntry
 
 BATCH = 5_000  # entries written per transaction
 

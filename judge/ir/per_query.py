@@ -11,7 +11,7 @@ from judge.ir.ideal import (
     ideal_dcg_from_counts,
     position_in_group,
 )
-from judge.ir.measures import Measure
+from judge.ir.measure_names import Measure
 from judge.ir.ranking import RankedJudgments
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from judge.report.format import MISSING, escape, number, page, write_page
+from judge.formatting import MISSING, escape, number, page, write_page
 from judge.run.results import EvaluationResult, ResultRow
 
 
@@ -119,7 +119,7 @@ def _worst(result: EvaluationResult, limit: int = 10) -> str:
 
 
 def _diagnosis(result: EvaluationResult) -> str:
-    from judge.report.diagnose import diagnose
+    from judge.run.diagnose import diagnose
 
     findings = diagnose({m: s.mean for m, s in result.summary.items()})
     return "".join(f"<li>{escape(f)}</li>" for f in findings) or "<li>nothing stands out</li>"

@@ -18,8 +18,8 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from judge.cache.identity import UNKNOWN
 from judge.json_values import canonical_json, sha256_hex
-from judge.llm.identity import UNKNOWN
 
 
 def m001_create_judgments(db: sqlite3.Connection) -> None:
@@ -87,7 +87,7 @@ def m003_rowid_table_with_vectors(db: sqlite3.Connection) -> None:
 def _m003_vector(response: str) -> bytes | None:
     """Format 3's bytes of an embedding's JSON response: its floats as little-endian
     float64, or None when it is not a list of floats only (then its JSON is read). Frozen
-    with the migration; `judge.llm.cache.vector_blob` writes the same for new entries."""
+    with the migration; `judge.cache.store.vector_blob` writes the same for new entries."""
     try:
         vector = json.loads(response)
     except ValueError:  # a damaged entry does not stop the upgrade; its lookups say so
@@ -101,7 +101,7 @@ def m004_checksums(db: sqlite3.Connection) -> None:
     """Format 4: each entry carries the crc32 of its response's JSON text (`response_crc`)
     and of its vector's bytes (`vector_crc`), both seeded with the crc32 of its key, so a
     damaged response, vector or index entry (one key's lookup landing on another's row) is
-    found on read instead of served (`judge.llm.cache`).
+    found on read instead of served (`judge.cache.store`).
 
     The checksums come before the vector and the JSON in the row, so a lookup reads no
     further than before. An entry already damaged when upgraded (a response that is not

@@ -4,10 +4,10 @@ The key of an entry is the sha256 of the canonical JSON of everything that decid
 model's output (the server's identity, model, messages, output schema, n, temperature,
 seed, max_tokens, prompt name and version) and nothing else: keys, timeouts, retry
 settings and the structured-output mode are not in it. The server identity (see
-`judge.llm.identity`) is the normalised `api_base`, or a name given on purpose with
+`judge.cache.identity`) is the normalised `api_base`, or a name given on purpose with
 `cache_as`, which is how recorded judgments replay against a server at another address.
 Entries can be exported to and imported from sorted JSONL, so recorded judgments can live
-in git. The file's format is versioned and migrated in place (`judge.llm.migrations`).
+in git. The file's format is versioned and migrated in place (`judge.cache.migrations`).
 Every response is stored as JSON; an embedding's floats are also stored as their float64
 bytes, which lookups read (the same numbers, without parsing thousands of decimals).
 
@@ -34,9 +34,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from judge.cache.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, with_server
 from judge.errors import CacheError, CacheMiss, CacheStoreError
 from judge.json_values import canonical_json, sha256_hex
-from judge.llm.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, with_server
 
 CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")

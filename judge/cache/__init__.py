@@ -1,0 +1,1 @@
+"""The cache of judgments: readable JSON in SQLite, keyed by what the model sees."""

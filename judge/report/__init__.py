@@ -1,1 +1,0 @@
-"""Reports: report.html and compare.html, and the retrieval-first diagnosis."""
