@@ -15,7 +15,7 @@ import pytest
 from judge.json_values import sha256_hex
 from judge.llm.usage import Usage, UsageLedger
 from judge.metrics.overlap import content_tokens
-from judge.metrics.sample import Sample
+from judge.metrics.judgments import Sample
 from judge.metrics.scorers import cosine_similarities
 from judge.run.data import Row
 from judge.run.evaluate import row_hash

@@ -34,7 +34,7 @@ from judge.errors import JudgeError
 from judge.llm.config import PromptRef
 from judge.metrics.prompts import PromptError, load_prompt, parse_prompt
 from judge.metrics.registry import BUILTIN, JUDGE_ERROR, Metric, MetricScore
-from judge.metrics.sample import SampleJudgments
+from judge.metrics.judgments import SampleJudgments
 
 MISSING_FIELD = "missing_field"
 

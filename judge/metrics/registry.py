@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from judge.errors import UnknownMetricError
 from judge.ir.measure_names import did_you_mean, retrieval_names, valid_names
 from judge.metrics import scorers
-from judge.metrics.sample import SampleJudgments
+from judge.metrics.judgments import SampleJudgments
 
 NAN = float("nan")
 

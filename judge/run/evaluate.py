@@ -23,7 +23,7 @@ from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import Prompt, load_prompts
 from judge.metrics.registry import Metric
-from judge.metrics.sample import Sample
+from judge.metrics.judgments import Sample
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row, load_rows
 from judge.run.progress import DEFAULT_INTERVAL, Progress

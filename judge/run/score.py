@@ -26,7 +26,7 @@ from judge.metrics.registry import (
     get_metric,
     unknown_metric,
 )
-from judge.metrics.sample import Sample, SampleJudgments
+from judge.metrics.judgments import Sample, SampleJudgments
 
 
 @dataclass
