@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from judge.errors import CoverageWarning, InputFormatError, JudgeError, UnknownMetricError
-
-__version__ = "0.1.0"
+from judge.version import __version__
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
     from judge.cache.store import Cache
@@ -22,7 +21,8 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from judge.probes.probe import probe
     from judge.probes.result import ProbeResult
     from judge.run.evaluate import aevaluate, evaluate
-    from judge.run.results import EvaluationResult, ResultRow
+    from judge.run.results import EvaluationResult
+    from judge.run.rows import ResultRow
     from judge.run.score import SampleResult, ascore, score
 
 # name -> module that defines it, imported on first access (PEP 562)
@@ -36,7 +36,7 @@ _LAZY = {
     "evaluate": "judge.run.evaluate",
     "aevaluate": "judge.run.evaluate",
     "EvaluationResult": "judge.run.results",
-    "ResultRow": "judge.run.results",
+    "ResultRow": "judge.run.rows",
     "Metric": "judge.metrics.registry",
     "MetricScore": "judge.metrics.registry",
     "judged_metric": "judge.metrics.custom",

@@ -17,7 +17,7 @@ from judge.errors import UnknownMetricError
 from judge.ir import measure_names as measures
 from judge.ir.measure_names import parse_measure
 from judge.llm.config import LLM
-from judge.run.score import named_metric
+from judge.metrics.resolve import named_metric
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

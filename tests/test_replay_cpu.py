@@ -15,10 +15,10 @@ import pytest
 from judge.json_values import sha256_hex
 from judge.llm.usage import Usage, UsageLedger
 from judge.metrics.overlap import content_tokens
-from judge.metrics.judgments import Sample
 from judge.metrics.scorers import cosine_similarities
 from judge.run.data import Row
-from judge.run.evaluate import row_hash
+from judge.run.plan import row_hash
+from judge.samples import Sample
 
 
 def plain_cosines(query, others):

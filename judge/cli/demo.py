@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -74,5 +75,7 @@ def run_demo(args: argparse.Namespace) -> int:
             )
         finally:
             cache.close()
-    result.config["source"] = f"judge demo ({source.name}/samples.json)"
+    result.config = dataclasses.replace(
+        result.config, source=f"judge demo ({source.name}/samples.json)"
+    )
     return finish_run(result, Path(args.out), {})

@@ -139,7 +139,7 @@ def run_eval(args: argparse.Namespace) -> int:
             kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
             resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
             raise type(exc)(f"{exc}{resume}") from None
-        damaged = result.config.get("cache_damaged")
+        damaged = result.config.cache_damaged
         if damaged:
             done = "their rows have errors" if args.replay else "they were asked for again"
             print(

@@ -3,6 +3,7 @@ print the table, the notes and the verdict, and give the exit code."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +21,8 @@ def say_notes(result: Any, *, quiet: bool = False) -> None:
     recorded) in the CLI's words: on stderr unless quiet, and in summary.json."""
     from judge.cli.words import cli_words
 
-    notes = [cli_words(note) for note in result.config.get("notes", [])]
-    result.config["notes"] = notes
+    notes = [cli_words(note) for note in result.config.notes]
+    result.config = dataclasses.replace(result.config, notes=notes)
     for note in [] if quiet else notes:
         print(f"judge: note: {note}", file=sys.stderr)
 

@@ -10,8 +10,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from judge import __version__
 from judge.errors import JudgeError
+from judge.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:

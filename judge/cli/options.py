@@ -227,8 +227,7 @@ def check_retrieval_only(metrics: list[str] | None, custom: Iterable[str] | None
     names (those of --metrics-module) are the judged ones. When `custom` is None (the
     modules were not loaded) a name that is not a retrieval metric counts as judged.
     """
-    from judge.run.evaluate import split_metrics
-    from judge.run.score import named_metric
+    from judge.metrics.resolve import named_metric, split_metrics
 
     judged = split_metrics(metrics, has_retrieval=True)[0]  # a bad cutoff is raised here
     if judged is not None and custom is not None:

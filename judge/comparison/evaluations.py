@@ -26,7 +26,7 @@ from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.data import loads_json, text_lines
 from judge.run.output_folder import check_results_hash
-from judge.run.results import ResultRow
+from judge.run.rows import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
 Scores = dict[str, dict[str, float]]  # sample key -> metric -> value (NaN: undefined)

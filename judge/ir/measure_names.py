@@ -109,6 +109,15 @@ def _cutoff(name: str) -> int | None:
     return k if 1 <= k <= MAX_CUTOFF else None
 
 
+def cutoff_of(name: str, family: str) -> int | None:
+    """k when `name` is `family@k` with a valid cutoff (1 to MAX_CUTOFF), else None: the one
+    reading of a name's cutoff, for retrieval names and for judged ones (`context_ndcg@5`)."""
+    match = _NAME.match(name)
+    if match is None or match.group(1) != family or match.group(2) is None:
+        return None
+    return _cutoff(name)
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     """The known name closest to a misspelt one (case aside), or None when none is close:
     a trec_eval name's or another tool's own spelling first (`ndcg_cut_10` -> `ndcg@10`,

@@ -25,11 +25,12 @@ from judge.labels.kinds import Measure
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.registry import Metric
+from judge.metrics.resolve import MetricLike, named_metric
 from judge.run.data import read_records
 from judge.run.evaluate import evaluate
 from judge.run.progress import DEFAULT_INTERVAL
-from judge.run.results import EvaluationResult, ResultRow
-from judge.run.score import MetricLike, named_metric
+from judge.run.results import EvaluationResult
+from judge.run.rows import ResultRow
 
 # The measures a group's line shows in the text table (every measure is in the JSON).
 HEADLINE = {

@@ -10,7 +10,7 @@ import numpy as np
 
 from judge.labels.check import Labels
 from judge.labels.measures import Ties
-from judge.run.results import ResultRow
+from judge.run.rows import ResultRow
 
 
 def row_view(row: ResultRow, metric: str, label: float, group: str | None) -> dict[str, Any]:

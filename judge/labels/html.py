@@ -10,7 +10,7 @@ from typing import Any
 from judge.formatting import MISSING, escape, number, page, write_page
 from judge.labels.agreement import Agreement, AgreementResult
 from judge.run.report_html import evidence_html
-from judge.run.results import ResultRow
+from judge.run.rows import ResultRow
 
 
 def _measures(a: Agreement) -> str:

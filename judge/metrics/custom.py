@@ -32,9 +32,9 @@ from pydantic import BaseModel
 
 from judge.errors import JudgeError
 from judge.llm.config import PromptRef
+from judge.metrics.judgments import SampleJudgments
 from judge.metrics.prompts import PromptError, load_prompt, parse_prompt
 from judge.metrics.registry import BUILTIN, JUDGE_ERROR, Metric, MetricScore
-from judge.metrics.judgments import SampleJudgments
 
 MISSING_FIELD = "missing_field"
 

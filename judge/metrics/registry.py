@@ -8,12 +8,11 @@ machine-readable reason instead of 0 or an exception.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from judge.errors import UnknownMetricError
-from judge.ir.measure_names import did_you_mean, retrieval_names, valid_names
+from judge.ir.measure_names import cutoff_of, did_you_mean, retrieval_names, valid_names
 from judge.metrics import scorers
 from judge.metrics.judgments import SampleJudgments
 
@@ -234,16 +233,13 @@ BUILTIN: dict[str, Metric] = {
 
 DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
-_CUTOFF = re.compile(r"^context_ndcg@(\d+)$")
-
 
 def get_metric(name: str) -> Metric:
     """The metric registered under `name` (`context_ndcg@k` for any positive k)."""
     if name in BUILTIN:
         return BUILTIN[name]
-    match = _CUTOFF.match(name)
-    if match and int(match.group(1)) >= 1:
-        k = int(match.group(1))
+    k = cutoff_of(name, "context_ndcg")
+    if k is not None:
         base = BUILTIN["context_ndcg"]
         return Metric(name, base.description, _from_grades(lambda g: scorers.context_ndcg(g, k)))
     raise unknown_metric(name)

@@ -21,6 +21,7 @@ from judge.errors import InputFormatError, JudgeError
 from judge.llm.config import LLM, Embeddings
 from judge.metrics import scorers
 from judge.metrics.registry import Metric, relevant
+from judge.metrics.resolve import MetricLike
 from judge.probes import checks, perturb
 from judge.probes.checks import Check
 from judge.probes.result import ProbeResult
@@ -28,7 +29,6 @@ from judge.run.data import load_rows
 from judge.run.evaluate import evaluate
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
-from judge.run.score import MetricLike
 
 PROBES = ("repeat", "order", "verbosity", "granularity")
 REPEAT_TEMPERATURE = 0.7  # repeats sample; a judge at temperature 0 would only test the server

@@ -1,7 +1,7 @@
 """The Ray actor that judges batches of rows: one LLM session and one cache per actor.
 
 It builds each row as `judge eval` does (`judge.run.data.build_rows`) and scores it with
-the same code (`judge.run.evaluate.evaluate_row`), so a row's scores, reasons, evidence
+the same code (`judge.run.local.evaluate_row`), so a row's scores, reasons, evidence
 and results.jsonl line are those of a plain run. It imports pyarrow, never ray: Ray
 constructs it in the worker process and calls it with one batch (a `pyarrow.Table`) at a
 time.
@@ -24,8 +24,9 @@ from judge.metrics.prompts import Prompt, load_prompts
 from judge.metrics.registry import Metric
 from judge.ray.caches import ActorCaches
 from judge.run.data import Row, build_rows
-from judge.run.evaluate import check_variables, evaluate_row
-from judge.run.results import ResultRow
+from judge.run.local import evaluate_row
+from judge.run.plan import check_variables
+from judge.run.rows import ResultRow
 
 ROW = "row"  # the result column holding each row's number in the input
 RESULT = "result"  # the result column holding the row's results.jsonl line
@@ -100,7 +101,7 @@ class RowJudge:
         else:
             records = batch.drop_columns([self.spec.row_column]).to_pylist()
         rows = build_rows(records, self.spec.columns, numbers)
-        check_variables(self.spec.judged, self.spec.columns, rows)
+        check_variables(self.spec.judged, rows)
         results = self.loop.run_until_complete(self.judge(rows))
         columns = result_arrays(results, self.spec.names)
         if self.spec.packed:

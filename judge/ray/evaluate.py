@@ -15,11 +15,11 @@ from judge.cache.store import CacheMode
 from judge.errors import InputFormatError, JudgeError
 from judge.llm.config import LLM, Embeddings
 from judge.metrics.registry import Metric
+from judge.metrics.resolve import MetricLike
 from judge.ray.actor import NUMBER, JudgeSpec, RowJudge
 from judge.ray.caches import ActorCaches
-from judge.run.data import resolve_columns
-from judge.run.evaluate import split_metrics
-from judge.run.score import MetricLike, resolve_metrics
+from judge.run.data import Row, resolve_columns
+from judge.run.plan import RunPlan, plan_run
 
 DEFAULT_CONCURRENCY = 2
 DEFAULT_BATCH_SIZE = 64
@@ -41,43 +41,42 @@ def require_ray() -> Any:
     return ray
 
 
-def plan(
+def ray_plan(
     metrics: Sequence[MetricLike] | str | None,
     columns: Mapping[str, str],
-    llm: LLM | None,
-    embeddings: Embeddings | None,
+    source: str,
+    models: tuple[LLM | None, Embeddings | None],
     custom: Mapping[str, Metric] | None,
-) -> tuple[list[Metric], list[str]]:
-    """(LLM-judged metrics, retrieval metric names) chosen as `judge.evaluate` chooses them."""
-    judged_names, retrieval = split_metrics(metrics, "retrieved_ids" in columns)
-    if llm is None and judged_names is None and retrieval:
-        judged_names = []  # no judge model given: the default is the retrieval metrics alone
-    if llm is None and (judged_names is None or judged_names):
-        raise InputFormatError("LLM-judged metrics need llm=judge.LLM(model=...)")
-    if llm is None:
-        return [], retrieval
-    if not isinstance(llm, LLM):
+    rows: Sequence[Row] | None = None,
+) -> tuple[RunPlan, list[str]]:
+    """The run's plan (and its rows' hashes), as `judge.evaluate` makes it; each actor
+    opens its own session, so the judge is an `LLM`, never a shared session."""
+    llm, embeddings = models
+    if llm is not None and not isinstance(llm, LLM):
         raise JudgeError(
             "judge.ray.evaluate needs llm=judge.LLM(model=...): each actor opens its own "
             "session, so an LLMSession cannot be shared"
         )
-    judged = resolve_metrics(judged_names, embeddings=embeddings is not None, custom=custom)
-    return judged, retrieval
+    return plan_run(
+        rows, columns, source, metrics=metrics, llm=llm, embeddings=embeddings, custom=custom
+    )
 
 
 def make_spec(
-    metrics: Sequence[MetricLike] | str | None,
-    columns: dict[str, str],
-    models: tuple[LLM | None, Embeddings | None],
-    custom: Mapping[str, Metric] | None,
-    caches: ActorCaches,
-    row_column: str,
-    packed: bool = False,
+    plan: RunPlan, caches: ActorCaches, row_column: str, packed: bool = False
 ) -> JudgeSpec:
-    """What the actors need, with the metrics chosen as `judge.evaluate` chooses them."""
-    llm, embeddings = models
-    judged, retrieval = plan(metrics, columns, llm, embeddings, custom)
-    return JudgeSpec(llm, embeddings, judged, retrieval, columns, caches, row_column, packed)
+    """What the actors need: the plan's models, metrics, columns and prompts."""
+    return JudgeSpec(
+        plan.llm,
+        plan.embeddings,
+        list(plan.metrics.judged),
+        list(plan.metrics.retrieval),
+        dict(plan.columns),
+        caches,
+        row_column,
+        packed,
+        dict(plan.prompts),
+    )
 
 
 def map_rows(
@@ -172,7 +171,8 @@ def evaluate(
             f"(columns: {', '.join(present)})"
         )
     caches = ActorCaches.of(cache_dir, cache_mode, also_read)
-    spec = make_spec(metrics, columns, (llm, embeddings), custom, caches, row_column)
+    plan, _ = ray_plan(metrics, columns, "a Ray dataset", (llm, embeddings), custom)
+    spec = make_spec(plan, caches, row_column)
     clash = sorted(set(spec.result_columns()) & set(present) - {row_column})
     if clash:
         raise InputFormatError(

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
-from judge.json_values import sha256_hex
 from judge.llm.config import LLM, Embeddings
-from judge.llm.session import LLMSession
 from judge.llm.usage import Usage
 from judge.metrics.registry import Metric
+from judge.metrics.resolve import MetricLike
 from judge.ray.actor import NUMBER, RECORD, RESULT, ROW
 from judge.ray.caches import ActorCaches
 from judge.ray.evaluate import (
@@ -30,21 +29,14 @@ from judge.ray.evaluate import (
     DEFAULT_NUM_CPUS,
     make_spec,
     map_rows,
+    ray_plan,
     require_ray,
 )
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import build_rows, read_records, resolve_columns
-from judge.run.evaluate import (
-    check_variables,
-    prompt_versions,
-    row_hash,
-    run_fingerprint,
-    skipped_defaults,
-    split_metrics,
-)
 from judge.run.merge import sum_usage
-from judge.run.results import EvaluationResult, ResultRow
-from judge.run.score import MetricLike
+from judge.run.results import EvaluationResult
+from judge.run.rows import ResultRow
 
 
 def connect(ray: Any, address: str | None) -> None:
@@ -120,13 +112,11 @@ def evaluate_file(
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
-    spec = make_spec(metrics, columns, (llm, embeddings), custom, caches, NUMBER, packed=True)
     rows = build_rows(records, columns)
-    check_variables(spec.judged, columns, rows)
-    hashes = [row_hash(r) for r in rows]
+    plan, hashes = ray_plan(metrics, columns, source, (llm, embeddings), custom, rows)
     del rows  # the actors build their own
-    session = LLMSession(llm, embeddings=embeddings)
-    fingerprint = run_fingerprint(spec.judged, spec.retrieval, session, spec.prompts)
+    spec = make_spec(plan, caches, NUMBER, packed=True)
+    fingerprint = plan.fingerprint
     names = spec.names
     started = time.monotonic()
     connect(ray, address)
@@ -162,26 +152,14 @@ def evaluate_file(
         spill.close()
     if len(offsets) != len(records):
         raise JudgeError(f"Ray returned {len(offsets)} of {len(records)} rows; rerun")
-    config: dict[str, Any] = {
-        "source": source,
-        "columns": columns,
-        "metrics": names,
-        "model": llm.model,
-        "embeddings": embeddings.model if embeddings else None,
-        "structured_output": None,  # each actor's session settles on its own
-        "prompts": prompt_versions(spec.prompts),
-        "cache": caches.directory,
-        "cache_mode": None if caches.directory is None else caches.mode,
-        "run": fingerprint,
-        "data": {"rows": len(records), "sha256": sha256_hex("".join(hashes))},
-        "resumed_rows": 0,
-        "seconds": round(time.monotonic() - started, 3),
-        "ray": {"address": address or "local", "actors": actors},
-        # what the default metrics left out (the actors' replay hints are not gathered)
-        "notes": skipped_defaults(
-            split_metrics(metrics, "retrieved_ids" in columns)[0], embeddings is not None
-        ),
-    }
+    config = plan.config(
+        structured_output=None,  # each actor's session settles on its own
+        cache=caches.directory,
+        cache_mode=None if caches.directory is None else caches.mode,
+        seconds=round(time.monotonic() - started, 3),
+        ray={"address": address or "local", "actors": actors},
+        # the plan's notes on the default metrics (the actors' replay hints are not gathered)
+    )
     finished = spill.rows([offsets[n] for n in range(len(records))], names)
     usage = sum_usage([Usage().as_dict(), *usages])  # a plain run's keys, in its order
     return EvaluationResult(finished, names, config, usage)

@@ -15,7 +15,7 @@ from typing import BinaryIO, overload
 
 from judge.json_values import dumps_nan_as_null
 from judge.run.output_folder import temporary_prefix, write_failure
-from judge.run.results import ResultRow
+from judge.run.rows import ResultRow
 
 _RESULT_KEY = '"result": '
 _ROW_KEY = ', "row": '

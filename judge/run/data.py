@@ -18,7 +18,7 @@ from typing import Any
 
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
-from judge.metrics.judgments import Sample
+from judge.samples import Sample
 
 COLUMNS = FieldTable(
     (

@@ -17,6 +17,7 @@ server ended up accepting) are shard 1's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import heapq
 import json
 import os
@@ -26,9 +27,11 @@ from typing import Any
 
 from judge.errors import InputFormatError
 from judge.run.checkpoint import RowFile, scan_lines
+from judge.run.config import RunConfig
 from judge.run.output_folder import check_results_hash, file_sha256
-from judge.run.results import EvaluationResult, ResultRow, RowTally
-from judge.run.shard import Shard
+from judge.run.results import EvaluationResult
+from judge.run.rows import ResultRow, RowTally
+from judge.run.shard import SHARD_FILE, Shard
 
 # Settings every shard must share, in the order they are compared (the first difference
 # found is the one reported); "run" covers the rest (servers, custom metric versions).
@@ -102,25 +105,6 @@ class ShardOutput:
                 )
             last = number
             yield number, line if line.endswith(b"\n") else line + b"\n", row
-
-
-SHARD_FILE = "shard.json"
-
-
-def write_shard_record(result: EvaluationResult, path: Path, results_sha256: str) -> None:
-    """Write a finished shard's `shard.json` (to path): its run, its shard, the sha256 of
-    its results.jsonl and the tally of its rows, which `judge merge` reads instead of
-    parsing every row while the hash matches."""
-    spec = result.config["shard"]
-    record = {
-        "format": 1,
-        "run": result.config.get("run"),
-        "shard": {"index": spec["index"], "count": spec["count"]},
-        "results_sha256": results_sha256,
-        "tally": result.tally.to_json(),
-    }
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))  # NaN are null
-    path.write_text(text + "\n", encoding="utf-8")
 
 
 def check_shards(shards: Sequence[ShardOutput]) -> None:
@@ -221,9 +205,12 @@ def merge_shards(
             f"the shards hold {len(offsets)} rows, the input {total}; a shard's output is "
             "incomplete: rerun that shard"
         )
-    config = {k: v for k, v in first.items() if k != "shard"}
-    config["resumed_rows"] = sum(int(s.config.get("resumed_rows", 0)) for s in shards)
-    config["seconds"] = round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3)
+    config = dataclasses.replace(
+        RunConfig.from_json(first),
+        shard=None,
+        resumed_rows=sum(int(s.config.get("resumed_rows", 0)) for s in shards),
+        seconds=round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3),
+    )
     rows = RowFile(rows_path, offsets, metrics=metrics, verbatim=True)
     usage = sum_usage([s.usage for s in shards])
     return EvaluationResult(rows, metrics, config, usage, tally=tally)

@@ -15,15 +15,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge.errors import JudgeError
 from judge.run.checkpoint import RowFile
 from judge.run.diagnose import diagnose
-from judge.run.merge import SHARD_FILE, write_shard_record
 from judge.run.output_folder import OutputFolder, file_sha256
 from judge.run.report_html import write_report
-from judge.run.results import EvaluationResult, ResultRow
+from judge.run.rows import ResultRow
+from judge.run.shard import SHARD_FILE, write_shard_record
+
+if TYPE_CHECKING:
+    from judge.run.results import EvaluationResult
 
 PASSED = 0
 THRESHOLD_MISSED = 1  # a fail_under threshold was missed (`judge eval`'s exit 1)
@@ -118,7 +121,7 @@ def write_outputs(
     outputs = ["results.jsonl", "report.html"]
     with folder.writing("report.html") as report_path:
         write_report(result, report_path)
-    if "shard" in result.config:
+    if result.config.shard is not None:
         outputs.append(SHARD_FILE)
         with folder.writing(SHARD_FILE) as record_path:
             write_shard_record(result, record_path, digest)  # what `judge merge` reads
@@ -205,7 +208,7 @@ def unreadable_failure(result: EvaluationResult, max_rate: float) -> tuple[str |
 def replay_failure(result: EvaluationResult) -> str | None:
     """Why a strict replay fails: a judgment was not in the cache (or damaged there). A
     replay that misses is not a replay, whatever max_error_rate allows."""
-    if result.config.get("cache_mode") != "replay" or not result.rows_with_judge_errors:
+    if result.config.cache_mode != "replay" or not result.rows_with_judge_errors:
         return None
 
     def missed(row: ResultRow) -> str | None:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 from judge.formatting import MISSING, escape, number, page, write_page
-from judge.run.results import EvaluationResult, ResultRow
+from judge.run.rows import ResultRow
+
+if TYPE_CHECKING:
+    from judge.run.results import EvaluationResult
 
 
 def histogram_svg(values: list[float], title: str, bins: int = 10) -> str:
@@ -130,11 +134,11 @@ def render_report(result: EvaluationResult) -> str:
     plots = "".join(histogram_svg(result.scores(m), m) for m in result.metrics)
     usage = result.usage or {}
     cost = usage.get("cost")
-    config = json.dumps(result.config, indent=2, ensure_ascii=False)
+    config = json.dumps(result.config.as_json(), indent=2, ensure_ascii=False)
     return page(
         "judge report",
         f"<h1>judge report</h1><p class=small>{len(result.rows)} rows from "
-        f"{escape(result.config.get('source'))}; {result.rows_with_errors} with errors.</p>"
+        f"{escape(result.config.source)}; {result.rows_with_errors} with errors.</p>"
         f"<h2>Summary</h2>{_summary_table(result)}"
         f"<h2>Diagnosis</h2><ul>{_diagnosis(result)}</ul>"
         f"<h2>Distributions</h2><div class=plots>{plots}</div>"

@@ -12,21 +12,15 @@ from typing import Any
 from judge import eager
 from judge.aio import run_sync
 from judge.cache.store import Cache
-from judge.errors import CacheStoreError, JudgeError, LLMConfigError, UnknownMetricError
+from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
+from judge.metrics.judgments import SampleJudgments
 from judge.metrics.prompts import Prompt
-from judge.metrics.registry import (
-    BUILTIN,
-    DEFAULT_METRICS,
-    JUDGE_ERROR,
-    Metric,
-    MetricScore,
-    get_metric,
-    unknown_metric,
-)
-from judge.metrics.judgments import Sample, SampleJudgments
+from judge.metrics.registry import JUDGE_ERROR, Metric, MetricScore
+from judge.metrics.resolve import MetricLike, resolve_metrics
+from judge.samples import Sample
 
 
 @dataclass
@@ -44,49 +38,26 @@ class SampleResult:
         return self.scores[metric]
 
 
-MetricLike = str | Metric
-
-
-def named_metric(name: str, others: Sequence[str] = ()) -> Metric:
-    """A built-in metric, or else an installed plugin's (plugins are loaded only then);
-    an unknown name's error suggests the closest of these, plugins' and `others`."""
-    try:
-        return get_metric(name)
-    except UnknownMetricError:
-        from judge.metrics.plugins import plugin_metrics
-
-        plugins = plugin_metrics()
-        if name in plugins:
-            return plugins[name].metric
-        raise unknown_metric(name, [*plugins, *others]) from None
-
-
-def resolve_metrics(
-    names: Sequence[MetricLike] | str | None,
-    *,
-    embeddings: bool,
-    custom: Mapping[str, Metric] | None = None,
-) -> list[Metric]:
-    """The metrics to compute, from names or Metric objects (custom ones by name from
-    `custom`); the default skips answer_relevancy when there are no embeddings."""
-    if names is None:
-        names = [m for m in DEFAULT_METRICS if embeddings or not BUILTIN[m].needs_embeddings]
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",") if n.strip()]
-    metrics: list[Metric] = []
-    for item in names:
-        if isinstance(item, Metric):
-            metric = item
-        elif custom and item in custom:
-            metric = custom[item]
-        else:
-            metric = named_metric(item, list(custom or ()))
-        if metric.name not in {m.name for m in metrics}:
-            metrics.append(metric)
-    for m in metrics:
-        if m.needs_embeddings and not embeddings:
-            raise JudgeError(f"{m.name} needs an embedding model: pass embeddings=Embeddings(...)")
-    return metrics
+def judge_models(
+    llm: LLM | LLMSession | None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+) -> tuple[LLM | None, Embeddings | None]:
+    """The judge and embedding models the user's arguments name, checked before anything
+    is opened (a session passed in brings its own)."""
+    if llm is None:
+        return None, None
+    if isinstance(llm, LLMSession):
+        given = [name for name, value in (("embeddings", embeddings), ("cache", cache)) if value]
+        if given:
+            raise JudgeError(
+                f"{' and '.join(given)} cannot be given beside an LLMSession, which has its own: "
+                f"pass them to LLMSession(...) instead"
+            )
+        return llm.llm, llm.embeddings
+    if not isinstance(llm, LLM):
+        raise JudgeError("llm must be judge.LLM(model=...) (or an LLMSession); there is no default")
+    return llm, embeddings
 
 
 def make_session(
@@ -95,16 +66,11 @@ def make_session(
     cache: Cache | str | os.PathLike[str] | None = None,
 ) -> LLMSession:
     """An LLMSession from the user's arguments (a session passed in is used as it is)."""
-    if isinstance(llm, LLMSession):
-        given = [name for name, value in (("embeddings", embeddings), ("cache", cache)) if value]
-        if given:
-            raise JudgeError(
-                f"{' and '.join(given)} cannot be given beside an LLMSession, which has its own: "
-                f"pass them to LLMSession(...) instead"
-            )
-        return llm
-    if not isinstance(llm, LLM):
+    if llm is None:
         raise JudgeError("llm must be judge.LLM(model=...) (or an LLMSession); there is no default")
+    judge_models(llm, embeddings, cache)
+    if isinstance(llm, LLMSession):
+        return llm
     if cache is not None and not isinstance(cache, Cache):
         cache = Cache(cache)
     return LLMSession(llm, embeddings=embeddings, cache=cache)

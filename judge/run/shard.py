@@ -7,10 +7,16 @@ overlap, their union is the whole input, and every row keeps its number in the i
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from judge.errors import JudgeError
+
+if TYPE_CHECKING:
+    from judge.run.results import EvaluationResult
 
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -54,3 +60,24 @@ def parse_shard(spec: str | Shard) -> Shard:
             "e.g. --shard 1/4 for the first of four"
         )
     return Shard(int(match[1]), int(match[2]))
+
+
+SHARD_FILE = "shard.json"
+
+
+def write_shard_record(result: EvaluationResult, path: Path, results_sha256: str) -> None:
+    """Write a finished shard's `shard.json` (to path): its run, its shard, the sha256 of
+    its results.jsonl and the tally of its rows, which `judge merge` reads instead of
+    parsing every row while the hash matches."""
+    spec = result.config.shard
+    if spec is None:
+        raise ValueError("a shard record is written for a shard's run only")
+    record = {
+        "format": 1,
+        "run": result.config.run,
+        "shard": {"index": spec.index, "count": spec.count},
+        "results_sha256": results_sha256,
+        "tally": result.tally.to_json(),
+    }
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))  # NaN are null
+    path.write_text(text + "\n", encoding="utf-8")
