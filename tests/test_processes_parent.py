@@ -128,7 +128,7 @@ def test_shards_stop_with_their_parent(tmp_path, fake_llm_server, signum):
 
 def _watched_child(lifeline, ready) -> None:
     """A child that only watches its parent's pipe (no prctl), then would sleep a minute."""
-    from judge.cli.processes import exit_when_closed
+    from judge.run.processes import exit_when_closed
 
     exit_when_closed(lifeline)
     ready.send("watching")
@@ -162,7 +162,7 @@ def test_a_shard_whose_parent_is_already_gone_stops_at_once(tmp_path):
     # The race prctl leaves: the parent died before the child asked to die with it. The
     # child then has another parent than the one that started it, and must not run a row.
     code = (
-        "import sys; from judge.cli.processes import die_with_parent; "
+        "import sys; from judge.run.processes import die_with_parent; "
         "die_with_parent(int(sys.argv[1])); print('ran on')"
     )
     done = subprocess.run(

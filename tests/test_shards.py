@@ -15,7 +15,7 @@ import pytest
 from judge.cache.merge import merge_caches
 from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.cli.finish import finish_run
-from judge.cli.processes import ShardCrash
+from judge.run.processes import ShardCrash
 from judge.errors import CacheError, InputFormatError, JudgeError
 from judge.llm.config import LLM
 from judge.run.evaluate import evaluate
@@ -226,7 +226,7 @@ def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fak
 
 def test_processes_resume_finished_shards_and_stop_on_a_dead_one(tmp_path, fake_llm_server):
     from judge.cli.main import build_parser
-    from judge.cli.processes import child_options, run_shards
+    from judge.run.processes import child_options, run_shards
 
     fake_llm_server.chat = heuristic_judge
     data = write_data(tmp_path / "d.jsonl", 11)

@@ -106,7 +106,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.processes < 1:
         raise JudgeError(f"--processes {args.processes}: give at least 1")
     if args.processes > 1:
-        from judge.cli.processes import run_in_processes
+        from judge.run.processes import run_in_processes
 
         return run_in_processes(args, required)
     if args.ray or args.ray_address:
