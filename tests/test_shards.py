@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -15,11 +16,11 @@ import pytest
 from judge.cache.merge import merge_caches
 from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.cli.finish import finish_run
-from judge.run.processes import ShardCrash
 from judge.errors import CacheError, InputFormatError, JudgeError
 from judge.llm.config import LLM
 from judge.run.evaluate import evaluate
 from judge.run.merge import merge_shards
+from judge.run.processes import ShardCrash
 from judge.run.results import EvaluationResult, ResultRow
 from judge.run.shard import Shard, parse_shard
 from judge.testing import heuristic_judge
@@ -225,21 +226,24 @@ def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fak
 
 
 def test_processes_resume_finished_shards_and_stop_on_a_dead_one(tmp_path, fake_llm_server):
-    from judge.cli.main import build_parser
-    from judge.run.processes import child_options, run_shards
+    from judge.llm.config import LLM
+    from judge.run.data import load_rows
+    from judge.run.plan import plan_run
+    from judge.run.processes import run_shards, shard_jobs
 
     fake_llm_server.chat = heuristic_judge
     data = write_data(tmp_path / "d.jsonl", 11)
     url = fake_llm_server.base_url
     out = tmp_path / "out"
-    args = build_parser().parse_args(
-        [str(a) for a in eval_args(data, url, tmp_path / "c.sqlite", out, "--no-cache")]
-    )
+    # The plan `judge eval --processes 2` makes for these arguments, executed in 2 shards.
+    rows, columns, source = load_rows(data)
+    plan, _ = plan_run(rows, columns, source, llm=LLM("openai/judge", api_base=url, api_key="k"))
+    jobs = shard_jobs(plan, data, out, 2, progress=False)
+    assert [job.label for job in jobs] == ["1/2", "2/2"]
     # Both shards finish, then the run stops before the join: a rerun of the command must
     # take every finished row from the shards' checkpoints (no cache: nothing else has them).
-    dirs = [out / ".shards" / f"{i}-of-2" for i in (1, 2)]
-    run_shards([child_options(args, i, 2, d) for i, d in enumerate(dirs, start=1)])
-    assert all((d / ".checkpoint.jsonl").is_file() for d in dirs)
+    run_shards(jobs)
+    assert all((job.out / ".checkpoint.jsonl").is_file() for job in jobs)
     requests = fake_llm_server.count()
     again = run(*eval_args(data, url, tmp_path / "c.sqlite", out, "--no-cache", "--processes", 2))
     assert again.returncode == 0, again.stderr
@@ -253,12 +257,17 @@ def test_processes_resume_finished_shards_and_stop_on_a_dead_one(tmp_path, fake_
         def __reduce__(self):
             return (os._exit, (9,))
 
+    one = dataclasses.replace(jobs[0], plan=dataclasses.replace(plan, shard=Shard(1, 1)))
     with pytest.raises(JudgeError, match=r"shard 1/1: the process stopped without finishing"):
-        run_shards([{"shard": "1/1", "dies": Dies()}])  # and does not wait for ever
-    # A bug in a shard (here options without the ones run_eval reads) comes back with its
-    # traceback, as a bug: judge.cli.main exits 70 for it, not 2.
-    with pytest.raises(ShardCrash, match=r"(?s)shard 2/2 failed unexpectedly:.*AttributeError"):
-        run_shards([{"shard": "2/2"}])
+        run_shards([dataclasses.replace(one, data=Dies())])  # and does not wait for ever
+    # A bug in a shard (here a folder that is no path) comes back with its traceback, as a
+    # bug: judge.cli.main exits 70 for it, not 2.
+    with pytest.raises(ShardCrash, match=r"(?s)shard 2/2 failed unexpectedly:.*Error"):
+        run_shards([dataclasses.replace(jobs[1], out=object())])
+    # The data changed after the plan was made: the shard refuses to judge other rows.
+    write_data(data, 12)
+    with pytest.raises(JudgeError, match=r"shard 1/2: .*changed while the run was starting"):
+        run_shards(jobs[:1])
 
 
 def test_malformed_shard_is_a_usage_error(tmp_path):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from judge.cli.finish import finish_run, say_notes
+from judge.cli.finish import finish_run, merge_into, say_damaged, say_notes
 from judge.cli.options import (
     check_retrieval_only,
     data_options,
@@ -45,8 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "for a dataset on the hub (only then is the hub asked)",
     )
     _eval_options(p)
-    # keep_checkpoint: no option; set for the shards that --processes runs (cli.processes)
-    p.set_defaults(func=run_eval, keep_checkpoint=False)
+    p.set_defaults(func=run_eval)
 
 
 def _eval_options(p: argparse.ArgumentParser) -> None:
@@ -106,8 +105,6 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.processes < 1:
         raise JudgeError(f"--processes {args.processes}: give at least 1")
     if args.processes > 1:
-        from judge.run.processes import run_in_processes
-
         return run_in_processes(args, required)
     if args.ray or args.ray_address:
         return run_on_ray(args, required)
@@ -139,19 +136,81 @@ def run_eval(args: argparse.Namespace) -> int:
             kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
             resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
             raise type(exc)(f"{exc}{resume}") from None
-        damaged = result.config.cache_damaged
-        if damaged:
-            done = "their rows have errors" if args.replay else "they were asked for again"
+        say_damaged(result, args.cache, replay=args.replay)
+        say_notes(result)
+        return finish_run(result, folder, required, args.max_error_rate)
+
+
+def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
+    """`judge eval --processes N`: the run planned here, its N shards executed at once by
+    `judge.run.processes`, then joined into --out as `judge merge` joins them; returns the
+    exit code of the joined run."""
+    import shutil
+
+    from judge.run.data import load_rows
+    from judge.run.output_folder import OutputFolder
+    from judge.run.plan import plan_run
+    from judge.run.processes import SHARDS_DIR, run_shards, shard_jobs
+
+    if args.shard is not None:
+        raise JudgeError(
+            "--processes splits the rows into shards itself: drop --shard (or drop "
+            "--processes and run each --shard I/N, then judge merge)"
+        )
+    if args.ray or args.ray_address:
+        raise JudgeError("--processes cannot be used with --ray: Ray has its own actors")
+    metrics = metric_names(args)
+    options = data_options(args)
+    llm: LLM | None = None
+    embeddings: Embeddings | None = None
+    cache: str | None = None
+    if args.model:
+        llm, embeddings, opened = model_config(args)
+        if opened is not None:  # an older cache file upgraded once here, not in every shard
+            opened.close()
+            cache = args.cache
+    else:
+        check_retrieval_only(metrics, options["custom"])  # no judge model, no cache to open
+    rows, columns, source = load_rows(args.data, options["column_map"])
+    plan, _ = plan_run(
+        rows,
+        columns,
+        source,
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        custom=options["custom"],
+        metric_modules=args.metrics_module,
+    )
+    del rows  # each shard loads its own
+    with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
+        jobs = shard_jobs(
+            plan,
+            args.data,
+            folder.path,
+            args.processes,
+            column_map=options["column_map"],
+            cache=cache,
+            cache_mode="replay" if args.replay else "read-write",
+            progress=options["progress"],
+            progress_interval=options["progress_interval"],
+        )
+        if options["progress"]:
             print(
-                f"judge: {damaged} damaged entries of the cache {args.cache} were not used "
-                f"({done}); check it with: judge cache verify {args.cache}",
+                f"judging in {args.processes} processes; the progress shown is shard 1's",
                 file=sys.stderr,
             )
-        # --processes runs its shards with keep_checkpoint: the first alone speaks for them
-        say_notes(result, quiet=args.keep_checkpoint and not str(args.shard).startswith("1/"))
-        return finish_run(
-            result, folder, required, args.max_error_rate, keep_checkpoint=args.keep_checkpoint
+        run_shards(jobs)
+        code = merge_into(
+            folder,
+            [job.out for job in jobs],
+            required,
+            args.max_error_rate,
+            cache=args.cache,
+            replay=args.replay,
         )
+        shutil.rmtree(folder.path / SHARDS_DIR)  # joined: results.jsonl holds every row
+        return code
 
 
 def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:

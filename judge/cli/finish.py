@@ -16,15 +16,27 @@ if TYPE_CHECKING:
     from judge.run.output_folder import OutputFolder
 
 
-def say_notes(result: Any, *, quiet: bool = False) -> None:
+def say_notes(result: Any) -> None:
     """The run's notes (what the default metrics left out, where replay misses were
-    recorded) in the CLI's words: on stderr unless quiet, and in summary.json."""
+    recorded) in the CLI's words: on stderr, and in summary.json."""
     from judge.cli.words import cli_words
 
     notes = [cli_words(note) for note in result.config.notes]
     result.config = dataclasses.replace(result.config, notes=notes)
-    for note in [] if quiet else notes:
+    for note in notes:
         print(f"judge: note: {note}", file=sys.stderr)
+
+
+def say_damaged(result: Any, cache: str, *, replay: bool) -> None:
+    """The damaged cache entries a run found and did not use, on stderr."""
+    damaged = result.config.cache_damaged
+    if damaged:
+        done = "their rows have errors" if replay else "they were asked for again"
+        print(
+            f"judge: {damaged} damaged entries of the cache {cache} were not used "
+            f"({done}); check it with: judge cache verify {cache}",
+            file=sys.stderr,
+        )
 
 
 def finish_run(
@@ -34,13 +46,12 @@ def finish_run(
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     *,
     results_written: bool = False,
-    keep_checkpoint: bool = False,
 ) -> int:
     """Write the run's folder and apply its gates (`judge.run.outputs.write_outputs`,
     what `EvaluationResult.write` does), print the table and the verdict, return the exit
     code. With results_written, the rows were joined into `folder.temporary(
-    "results.jsonl")` already (judge merge). The run's checkpoint is deleted unless
-    keep_checkpoint (a shard of --processes keeps it until the shards are joined)."""
+    "results.jsonl")` already (judge merge). The run's checkpoint is deleted: the run is
+    complete."""
     from judge.cli.words import cli_words
     from judge.run.outputs import write_outputs
 
@@ -53,8 +64,8 @@ def finish_run(
     )
     out = outcome.folder
     checkpoint = out / ".checkpoint.jsonl"
-    if checkpoint.exists() and not keep_checkpoint:
-        checkpoint.unlink()  # the run is complete: results.jsonl has every row
+    if checkpoint.exists():
+        checkpoint.unlink()  # results.jsonl has every row
     print(result.table())
     diagnosis = outcome.summary["diagnosis"]
     if diagnosis:
@@ -83,9 +94,13 @@ def merge_into(
     shard_dirs: Sequence[str | Path],
     required: dict[str, float],
     max_error_rate: float,
+    *,
+    cache: str | None = None,
+    replay: bool = False,
 ) -> int:
     """Join the shards' outputs into the (open) output folder as `judge merge` does;
-    returns the exit code."""
+    returns the exit code. With `cache` (`judge eval --processes`: the shards' cache), the
+    joined run's notes and damaged cache entries are said as a plain run says them."""
     from judge.run.merge import merge_shards
 
     out = folder.path
@@ -95,4 +110,7 @@ def merge_into(
     # under the name the folder publishes them from.
     with folder.writing("results.jsonl") as joined:
         result = merge_shards(shard_dirs, joined)
+        if cache is not None:
+            say_damaged(result, cache, replay=replay)
+            say_notes(result)
     return finish_run(result, folder, required, max_error_rate, results_written=True)

@@ -8,9 +8,9 @@ import sys
 import threading
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 from judge.errors import JudgeError
+from judge.signals import Terminated, raise_on_sigterm
 from judge.version import __version__
 
 
@@ -45,24 +45,6 @@ EXIT_USAGE = 2  # a usage, input, configuration, output or cache error: one line
 EXIT_INTERNAL = 70  # a bug in judge (sysexits' EX_SOFTWARE): the traceback is printed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM): what `timeout` and CI cancels send
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so that the run unwinds as after Ctrl-C: files
-    closed, temporary files removed, child processes stopped. A KeyboardInterrupt, because
-    asyncio lets only those (and SystemExit) out of a callback: any other exception raised
-    there is logged and the loop goes on."""
-
-
-def _terminate(signum: int, frame: object) -> None:
-    # Once is enough: a second SIGTERM must not cut the clean-up short.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated
-
-
-def raise_on_sigterm() -> Any:
-    """Make SIGTERM raise `Terminated` (main thread only); returns the handler replaced."""
-    return signal.signal(signal.SIGTERM, _terminate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,10 +8,10 @@ its rows (`RowTally`) and the sha256 of its results.jsonl. While every shard's h
 matches its file, the merge takes the counts from them instead of parsing every line again
 (about three quarters of a merge's time); otherwise (a shard of an older judge, a file
 edited since) every shard's lines are parsed and checked.
-What cannot be the same is kept honest: `config.seconds` and `config.resumed_rows` are the
-sums over the shards (machine time, not wall time), `usage` is the sum of the shards'
-usage, and `config.source`, `cache`, `cache_mode` and `structured_output` (the mode the
-server ended up accepting) are shard 1's.
+What cannot be the same is kept honest: `config.seconds`, `config.resumed_rows` and
+`config.cache_damaged` are the sums over the shards (machine time, not wall time),
+`usage` is the sum of the shards' usage, and `config.source`, `cache`, `cache_mode` and
+`structured_output` (the mode the server ended up accepting) are shard 1's.
 """
 
 from __future__ import annotations
@@ -210,6 +210,7 @@ def merge_shards(
         shard=None,
         resumed_rows=sum(int(s.config.get("resumed_rows", 0)) for s in shards),
         seconds=round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3),
+        cache_damaged=sum(int(s.config.get("cache_damaged", 0)) for s in shards),
     )
     rows = RowFile(rows_path, offsets, metrics=metrics, verbatim=True)
     usage = sum_usage([s.usage for s in shards])

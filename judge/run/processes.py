@@ -1,12 +1,14 @@
-"""`judge eval --processes N`: one command judging on N cores, as N shards and a merge.
+"""The processes executor (`judge eval --processes N`): a plan judged on N cores, as N
+shards of it, each in a fresh process of its own.
 
-The rows are split as `--shard I/N` splits them. Each shard is a `judge eval` in a fresh
-process of its own, writing to OUT/.shards/I-of-N, all of them sharing the cache file; the
-outputs are then joined as `judge merge` joins them, so results.jsonl, summary.json and
-report.html are those of an unsharded run (`config.seconds` is the shards' summed time).
-Each shard keeps its checkpoint, finished or not, until the join has succeeded, so a
-stopped run resumes every shard where it was; then the shards' directory is removed. The
-gates (--fail-under, --max-error-rate) are checked once, on the joined run.
+Each shard is the plan with its `Shard`, executed by `judge.run.local` in its own process
+and written as a shard's folder (results.jsonl, summary.json, shard.json) under
+OUT/.shards/I-of-N, all of them sharing the cache file; the caller then joins them as
+`judge merge` does, so results.jsonl, summary.json and report.html are those of an
+unsharded run (`config.seconds` is the shards' summed time). A child receives the plan,
+never re-plans: it loads the rows of the same file and refuses them if they are not the
+rows the plan was made from. Each shard keeps its checkpoint until the join has
+succeeded, so a stopped run resumes every shard where it was.
 
 The shards die with their parent, however it ends (SIGTERM from `timeout` or a CI cancel,
 SIGKILL from the OOM killer): left running, they would go on sending paid requests and
@@ -17,81 +19,151 @@ when the pipe closes, which it does when the parent dies.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
-import shutil
 import signal
 import sys
 import threading
 import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from judge.errors import JudgeError
+from judge.aio import run_sync
+from judge.errors import InputFormatError, JudgeError
+from judge.json_values import sha256_hex
+from judge.run.plan import RunPlan, row_hash
+from judge.run.progress import DEFAULT_INTERVAL
+from judge.run.shard import Shard
+from judge.signals import Terminated, raise_on_sigterm
 
 SHARDS_DIR = ".shards"
 
 
-def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
-    """Judge args.data in args.processes shards at once, then join them into args.out;
-    returns the exit code of the joined run."""
-    from judge.cli.finish import merge_into
-    from judge.cli.options import check_retrieval_only, data_options, metric_names, model_config
-    from judge.run.output_folder import OutputFolder
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard's work, sent to its process.
 
-    count = args.processes
-    if args.shard is not None:
-        raise JudgeError(
-            "--processes splits the rows into shards itself: drop --shard (or drop "
-            "--processes and run each --shard I/N, then judge merge)"
+    Attributes:
+        plan: the run's plan, with this shard.
+        data: the input file the plan was made from.
+        column_map: the column mapping the plan's columns were resolved with.
+        out: the shard's folder.
+        cache: the cache file every shard shares, or None.
+        cache_mode: the cache's mode ("read-write", "replay", ...).
+        progress: whether this shard shows progress (the first one alone does).
+        progress_interval: seconds between status lines when stderr is not a terminal.
+    """
+
+    plan: RunPlan
+    data: str
+    column_map: Mapping[str, str] | None
+    out: Path
+    cache: str | None = None
+    cache_mode: str = "read-write"
+    progress: bool = False
+    progress_interval: float = DEFAULT_INTERVAL
+
+    @property
+    def label(self) -> str:
+        """The shard as the user writes it: I/N."""
+        shard = self.plan.shard
+        return f"{shard.index}/{shard.count}" if shard else "1/1"
+
+
+def shard_jobs(
+    plan: RunPlan,
+    data: str | os.PathLike[str],
+    out: Path,
+    count: int,
+    *,
+    column_map: Mapping[str, str] | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    cache_mode: str = "read-write",
+    progress: bool = True,
+    progress_interval: float = DEFAULT_INTERVAL,
+) -> list[ShardJob]:
+    """The plan split into `count` shards written under out/.shards, progress from the
+    first alone."""
+    return [
+        ShardJob(
+            dataclasses.replace(plan, shard=Shard(i, count)),
+            str(data),
+            dict(column_map) if column_map else None,
+            out / SHARDS_DIR / f"{i}-of-{count}",
+            None if cache is None else str(cache),
+            cache_mode,
+            progress and i == 1,
+            progress_interval,
         )
-    if args.ray or args.ray_address:
-        raise JudgeError("--processes cannot be used with --ray: Ray has its own actors")
-    # Checks the options before any process starts, and upgrades an older cache file
-    # once here rather than in every shard at the same time.
-    if args.model:
-        _, _, cache = model_config(args)
-        if cache is not None:
-            cache.close()
-    else:
-        # no judge model: no cache to open; custom metric names are judged ones, the rest
-        # of what is not a retrieval measure is unknown
-        check_retrieval_only(metric_names(args), data_options(args)["custom"])
-    with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
-        out = folder.path
-        dirs = [out / SHARDS_DIR / f"{i}-of-{count}" for i in range(1, count + 1)]
-        if not args.no_progress:
-            print(f"judging in {count} processes; the progress shown is shard 1's", file=sys.stderr)
-        run_shards([child_options(args, i, count, d) for i, d in enumerate(dirs, start=1)])
-        code = merge_into(folder, dirs, required, args.max_error_rate)
-        shutil.rmtree(out / SHARDS_DIR)  # joined: results.jsonl holds every row
-        return code
+        for i in range(1, count + 1)
+    ]
 
 
-def run_shards(shards: list[dict[str, Any]]) -> None:
+def judge_shard(job: ShardJob) -> None:
+    """Execute one shard's plan here and write its folder (no gates: the joined run is
+    gated); its checkpoint stays until the shards are joined."""
+    from judge.cache.store import Cache
+    from judge.llm.session import LLMSession
+    from judge.run import local
+    from judge.run.data import load_rows
+    from judge.run.output_folder import OutputFolder
+    from judge.run.outputs import write_outputs
+
+    plan = job.plan
+    rows, columns, _ = load_rows(job.data, job.column_map)
+    hashes = [row_hash(r) for r in rows]
+    if columns != plan.columns or sha256_hex("".join(hashes)) != plan.data_sha256:
+        raise InputFormatError(
+            f"{job.data} changed while the run was starting: its rows are not those the "
+            "run was planned on; run the command again"
+        )
+    session = None
+    if plan.llm is not None:
+        cache = None if job.cache is None else Cache(job.cache, mode=job.cache_mode)  # type: ignore[arg-type]
+        session = LLMSession(plan.llm, embeddings=plan.embeddings, cache=cache)
+    with OutputFolder(job.out) as folder:  # locked: the checkpoint lives in the folder
+        try:
+            result = run_sync(
+                local.execute(
+                    plan,
+                    rows,
+                    hashes,
+                    session,
+                    checkpoint=folder.path / ".checkpoint.jsonl",
+                    progress=job.progress,
+                    progress_interval=job.progress_interval,
+                )
+            )
+        finally:
+            if session is not None:
+                run_sync(session.aclose())
+        write_outputs(result, folder, max_error_rate=1.0)
+
+
+def run_shards(jobs: Sequence[ShardJob]) -> None:
     """Run every shard in a process of its own, all at once; the first to fail (or to die)
     stops the others, and its failure is raised as a JudgeError. Ctrl-C or SIGTERM (which
-    `judge.cli.main` raises as `Terminated`) stops them all before it goes on."""
+    `judge.signals` raises as `Terminated`) stops them all before it goes on."""
     # Fresh interpreters ("spawn"): a forked copy of this one would share its open files.
     context = multiprocessing.get_context("spawn")
     running: dict[int, tuple[Any, Any, str]] = {}  # sentinel -> (process, pipe, shard)
     lifelines = []  # our ends of the pipes the shards watch: closed when we die
     try:
-        for options in shards:
+        for job in jobs:
             receiver, sender = context.Pipe(duplex=False)
             watched, lifeline = context.Pipe(duplex=False)
             process = context.Process(
-                target=shard_main, args=(options, sender, watched, os.getpid()), daemon=True
+                target=shard_main, args=(job, sender, watched, os.getpid()), daemon=True
             )
             process.start()
             sender.close()  # the child's end: the pipe reports EOF if the child dies
             watched.close()  # the child's too: it must see EOF when we are gone
             lifelines.append(lifeline)
-            running[process.sentinel] = (process, receiver, options["shard"])
+            running[process.sentinel] = (process, receiver, job.label)
         while running:
             for sentinel in multiprocessing.connection.wait(list(running)):
                 process, receiver, shard = running.pop(cast(int, sentinel))
@@ -107,7 +179,7 @@ def run_shards(shards: list[dict[str, Any]]) -> None:
                     f"shard {shard}: {failure}; the rows finished so far are kept: rerun the "
                     "same command to resume"
                 )
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (judge.cli.main.Terminated)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (judge.signals.Terminated)
         print(
             "judge: stopping the shards; the rows finished so far are kept: rerun the same "
             "command to resume",
@@ -140,24 +212,7 @@ def _message(receiver: Any) -> tuple[str | None, bool]:
     return message
 
 
-def child_options(args: argparse.Namespace, index: int, count: int, out: Path) -> dict[str, Any]:
-    """The options of shard `index` of `count`: the run's own, with its shard and output
-    directory, no gates (the joined run is gated), its checkpoint kept once finished (a
-    rerun resumes it), and progress from shard 1 alone."""
-    options = {k: v for k, v in vars(args).items() if k != "func"}
-    options.update(
-        shard=f"{index}/{count}",
-        out=str(out),
-        processes=1,
-        fail_under=[],
-        max_error_rate=1.0,
-        keep_checkpoint=True,
-        no_progress=args.no_progress or index != 1,
-    )
-    return options
-
-
-def shard_main(options: dict[str, Any], report: Any, lifeline: Any, parent: int) -> None:
+def shard_main(job: ShardJob, report: Any, lifeline: Any, parent: int) -> None:
     """Run one shard (in its own process) and send back None when done, else what failed;
     end at once if the parent process is (or goes) away."""
     die_with_parent(parent)
@@ -165,16 +220,11 @@ def shard_main(options: dict[str, Any], report: Any, lifeline: Any, parent: int)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # The parent stops a shard with SIGTERM: unwound as judge unwinds (its spill file
     # removed, its batched cache writes flushed), not cut off.
-    from judge.cli.main import Terminated, raise_on_sigterm
-
     raise_on_sigterm()
-    from judge.cli.eval import run_eval
-
     failure: str | None = None
     bug = False
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # the joined run prints the table
-            run_eval(argparse.Namespace(**options))
+        judge_shard(job)
     except Terminated:
         return  # stopped by the parent, which says so
     except JudgeError as exc:  # sent as text: an exception's own fields may not pickle
