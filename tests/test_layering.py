@@ -155,6 +155,20 @@ def test_every_package_has_a_layer() -> None:
     assert packages - RANK.keys() == set(), "add the new package to LAYERS and the README"
 
 
+def test_the_readme_layout_names_every_package() -> None:
+    readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("### Layout") :]
+    layout = layout[: layout.index("\n## ")] if "\n## " in layout else layout
+    named = {
+        package
+        for package in RANK
+        if f"`judge/{package}/`" in layout
+        or f"`{package}.py`" in layout
+        or f"`judge/{package}.py`" in layout
+    }
+    assert set(RANK) - named - {"__main__"} == set()
+
+
 def test_no_module_imports_a_circle() -> None:
     assert cycles(import_graph()) == []
 
