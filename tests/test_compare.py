@@ -179,6 +179,10 @@ def test_cli_json_keys_and_fail_on_regression(tmp_path):
         "losses",
     }
     assert (tmp_path / "cmp" / "compare.html").read_text().count("<svg") == 1
+    # The library's comparison is the CLI's, diagnosis included: the command only prints it.
+    api = compare(a, worse).to_dict()
+    assert api["diagnosis_b"] and json.loads(json.dumps(api)) == doc
+    assert json.loads((tmp_path / "cmp" / "comparison.json").read_text()) == doc
     assert judge_cli("compare", a, worse, "--fail-on-regression").returncode == 1
     noisy_run = judge_cli("compare", a, noisy, "--fail-on-regression")
     assert noisy_run.returncode == 0, noisy_run.stdout  # a drop within noise is not a failure

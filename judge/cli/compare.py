@@ -58,7 +58,6 @@ def run_compare(args: argparse.Namespace) -> int:
     from judge.comparison.html import write_compare
     from judge.comparison.trec_runs import compare_runs
     from judge.ir import read_qrels, read_run
-    from judge.run.diagnose import diagnose
 
     metrics = metrics_of(args) or None
     if args.columns:
@@ -92,8 +91,7 @@ def run_compare(args: argparse.Namespace) -> int:
         if args.top_k:
             raise JudgeError("--top-k applies to run files or --columns")
         comparison = compare(args.a, args.b, metrics=metrics)
-    findings = diagnose({m: c.mean_b for m, c in comparison.metrics.items()})
-    comparison.extra["diagnosis_b"] = findings
+    findings = comparison.diagnosis_b()
     if args.out:
         from judge.run.output_folder import OutputFolder
 

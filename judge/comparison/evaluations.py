@@ -75,6 +75,12 @@ class Comparison:
     unmatched_b: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def diagnosis_b(self) -> list[str]:
+        """What B's means suggest to fix first (retrieval first), as report.html says it."""
+        from judge.run.diagnose import diagnose
+
+        return diagnose({m: c.mean_b for m, c in self.metrics.items()})
+
     def regressions(self) -> list[MetricComparison]:
         """Metrics that got significantly worse."""
         return [m for m in self.metrics.values() if m.significant and m.worse]
@@ -92,6 +98,7 @@ class Comparison:
                 for name, m in self.metrics.items()
             },
             **self.extra,
+            "diagnosis_b": self.diagnosis_b(),
         }
         return nan_to_null(data)  # type: ignore[no-any-return]
 
