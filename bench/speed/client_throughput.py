@@ -237,8 +237,8 @@ def main() -> None:
     for top in profiles:
         print(top)
     if args.replay_rows:
-        bench = Path(__file__).parent / "replay_100k.py"
-        subprocess.run([sys.executable, str(bench), "--rows", str(args.replay_rows)], check=True)
+        replay = [sys.executable, "-m", "bench.speed.replay_100k", "--rows", str(args.replay_rows)]
+        subprocess.run(replay, cwd=Path(__file__).resolve().parents[2], check=True)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any
 
 from judge.testing import FakeLLMServer, RecordedRequest, recorded_chat, score_fixture
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "judged"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "judged"
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 CHAT, EMBED = "/v1/chat/completions", "/v1/embeddings"
 RAGAS_CP_FIXED_CHARS = 3_900  # estimate: RAGAS's context-precision prompt without the inputs

@@ -24,13 +24,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from eval_speed import samples  # bench/ is on sys.path when this script runs
-from venvs import ensure_venv
-
+from bench.speed.eval_speed import samples
+from bench.support.venvs import BENCH, RAGAS_VENV, ensure_venv
 from judge.testing import FakeLLMServer, Reply, heuristic_judge
 
 HERE = Path(__file__).resolve().parent
-VENV = HERE / ".ragas-venv"
+VENV = RAGAS_VENV
 RAGAS_VERSION = "0.4.3"
 # langchain-community 0.4 dropped chat_models.vertexai, which ragas 0.4.3 imports.
 PINS = [f"ragas=={RAGAS_VERSION}", "langchain-community==0.3.31"]
@@ -157,7 +156,7 @@ def run_tool(name: str, command: list[str], server: FakeLLMServer, out: Path) ->
     """Run one tool's child process against the (reset) server and collect its counts."""
     server.reset()
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=BENCH.parent)
     total = time.perf_counter() - start
     if done.returncode != 0 or not out.exists():
         sys.exit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
@@ -196,8 +195,9 @@ def main() -> None:
         (root / "samples.json").write_text(json.dumps(data), encoding="utf-8")
         server.latency = args.latency
         common = [str(root / "samples.json"), server.base_url, str(args.concurrency)]
-        this, runner = str(Path(__file__).resolve()), str(HERE / "ragas_runner.py")
-        j_cmd = [sys.executable, this, "--judge-worker", *common, str(root / "judge.json")]
+        runner = str(HERE / "ragas_runner.py")
+        this = [sys.executable, "-m", "bench.ragas.vs_ragas"]
+        j_cmd = [*this, "--judge-worker", *common, str(root / "judge.json")]
         r_cmd = [str(python), runner, *common, str(root / "ragas.json")]
         j = run_tool("judge", j_cmd, server, root / "judge.json")
         r = run_tool("RAGAS", r_cmd, server, root / "ragas.json")

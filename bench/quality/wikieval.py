@@ -39,19 +39,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from embedder import MODEL as EMBED_MODEL  # bench/ is on sys.path when this script runs
-from embedder import LocalEmbedder
-from vs_ragas import ragas_python
 
 import judge
+from bench.ragas.vs_ragas import ragas_python
+from bench.support.embedder import MODEL as EMBED_MODEL
+from bench.support.embedder import LocalEmbedder
 from judge.labels.kinds import pairwise
 from judge.labels.measures import sign_test
 from judge.metrics.judges import context_sentences
 from judge.metrics.overlap import shares_content
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE.parent.parent / "shared" / "judge-quality" / "wikieval.jsonl"
-WORK = HERE / ".wikieval"  # gitignored: the judge cache and the resumable run log
+DATA = HERE.parents[2] / "shared" / "judge-quality" / "wikieval.jsonl"
+WORK = HERE.parent / ".wikieval"  # gitignored: the judge cache and the resumable run log
 # aspect -> (judge metric, RAGAS metric, the paper's RAGAS accuracy with gpt-3.5-turbo)
 ASPECTS = {
     "faithfulness": ("faithfulness", "faithfulness", 0.95),
@@ -181,7 +181,7 @@ def run_ragas(
         out.touch()
         command = [
             str(python),
-            str(HERE / "wikieval_ragas.py"),
+            str(HERE.parent / "ragas" / "wikieval_ragas.py"),
             str(jobs),
             args.api_base,
             args.model.split("/", 1)[-1],  # litellm's provider prefix means nothing to langchain

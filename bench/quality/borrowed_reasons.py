@@ -21,8 +21,7 @@ import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
-from prompt_check import example_reasons  # bench/ is on sys.path when this script runs
-
+from bench.quality.prompt_check import example_reasons
 from judge.metrics.overlap import borrowed_words
 from judge.metrics.prompts import load_prompt, reason_key
 

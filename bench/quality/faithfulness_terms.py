@@ -21,8 +21,8 @@ from pathlib import Path
 from judge.metrics.overlap import unsourced_terms
 
 HERE = Path(__file__).resolve().parent
-SAMPLES = HERE.parent / "fixtures" / "judged" / "samples.json"
-WIKIEVAL = HERE.parent.parent / "shared" / "judge-quality" / "wikieval.jsonl"
+SAMPLES = HERE.parents[1] / "fixtures" / "judged" / "samples.json"
+WIKIEVAL = HERE.parents[2] / "shared" / "judge-quality" / "wikieval.jsonl"
 
 
 def hand_judged() -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TREC_EVAL_SRC = REPO.parent / "shared" / "trec_eval" / "src"
 JUDGE_METRICS = "ndcg@10,map,mrr,P@10"
 TREC_MEASURES = ["ndcg_cut.10", "map", "recip_rank", "P.10"]

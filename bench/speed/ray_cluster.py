@@ -24,9 +24,9 @@ import threading
 import time
 from pathlib import Path
 
-from eval_speed import judge_eval, samples, write  # bench/ is on sys.path when this script runs
 from ray.cluster_utils import Cluster
 
+from bench.speed.eval_speed import judge_eval, samples, write
 from judge.testing import FakeLLMServer, heuristic_judge
 
 METRICS = "faithfulness,answer_relevancy,context_precision,context_recall"

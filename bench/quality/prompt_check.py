@@ -33,7 +33,7 @@ from typing import Any
 from judge.metrics.prompts import load_prompt, reason_key
 
 HERE = Path(__file__).resolve().parent
-SAMPLES = HERE.parent / "fixtures" / "real" / "samples.json"
+SAMPLES = HERE.parents[1] / "fixtures" / "real" / "samples.json"
 METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
 MODEL_EMBED = "openai/embed-fixture"
 CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -237,7 +237,7 @@ def main() -> None:
         "--replies", type=Path, required=True, help="the exported JSONL, or a cache.sqlite"
     )
     check.add_argument("--results", type=Path, help="results.json of the run, if it finished")
-    check.add_argument("--prompts", type=Path, default=HERE.parent / "prompts")
+    check.add_argument("--prompts", type=Path, default=HERE.parents[1] / "prompts")
     for p in (run, check):
         p.add_argument("--samples", type=Path, default=SAMPLES)
     args = parser.parse_args()

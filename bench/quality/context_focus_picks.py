@@ -19,14 +19,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from wikieval import (
-    WORK,
-    load,
-    pair_accuracy,
-    rule_alone,
-)  # bench/ is on sys.path when this script runs
-
 import judge
+from bench.quality.wikieval import WORK, load, pair_accuracy, rule_alone
 from judge.errors import JudgeError
 
 

@@ -12,6 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+BENCH = Path(__file__).resolve().parent.parent  # bench/: the venvs live at its top
+RAGAS_VENV = BENCH / ".ragas-venv"
+EMBED_VENV = BENCH / ".embed-venv"
+
 
 def ensure_venv(venv: Path, pins: list[str], probe: str, expect: str) -> Path:
     """The venv's python, after installing `pins` unless `probe` already prints `expect`.

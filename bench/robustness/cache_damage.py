@@ -27,19 +27,16 @@ import json
 import math
 import random
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.speed.eval_speed import samples
 from judge.cache.store import Cache
 from judge.errors import CacheStoreError, JudgeError
 from judge.llm.config import LLM, Embeddings
 from judge.run.evaluate import evaluate
 from judge.testing import FakeLLMServer, heuristic_judge
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_speed import samples
 
 METRICS = [
     "faithfulness",

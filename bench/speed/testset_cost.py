@@ -23,18 +23,14 @@ import argparse
 import hashlib
 import json
 import random
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the scripted fake model lives with the tests
-
-from judge.llm.config import LLM  # noqa: E402
-from judge.testing import FakeLLMServer  # noqa: E402
-from judge.testset import build, load_corpus  # noqa: E402
-from tests.testset_fakes import Script, default_reply  # noqa: E402
+from judge.llm.config import LLM
+from judge.testing import FakeLLMServer
+from judge.testset import build, load_corpus
+from tests.testset_fakes import Script, default_reply  # the scripted fake model of the tests
 
 PLACES = ["Harbour", "Mill", "Castle", "River", "Station", "Market", "Garden", "Bridge"]
 THINGS = ["ferry", "library", "museum", "tram line", "bakery", "school", "hospital", "park"]
@@ -147,12 +143,12 @@ def run_ragas(source: Path, n: int) -> dict[str, Any]:
     with the chat and embedding requests and prompt characters it sent."""
     import subprocess
 
-    from ragas_testset_fake import answer
-    from venvs import ensure_venv
+    from bench.ragas.ragas_testset_fake import answer
+    from bench.support.venvs import BENCH, RAGAS_VENV, ensure_venv
 
-    here = Path(__file__).resolve().parent
+    here = BENCH / "ragas"  # ragas_testset_runner.py, run by the venv's python
     probe = "import ragas, rapidfuzz; print(ragas.__version__)"
-    python = ensure_venv(here / ".ragas-venv", RAGAS_PINS, probe, "0.4.3")
+    python = ensure_venv(RAGAS_VENV, RAGAS_PINS, probe, "0.4.3")
     with FakeLLMServer(chat=answer) as server, tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ragas.json"
         runner = [str(python), str(here / "ragas_testset_runner.py"), str(source)]
