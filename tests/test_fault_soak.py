@@ -1,4 +1,4 @@
-"""The fault soak of bench/fault_soak.py as a test: a small one always, the big one opt-in."""
+"""The fault soak of bench/robustness/fault_soak.py as a test: small always, big opt-in."""
 
 from __future__ import annotations
 

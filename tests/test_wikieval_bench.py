@@ -1,4 +1,4 @@
-"""bench/wikieval.py's bookkeeping: pairs, outcomes, the sign test and the paired summary."""
+"""bench/quality/wikieval.py's bookkeeping: pairs, outcomes, the sign test, the paired summary."""
 
 from __future__ import annotations
 

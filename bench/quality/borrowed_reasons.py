@@ -9,7 +9,7 @@ them (`judge.metrics.prompts.reason_key`: case, spacing and the final stop ignor
 Counted per prompt version, from the cached raw replies (before judge drops or caps
 anything), so two versions of a prompt can be compared on the same items.
 
-Run: python bench/borrowed_reasons.py CACHE.sqlite [CACHE...] --prompt verify
+Run: python -m bench.quality.borrowed_reasons CACHE.sqlite [CACHE...] --prompt verify
      --examples prompts/verify.txt [OLD_VERIFY.txt ...]
 """
 

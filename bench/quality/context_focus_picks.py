@@ -1,6 +1,6 @@
 """What the model adds to `context_focus` on WikiEval's context pairs, from a recorded run.
 
-`bench/wikieval.py` scores context_v1 against context_v2 with `context_focus`: the model
+`bench/quality/wikieval.py` scores context_v1 against context_v2 with `context_focus`: the model
 names the needed sentences, then a picked sentence sharing no content word with the
 question or the reference is dropped. This replays those judgments from the run's cache
 (no request is sent: a judgment not recorded is reported as missing) and splits the score:
@@ -9,7 +9,7 @@ question or the reference is dropped. This replays those judgments from the run'
 - both, which is what `context_focus` reports.
 Accuracy: context_v1 should score higher (a tie counts 0.5).
 
-Run: python bench/context_focus_picks.py --model openai/qwen --api-base http://127.0.0.1:8089/v1
+Run: python -m bench.quality.context_focus_picks --model openai/qwen --api-base http://127.0.0.1:8089/v1
      [--n 20] [--work bench/.wikieval/focus]
 """
 

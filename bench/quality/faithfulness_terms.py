@@ -9,7 +9,7 @@ answers from its ungrounded ones.
    gives), so the score is the share of sentences without unsourced terms; the grounded
    answer should score higher than the ungrounded one (ties count 0.5).
 
-Run: python bench/faithfulness_terms.py
+Run: python -m bench.quality.faithfulness_terms
 """
 
 from __future__ import annotations

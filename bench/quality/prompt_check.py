@@ -12,11 +12,13 @@ raw replies (before judge drops anything):
 - grade sequences equal to the prompt example's; context precision < 1 on the rows whose
   first context is unrelated; good answers marked noncommittal.
 
-Run the baseline prompts with PYTHONPATH pointing at an export of main (`git archive main`),
-so `judge` and its prompts/ come from there:
-  python bench/prompt_check.py score --model openai/qwen --api-base http://127.0.0.1:8089/v1 \
-      --work /tmp/check-after --export /tmp/check-after/replies.jsonl
-  python bench/prompt_check.py audit --replies /tmp/check-after/replies.jsonl \
+Run from the repository root (`python -m` puts the current folder first on sys.path, so
+`judge` and its prompts come from there); for the baseline prompts, from the root of an
+export of main (`mkdir /tmp/main && git archive main | tar -x -C /tmp/main`):
+  python -m bench.quality.prompt_check score --model openai/qwen \
+      --api-base http://127.0.0.1:8089/v1 --work /tmp/check-after \
+      --export /tmp/check-after/replies.jsonl
+  python -m bench.quality.prompt_check audit --replies /tmp/check-after/replies.jsonl \
       --results /tmp/check-after/results.json --prompts prompts
 """
 

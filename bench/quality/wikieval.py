@@ -5,7 +5,8 @@ and the side people prefer should score higher (Es et al. 2023, Table 1):
 - faithfulness: answer_stripped vs ungrounded_answer, both on context_v1 (judge
   `faithfulness`, RAGAS `faithfulness`);
 - answer relevance: answer_stripped vs poor_answer (judge `answer_relevancy`, RAGAS
-  `answer_relevancy`; both embed with all-MiniLM-L6-v2 served locally, see bench/embedder.py);
+  `answer_relevancy`; both embed with all-MiniLM-L6-v2 served locally, see
+  bench/support/embedder.py);
 - context relevance: context_v1 vs context_v2 for the question (judge `context_relevance`,
   the share of contexts graded relevant: context_v2 is context_v1 plus added text, so a
   rank-weighted `context_precision` cannot fall when the added passages come after the
@@ -18,12 +19,12 @@ sign test on the items where their outcomes differ).
 
 The data is read from ../shared/judge-quality/wikieval.jsonl (its licence is unstated: it is
 never copied into the repository). judge runs in this process through a judge cache; RAGAS
-runs in bench/.ragas-venv through bench/wikieval_ragas.py. Every finished (tool, item,
+runs in bench/.ragas-venv through bench/ragas/wikieval_ragas.py. Every finished (tool, item,
 aspect) is appended to bench/.wikieval/runs.jsonl, so an interrupted run resumes where it
 stopped and a rerun only prints the table.
 
-Run: python bench/wikieval.py --model openai/qwen --api-base http://127.0.0.1:8089/v1 [--n 12]
-     [--tools judge,ragas] [--context-window 4096] [--json bench/results/wikieval.json]
+Run: python -m bench.quality.wikieval --model openai/qwen --api-base http://127.0.0.1:8089/v1
+     [--n 12] [--tools judge,ragas] [--context-window 4096] [--json bench/results/wikieval.json]
 """
 
 from __future__ import annotations

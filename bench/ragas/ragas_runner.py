@@ -2,7 +2,7 @@
 
 Usage: ragas_runner.py SAMPLES.json BASE_URL CONCURRENCY OUT.json
 Writes {"version", "import_s", "eval_s", "scores": {metric: [float | null, ...]}} to OUT.json.
-Started by bench/vs_ragas.py; not part of the judge package (RAGAS is not a dependency).
+Started by bench/ragas/vs_ragas.py; not part of the judge package (RAGAS is not a dependency).
 """
 
 import time

@@ -5,7 +5,7 @@ Usage: ragas_testset_runner.py DOCS BASE_URL N OUT.json
 DOCS is a folder of .txt documents (generate_with_langchain_docs: RAGAS splits them) or a
 .jsonl file of chunks with "text" (generate_with_chunks: the chunks judge used).
 Writes {"version", "questions", "seconds", "error"} to OUT.json. Started by
-bench/testset_cost.py --ragas; not part of the judge package (RAGAS is not a dependency).
+bench/speed/testset_cost.py --ragas; not part of the judge package (RAGAS is not a dependency).
 """
 
 import json

@@ -4,10 +4,10 @@ N samples (5 contexts each, a ground truth), the four core metrics (faithfulness
 answer_relevancy, context_precision with a reference, context_recall), both tools pointed
 at one FakeLLMServer answering after LATENCY seconds, concurrency C for both. RAGAS runs in
 its own virtualenv (bench/.ragas-venv, created on first use, then reused) through
-bench/ragas_runner.py; judge runs in a subprocess of this script, so both start alike.
+bench/ragas/ragas_runner.py; judge runs in a subprocess of this script, so both start alike.
 Goal: judge at most half of RAGAS's requests and prompt characters, and a lower wall time.
 
-Run: python bench/vs_ragas.py [--samples 50] [--latency 0.2] [--concurrency 16]
+Run: python -m bench.ragas.vs_ragas [--samples 50] [--latency 0.2] [--concurrency 16]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Score WikiEval pairs with RAGAS 0.4.3 in bench/.ragas-venv; started by bench/wikieval.py.
+"""Score WikiEval pairs with RAGAS 0.4.3 in bench/.ragas-venv; started by bench/quality/wikieval.py.
 
 Usage: wikieval_ragas.py JOBS.json CHAT_BASE_URL MODEL EMBED_BASE_URL EMBED_MODEL TIMEOUT OUT.jsonl
 JOBS.json: [{"item", "aspect", "metric", "pair": [preferred sample, other sample]}]. For each job

@@ -16,7 +16,7 @@ then an error, none a wrong value. When SQLite refuses to write into damaged pag
 read-write run stops (`CacheStoreError`, naming `judge cache repair`); the bench then
 repairs the copy as the message says and runs again, and reports both.
 
-Run: python bench/cache_damage.py [--rows 300] [--places 50] [--bytes 64] [--seed 0]
+Run: python -m bench.robustness.cache_damage [--rows 300] [--places 50] [--bytes 64] [--seed 0]
      [--keep DIR]
 """
 

@@ -5,7 +5,7 @@ JSON, 2% truncated output, 2% responses slower than the timeout. Checks that eve
 row is in results.jsonl exactly once, scored or with an explicit error; then runs again
 with the same cache and no faults, and checks that work already done is not redone.
 
-Run: python bench/fault_soak.py [--samples 1000] [--concurrency 32]
+Run: python -m bench.robustness.fault_soak [--samples 1000] [--concurrency 32]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Fills a cache with 100,000 recorded judgments (a claim-verification verdict list
 items each), then replays N of them through `LLMSession.chat` in replay mode (so nothing
 can reach the network) and prints microseconds per call. Target (issue 3): < 100 us.
 
-Run: python bench/cache_overhead.py [--entries 100000] [--calls 20000]
+Run: python -m bench.speed.cache_overhead [--entries 100000] [--calls 20000]
 """
 
 from __future__ import annotations

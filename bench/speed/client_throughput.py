@@ -17,10 +17,10 @@ of its own, so it does not share the client's interpreter lock:
 Printed per route, server and cache: requests per second, microseconds per request (wall
 and the client's CPU), requests the server received. `--profile` adds a cProfile top-15
 (by own time) of each combination. Goal (issue 14): at least 1,000 requests per second
-with the openai route and the cache on. `--replay-rows N` also runs bench/replay_100k.py
+with the openai route and the cache on. `--replay-rows N` also runs bench/speed/replay_100k.py
 with N rows (the replay time and peak memory of a fully cached `judge eval`).
 
-Run: python bench/client_throughput.py [--requests 3000] [--concurrency 32]
+Run: python -m bench.speed.client_throughput [--requests 3000] [--concurrency 32]
      [--servers fake,minimal] [--routes openai,litellm] [--profile] [--replay-rows 100000]
 """
 

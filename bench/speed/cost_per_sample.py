@@ -8,7 +8,7 @@ with n=3 (strictness 3; 3 calls where n > 1 is unsupported) plus 1 embedding req
 context precision 1 call per context, context recall 1 call. Its context-precision prompt
 carries ~3,900 fixed characters (instructions and examples) per context.
 
-Run: python bench/cost_per_sample.py
+Run: python -m bench.speed.cost_per_sample
 """
 
 from __future__ import annotations

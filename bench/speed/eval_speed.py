@@ -7,7 +7,8 @@ the critical path of dependent calls (claims -> verify, reverse questions -> emb
 Replay: the same command with --replay on M fully cached samples, start-up included
 (target < 5 s), and checks that litellm was never imported.
 
-Run: python bench/eval_speed.py [--live 500] [--replay 2000] [--latency 0.3] [--concurrency 32]
+Run: python -m bench.speed.eval_speed [--live 500] [--replay 2000] [--latency 0.3]
+     [--concurrency 32]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Makefile, as the README there says), runs each tool in a fresh process and print
 time and peak memory (max RSS of the child, from wait4) side by side with the ratio, then
 checks that both printed the same values.
 
-Run: python bench/ir_files.py [--queries N] [--docs N] [--judged N] [--repeat N]
+Run: python -m bench.speed.ir_files [--queries N] [--docs N] [--judged N] [--repeat N]
          [--dir DIR] [--trec-eval PATH]
 Needs: a C compiler and make (or --trec-eval PATH to a built binary).
 """

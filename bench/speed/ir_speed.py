@@ -9,7 +9,7 @@ CPU time counts all its threads. A last line times the floor of any evaluator re
 dicts: walking every run score and grade into arrays and looking every judged doc up in its
 run, which is most of judge's time.
 
-Run: python bench/ir_speed.py [--queries N] [--docs N] [--judged N] [--repeat N]
+Run: python -m bench.speed.ir_speed [--queries N] [--docs N] [--judged N] [--repeat N]
 Needs: pip install -e '.[test]' (pytrec-eval-terrier); ranx is optional.
 """
 

@@ -12,7 +12,7 @@ answering after --latency seconds. The bench then:
   the judge actors it started, so a run whose actors all landed on one node says so.
 What one machine cannot show: network transfer between hosts, a node lost mid-run.
 
-Run: python bench/ray_cluster.py [--rows 200] [--actors 2] [--cpus 1] [--latency 0.05]
+Run: python -m bench.speed.ray_cluster [--rows 200] [--actors 2] [--cpus 1] [--latency 0.05]
 """
 
 from __future__ import annotations

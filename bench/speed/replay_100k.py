@@ -41,7 +41,7 @@ measured in one go.
 runs the shards in its own processes and merges them (wall time with start-up and merge;
 CPU of all its processes; peak RSS the largest process's).
 
-Run: python bench/replay_100k.py [--rows 100000] [--distinct 1000] [--concurrency 32]
+Run: python -m bench.speed.replay_100k [--rows 100000] [--distinct 1000] [--concurrency 32]
      [--all-distinct] [--embedding-dims N] [--shards N] [--processes N] [--check]
      [--keep DIR]
 """

@@ -8,13 +8,13 @@ chunk), so the rounds that replace rejected drafts are counted too.
 
 With --ragas, RAGAS 0.4.3's TestsetGenerator (in bench/.ragas-venv, made on first use)
 builds the same number of questions at a fake server answering its prompts
-(bench/ragas_testset_fake.py), twice: from judge's chunks (generate_with_chunks) and from
+(bench/ragas/ragas_testset_fake.py), twice: from judge's chunks (generate_with_chunks) and from
 the documents (generate_with_langchain_docs, RAGAS's own splitting). Its requests per
 returned question are printed beside judge's, with the ratio. RAGAS returns every
 question it generates (no checks, no duplicate removal), so its count is of questions
 returned, not of questions that would pass judge's checks.
 
-Run: python bench/testset_cost.py [--docs 40] [-n 60] [--reject 0.25] [--seed 0] [--ragas]
+Run: python -m bench.speed.testset_cost [--docs 40] [-n 60] [--reject 0.25] [--seed 0] [--ragas]
 """
 
 from __future__ import annotations

