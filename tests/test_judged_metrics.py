@@ -2,7 +2,7 @@
 
 samples.json holds the inputs, the judgments a careful judge would make, and the metric
 values worked out by hand from them; judgments.jsonl is those judgments as recorded by
-scripts/record_judged_fixtures.py. Every score judge.score computes from the replayed
+fixtures/recorders/record_judged_fixtures.py. Every score judge.score computes from the replayed
 judgments must equal the hand-worked value.
 """
 
@@ -31,7 +31,7 @@ from judge.testing import (
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "judged"
-RECORD = "python scripts/record_judged_fixtures.py"
+RECORD = "python fixtures/recorders/record_judged_fixtures.py"
 MODEL, EMBED_MODEL = "openai/judge-fixture", "openai/embed-fixture"
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 METRICS = (*CORE, "context_relevance", "context_ndcg@5")

@@ -150,7 +150,7 @@ def test_fixture_metadata_names_the_prompt_versions_on_disk(fixture):
     on_disk = {name: load_prompt(name).version for name in recorded}
     assert recorded == on_disk, (
         f"fixtures/judged/{fixture}: re-read its judgments against the changed prompts, "
-        "update _meta.prompts, then re-record (scripts/record_*_fixtures.py)"
+        "update _meta.prompts, then re-record (fixtures/recorders/record_*_fixtures.py)"
     )
 
 
