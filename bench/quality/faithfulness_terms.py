@@ -2,7 +2,7 @@
 takes back a careful judge's "supported", and how well it alone tells WikiEval's grounded
 answers from its ungrounded ones.
 
-1. fixtures/judged/samples.json: claims with a careful (hand-written) verdict against the
+1. judge/demo/samples.json: claims with a careful (hand-written) verdict against the
    contexts. A flagged "supported" claim is a false take-back of the strict metric.
 2. WikiEval (../shared/judge-quality/wikieval.jsonl, read in place): each answer's sentences
    stand in for its claims, all taken as supported (what a judge that agrees with everything
@@ -18,10 +18,11 @@ import json
 import re
 from pathlib import Path
 
+from judge.cli.demo import demo_dir
 from judge.metrics.overlap import unsourced_terms
 
 HERE = Path(__file__).resolve().parent
-SAMPLES = HERE.parents[1] / "fixtures" / "judged" / "samples.json"
+SAMPLES = demo_dir() / "samples.json"
 WIKIEVAL = HERE.parents[2] / "shared" / "judge-quality" / "wikieval.jsonl"
 
 

@@ -19,7 +19,7 @@ export of main (`mkdir /tmp/main && git archive main | tar -x -C /tmp/main`):
       --api-base http://127.0.0.1:8089/v1 --work /tmp/check-after \
       --export /tmp/check-after/replies.jsonl
   python -m bench.quality.prompt_check audit --replies /tmp/check-after/replies.jsonl \
-      --results /tmp/check-after/results.json --prompts prompts
+      --results /tmp/check-after/results.json --prompts judge/prompts
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from judge.metrics.prompts import load_prompt, reason_key
+from judge.metrics.prompts import load_prompt, prompts_dir, reason_key
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parents[1] / "fixtures" / "real" / "samples.json"
@@ -239,7 +239,7 @@ def main() -> None:
         "--replies", type=Path, required=True, help="the exported JSONL, or a cache.sqlite"
     )
     check.add_argument("--results", type=Path, help="results.json of the run, if it finished")
-    check.add_argument("--prompts", type=Path, default=HERE.parents[1] / "prompts")
+    check.add_argument("--prompts", type=Path, default=prompts_dir())
     for p in (run, check):
         p.add_argument("--samples", type=Path, default=SAMPLES)
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """Requests and prompt size per sample of judge's four core metrics, beside RAGAS's design.
 
-The 12+ samples of fixtures/judged are replayed from judgments.jsonl through the fake
+The 12+ samples of the demo data (judge/demo) are replayed from judgments.jsonl through the fake
 OpenAI-compatible server (no network, no cache), so every judge call is counted where it
 is sent. RAGAS figures are estimates from its published design, not measurements:
 faithfulness makes 2 chat calls (statements, then NLI verdicts), answer relevancy 1 call
@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
+from judge.cli.demo import demo_dir
 from judge.testing import FakeLLMServer, RecordedRequest, recorded_chat, score_fixture
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "judged"
+FIXTURES = demo_dir()  # the demo data
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 CHAT, EMBED = "/v1/chat/completions", "/v1/embeddings"
 RAGAS_CP_FIXED_CHARS = 3_900  # estimate: RAGAS's context-precision prompt without the inputs

@@ -10,7 +10,7 @@ from pathlib import Path
 from judge.cli.finish import finish_run
 from judge.errors import JudgeError
 
-# The demo: hand-judged samples and their recorded judgments (see fixtures/judged/).
+# The demo: hand-judged samples and their recorded judgments (judge/demo/).
 DEMO_MODEL = "openai/judge-fixture"
 DEMO_EMBEDDINGS = "openai/embed-fixture"
 DEMO_METRICS = [
@@ -24,12 +24,11 @@ DEMO_METRICS = [
 
 
 def demo_dir() -> Path:
-    """The demo data: inside the installed package, or in the source tree's fixtures."""
-    package = Path(__file__).resolve().parent.parent  # the judge package
-    for candidate in (package / "_demo", package.parent / "fixtures" / "judged"):
-        if (candidate / "samples.json").is_file():
-            return candidate
-    raise JudgeError(f"the demo data is missing (looked in {package}); reinstall judge")
+    """The demo data: judge/demo, inside the package."""
+    folder = Path(__file__).resolve().parent.parent / "demo"
+    if (folder / "samples.json").is_file():
+        return folder
+    raise JudgeError(f"the demo data is missing (looked in {folder}); reinstall judge")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

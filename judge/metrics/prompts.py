@@ -44,13 +44,11 @@ class PromptError(JudgeError):
 
 @functools.cache
 def prompts_dir() -> Path:
-    """Where the built-in prompts are: inside the installed package, or the source tree."""
-    package = Path(__file__).resolve().parent.parent  # the judge package
-    # A wheel carries them as judge/_prompts; a source checkout has them at the top.
-    for candidate in (package / "_prompts", package.parent / "prompts"):
-        if candidate.is_dir():
-            return candidate
-    raise PromptError(f"the built-in prompts are missing (looked in {package}); reinstall judge")
+    """Where the built-in prompts are: judge/prompts, inside the package."""
+    folder = Path(__file__).resolve().parent.parent / "prompts"
+    if folder.is_dir():
+        return folder
+    raise PromptError(f"the built-in prompts are missing (looked in {folder}); reinstall judge")
 
 
 def data_json(value: Any) -> str:
