@@ -24,11 +24,17 @@ DEMO_METRICS = [
 
 
 def demo_dir() -> Path:
-    """The demo data: judge/demo, inside the package."""
-    folder = Path(__file__).resolve().parent.parent / "demo"
-    if (folder / "samples.json").is_file():
+    """The demo data's folder (samples.json, judgments.jsonl): the package's data judge/demo
+    (importlib.resources), the same in a source checkout and in an installed wheel."""
+    from importlib import resources  # imported here: only this lookup needs it
+
+    folder = resources.files("judge") / "demo"
+    if isinstance(folder, Path) and (folder / "samples.json").is_file():
         return folder
-    raise JudgeError(f"the demo data is missing (looked in {folder}); reinstall judge")
+    raise JudgeError(
+        f"the demo data is missing (looked in {folder}): reinstall judge "
+        "(pip install --force-reinstall judge); judge must be installed as files, not zipped"
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -44,11 +44,17 @@ class PromptError(JudgeError):
 
 @functools.cache
 def prompts_dir() -> Path:
-    """Where the built-in prompts are: judge/prompts, inside the package."""
-    folder = Path(__file__).resolve().parent.parent / "prompts"
-    if folder.is_dir():
+    """The built-in prompts' folder: the package's data judge/prompts (importlib.resources),
+    the same in a source checkout and in an installed wheel."""
+    from importlib import resources  # imported here: only this lookup needs it
+
+    folder = resources.files("judge") / "prompts"
+    if isinstance(folder, Path) and folder.is_dir():
         return folder
-    raise PromptError(f"the built-in prompts are missing (looked in {folder}); reinstall judge")
+    raise PromptError(
+        f"the built-in prompts are missing (looked in {folder}): reinstall judge "
+        "(pip install --force-reinstall judge); judge must be installed as files, not zipped"
+    )
 
 
 def data_json(value: Any) -> str:
