@@ -10,7 +10,7 @@ Counted per prompt version, from the cached raw replies (before judge drops or c
 anything), so two versions of a prompt can be compared on the same items.
 
 Run: python -m bench.quality.borrowed_reasons CACHE.sqlite [CACHE...] --prompt verify
-     --examples prompts/verify.txt [OLD_VERIFY.txt ...]
+     --examples judge/prompts/verify.txt [OLD_VERIFY.txt ...]
 """
 
 from __future__ import annotations
