@@ -467,8 +467,7 @@ def scored(result: Any) -> list[tuple[dict[str, float], dict[str, str]]]:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_cache_damaged_at_random_places_never_changes_a_score_without_an_error(tmp_path, seed):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    from cache_damage import METRICS, damage, samples
+    from bench.robustness.cache_damage import METRICS, damage, samples
 
     data = samples(40)
     clean = tmp_path / "clean.sqlite"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from judge.cli.demo import demo_dir
 from judge.testing import FakeLLMServer, heuristic_judge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +76,7 @@ def test_demo_runs_offline_and_writes_its_outputs(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "False False"  # pure replay: no clients
     assert "faithfulness" in done.stdout and "95% CI" in done.stdout
     summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
-    samples = json.loads((ROOT / "fixtures/judged/samples.json").read_text())["samples"]
+    samples = json.loads((demo_dir() / "samples.json").read_text())["samples"]
     assert summary["rows"] == len(samples) >= 14 and summary["rows_with_errors"] == 0
     rows = [json.loads(x) for x in (tmp_path / "demo" / "results.jsonl").read_text().splitlines()]
     assert [r["row"] for r in rows] == list(range(len(samples)))

@@ -26,7 +26,7 @@ from domain_accuracy import domain_accuracy  # noqa: E402
 from rubric import support_tone  # noqa: E402
 
 ENTRIES = [json.loads(x) for x in (EXAMPLES / "judgments.jsonl").read_text().splitlines()]
-# Worked out from the hand-written judgments in scripts/record_example_judgments.py.
+# Worked out from the hand-written judgments in fixtures/recorders/record_example_judgments.py.
 EXPECTED = {
     "refund-1": {"domain_accuracy": 5 / 5, "support_tone": 4 / 4},
     "refund-2": {"domain_accuracy": 1 / 5, "support_tone": 3 / 4},

@@ -3,7 +3,7 @@
 end_to_end.json holds 8 samples, the judgments a careful judge following the claims,
 verify and citations prompts would make for answer_correctness, hallucination_rate,
 citation_accuracy and faithfulness, and the values worked out by hand from them;
-end_to_end.jsonl is those judgments as recorded by scripts/record_end_to_end_fixtures.py.
+end_to_end.jsonl is those judgments as recorded by fixtures/recorders/record_end_to_end_fixtures.py.
 Replayed through judge.score and the real client, every score must equal the hand-worked
 value, with exactly the judge calls the JSON plans for.
 """
@@ -37,7 +37,7 @@ from judge.testing import (
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "judged"
-RECORD = "python scripts/record_end_to_end_fixtures.py"
+RECORD = "python fixtures/recorders/record_end_to_end_fixtures.py"
 MODEL = "openai/judge-fixture"
 METRICS = ("answer_correctness", "hallucination_rate", "citation_accuracy", "faithfulness")
 CHAT = "/v1/chat/completions"

@@ -1,15 +1,10 @@
-"""The fault soak of bench/fault_soak.py as a test: a small one always, the big one opt-in."""
+"""The fault soak of bench/robustness/fault_soak.py as a test: small always, big opt-in."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-from fault_soak import soak
+from bench.robustness.fault_soak import soak
 
 
 def test_small_soak_loses_nothing_and_redoes_nothing():

@@ -1,8 +1,8 @@
-"""Hand-written judgments (fixtures/judged) replayed through judge.score and the real client.
+"""Hand-written judgments (judge/demo) replayed through judge.score and the real client.
 
 samples.json holds the inputs, the judgments a careful judge would make, and the metric
 values worked out by hand from them; judgments.jsonl is those judgments as recorded by
-scripts/record_judged_fixtures.py. Every score judge.score computes from the replayed
+fixtures/recorders/record_judged_fixtures.py. Every score judge.score computes from the replayed
 judgments must equal the hand-worked value.
 """
 
@@ -21,6 +21,7 @@ import pytest
 
 import judge.metrics.prompts
 from judge.cache.store import Cache
+from judge.cli.demo import demo_dir
 from judge.run.score import SampleResult
 from judge.testing import (
     FakeLLMServer,
@@ -30,8 +31,8 @@ from judge.testing import (
     score_fixture,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "judged"
-RECORD = "python scripts/record_judged_fixtures.py"
+FIXTURES = demo_dir()  # the demo data, read as judge demo reads it
+RECORD = "python fixtures/recorders/record_judged_fixtures.py"
 MODEL, EMBED_MODEL = "openai/judge-fixture", "openai/embed-fixture"
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 METRICS = (*CORE, "context_relevance", "context_ndcg@5")
@@ -61,7 +62,7 @@ def check_fresh(entries: Entries) -> None:
     stale = stale_prompts(entries)
     if stale:
         pytest.fail(
-            f"prompt(s) {', '.join(stale)} changed since fixtures/judged/judgments.jsonl was "
+            f"prompt(s) {', '.join(stale)} changed since judge/demo/judgments.jsonl was "
             f"recorded, so replay would miss: check the hand-written judgments in "
             f"samples.json still fit the prompt, then run `{RECORD}`",
             pytrace=False,

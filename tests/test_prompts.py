@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from judge.cli.demo import demo_dir
 from judge.metrics.prompts import PromptError, data_json, load_prompt, parse_prompt, prompts_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,8 +97,8 @@ def test_unknown_prompt_is_an_error():
         load_prompt("nope")
 
 
-def test_source_checkout_finds_the_top_level_prompts():
-    assert prompts_dir() == ROOT / "prompts"
+def test_source_checkout_finds_the_package_prompts():
+    assert prompts_dir() == ROOT / "judge" / "prompts"
 
 
 def test_wheel_ships_the_prompts(tmp_path):
@@ -121,9 +122,9 @@ def test_wheel_ships_the_prompts(tmp_path):
     (wheel,) = tmp_path.glob("judge-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for name in BUILTIN:
-        assert f"judge/_prompts/{name}.txt" in names
+        assert f"judge/prompts/{name}.txt" in names
     # The demo data ships too, so `pip install . && judge demo` works outside a checkout.
-    assert {"judge/_demo/samples.json", "judge/_demo/judgments.jsonl"} <= set(names)
+    assert {"judge/demo/samples.json", "judge/demo/judgments.jsonl"} <= set(names)
     # Installed from the wheel (unpacked here), the package finds its own copy.
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
     code = (
@@ -138,19 +139,21 @@ def test_wheel_ships_the_prompts(tmp_path):
         env={"PYTHONPATH": str(tmp_path / "site")},
     )
     assert found.returncode == 0, found.stderr
-    assert found.stdout.strip() == str(tmp_path / "site" / "judge" / "_prompts")
+    assert found.stdout.strip() == str(tmp_path / "site" / "judge" / "prompts")
 
 
-@pytest.mark.parametrize("fixture", ["samples.json", "end_to_end.json"])
+@pytest.mark.parametrize(
+    "fixture", [demo_dir() / "samples.json", ROOT / "fixtures" / "judged" / "end_to_end.json"]
+)
 def test_fixture_metadata_names_the_prompt_versions_on_disk(fixture):
     """The _meta block of a hand-judged fixture says which prompt versions its judgments
     were written for; a prompt edited since makes this fail until they are re-read."""
-    meta = json.loads((ROOT / "fixtures" / "judged" / fixture).read_text(encoding="utf-8"))["_meta"]
+    meta = json.loads(fixture.read_text(encoding="utf-8"))["_meta"]
     recorded = {name.removesuffix(".txt"): version for name, version in meta["prompts"].items()}
     on_disk = {name: load_prompt(name).version for name in recorded}
     assert recorded == on_disk, (
-        f"fixtures/judged/{fixture}: re-read its judgments against the changed prompts, "
-        "update _meta.prompts, then re-record (scripts/record_*_fixtures.py)"
+        f"{fixture.relative_to(ROOT)}: re-read its judgments against the changed prompts, "
+        "update _meta.prompts, then re-record (fixtures/recorders/record_*_fixtures.py)"
     )
 
 

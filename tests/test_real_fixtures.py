@@ -24,7 +24,7 @@ META, SAMPLES = DATA["_meta"], DATA["samples"]
 BY_QUESTION = {s["question"]: s for s in SAMPLES}
 ENTRIES = [json.loads(x) for x in (HERE / "judgments.jsonl").read_text("utf-8").splitlines()]
 METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
-RECORD = "bench/prompt_check.py score (see fixtures/real/samples.json _meta)"
+RECORD = "python -m bench.quality.prompt_check score (see fixtures/real/samples.json _meta)"
 
 Entry = dict[str, Any]
 

@@ -1,17 +1,13 @@
-"""bench/wikieval.py's bookkeeping: pairs, outcomes, the sign test and the paired summary."""
+"""bench/quality/wikieval.py's bookkeeping: pairs, outcomes, the sign test, the paired summary."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-from wikieval import outcome, pair, prior_records, summarise, table
+from bench.quality.wikieval import outcome, pair, prior_records, summarise, table
 
 ITEM = {
     "id": "wikieval-00",

@@ -4,7 +4,7 @@ A transaction costs far more than the row it stores (BEGIN IMMEDIATE and COMMIT 
 file's write lock and append to the WAL): written one by one, storing judgments was the
 largest cost of a cache miss after the HTTP request, about 75 µs of CPU and 280 µs of
 blocked event loop each, against about 30 µs and 90 µs in batches of 32
-(`bench/client_throughput.py`, a loaded 2-core machine).
+(`bench/speed/client_throughput.py`, a loaded 2-core machine).
 
 What is guaranteed: a judgment is committed in the event loop's next turn after its reply
 arrived (every judgment that arrived in one turn goes in one transaction), and before

@@ -11,7 +11,7 @@ from pathlib import Path
 from judge.cli.finish import finish_run
 from judge.errors import JudgeError
 
-# The demo: hand-judged samples and their recorded judgments (see fixtures/judged/).
+# The demo: hand-judged samples and their recorded judgments (judge/demo/).
 DEMO_MODEL = "openai/judge-fixture"
 DEMO_EMBEDDINGS = "openai/embed-fixture"
 DEMO_METRICS = [
@@ -25,12 +25,17 @@ DEMO_METRICS = [
 
 
 def demo_dir() -> Path:
-    """The demo data: inside the installed package, or in the source tree's fixtures."""
-    package = Path(__file__).resolve().parent.parent  # the judge package
-    for candidate in (package / "_demo", package.parent / "fixtures" / "judged"):
-        if (candidate / "samples.json").is_file():
-            return candidate
-    raise JudgeError(f"the demo data is missing (looked in {package}); reinstall judge")
+    """The demo data's folder (samples.json, judgments.jsonl): the package's data judge/demo
+    (importlib.resources), the same in a source checkout and in an installed wheel."""
+    from importlib import resources  # imported here: only this lookup needs it
+
+    folder = resources.files("judge") / "demo"
+    if isinstance(folder, Path) and (folder / "samples.json").is_file():
+        return folder
+    raise JudgeError(
+        f"the demo data is missing (looked in {folder}): reinstall judge "
+        "(pip install --force-reinstall judge); judge must be installed as files, not zipped"
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

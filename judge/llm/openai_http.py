@@ -2,7 +2,7 @@
 
 Why not the openai SDK: at zero latency its request machinery and HTTP stack (httpx) cost
 about 1.7 ms of CPU per request, against about 0.25 ms for a plain aiohttp POST of the same
-JSON (`bench/client_throughput.py`), and that was most of what one process could judge per
+JSON (`bench/speed/client_throughput.py`), and that was most of what one process could judge per
 second. What judge relied on from the SDK is kept: the base URL (`api_base`, else
 `OPENAI_BASE_URL`, else OpenAI's), the key (`api_key`, else `OPENAI_API_KEY`; a local
 server without one gets "EMPTY"), the `OPENAI_ORG_ID` and `OPENAI_PROJECT_ID` headers, one

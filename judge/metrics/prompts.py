@@ -44,13 +44,17 @@ class PromptError(JudgeError):
 
 @functools.cache
 def prompts_dir() -> Path:
-    """Where the built-in prompts are: inside the installed package, or the source tree."""
-    package = Path(__file__).resolve().parent.parent  # the judge package
-    # A wheel carries them as judge/_prompts; a source checkout has them at the top.
-    for candidate in (package / "_prompts", package.parent / "prompts"):
-        if candidate.is_dir():
-            return candidate
-    raise PromptError(f"the built-in prompts are missing (looked in {package}); reinstall judge")
+    """The built-in prompts' folder: the package's data judge/prompts (importlib.resources),
+    the same in a source checkout and in an installed wheel."""
+    from importlib import resources  # imported here: only this lookup needs it
+
+    folder = resources.files("judge") / "prompts"
+    if isinstance(folder, Path) and folder.is_dir():
+        return folder
+    raise PromptError(
+        f"the built-in prompts are missing (looked in {folder}): reinstall judge "
+        "(pip install --force-reinstall judge); judge must be installed as files, not zipped"
+    )
 
 
 def data_json(value: Any) -> str:

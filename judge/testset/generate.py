@@ -1,6 +1,6 @@
 """Question generation: one prompt file and one LLM call per question, by type.
 
-Each type has its prompt (`prompts/testset_<type>.txt`) and its pydantic output schema;
+Each type has its prompt (`judge/prompts/testset_<type>.txt`) and its pydantic output schema;
 calls go through `LLMSession`, so the cache, `--replay`, usage and cost apply as for
 every judge. The replies are checked afterwards (`judge.testset.checks`), not trusted.
 """

@@ -1,0 +1,1 @@
+"""judge's benchmarks, run from the repository root: `python -m bench.KIND.SCRIPT`."""

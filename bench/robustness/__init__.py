@@ -1,0 +1,1 @@
+"""Robustness: faults injected into the server, damage done to a cache."""

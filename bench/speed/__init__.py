@@ -1,0 +1,1 @@
+"""Speed and cost: wall time, CPU, memory, requests and prompt characters."""
