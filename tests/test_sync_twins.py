@@ -4,6 +4,7 @@ docstring and types, that also runs inside a running event loop (Jupyter's)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 
 import pytest
@@ -85,3 +86,20 @@ def test_only_an_async_def_named_a_something_has_a_twin():
         sync_twin(plain)  # type: ignore[arg-type]
     with pytest.raises(JudgeError, match="starts with 'a'"):
         sync_twin(nameless)
+
+
+# module, sync name: every public sync function of judge made by sync_twin.
+TWINS = [
+    ("judge.run.score", "score"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), TWINS)
+def test_the_public_twins_share_signature_and_docstring(module, name):
+    found = importlib.import_module(module)
+    sync, async_ = getattr(found, name), getattr(found, "a" + name)
+    assert inspect.iscoroutinefunction(async_) and not inspect.iscoroutinefunction(sync)
+    assert sync.__wrapped__ is async_
+    assert inspect.signature(sync) == inspect.signature(async_)
+    assert sync.__doc__ == async_.__doc__ and "Returns:" in (sync.__doc__ or "")
+    assert sync.__name__ == name and sync.__module__ == module  # picklable by its name
