@@ -93,6 +93,8 @@ TWINS = [
     ("judge.run.score", "score"),
     ("judge.labels.agreement", "agreement"),
     ("judge.probes.probe", "probe"),
+    ("judge.testset.build", "build"),
+    ("judge.testset.mine", "mine"),
 ]
 
 

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, create_model
 
+from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
 from judge.llm.config import LLM, Embeddings, PromptRef
@@ -110,7 +111,27 @@ async def amine(
     cache: Cache | str | os.PathLike[str] | None = None,
     column_map: Mapping[str, str] | None = None,
 ) -> MineResult:
-    """Draft `n` items from the questions in logs (see `mine`)."""
+    """Draft a golden test set from real questions in logs (`mine` from sync code, `amine`
+    awaited).
+
+    Args:
+        logs: a .txt file (one question per line), a file `judge eval` reads (question
+            column: question, query, user_input, ...; or column_map={"question": ...}),
+            or a list of questions.
+        corpus: a `Corpus`, or a path `load_corpus` reads.
+        llm: the model that pre-labels candidates and drafts answers.
+        n: how many distinct questions to draft.
+        seed: seeds the sampling of clusters.
+        floor: weight added to every cluster's count.
+        pool_depth: candidate chunks per question.
+        embeddings: an embedding model, for dense candidates too.
+        cache: a `Cache` or a path to one; calls are looked up there first.
+        column_map: the log's question column (key "question"); the rest, for a corpus
+            path, as in `load_corpus`.
+
+    Returns:
+        a MineResult; `result.write(folder)` writes the files, drafts for review.
+    """
     column_map = dict(column_map or {})
     question_column = column_map.pop("question", None)
     questions = logs if isinstance(logs, list) else read_log(logs, question_column)
@@ -208,27 +229,4 @@ def _item(group: Cluster, chunks: list[Any], reply: Drafted, seed: int, llm: LLM
     )
 
 
-def mine(
-    logs: str | os.PathLike[str] | list[str],
-    corpus: Corpus | str | os.PathLike[str],
-    *,
-    llm: LLM,
-    n: int,
-    **options: Any,
-) -> MineResult:
-    """Draft a golden test set from real questions in logs.
-
-    Args:
-        logs: a .txt file (one question per line), a file `judge eval` reads (question
-            column: question, query, user_input, ...; or column_map={"question": ...}),
-            or a list of questions.
-        corpus: a `Corpus`, or a path `load_corpus` reads.
-        llm: the model that pre-labels candidates and drafts answers.
-        n: how many distinct questions to draft.
-        **options: seed (default 0), floor (weight added to every cluster's count, default
-            1), pool_depth (default 10), embeddings (dense candidates too), cache, column_map.
-
-    Returns:
-        a MineResult; `result.write(folder)` writes the files, drafts for review.
-    """
-    return asyncio.run(amine(logs, corpus, llm=llm, n=n, **options))
+mine = sync_twin(amine)
