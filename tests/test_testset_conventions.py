@@ -1,9 +1,12 @@
 """judge.testset on the project's conventions: its sync functions work inside a running
-event loop (Jupyter's)."""
+event loop (Jupyter's), and a configuration error stops every call in flight before it is
+raised."""
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from judge.llm.config import LLM
 from judge.testing import FakeLLMServer
@@ -28,3 +31,39 @@ def test_build_and_mine_work_inside_a_running_event_loop(tmp_path):
     built, mined = asyncio.run(notebook_cell())
     assert len(built.items) == 2 and not built.shortfall
     assert [i.question for i in mined.items] == ["ferry day pass price"]
+
+
+@pytest.mark.parametrize("maker", ["build", "mine"])
+def test_a_configuration_error_stops_the_other_calls_before_the_session_closes(
+    tmp_path, monkeypatch, maker
+):
+    from judge.errors import LLMConfigError
+    from judge.llm.session import LLMSession
+    from judge.testing import Fault
+    from judge.testset import abuild, amine
+
+    corpus = load_corpus(write_corpus(tmp_path / "docs"), chunk_size=300)
+    running_at_close: list[int] = []
+    aclose = LLMSession.aclose
+
+    async def spying_aclose(self: LLMSession) -> None:
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        running_at_close.append(sum(not t.done() for t in others))
+        await aclose(self)
+
+    monkeypatch.setattr(LLMSession, "aclose", spying_aclose)
+
+    async def run(server: FakeLLMServer) -> None:
+        llm = llm_of(server)
+        with pytest.raises(LLMConfigError):
+            if maker == "build":
+                await abuild(corpus, llm=llm, n=3, mix="single_hop=1")
+            else:
+                await amine(["ferry pass", "library year", "tea water"], corpus, llm=llm, n=3)
+
+    with FakeLLMServer(chat=Script()) as server:
+        server.fail_next(Fault.status(401, "bad key"), Fault.delay(1.0), Fault.delay(1.0))
+        asyncio.run(run(server))
+    # The other calls were cancelled and unwound before the build closed its connections:
+    # none ran on against a closing session, to fail with a spurious error of its own.
+    assert running_at_close == [0]

@@ -9,7 +9,6 @@ them with `judge testset review`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 from collections import Counter
@@ -20,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, create_model
 
-from judge.aio import sync_twin
+from judge.aio import gather_or_cancel, sync_twin
 from judge.cache.store import Cache
 from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
 from judge.llm.config import LLM, Embeddings, PromptRef
@@ -179,7 +178,7 @@ async def amine(
         return None
 
     try:
-        made = await asyncio.gather(*(one(c, p) for c, p in zip(chosen, pools, strict=True)))
+        made = await gather_or_cancel(one(c, p) for c, p in zip(chosen, pools, strict=True))
     finally:
         await session.aclose()
     masked = Counter(kind for c in clusters for kind in c.masked)

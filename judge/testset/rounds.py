@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from judge.aio import gather_or_cancel
 from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
 from judge.llm.session import LLMSession
 from judge.testset.checks import Candidate, CheckFailed, Deduplicator, check_draft
@@ -259,9 +260,9 @@ class Builder:
                 self._reject(qtype, chunks, "too_long", str(exc))
             return None
 
-        return list(
-            await asyncio.gather(*(one(c, t, ch) for c, (t, ch) in zip(calls, work, strict=True)))
-        )
+        # A configuration error stops the build: the other calls are cancelled, not left
+        # running against a session about to close.
+        return await gather_or_cancel(one(c, t, ch) for c, (t, ch) in zip(calls, work, strict=True))
 
     def _reject(
         self,
