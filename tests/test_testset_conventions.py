@@ -67,3 +67,40 @@ def test_a_configuration_error_stops_the_other_calls_before_the_session_closes(
     # The other calls were cancelled and unwound before the build closed its connections:
     # none ran on against a closing session, to fail with a spurious error of its own.
     assert running_at_close == [0]
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        ("InvalidOutputError", "invalid_output"),
+        ("TruncatedOutputError", "invalid_output"),
+        ("LLMCallError", "llm_error"),
+        ("ContextWindowError", "too_long"),
+    ],
+)
+def test_one_mapping_turns_a_failed_call_into_its_questions_rejection(error, reason):
+    from judge import errors
+    from judge.testset.failures import CallFailed, settle
+
+    kind = getattr(errors, error)
+    extra = {"raw": "{", "error": "not JSON"} if issubclass(kind, errors.InvalidOutputError) else {}
+
+    async def failing() -> int:
+        raise kind("what went wrong", **extra)
+
+    assert asyncio.run(settle(failing())) == CallFailed(reason, "what went wrong")
+
+
+def test_other_errors_pass_through_the_mapping():
+    from judge.errors import LLMConfigError
+    from judge.testset.failures import settle
+
+    async def refused() -> int:
+        raise LLMConfigError("bad key")
+
+    async def fine() -> int:
+        return 7
+
+    with pytest.raises(LLMConfigError):
+        asyncio.run(settle(refused()))
+    assert asyncio.run(settle(fine())) == 7

@@ -21,12 +21,13 @@ from pydantic import Field, create_model
 
 from judge.aio import gather_or_cancel, sync_twin
 from judge.cache.store import Cache
-from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
+from judge.errors import JudgeError
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import load_prompt
 from judge.run.data import text_lines
 from judge.testset.corpus import Corpus, load_corpus
+from judge.testset.failures import CallFailed, settle
 from judge.testset.index import Index, pool
 from judge.testset.items import Provenance, Rejected, TestsetItem, item_id
 from judge.testset.logs import Cluster, cluster, read_questions, sample
@@ -165,17 +166,11 @@ async def amine(
         if not texts:
             fail(group.text, "no_candidates", "no chunk shares a term with the question")
             return None
-        try:
-            reply = await _draft(session, group.text, texts)
-        except InvalidOutputError as exc:
-            fail(group.text, "invalid_output", str(exc))
-        except LLMCallError as exc:
-            fail(group.text, "llm_error", str(exc))
-        except ContextWindowError as exc:
-            fail(group.text, "too_long", str(exc))
-        else:
-            return _item(group, [corpus.chunks[p] for p in positions], reply, seed, llm)
-        return None
+        reply = await settle(_draft(session, group.text, texts))
+        if isinstance(reply, CallFailed):
+            fail(group.text, reply.reason, reply.detail)
+            return None
+        return _item(group, [corpus.chunks[p] for p in positions], reply, seed, llm)
 
     try:
         made = await gather_or_cancel(one(c, p) for c, p in zip(chosen, pools, strict=True))
