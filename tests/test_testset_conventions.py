@@ -1,13 +1,17 @@
 """judge.testset on the project's conventions: its sync functions work inside a running
-event loop (Jupyter's), and a configuration error stops every call in flight before it is
-raised."""
+event loop (Jupyter's), a configuration error stops every call in flight before it is
+raised, failed calls map to rejections in one place, and its modules import one another
+without a circle."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+from pathlib import Path
 
 import pytest
 
+import judge.testset
 from judge.llm.config import LLM
 from judge.testing import FakeLLMServer
 from judge.testset import build, load_corpus, mine
@@ -104,3 +108,44 @@ def test_other_errors_pass_through_the_mapping():
     with pytest.raises(LLMConfigError):
         asyncio.run(settle(refused()))
     assert asyncio.run(settle(fine())) == 7
+
+
+def modules_imported(path: Path, names: set[str]) -> set[str]:
+    """The judge.testset modules a module imports anywhere (functions and TYPE_CHECKING
+    blocks included: a type-only import is a circle too, for the reader)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("judge.testset."):
+                found.add(node.module.removeprefix("judge.testset."))
+            elif node.module == "judge.testset":
+                found.update(a.name for a in node.names if a.name in names)
+        elif isinstance(node, ast.Import):
+            found.update(
+                a.name.removeprefix("judge.testset.")
+                for a in node.names
+                if a.name.startswith("judge.testset.")
+            )
+    return found & names - {path.stem}
+
+
+def test_the_testset_modules_import_one_another_without_a_circle():
+    folder = Path(judge.testset.__file__).parent
+    paths = {p.stem: p for p in folder.glob("*.py") if p.stem != "__init__"}
+    graph = {name: modules_imported(path, set(paths)) for name, path in paths.items()}
+    circles: list[list[str]] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:  # depth first; "open": on the trail
+        state[name] = "open"
+        for other in sorted(graph[name]):
+            if state.get(other) == "open":
+                circles.append([*trail[trail.index(other) :], other])
+            elif other not in state:
+                visit(other, [*trail, other])
+        state[name] = "done"
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert not circles, circles

@@ -26,6 +26,7 @@ from judge.testset.estimate import require_price
 from judge.testset.generate import prompt_name
 from judge.testset.index import Index
 from judge.testset.items import QUESTION_TYPES, QuestionType, Rejected, TestsetItem
+from judge.testset.outputs import write_set
 from judge.testset.review_calls import prompt_versions
 from judge.testset.rounds import Builder
 from judge.testset.sampling import MixLike, allocate, parse_mix
@@ -56,12 +57,43 @@ class BuildResult:
         """Questions asked for but not delivered, by type (only types short of their count)."""
         return {t: c - self.accepted[t] for t, c in self.requested.items() if self.accepted[t] < c}
 
+    def manifest(self) -> dict[str, Any]:
+        """What was built from what, with what, at what cost."""
+        reasons: dict[str, int] = {}
+        for rejected in self.rejected:
+            reasons[rejected.reason] = reasons.get(rejected.reason, 0) + 1
+        thin: dict[str, int] = {}
+        for chunk in self.corpus.chunks:
+            if chunk.thin:
+                thin[chunk.thin] = thin.get(chunk.thin, 0) + 1
+        total = self.usage["total"]
+        accepted = len(self.items)
+        return {
+            "corpus": {
+                "source": self.corpus.source,
+                "sha256": self.corpus.digest,
+                "chunks": len(self.corpus.chunks),
+                "documents": len({c.doc_id for c in self.corpus.chunks}),
+                "split": self.corpus.split,
+                "thin_chunks": dict(sorted(thin.items())),
+            },
+            "config": self.config,
+            "counts": {
+                "requested": self.requested,
+                "accepted": self.accepted,
+                "shortfall": self.shortfall,
+                "rejected": len(self.rejected),
+                "rejected_by_reason": dict(sorted(reasons.items())),
+                "budget_reached": self.budget_reached,
+            },
+            "requests_per_accepted_question": total["requests"] / accepted if accepted else None,
+            "usage": self.usage,
+        }
+
     def write(self, out: str | os.PathLike[str]) -> None:
         """Write testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, chunks.jsonl,
         rejected.jsonl and manifest.json to the folder `out`."""
-        from judge.testset.outputs import write_outputs
-
-        write_outputs(self, out)
+        write_set(out, self.items, self.rejected, self.corpus, self.manifest())
 
 
 def check_request(
