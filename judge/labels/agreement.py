@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from judge.cache.store import Cache
+from judge.aio import sync_twin
 from judge.errors import InputFormatError, UnknownMetricError
 from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
@@ -22,13 +22,13 @@ from judge.labels import kinds
 from judge.labels.check import Kind, Labels, read_labels
 from judge.labels.disagreements import worst
 from judge.labels.kinds import Measure
-from judge.llm.config import LLM, Embeddings
+from judge.llm.config import LLM
 from judge.llm.session import LLMSession
 from judge.metrics.registry import Metric
 from judge.metrics.resolve import MetricLike, named_metric
 from judge.run.data import read_records
-from judge.run.evaluate import evaluate
-from judge.run.progress import DEFAULT_INTERVAL
+from judge.run.evaluate import aevaluate
+from judge.run.options import RunOptions, Unpack
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
 
@@ -178,7 +178,7 @@ def _reason(row: ResultRow, metric: str) -> str:
     return row.reasons.get(metric, "row_error" if row.error else "missing")
 
 
-def agreement(
+async def aagreement(
     data: Any,
     *,
     metric: MetricLike,
@@ -187,16 +187,11 @@ def agreement(
     by: str | None = None,
     pair: str | None = None,
     llm: LLM | LLMSession | None = None,
-    embeddings: Embeddings | None = None,
-    cache: Cache | str | os.PathLike[str] | None = None,
-    column_map: Mapping[str, str] | None = None,
-    concurrency: int | None = None,
-    progress: bool = True,
-    progress_interval: float = DEFAULT_INTERVAL,
-    custom: Mapping[str, Metric] | None = None,
     disagreements: int = 10,
+    **options: Unpack[RunOptions],
 ) -> AgreementResult:
-    """Score labelled rows with a metric and measure its agreement with the labels.
+    """Score labelled rows with a metric and measure its agreement with the labels
+    (`agreement` from sync code, `aagreement` awaited).
 
     The labels are checked before any request: a missing column, a binary label other than
     0/1 or a pair without exactly one preferred row is an `InputFormatError`. Scores come
@@ -213,9 +208,10 @@ def agreement(
             preferred row and 0 the other); default pairwise with `pair`, else binary.
         by: a column to break the measures down by (language, source...).
         pair: the pair-id column, for pairwise labels.
-        llm, embeddings, cache, column_map, concurrency, progress, progress_interval,
-            custom: as in `judge.evaluate`.
+        llm: the judge model, as in `judge.evaluate`.
         disagreements: how many of the worst disagreements to keep, with their evidence.
+        **options: embeddings, cache, column_map, concurrency, progress,
+            progress_interval and custom, as in `judge.evaluate`.
 
     Returns:
         An `AgreementResult`: measures with 95% bootstrap intervals (rows resampled, or
@@ -227,19 +223,8 @@ def agreement(
     labels = read_labels(
         records, kind=kind or ("pairwise" if pair else "binary"), label=label, by=by, pair=pair
     )
-    evaluation = evaluate(
-        records,
-        metrics=[metric],
-        llm=llm,
-        embeddings=embeddings,
-        cache=cache,
-        column_map=column_map,
-        concurrency=concurrency,
-        progress=progress,
-        progress_interval=progress_interval,
-        custom=custom,
-    )
-    name, up = evaluation.metrics[0], _higher_is_better(metric, custom)
+    evaluation = await aevaluate(records, metrics=[metric], llm=llm, **options)
+    name, up = evaluation.metrics[0], _higher_is_better(metric, options.get("custom"))
     raw = np.array([r.scores.get(name, math.nan) for r in evaluation.rows], dtype=np.float64)
     oriented = raw if up else 1.0 - raw
     reasons = [_reason(r, name) for r in evaluation.rows]
@@ -267,3 +252,6 @@ def agreement(
         evaluation,
         config,
     )
+
+
+agreement = sync_twin(aagreement)

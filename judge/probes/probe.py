@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import InputFormatError, JudgeError
-from judge.llm.config import LLM, Embeddings
+from judge.llm.config import LLM
 from judge.metrics import scorers
-from judge.metrics.registry import Metric, relevant
+from judge.metrics.registry import relevant
 from judge.metrics.resolve import MetricLike
 from judge.probes import checks, perturb
 from judge.probes.checks import Check
 from judge.probes.result import ProbeResult
 from judge.run.data import load_rows
-from judge.run.evaluate import evaluate
-from judge.run.progress import DEFAULT_INTERVAL
+from judge.run.evaluate import aevaluate
+from judge.run.options import RunOptions, Unpack
 from judge.run.results import EvaluationResult
 
 PROBES = ("repeat", "order", "verbosity", "granularity")
@@ -38,7 +38,7 @@ PADDING_MUST_NOT_RAISE = ("faithfulness", "faithfulness_strict", "answer_relevan
 RESPLIT_CHECKED = ("faithfulness", "faithfulness_strict")
 
 # Runs one variant: (its name, its rows, optionally another judge model) -> its result.
-Run = Callable[..., EvaluationResult]
+Run = Callable[..., Awaitable[EvaluationResult]]
 
 
 def _records(
@@ -83,7 +83,7 @@ def _expected_precision(result: EvaluationResult, orders: list[list[int]]) -> np
     return out
 
 
-def probe(
+async def aprobe(
     data: Any,
     *,
     llm: LLM,
@@ -93,15 +93,10 @@ def probe(
     repeats: int = 3,
     threshold: float = 0.5,
     seed: int = 0,
-    embeddings: Embeddings | None = None,
-    cache: Cache | str | os.PathLike[str] | None = None,
-    column_map: Mapping[str, str] | None = None,
-    concurrency: int | None = None,
-    progress: bool = True,
-    progress_interval: float = DEFAULT_INTERVAL,
-    custom: Mapping[str, Metric] | None = None,
+    **options: Unpack[RunOptions],
 ) -> ProbeResult:
-    """Judge the rows as given and perturbed, and check that the scores behave.
+    """Judge the rows as given and perturbed, and check that the scores behave (`probe`
+    from sync code, `aprobe` awaited).
 
     Probes (each a list of `Check`s, one per metric, in the result):
     - repeat: each row judged `repeats` times, seeds seed+1 .. seed+repeats at temperature
@@ -126,8 +121,8 @@ def probe(
         repeats: judgments per row in the repeat probe (at least 2).
         threshold: the pass mark for crossings and kappa.
         seed: seeds the context shuffles and the repeats.
-        embeddings, cache, column_map, concurrency, progress, progress_interval, custom:
-            as in `judge.evaluate`.
+        **options: embeddings, cache, column_map, concurrency, progress,
+            progress_interval and custom, as in `judge.evaluate`.
 
     Returns:
         A `ProbeResult`: the checks, each with its expectation, figures and whether it held.
@@ -141,38 +136,30 @@ def probe(
         raise JudgeError(f"threshold={threshold}: give a pass mark from 0 to 1")
     if not isinstance(llm, LLM):
         raise JudgeError("llm must be judge.LLM(model=...): the probes vary its settings")
-    records, skipped, source = _records(data, column_map)
+    # The rows are canonical from here on: the variants' runs take no column_map.
+    records, skipped, source = _records(data, options.pop("column_map", None))
+    cache = options.get("cache")
     if cache is not None and not isinstance(cache, Cache):
-        cache = Cache(cache)  # one connection for every variant's run
+        options["cache"] = Cache(cache)  # one connection for every variant's run
     runs: dict[str, EvaluationResult] = {}
 
-    def run(name: str, rows: list[dict[str, Any]], judge: LLM = llm) -> EvaluationResult:
-        runs[name] = evaluate(
-            rows,
-            metrics=metrics,
-            llm=judge,
-            embeddings=embeddings,
-            cache=cache,
-            concurrency=concurrency,
-            progress=progress,
-            progress_interval=progress_interval,
-            custom=custom,
-        )
+    async def run(name: str, rows: list[dict[str, Any]], judge: LLM = llm) -> EvaluationResult:
+        runs[name] = await aevaluate(rows, metrics=metrics, llm=judge, **options)
         return runs[name]
 
-    base = run("base", records)
+    base = await run("base", records)
     names = base.metrics
     found: list[Check] = []
     if "repeat" in probes:
-        found += _repeat(records, llm, names, repeats, threshold, seed, run)
+        found += await _repeat(records, llm, names, repeats, threshold, seed, run)
     if "order" in probes:
-        found += _order(records, base, names, seed, run)
+        found += await _order(records, base, names, seed, run)
     if "verbosity" in probes:
-        found += _verbosity(records, base, names, run)
+        found += await _verbosity(records, base, names, run)
     if "granularity" in probes:
-        found += _granularity(records, base, names, run)
+        found += await _granularity(records, base, names, run)
     if second_llm is not None:
-        other = run("second model", records, second_llm)
+        other = await run("second model", records, second_llm)
         for m in names:
             found.append(checks.models(m, _scores(base, m), _scores(other, m), threshold))
     config = {
@@ -192,7 +179,10 @@ def probe(
     return ProbeResult(found, runs, config)
 
 
-def _repeat(
+probe = sync_twin(aprobe)
+
+
+async def _repeat(
     records: list[dict[str, Any]],
     llm: LLM,
     names: list[str],
@@ -204,7 +194,7 @@ def _repeat(
     """The repeat probe: the rows judged again at seeds seed+1 .. seed+repeats."""
     temperature = llm.temperature if llm.temperature > 0 else REPEAT_TEMPERATURE
     repeated = [
-        run(
+        await run(
             f"repeat {k}", records, dataclasses.replace(llm, seed=seed + k, temperature=temperature)
         )
         for k in range(1, repeats + 1)
@@ -212,7 +202,7 @@ def _repeat(
     return [checks.repeat(m, np.stack([_scores(r, m) for r in repeated]), threshold) for m in names]
 
 
-def _verbosity(
+async def _verbosity(
     records: list[dict[str, Any]], base: EvaluationResult, names: list[str], run: Run
 ) -> list[Check]:
     """The verbosity probe: every non-blank answer padded with filler."""
@@ -220,7 +210,7 @@ def _verbosity(
         {**r, "answer": perturb.pad(r["answer"])} if (r["answer"] or "").strip() else r
         for r in records
     ]
-    result = run("verbosity", padded)
+    result = await run("verbosity", padded)
     return [
         checks.no_gain(m, _scores(base, m), _scores(result, m))
         for m in names
@@ -228,13 +218,13 @@ def _verbosity(
     ]
 
 
-def _granularity(
+async def _granularity(
     records: list[dict[str, Any]], base: EvaluationResult, names: list[str], run: Run
 ) -> list[Check]:
     """The granularity probe: the answer's sentences joined into one, then one per line."""
     found = []
     for variant, resplit in perturb.RESPLITS.items():
-        result = run(
+        result = await run(
             f"granularity:{variant}", [{**r, "answer": resplit(r["answer"] or "")} for r in records]
         )
         how = "joined into one" if variant == "joined" else "each on its own line"
@@ -251,7 +241,7 @@ def _granularity(
     return found
 
 
-def _order(
+async def _order(
     records: list[dict[str, Any]], base: EvaluationResult, names: list[str], seed: int, run: Run
 ) -> list[Check]:
     """The order probe: contexts shuffled in rows that have two or more."""
@@ -260,7 +250,7 @@ def _order(
         {**r, "contexts": perturb.reorder(r["contexts"], order)}
         for r, order in zip(records, orders, strict=True)
     ]
-    result = run("order", shuffled)
+    result = await run("order", shuffled)
     several = np.array([len(r["contexts"]) >= 2 for r in records])
 
     def only(values: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judge import eager
-from judge.aio import run_sync
+from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.llm.config import LLM, Embeddings
@@ -144,30 +144,8 @@ async def ascore(
     cache: Cache | str | os.PathLike[str] | None = None,
     sample_id: str | None = None,
 ) -> SampleResult:
-    """Async twin of `score`."""
-    sample = Sample.create(question, answer, contexts, ground_truth, sample_id)
-    session = make_session(llm, embeddings, cache)
-    try:
-        chosen = resolve_metrics(metrics, embeddings=session.embeddings is not None)
-        return await score_sample(sample, chosen, session)
-    finally:
-        if session is not llm:  # ours: close its connections before the loop ends
-            await session.aclose()
-
-
-def score(
-    question: str,
-    answer: str | None = None,
-    contexts: Sequence[str] = (),
-    ground_truth: str | None = None,
-    *,
-    metrics: Sequence[MetricLike] | None = None,
-    llm: LLM | LLMSession,
-    embeddings: Embeddings | None = None,
-    cache: Cache | str | os.PathLike[str] | None = None,
-    sample_id: str | None = None,
-) -> SampleResult:
-    """Score one RAG sample with LLM-judged metrics.
+    """Score one RAG sample with LLM-judged metrics (`score` from sync code, `ascore`
+    awaited).
 
     Args:
         question: the user's question.
@@ -191,16 +169,14 @@ def score(
         judge.errors.LLMConfigError: the API key is missing or refused, the model is
             unknown, or no server answers at `api_base`; the message says what to fix.
     """
-    return run_sync(
-        ascore(
-            question,
-            answer,
-            contexts,
-            ground_truth,
-            metrics=metrics,
-            llm=llm,
-            embeddings=embeddings,
-            cache=cache,
-            sample_id=sample_id,
-        )
-    )
+    sample = Sample.create(question, answer, contexts, ground_truth, sample_id)
+    session = make_session(llm, embeddings, cache)
+    try:
+        chosen = resolve_metrics(metrics, embeddings=session.embeddings is not None)
+        return await score_sample(sample, chosen, session)
+    finally:
+        if session is not llm:  # ours: close its connections before the loop ends
+            await session.aclose()
+
+
+score = sync_twin(ascore)

@@ -11,12 +11,12 @@ seed and cache give the same test set, byte for byte.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import JudgeError
 from judge.llm.config import LLM, Embeddings
@@ -26,9 +26,10 @@ from judge.testset.estimate import require_price
 from judge.testset.generate import prompt_name
 from judge.testset.index import Index
 from judge.testset.items import QUESTION_TYPES, QuestionType, Rejected, TestsetItem
+from judge.testset.outputs import write_set
 from judge.testset.review_calls import prompt_versions
 from judge.testset.rounds import Builder
-from judge.testset.sampling import allocate, parse_mix
+from judge.testset.sampling import MixLike, allocate, parse_mix
 from judge.testset.split import DEFAULT_CHUNK_SIZE
 
 DEFAULT_POOL_DEPTH = 10  # candidates graded per question, besides the gold chunks
@@ -56,12 +57,43 @@ class BuildResult:
         """Questions asked for but not delivered, by type (only types short of their count)."""
         return {t: c - self.accepted[t] for t, c in self.requested.items() if self.accepted[t] < c}
 
+    def manifest(self) -> dict[str, Any]:
+        """What was built from what, with what, at what cost."""
+        reasons: dict[str, int] = {}
+        for rejected in self.rejected:
+            reasons[rejected.reason] = reasons.get(rejected.reason, 0) + 1
+        thin: dict[str, int] = {}
+        for chunk in self.corpus.chunks:
+            if chunk.thin:
+                thin[chunk.thin] = thin.get(chunk.thin, 0) + 1
+        total = self.usage["total"]
+        accepted = len(self.items)
+        return {
+            "corpus": {
+                "source": self.corpus.source,
+                "sha256": self.corpus.digest,
+                "chunks": len(self.corpus.chunks),
+                "documents": len({c.doc_id for c in self.corpus.chunks}),
+                "split": self.corpus.split,
+                "thin_chunks": dict(sorted(thin.items())),
+            },
+            "config": self.config,
+            "counts": {
+                "requested": self.requested,
+                "accepted": self.accepted,
+                "shortfall": self.shortfall,
+                "rejected": len(self.rejected),
+                "rejected_by_reason": dict(sorted(reasons.items())),
+                "budget_reached": self.budget_reached,
+            },
+            "requests_per_accepted_question": total["requests"] / accepted if accepted else None,
+            "usage": self.usage,
+        }
+
     def write(self, out: str | os.PathLike[str]) -> None:
         """Write testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, chunks.jsonl,
         rejected.jsonl and manifest.json to the folder `out`."""
-        from judge.testset.outputs import write_outputs
-
-        write_outputs(self, out)
+        write_set(out, self.items, self.rejected, self.corpus, self.manifest())
 
 
 def check_request(
@@ -85,7 +117,7 @@ async def abuild(
     *,
     llm: LLM,
     n: int,
-    mix: str | Mapping[str, float] | None = None,
+    mix: MixLike = None,
     seed: int = 0,
     embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,
@@ -96,7 +128,27 @@ async def abuild(
     max_rounds: int = MAX_ROUNDS,
     progress: Callable[[str], None] | None = None,
 ) -> BuildResult:
-    """Build a golden test set (async form of `build`, which documents the arguments)."""
+    """Build a golden test set of `n` questions from a corpus (`build` from sync code,
+    `abuild` awaited).
+
+    Args:
+        corpus: a `Corpus`, or a path `load_corpus` reads (chunks file, documents folder).
+        llm: the model that writes, critiques and grades.
+        n: the number of questions wanted.
+        mix: the question types' shares, "single_hop=0.5,multi_hop=0.5" or a mapping;
+            default DEFAULT_MIX.
+        seed: seeds the sampling of seed chunks.
+        embeddings: an embedding model, for dense pooling and difficulty.
+        cache: a `Cache` or a path to one; calls are looked up there first.
+        column_map, chunk_size: for a path, as in `load_corpus`.
+        pool_depth: candidates graded per question, besides the gold chunks.
+        budget: USD; the build stops cleanly when it is reached.
+        max_rounds: rounds of replacing rejected drafts, the first included.
+        progress: called with a line after each round, e.g. `print`.
+
+    Returns:
+        a BuildResult; `result.write(folder)` writes the files.
+    """
     if not isinstance(corpus, Corpus):
         corpus = load_corpus(corpus, column_map=column_map, chunk_size=chunk_size)
     mixture = parse_mix(mix)
@@ -141,26 +193,7 @@ async def abuild(
     )
 
 
-def build(
-    corpus: Corpus | str | os.PathLike[str], *, llm: LLM, n: int, **options: Any
-) -> BuildResult:
-    """Build a golden test set of `n` questions from a corpus.
-
-    Args:
-        corpus: a `Corpus`, or a path `load_corpus` reads (chunks file, documents folder).
-        llm: the model that writes, critiques and grades.
-        n: the number of questions wanted.
-        **options: mix ("single_hop=0.5,multi_hop=0.5" or a mapping; default DEFAULT_MIX),
-            seed (default 0), embeddings (dense pooling and difficulty), cache (a Cache or
-            a path), column_map and chunk_size (for a path, see `load_corpus`),
-            pool_depth (candidates graded per question, default 10), budget (USD; stops
-            cleanly when reached), max_rounds (default 5), progress (called with a line
-            after each round, e.g. `print`).
-
-    Returns:
-        a BuildResult; `result.write(folder)` writes the files.
-    """
-    return asyncio.run(abuild(corpus, llm=llm, n=n, **options))
+build = sync_twin(abuild)
 
 
 def prompts_used(types: list[QuestionType]) -> list[str]:

@@ -9,7 +9,6 @@ them with `judge testset review`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 from collections import Counter
@@ -20,13 +19,15 @@ from typing import Annotated, Any
 
 from pydantic import Field, create_model
 
+from judge.aio import gather_or_cancel, sync_twin
 from judge.cache.store import Cache
-from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
+from judge.errors import JudgeError
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import load_prompt
 from judge.run.data import text_lines
 from judge.testset.corpus import Corpus, load_corpus
+from judge.testset.failures import CallFailed, settle
 from judge.testset.index import Index, pool
 from judge.testset.items import Provenance, Rejected, TestsetItem, item_id
 from judge.testset.logs import Cluster, cluster, read_questions, sample
@@ -110,7 +111,27 @@ async def amine(
     cache: Cache | str | os.PathLike[str] | None = None,
     column_map: Mapping[str, str] | None = None,
 ) -> MineResult:
-    """Draft `n` items from the questions in logs (see `mine`)."""
+    """Draft a golden test set from real questions in logs (`mine` from sync code, `amine`
+    awaited).
+
+    Args:
+        logs: a .txt file (one question per line), a file `judge eval` reads (question
+            column: question, query, user_input, ...; or column_map={"question": ...}),
+            or a list of questions.
+        corpus: a `Corpus`, or a path `load_corpus` reads.
+        llm: the model that pre-labels candidates and drafts answers.
+        n: how many distinct questions to draft.
+        seed: seeds the sampling of clusters.
+        floor: weight added to every cluster's count.
+        pool_depth: candidate chunks per question.
+        embeddings: an embedding model, for dense candidates too.
+        cache: a `Cache` or a path to one; calls are looked up there first.
+        column_map: the log's question column (key "question"); the rest, for a corpus
+            path, as in `load_corpus`.
+
+    Returns:
+        a MineResult; `result.write(folder)` writes the files, drafts for review.
+    """
     column_map = dict(column_map or {})
     question_column = column_map.pop("question", None)
     questions = logs if isinstance(logs, list) else read_log(logs, question_column)
@@ -145,20 +166,14 @@ async def amine(
         if not texts:
             fail(group.text, "no_candidates", "no chunk shares a term with the question")
             return None
-        try:
-            reply = await _draft(session, group.text, texts)
-        except InvalidOutputError as exc:
-            fail(group.text, "invalid_output", str(exc))
-        except LLMCallError as exc:
-            fail(group.text, "llm_error", str(exc))
-        except ContextWindowError as exc:
-            fail(group.text, "too_long", str(exc))
-        else:
-            return _item(group, [corpus.chunks[p] for p in positions], reply, seed, llm)
-        return None
+        reply = await settle(_draft(session, group.text, texts))
+        if isinstance(reply, CallFailed):
+            fail(group.text, reply.reason, reply.detail)
+            return None
+        return _item(group, [corpus.chunks[p] for p in positions], reply, seed, llm)
 
     try:
-        made = await asyncio.gather(*(one(c, p) for c, p in zip(chosen, pools, strict=True)))
+        made = await gather_or_cancel(one(c, p) for c, p in zip(chosen, pools, strict=True))
     finally:
         await session.aclose()
     masked = Counter(kind for c in clusters for kind in c.masked)
@@ -208,27 +223,4 @@ def _item(group: Cluster, chunks: list[Any], reply: Drafted, seed: int, llm: LLM
     )
 
 
-def mine(
-    logs: str | os.PathLike[str] | list[str],
-    corpus: Corpus | str | os.PathLike[str],
-    *,
-    llm: LLM,
-    n: int,
-    **options: Any,
-) -> MineResult:
-    """Draft a golden test set from real questions in logs.
-
-    Args:
-        logs: a .txt file (one question per line), a file `judge eval` reads (question
-            column: question, query, user_input, ...; or column_map={"question": ...}),
-            or a list of questions.
-        corpus: a `Corpus`, or a path `load_corpus` reads.
-        llm: the model that pre-labels candidates and drafts answers.
-        n: how many distinct questions to draft.
-        **options: seed (default 0), floor (weight added to every cluster's count, default
-            1), pool_depth (default 10), embeddings (dense candidates too), cache, column_map.
-
-    Returns:
-        a MineResult; `result.write(folder)` writes the files, drafts for review.
-    """
-    return asyncio.run(amine(logs, corpus, llm=llm, n=n, **options))
+mine = sync_twin(amine)

@@ -13,14 +13,11 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from judge.ir.trec import write_qrels
 from judge.testset.corpus import Corpus
 from judge.testset.items import Rejected, TestsetItem
-
-if TYPE_CHECKING:
-    from judge.testset.build import BuildResult
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -66,40 +63,6 @@ def write_items(items: Sequence[TestsetItem], doc_of: Mapping[str, str], folder:
             out.write(f"{item.id}\t{' '.join(item.question.split())}\n")
 
 
-def manifest(result: BuildResult) -> dict[str, Any]:
-    """What was built from what, with what, at what cost."""
-    reasons: dict[str, int] = {}
-    for rejected in result.rejected:
-        reasons[rejected.reason] = reasons.get(rejected.reason, 0) + 1
-    thin: dict[str, int] = {}
-    for chunk in result.corpus.chunks:
-        if chunk.thin:
-            thin[chunk.thin] = thin.get(chunk.thin, 0) + 1
-    total = result.usage["total"]
-    accepted = len(result.items)
-    return {
-        "corpus": {
-            "source": result.corpus.source,
-            "sha256": result.corpus.digest,
-            "chunks": len(result.corpus.chunks),
-            "documents": len({c.doc_id for c in result.corpus.chunks}),
-            "split": result.corpus.split,
-            "thin_chunks": dict(sorted(thin.items())),
-        },
-        "config": result.config,
-        "counts": {
-            "requested": result.requested,
-            "accepted": result.accepted,
-            "shortfall": result.shortfall,
-            "rejected": len(result.rejected),
-            "rejected_by_reason": dict(sorted(reasons.items())),
-            "budget_reached": result.budget_reached,
-        },
-        "requests_per_accepted_question": total["requests"] / accepted if accepted else None,
-        "usage": result.usage,
-    }
-
-
 def write_set(
     out: str | os.PathLike[str],
     items: Sequence[TestsetItem],
@@ -116,8 +79,3 @@ def write_set(
     (folder / "manifest.json").write_text(
         json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-
-
-def write_outputs(result: BuildResult, out: str | os.PathLike[str]) -> None:
-    """Write a built test set's files to the folder `out`."""
-    write_set(out, result.items, result.rejected, result.corpus, manifest(result))

@@ -15,10 +15,12 @@ from typing import TypeVar
 
 import numpy as np
 
-from judge.errors import ContextWindowError, InvalidOutputError, JudgeError, LLMCallError
+from judge.aio import gather_or_cancel
+from judge.errors import JudgeError
 from judge.llm.session import LLMSession
 from judge.testset.checks import Candidate, CheckFailed, Deduplicator, check_draft
 from judge.testset.corpus import Chunk, Corpus
+from judge.testset.failures import CallFailed, settle
 from judge.testset.generate import Draft, generate
 from judge.testset.index import Index, pool
 from judge.testset.items import QUESTION_TYPES, QuestionType, Rejected, TestsetItem
@@ -248,20 +250,18 @@ class Builder:
             call: Callable[[], Awaitable[T]], qtype: QuestionType, chunks: tuple[Chunk, ...]
         ) -> T | None:
             try:
-                return await self._guarded(call)
+                outcome = await settle(self._guarded(call))
             except BudgetReached:
                 self._reject(qtype, chunks, "budget_reached", "stopped before this call")
-            except InvalidOutputError as exc:
-                self._reject(qtype, chunks, "invalid_output", str(exc))
-            except LLMCallError as exc:
-                self._reject(qtype, chunks, "llm_error", str(exc))
-            except ContextWindowError as exc:
-                self._reject(qtype, chunks, "too_long", str(exc))
-            return None
+                return None
+            if isinstance(outcome, CallFailed):
+                self._reject(qtype, chunks, outcome.reason, outcome.detail)
+                return None
+            return outcome
 
-        return list(
-            await asyncio.gather(*(one(c, t, ch) for c, (t, ch) in zip(calls, work, strict=True)))
-        )
+        # A configuration error stops the build: the other calls are cancelled, not left
+        # running against a session about to close.
+        return await gather_or_cancel(one(c, t, ch) for c, (t, ch) in zip(calls, work, strict=True))
 
     def _reject(
         self,

@@ -22,6 +22,9 @@ DEFAULT_MIX: dict[QuestionType, float] = {
     "calculation": 0.1,
     "unanswerable": 0.15,
 }
+# A mix as given: "single_hop=0.5,multi_hop=0.5", shares by type name, or parse_mix's own
+# result; None for DEFAULT_MIX.
+MixLike = str | Mapping[str, float] | Mapping[QuestionType, float] | None
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -29,7 +32,7 @@ class MixError(JudgeError):
     """A --mix that names an unknown type, has a bad share or does not sum to 1."""
 
 
-def parse_mix(text: str | Mapping[str, float] | None) -> dict[QuestionType, float]:
+def parse_mix(text: MixLike) -> dict[QuestionType, float]:
     """Shares by question type from `single_hop=0.5,multi_hop=0.5` (or a mapping)."""
     if text is None:
         return dict(DEFAULT_MIX)
@@ -42,7 +45,7 @@ def parse_mix(text: str | Mapping[str, float] | None) -> dict[QuestionType, floa
             except ValueError:
                 raise MixError(f"--mix {part!r}: write TYPE=SHARE, e.g. single_hop=0.5") from None
     else:
-        pairs = dict(text)
+        pairs = {str(name): share for name, share in text.items()}
     mix: dict[str, float] = {}
     for name, share in pairs.items():
         if name not in QUESTION_TYPES:
