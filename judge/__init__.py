@@ -14,11 +14,11 @@ from judge.version import __version__
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
     from judge.cache.store import Cache
     from judge.comparison.evaluations import Comparison, compare
-    from judge.labels.agreement import AgreementResult, agreement
+    from judge.labels.agreement import AgreementResult, aagreement, agreement
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.custom import judged_metric
     from judge.metrics.registry import Metric, MetricScore
-    from judge.probes.probe import probe
+    from judge.probes.probe import aprobe, probe
     from judge.probes.result import ProbeResult
     from judge.run.evaluate import aevaluate, evaluate
     from judge.run.results import EvaluationResult
@@ -43,8 +43,10 @@ _LAZY = {
     "compare": "judge.comparison.evaluations",
     "Comparison": "judge.comparison.evaluations",
     "agreement": "judge.labels.agreement",
+    "aagreement": "judge.labels.agreement",
     "AgreementResult": "judge.labels.agreement",
     "probe": "judge.probes.probe",
+    "aprobe": "judge.probes.probe",
     "ProbeResult": "judge.probes.result",
 }
 
@@ -65,8 +67,10 @@ __all__ = [
     "SampleResult",
     "UnknownMetricError",
     "__version__",
+    "aagreement",
     "aevaluate",
     "agreement",
+    "aprobe",
     "ascore",
     "compare",
     "evaluate",

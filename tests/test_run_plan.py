@@ -170,3 +170,21 @@ def test_the_typed_config_keeps_summary_jsons_form() -> None:
     assert list(sharded.as_json())[-2:] == ["shard", "cache_damaged"]
     on_ray = plan.config(ray={"address": "local", "actors": 2}).as_json()
     assert list(on_ray).index("ray") == list(on_ray).index("seconds") + 1
+
+
+def test_run_options_are_evaluates_own_keywords() -> None:
+    import inspect
+    import typing
+
+    from judge.run.evaluate import aevaluate, evaluate
+    from judge.run.options import RunOptions
+
+    parameters = inspect.signature(aevaluate).parameters
+    hints = typing.get_type_hints(aevaluate)
+    options = typing.get_type_hints(RunOptions)
+    assert set(options) <= set(parameters)
+    for name, hint in options.items():
+        assert hint == hints[name], name
+        assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+    assert inspect.signature(evaluate) == inspect.signature(aevaluate)
+    assert evaluate.__doc__ == aevaluate.__doc__ and "Args:" in (evaluate.__doc__ or "")

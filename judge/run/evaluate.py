@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from judge.aio import run_sync
+from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
@@ -26,52 +26,6 @@ from judge.run.shard import Shard, parse_shard
 
 
 async def aevaluate(
-    data: Any,
-    *,
-    metrics: Sequence[MetricLike] | None = None,
-    llm: LLM | LLMSession | None = None,
-    embeddings: Embeddings | None = None,
-    cache: Cache | str | os.PathLike[str] | None = None,
-    column_map: Mapping[str, str] | None = None,
-    concurrency: int | None = None,
-    checkpoint: str | os.PathLike[str] | None = None,
-    progress: bool = True,
-    progress_interval: float = DEFAULT_INTERVAL,
-    custom: Mapping[str, Metric] | None = None,
-    shard: str | Shard | None = None,
-) -> EvaluationResult:
-    """Async twin of `evaluate`."""
-    part = parse_shard(shard) if shard is not None else None  # a bad spec fails before loading
-    rows, columns, source = load_rows(data, column_map)
-    models = judge_models(llm, embeddings, cache)
-    plan, hashes = plan_run(
-        rows,
-        columns,
-        source,
-        metrics=metrics,
-        llm=models[0],
-        embeddings=models[1],
-        custom=custom,
-        shard=part,
-    )
-    session = make_session(llm, embeddings, cache) if llm is not None else None
-    try:
-        return await local.execute(
-            plan,
-            rows,
-            hashes,
-            session,
-            checkpoint=checkpoint,
-            concurrency=concurrency,
-            progress=progress,
-            progress_interval=progress_interval,
-        )
-    finally:
-        if session is not None and session is not llm:  # ours: close its connections
-            await session.aclose()
-
-
-def evaluate(
     data: Any,
     *,
     metrics: Sequence[MetricLike] | None = None,
@@ -128,19 +82,34 @@ def evaluate(
             cancelling requests in flight; rows finished before it are in the checkpoint
             and their judgments in the cache, so a rerun after the fix resumes them.
     """
-    return run_sync(
-        aevaluate(
-            data,
-            metrics=metrics,
-            llm=llm,
-            embeddings=embeddings,
-            cache=cache,
-            column_map=column_map,
-            concurrency=concurrency,
+    part = parse_shard(shard) if shard is not None else None  # a bad spec fails before loading
+    rows, columns, source = load_rows(data, column_map)
+    models = judge_models(llm, embeddings, cache)
+    plan, hashes = plan_run(
+        rows,
+        columns,
+        source,
+        metrics=metrics,
+        llm=models[0],
+        embeddings=models[1],
+        custom=custom,
+        shard=part,
+    )
+    session = make_session(llm, embeddings, cache) if llm is not None else None
+    try:
+        return await local.execute(
+            plan,
+            rows,
+            hashes,
+            session,
             checkpoint=checkpoint,
+            concurrency=concurrency,
             progress=progress,
             progress_interval=progress_interval,
-            custom=custom,
-            shard=shard,
         )
-    )
+    finally:
+        if session is not None and session is not llm:  # ours: close its connections
+            await session.aclose()
+
+
+evaluate = sync_twin(aevaluate)
