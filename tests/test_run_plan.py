@@ -188,3 +188,17 @@ def test_run_options_are_evaluates_own_keywords() -> None:
         assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
     assert inspect.signature(evaluate) == inspect.signature(aevaluate)
     assert evaluate.__doc__ == aevaluate.__doc__ and "Args:" in (evaluate.__doc__ or "")
+
+
+def test_the_cli_hands_custom_metrics_to_the_library_as_objects() -> None:
+    import inspect
+
+    from judge.cli.options import chosen_metrics
+    from judge.run.evaluate import evaluate
+
+    tone = tone_metric()
+    chosen = chosen_metrics(["tone", "faithfulness", "ndcg@10"], {"tone": tone})
+    assert chosen == [tone, "faithfulness", "ndcg@10"] and chosen_metrics(None, {}) is None
+    with pytest.raises(UnknownMetricError, match="did you mean 'tone'"):
+        chosen_metrics(["tonee"], {"tone": tone})
+    assert "custom" not in inspect.signature(evaluate).parameters  # metrics= takes objects

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from judge.cli.options import data_options, model_config, model_options
+from judge.cli.options import (
+    chosen_metrics,
+    custom_metrics,
+    data_options,
+    model_config,
+    model_options,
+)
 from judge.cli.output import output_options, show
 
 
@@ -50,10 +56,11 @@ def run_agreement(args: argparse.Namespace) -> int:
     from judge.labels.agreement import agreement
     from judge.labels.html import write_agreement
 
+    metrics = chosen_metrics([args.metric], custom_metrics(args))
     llm, embeddings, cache = model_config(args)
     result = agreement(
         args.labels,
-        metric=args.metric,
+        metric=metrics[0] if metrics else args.metric,
         label=args.label,
         kind=args.kind,
         by=args.by,

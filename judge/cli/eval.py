@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 from judge.cli.finish import finish_run, merge_into, say_damaged, say_notes
 from judge.cli.options import (
     check_retrieval_only,
+    chosen_metrics,
+    column_map,
+    custom_metrics,
     data_options,
     gate_options,
     metric_names,
@@ -109,15 +112,15 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.ray or args.ray_address:
         return run_on_ray(args, required)
     shard = parse_shard(args.shard) if args.shard is not None else None
-    metrics = metric_names(args)
+    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
     llm: LLM | None = None
     embeddings: Embeddings | None = None
     cache: Cache | None = None
-    options = data_options(args)  # custom metrics loaded once, to tell a typo from them
+    options = data_options(args)
     if args.model:
         llm, embeddings, cache = model_config(args)
     else:
-        check_retrieval_only(metrics, options["custom"])  # no judge model, no cache to open
+        check_retrieval_only(metrics)  # no judge model, no cache to open
     # Locked for the whole run: the checkpoint lives in the folder too.
     with OutputFolder(args.out) as folder:
         checkpoint = folder.path / ".checkpoint.jsonl"
@@ -159,7 +162,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         )
     if args.ray or args.ray_address:
         raise JudgeError("--processes cannot be used with --ray: Ray has its own actors")
-    metrics = metric_names(args)
+    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
     options = data_options(args)
     llm: LLM | None = None
     embeddings: Embeddings | None = None
@@ -170,7 +173,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
             opened.close()
             cache = args.cache
     else:
-        check_retrieval_only(metrics, options["custom"])  # no judge model, no cache to open
+        check_retrieval_only(metrics)  # no judge model, no cache to open
     rows, columns, source = load_rows(args.data, options["column_map"])
     plan, _ = plan_run(
         rows,
@@ -179,7 +182,6 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         metrics=metrics,
         llm=llm,
         embeddings=embeddings,
-        custom=options["custom"],
         metric_modules=args.metrics_module,
     )
     del rows  # each shard loads its own
@@ -231,11 +233,11 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
     require_ray()  # before reading the data: say at once that the extra is missing
     llm, embeddings, _ = model_config(argparse.Namespace(**{**vars(args), "no_cache": True}))
     cache = Path(args.cache)
-    options = {k: v for k, v in data_options(args).items() if k in ("column_map", "custom")}
+    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
     with OutputFolder(args.out) as folder:  # only once the options are known to be good
         result = evaluate_file(
             args.data,
-            metrics=metric_names(args),
+            metrics=metrics,
             llm=llm,
             embeddings=embeddings,
             caches=ActorCaches.of(
@@ -247,6 +249,6 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
             address=args.ray_address,
             rows_dir=folder.path,
             progress=not args.no_progress,
-            **options,
+            column_map=column_map(args),
         )
         return finish_run(result, folder, required, args.max_error_rate)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,8 @@ from judge.run.progress import DEFAULT_INTERVAL
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
+    from judge.metrics.registry import Metric
+    from judge.metrics.resolve import MetricLike
 
 # The default of --max-error-rate: see judge.run.outputs (kept in step by a test).
 DEFAULT_MAX_ERROR_RATE = 0.05
@@ -166,15 +168,36 @@ def column_map(args: argparse.Namespace) -> dict[str, str] | None:
 
 
 def data_options(args: argparse.Namespace) -> dict[str, Any]:
-    """column_map, progress and custom metrics (modules, plugins) for `judge.evaluate`."""
-    from judge.metrics.plugins import extra_metrics
-
+    """column_map, progress and progress_interval for `judge.evaluate`."""
     return {
         "column_map": column_map(args),
         "progress": not args.no_progress,
         "progress_interval": args.progress_interval,
-        "custom": {n: x.metric for n, x in extra_metrics(args.metrics_module).items()},
     }
+
+
+def custom_metrics(args: argparse.Namespace) -> dict[str, Metric]:
+    """The metrics of --metrics-module (and JUDGE_METRICS_MODULES, and plugins) by name."""
+    from judge.metrics.plugins import extra_metrics
+
+    return {n: x.metric for n, x in extra_metrics(args.metrics_module).items()}
+
+
+def chosen_metrics(
+    names: list[str] | None, custom: Mapping[str, Metric]
+) -> list[MetricLike] | None:
+    """--metrics as the library takes them: a custom metric's name becomes its `Metric`
+    (the library never looks names up in --metrics-module); a name that is no metric at
+    all is an unknown metric here, its did-you-mean reaching the custom names too."""
+    from judge.metrics.resolve import named_metric, split_metrics
+
+    if names is None:
+        return None
+    judged = split_metrics(names, has_retrieval=True)[0] or []  # a bad cutoff is raised here
+    for name in judged:
+        if isinstance(name, str) and name not in custom:
+            named_metric(name, list(custom))  # an unknown name's error, with a did-you-mean
+    return [custom.get(name, name) for name in names]
 
 
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:
@@ -218,23 +241,16 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
     return llm, embeddings, cache
 
 
-def check_retrieval_only(metrics: list[str] | None, custom: Iterable[str] | None = None) -> None:
+def check_retrieval_only(metrics: Sequence[MetricLike] | None) -> None:
     """Without --model only retrieval metrics can be computed: an error naming the
     metrics that need a judge model, if any are asked for (or the default is).
 
-    A name that is no metric at all (`recal@10`) is an unknown metric, with a
-    did-you-mean, not one that needs --model: the built-in, plugin and `custom` metric
-    names (those of --metrics-module) are the judged ones. When `custom` is None (the
-    modules were not loaded) a name that is not a retrieval metric counts as judged.
+    Give the metrics as `chosen_metrics` returns them: a name that is no metric at all
+    (`recal@10`) was refused there, as an unknown metric with a did-you-mean.
     """
-    from judge.metrics.resolve import named_metric, split_metrics
+    from judge.metrics.resolve import split_metrics
 
-    judged = split_metrics(metrics, has_retrieval=True)[0]  # a bad cutoff is raised here
-    if judged is not None and custom is not None:
-        known = list(custom)
-        for name in judged:
-            if isinstance(name, str) and name not in known:
-                named_metric(name, known)  # an unknown name's error, with a did-you-mean
+    judged = split_metrics(metrics, has_retrieval=True)[0]
     if judged is None:
         raise JudgeError(
             "--model is required: the default metrics are LLM-judged (there is no default "
@@ -242,8 +258,9 @@ def check_retrieval_only(metrics: list[str] | None, custom: Iterable[str] | None
             "--metrics ndcg@10,recall@10"
         )
     if judged:
+        listed = ", ".join(m if isinstance(m, str) else m.name for m in judged)
         raise JudgeError(
-            f"--model is required: {', '.join(map(str, judged))} "
+            f"--model is required: {listed} "
             f"{'is' if len(judged) == 1 else 'are'} LLM-judged (there is no default judge "
             "model); for a retrieval-only run give only retrieval metrics, e.g. --metrics "
             "ndcg@10,recall@10"

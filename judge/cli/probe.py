@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from judge.cli.options import data_options, metric_names, model_config, model_options
+from judge.cli.options import (
+    chosen_metrics,
+    custom_metrics,
+    data_options,
+    metric_names,
+    model_config,
+    model_options,
+)
 from judge.cli.output import output_options, show
 from judge.errors import JudgeError
 
@@ -55,6 +62,7 @@ def run_probe(args: argparse.Namespace) -> int:
     from judge.probes.html import write_probe
     from judge.probes.probe import probe
 
+    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
     llm, embeddings, cache = model_config(args)
     probes = [p.strip() for p in args.probes.split(",") if p.strip()]
     if not probes and not args.second_model:
@@ -63,7 +71,7 @@ def run_probe(args: argparse.Namespace) -> int:
         args.data,
         llm=llm,
         probes=probes,
-        metrics=metric_names(args),
+        metrics=metrics,
         second_llm=dataclasses.replace(llm, model=args.second_model) if args.second_model else None,
         repeats=args.repeats,
         threshold=args.threshold,

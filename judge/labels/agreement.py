@@ -7,7 +7,6 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -162,12 +161,10 @@ def _interval(m: Measure) -> str:
     return f"[{m.ci_low:.3f}, {m.ci_high:.3f}]"
 
 
-def _higher_is_better(metric: MetricLike, custom: Mapping[str, Metric] | None) -> bool:
+def _higher_is_better(metric: MetricLike) -> bool:
     """Whether higher scores of the metric mean more faithful/relevant."""
     if isinstance(metric, Metric):
         return metric.higher_is_better
-    if custom and metric in custom:
-        return custom[metric].higher_is_better
     try:
         return named_metric(metric).higher_is_better  # a built-in or a plugin's
     except UnknownMetricError:
@@ -211,7 +208,7 @@ async def aagreement(
         llm: the judge model, as in `judge.evaluate`.
         disagreements: how many of the worst disagreements to keep, with their evidence.
         **options: embeddings, cache, column_map, concurrency, progress,
-            progress_interval and custom, as in `judge.evaluate`.
+            progress_interval, as in `judge.evaluate`.
 
     Returns:
         An `AgreementResult`: measures with 95% bootstrap intervals (rows resampled, or
@@ -224,7 +221,7 @@ async def aagreement(
         records, kind=kind or ("pairwise" if pair else "binary"), label=label, by=by, pair=pair
     )
     evaluation = await aevaluate(records, metrics=[metric], llm=llm, **options)
-    name, up = evaluation.metrics[0], _higher_is_better(metric, options.get("custom"))
+    name, up = evaluation.metrics[0], _higher_is_better(metric)
     raw = np.array([r.scores.get(name, math.nan) for r in evaluation.rows], dtype=np.float64)
     oriented = raw if up else 1.0 - raw
     reasons = [_reason(r, name) for r in evaluation.rows]

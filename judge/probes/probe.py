@@ -122,7 +122,7 @@ async def aprobe(
         threshold: the pass mark for crossings and kappa.
         seed: seeds the context shuffles and the repeats.
         **options: embeddings, cache, column_map, concurrency, progress,
-            progress_interval and custom, as in `judge.evaluate`.
+            progress_interval, as in `judge.evaluate`.
 
     Returns:
         A `ProbeResult`: the checks, each with its expectation, figures and whether it held.

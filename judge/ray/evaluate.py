@@ -14,7 +14,6 @@ from typing import Any
 from judge.cache.store import CacheMode
 from judge.errors import InputFormatError, JudgeError
 from judge.llm.config import LLM, Embeddings
-from judge.metrics.registry import Metric
 from judge.metrics.resolve import MetricLike
 from judge.ray.actor import NUMBER, JudgeSpec, RowJudge
 from judge.ray.caches import ActorCaches
@@ -46,7 +45,6 @@ def ray_plan(
     columns: Mapping[str, str],
     source: str,
     models: tuple[LLM | None, Embeddings | None],
-    custom: Mapping[str, Metric] | None,
     rows: Sequence[Row] | None = None,
 ) -> tuple[RunPlan, list[str]]:
     """The run's plan (and its rows' hashes), as `judge.evaluate` makes it; each actor
@@ -57,9 +55,7 @@ def ray_plan(
             "judge.ray.evaluate needs llm=judge.LLM(model=...): each actor opens its own "
             "session, so an LLMSession cannot be shared"
         )
-    return plan_run(
-        rows, columns, source, metrics=metrics, llm=llm, embeddings=embeddings, custom=custom
-    )
+    return plan_run(rows, columns, source, metrics=metrics, llm=llm, embeddings=embeddings)
 
 
 def make_spec(
@@ -109,7 +105,6 @@ def evaluate(
     also_read: Sequence[str | os.PathLike[str]] = (),
     concurrency: int = DEFAULT_CONCURRENCY,
     column_map: Mapping[str, str] | None = None,
-    custom: Mapping[str, Metric] | None = None,
     row_column: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     num_cpus: float = DEFAULT_NUM_CPUS,
@@ -132,7 +127,6 @@ def evaluate(
             `llm.max_concurrency` requests in flight.
         column_map: `{field: column}` for columns with other names, as for
             `judge.evaluate`.
-        custom: extra metrics by name, so `metrics` can name them.
         row_column: a column holding each row's number (results.jsonl's `row`, and the
             id of a row without an id column). Default: Ray's
             `monotonically_increasing_id()`, unique but neither consecutive nor the same
@@ -171,7 +165,7 @@ def evaluate(
             f"(columns: {', '.join(present)})"
         )
     caches = ActorCaches.of(cache_dir, cache_mode, also_read)
-    plan, _ = ray_plan(metrics, columns, "a Ray dataset", (llm, embeddings), custom)
+    plan, _ = ray_plan(metrics, columns, "a Ray dataset", (llm, embeddings))
     spec = make_spec(plan, caches, row_column)
     clash = sorted(set(spec.result_columns()) & set(present) - {row_column})
     if clash:

@@ -20,7 +20,6 @@ from typing import Any
 from judge.errors import InputFormatError, JudgeError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.usage import Usage
-from judge.metrics.registry import Metric
 from judge.metrics.resolve import MetricLike
 from judge.ray.actor import NUMBER, RECORD, RESULT, ROW
 from judge.ray.caches import ActorCaches
@@ -89,7 +88,6 @@ def evaluate_file(
     embeddings: Embeddings | None,
     caches: ActorCaches,
     column_map: Mapping[str, str] | None = None,
-    custom: Mapping[str, Metric] | None = None,
     actors: int = 2,
     address: str | None = None,
     rows_dir: str | os.PathLike[str] | None = None,
@@ -99,7 +97,7 @@ def evaluate_file(
 
     Args:
         data: what `judge.evaluate` takes (a path, a list of dicts, ...).
-        metrics, llm, embeddings, column_map, custom: as for `judge.evaluate`.
+        metrics, llm, embeddings, column_map: as for `judge.evaluate`.
         caches: where and how the actors keep their caches.
         actors: the number of actors.
         address: the Ray cluster (`ray start --head` prints it); None starts a local one.
@@ -113,7 +111,7 @@ def evaluate_file(
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
     rows = build_rows(records, columns)
-    plan, hashes = ray_plan(metrics, columns, source, (llm, embeddings), custom, rows)
+    plan, hashes = ray_plan(metrics, columns, source, (llm, embeddings), rows)
     del rows  # the actors build their own
     spec = make_spec(plan, caches, NUMBER, packed=True)
     fingerprint = plan.fingerprint

@@ -14,7 +14,6 @@ from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
-from judge.metrics.registry import Metric
 from judge.metrics.resolve import MetricLike
 from judge.run import local
 from judge.run.data import load_rows
@@ -37,7 +36,6 @@ async def aevaluate(
     checkpoint: str | os.PathLike[str] | None = None,
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
-    custom: Mapping[str, Metric] | None = None,
     shard: str | Shard | None = None,
 ) -> EvaluationResult:
     """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
@@ -62,8 +60,6 @@ async def aevaluate(
             plain status line every `progress_interval` seconds and one at the end;
             False for none.
         progress_interval: seconds between status lines when stderr is not a terminal.
-        custom: extra metrics by name, so `metrics` can name them (the CLI's
-            `--metrics-module` fills it).
         shard: `"I/N"` (or a `judge.run.shard.Shard`): judge only the rows whose number
             modulo N is I-1, keeping their numbers; `judge merge` joins the N outputs.
 
@@ -92,7 +88,6 @@ async def aevaluate(
         metrics=metrics,
         llm=models[0],
         embeddings=models[1],
-        custom=custom,
         shard=part,
     )
     session = make_session(llm, embeddings, cache) if llm is not None else None

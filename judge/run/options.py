@@ -10,7 +10,6 @@ from typing import TypedDict
 
 from judge.cache.store import Cache
 from judge.llm.config import Embeddings
-from judge.metrics.registry import Metric
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -28,7 +27,6 @@ class RunOptions(TypedDict, total=False):
     concurrency: int | None
     progress: bool
     progress_interval: float
-    custom: Mapping[str, Metric] | None
 
 
 __all__ = ["RunOptions", "Unpack"]
