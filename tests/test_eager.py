@@ -1,4 +1,4 @@
-"""Coroutines started eagerly (judge.eager) behave as tasks would, only sooner."""
+"""Coroutines started eagerly (judge.aio.start_eagerly) behave as tasks would, only sooner."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import contextvars
 
 import pytest
 
-from judge import eager
+from judge import aio
 
-needs_311 = pytest.mark.skipif(not eager.EAGER, reason="Python 3.10 starts ordinary tasks")
+needs_311 = pytest.mark.skipif(not aio.EAGER, reason="Python 3.10 starts ordinary tasks")
 
 
 async def at_once(value: int) -> int:
@@ -19,9 +19,9 @@ async def at_once(value: int) -> int:
 @needs_311
 def test_a_coroutine_that_never_waits_is_done_when_started():
     async def main() -> None:
-        future = eager.start(at_once(21))
+        future = aio.start_eagerly(at_once(21))
         assert future.done() and future.result() == 42
-        assert await eager.gather_or_cancel([future, eager.start(at_once(1))]) == [42, 2]
+        assert await aio.gather_or_cancel([future, aio.start_eagerly(at_once(1))]) == [42, 2]
 
     asyncio.run(main())
 
@@ -36,8 +36,8 @@ def test_a_coroutine_that_waits_goes_on_as_a_task():
             steps.append("second")
             return "done"
 
-        future = eager.start(slow())
-        assert steps == ["first"] or not eager.EAGER
+        future = aio.start_eagerly(slow())
+        assert steps == ["first"] or not aio.EAGER
         assert await future == "done" and steps == ["first", "second"]
 
     asyncio.run(main())
@@ -51,9 +51,9 @@ def test_one_pending_future_awaited_by_several_started_coroutines():
         async def reader(i: int) -> int:
             return await shared + i
 
-        futures = [eager.start(reader(i)) for i in range(3)]
+        futures = [aio.start_eagerly(reader(i)) for i in range(3)]
         asyncio.get_running_loop().call_later(0.01, shared.set_result, 10)
-        return await eager.gather_or_cancel(futures)
+        return await aio.gather_or_cancel(futures)
 
     assert asyncio.run(main()) == [10, 11, 12]
 
@@ -63,7 +63,7 @@ def test_an_exception_in_the_first_step_is_the_futures():
         raise ValueError("bad input")
 
     async def main() -> None:
-        future = eager.start(fails())
+        future = aio.start_eagerly(fails())
         with pytest.raises(ValueError, match="bad input"):
             await future
 
@@ -77,7 +77,7 @@ def test_cancelling_before_the_task_runs_cancels_what_the_coroutine_waits_on():
         async def waiter() -> None:
             await inner
 
-        future = eager.start(waiter())
+        future = aio.start_eagerly(waiter())
         future.cancel()
         with pytest.raises(asyncio.CancelledError):
             await future
@@ -97,9 +97,9 @@ def test_at_the_first_failure_the_others_are_cancelled_and_awaited():
             await asyncio.sleep(0.01)
             raise RuntimeError("stop")
 
-        hanging = eager.start(hangs())
+        hanging = aio.start_eagerly(hangs())
         with pytest.raises(RuntimeError, match="stop"):
-            await eager.gather_or_cancel([hanging, eager.start(fails_later())])
+            await aio.gather_or_cancel([hanging, aio.start_eagerly(fails_later())])
         assert hanging.cancelled() and never.cancelled()
         assert asyncio.all_tasks() == {asyncio.current_task()}  # nothing left running
 
@@ -115,7 +115,7 @@ def test_the_first_step_runs_in_a_copy_of_the_callers_context():
         return seen.get()  # its own context, kept across the wait
 
     async def main() -> None:
-        future = eager.start(sets_and_waits())
+        future = aio.start_eagerly(sets_and_waits())
         assert seen.get() == "caller"
         assert await future == "coroutine"
 

@@ -18,7 +18,7 @@ ROOT = Path(judge.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "json_values", "version"},
     {"aio", "formatting", "threads", "fields", "spreadsheet", "samples", "signals"},
-    {"eager", "stats"},
+    {"stats"},
     {"cache"},
     {"llm"},
     {"ir"},

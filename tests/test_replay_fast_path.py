@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from judge import LLM, Embeddings, eager
+from judge import LLM, Embeddings, aio
 from judge.cache.memo import ResponseMemo, estimated_bytes
 from judge.cache.store import Cache, cache_key
 from judge.cli.finish import finish_run
@@ -99,7 +99,7 @@ def test_a_mixed_replay_through_the_fast_paths_equals_the_plain_paths(
     fast, fast_reads = run(tmp_path, "fast", models, tmp_path / "fast.sqlite", memo_bytes=2**20)
     fast_requests = sorted(json.dumps(r.body, sort_keys=True) for r in fake_llm_server.requests)
     fake_llm_server.reset()
-    monkeypatch.setattr(eager, "EAGER", False)  # every coroutine an ordinary task, as before
+    monkeypatch.setattr(aio, "EAGER", False)  # every coroutine an ordinary task, as before
     plain, plain_reads = run(tmp_path, "plain", models, tmp_path / "plain.sqlite", memo_bytes=0)
     plain_requests = sorted(json.dumps(r.body, sort_keys=True) for r in fake_llm_server.requests)
 

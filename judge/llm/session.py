@@ -545,7 +545,7 @@ def _chat_material(
 
 async def _own_task() -> None:
     """Let the loop turn once before a request. A coroutine started eagerly (see
-    `judge.eager`) runs until its first wait inside its caller's task; the request's
+    `judge.aio.start_eagerly`) runs until its first wait inside its caller's task; the request's
     code (timeouts, connection pools) may hold on to the current task, so it must start
     in the coroutine's own. Cache hits never get here."""
     await asyncio.sleep(0)

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from judge import eager
+from judge import aio
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
 from judge.metrics.citations import Citation, find_citations
@@ -76,7 +76,7 @@ class SampleJudgments:
             async def run() -> T:
                 return await make()
 
-            self._tasks[name] = eager.start(run())
+            self._tasks[name] = aio.start_eagerly(run())
         return self._tasks[name]
 
     async def answer_claims(self) -> list[str]:
@@ -99,9 +99,9 @@ class SampleJudgments:
             for kind, text in (("answer", s.answer), ("truth", s.ground_truth))
             if kind in self.claim_texts and text is not None and _filled(text)
         }
-        split = await eager.gather_or_cancel(
+        split = await aio.gather_or_cancel(
             [
-                eager.start(
+                aio.start_eagerly(
                     extract_claims(
                         self.session,
                         question=s.question,
@@ -276,16 +276,16 @@ class SampleJudgments:
 
     async def _correctness(self) -> tuple[list[Verdict], list[Verdict]]:
         s = self.sample
-        answer, truth = await eager.gather_or_cancel(
-            [eager.start(self.answer_claims()), eager.start(self.truth_claims())]
+        answer, truth = await aio.gather_or_cancel(
+            [aio.start_eagerly(self.answer_claims()), aio.start_eagerly(self.truth_claims())]
         )
         if not answer or not truth:  # nothing to verify: the metric decides from the counts
             return [], []
         # Each side's claims checked against the other text, both calls at once.
         sides = ((answer, s.ground_truth), (truth, s.answer))
-        precision, recall = await eager.gather_or_cancel(
+        precision, recall = await aio.gather_or_cancel(
             [
-                eager.start(
+                aio.start_eagerly(
                     verify_claims(
                         self.session,
                         claims=claims,

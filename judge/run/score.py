@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge import eager
+from judge import aio
 from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
@@ -107,8 +107,11 @@ async def score_sample(
         except JudgeError as exc:
             return MetricScore(math.nan, JUDGE_ERROR, f"{type(exc).__name__}: {exc}")
 
-    outcomes = await eager.gather_or_cancel(
-        [eager.start(one(m)) if _builtin(m) else asyncio.ensure_future(one(m)) for m in metrics]
+    outcomes = await aio.gather_or_cancel(
+        [
+            aio.start_eagerly(one(m)) if _builtin(m) else asyncio.ensure_future(one(m))
+            for m in metrics
+        ]
     )
     result = SampleResult(sample, {}, evidence=judgments.evidence)
     for metric, outcome in zip(metrics, outcomes, strict=True):
