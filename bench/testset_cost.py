@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))  # the scripted fake model lives with the tests
 from judge.llm.config import LLM  # noqa: E402
 from judge.testing import FakeLLMServer  # noqa: E402
 from judge.testset import build, load_corpus  # noqa: E402
-from tests.testset_fakes import Script, default_reply  # noqa: E402
+from tests.helpers.testset import Script, default_reply  # noqa: E402
 
 PLACES = ["Harbour", "Mill", "Castle", "River", "Station", "Market", "Garden", "Bridge"]
 THINGS = ["ferry", "library", "museum", "tram line", "bakery", "school", "hospital", "park"]

@@ -18,7 +18,7 @@ from judge.testset import QUESTION_TYPES, build, load_corpus
 from judge.testset.calc import evaluate
 from judge.testset.items import item_id
 from judge.testset.text import language
-from tests.testset_fakes import Script, default_reply, when, write_corpus
+from tests.helpers.testset import Script, default_reply, when, write_corpus
 
 ALL_TYPES = ",".join(f"{t}={1 / 6:.10f}" for t in QUESTION_TYPES[:-1]) + (
     f",{QUESTION_TYPES[-1]}={1 - 5 * float(f'{1 / 6:.10f}'):.10f}"

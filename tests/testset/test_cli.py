@@ -16,7 +16,7 @@ from judge.testset.generate import OUTPUTS
 from judge.testset.items import QUESTION_TYPES
 from judge.testset.review_calls import Critique, Grade
 from judge.testset.text import find_quote, language
-from tests.testset_fakes import Script, cli_args, write_corpus
+from tests.helpers.testset import Script, cli_args, write_corpus
 
 
 def test_cli_build_writes_the_files_judge_ir_reads(tmp_path, capsys):

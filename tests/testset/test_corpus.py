@@ -16,7 +16,7 @@ from judge.testset.index import Index, rank_of
 from judge.testset.sampling import MixError, allocate, parse_mix, stratified_order
 from judge.testset.text import find_quote, language, overlap, tokens
 from judge.testset.thin import thin_reason
-from tests.testset_fakes import DOCS, write_corpus
+from tests.helpers.testset import DOCS, write_corpus
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from judge.cli.main import main
 from judge.testing import FakeLLMServer
 from judge.testset.logs import Cluster, cluster, mask, sample
 from judge.testset.review import export_review
-from tests.testset_fakes import Script, cli_args, when, write_corpus
+from tests.helpers.testset import Script, cli_args, when, write_corpus
 
 
 def test_personal_data_is_masked_and_ordinary_numbers_are_not():

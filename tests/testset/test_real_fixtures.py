@@ -15,7 +15,7 @@ from judge import LLM
 from judge.metrics.prompts import load_prompt
 from judge.testing import FakeLLMServer, recorded_chat
 from judge.testset import build
-from tests.testset_fakes import write_corpus
+from tests.helpers.testset import write_corpus
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "real-testset"
 ENTRIES = [json.loads(line) for line in (HERE / "judgments.jsonl").read_text("utf-8").splitlines()]

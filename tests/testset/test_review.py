@@ -11,7 +11,7 @@ import pytest
 from judge.cli.main import main
 from judge.testing import FakeLLMServer
 from judge.testset.review import ReviewFileError, import_review
-from tests.testset_fakes import Script, cli_args, write_corpus
+from tests.helpers.testset import Script, cli_args, write_corpus
 
 
 @pytest.fixture
