@@ -14,8 +14,7 @@ from judge.cache.store import Cache
 from judge.errors import CacheError
 from judge.llm.session import LLMSession
 from judge.testing import FakeLLMServer
-from tests.cache.test_identity import ask, llm, says, v1_copy
-from tests.cache.test_store import entry
+from tests.helpers.cache import ask, entry, llm, says, v1_copy
 
 
 def filled(path: Path, *entries: object) -> Path:

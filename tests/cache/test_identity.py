@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -13,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pydantic import BaseModel
 
 import judge.cache.migrations
 import judge.cache.store
@@ -22,44 +20,13 @@ from judge.cache.identity import DEFAULT, UNKNOWN, normalise_url, server_identit
 from judge.cache.migrations import SCHEMA_VERSION
 from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.errors import CacheError, CacheMiss, JudgeError
-from judge.llm.config import LLM, Embeddings, PromptRef
+from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.run.evaluate import evaluate
 from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.cache import ask, llm, says, v1_copy
 
-ROOT = Path(__file__).resolve().parents[2]
-V1_CACHE = ROOT / "fixtures" / "cache-v1" / "cache.sqlite"
-MODEL = "openai/judge-fixture"  # the model names of fixtures/cache-v1/make_v1_cache.py
-EMBED_MODEL = "openai/embed-fixture"
-PROMPT = PromptRef("yes-no", "v1")
-
-
-class Verdict(BaseModel):
-    verdict: str
-
-
-def messages(question: str) -> list[dict[str, str]]:
-    return [
-        {"role": "system", "content": "Answer yes or no."},
-        {"role": "user", "content": question},
-    ]
-
-
-def says(verdict: str) -> Any:
-    return lambda body: json.dumps({"verdict": verdict})
-
-
-def ask(session: LLMSession, question: str) -> str:
-    """One judgment through the session (closing its clients on the loop that made them)."""
-
-    async def go() -> str:
-        try:
-            (reply,) = await session.chat(messages(question), Verdict, prompt=PROMPT)
-            return reply.verdict
-        finally:
-            await session.aclose()
-
-    return run_sync(go())
+EMBED_MODEL = "openai/embed-fixture"  # the embedding model of fixtures/cache-v1/make_v1_cache.py
 
 
 def embed(session: LLMSession, texts: list[str]) -> list[list[float]]:
@@ -70,10 +37,6 @@ def embed(session: LLMSession, texts: list[str]) -> list[list[float]]:
             await session.aclose()
 
     return run_sync(go())
-
-
-def llm(server: FakeLLMServer | None, **settings: Any) -> LLM:
-    return LLM(MODEL, api_base=server.base_url if server else None, api_key="k", **settings)
 
 
 @pytest.mark.parametrize(
@@ -196,12 +159,6 @@ def test_a_changed_server_does_not_resume_a_checkpoint(tmp_path):
                 progress=False,
             )
         assert first.count() > 0 and second.count() == first.count()  # resumed once only
-
-
-def v1_copy(tmp_path: Path) -> Path:
-    path = tmp_path / "v1.sqlite"
-    shutil.copyfile(V1_CACHE, path)
-    return path
 
 
 def raw_rows(path: Path) -> list[tuple[str, str, str]]:

@@ -7,29 +7,9 @@ import sqlite3
 
 import pytest
 
-from judge.cache.store import Cache, CacheEntry, cache_key
+from judge.cache.store import Cache, cache_key
 from judge.errors import CacheError
-
-
-def entry(i: int, answer: str = "yes") -> CacheEntry:
-    request = {
-        "kind": "chat",
-        "server": "s",
-        "model": "m",
-        "messages": [{"role": "user", "content": f"q{i}"}],
-    }
-    return CacheEntry(
-        key=cache_key(request),
-        kind="chat",
-        request=request,
-        response={"choices": [{"verdict": answer, "n": i}]},
-        model="m",
-        prompt="verify",
-        prompt_version="abc",
-        mode="json_schema",
-        usage={"prompt_tokens": 3},
-        created=1.5,
-    )
+from tests.helpers.cache import entry
 
 
 def test_key_is_canonical_json_hash():

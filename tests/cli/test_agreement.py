@@ -13,8 +13,8 @@ from scipy import stats
 from sklearn import metrics as skm
 
 from judge.testing import FakeLLMServer, heuristic_judge
-from tests.cli.test_eval import run
-from tests.labels.test_agreement import BINARY, PAIRS, SCORES
+from tests.helpers.cli import run
+from tests.helpers.labels import BINARY, PAIRS, SCORES
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -12,53 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from judge.testing import FakeLLMServer, heuristic_judge
+from judge.testing import heuristic_judge
+from tests.helpers.cli import dataset, eval_args, run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *map(str, args)], capture_output=True, text=True, **kwargs
-    )
-
-
-def rows(n: int) -> list[dict]:
-    """n distinct samples: each row's question and answer name its number."""
-    return [
-        {
-            "id": f"s{i}",
-            "question": f"Who created Python? ({i})",
-            "answer": f"Guido van Rossum created Python. Row {i} is here.",
-            "contexts": ["Python was created by Guido van Rossum.", "Bananas are yellow."],
-            "ground_truth": "Guido van Rossum created Python.",
-        }
-        for i in range(n)
-    ]
-
-
-def dataset(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows(n)), encoding="utf-8")
-    return path
-
-
-def eval_args(data: Path, server: FakeLLMServer, tmp: Path, *extra: str) -> list[str]:
-    return [
-        "eval",
-        str(data),
-        "--model",
-        "openai/judge",
-        "--api-base",
-        server.base_url,
-        "--api-key",
-        "sk-cli-secret-123456",
-        "--cache",
-        str(tmp / "cache.sqlite"),
-        "--out",
-        str(tmp / "out"),
-        "--no-progress",
-        *extra,
-    ]
 
 
 def test_demo_runs_offline_and_writes_its_outputs(tmp_path):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from judge.testing import heuristic_judge
-from tests.run.test_shards import eval_args, write_data
+from tests.helpers.shards import eval_args, write_data
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="signals and sessions of POSIX")
 

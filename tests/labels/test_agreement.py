@@ -19,48 +19,7 @@ from judge.labels import kinds
 from judge.labels.html import render_agreement
 from judge.testing import FakeLLMServer, data_blocks, heuristic_judge
 from judge.testing.replies import FakeHTTPError
-
-CONTEXTS = [
-    "Python was created by Guido van Rossum.",
-    "Paris is the capital of France.",
-    "Water boils at 100 degrees.",
-]
-SUPPORTED = [c.rstrip(".") for c in CONTEXTS]
-UNSUPPORTED = [
-    "Python was created by Larry Wall",
-    "Paris is the capital of Spain",
-    "Water boils at 50 degrees",
-]
-
-
-def answer(supported: int, unsupported: int) -> str:
-    """An answer whose faithfulness under the heuristic judge is s / (s + u)."""
-    return " ".join(s + "." for s in SUPPORTED[:supported] + UNSUPPORTED[:unsupported])
-
-
-def row(i: int, supported: int, unsupported: int, **columns: Any) -> dict[str, Any]:
-    return {
-        "id": f"r{i}",
-        "question": f"What do you know? ({i})",
-        "answer": answer(supported, unsupported),
-        "contexts": CONTEXTS,
-        **columns,
-    }
-
-
-# (supported, unsupported) claims -> faithfulness 1, 1, 2/3, 1/2, 0, 0, 1/3, 1
-BINARY = [
-    row(0, 2, 0, faithful=1, lang="en"),
-    row(1, 3, 0, faithful=1, lang="zh"),
-    row(2, 2, 1, faithful=1, lang="en"),
-    row(3, 1, 1, faithful=0, lang="zh"),
-    row(4, 0, 2, faithful=0, lang="en"),
-    row(5, 0, 1, faithful=0, lang="zh"),
-    row(6, 1, 2, faithful=1, lang="en"),  # the judge's worst miss: 1/3 for a faithful answer
-    row(7, 1, 0, faithful=0, lang="zh"),  # and a false alarm the other way: 1 for label 0
-    row(8, 0, 0, faithful=1, lang="en"),  # empty answer: NaN, empty_answer
-]
-SCORES = [1, 1, 2 / 3, 1 / 2, 0, 0, 1 / 3, 1]  # rows 0-7
+from tests.helpers.labels import BINARY, PAIRS, SCORES, SUPPORTED, UNSUPPORTED, row
 
 
 def failing_on(marker: str):
@@ -169,20 +128,6 @@ def test_graded_labels_match_scipy(server):
     assert m["pearson"].value == pytest.approx(stats.pearsonr(SCORES, grades).statistic)
     assert result.overall.counts == {"distinct_labels": 5, "distinct_scores": 5}
     assert result.disagreements[0]["row"] == 7  # top score, bottom grade
-
-
-PAIRS = [
-    # pair a: preferred faithful (1 vs 0), b: tie (1/2 vs 1/2), c: the wrong way (0 vs 1),
-    # d: preferred 1 vs 2/3
-    row(0, 2, 0, pair="a", better=1),
-    row(1, 0, 2, pair="a", better=0),
-    row(2, 1, 1, pair="b", better=1),
-    row(3, 2, 2, pair="b", better=0),
-    row(4, 0, 1, pair="c", better=1),
-    row(5, 3, 0, pair="c", better=0),
-    row(6, 1, 0, pair="d", better=1),
-    row(7, 2, 1, pair="d", better=0),
-]
 
 
 def test_pairwise_preferences(server):

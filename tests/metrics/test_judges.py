@@ -9,54 +9,13 @@ import re
 import pytest
 
 import judge
-from judge import LLM, Embeddings
 from judge.errors import InputFormatError, JudgeError, UnknownMetricError
-from judge.testing import FakeLLMServer, heuristic_judge
-
-QUESTION = "Who created Python?"
-ANSWER = "Guido van Rossum created Python. Python was released in 1991. It runs on Mars."
-CONTEXTS = [
-    "Python was created by Guido van Rossum.",
-    "Python was first released in 1991.",
-    "Bananas are yellow.",
-]
-TRUTH = "Guido van Rossum created Python."
+from judge.testing import FakeLLMServer
+from tests.helpers.judging import ANSWER, CONTEXTS, QUESTION, TRUTH, judge_handler, which
 
 
 def block(text: str, tag: str):
     return json.loads(re.search(rf"<{tag}>(.*?)</{tag}>", text, re.S).group(1))
-
-
-def which(body: dict) -> str:
-    system = body["messages"][0]["content"]
-    prefixes = {
-        "You split": "claims",
-        "You check numbered": "verify",
-        "You write": "reverse",
-        "You judge": "grade",
-        "You check citations": "citations",
-    }
-    return next(kind for prefix, kind in prefixes.items() if system.startswith(prefix))
-
-
-def judge_handler(body: dict, *, drop_verdict: bool = False) -> str:
-    """heuristic_judge (sentences are claims, word overlap decides support), optionally
-    answering one verdict short."""
-    reply = heuristic_judge(body)
-    if drop_verdict and which(body) == "verify":
-        verdicts = json.loads(reply)["verdicts"]
-        return json.dumps({"verdicts": verdicts[:-1]})
-    return reply
-
-
-@pytest.fixture
-def models(fake_llm_server: FakeLLMServer) -> dict:
-    fake_llm_server.chat = judge_handler
-    base = fake_llm_server.base_url
-    return {
-        "llm": LLM("openai/judge-model", api_base=base, api_key="k", max_retries=1),
-        "embeddings": Embeddings("openai/embed-model", api_base=base, api_key="k"),
-    }
 
 
 def kinds(server: FakeLLMServer) -> list[str]:

@@ -351,7 +351,7 @@ def test_bad_arguments_are_refused_before_any_request(server):
 def test_the_command_writes_json_and_html_exits_1_on_a_failed_probe_and_reruns_free(
     server, tmp_path
 ):
-    from tests.cli.test_eval import run as cli
+    from tests.helpers.cli import run as cli
 
     server.chat = position_judge
     data = tmp_path / "rows.jsonl"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from judge.cache.store import Cache
 from judge.ray.caches import ActorCaches, actor_cache
-from tests.cache.test_store import entry
+from tests.helpers.cache import entry
 
 
 def test_each_actor_claims_its_own_file_and_reads_the_others(tmp_path):

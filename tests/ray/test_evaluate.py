@@ -16,7 +16,7 @@ from judge.errors import InputFormatError
 from judge.llm.config import LLM, Embeddings
 from judge.run.evaluate import evaluate
 from judge.testing import heuristic_judge
-from tests.run.test_shards import eval_args, report_without_timing, rows, write_data
+from tests.helpers.shards import eval_args, report_without_timing, rows, write_data
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install -e '.[ray]'")
 pytest.importorskip("ray.data", reason="ray[data] is not installed: pip install -e '.[ray]'")

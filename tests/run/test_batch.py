@@ -10,23 +10,11 @@ import numpy as np
 import pandas
 import pytest
 
-from judge import LLM, Embeddings, ir
+from judge import ir
 from judge.errors import InputFormatError
 from judge.run.evaluate import evaluate
 from judge.stats import bootstrap_ci
-from tests.metrics.test_judges import ANSWER, CONTEXTS, QUESTION, TRUTH, judge_handler
-
-GOOD = {"question": QUESTION, "answer": ANSWER, "contexts": CONTEXTS, "ground_truth": TRUTH}
-
-
-@pytest.fixture
-def models(fake_llm_server):
-    fake_llm_server.chat = judge_handler
-    base = fake_llm_server.base_url
-    return {
-        "llm": LLM("openai/judge-model", api_base=base, api_key="k", max_retries=1),
-        "embeddings": Embeddings("openai/embed-model", api_base=base, api_key="k"),
-    }
+from tests.helpers.judging import ANSWER, CONTEXTS, GOOD, QUESTION, TRUTH
 
 
 def test_list_of_dicts_with_bad_rows_reported_by_number(fake_llm_server, models):

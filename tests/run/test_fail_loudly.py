@@ -19,7 +19,7 @@ from judge.llm.session import LLMSession
 from judge.run.evaluate import aevaluate, evaluate
 from judge.testing import FakeLLMServer, Fault, heuristic_judge
 from judge.testing.replies import FakeHTTPError
-from tests.cli.test_eval import dataset, eval_args, rows, run
+from tests.helpers.cli import dataset, eval_args, rows, run
 
 ONE = {
     "question": "Who created Python?",

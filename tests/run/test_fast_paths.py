@@ -17,7 +17,7 @@ from judge.run.checkpoint import Checkpoint
 from judge.run.evaluate import evaluate
 from judge.run.results import EvaluationResult, ResultRow, RowTally
 from judge.stats import TIED_FROM, bootstrap_ci, bootstrap_ci_of, bootstrap_cis
-from tests.run.test_batch import GOOD, models  # noqa: F401  (a pytest fixture)
+from tests.helpers.judging import GOOD
 
 METRICS = ["faithfulness", "context_recall"]
 
@@ -123,7 +123,7 @@ def test_a_temporary_row_file_is_buffered_but_readable_before_it_is_closed(tmp_p
     checkpoint.close()
 
 
-def test_a_resumed_run_writes_the_results_of_an_uninterrupted_one(tmp_path, models):  # noqa: F811
+def test_a_resumed_run_writes_the_results_of_an_uninterrupted_one(tmp_path, models):
     rows = [{**GOOD, "id": str(i), "answer": f"{GOOD['answer']} Row {i}."} for i in range(4)]
     checkpoint = tmp_path / "checkpoint.jsonl"
     whole = evaluate(rows, **models, checkpoint=checkpoint, progress=False)

@@ -15,7 +15,7 @@ from judge.errors import JudgeError
 from judge.llm.usage import Usage
 from judge.run.evaluate import evaluate
 from judge.run.progress import Progress, clock_text
-from tests.metrics.test_judges import ANSWER, CONTEXTS, QUESTION, TRUTH, judge_handler
+from tests.helpers.judging import ANSWER, CONTEXTS, QUESTION, TRUTH, judge_handler
 
 GOOD = {"question": QUESTION, "answer": ANSWER, "contexts": CONTEXTS, "ground_truth": TRUTH}
 # what every status line carries, e.g. "judge: 2/4 samples (50%) | 5 requests, 1 cache

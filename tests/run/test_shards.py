@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from judge.run.merge import merge_shards
 from judge.run.results import EvaluationResult, ResultRow
 from judge.run.shard import Shard, parse_shard
 from judge.testing import heuristic_judge
+from tests.helpers.shards import eval_args, report_without_timing, rows, write_data
 
 ROOT = Path(__file__).resolve().parents[2]
 V1_CACHE = ROOT / "fixtures" / "cache-v1" / "cache.sqlite"
@@ -34,60 +34,10 @@ def run(*args: object) -> subprocess.CompletedProcess[str]:
     )
 
 
-def rows(n: int) -> list[dict]:
-    """n samples sharing no request (so per-row usage is the same in any split), with a
-    row lacking contexts every fourth and one bad row, so reasons and errors are counted."""
-    out: list[dict] = [
-        {
-            "id": f"s{i}",
-            "question": f"Who made tool {i}?",
-            "answer": f"Ann made tool {i}." + (f" Tool {i} is fast." if i % 3 else ""),
-            "contexts": [f"Tool {i} was made by Ann.", f"Tool {i} is slow."] if i % 4 else [],
-            "ground_truth": f"Ann made tool {i} in {1990 + i}.",
-        }
-        for i in range(n)
-    ]
-    if n > 5:
-        out[5] = {"answer": "no question here"}
-    return out
-
-
-def write_data(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows(n)), encoding="utf-8")
-    return path
-
-
-def eval_args(data: Path, base_url: str, cache: Path, out: Path, *extra: object) -> list[object]:
-    return [
-        "eval",
-        data,
-        "--model",
-        "openai/judge",
-        "--api-base",
-        base_url,
-        "--api-key",
-        "k",
-        "--cache",
-        cache,
-        "--out",
-        out,
-        "--no-progress",
-        # row 5 is unreadable on purpose (see rows()): up to a quarter of a shard's rows
-        "--max-error-rate",
-        "0.5",
-        *extra,
-    ]
-
-
 def without_timing(summary: dict) -> dict:
     """A summary without the fields a split run cannot share: time and the cache path."""
     config = {k: v for k, v in summary["config"].items() if k not in ("seconds", "cache")}
     return {**summary, "config": config}
-
-
-def report_without_timing(text: str) -> str:
-    text = re.sub(r"&quot;seconds&quot;: [0-9.]+", "SECONDS", text)
-    return re.sub(r"&quot;cache&quot;: &quot;[^&]*&quot;", "CACHE", text)
 
 
 def same_outputs(full: Path, other: Path) -> tuple[dict, dict]:
