@@ -15,7 +15,7 @@ import judge
 from judge.errors import JudgeError
 from judge.llm.session import LLMSession
 from judge.testing import FakeLLMServer
-from tests.test_judges import ANSWER, CONTEXTS, QUESTION, TRUTH
+from tests.helpers.judging import ANSWER, CONTEXTS, QUESTION, TRUTH
 
 SAMPLE = {"question": QUESTION, "answer": ANSWER, "contexts": CONTEXTS, "ground_truth": TRUTH}
 

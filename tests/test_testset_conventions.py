@@ -15,7 +15,7 @@ import judge.testset
 from judge.llm.config import LLM
 from judge.testing import FakeLLMServer
 from judge.testset import build, load_corpus, mine
-from tests.testset_fakes import Script, write_corpus
+from tests.helpers.testset import Script, write_corpus
 
 
 def llm_of(server: FakeLLMServer) -> LLM:

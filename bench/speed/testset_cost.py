@@ -30,7 +30,7 @@ from typing import Any
 from judge.llm.config import LLM
 from judge.testing import FakeLLMServer
 from judge.testset import build, load_corpus
-from tests.testset_fakes import Script, default_reply  # the scripted fake model of the tests
+from tests.helpers.testset import Script, default_reply  # the scripted fake model of the tests
 
 PLACES = ["Harbour", "Mill", "Castle", "River", "Station", "Market", "Garden", "Bridge"]
 THINGS = ["ferry", "library", "museum", "tram line", "bakery", "school", "hospital", "park"]

@@ -1,0 +1,171 @@
+"""`judge eval`, `judge demo` and `judge cache` as a user runs them: subprocesses, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from judge.cli.demo import demo_dir
+from judge.testing import heuristic_judge
+from tests.helpers.cli import dataset, eval_args, run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_runs_offline_and_writes_its_outputs(tmp_path):
+    code = (
+        "import runpy, sys; sys.argv = ['judge', 'demo', '--out', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('judge', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "print('litellm' in sys.modules, 'openai' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "demo")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False False"  # pure replay: no clients
+    assert "faithfulness" in done.stdout and "95% CI" in done.stdout
+    summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    samples = json.loads((demo_dir() / "samples.json").read_text())["samples"]
+    assert summary["rows"] == len(samples) >= 14 and summary["rows_with_errors"] == 0
+    rows = [json.loads(x) for x in (tmp_path / "demo" / "results.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in rows] == list(range(len(samples)))
+    assert [r["id"] for r in rows] == [s["id"] for s in samples]
+    report = (tmp_path / "demo" / "report.html").read_text()
+    assert "<svg" in report and "openai/judge-fixture" in report and "http" not in report.lower()
+
+
+def test_thresholds_set_the_exit_code(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = dataset(tmp_path / "d.jsonl", 3)
+    passed = run(*eval_args(data, fake_llm_server, tmp_path, "--fail-under", "context_recall=0.9"))
+    assert passed.returncode == 0, passed.stderr
+    failed = run(
+        *eval_args(
+            data,
+            fake_llm_server,
+            tmp_path,
+            "--fail-under",
+            "faithfulness=0.9",
+            "--fail-under",
+            "context_recall=0.5",
+        )
+    )
+    assert failed.returncode == 1
+    assert "FAILED threshold: faithfulness = 0.5000 < 0.9" in failed.stderr
+    assert "context_recall" not in failed.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["thresholds"]["missed"] == ["faithfulness = 0.5000 < 0.9"]
+    for path in [*(tmp_path / "out").iterdir(), *tmp_path.glob("cache.sqlite*")]:
+        assert b"sk-cli-secret-123456" not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--fail-under", "faithfulness"], "write it as NAME=VALUE"),
+        (["--fail-under", "faithfulness=high"], "needs a number"),
+        (["--fail-under", "bleu=0.5"], "not among the metrics computed"),
+        (["--metrics", "faithfulness,nope"], "unknown metric 'nope'"),
+        (["--column", "question"], "write it as NAME=VALUE"),
+        (["--replay", "--no-cache"], "not allowed with argument"),
+        (["--embedding-api-base", "http://127.0.0.1:9/v1"], "needs --embedding-model"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, fake_llm_server, extra, message):
+    fake_llm_server.chat = heuristic_judge
+    done = run(*eval_args(dataset(tmp_path / "d.jsonl", 1), fake_llm_server, tmp_path, *extra))
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_input_errors_exit_2_before_any_call(tmp_path, fake_llm_server):
+    cache = ["--cache", str(tmp_path / "c.sqlite")]
+    missing = run("eval", tmp_path / "none.jsonl", "--model", "openai/m", "--out", tmp_path, *cache)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    no_model = run("eval", dataset(tmp_path / "d.jsonl", 1), "--out", tmp_path, *cache)
+    assert no_model.returncode == 2 and "--model is required" in no_model.stderr
+    assert fake_llm_server.count() == 0
+
+
+def test_replay_makes_no_request_and_reports_misses(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = dataset(tmp_path / "d.jsonl", 2)
+    assert run(*eval_args(data, fake_llm_server, tmp_path)).returncode == 0
+    made = fake_llm_server.count()
+    again = run(*eval_args(data, fake_llm_server, tmp_path, "--replay"))
+    assert again.returncode == 0 and fake_llm_server.count() == made
+    other = dataset(tmp_path / "other.jsonl", 3)  # row 2 was never recorded
+    missed = run(*eval_args(other, fake_llm_server, tmp_path, "--replay"))
+    assert fake_llm_server.count() == made
+    rows = [json.loads(x) for x in (tmp_path / "out/results.jsonl").read_text().splitlines()]
+    assert rows[2]["reasons"]["faithfulness"] == "judge_error"
+    assert "CacheMiss" in rows[2]["errors"]["faithfulness"] and not rows[1]["errors"]
+    assert "1 with errors" in missed.stdout
+
+
+def test_cache_export_import_stats(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    assert (
+        run(*eval_args(dataset(tmp_path / "d.jsonl", 2), fake_llm_server, tmp_path)).returncode == 0
+    )
+    exported = run("cache", "export", tmp_path / "cache.sqlite", tmp_path / "j.jsonl")
+    assert exported.returncode == 0 and "exported" in exported.stdout
+    imported = run("cache", "import", tmp_path / "new.sqlite", tmp_path / "j.jsonl")
+    assert imported.returncode == 0
+    stats = json.loads(run("cache", "stats", tmp_path / "new.sqlite").stdout)
+    # per row: claims of the answer and of the ground truth, verify, grading
+    assert stats["by_kind"]["chat"] == 2 * 4 and stats["entries"] == len(
+        (tmp_path / "j.jsonl").read_text().splitlines()
+    )
+    assert run("cache", "import", tmp_path / "x.sqlite", tmp_path / "none.jsonl").returncode == 2
+
+
+def test_killed_run_resumes_and_loses_nothing(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    fake_llm_server.latency = 0.05
+    data = dataset(tmp_path / "d.jsonl", 24)
+    whole = run(*eval_args(data, fake_llm_server, tmp_path / "whole", "--concurrency", "2"))
+    assert whole.returncode == 0, whole.stderr
+    full_requests = fake_llm_server.count()
+    fake_llm_server.reset()
+    args = eval_args(data, fake_llm_server, tmp_path / "killed", "--concurrency", "2")
+    checkpoint = tmp_path / "killed" / "out" / ".checkpoint.jsonl"
+    for _ in range(5):  # kill -9 five times in a row, at a different point each time
+        process = subprocess.Popen(
+            [sys.executable, "-m", "judge", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        start = len(checkpoint.read_text().splitlines()) if checkpoint.exists() else 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done = len(checkpoint.read_text().splitlines()) if checkpoint.exists() else 0
+            if done >= start + 3 or process.poll() is not None:
+                break
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    final = run(*args)
+    assert final.returncode == 0, final.stderr
+    result = [
+        json.loads(x) for x in (tmp_path / "killed/out/results.jsonl").read_text().splitlines()
+    ]
+    expected = [
+        json.loads(x) for x in (tmp_path / "whole/out/results.jsonl").read_text().splitlines()
+    ]
+    assert [r["row"] for r in result] == list(range(24))
+    assert [r["scores"] for r in result] == [r["scores"] for r in expected]
+    assert not checkpoint.exists()  # removed once results.jsonl is complete
+    # Work done before a kill was not done again: far fewer requests than a run from scratch.
+    # At most the requests in flight at each kill (concurrency 2) are made twice.
+    assert fake_llm_server.count() <= full_requests + 5 * 2, (
+        fake_llm_server.count(),
+        full_requests,
+    )

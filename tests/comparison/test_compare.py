@@ -1,0 +1,280 @@
+"""A/B comparison: statistics against independent references, the rerank workflow, the CLI."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from judge import ir
+from judge.comparison.evaluations import compare, compare_one, compare_scores
+from judge.comparison.trec_runs import compare_runs, lost_from_top_k
+from judge.errors import InputFormatError
+from judge.run.diagnose import diagnose
+from judge.stats import bootstrap_ci, holm, permutation_p_value
+
+ROOT = Path(__file__).resolve().parents[2]
+TREC = ROOT / "fixtures" / "ir-conformance" / "trec_eval_test"
+
+
+def brute_force_p(diff: list[float]) -> float:
+    observed = abs(np.mean(diff))
+    flips = list(itertools.product([1.0, -1.0], repeat=len(diff)))
+    extreme = sum(abs(np.mean(np.array(s) * diff)) >= observed - 1e-12 for s in flips)
+    return extreme / len(flips)
+
+
+@pytest.mark.parametrize(
+    "diff",
+    [[0.1, 0.2, -0.05, 0.3, 0.0, 0.15], [1.0, 1.0, 1.0, 1.0], [0.5, -0.5], [0.3, -0.1, 0.2] * 3],
+)
+def test_exact_permutation_p_matches_brute_force(diff):
+    assert permutation_p_value(np.array(diff)) == pytest.approx(brute_force_p(diff), abs=1e-15)
+
+
+def test_bootstrap_matches_an_independent_numpy_reference():
+    diff = np.array([0.1, 0.2, -0.05, 0.3, 0.0, 0.15])
+    rng = np.random.default_rng(0)  # same seed and draws, computed the plain way
+    means = diff[rng.integers(0, diff.size, size=(10_000, diff.size))].mean(axis=1)
+    assert bootstrap_ci(diff) == tuple(np.quantile(means, [0.025, 0.975]))
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.03, 0.04 -> 3*0.01, max(0.03, 2*0.03), max(0.06, 1*0.04)
+    assert holm([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    assert math.isnan(holm([0.2, math.nan])[1]) and holm([0.2, math.nan])[0] == 0.2
+
+
+def test_positive_delta_that_is_not_significant():
+    a = [0.50, 0.40, 0.70, 0.60, 0.55, 0.45]
+    b = [0.60, 0.35, 0.80, 0.58, 0.70, 0.47]
+    result = compare_one("mrr", a, b)
+    assert result.delta > 0 and result.wins == 4 and result.losses == 2
+    assert result.p_value == pytest.approx(brute_force_p(list(np.subtract(b, a))))
+    assert result.p_value > 0.05
+
+
+def test_positive_delta_that_is_significant():
+    rng = np.random.default_rng(3)
+    a = rng.random(60).tolist()
+    b = [x + 0.05 + rng.normal(0, 0.02) for x in a]
+    result = compare_one("ndcg@10", a, b)
+    assert result.delta == pytest.approx(np.mean(np.subtract(b, a)))
+    assert result.p_value < 0.001 and result.ci_low > 0  # Monte Carlo: (0 + 1) / 200001
+    assert result.p_value == pytest.approx(1 / 200_001)
+
+
+def test_nan_pairs_and_unmatched_samples_are_left_out_and_reported():
+    a = {"s1": {"m": 0.5}, "s2": {"m": math.nan}, "s3": {"m": 0.2}, "only_a": {"m": 1.0}}
+    b = {"s1": {"m": 0.7}, "s2": {"m": 0.9}, "s3": {"m": 0.1}, "only_b": {"m": 0.0}}
+    result = compare_scores(a, b)
+    assert result.metrics["m"].n == 2 and math.isnan(result.deltas["m"][1])
+    assert result.unmatched_a == ["only_a"] and result.unmatched_b == ["only_b"]
+    with pytest.raises(InputFormatError, match="share no sample"):
+        compare_scores({"x": {"m": 1.0}}, {"y": {"m": 1.0}})
+
+
+def reranked(run: dict, qrels: dict) -> dict:
+    """A simulated reranker: relevant docs get a bonus, except in query 302 where the
+    top relevant doc is pushed down (the failure seed 004 warns about)."""
+    out = {}
+    for query, docs in run.items():
+        judged = qrels.get(query, {})
+        out[query] = {d: s + (1.0 if judged.get(d, 0) > 0 else 0.0) for d, s in docs.items()}
+    top = next(
+        d
+        for d in sorted(run["302"], key=lambda d: (run["302"][d], d), reverse=True)
+        if qrels["302"].get(d, 0) > 0
+    )
+    out["302"][top] = -100.0
+    return out
+
+
+def test_rerank_workflow_on_trec_eval_data():
+    qrels = ir.read_qrels(TREC / "qrels.test")
+    first_stage = ir.read_run(TREC / "results.test")
+    second = reranked(first_stage, qrels)
+    comparison = compare_runs(qrels, first_stage, second, k=10)
+    assert list(comparison.metrics) == ["mrr", "ndcg@10", "P@10", "recall@10", "hit_rate@10"]
+    for name, result in comparison.metrics.items():
+        expected_a = ir.evaluate(qrels, first_stage, [name])[name]
+        expected_b = ir.evaluate(qrels, second, [name])[name]
+        assert result.mean_a == pytest.approx(expected_a, abs=1e-12)
+        assert result.mean_b == pytest.approx(expected_b, abs=1e-12)
+        assert result.n == 3
+    assert comparison.metrics["P@10"].delta > 0
+    lost = comparison.extra["lost_from_top_k"]["queries"]
+    assert [q["query"] for q in lost] == ["302"]
+    assert lost == lost_from_top_k(qrels, first_stage, second, 10)
+    (doc,) = lost[0]["docs"]
+    assert lost[0]["rank_in_b"][doc] == len(second["302"])  # now ranked last
+
+
+def write_results(path: Path, scores: list[float], ids: list[str] | None = None) -> Path:
+    ids = ids or [f"s{i}" for i in range(len(scores))]
+    rows = [
+        {
+            "row": i,
+            "id": k,
+            "question": f"q{k}",
+            "scores": {"faithfulness": s},
+            "reasons": {},
+            "errors": {},
+            "error": None,
+        }
+        for i, (k, s) in enumerate(zip(ids, scores, strict=True))
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_compare_results_files_by_id_or_question(tmp_path):
+    a = write_results(tmp_path / "a.jsonl", [0.5, 0.6, 0.7])
+    b = write_results(tmp_path / "b.jsonl", [0.6, 0.6, 0.9])
+    result = compare(a, b)
+    assert result.metrics["faithfulness"].delta == pytest.approx(0.1)
+    renumbered = write_results(tmp_path / "c.jsonl", [0.6, 0.6, 0.9], ids=["x", "y", "z"])
+    renumbered.write_text(
+        renumbered.read_text()
+        .replace('"qx"', '"qs0"')
+        .replace('"qy"', '"qs1"')
+        .replace('"qz"', '"qs2"')
+    )
+    assert compare(a, renumbered).metrics["faithfulness"].n == 3  # matched by question
+    (tmp_path / "bad.jsonl").write_text('{"row": 0}\n')
+    with pytest.raises(InputFormatError, match=r"bad\.jsonl:1: not a judge results row"):
+        compare(a, tmp_path / "bad.jsonl")
+
+
+def judge_cli(*args) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "judge", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def test_cli_json_keys_and_fail_on_regression(tmp_path):
+    rng = np.random.default_rng(1)
+    base = rng.random(40)
+    a = write_results(tmp_path / "a.jsonl", base.tolist())
+    worse = write_results(tmp_path / "worse.jsonl", (base - 0.1).tolist())
+    noisy = write_results(tmp_path / "noisy.jsonl", (base + rng.normal(-0.01, 0.2, 40)).tolist())
+    done = judge_cli("compare", a, worse, "--format", "json", "--out", tmp_path / "cmp")
+    doc = json.loads(done.stdout)
+    assert set(doc["metrics"]["faithfulness"]) >= {
+        "mean_a",
+        "mean_b",
+        "delta",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "p_adjusted",
+        "wins",
+        "ties",
+        "losses",
+    }
+    assert (tmp_path / "cmp" / "compare.html").read_text().count("<svg") == 1
+    # The library's comparison is the CLI's, diagnosis included: the command only prints it.
+    api = compare(a, worse).to_dict()
+    assert api["diagnosis_b"] and json.loads(json.dumps(api)) == doc
+    assert json.loads((tmp_path / "cmp" / "comparison.json").read_text()) == doc
+    assert judge_cli("compare", a, worse, "--fail-on-regression").returncode == 1
+    noisy_run = judge_cli("compare", a, noisy, "--fail-on-regression")
+    assert noisy_run.returncode == 0, noisy_run.stdout  # a drop within noise is not a failure
+    assert judge_cli("compare", a, tmp_path / "none.jsonl").returncode == 2
+
+
+def test_cli_runs_with_qrels_prints_lost_queries():
+    done = judge_cli(
+        "compare",
+        ROOT / "fixtures/demo/run_dense.txt",
+        ROOT / "fixtures/demo/run_rerank.txt",
+        "--qrels",
+        ROOT / "fixtures/demo/qrels.txt",
+        "-k",
+        "3",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "mrr" in done.stdout and "ndcg@3" in done.stdout
+    assert "q4: api#31 (rank in B: {'api#31': 5})" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("means", "expected"),
+    [
+        (
+            {"context_recall": 0.4, "faithfulness": 0.5},
+            ["retrieval: context_recall", "generation: faithfulness is 0.50, partly"],
+        ),
+        (
+            {"context_recall": 0.9, "faithfulness": 0.6},
+            ["generation: faithfulness is 0.60 although"],
+        ),
+        (
+            {"context_precision": 0.3, "answer_relevancy": 0.5},
+            ["ranking: context_precision", "generation: answer_relevancy"],
+        ),
+        ({"recall@10": 0.8, "mrr": 0.3}, ["ranking: relevant chunks are retrieved"]),
+        ({"recall@10": 0.3, "mrr": 0.3}, ["retrieval: recall@k is 0.30"]),
+        ({"faithfulness": 0.95, "context_recall": 0.9, "context_precision": 0.9}, []),
+    ],
+)
+def test_diagnosis_reads_retrieval_first(means, expected):
+    findings = diagnose(means)
+    assert len(findings) == len(expected)
+    for finding, start in zip(findings, expected, strict=True):
+        assert finding.startswith(start), finding
+
+
+def test_lower_is_better_for_hallucination_rate():
+    a = [0.0] * 30
+    b = [1.0] * 20 + [0.0] * 10  # B hallucinates in 20 more answers
+    result = compare_scores(
+        {str(i): {"hallucination_rate": x} for i, x in enumerate(a)},
+        {str(i): {"hallucination_rate": y} for i, y in enumerate(b)},
+    )
+    rate = result.metrics["hallucination_rate"]
+    assert rate.delta > 0 and not rate.higher_is_better and rate.worse
+    assert (rate.wins, rate.ties, rate.losses) == (0, 10, 20)
+    assert result.regressions() == [rate]
+
+
+def test_two_ranked_columns_of_a_dataset(tmp_path):
+    rows = [
+        {
+            "id": "q1",
+            "question": "a",
+            "first_stage": ["d3", "d1", "d2"],
+            "reranked": ["d1", "d3"],
+            "relevance": {"d1": 2},
+        },
+        {
+            "id": "q2",
+            "question": "b",
+            "first_stage": ["d5", "d4"],
+            "reranked": ["d6", "d7", "d5"],
+            "relevance": ["d5"],
+        },
+    ]
+    comparison = compare_columns_via_cli(tmp_path, rows)
+    mrr = comparison["metrics"]["mrr"]
+    assert (mrr["mean_a"], mrr["mean_b"]) == (0.75, (1.0 + 1 / 3) / 2)
+    assert comparison["lost_from_top_k"]["queries"] == [
+        {"query": "q2", "docs": ["d5"], "rank_in_b": {"d5": 3}}
+    ]
+
+
+def compare_columns_via_cli(tmp_path: Path, rows: list[dict]) -> dict:
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = judge_cli(
+        "compare", data, "--columns", "first_stage,reranked", "-k", "1", "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    assert judge_cli("compare", data, "--columns", "first_stage").returncode == 2
+    return json.loads(done.stdout)

@@ -1,0 +1,2 @@
+"""What several test modules share: data, scripted fake models, ways to run judge (no tests
+live here)."""

@@ -1,0 +1,55 @@
+"""`judge` run as a user runs it (a subprocess), on a small dataset of distinct rows, with
+the flags of a `judge eval` against the fake server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from judge.testing import FakeLLMServer
+
+
+def run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "judge", *map(str, args)], capture_output=True, text=True, **kwargs
+    )
+
+
+def rows(n: int) -> list[dict]:
+    """n distinct samples: each row's question and answer name its number."""
+    return [
+        {
+            "id": f"s{i}",
+            "question": f"Who created Python? ({i})",
+            "answer": f"Guido van Rossum created Python. Row {i} is here.",
+            "contexts": ["Python was created by Guido van Rossum.", "Bananas are yellow."],
+            "ground_truth": "Guido van Rossum created Python.",
+        }
+        for i in range(n)
+    ]
+
+
+def dataset(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows(n)), encoding="utf-8")
+    return path
+
+
+def eval_args(data: Path, server: FakeLLMServer, tmp: Path, *extra: str) -> list[str]:
+    return [
+        "eval",
+        str(data),
+        "--model",
+        "openai/judge",
+        "--api-base",
+        server.base_url,
+        "--api-key",
+        "sk-cli-secret-123456",
+        "--cache",
+        str(tmp / "cache.sqlite"),
+        "--out",
+        str(tmp / "out"),
+        "--no-progress",
+        *extra,
+    ]
