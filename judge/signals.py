@@ -3,7 +3,9 @@ processes of `--processes` both install it)."""
 
 from __future__ import annotations
 
+import logging
 import signal
+import sys
 from typing import Any
 
 
@@ -21,5 +23,36 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def raise_on_sigterm() -> Any:
-    """Make SIGTERM raise `Terminated` (main thread only); returns the handler replaced."""
+    """Make SIGTERM raise `Terminated` (main thread only); returns the handler replaced.
+
+    A run stopped this way says so once, in its own words: the task that `Terminated`
+    landed in, and the coroutines it left unfinished, are not reported as failures
+    (asyncio's "Task exception was never retrieved", "Exception ignored in ...").
+    """
+    _quiet_about_terminated()
     return signal.signal(signal.SIGTERM, _terminate)
+
+
+class _NotTerminated(logging.Filter):
+    """Drops asyncio's log records about an exception that is `Terminated`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        context = getattr(record, "msg", None)
+        return not isinstance(exc, Terminated) and "exception=Terminated()" not in str(context)
+
+
+def _quiet_about_terminated() -> None:
+    logger = logging.getLogger("asyncio")
+    if not any(isinstance(f, _NotTerminated) for f in logger.filters):
+        logger.addFilter(_NotTerminated())
+    previous = sys.unraisablehook
+    if getattr(previous, "_judge_quiet", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, Terminated):
+            previous(unraisable)
+
+    hook._judge_quiet = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
