@@ -13,7 +13,11 @@ from judge.errors import JudgeError
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the cache subcommand."""
     c = sub.add_parser(
-        "cache", help="export, import, inspect, merge, verify or repair judgment caches"
+        "cache",
+        help="export, import, inspect, merge, verify or repair judgment caches",
+        description="Work on judgment caches (SQLite files of readable JSON): export them "
+        "to JSONL and import them back, count their entries, merge files, verify them and "
+        "repair a damaged one. See `judge cache ACTION --help`.",
     )
     actions = c.add_subparsers(dest="action", metavar="ACTION", required=True)
     for action, about in (

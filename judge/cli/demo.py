@@ -41,7 +41,11 @@ def demo_dir() -> Path:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the demo subcommand."""
     d = sub.add_parser(
-        "demo", help="evaluate the shipped demo dataset from recorded judgments (offline)"
+        "demo",
+        help="evaluate the shipped demo dataset from recorded judgments (offline)",
+        description="Evaluate the 24 shipped demo samples with the LLM metrics, replaying "
+        "the recorded judgments: no model, no key, no network. Writes results.jsonl, "
+        "summary.json and report.html to --out, as judge eval does.",
     )
     d.add_argument("--out", default="judge-demo", help="output directory (default judge-demo)")
     d.set_defaults(func=run_demo)

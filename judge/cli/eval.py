@@ -45,7 +45,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "data",
         help=".jsonl, .json, .csv, .parquet, a saved dataset directory, or hf://OWNER/NAME[:SPLIT] "
-        "for a dataset on the hub (only then is the hub asked)",
+        "for a dataset on the hub (only then is the hub asked). Columns: question, answer, "
+        "contexts (a list of strings, in retrieval order), ground_truth, id; for retrieval "
+        "metrics retrieved_ids (ranked doc ids) and relevance (relevant ids, or "
+        "{doc_id: grade}); RAGAS's names work too, others map with --column",
     )
     _eval_options(p)
     p.set_defaults(func=run_eval)
@@ -59,7 +62,9 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "plus judge ir's default retrieval metrics with retrieval columns)",
     )
     model_options(p)
-    p.add_argument("--out", default="judge-results", help="output directory")
+    p.add_argument(
+        "--out", default="judge-results", help="output directory (default: judge-results)"
+    )
     gate_options(p)
     p.add_argument(
         "--shard",

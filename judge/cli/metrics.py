@@ -9,7 +9,13 @@ from judge.cli.options import module_option
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the metrics subcommand."""
-    m = sub.add_parser("metrics", help="list the metrics: built-in, retrieval, plugins and custom")
+    m = sub.add_parser(
+        "metrics",
+        help="list the metrics: built-in, retrieval, plugins and custom",
+        description="List every metric judge can compute: the built-in LLM-judged ones, "
+        "the retrieval ones (parameterised as ndcg@10), installed plugins and the metrics "
+        "of --metrics-module, each with its definition.",
+    )
     module_option(m)
     m.set_defaults(func=run_metrics)
 

@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the testset subcommand and its actions."""
-    p = sub.add_parser("testset", help="build golden test sets (questions, answers, qrels)")
+    p = sub.add_parser(
+        "testset",
+        help="build golden test sets (questions, answers, qrels)",
+        description="Build a golden test set from your documents (questions, reference "
+        "answers, gold chunk ids and pooled qrels), review it, or mine questions from logs. "
+        "See `judge testset ACTION --help`.",
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     b = actions.add_parser(
         "build",
