@@ -10,12 +10,10 @@ from typing import TYPE_CHECKING
 from judge.cli.finish import finish_run, merge_into, say_damaged, say_notes
 from judge.cli.options import (
     check_retrieval_only,
-    chosen_metrics,
     column_map,
-    custom_metrics,
     data_options,
     gate_options,
-    metric_names,
+    metrics_given,
     model_config,
     model_options,
     thresholds,
@@ -25,6 +23,7 @@ from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
+    from judge.metrics.resolve import MetricLike
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -117,15 +116,8 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.ray or args.ray_address:
         return run_on_ray(args, required)
     shard = parse_shard(args.shard) if args.shard is not None else None
-    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
-    llm: LLM | None = None
-    embeddings: Embeddings | None = None
-    cache: Cache | None = None
-    options = data_options(args)
-    if args.model:
-        llm, embeddings, cache = model_config(args)
-    else:
-        check_retrieval_only(metrics)  # no judge model, no cache to open
+    options = data_options(args)  # a malformed --column fails before a cache is opened
+    metrics, llm, embeddings, cache = _judge_setup(args)
     # Locked for the whole run: the checkpoint lives in the folder too.
     with OutputFolder(args.out) as folder:
         checkpoint = folder.path / ".checkpoint.jsonl"
@@ -149,6 +141,19 @@ def run_eval(args: argparse.Namespace) -> int:
         return finish_run(result, folder, required, args.max_error_rate)
 
 
+def _judge_setup(
+    args: argparse.Namespace,
+) -> tuple[list[MetricLike] | None, LLM | None, Embeddings | None, Cache | None]:
+    """(metrics, judge model, embedding model, opened cache) of `judge eval`'s options;
+    without --model only retrieval metrics are allowed, and no cache is opened."""
+    metrics = metrics_given(args)
+    if not args.model:
+        check_retrieval_only(metrics)
+        return metrics, None, None, None
+    llm, embeddings, cache = model_config(args)
+    return metrics, llm, embeddings, cache
+
+
 def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
     """`judge eval --processes N`: the run planned here, its N shards executed at once by
     `judge.run.processes`, then joined into --out as `judge merge` joins them; returns the
@@ -167,18 +172,12 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         )
     if args.ray or args.ray_address:
         raise JudgeError("--processes cannot be used with --ray: Ray has its own actors")
-    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
-    options = data_options(args)
-    llm: LLM | None = None
-    embeddings: Embeddings | None = None
+    options = data_options(args)  # a malformed --column fails before a cache is opened
+    metrics, llm, embeddings, opened = _judge_setup(args)
     cache: str | None = None
-    if args.model:
-        llm, embeddings, opened = model_config(args)
-        if opened is not None:  # an older cache file upgraded once here, not in every shard
-            opened.close()
-            cache = args.cache
-    else:
-        check_retrieval_only(metrics)  # no judge model, no cache to open
+    if opened is not None:  # an older cache file upgraded once here, not in every shard
+        opened.close()
+        cache = args.cache
     rows, columns, source = load_rows(args.data, options["column_map"])
     plan, _ = plan_run(
         rows,
@@ -238,7 +237,7 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
     require_ray()  # before reading the data: say at once that the extra is missing
     llm, embeddings, _ = model_config(argparse.Namespace(**{**vars(args), "no_cache": True}))
     cache = Path(args.cache)
-    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
+    metrics = metrics_given(args)
     with OutputFolder(args.out) as folder:  # only once the options are known to be good
         result = evaluate_file(
             args.data,

@@ -200,6 +200,11 @@ def chosen_metrics(
     return [custom.get(name, name) for name in names]
 
 
+def metrics_given(args: argparse.Namespace) -> list[MetricLike] | None:
+    """--metrics with --metrics-module's metrics as objects (`chosen_metrics`)."""
+    return chosen_metrics(metric_names(args), custom_metrics(args))
+
+
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:
     """(LLM, Embeddings or None, Cache or None) from the `model_options` arguments."""
     from judge.cache.store import Cache

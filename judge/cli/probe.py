@@ -5,14 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from judge.cli.options import (
-    chosen_metrics,
-    custom_metrics,
-    data_options,
-    metric_names,
-    model_config,
-    model_options,
-)
+from judge.cli.options import data_options, metrics_given, model_config, model_options
 from judge.cli.output import output_options, show
 from judge.errors import JudgeError
 
@@ -62,7 +55,7 @@ def run_probe(args: argparse.Namespace) -> int:
     from judge.probes.html import write_probe
     from judge.probes.probe import probe
 
-    metrics = chosen_metrics(metric_names(args), custom_metrics(args))
+    metrics = metrics_given(args)
     llm, embeddings, cache = model_config(args)
     probes = [p.strip() for p in args.probes.split(",") if p.strip()]
     if not probes and not args.second_model:

@@ -61,7 +61,10 @@ def ray_plan(
 def make_spec(
     plan: RunPlan, caches: ActorCaches, row_column: str, packed: bool = False
 ) -> JudgeSpec:
-    """What the actors need: the plan's models, metrics, columns and prompts."""
+    """What the actors need: the plan's models, metrics, columns and prompts. The spec
+    holds them rather than the plan: Ray sends it with cloudpickle, which carries a
+    Python-defined custom metric as it is, while a pickled plan resolves its metrics by
+    name again (from built-ins, plugins and metric modules only)."""
     return JudgeSpec(
         plan.llm,
         plan.embeddings,
