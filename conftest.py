@@ -1,0 +1,5 @@
+"""Collect the code blocks of the README and the docs as tests (tests/helpers/docs.py)."""
+
+from tests.helpers.docs import docs_sybil
+
+pytest_collect_file = docs_sybil().pytest()
