@@ -192,10 +192,10 @@ def test_cli_json_keys_and_fail_on_regression(tmp_path):
 def test_cli_runs_with_qrels_prints_lost_queries():
     done = judge_cli(
         "compare",
-        ROOT / "fixtures/demo/run_dense.txt",
-        ROOT / "fixtures/demo/run_rerank.txt",
+        ROOT / "examples/run_dense.txt",
+        ROOT / "examples/run_rerank.txt",
         "--qrels",
-        ROOT / "fixtures/demo/qrels.txt",
+        ROOT / "examples/qrels.txt",
         "-k",
         "3",
     )
