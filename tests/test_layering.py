@@ -1,4 +1,4 @@
-"""The package layering of the README's Layout section, held by walking imports with ast.
+"""The package layering of CONTRIBUTING.md's Layout section, held by walking imports with ast.
 
 Imports inside ``if TYPE_CHECKING:`` blocks are skipped: they are not executed, and
 annotating with a higher package's type is not a dependency on it.
@@ -152,12 +152,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_every_package_has_a_layer() -> None:
     packages = {package_of(module) for module in import_graph()}
-    assert packages - RANK.keys() == set(), "add the new package to LAYERS and the README"
+    assert packages - RANK.keys() == set(), "add the new package to LAYERS and CONTRIBUTING.md"
 
 
-def test_the_readme_layout_names_every_package() -> None:
-    readme = (ROOT.parent / "README.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("### Layout") :]
+def test_the_contributing_layout_names_every_package() -> None:
+    guide = (ROOT.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    layout = guide[guide.index("## Layout\n") + 1 :]
     layout = layout[: layout.index("\n## ")] if "\n## " in layout else layout
     named = {
         package
