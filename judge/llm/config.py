@@ -50,7 +50,10 @@ class LLM:
             OpenAI-compatible server.
         api_base: the server's base URL, e.g. `http://localhost:8000/v1`.
         api_key: the key; None lets litellm read the provider's usual environment variable.
-        temperature, seed, max_tokens: sampling settings; they are part of the cache key.
+        temperature: the sampling temperature; part of the cache key, as are seed and
+            max_tokens.
+        seed: the sampling seed, for servers that take one.
+        max_tokens: the longest reply asked for.
         timeout: seconds per request.
         max_retries: retries of a transient failure (429, 5xx, timeout, connection).
         max_reasks: times an invalid output is sent back to the model to be fixed.

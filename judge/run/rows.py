@@ -35,7 +35,10 @@ class ResultRow:
     Args:
         row: the row's number in the input, from 0.
         id: the sample's id (its id column, else the row number).
-        question, answer, contexts, ground_truth: the inputs as read (None for a bad row).
+        question: the question as read (None for a bad row, as for the other inputs).
+        answer: the answer as read.
+        contexts: the contexts as read, in rank order.
+        ground_truth: the expected answer as read.
         error: why the row could not be evaluated at all (bad input), else None.
         scores: metric -> value; NaN when undefined, with the reason in `reasons`.
         reasons: metric -> why its score is NaN (`no_contexts`, `judge_error`, ...).
