@@ -227,12 +227,16 @@ def _list_of_str(value: Any, name: str) -> list[str]:
 
 def parse_relevance(value: Any) -> dict[str, int]:
     """A row's relevance judgments as {doc_id: grade}: from a list of relevant ids (grade 1),
-    a {doc_id: grade} mapping, or either as JSON text."""
+    a {doc_id: grade} mapping, or either as JSON text. A None grade is no judgment: Parquet
+    and `datasets` keep every row's mapping in one struct, so a row reads back the other
+    rows' documents with None."""
     if isinstance(value, str):
         value = json.loads(value)
     if isinstance(value, Mapping):
         grades = {}
         for doc, grade in value.items():
+            if grade is None:
+                continue
             if (
                 isinstance(grade, bool)
                 or not isinstance(grade, (int, float))

@@ -1,0 +1,38 @@
+"""Graded relevance as a {doc_id: grade} mapping survives columnar formats: Arrow stores
+every row's mapping in one struct, so a row reads back the other rows' documents with a
+None grade, which means "not judged here", not a bad row."""
+
+import math
+
+import pandas as pd
+
+from judge.ir import evaluate as ir_evaluate
+from judge.run.data import parse_relevance
+from judge.run.evaluate import evaluate
+
+ROWS = [
+    {"question": "q1", "retrieved_ids": ["d3", "d1", "d7"], "relevance": {"d1": 2, "d9": 1}},
+    {"question": "q2", "retrieved_ids": ["d4", "d2"], "relevance": {"d4": 1}},
+]
+
+
+def test_a_none_grade_is_no_judgment():
+    assert parse_relevance({"d1": 2, "d4": None}) == {"d1": 2}
+
+
+def test_graded_relevance_in_parquet_scores_as_in_jsonl(tmp_path):
+    pd.DataFrame(ROWS).to_parquet(tmp_path / "rows.parquet")
+    pd.DataFrame(ROWS).to_json(tmp_path / "rows.jsonl", orient="records", lines=True)
+    metrics = ["ndcg@10", "recall@10"]
+    from_parquet = evaluate(str(tmp_path / "rows.parquet"), metrics=metrics, progress=False)
+    from_jsonl = evaluate(str(tmp_path / "rows.jsonl"), metrics=metrics, progress=False)
+    assert from_parquet.rows_with_errors == 0
+    expected = ir_evaluate(
+        {"0": {"d1": 2, "d9": 1}, "1": {"d4": 1}},
+        {"0": {"d3": 3.0, "d1": 2.0, "d7": 1.0}, "1": {"d4": 2.0, "d2": 1.0}},
+        metrics,
+    )
+    for metric in metrics:
+        mean = sum(from_parquet.scores(metric)) / 2
+        assert math.isclose(mean, expected[metric])
+        assert from_parquet.scores(metric) == from_jsonl.scores(metric)
