@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from judge.aio import sync_twin
 from judge.errors import ContextWindowError, JudgeError
+from judge.json_values import canonical_json, sha256_hex
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import context_window, estimate_tokens, token_prices
 from judge.llm.session import LLMSession, check_window
@@ -270,8 +271,8 @@ ASSUMPTIONS = [
     COMPLETION_ASSUMPTION,
     "a real judge may re-ask or find other claims, and a noncommittal answer needs no "
     "embedding request",
-    "a judgment already in the cache is free; identical requests in several rows are "
-    "counted each time",
+    "a judgment already in the cache is free; identical requests (and texts to embed) are "
+    "counted once, as a run makes them once",
 ]
 
 
@@ -330,8 +331,10 @@ def _stand_in(prompt: str, blocks: Mapping[str, Any], output: type[M]) -> M:
         }
     elif prompt == "reverse_questions":
         count = output.model_json_schema()["properties"]["questions"].get("minItems", 3)
+        # Questions of their own per answer, as a judge writes them (a run embeds each).
+        about = " ".join(str(blocks.get("answer") or "").split()[:8])
         reply = {
-            "questions": [f"What does the answer say, point {i + 1}?" for i in range(count)],
+            "questions": [f"Question {i + 1} answered by: {about}?" for i in range(count)],
             "noncommittal": False,
         }
     elif prompt == "context_relevance":
@@ -372,7 +375,12 @@ class StandInSession(LLMSession):
     def __init__(self, llm: LLM | None, embeddings: Embeddings | None):
         super().__init__(llm, embeddings=embeddings, cache=None)
         self.estimate = Estimate()
+        self.seen: set[str] = set()  # requests and texts counted in this run already
         self._tokens: dict[str, int] = {}
+
+    def counting(self, estimate: Estimate, seen: set[str]) -> None:
+        """Count from now on into `estimate`, `seen` holding what was counted before."""
+        self.estimate, self.seen = estimate, seen
 
     def count(self, text: str) -> int:
         """`estimate_tokens` of a text, remembered: one row's prompts repeat in its passes."""
@@ -403,6 +411,12 @@ class StandInSession(LLMSession):
                 self.estimate.refused += 1
                 raise
         reply = _stand_in(prompt.name if prompt else "", _blocks(messages), output)
+        # A run makes an identical request once: shared in flight, or a cache hit.
+        ref = (prompt.name, prompt.version) if prompt else None
+        key = sha256_hex(canonical_json([ref, output.__name__, n, list(messages)]))
+        if key in self.seen:
+            return [reply] * n
+        self.seen.add(key)
         e = self.estimate
         e.chat_requests += 1
         e.by_judge[label] = e.by_judge.get(label, 0) + 1
@@ -423,7 +437,9 @@ class StandInSession(LLMSession):
         return self._embedded(texts)
 
     def _embedded(self, texts: Sequence[str]) -> np.ndarray:
-        distinct = list(dict.fromkeys(texts))  # a run embeds a repeated text once per call
+        # A run embeds a text once: a repeat is shared in flight or a cache hit.
+        distinct = [t for t in dict.fromkeys(texts) if f"embed:{t}" not in self.seen]
+        self.seen.update(f"embed:{t}" for t in distinct)
         batch = self.embeddings.batch_size if self.embeddings else _EMBEDDING_BATCH
         self.estimate.embedding_requests += math.ceil(len(distinct) / batch)
         self.estimate.embedding_tokens += sum(self.count(t) for t in distinct)
@@ -489,10 +505,11 @@ async def adry_run(
     checks.update({name: MetricCheck(name, "retrieval") for name in retrieval})
     session = StandInSession(llm, embeddings)
     total = Estimate()
+    seen: dict[str, set[str]] = {name: set() for name in ["", *checks]}
     rows_over = 0
     for row in rows:
         # The row as a run judges it: every runnable metric at once, judgments shared.
-        session.estimate = Estimate()
+        session.counting(Estimate(), seen[""])
         record = await evaluate_row(row, runnable, retrieval, session, prompts)
         _add(total, session.estimate)
         rows_over += bool(session.estimate.refused)
@@ -509,7 +526,7 @@ async def adry_run(
                 if metric.name in blocked:
                     _count(check, "row_error", None)
                 continue
-            session.estimate = Estimate()
+            session.counting(Estimate(), seen[metric.name])
             alone = await score_sample(row.sample, [metric], session, prompts=prompts)
             _add(check.estimate, session.estimate)
             if metric.name in blocked:
