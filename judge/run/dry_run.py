@@ -257,7 +257,8 @@ class DryRun:
                 "over the context window: a run would not send them (their metrics: judge errors)"
             )
         lines.extend(f"note: {n}" for n in self.notes)
-        lines.append(f"estimate: {'; '.join(ASSUMPTIONS)}")
+        lines.append("estimate:")
+        lines.extend(f"  - {a}" for a in ASSUMPTIONS)
         if self.problems:
             lines.extend(f"NOT USABLE: {p}" for p in self.problems)
         else:
