@@ -51,7 +51,8 @@ STAND_IN_REASON = (
 )
 COMPLETION_ASSUMPTION = (
     "completion tokens are the size of stand-in replies: one claim per sentence of the "
-    "text, one verdict, grade or check per item with a reason of about 20 tokens"
+    "text, one verdict, grade or check per item with a reason of about 20 tokens (a "
+    "custom metric's reply: one such reason)"
 )
 # Reasons a dry run gives for a metric that would not score a row, besides the scorers'.
 OVER_CONTEXT_WINDOW = "over_context_window"
@@ -411,18 +412,24 @@ class StandInSession(LLMSession):
             except ContextWindowError:
                 self.estimate.refused += 1
                 raise
-        reply = _stand_in(prompt.name if prompt else "", _blocks(messages), output)
+        try:
+            reply: M | None = _stand_in(prompt.name if prompt else "", _blocks(messages), output)
+        except JudgeError:
+            reply = None  # a custom judge's output: counted, then the sentinel raised
         # A run makes an identical request once: shared in flight, or a cache hit.
         ref = (prompt.name, prompt.version) if prompt else None
         key = sha256_hex(canonical_json([ref, output.__name__, n, list(messages)]))
-        if key in self.seen:
-            return [reply] * n
-        self.seen.add(key)
-        e = self.estimate
-        e.chat_requests += 1
-        e.by_judge[label] = e.by_judge.get(label, 0) + 1
-        e.prompt_tokens += sum(self.count(str(m.get("content", ""))) for m in messages)
-        e.completion_tokens += n * self.count(reply.model_dump_json())
+        if key not in self.seen:
+            self.seen.add(key)
+            e = self.estimate
+            e.chat_requests += 1
+            e.by_judge[label] = e.by_judge.get(label, 0) + 1
+            e.prompt_tokens += sum(self.count(str(m.get("content", ""))) for m in messages)
+            # A custom reply's size is unknown: a reason's worth of tokens is assumed.
+            shown = reply.model_dump_json() if reply is not None else STAND_IN_REASON
+            e.completion_tokens += n * self.count(shown)
+        if reply is None:
+            raise JudgeError(_NO_STAND_IN)
         return [reply] * n
 
     async def embed(
