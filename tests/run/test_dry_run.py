@@ -282,3 +282,7 @@ def test_the_json_and_the_table_say_it_is_an_estimate(models, server):
 def test_a_bad_max_error_rate_is_refused_in_python_words():
     with pytest.raises(judge.JudgeError, match=r"^max_error_rate 2"):
         dry_run(ROWS, max_error_rate=2)
+
+
+def test_the_top_level_names():
+    assert judge.dry_run is dry_run and "dry_run" in judge.__all__ and "DryRun" in judge.__all__
