@@ -290,7 +290,7 @@ def _figures(e: Estimate, judged: bool, model: str | None) -> tuple[str, ...]:
     elif not e.chat_requests and not e.embedding_requests:
         cost = "$0"  # nothing is sent: a true 0
     else:
-        cost = "unknown" if model else "no model"
+        cost = "price unknown" if model else "no model"
     return (
         f"{e.chat_requests:,}",
         f"{e.embedding_requests:,}",

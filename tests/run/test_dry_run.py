@@ -229,7 +229,7 @@ def test_cost_from_a_known_price_and_never_a_false_zero(server):
     no_model = dry_run(rows, metrics=["faithfulness"])
     assert no_model.total.cost is None and no_model.total.chat_requests == 4
     assert "no judge model" in no_model.notes[0] and no_model.usable
-    assert "unknown" in unpriced.table() and "no model" in no_model.table()
+    assert "price unknown" in unpriced.table() and "no model" in no_model.table()
     assert server.count() == 0
 
 
