@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from judge.metrics.registry import Metric, MetricScore
     from judge.probes.probe import aprobe, probe
     from judge.probes.result import ProbeResult
+    from judge.run.dry_run import DryRun, adry_run, dry_run
     from judge.run.evaluate import aevaluate, evaluate
     from judge.run.results import EvaluationResult
     from judge.run.rows import ResultRow
@@ -34,6 +35,9 @@ _LAZY = {
     "Embeddings": "judge.llm.config",
     "Cache": "judge.cache.store",
     "evaluate": "judge.run.evaluate",
+    "dry_run": "judge.run.dry_run",
+    "adry_run": "judge.run.dry_run",
+    "DryRun": "judge.run.dry_run",
     "aevaluate": "judge.run.evaluate",
     "EvaluationResult": "judge.run.results",
     "ResultRow": "judge.run.rows",
@@ -56,6 +60,7 @@ __all__ = [
     "Cache",
     "Comparison",
     "CoverageWarning",
+    "DryRun",
     "Embeddings",
     "EvaluationResult",
     "InputFormatError",
@@ -68,11 +73,13 @@ __all__ = [
     "UnknownMetricError",
     "__version__",
     "aagreement",
+    "adry_run",
     "aevaluate",
     "agreement",
     "aprobe",
     "ascore",
     "compare",
+    "dry_run",
     "evaluate",
     "judged_metric",
     "probe",

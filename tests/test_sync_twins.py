@@ -91,6 +91,7 @@ def test_only_an_async_def_named_a_something_has_a_twin():
 # module, sync name: every public sync function of judge made by sync_twin.
 TWINS = [
     ("judge.run.score", "score"),
+    ("judge.run.dry_run", "dry_run"),
     ("judge.labels.agreement", "agreement"),
     ("judge.probes.probe", "probe"),
     ("judge.testset.build", "build"),

@@ -16,6 +16,7 @@ from judge.cli.options import (
     metrics_given,
     model_config,
     model_options,
+    models_of,
     thresholds,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
@@ -81,6 +82,23 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "replay or a fast judge server needs (default 1)",
     )
     p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="make no request and write nothing: read and check every row as a run would, "
+        "say per metric how many rows it would score and why the others would be NaN "
+        "(no_ground_truth, no_contexts, empty_answer, row_error, ...), and estimate the "
+        "requests, tokens and cost (cost from --model's list price; without --model the "
+        "data is still checked and counted). Exit 0 when the data is usable: every metric "
+        "can run and score a row, and unreadable rows (and rows over the context window) "
+        "are within --max-error-rate; else 2",
+    )
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="with --dry-run: print the estimate as a text table or as JSON (default text)",
+    )
+    p.add_argument(
         "--ray",
         action="store_true",
         help="judge on Ray (needs judge[ray]): a pool of actors, each with its own session "
@@ -109,6 +127,10 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.shard import parse_shard
 
     required = thresholds(args.fail_under, args.max_error_rate)
+    if args.dry_run:
+        return run_dry(args)
+    if args.format != "text":
+        raise JudgeError("--format json goes with --dry-run (a run writes summary.json to --out)")
     if args.processes < 1:
         raise JudgeError(f"--processes {args.processes}: give at least 1")
     if args.processes > 1:
@@ -139,6 +161,43 @@ def run_eval(args: argparse.Namespace) -> int:
         say_damaged(result, args.cache, replay=args.replay)
         say_notes(result)
         return finish_run(result, folder, required, args.max_error_rate)
+
+
+def run_dry(args: argparse.Namespace) -> int:
+    """`judge eval --dry-run`: the data checked and the run estimated, nothing sent or
+    written; 0 when the data is usable, else a `judge: error:` line (exit 2)."""
+    import json
+
+    from judge.cli.words import cli_words
+    from judge.run.dry_run import dry_run
+
+    llm, embeddings = models_of(args)
+    result = dry_run(
+        args.data,
+        metrics=metrics_given(args),
+        llm=llm,
+        embeddings=embeddings,
+        column_map=column_map(args),
+        shard=args.shard,
+        max_error_rate=args.max_error_rate,
+    )
+    if args.format == "json":
+        shown = result.to_dict()
+        shown["problems"] = [cli_words(p) for p in shown["problems"]]
+        shown["notes"] = [cli_words(n) for n in shown["notes"]]
+        for metric in shown["metrics"]:
+            if metric["cannot_run"] is not None:
+                metric["cannot_run"] = cli_words(metric["cannot_run"])
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
+    else:
+        print(cli_words(result.table()))
+    if not result.usable:
+        problems = len(result.problems)
+        more = f" (and {problems - 1} more problem{'s' if problems > 2 else ''} above)"
+        raise JudgeError(
+            f"--dry-run: a run would not work: {result.problems[0]}{more if problems > 1 else ''}"
+        )
+    return 0
 
 
 def _judge_setup(

@@ -92,6 +92,13 @@ def llm_options(p: argparse.ArgumentParser) -> None:
         "recorded under, to replay it against a server at another address ('unknown' for "
         "entries from before servers were recorded; see `judge cache stats`)",
     )
+    p.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the judge model's input limit in tokens (default: litellm's price map; set it "
+        "for a local model): a longer request is not sent, its metric a judge error",
+    )
     p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
     p.add_argument(
@@ -208,21 +215,46 @@ def metrics_given(args: argparse.Namespace) -> list[MetricLike] | None:
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:
     """(LLM, Embeddings or None, Cache or None) from the `model_options` arguments."""
     from judge.cache.store import Cache
-    from judge.llm.config import LLM, Embeddings
 
     if not args.model:
         raise JudgeError("--model is required (the judge model; there is no default)")
+    llm, embeddings = models_of(args)
+    assert llm is not None  # --model is given
+    if args.replay and not args.no_cache and not Path(args.cache).is_file():
+        # Nothing to replay from; creating an empty file would only hide the mistake.
+        raise JudgeError(
+            f"--cache {args.cache} does not exist: --replay reads judgments recorded before. "
+            "Give the --cache that holds them, or record them first with a run without --replay"
+        )
+    cache = (
+        None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
+    )
+    return llm, embeddings, cache
+
+
+def models_of(args: argparse.Namespace) -> tuple[LLM | None, Embeddings | None]:
+    """(LLM or None, Embeddings or None) from the `model_options` arguments, with no cache
+    opened and nothing called; the LLM is None when no --model is given."""
+    from judge.llm.config import LLM, Embeddings
+
     if args.embedding_api_base and not args.embedding_model:
         raise JudgeError("--embedding-api-base needs --embedding-model (the embedding model)")
     key = args.api_key or os.environ.get("JUDGE_API_KEY")
-    llm = LLM(
-        model=args.model,
-        api_base=args.api_base,
-        api_key=key,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        max_concurrency=max(1, args.concurrency),
-        cache_as=args.cache_as,
+    if args.context_window is not None and args.context_window < 1:
+        raise JudgeError(f"--context-window {args.context_window}: give a number of tokens")
+    llm = (
+        LLM(
+            model=args.model,
+            api_base=args.api_base,
+            api_key=key,
+            timeout=args.timeout,
+            max_retries=args.max_retries,
+            max_concurrency=max(1, args.concurrency),
+            context_window=args.context_window,
+            cache_as=args.cache_as,
+        )
+        if args.model
+        else None
     )
     embeddings = (
         Embeddings(
@@ -234,16 +266,7 @@ def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cach
         if args.embedding_model
         else None
     )
-    if args.replay and not args.no_cache and not Path(args.cache).is_file():
-        # Nothing to replay from; creating an empty file would only hide the mistake.
-        raise JudgeError(
-            f"--cache {args.cache} does not exist: --replay reads judgments recorded before. "
-            "Give the --cache that holds them, or record them first with a run without --replay"
-        )
-    cache = (
-        None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
-    )
-    return llm, embeddings, cache
+    return llm, embeddings
 
 
 def check_retrieval_only(metrics: Sequence[MetricLike] | None) -> None:

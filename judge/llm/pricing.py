@@ -38,6 +38,22 @@ def openai_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float
         return None
 
 
+def token_prices(model: str) -> tuple[float, float] | None:
+    """(USD per prompt token, USD per completion token) from litellm's price map, or None
+    when the model (with or without its provider prefix) has no price there."""
+    prices = price_map()
+    for name in (model, model.split("/", 1)[-1]):
+        entry = prices.get(name)
+        if isinstance(entry, dict) and "input_cost_per_token" in entry:
+            try:
+                return float(entry["input_cost_per_token"]), float(
+                    entry.get("output_cost_per_token") or 0
+                )
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
 def context_window(model: str) -> int | None:
     """The model's input limit in tokens from the price map, or None when unknown."""
     prices = price_map()

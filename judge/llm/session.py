@@ -326,7 +326,7 @@ class LLMSession:
         reasks = 0
         while True:
             mode = self.mode
-            _check_window(llm, conversation, label)  # re-asks carry the bad reply: check again
+            check_window(llm, conversation, label)  # re-asks carry the bad reply: check again
             request = request_for(mode, conversation, schema, output.__name__)
             try:
                 response = await self._complete(request, n - len(valid), usage, label)
@@ -551,7 +551,7 @@ async def _own_task() -> None:
     await asyncio.sleep(0)
 
 
-def _check_window(llm: LLM, messages: list[Message], label: str) -> None:
+def check_window(llm: LLM, messages: list[Message], label: str) -> None:
     """Refuse a request that cannot fit the model, before paying for it."""
     limit = llm.context_window or context_window(llm.model)
     if limit is None:

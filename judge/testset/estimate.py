@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.llm.pricing import estimate_tokens, price_map
+from judge.llm.pricing import estimate_tokens, token_prices
 from judge.metrics.prompts import load_prompt
 from judge.testset.corpus import Corpus
 from judge.testset.generate import prompt_name
@@ -25,21 +25,6 @@ _GENERATION_REPLY = 150
 _CRITIC_REPLY = 60
 _GRADE_REPLY_PER_CHUNK = 12
 _QUESTION_AND_ANSWER = 80
-
-
-def token_prices(model: str) -> tuple[float, float] | None:
-    """(USD per prompt token, USD per completion token) from litellm's price map, or None."""
-    prices = price_map()
-    for name in (model, model.split("/", 1)[-1]):
-        entry = prices.get(name)
-        if isinstance(entry, dict) and "input_cost_per_token" in entry:
-            try:
-                return float(entry["input_cost_per_token"]), float(
-                    entry.get("output_cost_per_token") or 0
-                )
-            except (TypeError, ValueError):
-                return None
-    return None
 
 
 def require_price(model: str, budget: float) -> None:
