@@ -163,11 +163,12 @@ _KNOWN = {
 }
 
 
-def evidence_html(row: ResultRow) -> str:
-    """The judgments behind a row's scores as HTML: claims and verdicts, grades, replies."""
+def evidence_html(row: ResultRow, *, grades: bool = True) -> str:
+    """The judgments behind a row's scores as HTML: claims and verdicts, grades (unless
+    shown beside the contexts, `contexts_html`), replies."""
     ev = row.evidence
     parts = [_claims_html(ev, side, title) for side, title in _CLAIM_SIDES]
-    parts += [_grades_html(ev), _reverse_html(ev), *_other_html(row, _KNOWN)]
+    parts += [_grades_html(ev) if grades else "", _reverse_html(ev), *_other_html(row, _KNOWN)]
     return (
         "<br>".join(p for p in parts if p) or "<span class=small>no judgments (see reasons)</span>"
     )
@@ -196,7 +197,7 @@ def _scores_html(row: ResultRow, metrics: list[str]) -> str:
     return f"<table><tr>{head}</tr><tr>{''.join(cells)}</tr></table>"
 
 
-def _contexts_html(row: ResultRow) -> str:
+def contexts_html(row: ResultRow) -> str:
     """The retrieved contexts in retrieval order, each beside the judge's grade 0-3 and its
     reason (when a metric of the run graded them)."""
     if not row.contexts:
@@ -239,7 +240,7 @@ def _sample_html(row: ResultRow, metrics: list[str]) -> str:
         _scores_html(row, metrics),
         f"<p class=bad>{escape(row.error)}</p>" if row.error else "",
         f"<p><b>question</b> {escape(row.question) if row.question is not None else MISSING}</p>",
-        _contexts_html(row),
+        contexts_html(row),
         f"<p><b>ground truth</b> {truth}</p>",
         _claims_html(ev, "truth", "ground-truth claims"),
         f"<p><b>answer</b> {escape(row.answer) if row.answer is not None else MISSING}</p>",
