@@ -16,7 +16,9 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:
 text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right;
 font-variant-numeric:tabular-nums}.plots{display:flex;flex-wrap:wrap;gap:16px}
 .plot{border:1px solid #eee;padding:6px}.bad{color:#b00020}.ok{color:#1b5e20}
-details{margin:6px 0}summary{cursor:pointer}code{background:#f6f6f6;padding:0 3px}
+details{margin:6px 0}summary{cursor:pointer}details.sample{border-left:3px solid #3f6fb5;
+padding:2px 0 6px 10px;margin:14px 0}details.sample>summary{font-size:15px;margin-bottom:4px}
+code{background:#f6f6f6;padding:0 3px}
 .small{color:#666;font-size:12px}
 """
 

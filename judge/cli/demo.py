@@ -23,6 +23,9 @@ DEMO_METRICS = [
     "context_ndcg@5",
 ]
 
+# What summary.json and report.html say of the demo's cache, deleted after the run.
+TEMPORARY_CACHE = "a temporary cache (deleted after the run)"
+
 
 def demo_dir() -> Path:
     """The demo data's folder (samples.json, judgments.jsonl): the package's data judge/demo
@@ -85,6 +88,8 @@ def run_demo(args: argparse.Namespace) -> int:
         finally:
             cache.close()
     result.config = dataclasses.replace(
-        result.config, source=f"judge demo ({source.name}/samples.json)"
+        result.config,
+        source=f"judge demo ({source.name}/samples.json)",
+        cache=TEMPORARY_CACHE,  # not the path: it is gone once the run ends
     )
     return finish_run(result, Path(args.out), {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -23,6 +24,13 @@ class Shown(Protocol):
 
 
 R = TypeVar("R", bound=Shown)
+
+
+def written(folder: str | os.PathLike[str], *names: str) -> str:
+    """The files written to a folder as printed: `DIR/first, second, ...`, one slash after
+    the folder however it was given (`--out agreement/` prints `agreement/agreement.json`)."""
+    first, *rest = names
+    return ", ".join([str(Path(folder) / first), *rest])
 
 
 def output_options(p: argparse.ArgumentParser, files: str | None = None) -> None:
@@ -56,4 +64,4 @@ def show(
     else:
         print(result.table())
         if args.out:
-            print(f"\nwrote {args.out}/{name}.json, {name}.html")
+            print(f"\nwrote {written(args.out, f'{name}.json', f'{name}.html')}")

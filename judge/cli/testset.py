@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge.cli.options import column_map, column_option, llm_options, model_config
+from judge.cli.output import written
 from judge.errors import JudgeError
 
 if TYPE_CHECKING:
@@ -162,7 +164,8 @@ def run_review(args: argparse.Namespace) -> int:
     print(
         f"imported {args.import_}: {done.human_ok} accepted, {done.edited} edited, "
         f"{done.rejected} rejected, {done.unchanged} unchanged; {done.grades_changed} grades "
-        f"changed; rewrote {args.folder}/testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv"
+        f"changed; rewrote "
+        f"{written(args.folder, 'testset.jsonl', 'qrels.txt', 'qrels_docs.txt', 'queries.tsv')}"
     )
     return 0
 
@@ -193,7 +196,7 @@ def run_mine(args: argparse.Namespace) -> int:
         f"{counts['log_questions']} log questions, {counts['clusters']} distinct; drafted "
         f"{counts['drafted']} of {counts['sampled']} sampled; "
         f"masked {counts['masked'] or 'nothing'}; "
-        f"{result.usage['total']['requests']} requests; wrote {args.out}/ (drafts: review "
+        f"{result.usage['total']['requests']} requests; wrote {Path(args.out)}/ (drafts: review "
         "them with `judge testset review`)"
     )
     return 0
@@ -265,11 +268,11 @@ def _print_summary(result: BuildResult, out: str) -> None:
         print("rejected: " + ", ".join(f"{r} {c}" for r, c in sorted(reasons.items())))
     total = result.usage["total"]
     cost = "unknown" if total["cost"] is None else f"${total['cost']:.4f}"
+    files = ("testset.jsonl", "qrels.txt", "qrels_docs.txt", "queries.tsv", "chunks.jsonl")
     print(
         f"{len(result.items)} questions; {total['requests']} requests, {total['cache_hits']} "
         f"cache hits, {total['prompt_tokens'] + total['completion_tokens']:,} tokens, {cost}; "
-        f"wrote {out}/testset.jsonl, qrels.txt, qrels_docs.txt, queries.tsv, chunks.jsonl, "
-        "rejected.jsonl, manifest.json"
+        f"wrote {written(out, *files, 'rejected.jsonl', 'manifest.json')}"
     )
     if result.shortfall:
         short = json.dumps(result.shortfall)

@@ -10,13 +10,16 @@ from judge.formatting import escape, number, page, write_page
 
 
 def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
-    """Sorted per-sample deltas (B - A) as bars around zero, an inline SVG."""
+    """Sorted per-sample deltas (B - A) as bars around zero, an inline SVG, with the scale at
+    the left (+max, 0, -max) and the largest |Δ| in the title ("every Δ is 0" when none moved;
+    a panel of zeros claims no maximum)."""
     points = sorted((d, k) for d, k in zip(deltas, keys, strict=True) if not math.isnan(d))
-    width, height, pad = 520, 140, 20
+    width, height, pad, left = 520, 140, 20, 52
     if not points:
         return f"<p>{escape(metric)}: no paired values</p>"
-    top = max(abs(d) for d, _ in points) or 1.0
-    bar = (width - 2 * pad) / len(points)
+    largest = max(abs(d) for d, _ in points)
+    top = largest or 1.0  # the bars' scale; all zero: flat bars
+    bar = (width - left - pad) / len(points)
     middle = height / 2
     rects = []
     for i, (d, key) in enumerate(points):
@@ -24,15 +27,28 @@ def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
         y = middle - h if d > 0 else middle
         color = "#1b5e20" if d > 0 else "#b00020" if d < 0 else "#999"
         rects.append(
-            f'<rect x="{pad + i * bar:.2f}" y="{y:.1f}" width="{max(bar - 1, 0.5):.2f}" '
+            f'<rect x="{left + i * bar:.2f}" y="{y:.1f}" width="{max(bar - 1, 0.5):.2f}" '
             f'height="{max(h, 0.5):.1f}" fill="{color}"><title>{escape(key)}: {d:+.4f}'
             "</title></rect>"
         )
+    scale = (
+        f"max |Δ| {largest:.3f}, {len(points)} samples"
+        if largest
+        else f"every Δ is 0, {len(points)} samples"
+    )
+    axis = "".join(
+        f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{label}</text>'
+        for y, label in (
+            ((pad, f"+{largest:.3f}"), (middle, "0"), (height - pad, f"-{largest:.3f}"))
+            if largest
+            else ((middle, "0"),)
+        )
+    )
     return (
         f'<svg class="plot" width="{width}" height="{height}" role="img" '
-        f'aria-label="{escape(metric)} per-sample delta"><text x="{pad}" y="14" font-size="12">'
-        f"{escape(metric)}: B - A per sample, sorted (max |Δ| {top:.3f})</text>"
-        f'<line x1="{pad}" x2="{width - pad}" y1="{middle}" y2="{middle}" stroke="#444"/>'
+        f'aria-label="{escape(metric)} per-sample delta"><text x="{left}" y="14" font-size="12">'
+        f"{escape(metric)}: B - A per sample, sorted ({scale})</text>{axis}"
+        f'<line x1="{left}" x2="{width - pad}" y1="{middle}" y2="{middle}" stroke="#444"/>'
         f"{''.join(rects)}</svg>"
     )
 

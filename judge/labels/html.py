@@ -9,7 +9,7 @@ from typing import Any
 
 from judge.formatting import MISSING, escape, number, page, write_page
 from judge.labels.agreement import Agreement, AgreementResult
-from judge.run.report_html import evidence_html
+from judge.run.report_html import contexts_html, evidence_html
 from judge.run.rows import ResultRow
 
 
@@ -58,15 +58,23 @@ def _groups(result: AgreementResult) -> str:
 def _side(view: dict[str, Any], title: str) -> str:
     """One row's label, score and inputs, beside the judge's evidence."""
     row = ResultRow(
-        view["row"], view["id"], view["question"], view["answer"], evidence=view["evidence"]
+        view["row"],
+        view["id"],
+        view["question"],
+        view["answer"],
+        contexts=view.get("contexts"),
+        ground_truth=view.get("ground_truth"),
+        evidence=view["evidence"],
     )
+    truth = view.get("ground_truth")
     group = f" · {escape(view['group'])}" if view.get("group") is not None else ""
     return (
         f"<tr><td><b>{escape(title)}</b> row {view['row']} (id {escape(view['id'])}){group}"
         f"<br>label <b>{view['label']:g}</b> · judge <b>{number(view['score'])}</b>"
         f"<p><b>question</b> {escape(view['question'] or '')}</p>"
-        f"<p><b>answer</b> {escape(view['answer'] or '')}</p></td>"
-        f"<td>{evidence_html(row)}</td></tr>"
+        f"<p><b>ground truth</b> {MISSING if truth is None else escape(truth)}</p>"
+        f"<p><b>answer</b> {escape(view['answer'] or '')}</p>{contexts_html(row)}</td>"
+        f"<td>{evidence_html(row, grades=False)}</td></tr>"
     )
 
 

@@ -28,6 +28,17 @@ def clock_text(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def cost_text(cost: float | None) -> str:
+    """The cost so far as the status shows it: "cost unknown" when a model's price is not
+    known, nothing before any answer was priced (never a false "$0.0000"), "<$0.0001" below
+    a hundredth of a cent, else dollars to four places."""
+    if cost is None:
+        return "cost unknown"
+    if cost <= 0:
+        return ""
+    return "<$0.0001" if cost < 0.0001 else f"${cost:.4f}"
+
+
 class Progress:
     """What a run has done so far, shown as a bar, as periodic lines, or not at all.
 
@@ -124,7 +135,8 @@ class Progress:
             self._write(self.line())
 
     def usage_text(self) -> str:
-        """Requests, cache hits, tokens and cost (when known) so far; empty without a session."""
+        """Requests, cache hits, tokens and the cost so far (see `cost_text`); empty without
+        a session."""
         if self.session is None:
             return ""
         usage = self.session.usage.total()
@@ -133,8 +145,9 @@ class Progress:
             f"{usage.cache_hits:,} cache hits",
             f"{usage.prompt_tokens + usage.completion_tokens:,} tokens",
         ]
-        if usage.cost is not None:
-            parts.append(f"${usage.cost:.4f}")
+        cost = cost_text(usage.cost)
+        if cost:
+            parts.append(cost)
         return ", ".join(parts)
 
     def line(self, *, final: bool = False) -> str:

@@ -3,38 +3,63 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from judge.formatting import MISSING, escape, number, page, write_page
+from judge.metrics.registry import JUDGE_ERROR
 from judge.run.rows import ResultRow
 
 if TYPE_CHECKING:
     from judge.run.results import EvaluationResult
 
 
-def histogram_svg(values: list[float], title: str, bins: int = 10) -> str:
-    """An inline SVG histogram of values in [0, 1] (values outside are clipped)."""
-    width, height, pad = 260, 120, 18
+def histogram_svg(values: list[float], title: str, bins: int = 10, left_out: int = 0) -> str:
+    """An inline SVG histogram of values in [0, 1] (values outside are clipped; the last bin
+    holds 1.0): a count over every bar that has rows, the bin edges on the x axis, "rows" up
+    the y axis, and in the title how many values it shows and how many NaN were left out."""
+    width, height = 300, 170
+    left, right, top, bottom = 34, 10, 30, 40  # the plot area's margins
     counts = [0] * bins
     for v in values:
         counts[min(bins - 1, max(0, int(v * bins)))] += 1
-    top = max(counts) or 1
-    bar = (width - 2 * pad) / bins
-    rects = []
+    most = max(counts) or 1
+    bar = (width - left - right) / bins
+    floor = height - bottom
+    tall = floor - top
+    shapes = []
     for i, c in enumerate(counts):
-        h = (height - 2 * pad) * c / top
-        rects.append(
-            f'<rect x="{pad + i * bar:.1f}" y="{height - pad - h:.1f}" width="{bar - 2:.1f}" '
-            f'height="{h:.1f}" fill="#3f6fb5"><title>{i / bins:.1f}-{(i + 1) / bins:.1f}: '
-            f"{c}</title></rect>"
+        h = tall * c / most
+        x = left + i * bar
+        shapes.append(
+            f'<rect x="{x + 1:.1f}" y="{floor - h:.1f}" width="{bar - 2:.1f}" '
+            f'height="{h:.1f}" fill="#3f6fb5"><title>{i / bins:g}-{(i + 1) / bins:g}: '
+            f"{c} rows</title></rect>"
         )
+        if c:
+            shapes.append(
+                f'<text x="{x + bar / 2:.1f}" y="{floor - h - 3:.1f}" font-size="10" '
+                f'text-anchor="middle">{c}</text>'
+            )
+    ticks = "".join(
+        f'<text x="{left + i * bar:.1f}" y="{floor + 12}" font-size="9" '
+        f'text-anchor="middle">{i / bins:g}</text>'
+        for i in range(bins + 1)
+    )
+    shown = f"n={len(values)}" + (f"; {left_out} NaN left out" if left_out else "")
     return (
         f'<svg class="plot" width="{width}" height="{height}" role="img" '
-        f'aria-label="{escape(title)} distribution"><text x="{pad}" y="12" font-size="12">'
-        f"{escape(title)} (n={len(values)})</text>{''.join(rects)}"
-        f'<text x="{pad}" y="{height - 4}" font-size="10">0</text>'
-        f'<text x="{width - pad - 6}" y="{height - 4}" font-size="10">1</text></svg>'
+        f'aria-label="{escape(title)} distribution"><text x="{left}" y="14" font-size="12">'
+        f"{escape(title)} ({shown})</text>{''.join(shapes)}"
+        f'<line x1="{left}" x2="{width - right}" y1="{floor}" y2="{floor}" stroke="#444"/>'
+        f'<line x1="{left}" x2="{left}" y1="{top}" y2="{floor}" stroke="#444"/>'
+        f'<text x="{left - 4}" y="{top + 4}" font-size="9" text-anchor="end">{most}</text>'
+        f'<text x="{left - 4}" y="{floor}" font-size="9" text-anchor="end">0</text>'
+        f'<text x="12" y="{(top + floor) / 2:.1f}" font-size="10" text-anchor="middle" '
+        f'transform="rotate(-90 12 {(top + floor) / 2:.1f})">rows</text>{ticks}'
+        f'<text x="{(left + width - right) / 2:.1f}" y="{height - 8}" font-size="10" '
+        f'text-anchor="middle">score (bins of {1 / bins:g}; the last holds 1)</text></svg>'
     )
 
 
@@ -53,73 +78,189 @@ def _summary_table(result: EvaluationResult) -> str:
     )
 
 
-def evidence_html(row: ResultRow) -> str:
-    """The judgments behind a row's scores as HTML: claims and verdicts, grades, replies."""
-    ev = row.evidence
-    parts = []
-    for key, title in (("answer", "answer claims"), ("truth", "ground-truth claims")):
-        claims, verdicts = ev.get(f"{key}_claims"), ev.get(f"{key}_verdicts")
-        if claims and verdicts:
-            items = "".join(
-                f"<tr><td>{escape(c)}</td>"
-                f"<td class={'ok' if v['verdict'] == 'supported' else 'bad'}>"
-                f"{escape(v['verdict'])}</td><td>{escape(v['reason'])}</td>"
-                f"<td>{escape(v['context'])}</td></tr>"
-                for c, v in zip(claims, verdicts, strict=False)
-            )
-            parts.append(
-                f"<b>{title}</b><table><tr><th>claim</th><th>verdict</th><th>reason</th>"
-                f"<th>context</th></tr>{items}</table>"
-            )
-    if ev.get("context_grades"):
-        items = "".join(
-            f"<tr><td class=n>{g['context']}</td><td class=n>{g['grade']}</td>"
-            f"<td>{escape(g['reason'])}</td></tr>"
-            for g in ev["context_grades"]
-        )
-        parts.append(
-            "<b>context grades</b><table><tr><th>#</th><th>grade</th><th>reason</th></tr>"
-            f"{items}</table>"
-        )
+# What the grades 0-3 of the context_relevance prompt mean.
+GRADE_MEANING = {
+    3: "gives the answer",
+    2: "gives part of the answer",
+    1: "same subject, none of the answer",
+    0: "about something else",
+}
+
+# How the report picks and orders its worst samples (RowTally.worst).
+WORST_ORDER = (
+    "Up to 10 rows: those that failed (bad input, or a judge failed) first, then those "
+    "with the lowest mean of their defined scores over every metric; ties in row order. "
+    "Rows whose every score is 1.000 are left out, as are rows that have no score and did "
+    "not fail (their reasons are counted in the summary)."
+)
+
+_CLAIM_SIDES = (("answer", "answer claims"), ("truth", "ground-truth claims"))
+
+
+def _claims_html(ev: dict[str, Any], side: str, title: str) -> str:
+    """One side's claims beside their verdicts, reasons and supporting context; '' if none."""
+    claims, verdicts = ev.get(f"{side}_claims"), ev.get(f"{side}_verdicts")
+    if not (claims and verdicts):
+        return ""
+    items = "".join(
+        f"<tr><td>{escape(c)}</td>"
+        f"<td class={'ok' if v['verdict'] == 'supported' else 'bad'}>"
+        f"{escape(v['verdict'])}</td><td>{escape(v['reason'])}</td>"
+        f"<td>{MISSING if v['context'] is None else escape(v['context'])}</td></tr>"
+        for c, v in zip(claims, verdicts, strict=False)
+    )
+    return (
+        f"<b>{title}</b><table><tr><th>claim</th><th>verdict</th><th>reason</th>"
+        f"<th>context</th></tr>{items}</table>"
+    )
+
+
+def _grades_html(ev: dict[str, Any]) -> str:
+    if not ev.get("context_grades"):
+        return ""
+    items = "".join(
+        f"<tr><td class=n>{escape(g['context'])}</td><td class=n>{escape(g['grade'])}</td>"
+        f"<td>{escape(g['reason'])}</td></tr>"
+        for g in ev["context_grades"]
+    )
+    return (
+        "<b>context grades</b><table><tr><th>#</th><th>grade</th><th>reason</th></tr>"
+        f"{items}</table>"
+    )
+
+
+def _reverse_html(ev: dict[str, Any]) -> str:
     rq = ev.get("reverse_questions")
-    if rq:
-        sims = ", ".join(number(s) for s in rq.get("similarities", []))
-        parts.append(
-            f"<b>reverse questions</b> (noncommittal: {escape(rq['noncommittal'])}): "
-            f"{escape(' | '.join(rq['questions']))} — similarities {sims}"
-        )
-    known = {
-        "answer_claims",
-        "truth_claims",
-        "answer_verdicts",
-        "truth_verdicts",
-        "context_grades",
-        "reverse_questions",
-    }
-    for key, value in ev.items():  # custom metrics' replies, correctness, citations
-        if key not in known:
-            parts.append(f"<b>{escape(key)}</b> {escape(json.dumps(value, ensure_ascii=False))}")
+    if not rq:
+        return ""
+    sims = ", ".join(number(s) for s in rq.get("similarities", []))
+    return (
+        f"<b>reverse questions</b> (noncommittal: {escape(rq['noncommittal'])}): "
+        f"{escape(' | '.join(rq['questions']))} — similarities {sims}"
+    )
+
+
+def _other_html(row: ResultRow, shown: set[str]) -> list[str]:
+    """The evidence not in `shown` (custom metrics' replies, correctness, citations) as
+    JSON, and the row's judge errors."""
+    parts = [
+        f"<b>{escape(key)}</b> {escape(json.dumps(value, ensure_ascii=False))}"
+        for key, value in row.evidence.items()
+        if key not in shown
+    ]
     if row.errors:
         parts.append("<b>errors</b> " + escape(json.dumps(row.errors, ensure_ascii=False)))
-    return "<br>".join(parts) or "<span class=small>no judgments (see reasons)</span>"
+    return parts
+
+
+_KNOWN = {
+    "answer_claims",
+    "truth_claims",
+    "answer_verdicts",
+    "truth_verdicts",
+    "context_grades",
+    "reverse_questions",
+}
+
+
+def evidence_html(row: ResultRow, *, grades: bool = True) -> str:
+    """The judgments behind a row's scores as HTML: claims and verdicts, grades (unless
+    shown beside the contexts, `contexts_html`), replies."""
+    ev = row.evidence
+    parts = [_claims_html(ev, side, title) for side, title in _CLAIM_SIDES]
+    parts += [_grades_html(ev) if grades else "", _reverse_html(ev), *_other_html(row, _KNOWN)]
+    return (
+        "<br>".join(p for p in parts if p) or "<span class=small>no judgments (see reasons)</span>"
+    )
+
+
+def _mean(row: ResultRow, metrics: list[str]) -> float:
+    """The mean of the row's defined scores, as RowTally.worst orders by it."""
+    defined = [v for m in metrics if not math.isnan(v := float(row.scores.get(m, math.nan)))]
+    return sum(defined) / len(defined) if defined else math.nan
+
+
+def _scores_html(row: ResultRow, metrics: list[str]) -> str:
+    """A table of the row's scores, each NaN with its reason and any judge error."""
+    cells = []
+    for m in metrics:
+        value = float(row.scores.get(m, math.nan))
+        if math.isnan(value):
+            why = row.reasons.get(m, "row_error" if row.error else "missing")
+            error = f"<br>{escape(row.errors[m])}" if m in row.errors else ""
+            css = "bad" if why in (JUDGE_ERROR, "row_error") else "small"
+            cells.append(f"<td class={css}>{MISSING} {escape(why)}{error}</td>")
+        else:
+            css = " bad" if value < 0.5 else ""
+            cells.append(f"<td class='n{css}'>{number(value)}</td>")
+    head = "".join(f"<th>{escape(m)}</th>" for m in metrics)
+    return f"<table><tr>{head}</tr><tr>{''.join(cells)}</tr></table>"
+
+
+def contexts_html(row: ResultRow) -> str:
+    """The retrieved contexts in retrieval order, each beside the judge's grade 0-3 and its
+    reason (when a metric of the run graded them)."""
+    if not row.contexts:
+        return "<p><b>retrieved contexts</b> none</p>"
+    grades = {g.get("context"): g for g in row.evidence.get("context_grades") or []}
+    capped = set(row.evidence.get("context_grades_capped") or [])
+    items = []
+    for i, text in enumerate(row.contexts):
+        g = grades.get(i)
+        if g is None:
+            grade = f"<td>{MISSING}</td><td></td>"  # not graded by any metric of the run
+        else:
+            grade_value = g.get("grade")
+            meaning = GRADE_MEANING.get(grade_value, "") if isinstance(grade_value, int) else ""
+            cap = " (capped at 1: it shares no content with the question or answer)"
+            note = escape(g.get("reason", "")) + (cap if i in capped else "")
+            css = "ok" if grade_value in (2, 3) else "small"
+            grade = (
+                f"<td class={css}>{escape(grade_value)}"
+                f"{' – ' + meaning if meaning else ''}</td><td>{note}</td>"
+            )
+        items.append(f"<tr><td class=n>{i}</td><td>{escape(text)}</td>{grade}</tr>")
+    return (
+        "<b>retrieved contexts</b> <span class=small>(in retrieval order; the judge's grade: "
+        "3 gives the answer, 2 part of it, 1 same subject, 0 unrelated)</span><table><tr>"
+        "<th>#</th><th>context</th><th>grade</th><th>the judge's reason</th></tr>"
+        f"{''.join(items)}</table>"
+    )
+
+
+def _sample_html(row: ResultRow, metrics: list[str]) -> str:
+    """One worst sample in full: scores, question, contexts with grades, ground truth with
+    its claims, answer with its claims, the other judgments and errors."""
+    ev = row.evidence
+    mean = _mean(row, metrics)
+    headline = "failed" if row.failed else f"mean {number(mean)}"
+    ident = f" · id {escape(row.id)}" if row.id is not None and row.id != row.row else ""
+    truth = MISSING if row.ground_truth is None else escape(row.ground_truth)
+    parts = [
+        _scores_html(row, metrics),
+        f"<p class=bad>{escape(row.error)}</p>" if row.error else "",
+        f"<p><b>question</b> {escape(row.question) if row.question is not None else MISSING}</p>",
+        contexts_html(row),
+        f"<p><b>ground truth</b> {truth}</p>",
+        _claims_html(ev, "truth", "ground-truth claims"),
+        f"<p><b>answer</b> {escape(row.answer) if row.answer is not None else MISSING}</p>",
+        _claims_html(ev, "answer", "answer claims"),
+        _reverse_html(ev),
+        *_other_html(row, _KNOWN | {"context_grades_capped"}),
+    ]
+    return (
+        f"<details open class=sample><summary><b>row {row.row}</b>{ident} · {headline} · "
+        f"{escape((row.question or '')[:120])}</summary>"
+        + "".join(f"<div>{p}</div>" if p.startswith("<b>") else p for p in parts if p)
+        + "</details>"
+    )
 
 
 def _worst(result: EvaluationResult, limit: int = 10) -> str:
-    blocks = []
-    for row in result.worst(limit):  # errored rows first, then the lowest scores
-        scores = ", ".join(f"{escape(m)} {number(row.scores.get(m))}" for m in result.metrics)
-        reasons = "".join(
-            f" <span class=bad>{escape(m)}: {escape(row.reasons[m])}</span>"
-            for m in result.metrics
-            if m in row.reasons
-        )
-        blocks.append(
-            f"<details><summary>row {row.row} · {escape((row.question or '')[:120])} — "
-            f"{scores}{reasons}</summary><p><b>answer</b> {escape(row.answer)}</p>"
-            f"{'<p class=bad>' + escape(row.error) + '</p>' if row.error else ''}"
-            f"{evidence_html(row)}</details>"
-        )
-    return "".join(blocks)
+    blocks = [_sample_html(row, result.metrics) for row in result.worst(limit)]
+    if not blocks:
+        blocks = ["<p>No row scored below 1 and none failed.</p>"]
+    return f"<p class=small>{escape(WORST_ORDER)}</p>" + "".join(blocks)
 
 
 def _diagnosis(result: EvaluationResult) -> str:
@@ -131,7 +272,11 @@ def _diagnosis(result: EvaluationResult) -> str:
 
 def render_report(result: EvaluationResult) -> str:
     """The HTML text of the report."""
-    plots = "".join(histogram_svg(result.scores(m), m) for m in result.metrics)
+    rows = len(result.rows)
+    plots = "".join(
+        histogram_svg(result.scores(m), m, left_out=rows - result.summary[m].scored)
+        for m in result.metrics
+    )
     usage = result.usage or {}
     cost = usage.get("cost")
     config = json.dumps(result.config.as_json(), indent=2, ensure_ascii=False)

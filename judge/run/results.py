@@ -7,7 +7,6 @@ object and in pandas, and null in JSON files (results.jsonl, summary.json).
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import math
 import os
@@ -91,11 +90,10 @@ class EvaluationResult:
         return list(self._tally.defined(metric).tolist())
 
     def worst(self, limit: int = 10) -> list[ResultRow]:
-        """The rows with the lowest score (over any metric), errored rows first; ties in
-        row order."""
-        lowest = self._tally.lowest
-        chosen = heapq.nsmallest(limit, range(len(lowest)), key=lowest.__getitem__)
-        return [self.rows[i] for i in chosen]
+        """The worst rows, at most `limit`: rows that failed (bad input, or a judge failed)
+        first, then those with the lowest mean of their defined scores; ties in row order.
+        Rows whose every defined score is 1 are left out (`RowTally.worst`)."""
+        return [self.rows[i] for i in self._tally.worst(limit)]
 
     def summary_dict(self) -> dict[str, Any]:
         """The summary as plain JSON-able data (NaN as null)."""

@@ -109,7 +109,8 @@ class MetricSummary:
 class RowTally:
     """What the summaries, the error counts and the report need of every row, gathered in one
     pass: per metric the scores in row order (the bootstrap resamples the defined ones), NaNs
-    by reason and errors; per row its lowest score. The rows themselves are not kept.
+    by reason and errors; per row whether it failed (the report's worst samples come from
+    these, see `worst`). The rows themselves are not kept.
 
     Args:
         metrics: the metrics to tally.
@@ -123,8 +124,8 @@ class RowTally:
         self.nan: dict[str, Counter[str]] = {m: Counter() for m in metrics}
         self.errored = dict.fromkeys(metrics, 0)
         self.rows = self.failed = self.judged = self.judge_errored = 0
-        # per row: its lowest score, -1 when it has none
-        self.lowest = array("d", [-1.0]) * (size or 0)
+        # per row: 1 when its input was bad or a judge failed (ResultRow.failed), else 0
+        self.row_failed = array("b", [0]) * (size or 0)
         self._sized = size is not None
 
     def add(self, row: ResultRow, at: int | None = None) -> None:
@@ -149,12 +150,10 @@ class RowTally:
                 self.errored[metric] += 1
             else:
                 self.nan[metric][reason] += 1
-        defined = [v for v in row.scores.values() if not math.isnan(v)]
-        lowest = min(defined) if defined else -1.0  # errored rows sort first
         if at is None:
-            self.lowest.append(lowest)
+            self.row_failed.append(row.failed)
         else:
-            self.lowest[at] = lowest
+            self.row_failed[at] = row.failed
 
     def to_json(self) -> dict[str, Any]:
         """The tally as JSON data (NaN scores as null), for `interleave`."""
@@ -167,7 +166,7 @@ class RowTally:
             "errored": dict(self.errored),
             "nan": {m: dict(counts) for m, counts in self.nan.items()},
             "scores": {m: [None if v != v else v for v in a] for m, a in self._scores.items()},
-            "lowest": list(self.lowest),
+            "row_failed": list(self.row_failed),
         }
 
     @classmethod
@@ -196,9 +195,30 @@ class RowTally:
                 merged.errored[m] += int(part["errored"][m])
                 merged.nan[m].update({str(k): int(v) for k, v in part["nan"][m].items()})
                 merged._scores[m][i :: len(parts)] = _floats(part["scores"][m], rows)
-            merged.lowest[i :: len(parts)] = _floats(part["lowest"], rows)
+            flags = [int(bool(f)) for f in part["row_failed"]]
+            if len(flags) != rows:
+                raise ValueError(f"{len(flags)} row flags where {rows} rows were tallied")
+            merged.row_failed[i :: len(parts)] = array("b", flags)
         merged._sized = False  # complete: add() appends after it, as to an unsized tally
         return merged
+
+    def worst(self, limit: int = 10) -> list[int]:
+        """The numbers of the worst rows, at most `limit` (see WORST_ORDER): rows that
+        failed (bad input, or a judge failed) first, then the rows with the lowest mean of
+        their defined scores; ties in row order. A row whose every defined score is 1 or
+        more is not among them, nor one with no defined score that did not fail."""
+        if not self._scores or not self.rows:
+            return [int(i) for i in np.flatnonzero(self.row_failed)[:limit]]
+        scores = np.vstack([np.frombuffer(a, dtype=np.float64) for a in self._scores.values()])
+        defined = ~np.isnan(scores)
+        count = defined.sum(axis=0)
+        mean = np.where(defined, scores, 0.0).sum(axis=0) / np.maximum(count, 1)
+        failed = np.frombuffer(self.row_failed, dtype=np.int8).astype(bool)
+        below = (defined & (scores < 1.0)).any(axis=0)
+        chosen = failed | below
+        # failures first, then by mean, then by row (np.lexsort sorts by its last key first)
+        order = np.lexsort((np.arange(mean.size), np.where(failed, 0.0, mean), ~failed))
+        return [int(i) for i in order[chosen[order]][:limit]]
 
     def defined(self, metric: str) -> np.ndarray:
         """The metric's defined scores (NaNs left out), in row order."""

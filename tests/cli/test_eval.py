@@ -39,7 +39,8 @@ def test_demo_runs_offline_and_writes_its_outputs(tmp_path):
     assert [r["row"] for r in rows] == list(range(len(samples)))
     assert [r["id"] for r in rows] == [s["id"] for s in samples]
     report = (tmp_path / "demo" / "report.html").read_text()
-    assert "<svg" in report and "openai/judge-fixture" in report and "http" not in report.lower()
+    # no server is named (the worst samples' contexts may speak of HTTP status codes)
+    assert "<svg" in report and "openai/judge-fixture" in report and "://" not in report
 
 
 def test_thresholds_set_the_exit_code(tmp_path, fake_llm_server):

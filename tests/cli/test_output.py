@@ -85,3 +85,11 @@ def test_ir_and_compare_read_metrics_alike():
         args = parser.parse_args([*command, "-m", "ndcg@10,P@5", "-m", "mrr,", "--metric", "map"])
         assert metrics_of(args) == ["ndcg@10", "P@5", "mrr", "map"]
         assert metrics_of(parser.parse_args(command)) == []
+
+
+def test_a_folder_given_with_a_trailing_slash_is_printed_with_one(tmp_path, capsys):
+    out = tmp_path / "agreement"
+    show(Result(), argparse.Namespace(out=f"{out}/", format="text"), "agreement", write_html)
+    printed = capsys.readouterr().out
+    assert printed == f"kappa 0.5\n\nwrote {out}/agreement.json, agreement.html\n"
+    assert "//" not in printed

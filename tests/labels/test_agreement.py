@@ -19,7 +19,7 @@ from judge.labels import kinds
 from judge.labels.html import render_agreement
 from judge.testing import FakeLLMServer, data_blocks, heuristic_judge
 from judge.testing.replies import FakeHTTPError
-from tests.helpers.labels import BINARY, PAIRS, SCORES, SUPPORTED, UNSUPPORTED, row
+from tests.helpers.labels import BINARY, CONTEXTS, PAIRS, SCORES, SUPPORTED, UNSUPPORTED, row
 
 
 def failing_on(marker: str):
@@ -82,6 +82,18 @@ def test_the_worst_disagreements_come_first_with_the_judges_evidence(server):
     assert "Worst disagreements" in page and "Python was created by Larry Wall." in page
     assert "not_found" in page and "judge <b>0.333</b>" in page and "label <b>1</b>" in page
     assert "http" not in page.lower()  # self-contained
+
+
+def test_each_disagreement_shows_its_contexts_and_ground_truth(server):
+    rows = [{**r, "ground_truth": f"Truth of row {i}."} for i, r in enumerate(BINARY)]
+    result = run(server, rows, label="faithful", disagreements=2)
+    page = render_agreement(result)
+    side = page[page.index("Worst disagreements") :]
+    assert side.count("<b>retrieved contexts</b>") == 2
+    at = [side.index(c) for c in CONTEXTS]  # the first disagreement's, in retrieval order
+    assert at == sorted(at)
+    assert "<b>ground truth</b> Truth of row 7." in side
+    assert "<b>ground truth</b> Truth of row 6." in side
 
 
 def test_rows_the_judge_fails_on_are_counted_by_reason(server):

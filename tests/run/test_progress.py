@@ -19,10 +19,12 @@ from tests.helpers.judging import ANSWER, CONTEXTS, QUESTION, TRUTH, judge_handl
 
 GOOD = {"question": QUESTION, "answer": ANSWER, "contexts": CONTEXTS, "ground_truth": TRUTH}
 # what every status line carries, e.g. "judge: 2/4 samples (50%) | 5 requests, 1 cache
-# hits, 42 tokens, $0.0012 | 0:31 elapsed | ETA 0:31"
+# hits, 42 tokens, $0.0012 | 0:31 elapsed | ETA 0:31"; the cost only once a price is known,
+# "cost unknown" when a model is missing from the price map
 FIELDS = re.compile(
     r"^judge: (done, |stopped, )?\d+/\d+ samples \(\d+%\) \| [\d,]+ requests, [\d,]+ cache hits, "
-    r"[\d,]+ tokens(, \$\d+\.\d{4})? \| [\d:]+ elapsed( \| ETA [\d:]+)?$"
+    r"[\d,]+ tokens(, \$\d+\.\d{4}|, <\$0\.0001|, cost unknown)? \| [\d:]+ elapsed"
+    r"( \| ETA [\d:]+)?$"
 )
 
 
@@ -62,7 +64,7 @@ def test_lines_every_interval_with_every_field_and_a_final_line():
     clock, session, out = FakeClock(), FakeSession(), io.StringIO()
     bar = Progress(4, session, mode="lines", interval=30, stream=out, clock=clock)
     assert out.getvalue() == (
-        "judge: 0/4 samples (0%) | 0 requests, 0 cache hits, 0 tokens, $0.0000 | 0:00 elapsed\n"
+        "judge: 0/4 samples (0%) | 0 requests, 0 cache hits, 0 tokens | 0:00 elapsed\n"
     )
     clock.now += 10
     session.totals = Usage(requests=3, cache_hits=1, prompt_tokens=1000, completion_tokens=234)
@@ -92,7 +94,7 @@ def test_lines_every_interval_with_every_field_and_a_final_line():
     assert all(FIELDS.match(line) for line in lines), lines
 
 
-def test_unknown_cost_is_left_out_and_a_failed_run_says_stopped():
+def test_unknown_cost_is_said_and_a_failed_run_says_stopped():
     clock, session, out = FakeClock(), FakeSession(), io.StringIO()
     session.totals = Usage(requests=2, unpriced_requests=1)
     bar = Progress(3, session, mode="lines", stream=out, clock=clock)
@@ -100,6 +102,21 @@ def test_unknown_cost_is_left_out_and_a_failed_run_says_stopped():
     bar.close()
     last = out.getvalue().splitlines()[-1]
     assert last.startswith("judge: stopped, 1/3 samples") and "$" not in last
+    assert "0 tokens, cost unknown |" in last
+
+
+def test_a_cost_not_known_yet_is_never_shown_as_zero_dollars():
+    session = FakeSession()
+    bar = Progress(3, session, mode="off")
+    assert bar.usage_text() == "0 requests, 0 cache hits, 0 tokens"  # nothing priced yet
+    session.totals = Usage(requests=2, prompt_tokens=10)  # sent, no answer priced yet
+    assert "$" not in bar.usage_text() and "cost" not in bar.usage_text()
+    session.totals.unpriced_requests = 1  # a model missing from the price map
+    assert bar.usage_text().endswith(", 10 tokens, cost unknown")
+    session.totals = Usage(requests=1, prompt_tokens=10, known_cost=0.00002)
+    assert bar.usage_text().endswith(", 10 tokens, <$0.0001")  # not $0.0000
+    session.totals.known_cost = 0.0125
+    assert bar.usage_text().endswith(", 10 tokens, $0.0125")
 
 
 def test_eta_leaves_out_rows_resumed_from_a_checkpoint():

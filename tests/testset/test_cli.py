@@ -211,3 +211,14 @@ def test_replay_rebuilds_the_same_files_without_a_server(tmp_path):
         for d in "ab"
     )
     assert replayed["requests"] == 0 and replayed["cache_hits"] == recorded["requests"] > 0
+
+
+def test_build_prints_the_files_it_wrote_without_a_double_slash(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "docs")
+    out = tmp_path / "set"
+    with FakeLLMServer(chat=Script()) as server:
+        command = cli_args(server, corpus, out, "-n", "2", "--seed", "7")
+        command[command.index("--out") + 1] = f"{out}/"
+        assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out}/testset.jsonl, qrels.txt" in printed and "//" not in printed
