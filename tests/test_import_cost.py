@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+DEMO = Path(__file__).resolve().parent.parent / "examples"
 
 CHECK = """
 import sys, runpy

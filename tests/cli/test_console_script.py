@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TREC = ROOT / "fixtures" / "ir-conformance" / "trec_eval_test"
-DEMO = ROOT / "fixtures" / "demo"
+DEMO = ROOT / "examples"
 
 
 def judge(*args: str) -> subprocess.CompletedProcess[str]:
