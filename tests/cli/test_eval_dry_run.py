@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from judge.testing import FakeLLMServer
-from tests.helpers.cli import dataset, rows, run
+from tests.helpers.cli import dataset, eval_args, rows, run
 
 # The CLI's default metrics with an embedding model, on tests.helpers.cli's rows (answer,
 # contexts and ground truth in each): 5 chat requests and 1 embedding request per row.
@@ -17,22 +17,7 @@ PER_ROW_CHAT, PER_ROW_EMBED = 5, 1
 
 
 def dry_args(data: Path, server: FakeLLMServer, tmp: Path, *extra: str) -> list[str]:
-    return [
-        "eval",
-        str(data),
-        "--dry-run",
-        "--model",
-        "openai/judge",
-        "--api-base",
-        server.base_url,
-        "--api-key",
-        "sk-cli-secret-123456",
-        "--cache",
-        str(tmp / "cache.sqlite"),
-        "--out",
-        str(tmp / "out"),
-        *extra,
-    ]
+    return eval_args(data, server, tmp, "--dry-run", *extra)
 
 
 def test_good_data_exits_0_sends_nothing_and_writes_nothing(tmp_path, fake_llm_server):
