@@ -15,6 +15,7 @@ from judge.cli.main import main
 from judge.run.report_html import WORST_ORDER, histogram_svg, render_report
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
+from tests.helpers.svg import svg_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 METRICS = ["faithfulness", "context_precision"]
@@ -195,32 +196,11 @@ def test_data_never_breaks_out_of_the_page():
 
 def test_histograms_have_counts_axes_and_say_what_nan_left_out():
     svg = histogram_svg([0.0, 0.05, 0.5, 0.55, 0.58, 1.0], "faithfulness", left_out=2)
-    page = Texts()
-    page.feed(svg)
-    shown = page.texts
+    shown = svg_texts(svg)
     assert "faithfulness (n=6; 2 NaN left out)" in shown
     assert {"2", "3", "1"} <= set(shown)  # a count on every bar that has rows
     assert {"0", "0.5", "1"} <= set(shown)  # the x axis: the score range
     assert "rows" in shown and "score" in " ".join(shown)
-
-
-class Texts(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-        self._inside = False
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag == "text":
-            self._inside = True
-            self.texts.append("")
-
-    def handle_endtag(self, tag: str) -> None:
-        self._inside = False
-
-    def handle_data(self, data: str) -> None:
-        if self._inside:
-            self.texts[-1] += data
 
 
 def test_demo_report_end_to_end(tmp_path, capsys):
