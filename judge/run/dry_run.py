@@ -39,6 +39,7 @@ from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
 from judge.run.data import load_rows
 from judge.run.local import evaluate_row
 from judge.run.plan import check_variables
+from judge.run.progress import cost_text
 from judge.run.score import score_sample
 from judge.run.shard import Shard, parse_shard
 
@@ -286,7 +287,7 @@ def _figures(e: Estimate, judged: bool, model: str | None) -> tuple[str, ...]:
     if not judged:
         return ("-", "-", "-", "-", "-")
     if e.cost is not None:
-        cost = f"${e.cost:.4f}"
+        cost = cost_text(e.cost) or "$0"  # "" only when nothing is sent: a true 0
     elif not e.chat_requests and not e.embedding_requests:
         cost = "$0"  # nothing is sent: a true 0
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -14,7 +15,14 @@ import judge
 from judge.errors import InputFormatError, UnknownMetricError
 from judge.llm.pricing import token_prices
 from judge.metrics.custom import judged_metric
-from judge.run.dry_run import NO_RETRIEVED_IDS, OVER_CONTEXT_WINDOW, dry_run
+from judge.run.dry_run import (
+    NO_RETRIEVED_IDS,
+    OVER_CONTEXT_WINDOW,
+    DryRun,
+    Estimate,
+    MetricCheck,
+    dry_run,
+)
 from judge.testing import FakeLLMServer
 
 CHAT = "/v1/chat/completions"
@@ -286,3 +294,15 @@ def test_a_bad_max_error_rate_is_refused_in_python_words():
 
 def test_the_top_level_names():
     assert judge.dry_run is dry_run and "dry_run" in judge.__all__ and "DryRun" in judge.__all__
+
+
+def test_a_cost_below_a_hundredth_of_a_cent_is_not_shown_as_zero():
+    tiny = Estimate(chat_requests=1, prompt_tokens=10, cost=0.00004)
+    nothing = Estimate()
+    nothing.priced(None, None)
+    check = MetricCheck("faithfulness", "judged", scored=1, estimate=tiny)
+    shown = DryRun("d.jsonl", 1, [], "openai/gpt-4o-mini", None, None, [check], tiny).table()
+    assert "<$0.0001" in shown and "$0.0000" not in shown
+    free = DryRun("d.jsonl", 1, [], "openai/gpt-4o-mini", None, None, [], nothing).table()
+    total = next(line for line in free.splitlines() if line.startswith("total"))
+    assert re.search(r"\s\$0\s", total)  # nothing is sent: a true 0
