@@ -105,8 +105,9 @@ def _setup(namespace: dict[str, Any]) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="judge-docs-"))
     shutil.copytree(ROOT / "examples", workdir / "examples")
     server = FakeLLMServer(chat=heuristic_judge).start()
-    saved_env = {k: os.environ.get(k) for k in _env(server, workdir)}
-    os.environ.update(_env(server, workdir))
+    env = _env(server, workdir)
+    saved_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     namespace.update(
         __docs_server__=server,
         __docs_dir__=workdir,
