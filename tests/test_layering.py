@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"ir"},
     {"metrics"},
     {"run"},
-    {"comparison", "labels", "testset"},
+    {"comparison", "labels", "testset", "experiment"},
     {"probes"},
     {"ray", "testing"},
     {"cli"},

@@ -1,0 +1,278 @@
+"""The app contract: what `judge experiment --app TARGET` loads, and what the app returns.
+
+An app takes the question (a string) as its one argument and returns a mapping with
+`answer` (str), `contexts` (list of str, in the order the generator saw them) and,
+optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores` (numbers,
+one per id) and anything else JSON can hold (kept as extra columns). It may be a
+function, a coroutine function or a callable object; a pydantic model or a dataclass
+with those fields is read like a mapping. Framework objects (a LangChain runnable, a
+LlamaIndex query engine) go through `judge.experiment.adapters`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge.errors import JudgeError
+from judge.experiment.adapters import adapt
+
+# The columns an app's reply fills; every other key of the reply is kept as it is.
+REPLY_FIELDS = ("answer", "contexts", "retrieved_ids", "retrieved_scores")
+
+
+class AppError(JudgeError):
+    """The app cannot be loaded or called (a bad target, an object that is not callable)."""
+
+
+class MalformedReply(JudgeError):
+    """The app returned something that is not a reply of the contract."""
+
+
+@dataclass
+class AppReply:
+    """What an app returned for one question, checked against the contract."""
+
+    answer: str
+    contexts: list[str]
+    retrieved_ids: list[str] | None = None
+    retrieved_scores: list[float] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def columns(self) -> dict[str, Any]:
+        """The reply as the columns of its app_outputs.jsonl row (extra keys after)."""
+        row: dict[str, Any] = {"answer": self.answer, "contexts": self.contexts}
+        if self.retrieved_ids is not None:
+            row["retrieved_ids"] = self.retrieved_ids
+        if self.retrieved_scores is not None:
+            row["retrieved_scores"] = self.retrieved_scores
+        return {**row, **self.extra}
+
+
+@dataclass(frozen=True)
+class App:
+    """A loaded app: the callable to ask, and what identifies it in the run's records.
+
+    Attributes:
+        call: question -> reply (or an awaitable of one).
+        target: how the user named it (`module:function`, `file.py:function`, or the
+            object's qualified name when passed from Python).
+        fingerprint: a hash of the source file the app was defined in (None when it has
+            none, as for a builtin or an object made at the prompt).
+        is_async: whether `call` returns an awaitable (a coroutine function or an object
+            whose `__call__` is one).
+    """
+
+    call: Callable[[str], Any]
+    target: str
+    fingerprint: str | None
+    is_async: bool
+
+
+def load_target(target: str) -> Any:
+    """The object a `module:attribute` or `path/to/file.py:attribute` target names
+    (the attribute may be dotted: `module:pipeline.ask`)."""
+    where, sep, attribute = target.rpartition(":")
+    if not sep or not where or not attribute:
+        raise AppError(
+            f"--app {target!r}: give module:function or path/to/file.py:function "
+            "(as uvicorn and gunicorn name an app)"
+        )
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        module = _module_from_file(Path(where), target)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and where.startswith(exc.name):
+                raise AppError(
+                    f"--app {target!r}: no module named {where!r} (run from the folder "
+                    "that holds it, set PYTHONPATH, or name its file: path/to/file.py:"
+                    f"{attribute})"
+                ) from None
+            raise  # the app's own imports are broken: show the user their traceback
+    obj: Any = module
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise AppError(f"--app {target!r}: {where} has no attribute {attribute!r}") from None
+    return obj
+
+
+def _module_from_file(path: Path, target: str) -> Any:
+    if not path.is_file():
+        raise AppError(f"--app {target!r}: {path}: no such file")
+    name = f"judge_app_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise AppError(f"--app {target!r}: {path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    # The file's own folder first, so the app imports its sibling modules as when run.
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def as_app(obj: Any, target: str | None = None) -> App:
+    """The `App` of a loaded object: a framework object through its adapter, else the
+    object itself when it can be called with the question.
+
+    Args:
+        obj: a function, coroutine function, callable object or framework object.
+        target: how the user named it (default: the object's qualified name).
+    """
+    name = target or _qualified_name(obj)
+    call = adapt(obj)
+    source: Any = obj
+    if call is None:
+        if not callable(obj):
+            raise AppError(
+                f"app {name}: a {type(obj).__name__} is not callable; give a function "
+                "(question -> {'answer': ..., 'contexts': [...]}), a callable object, a "
+                "LangChain runnable or a LlamaIndex query engine"
+            )
+        call = obj
+        _check_signature(obj, name)
+    return App(call, name, _fingerprint(source), _is_async(call))
+
+
+def _check_signature(obj: Any, name: str) -> None:
+    """Fail before the first call when the app cannot take one positional argument."""
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):  # a builtin without a signature: the call will tell
+        return
+    try:
+        signature.bind("question")
+    except TypeError:
+        raise AppError(
+            f"app {name}{signature}: it must take the question as its one argument"
+        ) from None
+
+
+def _is_async(call: Any) -> bool:
+    if inspect.iscoroutinefunction(call):
+        return True
+    # A callable object: its class's __call__ (the instance's own attribute is not used).
+    return inspect.iscoroutinefunction(type(call).__call__)
+
+
+def _qualified_name(obj: Any) -> str:
+    target = obj if inspect.isroutine(obj) or inspect.isclass(obj) else type(obj)
+    module = getattr(target, "__module__", None) or "?"
+    return f"{module}:{getattr(target, '__qualname__', type(obj).__name__)}"
+
+
+def _fingerprint(obj: Any) -> str | None:
+    """A hash of the source file that defines the app (its class for an object)."""
+    target = obj if inspect.isroutine(obj) or inspect.isclass(obj) else type(obj)
+    try:
+        file = inspect.getsourcefile(target)
+    except TypeError:  # builtins have no source file
+        return None
+    if file is None or not Path(file).is_file():
+        return None
+    return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+
+
+def parse_reply(value: Any) -> AppReply:
+    """The app's return value checked against the contract; `MalformedReply` says what
+    is wrong in the app's terms."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    elif hasattr(value, "model_dump") and callable(value.model_dump):  # a pydantic model
+        value = value.model_dump(mode="json")
+    if not isinstance(value, Mapping):
+        raise MalformedReply(
+            f"returned a {type(value).__name__}, not a mapping with 'answer' and 'contexts'"
+        )
+    missing = [key for key in ("answer", "contexts") if key not in value]
+    if missing:
+        raise MalformedReply(
+            f"the reply has no {' and no '.join(repr(k) for k in missing)} "
+            f"(its keys: {', '.join(map(str, value)) or 'none'})"
+        )
+    answer = value["answer"]
+    if not isinstance(answer, str):
+        raise MalformedReply(f"'answer' is a {type(answer).__name__}, not a string")
+    contexts = _strings(value["contexts"], "contexts")
+    ids = value.get("retrieved_ids")
+    scores = value.get("retrieved_scores")
+    retrieved_ids = None if ids is None else _ids(ids)
+    retrieved_scores = None if scores is None else _scores(scores)
+    if retrieved_scores is not None and (
+        retrieved_ids is None or len(retrieved_scores) != len(retrieved_ids)
+    ):
+        count = "no retrieved_ids" if retrieved_ids is None else f"{len(retrieved_ids)} ids"
+        raise MalformedReply(
+            f"'retrieved_scores' has {len(retrieved_scores)} scores for {count}: give "
+            "one score per retrieved id"
+        )
+    extra = {k: v for k, v in value.items() if k not in REPLY_FIELDS}
+    for key, item in extra.items():
+        if not isinstance(key, str):
+            raise MalformedReply(f"the reply's key {key!r} is not a string")
+        try:
+            json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError):
+            raise MalformedReply(
+                f"the reply's {key!r} ({type(item).__name__}) cannot be written as JSON"
+            ) from None
+    return AppReply(answer, contexts, retrieved_ids, retrieved_scores, extra)
+
+
+def _strings(value: Any, key: str) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise MalformedReply(f"{key!r} is a {type(value).__name__}, not a list of strings")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise MalformedReply(f"{key}[{i}] is a {type(item).__name__}, not a string")
+    return list(value)
+
+
+def _ids(value: Any) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise MalformedReply(
+            f"'retrieved_ids' is a {type(value).__name__}, not a list of ids in rank order"
+        )
+    ids = []
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            raise MalformedReply(
+                f"retrieved_ids[{i}] is a {type(item).__name__}, not a string (or integer)"
+            )
+        ids.append(str(item))
+    return ids
+
+
+def _scores(value: Any) -> list[float]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise MalformedReply(f"'retrieved_scores' is a {type(value).__name__}, not a list")
+    scores = []
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise MalformedReply(f"retrieved_scores[{i}] is a {type(item).__name__}, not a number")
+        if not math.isfinite(item):
+            raise MalformedReply(f"retrieved_scores[{i}] is {item}, not a finite number")
+        scores.append(float(item))
+    return scores
