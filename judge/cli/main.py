@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         compare,
         demo,
         eval,
+        experiment,
         ir,
         merge,
         metrics,
@@ -36,7 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
         testset,
     )
 
-    for command in (ir, eval, merge, demo, compare, agreement, probe, metrics, cache, testset):
+    for command in (
+        ir,
+        eval,
+        experiment,
+        merge,
+        demo,
+        compare,
+        agreement,
+        probe,
+        metrics,
+        cache,
+        testset,
+    ):
         command.add_parser(sub)
     return parser
 

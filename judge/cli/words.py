@@ -24,6 +24,10 @@ FLAGS = {
     "concurrency": "--concurrency",
     "timeout": "--timeout",
     "max_retries": "--max-retries",
+    "app": "--app",
+    "app_concurrency": "--app-concurrency",
+    "app_timeout": "--app-timeout",
+    "qrels": "--qrels",
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.
 _EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}

@@ -85,7 +85,7 @@ def load_target(target: str) -> Any:
     where, sep, attribute = target.rpartition(":")
     if not sep or not where or not attribute:
         raise AppError(
-            f"--app {target!r}: give module:function or path/to/file.py:function "
+            f"app={target!r}: give module:function or path/to/file.py:function "
             "(as uvicorn and gunicorn name an app)"
         )
     if where.endswith(".py") or "/" in where or "\\" in where:
@@ -96,7 +96,7 @@ def load_target(target: str) -> Any:
         except ModuleNotFoundError as exc:
             if exc.name is not None and where.startswith(exc.name):
                 raise AppError(
-                    f"--app {target!r}: no module named {where!r} (run from the folder "
+                    f"app={target!r}: no module named {where!r} (run from the folder "
                     "that holds it, set PYTHONPATH, or name its file: path/to/file.py:"
                     f"{attribute})"
                 ) from None
@@ -106,19 +106,19 @@ def load_target(target: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise AppError(f"--app {target!r}: {where} has no attribute {attribute!r}") from None
+            raise AppError(f"app={target!r}: {where} has no attribute {attribute!r}") from None
     return obj
 
 
 def _module_from_file(path: Path, target: str) -> Any:
     if not path.is_file():
-        raise AppError(f"--app {target!r}: {path}: no such file")
+        raise AppError(f"app={target!r}: {path}: no such file")
     name = f"judge_app_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise AppError(f"--app {target!r}: {path} cannot be imported as a Python module")
+        raise AppError(f"app={target!r}: {path} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     # The file's own folder first, so the app imports its sibling modules as when run.
     folder = str(path.resolve().parent)

@@ -38,6 +38,7 @@ class RunConfig(Mapping[str, Any]):
         shard: the shard this run judged, or None for the whole input.
         ray: {"address", "actors"} of a run on Ray, or None.
         cache_damaged: damaged cache entries found (and not used) in this run.
+        app: an experiment's app and its calls (`judge.experiment`), None for a file.
     """
 
     source: str
@@ -58,6 +59,7 @@ class RunConfig(Mapping[str, Any]):
     shard: Shard | None = None
     ray: dict[str, Any] | None = None
     cache_damaged: int = 0
+    app: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """summary.json's `config`: the keys of a plain run in their order; `ray` after
@@ -84,6 +86,8 @@ class RunConfig(Mapping[str, Any]):
             out["shard"] = {"index": self.shard.index, "count": self.shard.count}
         if self.cache_damaged:
             out["cache_damaged"] = self.cache_damaged
+        if self.app is not None:
+            out["app"] = dict(self.app)
         return out
 
     @classmethod
@@ -110,6 +114,7 @@ class RunConfig(Mapping[str, Any]):
             shard=Shard(shard["index"], shard["count"]) if shard else None,
             ray=dict(data["ray"]) if data.get("ray") is not None else None,
             cache_damaged=int(data.get("cache_damaged", 0)),
+            app=dict(data["app"]) if data.get("app") is not None else None,
         )
 
     # The mapping of the JSON form, for readers written against summary.json's dict.

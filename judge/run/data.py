@@ -38,6 +38,10 @@ COLUMNS = FieldTable(
     unknown_field="column_map key {field!r} is not one of {fields}",
     absent_column="column_map: column {column!r} is not in the data (columns: {columns})",
 )
+# An experiment's app_outputs.jsonl (judge.experiment) records there why the app gave no
+# output for a question: the row is an error, as an unreadable row is.
+APP_ERROR = "app_error"
+APP_FAILED = "the app failed on this question"
 _FILE_TYPES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -286,6 +290,10 @@ def build_rows(
     for index, record in enumerate(records):
         number = index if numbers is None else numbers[index]
         row = Row(number)
+        failure = record.get(APP_ERROR)
+        if failure is not None:
+            rows.append(Row(number, error=app_failure(failure)))
+            continue
         try:
             get = {fld: record.get(col) for fld, col in columns.items()}
             if "retrieved_ids" in columns and get["retrieved_ids"] is not None:
@@ -307,6 +315,14 @@ def build_rows(
             row = Row(number, error=broken)
         rows.append(row)
     return rows
+
+
+def app_failure(failure: Any) -> str:
+    """A row's error for an app_error record ({"type", "message", "where"})."""
+    if not isinstance(failure, Mapping):
+        return f"{APP_FAILED}: {failure}"
+    where = f" at {failure['where']}" if failure.get("where") else ""
+    return f"{APP_FAILED}: {failure.get('type', 'error')}: {failure.get('message', '')}{where}"
 
 
 def _lone_surrogate(record: Mapping[str, Any]) -> str | None:

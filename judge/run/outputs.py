@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.errors import JudgeError
 from judge.run.checkpoint import RowFile
+from judge.run.data import APP_FAILED
 from judge.run.diagnose import diagnose
 from judge.run.output_folder import OutputFolder, file_sha256
 from judge.run.report_html import write_report
@@ -183,26 +184,35 @@ def _first(
 def unreadable_failure(result: EvaluationResult, max_rate: float) -> tuple[str | None, str | None]:
     """(a note on the rows that could not be read, why the run fails for them) or Nones.
 
-    Unreadable rows (bad input: no question, contexts not a list...) have no scores at
-    all, so they count against max_error_rate as failed judges do."""
+    Unreadable rows (bad input: no question, contexts not a list...; in an experiment's
+    app_outputs.jsonl, a question the app failed on) have no scores at all, so they count
+    against max_error_rate as failed judges do."""
     total = len(result.rows)
     unreadable = total - result.judged_rows
     if not unreadable:
         return None, None
     shown = _first(result.rows, lambda row: row.error)
+    app_failed = sum(1 for row in result.rows if (row.error or "").startswith(APP_FAILED))
+    what = f"{unreadable} of {total} rows"
+    if app_failed:  # an experiment's: the app's failures are not the input's
+        what += f" ({app_failed} of them questions the app failed on)"
     note = (
-        f"{unreadable} of {total} rows could not be read and have no scores: "
+        f"{what} could not be read and have no scores: "
         + "; ".join(shown)
         + ("; ..." if unreadable > len(shown) else "")
     )
     rate = unreadable / total
     if not rate > max_rate:
         return note, None
-    return note, (
-        f"{unreadable} of {total} rows ({rate:.1%}) could not be read, over "
-        f"max_error_rate {max_rate:g}: fix the input (see 'error' in results.jsonl) or "
-        "map its columns with column_map={'field': 'column'}"
+    fix = (
+        "fix the input (see 'error' in results.jsonl) or map its columns with "
+        "column_map={'field': 'column'}"
     )
+    if app_failed == unreadable:
+        fix = "see app_error in app_outputs.jsonl for why the app failed"
+    elif app_failed:
+        fix = "see app_error in app_outputs.jsonl and 'error' in results.jsonl"
+    return note, (f"{what} ({rate:.1%}) could not be read, over max_error_rate {max_rate:g}: {fix}")
 
 
 def replay_failure(result: EvaluationResult) -> str | None:

@@ -63,6 +63,7 @@ class Progress:
         mode: Mode | None = None,
         interval: float = DEFAULT_INTERVAL,
         resumed: int = 0,
+        unit: str = "samples",
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -71,6 +72,7 @@ class Progress:
                 f"the progress interval must be a positive number of seconds, not {interval}"
             )
         self.total = total
+        self.unit = unit
         self.done = resumed
         self.resumed = resumed
         self.session = session
@@ -91,7 +93,7 @@ class Progress:
             self._bar = tqdm(
                 total=total,
                 initial=resumed,
-                unit="sample",
+                unit=unit.removesuffix("s"),
                 file=self.stream,
                 dynamic_ncols=True,
                 mininterval=0.2,
@@ -155,7 +157,7 @@ class Progress:
         elapsed = self.clock() - self.started
         share = f" ({self.done / self.total:.0%})" if self.total else ""
         state = ("done, " if self.done >= self.total else "stopped, ") if final else ""
-        parts = [f"judge: {state}{self.done}/{self.total} samples{share}"]
+        parts = [f"judge: {state}{self.done}/{self.total} {self.unit}{share}"]
         if self.session is not None:
             parts.append(self.usage_text())
         parts.append(f"{clock_text(elapsed)} elapsed")

@@ -1,0 +1,173 @@
+"""`judge experiment DATA --app TARGET ...`: run the user's RAG app on a test set, keep its
+outputs, judge them; write what `judge eval` writes, plus app_outputs.jsonl and run.trec."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from judge.cli.finish import finish_run, say_damaged, say_notes
+from judge.cli.options import (
+    check_retrieval_only,
+    data_options,
+    gate_options,
+    metrics_given,
+    model_config,
+    model_options,
+    thresholds,
+)
+from judge.errors import CacheStoreError, JudgeError, LLMConfigError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the experiment subcommand."""
+    p = sub.add_parser(
+        "experiment",
+        help="run your RAG app on a test set, then judge its outputs",
+        description="Ask --app every question of DATA (concurrently, each call with a "
+        "timeout), write its outputs to --out/app_outputs.jsonl (a judge eval input: judge "
+        "again without asking the app again), then judge them as judge eval does. With "
+        "retrieved_ids from the app and relevance labels in DATA, also the retrieval "
+        "metrics, and --out/run.trec with --out/qrels.txt for judge ir. A stopped "
+        "experiment rerun with the same --out and app resumes: answered questions are "
+        "not asked again. Exit codes as judge eval's; a question the app failed on "
+        "counts against --max-error-rate as an unreadable row.",
+    )
+    p.add_argument(
+        "data",
+        help="the test set: a `judge testset build` folder (its testset.jsonl, with "
+        "qrels.txt as relevance labels), or a .jsonl/.json/.csv/.parquet file, a saved "
+        "dataset folder or hf://OWNER/NAME[:SPLIT] with a question column (id, "
+        "ground_truth and relevance are used when present)",
+    )
+    p.add_argument(
+        "--app",
+        required=True,
+        metavar="TARGET",
+        help="your app: module:function or path/to/file.py:function (a dotted attribute "
+        "works: module:pipeline.ask). It takes the question (a string) and returns "
+        "{'answer': str, 'contexts': [str, ...]}, optionally with 'retrieved_ids' (rank "
+        "order), 'retrieved_scores' and more keys (kept as columns); sync or async, a "
+        "callable object, a LangChain runnable or a LlamaIndex query engine",
+    )
+    p.add_argument(
+        "--app-concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="app calls in flight at once (default 8; the judge's are --concurrency)",
+    )
+    p.add_argument(
+        "--app-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="seconds one app call may take; a slower one is that question's app error "
+        "(default 120)",
+    )
+    p.add_argument(
+        "--qrels",
+        metavar="FILE",
+        help="TREC qrels of the questions' ids: relevance labels for the retrieval metrics "
+        "(default: DATA's qrels.txt for a test set folder, else DATA's relevance column); "
+        "use qrels_docs.txt when the app returns document ids",
+    )
+    p.add_argument(
+        "--metrics",
+        help="comma-separated metric names (default: as judge eval: the core LLM-judged "
+        "metrics with --model, plus mrr, ndcg@10 and recall@10 when the app returns "
+        "retrieved ids and DATA has relevance labels; without --model, judge ir's "
+        "default retrieval metrics)",
+    )
+    model_options(p)
+    p.add_argument(
+        "--out",
+        default="judge-experiment",
+        help="output directory (default: judge-experiment)",
+    )
+    gate_options(p)
+    p.set_defaults(func=run_experiment_command)
+
+
+def run_experiment_command(args: argparse.Namespace) -> int:
+    """The `judge experiment` command."""
+    from judge.aio import run_sync
+    from judge.experiment.app import as_app, load_target
+    from judge.experiment.experiment import finished, load_testset, run_experiment
+    from judge.run.output_folder import OutputFolder
+
+    required = thresholds(args.fail_under, args.max_error_rate)
+    if args.app_concurrency < 1:
+        raise JudgeError(f"--app-concurrency {args.app_concurrency}: give at least 1")
+    if not args.app_timeout > 0:
+        raise JudgeError(f"--app-timeout {args.app_timeout}: give a positive number of seconds")
+    options = data_options(args)
+    testset = load_testset(args.data, column_map=options["column_map"], qrels=args.qrels)
+    app = as_app(load_target(args.app), args.app)
+    metrics = metrics_given(args)
+    llm = embeddings = cache = None
+    if args.model:
+        llm, embeddings, cache = model_config(args)
+    else:
+        if metrics is None:  # judge ir's defaults: a retrieval-only experiment
+            from judge.ir import DEFAULT_METRICS
+
+            metrics = list(DEFAULT_METRICS)
+        check_retrieval_only(metrics)
+        if testset.qrels is None:
+            raise JudgeError(
+                "nothing to judge without --model: give --model for the LLM-judged metrics, "
+                "or relevance labels (--qrels, a test set folder, a relevance column) for "
+                "the retrieval metrics"
+            )
+    with OutputFolder(args.out) as folder:
+        try:
+            result = run_sync(
+                run_experiment(
+                    app,
+                    testset,
+                    folder,
+                    metrics=metrics,
+                    llm=llm,
+                    embeddings=embeddings,
+                    cache=cache,
+                    app_concurrency=args.app_concurrency,
+                    app_timeout=args.app_timeout,
+                    concurrency=args.concurrency,
+                    progress=options["progress"],
+                    progress_interval=options["progress_interval"],
+                )
+            )
+        except (LLMConfigError, CacheStoreError) as exc:  # the judging cannot work
+            raise type(exc)(
+                f"{exc}; the app's outputs are kept in {folder.path}/app_outputs.jsonl: "
+                "rerun to judge them without asking the app again"
+            ) from None
+        finally:
+            if cache is not None:
+                cache.close()
+        say_damaged(result, args.cache, replay=args.replay)
+        say_notes(result)
+        code = finish_run(result, folder, required, args.max_error_rate)
+        finished(folder.path)
+    if result.config.app is not None:
+        print(app_line(result.config.app), file=sys.stderr)
+    return code
+
+
+def app_line(app: dict[str, Any]) -> str:
+    """One line on the app's calls: asked, reused, errors by type, latency."""
+    latency = app["latency_s"]
+    errors = app["errors"]
+    failed = sum(errors.values())
+    kinds = ", ".join(f"{kind} {count}" for kind, count in errors.items())
+    parts = [
+        f"judge: app {app['target']}: {app['questions']} questions "
+        f"({app['asked']} asked, {app['reused']} answered before)",
+        f"{failed} app errors"
+        + (f" ({kinds}; see app_error in app_outputs.jsonl)" if kinds else ""),
+    ]
+    if latency["p50"] is not None:
+        parts.append(f"latency p50 {latency['p50']:.3g} s, p95 {latency['p95']:.3g} s")
+    return "; ".join(parts)

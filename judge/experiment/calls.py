@@ -1,0 +1,310 @@
+"""Asking the app every question: concurrently, each call with a timeout, every outcome
+written down as it comes, a stopped experiment resumed.
+
+Each finished call is appended at once to a progress file in the output folder
+(`.app_outputs.jsonl`), so a killed experiment loses no answer: the next run with the
+same app reads it back and asks only the questions without an answer. An app error
+(an exception, a timeout, a reply outside the contract) is that question's outcome,
+never the experiment's end; it is asked again on the next run. A sync app runs in a
+thread of its own (a daemon thread: one that never returns cannot keep the process
+alive), an async one on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge.errors import JudgeError
+from judge.experiment.app import App, MalformedReply, parse_reply
+from judge.json_values import canonical_json, sha256_hex
+from judge.run.output_folder import write_failure
+from judge.run.progress import DEFAULT_INTERVAL, Progress
+
+LATENCY = "app_latency_s"  # the columns every app_outputs.jsonl row has
+ERROR = "app_error"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of the test set, and the columns its output row carries."""
+
+    number: int
+    id: str
+    question: str
+    columns: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        """What matches an answer in the progress file to this question."""
+        return sha256_hex(canonical_json([self.id, self.question]))
+
+
+@dataclass
+class CallStats:
+    """What asking the app cost and gave, for summary.json's `config.app`."""
+
+    asked: int = 0
+    reused: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """The figures as summary.json records them."""
+        ordered = sorted(self.latencies)
+
+        def quantile(q: float) -> float | None:
+            if not ordered:
+                return None
+            return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 4)
+
+        return {
+            "questions": self.asked + self.reused,
+            "asked": self.asked,
+            "reused": self.reused,
+            "errors": dict(sorted(self.errors.items())),
+            "latency_s": {
+                "p50": quantile(0.5),
+                "p95": quantile(0.95),
+                "max": round(ordered[-1], 4) if ordered else None,
+            },
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def app_key(app: App) -> str:
+    """Which app (target and source) a progress line belongs to."""
+    return sha256_hex(canonical_json([app.target, app.fingerprint]))[:16]
+
+
+class ProgressFile:
+    """The app's outputs appended as they finish, one JSON line each, written through to
+    the OS at once; read back by a later run of the same app.
+
+    Args:
+        path: the file (`.app_outputs.jsonl` in the output folder).
+        app: the loaded app: lines of another app (or of this one before its source
+            changed) are not reused.
+    """
+
+    def __init__(self, path: Path, app: App):
+        self.path = path
+        self.key = app_key(app)
+        self._out: Any = None
+
+    def load(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """(question key -> output row, of this app and without an app error; the number
+        of lines of another app that are not reused). A torn last line is skipped."""
+        done: dict[str, dict[str, Any]] = {}
+        foreign = 0
+        if not self.path.exists():
+            return done, foreign
+        with self.path.open("rb") as lines:
+            for line in lines:
+                try:
+                    item = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue  # the last line of a killed run may be cut short
+                if not isinstance(item, dict) or "row" not in item:
+                    continue
+                if item.get("app") != self.key:
+                    foreign += 1
+                elif item["row"].get(ERROR) is None:
+                    done[item["question"]] = item["row"]
+                else:  # asked again: the error may have passed
+                    done.pop(item["question"], None)
+        return done, foreign
+
+    def write(self, question: Question, row: dict[str, Any]) -> None:
+        """Append one finished question's row."""
+        line = json.dumps(
+            {"app": self.key, "question": question.key, "row": row}, ensure_ascii=False
+        )
+        try:
+            if self._out is None:
+                self._out = self._open()
+            self._out.write(line.encode("utf-8") + b"\n")
+            self._out.flush()
+        except OSError as exc:  # a full disk stops the experiment: written lines stay
+            raise write_failure(self.path, exc) from None
+
+    def _open(self) -> Any:
+        out = open(self.path, "ab")  # noqa: SIM115 (held open for the run; see close)
+        if out.tell():  # a line cut short by a killed run is ended first
+            with open(self.path, "rb") as tail:
+                tail.seek(-1, os.SEEK_END)
+                if tail.read(1) != b"\n":
+                    out.write(b"\n")
+        return out
+
+    def close(self) -> None:
+        """Close the file (its lines are already written through)."""
+        if self._out is not None:
+            out, self._out = self._out, None
+            out.close()
+
+
+def error_record(exc: BaseException) -> dict[str, Any]:
+    """An app error as app_outputs.jsonl records it: type, message and where it was raised
+    (the traceback's last frame)."""
+    record: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        record["where"] = f"{_shown_path(last.filename)}:{last.lineno} in {last.name}"
+    return record
+
+
+def _shown_path(filename: str) -> str:
+    try:
+        return str(Path(filename).resolve().relative_to(Path.cwd()))
+    except ValueError:  # outside the working directory
+        return filename
+
+
+def _in_thread(app: App, question: str) -> asyncio.Future[Any]:
+    """The sync app called in a daemon thread of its own; its outcome as a future."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, failed: bool) -> None:
+        if future.done():  # timed out meanwhile: the answer comes too late
+            return
+        if failed:
+            future.set_exception(value)
+        else:
+            future.set_result(value)
+
+    def run() -> None:
+        try:
+            value, failed = app.call(question), False
+        except Exception as exc:  # handed to the coroutine that awaits it
+            value, failed = exc, True
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+            loop.call_soon_threadsafe(settle, value, failed)
+
+    threading.Thread(target=run, name="judge-app", daemon=True).start()
+    return future
+
+
+async def _outcome(app: App, question: str) -> tuple[Any, Exception | None]:
+    """(the app's return value, None) or (None, the exception it raised): its own errors
+    kept apart from the timeout around it (an app may raise TimeoutError itself)."""
+    try:
+        value = await app.call(question) if app.is_async else await _in_thread(app, question)
+        while inspect.isawaitable(value):  # a sync function that returned an awaitable
+            value = await value
+    except Exception as exc:  # the app's own failure is this question's outcome
+        return None, exc
+    return value, None
+
+
+async def ask(app: App, question: Question, timeout: float) -> dict[str, Any]:
+    """The app's output row for one question: the reply's columns, or the error, and the
+    latency in seconds."""
+    started = time.perf_counter()
+    row: dict[str, Any] = dict(question.columns)
+    error: dict[str, Any] | None = None
+    try:
+        value, failure = await asyncio.wait_for(_outcome(app, question.question), timeout)
+    except asyncio.TimeoutError:
+        error = {"type": "Timeout", "message": f"no reply within {timeout:g} s (the app timeout)"}
+    else:
+        if failure is not None:
+            error = error_record(failure)
+        else:
+            try:
+                row.update(parse_reply(value).columns())
+            except MalformedReply as exc:
+                error = {"type": "MalformedReply", "message": str(exc)}
+    row[LATENCY] = round(time.perf_counter() - started, 4)
+    row[ERROR] = error
+    return row
+
+
+async def ask_all(
+    app: App,
+    questions: Sequence[Question],
+    progress_file: ProgressFile,
+    *,
+    concurrency: int,
+    timeout: float,
+    progress: bool = True,
+    progress_interval: float = DEFAULT_INTERVAL,
+) -> tuple[list[dict[str, Any]], CallStats]:
+    """Every question's output row (in the questions' order) and the call figures; the
+    questions already answered in the progress file are not asked again.
+
+    Args:
+        app: the loaded app.
+        questions: the test set's questions.
+        progress_file: where finished calls go as they finish.
+        concurrency: calls in flight at once.
+        timeout: seconds one call may take.
+        progress, progress_interval: as for `judge.evaluate`.
+    """
+    if concurrency < 1:
+        raise JudgeError(f"app_concurrency={concurrency}: give at least 1")
+    if not timeout > 0:
+        raise JudgeError(f"app_timeout={timeout}: give a positive number of seconds")
+    done, _ = progress_file.load()
+    rows: dict[int, dict[str, Any]] = {}
+    stats = CallStats()
+    todo = []
+    for question in questions:
+        found = done.get(question.key)
+        if found is None:
+            todo.append(question)
+        else:
+            rows[question.number] = found
+            stats.reused += 1
+    bar = Progress(
+        len(questions),
+        None,
+        mode=None if progress else "off",
+        interval=progress_interval,
+        resumed=stats.reused,
+        unit="questions asked of the app",
+    )
+    pending: Iterator[Question] = iter(todo)
+
+    async def worker() -> None:
+        for question in pending:
+            row = await ask(app, question, timeout)
+            progress_file.write(question, row)
+            rows[question.number] = row
+            stats.asked += 1
+            bar.advance()
+
+    started = time.monotonic()
+    bar.start()
+    try:
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(todo)))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            raise
+    finally:
+        bar.close()
+        progress_file.close()
+    stats.seconds = time.monotonic() - started
+    ordered = [rows[q.number] for q in questions]
+    for row in ordered:
+        stats.latencies.append(row[LATENCY])
+        if row[ERROR] is not None:
+            stats.errors[row[ERROR]["type"]] += 1
+    return ordered, stats

@@ -1,0 +1,300 @@
+"""`judge.experiment`: the user's app asked every question of a test set, its outputs
+kept, then judged as `judge eval` judges a file.
+
+The output folder gets `app_outputs.jsonl` (one row per question: the test set's columns,
+the app's answer, contexts, retrieved ids and scores, extra keys, latency and error; a
+valid `judge eval` input, so judging again never asks the app again), `run.trec` and
+`qrels.txt` when the app returns retrieved ids and the test set has relevance labels
+(for `judge ir` and `judge compare --qrels`), and the files of `judge eval`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from judge.aio import sync_twin
+from judge.cache.store import Cache
+from judge.errors import InputFormatError, JudgeError
+from judge.experiment.app import REPLY_FIELDS, App, as_app, load_target
+from judge.experiment.calls import ERROR, CallStats, ProgressFile, Question, ask_all
+from judge.ir import DEFAULT_METRICS
+from judge.ir.trec import read_qrels, write_qrels, write_run
+from judge.llm.config import LLM, Embeddings
+from judge.llm.session import LLMSession
+from judge.metrics.resolve import MetricLike
+from judge.run.data import parse_relevance, read_records, resolve_columns
+from judge.run.evaluate import aevaluate
+from judge.run.output_folder import OutputFolder
+from judge.run.outputs import write_outputs
+from judge.run.progress import DEFAULT_INTERVAL
+from judge.run.results import EvaluationResult
+
+APP_OUTPUTS = "app_outputs.jsonl"
+PROGRESS_FILE = ".app_outputs.jsonl"  # the calls finished so far, for a resumed run
+CHECKPOINT = ".checkpoint.jsonl"  # judge eval's: the rows judged so far
+TESTSET_FILE = "testset.jsonl"  # a `judge testset build` folder holds it, with qrels.txt
+DEFAULT_APP_CONCURRENCY = 8
+DEFAULT_APP_TIMEOUT = 120.0
+DEFAULT_OUT = "judge-experiment"
+
+
+@dataclasses.dataclass(frozen=True)
+class TestSet:
+    """The questions to ask, where they came from, and their relevance labels."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    questions: list[Question]
+    source: str
+    qrels: dict[str, dict[str, int]] | None
+    qrels_source: str | None
+
+
+def load_testset(
+    data: Any,
+    *,
+    column_map: Mapping[str, str] | None = None,
+    qrels: str | os.PathLike[str] | None = None,
+) -> TestSet:
+    """The questions of a test set: a `judge testset build` folder (its testset.jsonl,
+    with qrels.txt as relevance labels), or anything `judge.evaluate` reads.
+
+    Args:
+        data: the test set.
+        column_map: `{field: column}` for question, id, ground_truth and relevance
+            columns with other names.
+        qrels: a TREC qrels file whose labels replace the test set's `relevance`
+            column (default: a test set folder's qrels.txt).
+    """
+    folder = Path(data) if isinstance(data, (str, os.PathLike)) else None
+    if folder is not None and folder.is_dir() and (folder / TESTSET_FILE).is_file():
+        records, source = read_records(folder / TESTSET_FILE)
+        if qrels is None and (folder / "qrels.txt").is_file():
+            qrels = folder / "qrels.txt"
+    else:
+        records, source = read_records(data)
+    if not records:
+        raise InputFormatError(f"{source}: no questions to ask")
+    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map, source)
+    labels = read_qrels(qrels) if qrels is not None else None
+    # The app fills these; a test set's own (a reference answer under "answer") would
+    # be taken for the app's.
+    dropped = {columns.get(f) for f in ("answer", "contexts", "retrieved_ids")} | set(REPLY_FIELDS)
+    renamed = {col: fld for fld, col in columns.items()}
+    questions = []
+    bad = []
+    found: dict[str, dict[str, int]] = {}  # labels from the relevance column
+    for number, record in enumerate(records):
+        text = record.get(columns["question"])
+        if not isinstance(text, str) or not text.strip():
+            bad.append(number)
+            continue
+        ident = record.get(columns["id"]) if "id" in columns else None
+        ident = number if ident is None else ident
+        row: dict[str, Any] = {"id": ident, "question": text}
+        for column, value in record.items():
+            if column in dropped or column in (ERROR, "app_latency_s"):
+                continue
+            name = renamed.get(column, column)
+            if name not in row:
+                row[name] = value
+        if labels is not None:
+            row.pop("relevance", None)
+            if str(ident) in labels:
+                row["relevance"] = labels[str(ident)]
+        if labels is None and row.get("relevance") is not None:
+            with contextlib.suppress(ValueError, TypeError):  # judge eval says so for that row
+                found[str(ident)] = parse_relevance(row["relevance"])
+        questions.append(Question(number, str(ident), text, row))
+    if bad:
+        shown = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
+        raise InputFormatError(
+            f"{source}: {len(bad)} rows have no question to ask (rows {shown}); fix them or "
+            "map the question column with column_map={'question': ...}"
+        )
+    if labels is None and found:
+        return TestSet(questions, source, found, f"{source} (relevance column)")
+    return TestSet(questions, source, labels, os.fspath(qrels) if qrels is not None else None)
+
+
+def trec_run(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """The app's rankings as a TREC run: per question id, its retrieved ids with scores
+    falling in rank order (the app's own scores stay in app_outputs.jsonl: trec_eval
+    ranks by score, and an app's scores may be distances, or not follow its order)."""
+    run: dict[str, dict[str, float]] = {}
+    for row in rows:
+        ids = row.get("retrieved_ids")
+        if row.get(ERROR) is not None or not ids:
+            continue
+        ranked = list(dict.fromkeys(ids))  # a document twice counts at its first rank
+        run[str(row["id"])] = {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
+    return run
+
+
+def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+async def run_experiment(
+    app: App,
+    testset: TestSet,
+    folder: OutputFolder,
+    *,
+    metrics: Sequence[MetricLike] | None = None,
+    llm: LLM | LLMSession | None = None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    app_concurrency: int = DEFAULT_APP_CONCURRENCY,
+    app_timeout: float = DEFAULT_APP_TIMEOUT,
+    concurrency: int | None = None,
+    progress: bool = True,
+    progress_interval: float = DEFAULT_INTERVAL,
+) -> EvaluationResult:
+    """Ask the app, write its outputs into the (open) folder, judge them; the judged
+    folder's results.jsonl, summary.json and report.html are the caller's to write."""
+    progress_file = ProgressFile(folder.path / PROGRESS_FILE, app)
+    rows, stats = await ask_all(
+        app,
+        testset.questions,
+        progress_file,
+        concurrency=app_concurrency,
+        timeout=app_timeout,
+        progress=progress,
+        progress_interval=progress_interval,
+    )
+    published = [APP_OUTPUTS]
+    with folder.writing(APP_OUTPUTS) as path:
+        _write_jsonl(path, rows)
+    run = trec_run(rows)
+    if run and testset.qrels is not None:
+        with folder.writing("run.trec") as path:
+            write_run(run, path, tag="app")
+        with folder.writing("qrels.txt") as path:
+            write_qrels(testset.qrels, path)
+        published += ["run.trec", "qrels.txt"]
+    folder.publish(published)  # kept whatever happens to the judging
+    result = await aevaluate(
+        folder.path / APP_OUTPUTS,
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        cache=cache,
+        concurrency=concurrency,
+        checkpoint=folder.path / CHECKPOINT,
+        progress=progress,
+        progress_interval=progress_interval,
+    )
+    result.config = dataclasses.replace(
+        result.config,
+        app=app_record(app, stats, testset, app_concurrency, app_timeout),
+    )
+    return result
+
+
+def app_record(
+    app: App, stats: CallStats, testset: TestSet, concurrency: int, timeout: float
+) -> dict[str, Any]:
+    """summary.json's `config.app`: which app, how it was called, what the calls gave."""
+    return {
+        "target": app.target,
+        "fingerprint": app.fingerprint,
+        "testset": testset.source,
+        "qrels": testset.qrels_source,
+        "concurrency": concurrency,
+        "timeout_s": timeout,
+        **stats.as_json(),
+    }
+
+
+def finished(folder: Path) -> None:
+    """Remove what only a resumed experiment needs, once its outputs are written."""
+    for name in (PROGRESS_FILE, CHECKPOINT):
+        (folder / name).unlink(missing_ok=True)
+
+
+async def aexperiment(
+    app: Any,
+    data: Any,
+    *,
+    out: str | os.PathLike[str] = DEFAULT_OUT,
+    metrics: Sequence[MetricLike] | None = None,
+    llm: LLM | LLMSession | None = None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    column_map: Mapping[str, str] | None = None,
+    qrels: str | os.PathLike[str] | None = None,
+    app_concurrency: int = DEFAULT_APP_CONCURRENCY,
+    app_timeout: float = DEFAULT_APP_TIMEOUT,
+    concurrency: int | None = None,
+    progress: bool = True,
+    progress_interval: float = DEFAULT_INTERVAL,
+) -> EvaluationResult:
+    """Run the user's RAG app on every question of a test set, keep its outputs, judge them.
+
+    Args:
+        app: a function, coroutine function or callable object taking the question (a
+            str) and returning `{"answer": str, "contexts": [str, ...]}`, optionally with
+            `retrieved_ids` (rank order), `retrieved_scores` and extra keys; a LangChain
+            runnable or LlamaIndex query engine; or a target string
+            `"module:function"` / `"path/to/file.py:function"`.
+        data: the test set: a `judge testset build` folder, or anything `judge.evaluate`
+            reads (needs a question column; id, ground_truth and relevance are used).
+        out: the folder written: app_outputs.jsonl, run.trec and qrels.txt (with
+            retrieved ids and relevance labels), results.jsonl, summary.json,
+            report.html. A stopped experiment rerun with the same `out` and app resumes:
+            answered questions are not asked again, judged rows not judged again.
+        metrics, llm, embeddings, cache, concurrency: as for `judge.evaluate`; without
+            `llm` only retrieval metrics can be computed.
+        column_map: `{field: column}` for test set columns with other names.
+        qrels: a TREC qrels file of relevance labels by question id (default: the test
+            set folder's qrels.txt, else its relevance column).
+        app_concurrency: app calls in flight at once (the judge's are `concurrency`).
+        app_timeout: seconds one app call may take; a slower call is that question's
+            app error (a sync app's thread is left to finish on its own).
+        progress, progress_interval: as for `judge.evaluate`.
+
+    Returns:
+        The `EvaluationResult` of the app's outputs; `result.config.app` records the app
+        (target, source fingerprint) and its calls (asked, reused, errors by type,
+        latency). A question the app failed on is a row error (its metrics NaN, counted
+        against `max_error_rate` when the result is written with gates).
+    """
+    loaded = as_app(load_target(app), app) if isinstance(app, str) else as_app(app)
+    testset = load_testset(data, column_map=column_map, qrels=qrels)
+    if llm is None and metrics is None:
+        if testset.qrels is None:
+            raise JudgeError(
+                "no metric to compute: give llm (the judge model) for the LLM-judged "
+                "metrics, or relevance labels (qrels, or a test set with them) for "
+                "retrieval metrics"
+            )
+        metrics = list(DEFAULT_METRICS)  # judge ir's: a retrieval-only experiment
+    with OutputFolder(out) as folder:
+        result = await run_experiment(
+            loaded,
+            testset,
+            folder,
+            metrics=metrics,
+            llm=llm,
+            embeddings=embeddings,
+            cache=cache,
+            app_concurrency=app_concurrency,
+            app_timeout=app_timeout,
+            concurrency=concurrency,
+            progress=progress,
+            progress_interval=progress_interval,
+        )
+        write_outputs(result, folder)
+        finished(folder.path)
+    return result
+
+
+experiment = sync_twin(aexperiment)
