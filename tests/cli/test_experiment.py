@@ -1,0 +1,231 @@
+"""`judge experiment` as a user runs it: a subprocess asking an app in a file, judged by
+the fake server; killed with SIGKILL and resumed; its outputs judged again by judge eval."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from judge.testing import FakeLLMServer
+from tests.helpers import apps
+from tests.helpers.cli import run
+from tests.helpers.judging import judge_handler
+
+APPS = Path(apps.__file__)
+
+
+@pytest.fixture
+def server(fake_llm_server: FakeLLMServer) -> FakeLLMServer:
+    fake_llm_server.chat = judge_handler
+    return fake_llm_server
+
+
+def questions(path: Path, n: int = 5) -> Path:
+    items = [
+        {
+            **apps.QUESTIONS[i % 5],
+            "id": f"q{i + 1}",
+            "question": f"{apps.QUESTIONS[i % 5]['question']} ({i})",
+        }
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(q) + "\n" for q in items), encoding="utf-8")
+    return path
+
+
+def experiment_args(
+    data: Path, app: str, server: FakeLLMServer, out: Path, *extra: str
+) -> list[str]:
+    return [
+        "experiment",
+        str(data),
+        "--app",
+        f"{APPS}:{app}",
+        "--model",
+        "openai/judge",
+        "--api-base",
+        server.base_url,
+        "--api-key",
+        "k",
+        "--no-cache",
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def scores(out: Path) -> list[tuple]:
+    return [
+        (r["row"], r["id"], json.dumps(r["scores"], sort_keys=True))
+        for r in read_jsonl(out / "results.jsonl")
+    ]
+
+
+def test_an_experiment_writes_app_outputs_that_judge_eval_judges_again_without_the_app(
+    server, tmp_path
+):
+    data = questions(tmp_path / "q.jsonl")
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "JUDGE_TEST_CALLS": str(calls)}
+    done = run(*experiment_args(data, "counted", server, tmp_path / "exp"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "5 questions (5 asked, 0 answered before); 0 app errors" in done.stderr
+    assert len(calls.read_text().splitlines()) == 5
+    summary = json.loads((tmp_path / "exp" / "summary.json").read_text())
+    assert summary["config"]["app"]["target"] == f"{APPS}:counted"
+    assert summary["config"]["app"]["fingerprint"]  # the hash of apps.py
+    assert {"faithfulness", "mrr", "ndcg@10", "recall@10"} <= set(summary["metrics"])
+    again = run(
+        "eval",
+        tmp_path / "exp" / "app_outputs.jsonl",
+        "--model",
+        "openai/judge",
+        "--api-base",
+        server.base_url,
+        "--api-key",
+        "k",
+        "--no-cache",
+        "--out",
+        tmp_path / "again",
+        "--no-progress",
+        env=env,
+    )
+    assert again.returncode == 0, again.stderr
+    assert len(calls.read_text().splitlines()) == 5  # no app call
+    assert scores(tmp_path / "again") == scores(tmp_path / "exp")
+
+
+def test_killed_in_the_middle_an_experiment_resumes_without_asking_answered_questions(
+    server, tmp_path
+):
+    data = questions(tmp_path / "q.jsonl", n=12)
+    reference = run(*experiment_args(data, "answer", server, tmp_path / "whole"))
+    assert reference.returncode == 0, reference.stderr
+    server.reset()
+    server.chat = judge_handler
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "JUDGE_TEST_CALLS": str(calls), "JUDGE_TEST_SLEEP": "0.2"}
+    out = tmp_path / "out"
+    args = experiment_args(data, "counted", server, out, "--app-concurrency", "2")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "judge", *args], env=env, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    progress = out / ".app_outputs.jsonl"
+    while time.monotonic() < deadline:
+        if progress.exists() and len(progress.read_bytes().splitlines()) >= 5:
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert server.count() == 0  # judging starts once every question is answered
+    answered = {
+        json.loads(line)["row"]["question"]
+        for line in progress.read_bytes().splitlines()
+        if line.endswith(b"}")
+    }
+    assert 5 <= len(answered) < 12
+    assert not (out / "results.jsonl").exists()
+    asked_before = calls.read_text().splitlines()
+    resumed = run(*args, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    asked_after = calls.read_text().splitlines()[len(asked_before) :]
+    assert not answered & set(asked_after)  # no answered question asked again
+    assert set(asked_before) | set(asked_after) == {
+        q["question"] for q in read_jsonl(data)
+    }  # none lost
+    assert f"({12 - len(answered)} asked, {len(answered)} answered before)" in resumed.stderr
+    assert scores(out) == scores(tmp_path / "whole")
+    assert not progress.exists() and not (out / ".checkpoint.jsonl").exists()
+
+
+def test_killed_while_judging_an_experiment_resumes_the_judging_alone(server, tmp_path):
+    data = questions(tmp_path / "q.jsonl", n=12)
+    reference = run(*experiment_args(data, "answer", server, tmp_path / "whole"))
+    assert reference.returncode == 0, reference.stderr
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "JUDGE_TEST_CALLS": str(calls)}
+    out = tmp_path / "out"
+    args = experiment_args(data, "counted", server, out, "--concurrency", "1")
+    server.latency = 0.05  # slow enough to be stopped in the middle
+    process = subprocess.Popen(
+        [sys.executable, "-m", "judge", *args], env=env, stderr=subprocess.PIPE
+    )
+    checkpoint = out / ".checkpoint.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if checkpoint.exists() and len(checkpoint.read_bytes().splitlines()) >= 3:
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    judged = len(checkpoint.read_bytes().splitlines())
+    assert 3 <= judged < 12
+    server.latency = 0
+    resumed = run(*args, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(calls.read_text().splitlines()) == 12  # the app was asked once per question
+    assert "(0 asked, 12 answered before)" in resumed.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["resumed_rows"] >= judged - 1  # a torn last line is judged again
+    assert scores(out) == scores(tmp_path / "whole")
+
+
+def test_app_errors_fail_the_error_rate_gate_with_the_apps_reason(server, tmp_path):
+    data = questions(tmp_path / "q.jsonl")
+    done = run(
+        *experiment_args(data, "hangs_on_bananas", server, tmp_path / "out", "--app-timeout", "0.5")
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Timeout: no reply within 0.5 s" in done.stderr
+    assert "1 app errors (Timeout 1; see app_error in app_outputs.jsonl)" in done.stderr
+    assert "see app_error in app_outputs.jsonl for why the app failed" in done.stderr
+    allowed = run(
+        *experiment_args(
+            data,
+            "hangs_on_bananas",
+            server,
+            tmp_path / "out2",
+            "--app-timeout",
+            "0.5",
+            "--max-error-rate",
+            "0.25",
+        )
+    )
+    assert allowed.returncode == 0, allowed.stderr
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("nowhere.py:answer", "--app nowhere.py:answer: nowhere.py: no such file"),
+        (f"{APPS}:missing", f"{APPS} has no attribute 'missing'"),
+        (f"{APPS}:CHUNKS", "a dict is not callable"),
+        (f"{APPS}:retrieve", None),  # two parameters, the second with a default: fine
+        ("no_such_module_xyz:app", "no module named 'no_such_module_xyz'"),
+        ("answer", "give module:function or path/to/file.py:function"),
+    ],
+)
+def test_a_bad_target_is_one_line_naming_the_flag(target, message, server, tmp_path):
+    data = questions(tmp_path / "q.jsonl")
+    args = experiment_args(data, "answer", server, tmp_path / "out")
+    args[args.index("--app") + 1] = target
+    done = run(*args)
+    if message is None:
+        assert done.returncode == 3, done.stderr  # retrieve's reply is no mapping: app errors
+        return
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()  # nothing asked, nothing written
