@@ -1,0 +1,128 @@
+"""How close does `judge experiment` come to the lower bound of asking a slow app?
+
+An app that takes 100 ms per question (a sync one sleeping in its thread, and an async
+one awaiting), 500 questions, `--app-concurrency 32`: the lower bound of the asking is
+ceil(500 / 32) x 0.1 s = 1.6 s; the target is at most 1.1x it. Each run is a child
+process running `judge.experiment` (the asking, app_outputs.jsonl, then retrieval metrics
+against the questions' labels, no judge model), so its peak memory is its own; run again
+with 10x the questions, the peak should stay flat (only the rows' outputs grow).
+
+    python -m bench.speed.experiment_speed [--questions 500] [--concurrency 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SLEEP = 0.1
+
+
+def sync_app(question: str) -> dict:
+    time.sleep(SLEEP)
+    return reply(question)
+
+
+async def async_app(question: str) -> dict:
+    await asyncio.sleep(SLEEP)
+    return reply(question)
+
+
+def reply(question: str) -> dict:
+    n = int(question.rsplit(" ", 1)[1])
+    ids = [f"d{(n + i) % 50}" for i in range(10)]
+    return {
+        "answer": f"answer {n}",
+        "contexts": [f"text of {d}" for d in ids],
+        "retrieved_ids": ids,
+    }
+
+
+def child(kind: str, questions: int, concurrency: int) -> None:
+    """One experiment in this process; prints its figures as JSON."""
+    from judge.experiment.experiment import experiment
+
+    data = [
+        {"id": f"q{n}", "question": f"question {n}", "relevance": {f"d{n % 50}": 1}}
+        for n in range(questions)
+    ]
+    app = sync_app if kind == "sync" else async_app
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        result = experiment(
+            app, data, out=Path(out) / "run", app_concurrency=concurrency, progress=False
+        )
+        wall = time.perf_counter() - started
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "asking_s": result.config.app["seconds"],
+                "wall_s": wall,
+                "peak_mib": peak_kib / 1024,
+                "errors": result.config.app["errors"],
+            }
+        )
+    )
+
+
+def measure(kind: str, questions: int, concurrency: int) -> dict:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.speed.experiment_speed",
+            "--child",
+            kind,
+            "--questions",
+            str(questions),
+            "--concurrency",
+            str(concurrency),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--child", choices=["sync", "async"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.questions, args.concurrency)
+        return
+    bound = math.ceil(args.questions / args.concurrency) * SLEEP
+    print(f"{args.questions} questions, app 100 ms a call, app concurrency {args.concurrency}")
+    print(
+        f"lower bound of the asking: ceil({args.questions}/{args.concurrency}) x 0.1 s = "
+        f"{bound:.2f} s (target <= 1.1x)\n"
+    )
+    print(
+        f"{'app':6} {'questions':>9} {'asking s':>9} {'x bound':>8} {'whole s':>8} {'peak MiB':>9}"
+    )
+    for kind in ("sync", "async"):
+        for questions in (args.questions, args.questions * 10):
+            figures = measure(kind, questions, args.concurrency)
+            low = math.ceil(questions / args.concurrency) * SLEEP
+            assert not figures["errors"], figures
+            print(
+                f"{kind:6} {questions:>9,} {figures['asking_s']:>9.2f} "
+                f"{figures['asking_s'] / low:>8.3f} {figures['wall_s']:>8.2f} "
+                f"{figures['peak_mib']:>9.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
