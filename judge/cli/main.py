@@ -34,9 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
         metrics,
         probe,
         testset,
+        view,
     )
 
-    for command in (ir, eval, merge, demo, compare, agreement, probe, metrics, cache, testset):
+    commands = (ir, eval, merge, demo, compare, agreement, probe, metrics, cache, testset, view)
+    for command in commands:
         command.add_parser(sub)
     return parser
 
