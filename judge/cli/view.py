@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "view",
         help="write the run history as a web page: metrics across runs, runs, differences",
         description="Write the run history as a static web page into --out: a chart of "
-        "each metric's mean across runs in time order (the 95%% interval as a band, the "
+        "each metric's mean across runs in time order (the 95% interval as a band, the "
         "baseline marked), the runs table, and for any two runs chosen in it the "
         "per-question scores, differences and answers. The folder needs no server and "
         "fetches nothing (Chart.js is shipped inside it): open index.html, keep the "
