@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"metrics"},
     {"run"},
     {"comparison", "labels", "testset", "experiment"},
-    {"probes"},
+    {"probes", "view"},
     {"ray", "testing"},
     {"cli"},
     {"__init__", "__main__"},

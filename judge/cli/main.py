@@ -35,21 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
         metrics,
         probe,
         testset,
+        view,
     )
 
-    for command in (
-        ir,
-        eval,
-        experiment,
-        merge,
-        demo,
-        compare,
-        agreement,
-        probe,
-        metrics,
-        cache,
-        testset,
-    ):
+    commands = (ir, eval, experiment, merge, demo, compare, agreement, probe, metrics, cache)
+    for command in (*commands, testset, view):
         command.add_parser(sub)
     return parser
 

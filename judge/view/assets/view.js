@@ -1,0 +1,388 @@
+// judge view: the run history's page, drawn from window.JUDGE_VIEW (data.js) with Chart.js.
+// Every text of the data is user data (answers, questions, names): it reaches the page
+// through textContent and attributes only, never innerHTML.
+(function () {
+  "use strict";
+
+  var data = window.JUDGE_VIEW;
+  var BLUE = "rgb(63, 111, 181)";
+  var BAND = "rgba(63, 111, 181, 0.18)";
+  var RED = "rgb(176, 0, 32)";
+  var MISSING = "\u2013";
+
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) {
+      var value = attrs[key];
+      if (value === null || value === undefined || value === false) return;
+      if (key === "text") node.textContent = String(value);
+      else if (key === "className") node.className = value;
+      else node.setAttribute(key, value === true ? "" : String(value));
+    });
+    (children || []).forEach(function (child) {
+      if (child === null || child === undefined) return;
+      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    });
+    return node;
+  }
+
+  function num(value, digits, sign) {
+    if (value === null || value === undefined || Number.isNaN(value)) return MISSING;
+    var text = Number(value).toFixed(digits === undefined ? 3 : digits);
+    return sign && value > 0 ? "+" + text : text;
+  }
+
+  function runLabel(run) {
+    return run.name ? run.name + " (" + run.id.slice(0, 8) + ")" : run.id.slice(0, 12);
+  }
+
+  var runsById = {};
+
+  // ---- charts: a metric's mean per run in time order, its 95% interval as a band
+  function summaryOf(run, metric, key) {
+    var values = run.summary[metric];
+    return values ? values[key] : null;
+  }
+
+  function drawCharts() {
+    var holder = document.getElementById("charts");
+    data.metrics.forEach(function (metric, index) {
+      var canvas = el("canvas", {
+        id: "chart-" + index,
+        "data-metric": metric,
+        role: "img",
+        "aria-label": metric + " across runs",
+      });
+      var box = el("div", { className: "chart", "data-metric": metric }, [
+        el("h3", { text: metric }),
+        el("div", { className: "canvas-box" }, [canvas]),
+      ]);
+      holder.appendChild(box);
+      var labels = data.runs.map(function (run) {
+        var when = (run.created || "").replace("T", " ").replace("Z", "").slice(0, 16);
+        return [runLabel(run), when];
+      });
+      var isBase = data.runs.map(function (run) {
+        return run.id === data.baseline;
+      });
+      new Chart(canvas, {
+        type: "line",
+        data: {
+          labels: labels,
+          datasets: [
+            {
+              label: "95% interval",
+              data: data.runs.map(function (run) { return summaryOf(run, metric, "ci_high"); }),
+              borderWidth: 0,
+              pointRadius: 0,
+              backgroundColor: BAND,
+              fill: "+1",
+              spanGaps: true,
+            },
+            {
+              label: "95% interval (low end)",
+              data: data.runs.map(function (run) { return summaryOf(run, metric, "ci_low"); }),
+              borderWidth: 0,
+              pointRadius: 0,
+              backgroundColor: BAND,
+              fill: false,
+              spanGaps: true,
+            },
+            {
+              label: "mean",
+              data: data.runs.map(function (run) { return summaryOf(run, metric, "mean"); }),
+              borderColor: BLUE,
+              backgroundColor: BLUE,
+              fill: false,
+              spanGaps: true,
+              pointStyle: isBase.map(function (b) { return b ? "rectRot" : "circle"; }),
+              pointRadius: isBase.map(function (b) { return b ? 8 : 4; }),
+              pointBackgroundColor: isBase.map(function (b) { return b ? RED : BLUE; }),
+              pointBorderColor: isBase.map(function (b) { return b ? RED : BLUE; }),
+            },
+          ],
+        },
+        options: {
+          animation: false,
+          responsive: true,
+          maintainAspectRatio: false,
+          interaction: { mode: "index", intersect: false },
+          scales: { y: { suggestedMin: 0, suggestedMax: 1 } },
+          plugins: {
+            legend: {
+              labels: {
+                filter: function (item) { return item.datasetIndex !== 1; },
+              },
+            },
+            tooltip: {
+              callbacks: {
+                afterTitle: function (items) {
+                  var run = data.runs[items[0].dataIndex];
+                  var scored = summaryOf(run, metric, "scored");
+                  return (run.id === data.baseline ? "baseline; " : "") +
+                    (scored === null ? "" : scored + " scored");
+                },
+              },
+            },
+          },
+        },
+      });
+    });
+  }
+
+  // ---- the runs table; a click on a row chooses it (two at most, the oldest dropped)
+  var chosen = [];
+
+  function drawRuns() {
+    var table = document.getElementById("runs");
+    var head = ["", "id", "name", "created", "command", "model", "app", "git", "rows"]
+      .concat(data.metrics, ["tags"]);
+    table.appendChild(el("thead", {}, [el("tr", {}, head.map(function (h) {
+      return el("th", { text: h });
+    }))]));
+    var body = el("tbody");
+    data.runs.forEach(function (run) {
+      var box = el("input", { type: "checkbox", "aria-label": "choose run " + run.id });
+      var nameCell = el("td", {}, [run.name || ""]);
+      if (run.id === data.baseline) {
+        nameCell.appendChild(el("span", { className: "badge", text: "baseline" }));
+      }
+      var git = run.git ? run.git.commit + (run.git.dirty ? " (dirty)" : "") : "";
+      var cells = [
+        el("td", {}, [box]),
+        el("td", {}, [el("code", { text: run.id })]),
+        nameCell,
+        el("td", { text: run.created || "" }),
+        el("td", { text: run.command || "" }),
+        el("td", { text: run.model || "" }),
+        el("td", { text: run.app || "" }),
+        el("td", { text: git, title: run.git && run.git.dirty ? "uncommitted changes" : null }),
+        el("td", { className: "n", text: run.rows === null ? "" : run.rows }),
+      ].concat(data.metrics.map(function (metric) {
+        return el("td", { className: "n", text: num(summaryOf(run, metric, "mean")) });
+      }), [el("td", { text: (run.tags || []).join(", ") })]);
+      var row = el("tr", {
+        "data-run": run.id,
+        className: run.id === data.baseline ? "baseline" : null,
+      }, cells);
+      row.addEventListener("click", function (event) {
+        if (event.target !== box) box.checked = !box.checked;
+        choose(run.id, box.checked);
+      });
+      body.appendChild(row);
+    });
+    table.appendChild(body);
+    document.getElementById("compare").addEventListener("click", function () {
+      if (chosen.length === 2) {
+        window.location.hash = "compare=" + chosen.map(encodeURIComponent).join(",");
+        compare(chosen[0], chosen[1]);
+      }
+    });
+  }
+
+  function choose(id, on) {
+    chosen = chosen.filter(function (c) { return c !== id; });
+    if (on) chosen.push(id);
+    while (chosen.length > 2) chosen.shift();
+    document.querySelectorAll("#runs tbody tr").forEach(function (row) {
+      var picked = chosen.indexOf(row.getAttribute("data-run")) >= 0;
+      row.classList.toggle("chosen", picked);
+      row.querySelector("input").checked = picked;
+    });
+    document.getElementById("compare").disabled = chosen.length !== 2;
+    document.getElementById("chosen").textContent = chosen.length
+      ? "chosen: " + chosen.map(function (id) { return runLabel(runsById[id]); }).join(" and ")
+      : "";
+  }
+
+  // ---- the drill-down: per question, both runs' scores and the difference (later - earlier)
+  function keyOf(row, by) {
+    return by === "id" ? row.id : (row.question_key || row.question);
+  }
+
+  function keyed(rows, by) {
+    var out = new Map();
+    rows.forEach(function (row) {
+      var key = keyOf(row, by);
+      if (key !== null && key !== undefined) out.set(key, row);
+    });
+    return out;
+  }
+
+  // Ids usually identify samples; when two runs numbered them differently, the question
+  // text is the better key (as judge compare decides).
+  function pairRows(rowsA, rowsB) {
+    var idsA = keyed(rowsA, "id"), idsB = keyed(rowsB, "id");
+    var qsA = keyed(rowsA, "question"), qsB = keyed(rowsB, "question");
+    var sharedIds = 0, sharedQs = 0;
+    idsA.forEach(function (_, key) { if (idsB.has(key)) sharedIds++; });
+    qsA.forEach(function (_, key) { if (qsB.has(key)) sharedQs++; });
+    var byQuestion = sharedQs > sharedIds && qsA.size === rowsA.length &&
+      qsB.size === rowsB.length;
+    var a = byQuestion ? qsA : idsA, b = byQuestion ? qsB : idsB;
+    var pairs = [];
+    a.forEach(function (rowA, key) {
+      if (b.has(key)) pairs.push({ key: key, a: rowA, b: b.get(key) });
+    });
+    return { by: byQuestion ? "question" : "id", pairs: pairs, onlyA: a.size - pairs.length,
+      onlyB: b.size - pairs.length };
+  }
+
+  function diffMetrics(pairs) {
+    var names = data.metrics.slice();
+    pairs.forEach(function (pair) {
+      Object.keys(pair.a.scores).concat(Object.keys(pair.b.scores)).forEach(function (m) {
+        if (names.indexOf(m) < 0) names.push(m);
+      });
+    });
+    return names.filter(function (m) {
+      return pairs.some(function (p) { return m in p.a.scores || m in p.b.scores; });
+    });
+  }
+
+  function delta(pair, metric) {
+    var x = pair.a.scores[metric], y = pair.b.scores[metric];
+    return x === null || x === undefined || y === null || y === undefined ? null : y - x;
+  }
+
+  // The sort key: the largest drop over the metrics (or of one metric); null sorts last.
+  function dropOf(pair, metrics) {
+    var worst = null;
+    metrics.forEach(function (m) {
+      var d = delta(pair, m);
+      if (d !== null && (worst === null || d < worst)) worst = d;
+    });
+    return worst;
+  }
+
+  function sortPairs(pairs, metrics) {
+    var keys = new Map(pairs.map(function (p) { return [p, dropOf(p, metrics)]; }));
+    return pairs.slice().sort(function (p, q) {
+      var x = keys.get(p), y = keys.get(q);
+      if (x === null && y === null) return 0;
+      if (x === null) return 1;
+      if (y === null) return -1;
+      return x - y;
+    });
+  }
+
+  function answerCell(row) {
+    return el("td", { className: "answer" }, [row.answer === null ? MISSING : row.answer]);
+  }
+
+  function scoreCell(row, metric) {
+    var value = row.scores[metric];
+    var reason = row.reasons && row.reasons[metric];
+    return el("td", { className: "n", text: num(value), title: reason || null });
+  }
+
+  function compare(idA, idB) {
+    var runA = runsById[idA], runB = runsById[idB];
+    if (!runA || !runB) return;
+    // Earlier run first: the difference is what changed since.
+    if ((runB.created || "") < (runA.created || "")) {
+      var swap = runA; runA = runB; runB = swap;
+    }
+    var section = document.getElementById("diff-section");
+    var note = document.getElementById("diff-note");
+    var table = document.getElementById("diff");
+    var controls = document.getElementById("diff-controls");
+    section.hidden = false;
+    table.replaceChildren();
+    controls.replaceChildren();
+    document.getElementById("diff-title").textContent =
+      "Per question: " + runLabel(runA) + " \u2192 " + runLabel(runB);
+    var resA = data.results[runA.id], resB = data.results[runB.id];
+    var problems = [[runA, resA], [runB, resB]].filter(function (x) {
+      return x[1].status !== "ok";
+    }).map(function (x) { return "Run " + runLabel(x[0]) + ": " + x[1].message + "."; });
+    if (problems.length) {
+      note.textContent = problems.join(" ") + " The per-question scores cannot be shown.";
+      note.className = "bad";
+      section.scrollIntoView();
+      return;
+    }
+    var paired = pairRows(resA.rows, resB.rows);
+    var metrics = diffMetrics(paired.pairs);
+    var skipped = resA.skipped + resB.skipped;
+    note.className = "small";
+    note.textContent = paired.pairs.length + " questions in both runs, matched by " +
+      paired.by + "; " + paired.onlyA + " only in " + runLabel(runA) + ", " + paired.onlyB +
+      " only in " + runLabel(runB) +
+      (skipped ? "; " + skipped + " rows with input errors left out" : "") +
+      ". \u0394 = " + runLabel(runB) + " \u2212 " + runLabel(runA) +
+      "; the largest drop first.";
+    var select = el("select", { id: "diff-sort", "aria-label": "sort by" },
+      [el("option", { value: "", text: "largest drop, any metric" })].concat(
+        metrics.map(function (m) { return el("option", { value: m, text: "largest drop: " + m }); })));
+    controls.appendChild(el("label", {}, ["Sort by ", select]));
+
+    var head = el("tr", {}, [el("th", { text: "question" })]);
+    metrics.forEach(function (m) {
+      head.appendChild(el("th", { text: m + " A" }));
+      head.appendChild(el("th", { text: m + " B" }));
+      head.appendChild(el("th", { text: m + " \u0394" }));
+    });
+    head.appendChild(el("th", { text: "answer A: " + runLabel(runA) }));
+    head.appendChild(el("th", { text: "answer B: " + runLabel(runB) }));
+    table.appendChild(el("thead", {}, [head]));
+    var body = el("tbody");
+    table.appendChild(body);
+
+    function fill() {
+      body.replaceChildren();
+      var by = select.value ? [select.value] : metrics;
+      sortPairs(paired.pairs, by).forEach(function (pair) {
+        var question = pair.a.question === null ? MISSING : pair.a.question;
+        var row = el("tr", { "data-key": pair.key }, [el("td", {}, [
+          el("div", { text: question }),
+          pair.a.id === null ? null : el("div", { className: "small", text: "id " + pair.a.id }),
+        ])]);
+        metrics.forEach(function (m) {
+          var d = delta(pair, m);
+          row.appendChild(scoreCell(pair.a, m));
+          row.appendChild(scoreCell(pair.b, m));
+          row.appendChild(el("td", {
+            className: "n delta" + (d === null ? "" : d < 0 ? " bad" : d > 0 ? " ok" : ""),
+            "data-metric": m,
+            "data-delta": d === null ? null : String(d),
+            text: num(d, 3, "+"),
+          }));
+        });
+        row.appendChild(answerCell(pair.a));
+        row.appendChild(answerCell(pair.b));
+        body.appendChild(row);
+      });
+    }
+    select.addEventListener("change", fill);
+    fill();
+    section.scrollIntoView();
+  }
+
+  function fromHash() {
+    var match = /^#compare=([^,]+),([^,]+)$/.exec(window.location.hash);
+    if (!match) return;
+    var ids = [decodeURIComponent(match[1]), decodeURIComponent(match[2])];
+    if (runsById[ids[0]] && runsById[ids[1]]) {
+      ids.forEach(function (id) { choose(id, true); });
+      compare(ids[0], ids[1]);
+    }
+  }
+
+  if (!data) {
+    document.body.appendChild(el("p", { className: "bad",
+      text: "data.js is missing or damaged: build the view again with judge view" }));
+    return;
+  }
+  data.runs.forEach(function (run) {
+    runsById[run.id] = run;
+  });
+  document.getElementById("generated").textContent += " \u00b7 " + data.runs.length + " runs";
+  if (!data.runs.length) {
+    document.getElementById("charts").appendChild(el("p", {
+      text: "No runs yet: every judge eval and judge experiment records one." }));
+  }
+  drawCharts();
+  drawRuns();
+  fromHash();
+})();

@@ -1,0 +1,169 @@
+"""The viewer's data: the run history's records, in time order, with each run's rows as
+its results.jsonl holds them (id, question, answer, scores), read once when the view is
+built so that the page needs nothing but its own folder."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from judge.errors import InputFormatError
+from judge.json_values import nan_to_null
+
+# An answer longer than this is cut in the page's data: the drill-down shows answers side
+# by side, and a run of long answers would otherwise make data.js as big as results.jsonl.
+MAX_ANSWER_CHARS = 4000
+# The same for a question (a question is matched whole before it is cut).
+MAX_QUESTION_CHARS = 1000
+
+# What each run of the page says about itself (the record's keys, flattened for the table).
+RUN_KEYS = ("id", "name", "created", "command", "model", "data", "rows", "tags", "baseline")
+
+
+def view_data(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The page's data (`window.JUDGE_VIEW`) from run records (`RunRecord.to_dict()`).
+
+    Args:
+        records: the runs, in any order; each a mapping with at least `id`. A run whose
+            `out_dir` is gone, or holds no readable results.jsonl, stays in the charts
+            and the table; its `results` say why it has no rows.
+
+    Returns:
+        {"metrics": [...], "runs": [...], "baseline": id or None, "results": {id: ...}}:
+        runs in time order (then id), metrics in the order the runs first name them.
+    """
+    runs = [_run(record, at) for at, record in enumerate(records)]
+    seen: set[str] = set()
+    for run in runs:
+        if run["id"] in seen:
+            raise InputFormatError(f"run {run['id']} is given twice; give each run once")
+        seen.add(run["id"])
+    runs.sort(key=lambda run: (run["created"] or "", run["id"]))
+    metrics: dict[str, None] = {}  # an ordered set
+    for run in runs:
+        metrics.update(dict.fromkeys([*run["metrics"], *run["summary"]]))
+    baselines = [run["id"] for run in runs if run["baseline"]]
+    return {
+        "metrics": list(metrics),
+        "runs": runs,
+        # One baseline is pinned at a time; were several marked, the latest one counts.
+        "baseline": baselines[-1] if baselines else None,
+        "results": {run["id"]: run_results(run["out_dir"]) for run in runs},
+    }
+
+
+def _run(record: Mapping[str, Any], at: int) -> dict[str, Any]:
+    """One record as the page shows it: the table's cells and the charts' numbers."""
+    if not isinstance(record, Mapping) or not record.get("id"):
+        raise InputFormatError(
+            f"run record {at + 1} has no id: give records as `judge runs list --json` writes them"
+        )
+    run = {key: record.get(key) for key in RUN_KEYS}
+    run["id"] = str(record["id"])
+    run["baseline"] = bool(record.get("baseline"))
+    run["tags"] = [str(tag) for tag in record.get("tags") or []]
+    run["metrics"] = [str(m) for m in record.get("metrics") or []]
+    run["out_dir"] = str(record["out_dir"]) if record.get("out_dir") else None
+    app = record.get("app") or {}
+    run["app"] = app.get("target") if isinstance(app, Mapping) else None
+    git = record.get("git") or {}
+    commit = git.get("commit") if isinstance(git, Mapping) else None
+    run["git"] = {"commit": str(commit)[:8], "dirty": bool(git.get("dirty"))} if commit else None
+    summary = record.get("summary") or {}
+    run["summary"] = {
+        str(metric): {
+            key: _number(values.get(key)) for key in ("mean", "ci_low", "ci_high", "scored")
+        }
+        for metric, values in summary.items()
+        if isinstance(values, Mapping)
+    }
+    return run
+
+
+def _number(value: Any) -> float | None:
+    """A summary's number, or None when it is missing or undefined (NaN, null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if math.isnan(value) or math.isinf(value) else value
+
+
+def run_results(out_dir: str | None) -> dict[str, Any]:
+    """One run's rows for the drill-down, or why there are none.
+
+    Returns:
+        {"status": "ok", "rows": [...], "skipped": n} with each row's id, question,
+        answer, scores (null when undefined) and the reasons of its undefined scores;
+        rows that could not be evaluated at all (an `error`) are skipped and counted.
+        Else {"status": "missing" or "unreadable", "message": why}.
+    """
+    if out_dir is None:
+        return {"status": "missing", "message": "the run recorded no output folder"}
+    folder = Path(out_dir)
+    if not folder.is_dir():
+        return {"status": "missing", "message": f"the run's folder {folder} is gone"}
+    path = folder / "results.jsonl"
+    if not path.is_file():
+        return {"status": "missing", "message": f"the run's folder {folder} has no results.jsonl"}
+    rows: list[dict[str, Any]] = []
+    skipped = 0
+    try:
+        with path.open(encoding="utf-8") as lines:  # line by line: the file may be large
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                row = _row(line, path, number)
+                if row is None:
+                    skipped += 1
+                else:
+                    rows.append(row)
+    except (InputFormatError, OSError, UnicodeDecodeError) as exc:
+        return {"status": "unreadable", "message": f"{exc}"}
+    return {"status": "ok", "rows": rows, "skipped": skipped}
+
+
+def _row(line: str, path: Path, number: int) -> dict[str, Any] | None:
+    """A results.jsonl line as the drill-down needs it; None for a row that has no scores
+    because its input could not be read (its `error`)."""
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise InputFormatError(f"not JSON ({exc})", path=str(path), line=number) from None
+    if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+        raise InputFormatError("not a judge results row (no scores)", path=str(path), line=number)
+    if data.get("error"):
+        return None
+    scores = {str(m): _number(v) for m, v in data["scores"].items()}
+    reasons = data.get("reasons") or {}
+    row_id = data.get("id")
+    question = data.get("question")
+    out = {
+        "id": None if row_id is None else str(row_id),
+        "question": _cut(question, MAX_QUESTION_CHARS),
+        "answer": _cut(data.get("answer"), MAX_ANSWER_CHARS),
+        "scores": scores,
+        "reasons": {m: str(reasons[m]) for m, v in scores.items() if v is None and m in reasons},
+    }
+    if out["question"] != question and question is not None:
+        out["question_key"] = str(question)  # a cut question still matches its twin whole
+    return out
+
+
+def _cut(text: Any, limit: int) -> str | None:
+    """Text cut at `limit` characters, with a mark saying so; None stays None."""
+    if text is None:
+        return None
+    whole = str(text)
+    return whole if len(whole) <= limit else whole[:limit] + f" […cut at {limit} characters]"
+
+
+def data_script(data: Mapping[str, Any]) -> str:
+    """data.js: `window.JUDGE_VIEW = {...};`, loaded with a script tag (file:// forbids
+    fetching files), every `<`, `>`, `&` and line separator written as a \\u escape so
+    that no text of the data can end a script or be read as markup."""
+    text = json.dumps(nan_to_null(data), ensure_ascii=False, allow_nan=False, indent=None)
+    for char in ("<", ">", "&", "\u2028", "\u2029"):
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return f"window.JUDGE_VIEW = {text};\n"

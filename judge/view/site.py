@@ -1,0 +1,115 @@
+"""The viewer as a static folder: index.html, data.js and the assets shipped in the
+package (Chart.js, view.js, view.css). It opens from file:// with nothing fetched, so
+there is no server to keep running and the folder can be kept as a CI artifact or sent."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from judge.errors import OutputError
+from judge.formatting import escape
+from judge.version import __version__
+from judge.view.data import data_script, view_data
+
+# The files of judge/view/assets/ copied into every view's assets/ folder.
+ASSETS = ("chart.umd.js", "chart.js.LICENSE.md", "view.js", "view.css")
+
+DEFAULT_OUT = "judge-view"
+
+# The page runs its own scripts and nothing else: no inline script, nothing from elsewhere.
+CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:"
+
+
+def build_view(
+    records: Iterable[Mapping[str, Any]], out: str | os.PathLike[str] = DEFAULT_OUT
+) -> Path:
+    """Write the viewer of a run history into a folder; returns the path of its index.html.
+
+    Args:
+        records: the runs (`RunRecord.to_dict()` of the run store), in any order.
+        out: the folder to write (made if missing); index.html, data.js and assets/ in it
+            are replaced, nothing else in it is touched.
+    """
+    data = view_data(records)
+    folder = Path(out)
+    try:
+        (folder / "assets").mkdir(parents=True, exist_ok=True)
+        for name in ASSETS:
+            source = resources.files("judge.view") / "assets" / name
+            _write(folder / "assets" / name, source.read_bytes())
+        _write(folder / "data.js", data_script(data).encode("utf-8"))
+        _write(folder / "index.html", index_html(len(data["runs"])).encode("utf-8"))
+    except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as exc:
+        raise OutputError(
+            f"cannot write the view into {folder}: {exc.strerror or exc} ({exc.filename}); "
+            "give another folder"
+        ) from None
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write the view into {folder}: {exc.strerror or exc}; free some space "
+            "or give another folder"
+        ) from None
+    return folder / "index.html"
+
+
+def _write(path: Path, content: bytes) -> None:
+    """Write a file whole: under a temporary name, then renamed (a reader never sees half)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(content)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def index_html(runs: int) -> str:
+    """The page: its skeleton, filled by assets/view.js from data.js."""
+    title = f"judge runs ({runs})"
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<title>{escape(title)}</title>
+<link rel="stylesheet" href="assets/view.css">
+</head>
+<body>
+<header>
+<h1>Run history</h1>
+<p class="small" id="generated">judge {escape(__version__)}</p>
+</header>
+<main>
+<section id="charts-section">
+<h2>Metrics across runs</h2>
+<p class="small">Each metric's mean per run, in time order; the band is its 95% interval;
+the baseline run is the red diamond.</p>
+<div id="charts" class="charts"></div>
+</section>
+<section id="runs-section">
+<h2>Runs</h2>
+<p class="small">Choose two runs (click their rows), then Compare.</p>
+<div class="actions">
+<button type="button" id="compare" disabled>Compare</button>
+<span id="chosen" class="small"></span>
+</div>
+<div class="scroll"><table id="runs"></table></div>
+</section>
+<section id="diff-section" hidden>
+<h2 id="diff-title">Per question</h2>
+<p id="diff-note" class="small"></p>
+<div class="actions" id="diff-controls"></div>
+<div class="scroll"><table id="diff"></table></div>
+</section>
+</main>
+<script src="data.js"></script>
+<script src="assets/chart.umd.js"></script>
+<script src="assets/view.js"></script>
+</body>
+</html>
+"""
