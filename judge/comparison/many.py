@@ -224,16 +224,19 @@ class ManyComparison:
         """The terminal view: the runs x metrics table, then each run against the baseline
         (paired statistics and its `questions` largest drops and gains)."""
         cell = 21
-        head = f"{'run':<24} {'rows':>5}  " + " ".join(f"{m[:cell]:>{cell}}" for m in self.metrics)
+        names = [r.label + (" (baseline)" if r.label == self.baseline else "") for r in self.runs]
+        wide = max(len(n) for n in [*names, "run"])
+        head = f"{'run':<{wide}} {'rows':>5}  " + " ".join(
+            f"{m[:cell]:>{cell}}" for m in self.metrics
+        )
         lines = [
             "mean [95% CI] over each run's own rows",
             head,
             "=" * len(head),
         ]
-        for r in self.runs:
-            name = r.label + (" (baseline)" if r.label == self.baseline else "")
+        for name, r in zip(names, self.runs, strict=True):
             cells = " ".join(f"{_interval(r.metrics[m]):>{cell}}" for m in self.metrics)
-            lines.append(f"{name[:24]:<24} {r.rows:>5}  {cells}")
+            lines.append(f"{name:<{wide}} {r.rows:>5}  {cells}")
         for v in self.versus:
             c = v.comparison
             lines += [
