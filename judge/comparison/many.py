@@ -16,7 +16,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ class RunSummary:
     metrics: dict[str, MetricSummary]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON values (NaN as None left to the caller)."""
+        """JSON values; NaN stays NaN (`ManyComparison.to_dict` makes it null)."""
         from judge.run.diagnose import diagnose
 
         return {
@@ -194,7 +194,7 @@ class ManyComparison:
     metrics: list[str]
     runs: list[RunSummary]
     versus: list[RunVersusBaseline]
-    tests: int = field(default=0)  # (run, metric) pairs with a p-value, Holm's m
+    tests: int = 0  # (run, metric) pairs with a p-value: the m of Holm's adjustment
 
     @property
     def holm_note(self) -> str:
@@ -255,12 +255,11 @@ class ManyComparison:
                     f"{number(m.p_adjusted):>7}  {m.wins}/{m.ties}/{m.losses}{star}"
                 )
             lines.append(f"  worse on {len(v.worse)} questions, better on {len(v.better)}")
-            for title, diffs in (("largest drops", v.worse), ("largest gains", v.better)):
-                shown = [
-                    _headline(q, q.worse if title == "largest drops" else q.better) for q in diffs
-                ]
+            drops = [_headline(q, q.worse) for q in v.worse[:questions]]
+            gains = [_headline(q, q.better) for q in v.better[:questions]]
+            for title, shown in (("largest drops", drops), ("largest gains", gains)):
                 if shown:
-                    lines.append(f"  {title}: " + "; ".join(shown[:questions]))
+                    lines.append(f"  {title}: " + "; ".join(shown))
         lines.append(f"\n* = {self.holm_note}.")
         return "\n".join(lines)
 
