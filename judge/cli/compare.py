@@ -1,10 +1,12 @@
-"""`judge compare`: two evaluations (or two TREC runs and qrels), with paired significance."""
+"""`judge compare`: evaluations against a baseline (or two TREC runs and qrels), with paired
+significance."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from judge.cli.options import metric_option, metrics_of
 from judge.cli.output import output_options
@@ -15,19 +17,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     """Register the compare subcommand."""
     p = sub.add_parser(
         "compare",
-        help="compare two evaluations (or two TREC runs) with paired significance tests",
-        description="Compare B against A. A and B are judge eval outputs (results.jsonl or "
-        "its directory) or, with --qrels, two TREC run files (e.g. first-stage retrieval and "
-        "the same candidates reranked). Exit 1 with --fail-on-regression only when a metric "
-        "drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors.",
+        help="compare evaluations (or two TREC runs) with paired significance tests",
+        description="Compare evaluations against a baseline. The RUNs are judge eval outputs "
+        "(results.jsonl or its directory); the first is the baseline unless --baseline names "
+        "one. Two RUNs: B against A. More: a runs x metrics table, each run against the "
+        "baseline with Holm's correction across all runs and metrics, and per question what "
+        "got worse and better. With --qrels, two TREC run files (e.g. first-stage retrieval "
+        "and the same candidates reranked). Exit 1 with --fail-on-regression only when a "
+        "metric drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors.",
     )
-    p.add_argument("a", help="baseline: results.jsonl, an eval output directory, or a run file")
-    p.add_argument("b", nargs="?", help="candidate, in the same form (omit with --columns)")
-    p.add_argument("--qrels", help="TREC qrels: A and B are then TREC run files")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="results.jsonl or an eval output directory (the first is the baseline unless "
+        "--baseline is given); with --qrels two run files A B; with --columns one dataset",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="the evaluation the others are compared with: one of the RUNs or another",
+    )
+    p.add_argument("--qrels", help="TREC qrels: the two RUNs are then TREC run files")
     p.add_argument(
         "--columns",
         metavar="COL_A,COL_B",
-        help="A is a dataset; compare its two ranked doc-id columns (e.g. "
+        help="the RUN is a dataset; compare its two ranked doc-id columns (e.g. "
         "first_stage_ids,reranked_ids) against its relevance column",
     )
     metric_option(
@@ -47,13 +62,91 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 if any metric got significantly worse",
+        help="exit 1 if any metric of any run got significantly worse than the baseline",
     )
     p.set_defaults(func=run_compare)
 
 
+def run_sources(refs: list[str], args: argparse.Namespace) -> list[str]:
+    """The evaluation each RUN or --baseline argument names: a results.jsonl or an output
+    folder, as given (the one place where arguments become sources)."""
+    return list(refs)
+
+
+def _same_source(a: str, b: str) -> bool:
+    """Whether two sources are the same evaluation (a folder and its results.jsonl are)."""
+
+    def results(source: str) -> Path:
+        path = Path(source)
+        return (path / "results.jsonl" if path.is_dir() else path).resolve()
+
+    return results(a) == results(b)
+
+
+def _evaluations(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """The baseline and the other evaluations from the RUNs and --baseline."""
+    if args.baseline is None:
+        first, *others = run_sources(args.runs, args)
+        return first, others
+    *given, baseline = run_sources([*args.runs, args.baseline], args)
+    return baseline, [s for s in given if not _same_source(s, baseline)]
+
+
 def run_compare(args: argparse.Namespace) -> int:
     """The `judge compare` command."""
+    if (args.qrels or args.columns) and args.baseline:
+        raise JudgeError(
+            "--baseline applies to judge eval outputs; with --qrels or --columns the first "
+            "run (or column) is the baseline"
+        )
+    if args.qrels and len(args.runs) != 2:
+        raise JudgeError(f"--qrels compares two run files A B, not {len(args.runs)}")
+    if args.columns or args.qrels:
+        return _compare_two(args, args.runs[0], args.runs[1] if len(args.runs) > 1 else None)
+    baseline, others = _evaluations(args)
+    if not others:
+        raise JudgeError(
+            "give two or more evaluations (the first is the baseline, or --baseline RUN), or "
+            "--columns COL_A,COL_B to compare two columns of one dataset"
+        )
+    if args.top_k:
+        raise JudgeError("--top-k applies to run files or --columns")
+    if len(others) == 1:
+        return _compare_two(args, baseline, others[0])
+    return _compare_many(args, baseline, others)
+
+
+def _compare_many(args: argparse.Namespace, baseline: str, others: list[str]) -> int:
+    """Runs against a baseline: write, print, and exit 1 on a regression when asked."""
+    from judge.comparison.html import write_many
+    from judge.comparison.many import compare_many, write_json
+
+    many = compare_many(baseline, others, metrics=metrics_of(args) or None)
+    if args.out:
+        from judge.run.output_folder import OutputFolder
+
+        with OutputFolder(args.out) as folder:  # locked, written whole, no debris
+            with folder.writing("compare.html") as html:
+                write_many(many, html)
+            with folder.writing("comparison.json") as data:
+                write_json(many, data)
+            folder.publish(["compare.html", "comparison.json"])
+    if args.format == "json":
+        print(json.dumps(many.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(many.table())
+    regressions = many.regressions()
+    for run, m in regressions:
+        print(
+            f"REGRESSION: {run}: {m.metric} got worse than {many.baseline}, delta "
+            f"{m.delta:+.4f} (p_holm {m.p_adjusted:.4g})",
+            file=sys.stderr,
+        )
+    return 1 if args.fail_on_regression and regressions else 0
+
+
+def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
+    """B against A: two evaluations, two TREC runs (--qrels) or two columns (--columns)."""
     from judge.comparison.evaluations import compare, write_json
     from judge.comparison.html import write_compare
     from judge.comparison.trec_runs import compare_runs
@@ -64,33 +157,31 @@ def run_compare(args: argparse.Namespace) -> int:
         from judge.comparison.trec_runs import compare_ranked_columns
 
         first, _, second = args.columns.partition(",")
-        if not first or not second or args.b:
+        if not first or not second or b:
             raise JudgeError("--columns takes COL_A,COL_B and one dataset (no B)")
         comparison = compare_ranked_columns(
-            args.a,
+            a,
             first.strip(),
             second.strip(),
             metrics,
             relevance_level=args.relevance_level,
             k=args.top_k or 5,
         )
-    elif args.b is None:
+    elif b is None:
         raise JudgeError("give B, or --columns COL_A,COL_B to compare two columns of A")
     elif args.qrels:
         comparison = compare_runs(
             read_qrels(args.qrels),
-            read_run(args.a),
-            read_run(args.b),
+            read_run(a),
+            read_run(b),
             metrics,
             relevance_level=args.relevance_level,
             k=args.top_k or 5,
-            label_a=args.a,
-            label_b=args.b,
+            label_a=a,
+            label_b=b,
         )
     else:
-        if args.top_k:
-            raise JudgeError("--top-k applies to run files or --columns")
-        comparison = compare(args.a, args.b, metrics=metrics)
+        comparison = compare(a, b, metrics=metrics)
     findings = comparison.diagnosis_b()
     if args.out:
         from judge.run.output_folder import OutputFolder

@@ -230,8 +230,23 @@ def load_results(source: Any) -> tuple[list[ResultRow], str]:
     return rows, str(path)
 
 
-def _keyed(rows: list[ResultRow], field_name: str) -> Scores:
-    return {str(getattr(r, field_name)): r.scores for r in rows if not r.error}
+def match_key(rows_a: list[ResultRow], rows_b: list[ResultRow]) -> str:
+    """The field that pairs the samples of two evaluations: "id", or "question" when more
+    samples share a question than an id and every question is unique on both sides."""
+    by_id_a, by_id_b = keyed_scores(rows_a, "id"), keyed_scores(rows_b, "id")
+    by_q_a, by_q_b = keyed_scores(rows_a, "question"), keyed_scores(rows_b, "question")
+    shared_ids = len(by_id_a.keys() & by_id_b.keys())
+    shared_questions = len(by_q_a.keys() & by_q_b.keys())
+    # Ids usually identify samples; when two exports numbered them differently, the
+    # question text is the better key.
+    if shared_questions > shared_ids and len(by_q_a) == len(rows_a) and len(by_q_b) == len(rows_b):
+        return "question"
+    return "id"
+
+
+def keyed_scores(rows: list[ResultRow], key: str) -> Scores:
+    """The scores of the rows that were judged, by `key` ("id" or "question", `match_key`)."""
+    return {str(getattr(r, key)): r.scores for r in rows if not r.error}
 
 
 def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
@@ -247,15 +262,14 @@ def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
     """
     rows_a, label_a = load_results(a)
     rows_b, label_b = load_results(b)
-    by_id_a, by_id_b = _keyed(rows_a, "id"), _keyed(rows_b, "id")
-    by_q_a, by_q_b = _keyed(rows_a, "question"), _keyed(rows_b, "question")
-    shared_ids = len(by_id_a.keys() & by_id_b.keys())
-    shared_questions = len(by_q_a.keys() & by_q_b.keys())
-    # Ids usually identify samples; when two exports numbered them differently, the
-    # question text is the better key.
-    if shared_questions > shared_ids and len(by_q_a) == len(rows_a) and len(by_q_b) == len(rows_b):
-        return compare_scores(by_q_a, by_q_b, metrics, label_a=label_a, label_b=label_b)
-    return compare_scores(by_id_a, by_id_b, metrics, label_a=label_a, label_b=label_b)
+    key = match_key(rows_a, rows_b)
+    return compare_scores(
+        keyed_scores(rows_a, key),
+        keyed_scores(rows_b, key),
+        metrics,
+        label_a=label_a,
+        label_b=label_b,
+    )
 
 
 def write_json(comparison: Comparison, path: str | os.PathLike[str]) -> None:

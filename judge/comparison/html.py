@@ -1,4 +1,5 @@
-"""compare.html: the A/B table with significance, a per-sample delta plot, and findings."""
+"""compare.html: the A/B table with significance, a per-sample delta plot, and findings; or,
+for runs against a baseline, the runs x metrics table and each run's changes per question."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import math
 import os
 
 from judge.comparison.evaluations import ALPHA, Comparison
-from judge.formatting import escape, number, page, write_page
+from judge.comparison.many import ManyComparison, MetricChange, QuestionDiff
+from judge.formatting import MISSING, escape, number, page, write_page
+from judge.run.report_html import contexts_html, evidence_html
+from judge.run.rows import ResultRow
 
 
 def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
@@ -115,3 +119,126 @@ def write_compare(
 ) -> None:
     """Write compare.html."""
     write_page(render_compare(comparison, findings), path)
+
+
+# Questions shown per list (worse, better) of a run in compare.html; comparison.json has all.
+SHOWN_QUESTIONS = 25
+
+
+def _stats_rows(comparison: Comparison) -> str:
+    """One row per metric of a paired comparison, with its verdict."""
+    rows = []
+    for m in comparison.metrics.values():
+        verdict = (
+            "significant " + ("regression" if m.worse else "improvement")
+            if m.significant
+            else "not significant"
+        )
+        css = " class=bad" if m.significant and m.worse else " class=ok" if m.significant else ""
+        cells = (
+            m.metric,
+            number(m.mean_a),
+            number(m.mean_b),
+            number(m.delta, sign="+"),
+            f"[{number(m.ci_low, sign='+')}, {number(m.ci_high, sign='+')}]",
+            number(m.p_value),
+            number(m.p_adjusted),
+            f"{m.wins}/{m.ties}/{m.losses}",
+            m.n,
+        )
+        rows.append(
+            "<tr>"
+            + "".join(f"<td class=n>{escape(v)}</td>" for v in cells)
+            + f"<td{css}>{verdict}</td></tr>"
+        )
+    return "".join(rows)
+
+
+def _question_html(q: QuestionDiff, changes: list[MetricChange], base: str, run: str) -> str:
+    """One question that moved: its changes, then both sides' answers and the judge's
+    evidence side by side."""
+    ident = q.run.id if q.run.id is not None else q.key
+    moved = ", ".join(f"{c.metric} {c.delta:+.3f}" for c in changes)
+    table = "".join(
+        f"<tr><td>{escape(c.metric)}</td><td class=n>{number(c.baseline)}</td>"
+        f"<td class=n>{number(c.run)}</td><td class=n>{number(c.delta, sign='+')}</td></tr>"
+        for c in [*q.worse, *q.better]
+    )
+
+    def side(row: ResultRow) -> str:
+        answer = escape(row.answer) if row.answer is not None else MISSING
+        return (
+            f"<td><p><b>answer</b> {answer}</p>{contexts_html(row)}"
+            f"{evidence_html(row, grades=False)}</td>"
+        )
+
+    return (
+        f"<details class=sample><summary><b>{escape(ident)}</b> · {escape(moved)} · "
+        f"{escape((q.run.question or '')[:120])}</summary>"
+        f"<p><b>question</b> {escape(q.run.question or MISSING)}</p>"
+        "<table><tr><th>metric</th><th>baseline</th><th>run</th><th>Δ</th></tr>"
+        f"{table}</table><table style='table-layout:fixed;width:100%'>"
+        f"<tr><th>{escape(base)} (baseline)</th><th>{escape(run)}</th></tr>"
+        f"<tr>{side(q.baseline)}{side(q.run)}</tr></table></details>"
+    )
+
+
+def _questions_html(title: str, diffs: list[QuestionDiff], worse: bool, base: str, run: str) -> str:
+    shown = diffs[:SHOWN_QUESTIONS]
+    items = "".join(_question_html(q, q.worse if worse else q.better, base, run) for q in shown)
+    more = (
+        f"<p class=small>and {len(diffs) - len(shown)} more in comparison.json</p>"
+        if len(diffs) > len(shown)
+        else ""
+    )
+    return f"<h3>{title} ({len(diffs)} questions)</h3>{items or '<p>none</p>'}{more}"
+
+
+def render_many(many: ManyComparison) -> str:
+    """The HTML text of compare.html for runs against a baseline."""
+    head = "".join(f"<th>{escape(m)}</th>" for m in many.metrics)
+    run_rows = []
+    for r in many.runs:
+        name = escape(r.label) + (" <b>(baseline)</b>" if r.label == many.baseline else "")
+        cells = "".join(
+            f"<td class=n>{number(s.mean)} [{number(s.ci_low)}, {number(s.ci_high)}]</td>"
+            for s in (r.metrics[m] for m in many.metrics)
+        )
+        run_rows.append(f"<tr><td>{name}</td><td class=n>{r.rows}</td>{cells}</tr>")
+    sections = []
+    for v in many.versus:
+        c = v.comparison
+        significant = [m for m in c.metrics.values() if m.significant]
+        changes = "".join(
+            f"<li class={'bad' if m.worse else 'ok'}>{escape(m.metric)}: "
+            f"{'worse' if m.worse else 'better'}, Δ {number(m.delta, sign='+')} "
+            f"(p Holm {number(m.p_adjusted)})</li>"
+            for m in significant
+        )
+        sections.append(
+            f"<h2>{escape(v.label)} vs {escape(many.baseline)}</h2>"
+            f"<p class=small>{len(c.keys)} paired samples (matched by {escape(v.matched_by)}); "
+            f"unmatched {len(c.unmatched_a)} in the baseline, {len(c.unmatched_b)} in the run. "
+            "Δ = run - baseline over the paired samples.</p>"
+            f"<h3>Significant changes</h3><ul>{changes or '<li>none</li>'}</ul>"
+            "<table><tr><th>metric</th><th>baseline</th><th>run</th><th>Δ</th>"
+            "<th>95% CI of Δ</th><th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th>"
+            f"<th>verdict</th></tr>{_stats_rows(c)}</table>"
+            + _questions_html("Worse, largest drop first", v.worse, True, many.baseline, v.label)
+            + _questions_html("Better, largest gain first", v.better, False, many.baseline, v.label)
+        )
+    return page(
+        "judge compare",
+        "<h1>judge compare</h1>"
+        f"<p class=small>Baseline: {escape(many.baseline)}. Means with 95% bootstrap intervals "
+        "over each run's own rows; each run against the baseline over the samples both have: "
+        "95% paired bootstrap CI of Δ, two-sided paired randomisation test, "
+        f"{escape(many.holm_note)}.</p>"
+        f"<table><tr><th>run</th><th>rows</th>{head}</tr>{''.join(run_rows)}</table>"
+        + "".join(sections),
+    )
+
+
+def write_many(many: ManyComparison, path: str | os.PathLike[str]) -> None:
+    """Write compare.html of runs against a baseline."""
+    write_page(render_many(many), path)
