@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
@@ -171,5 +171,5 @@ def _document_id(document: Document, id_key: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
