@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableLambda, RunnablePassthrough, chain
 
 from judge.experiment.adapters import AdapterError, adapt
 from judge.experiment.adapters.langchain import langchain_app, reply_of
-from judge.experiment.app import as_app, parse_reply
+from judge.experiment.app import as_app, load_target, parse_reply
 
 TEXTS = [
     f"Fact number {i}: the river {name} is {i * 100} km long."
@@ -171,3 +171,19 @@ def test_adapt_leaves_other_objects_and_langchain_non_runnables_alone():
     assert adapt(Document(page_content="not a runnable")) is None
     with pytest.raises(AdapterError, match="not a LangChain Runnable"):
         langchain_app(plain)
+
+
+def test_a_chain_named_as_a_file_target_goes_through_the_adapter(tmp_path):
+    # `judge experiment DATA --app rag.py:chain`: the module-level object is adapted.
+    (tmp_path / "rag.py").write_text(
+        "from langchain_core.language_models.fake_chat_models import FakeListChatModel\n"
+        "from langchain_core.output_parsers import StrOutputParser\n"
+        "from langchain_core.prompts import ChatPromptTemplate\n"
+        "prompt = ChatPromptTemplate.from_messages([('human', '{input}')])\n"
+        "chain = prompt | FakeListChatModel(responses=['From the file.']) | StrOutputParser()\n",
+        encoding="utf-8",
+    )
+    target = f"{tmp_path / 'rag.py'}:chain"
+    app = as_app(load_target(target), target)
+    assert app.is_async and app.target == target
+    assert parse_reply(asyncio.run(app.call("Q?"))).answer == "From the file."
