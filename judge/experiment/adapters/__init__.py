@@ -1,7 +1,13 @@
 """Framework objects (a LangChain runnable, a LlamaIndex query engine) as judge apps.
 
-Each adapter lives in its own module and imports its framework only when used, so the
-base install never imports LangChain or LlamaIndex.
+Each adapter lives in its own module and imports its framework only when used: `adapt`
+recognises a framework object by the modules its classes come from, so the base install
+never imports LangChain or LlamaIndex, and a user's plain function never loads them.
+
+- `judge.experiment.adapters.langchain.langchain_app`: a LangChain `Runnable` (a chain
+  from `create_retrieval_chain`, an LCEL chain, a chat model).
+- `judge.experiment.adapters.llamaindex.llamaindex_app`: a LlamaIndex query engine
+  (`index.as_query_engine()`).
 """
 
 from __future__ import annotations
@@ -9,8 +15,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from judge.experiment.adapters.common import AdapterError, defined_in
+
+__all__ = ["AdapterError", "adapt"]
+
 
 def adapt(obj: Any) -> Callable[[str], Any] | None:
     """The app (question -> reply mapping) of a framework object, or None when `obj` is
-    not one judge has an adapter for."""
-    return None  # TODO(issue 27): the LangChain and LlamaIndex adapters
+    not one judge has an adapter for.
+
+    Args:
+        obj: any object; a LangChain `Runnable` or a LlamaIndex query engine gets its
+            adapter with the default options (`langchain_app(obj)`, `llamaindex_app(obj)`),
+            anything else gives None.
+    """
+    if defined_in(obj, "langchain_core.", "langchain.", "langchain_classic."):
+        from judge.experiment.adapters.langchain import is_runnable, langchain_app
+
+        return langchain_app(obj) if is_runnable(obj) else None
+    if defined_in(obj, "llama_index.core."):
+        from judge.experiment.adapters.llamaindex import is_query_engine, llamaindex_app
+
+        return llamaindex_app(obj) if is_query_engine(obj) else None
+    return None
