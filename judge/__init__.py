@@ -14,6 +14,7 @@ from judge.version import __version__
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
     from judge.cache.store import Cache
     from judge.comparison.evaluations import Comparison, compare
+    from judge.experiments.experiment import aexperiment, experiment
     from judge.labels.agreement import AgreementResult, aagreement, agreement
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.custom import judged_metric
@@ -35,6 +36,8 @@ _LAZY = {
     "Embeddings": "judge.llm.config",
     "Cache": "judge.cache.store",
     "evaluate": "judge.run.evaluate",
+    "experiment": "judge.experiments.experiment",
+    "aexperiment": "judge.experiments.experiment",
     "dry_run": "judge.run.dry_run",
     "adry_run": "judge.run.dry_run",
     "DryRun": "judge.run.dry_run",
@@ -75,12 +78,14 @@ __all__ = [
     "aagreement",
     "adry_run",
     "aevaluate",
+    "aexperiment",
     "agreement",
     "aprobe",
     "ascore",
     "compare",
     "dry_run",
     "evaluate",
+    "experiment",
     "judged_metric",
     "probe",
     "score",

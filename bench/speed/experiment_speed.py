@@ -3,7 +3,7 @@
 An app that takes 100 ms per question (a sync one sleeping in its thread, and an async
 one awaiting), 500 questions, `--app-concurrency 32`: the lower bound of the asking is
 ceil(500 / 32) x 0.1 s = 1.6 s; the target is at most 1.1x it. Each run is a child
-process running `judge.experiment` (the asking, app_outputs.jsonl, then retrieval metrics
+process running `judge.experiments` (the asking, app_outputs.jsonl, then retrieval metrics
 against the questions' labels, no judge model), so its peak memory is its own; run again
 with 10x the questions, the peak should stay flat (only the rows' outputs grow).
 
@@ -48,7 +48,7 @@ def reply(question: str) -> dict:
 
 def child(kind: str, questions: int, concurrency: int) -> None:
     """One experiment in this process; prints its figures as JSON."""
-    from judge.experiment.experiment import experiment
+    from judge.experiments.experiment import experiment
 
     data = [
         {"id": f"q{n}", "question": f"question {n}", "relevance": {f"d{n % 50}": 1}}

@@ -93,8 +93,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run_experiment_command(args: argparse.Namespace) -> int:
     """The `judge experiment` command."""
     from judge.aio import run_sync
-    from judge.experiment.app import as_app, load_target
-    from judge.experiment.experiment import finished, load_testset, run_experiment
+    from judge.experiments.app import as_app, load_target
+    from judge.experiments.experiment import finished, load_testset, run_experiment
     from judge.run.output_folder import OutputFolder
 
     required = thresholds(args.fail_under, args.max_error_rate)

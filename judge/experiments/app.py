@@ -6,7 +6,7 @@ optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores` (nu
 one per id) and anything else JSON can hold (kept as extra columns). It may be a
 function, a coroutine function or a callable object; a pydantic model or a dataclass
 with those fields is read like a mapping. Framework objects (a LangChain runnable, a
-LlamaIndex query engine) go through `judge.experiment.adapters`.
+LlamaIndex query engine) go through `judge.experiments.adapters`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.experiment.adapters import adapt
+from judge.experiments.adapters import adapt
 
 # The columns an app's reply fills; every other key of the reply is kept as it is.
 REPLY_FIELDS = ("answer", "contexts", "retrieved_ids", "retrieved_scores")
@@ -143,17 +143,33 @@ def as_app(obj: Any, target: str | None = None) -> App:
     """
     name = target or _qualified_name(obj)
     call = adapt(obj)
-    source: Any = obj
-    if call is None:
-        if not callable(obj):
-            raise AppError(
-                f"app {name}: a {type(obj).__name__} is not callable; give a function "
-                "(question -> {'answer': ..., 'contexts': [...]}), a callable object, a "
-                "LangChain runnable or a LlamaIndex query engine"
-            )
-        call = obj
-        _check_signature(obj, name)
-    return App(call, name, _fingerprint(source), _is_async(call))
+    if call is not None:  # the framework's classes say nothing of the user's pipeline
+        fingerprint = _file_hash(_target_file(target)) if target else None
+        return App(call, name, fingerprint, _is_async(call))
+    if not callable(obj):
+        raise AppError(
+            f"app {name}: a {type(obj).__name__} is not callable; give a function "
+            "(question -> {'answer': ..., 'contexts': [...]}), a callable object, a "
+            "LangChain runnable or a LlamaIndex query engine"
+        )
+    _check_signature(obj, name)
+    return App(obj, name, _fingerprint(obj), _is_async(obj))
+
+
+def _target_file(target: str) -> Path | None:
+    """The source file of a target's module (`file.py:obj` or `module:obj`), if any."""
+    where = target.rpartition(":")[0]
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        return Path(where)
+    module = sys.modules.get(where)
+    file = getattr(module, "__file__", None)
+    return Path(file) if file else None
+
+
+def _file_hash(path: Path | None) -> str | None:
+    if path is None or not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _check_signature(obj: Any, name: str) -> None:
@@ -190,9 +206,7 @@ def _fingerprint(obj: Any) -> str | None:
         file = inspect.getsourcefile(target)
     except TypeError:  # builtins have no source file
         return None
-    if file is None or not Path(file).is_file():
-        return None
-    return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    return _file_hash(Path(file)) if file is not None else None
 
 
 def parse_reply(value: Any) -> AppReply:

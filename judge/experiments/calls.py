@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.experiment.app import App, MalformedReply, parse_reply
+from judge.experiments.app import App, MalformedReply, parse_reply
 from judge.json_values import canonical_json, sha256_hex
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress

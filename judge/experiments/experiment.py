@@ -1,4 +1,4 @@
-"""`judge.experiment`: the user's app asked every question of a test set, its outputs
+"""`judge.experiments`: the user's app asked every question of a test set, its outputs
 kept, then judged as `judge eval` judges a file.
 
 The output folder gets `app_outputs.jsonl` (one row per question: the test set's columns,
@@ -21,8 +21,8 @@ from typing import Any
 from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import InputFormatError, JudgeError
-from judge.experiment.app import REPLY_FIELDS, App, as_app, load_target
-from judge.experiment.calls import ERROR, CallStats, ProgressFile, Question, ask_all
+from judge.experiments.app import REPLY_FIELDS, App, as_app, load_target
+from judge.experiments.calls import ERROR, CallStats, ProgressFile, Question, ask_all
 from judge.ir import DEFAULT_METRICS
 from judge.ir.trec import read_qrels, write_qrels, write_run
 from judge.llm.config import LLM, Embeddings

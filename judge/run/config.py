@@ -38,7 +38,7 @@ class RunConfig(Mapping[str, Any]):
         shard: the shard this run judged, or None for the whole input.
         ray: {"address", "actors"} of a run on Ray, or None.
         cache_damaged: damaged cache entries found (and not used) in this run.
-        app: an experiment's app and its calls (`judge.experiment`), None for a file.
+        app: an experiment's app and its calls (`judge.experiments`), None for a file.
     """
 
     source: str

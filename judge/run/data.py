@@ -38,7 +38,7 @@ COLUMNS = FieldTable(
     unknown_field="column_map key {field!r} is not one of {fields}",
     absent_column="column_map: column {column!r} is not in the data (columns: {columns})",
 )
-# An experiment's app_outputs.jsonl (judge.experiment) records there why the app gave no
+# An experiment's app_outputs.jsonl (judge.experiments) records there why the app gave no
 # output for a question: the row is an error, as an unreadable row is.
 APP_ERROR = "app_error"
 APP_FAILED = "the app failed on this question"

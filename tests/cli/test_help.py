@@ -6,7 +6,18 @@ import pytest
 
 from judge.cli.main import build_parser
 
-COMMANDS = ["ir", "eval", "experiment", "merge", "demo", "compare", "agreement", "probe", "metrics", "cache"]
+COMMANDS = [
+    "ir",
+    "eval",
+    "experiment",
+    "merge",
+    "demo",
+    "compare",
+    "agreement",
+    "probe",
+    "metrics",
+    "cache",
+]
 
 
 @pytest.mark.parametrize("command", [*COMMANDS, "testset", "view"])

@@ -10,8 +10,8 @@ FRAMEWORKS = ("langchain", "langchain_core", "langchain_classic", "llama_index")
 
 CHECK = """
 import sys
-from judge.experiment.app import as_app, parse_reply
-from judge.experiment.adapters import adapt
+from judge.experiments.app import as_app, parse_reply
+from judge.experiments.adapters import adapt
 
 def ask(question):
     return {{"answer": question, "contexts": []}}
@@ -36,7 +36,7 @@ def test_the_app_contract_and_adapt_load_no_framework():
 
 def test_import_judge_loads_no_framework():
     code = (
-        "import sys, judge, judge.experiment; "
+        "import sys, judge, judge.experiments; "
         f"print(any(m.split('.')[0] in {set(FRAMEWORKS)!r} for m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

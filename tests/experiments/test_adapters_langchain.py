@@ -19,9 +19,9 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough, chain
 
-from judge.experiment.adapters import AdapterError, adapt
-from judge.experiment.adapters.langchain import langchain_app, reply_of
-from judge.experiment.app import as_app, load_target, parse_reply
+from judge.experiments.adapters import AdapterError, adapt
+from judge.experiments.adapters.langchain import langchain_app, reply_of
+from judge.experiments.app import as_app, load_target, parse_reply
 
 TEXTS = [
     f"Fact number {i}: the river {name} is {i * 100} km long."

@@ -15,9 +15,9 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import MockLLM
 from llama_index.core.node_parser import SentenceSplitter
 
-from judge.experiment.adapters import AdapterError, adapt
-from judge.experiment.adapters.llamaindex import llamaindex_app
-from judge.experiment.app import as_app, parse_reply
+from judge.experiments.adapters import AdapterError, adapt
+from judge.experiments.adapters.llamaindex import llamaindex_app
+from judge.experiments.app import as_app, parse_reply
 
 RIVERS = ["Alder", "Birch", "Cedar", "Dogwood", "Elm"]
 QUESTION = "How long is the river Dogwood?"

@@ -1,4 +1,4 @@
-"""judge.experiment: the app asked every question, its outputs kept and judged."""
+"""judge.experiments: the app asked every question, its outputs kept and judged."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from judge import ir
-from judge.experiment.experiment import experiment
+from judge import experiment, ir
 from tests.helpers import apps
 from tests.helpers.cli import run as run_cli
 

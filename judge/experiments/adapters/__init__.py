@@ -4,9 +4,9 @@ Each adapter lives in its own module and imports its framework only when used: `
 recognises a framework object by the modules its classes come from, so the base install
 never imports LangChain or LlamaIndex, and a user's plain function never loads them.
 
-- `judge.experiment.adapters.langchain.langchain_app`: a LangChain `Runnable` (a chain
+- `judge.experiments.adapters.langchain.langchain_app`: a LangChain `Runnable` (a chain
   from `create_retrieval_chain`, an LCEL chain, a chat model).
-- `judge.experiment.adapters.llamaindex.llamaindex_app`: a LlamaIndex query engine
+- `judge.experiments.adapters.llamaindex.llamaindex_app`: a LlamaIndex query engine
   (`index.as_query_engine()`).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from judge.experiment.adapters.common import AdapterError, defined_in
+from judge.experiments.adapters.common import AdapterError, defined_in
 
 __all__ = ["AdapterError", "adapt"]
 
@@ -30,11 +30,11 @@ def adapt(obj: Any) -> Callable[[str], Any] | None:
             anything else gives None.
     """
     if defined_in(obj, "langchain_core.", "langchain.", "langchain_classic."):
-        from judge.experiment.adapters.langchain import is_runnable, langchain_app
+        from judge.experiments.adapters.langchain import is_runnable, langchain_app
 
         return langchain_app(obj) if is_runnable(obj) else None
     if defined_in(obj, "llama_index.core."):
-        from judge.experiment.adapters.llamaindex import is_query_engine, llamaindex_app
+        from judge.experiments.adapters.llamaindex import is_query_engine, llamaindex_app
 
         return llamaindex_app(obj) if is_query_engine(obj) else None
     return None

@@ -26,7 +26,7 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
-from judge.experiment.adapters.common import AdapterError
+from judge.experiments.adapters.common import AdapterError
 
 # Where a mapping output holds the answer and the documents, in order of preference:
 # create_retrieval_chain's keys first, then agents' "output" and RetrievalQA's keys.

@@ -18,7 +18,7 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.response.schema import PydanticResponse, Response
 from llama_index.core.schema import NodeWithScore
 
-from judge.experiment.adapters.common import AdapterError, first_occurrences
+from judge.experiments.adapters.common import AdapterError, first_occurrences
 
 IdKind = Literal["node", "document"]
 
