@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"ir"},
     {"metrics"},
     {"run"},
-    {"comparison", "labels", "testset", "experiment"},
+    {"comparison", "labels", "testset", "experiment", "runs"},
     {"probes"},
     {"ray", "testing"},
     {"cli"},

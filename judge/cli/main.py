@@ -33,10 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
         merge,
         metrics,
         probe,
+        runs,
         testset,
     )
 
-    for command in (ir, eval, merge, demo, compare, agreement, probe, metrics, cache, testset):
+    commands = (ir, eval, merge, demo, compare, agreement, probe, metrics, cache, testset, runs)
+    for command in commands:
         command.add_parser(sub)
     return parser
 
