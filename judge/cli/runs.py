@@ -135,6 +135,8 @@ def runs_table(records: list[RunRecord]) -> str:
         ]
         for r in records
     ]
+    if not any(r.baseline for r in records):  # no mark to show: no column for it
+        header, lines = header[1:], [line[1:] for line in lines]
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
     text = "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
