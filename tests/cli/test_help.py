@@ -9,7 +9,7 @@ from judge.cli.main import build_parser
 COMMANDS = ["ir", "eval", "merge", "demo", "compare", "agreement", "probe", "metrics", "cache"]
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, "testset"])
+@pytest.mark.parametrize("command", [*COMMANDS, "testset", "runs"])
 def test_each_command_has_a_description_line(command: str) -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
