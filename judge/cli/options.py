@@ -68,7 +68,8 @@ def runs_path(args: argparse.Namespace) -> Path:
     """The run store of --runs, or the default (`judge.runs.store.default_runs_path`)."""
     from judge.runs.store import default_runs_path
 
-    return Path(args.runs) if args.runs else default_runs_path()
+    given = getattr(args, "runs", None)  # a command without runs_options: the default
+    return Path(given) if given else default_runs_path()
 
 
 def model_options(p: argparse.ArgumentParser) -> None:
