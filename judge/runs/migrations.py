@@ -12,9 +12,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+APPLICATION_ID = 0x4A52554E  # "JRUN": marks a file as a judge run store
+
 
 def m001_create_runs(db: sqlite3.Connection) -> None:
-    """Format 1: one row per run; lists and mappings as readable JSON text."""
+    """Format 1: one row per run; lists and mappings as readable JSON text. The file is
+    marked as a run store in the same transaction: another process never sees its tables
+    without the mark."""
+    db.execute(f"PRAGMA application_id={APPLICATION_ID}")
     db.execute(
         "CREATE TABLE IF NOT EXISTS runs (id TEXT NOT NULL UNIQUE, name TEXT,"
         " created TEXT NOT NULL, command TEXT NOT NULL, out_dir TEXT NOT NULL,"

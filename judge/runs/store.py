@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -25,13 +27,12 @@ from types import TracebackType
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.runs.migrations import SCHEMA_VERSION, migrate
+from judge.runs.migrations import APPLICATION_ID, SCHEMA_VERSION, migrate
 
 DEFAULT_RUNS = ".judge/runs.sqlite"  # beside the default cache, .judge/cache.sqlite
 RUNS_ENV = "JUDGE_RUNS"
 BASELINE = "baseline"  # the reference that names the pinned baseline
 MIN_PREFIX = 4  # shortest id prefix taken as a reference
-_APPLICATION_ID = 0x4A52554E  # "JRUN": marks a file as a judge run store
 _BUSY_SECONDS = 30.0  # how long a writer waits for another process's write to finish
 _COLUMNS = (
     "id, name, created, command, out_dir, data, data_sha256, model, embeddings, prompts,"
@@ -129,6 +130,12 @@ class RunRecord:
         }
 
 
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused for a lock another connection holds (SQLITE_BUSY, _LOCKED)."""
+    text = str(exc)
+    return "database is locked" in text or "database table is locked" in text or "busy" in text
+
+
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
@@ -159,19 +166,40 @@ class RunStore:
                 f"the run store {self.path} cannot be created ({exc.strerror or exc}): point "
                 "--runs (or JUDGE_RUNS) at a writable place, or skip recording with --no-record"
             ) from exc
-        db: sqlite3.Connection | None = None
+        deadline = time.monotonic() + _BUSY_SECONDS
+        while True:
+            try:
+                return self._connect()
+            except sqlite3.Error as exc:
+                # Two processes creating or upgrading one file: when each holds a lock the
+                # other needs, SQLite fails one at once instead of letting it wait. Again.
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(random.uniform(0.01, 0.1))
+                    continue
+                raise RunStoreError(
+                    f"the run store {self.path} cannot be used ({exc}): if it is damaged, "
+                    "move it away (the runs' output folders are not in it) and a new one is "
+                    "started; or give --runs (or JUDGE_RUNS) another path"
+                ) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        """The file opened, checked, in WAL mode and at the latest format."""
+        db = sqlite3.connect(
+            self.path, timeout=_BUSY_SECONDS, isolation_level=None, check_same_thread=False
+        )
         try:
-            db = sqlite3.connect(
-                self.path, timeout=_BUSY_SECONDS, isolation_level=None, check_same_thread=False
-            )
-            app_id = db.execute("PRAGMA application_id").fetchone()[0]
-            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if app_id != _APPLICATION_ID and tables:
+            db.execute("BEGIN")  # the mark, the tables and the format seen at one moment
+            try:
+                app_id = db.execute("PRAGMA application_id").fetchone()[0]
+                tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            finally:
+                db.execute("COMMIT")
+            if app_id != APPLICATION_ID and tables:
                 raise RunStoreError(
                     f"{self.path} is an SQLite file but not a judge run store: give --runs "
                     "(or JUDGE_RUNS) another path"
                 )
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
                 raise RunStoreError(
                     f"{self.path} was written by a newer judge (run store format {version}; "
@@ -182,19 +210,8 @@ class RunStore:
             db.execute("PRAGMA journal_mode=WAL")
             if version < SCHEMA_VERSION:
                 migrate(db)
-            if app_id != _APPLICATION_ID:
-                db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
-        except sqlite3.Error as exc:
-            if db is not None:
-                db.close()
-            raise RunStoreError(
-                f"the run store {self.path} cannot be used ({exc}): if it is damaged, move it "
-                "away (the runs' output folders are not in it) and a new one is started; or "
-                "give --runs (or JUDGE_RUNS) another path"
-            ) from exc
         except BaseException:
-            if db is not None:
-                db.close()
+            db.close()
             raise
         return db
 

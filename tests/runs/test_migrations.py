@@ -10,7 +10,7 @@ import pytest
 from judge.runs.migrations import MIGRATIONS, SCHEMA_VERSION
 from judge.runs.store import RunStore, RunStoreError
 
-APPLICATION_ID = 0x4A52554E
+APPLICATION_ID = 0x4A52554E  # "JRUN", frozen: the stores written already carry it
 
 # Format 1 as the first release wrote it, frozen here: the test of the upgrade must not
 # follow later edits of m001 (a released migration is never edited).
