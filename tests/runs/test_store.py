@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,7 @@ def test_the_default_path_is_judge_runs_or_the_environment(monkeypatch):
 
 ADDER = """
 import sys
+import threading
 from judge.runs.store import RunStore
 from tests.helpers.runs import record
 with RunStore(sys.argv[1]) as store:
@@ -174,3 +176,18 @@ def test_two_processes_adding_runs_at_once_lose_none(tmp_path):
     with RunStore(path) as store:
         names = [r.name for r in store.runs()]
     assert sorted(names) == sorted(f"{w}-{i}" for w in "ab" for i in range(20))
+
+
+def test_two_threads_sharing_one_store_lose_none(tmp_path):
+    with RunStore(tmp_path / "runs.sqlite") as store:
+
+        def add(who: str) -> None:
+            for i in range(20):
+                store.add(record(name=f"{who}-{i}"))
+
+        threads = [threading.Thread(target=add, args=(who,)) for who in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len({r.id for r in store.runs()}) == 40
