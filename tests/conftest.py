@@ -1,5 +1,5 @@
-"""Shared fixtures: the fake OpenAI-compatible server of judge.testing, and models that
-judge through it."""
+"""Shared fixtures: the fake OpenAI-compatible server of judge.testing, models that judge
+through it, and a run store of each test's own."""
 
 import pytest
 
@@ -18,3 +18,12 @@ def models(fake_llm_server: FakeLLMServer) -> dict:  # noqa: F811  (the fixture 
         "llm": LLM("openai/judge-model", api_base=base, api_key="k", max_retries=1),
         "embeddings": Embeddings("openai/embed-model", api_base=base, api_key="k"),
     }
+
+
+@pytest.fixture(autouse=True)
+def run_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Every test's runs recorded in a store of its own (JUDGE_RUNS, which subprocesses
+    inherit), never in the repository's .judge/runs.sqlite; yields its path."""
+    path = tmp_path_factory.mktemp("runs") / "runs.sqlite"
+    monkeypatch.setenv("JUDGE_RUNS", str(path))
+    return path

@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"ir"},
     {"metrics"},
     {"run"},
-    {"comparison", "labels", "testset", "experiments"},
+    {"comparison", "labels", "testset", "experiments", "runs"},
     {"probes", "view"},
     {"ray", "testing"},
     {"cli"},

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from judge.cli.finish import finish_run, merge_into, say_damaged, say_notes
+from judge.cli.finish import finish_run, merge_into, record_run, say_damaged, say_notes
 from judge.cli.options import (
     check_retrieval_only,
     column_map,
@@ -17,6 +17,7 @@ from judge.cli.options import (
     model_config,
     model_options,
     models_of,
+    runs_options,
     thresholds,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
@@ -66,6 +67,7 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "--out", default="judge-results", help="output directory (default: judge-results)"
     )
     gate_options(p)
+    runs_options(p)
     p.add_argument(
         "--shard",
         metavar="I/N",
@@ -160,7 +162,9 @@ def run_eval(args: argparse.Namespace) -> int:
             raise type(exc)(f"{exc}{resume}") from None
         say_damaged(result, args.cache, replay=args.replay)
         say_notes(result)
-        return finish_run(result, folder, required, args.max_error_rate)
+        code = finish_run(result, folder, required, args.max_error_rate)
+    record_run(args, folder.path, "eval")  # not a shard's: judge merge records those
+    return code
 
 
 def run_dry(args: argparse.Namespace) -> int:
@@ -275,7 +279,8 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
             replay=args.replay,
         )
         shutil.rmtree(folder.path / SHARDS_DIR)  # joined: results.jsonl holds every row
-        return code
+    record_run(args, folder.path, "eval")  # one run, however many processes judged it
+    return code
 
 
 def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
@@ -314,4 +319,6 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
             progress=not args.no_progress,
             column_map=column_map(args),
         )
-        return finish_run(result, folder, required, args.max_error_rate)
+        code = finish_run(result, folder, required, args.max_error_rate)
+    record_run(args, folder.path, "eval")
+    return code

@@ -3,13 +3,14 @@ print the table, the notes and the verdict, and give the exit code."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.cli.options import DEFAULT_MAX_ERROR_RATE
+from judge.cli.options import DEFAULT_MAX_ERROR_RATE, runs_path
 from judge.errors import JudgeError
 
 if TYPE_CHECKING:
@@ -114,3 +115,30 @@ def merge_into(
             say_damaged(result, cache, replay=replay)
             say_notes(result)
     return finish_run(result, folder, required, max_error_rate, results_written=True)
+
+
+def record_run(args: argparse.Namespace, out: Path, command: str) -> None:
+    """Record the finished run of the folder `out` in the run store (--runs), and say so
+    on stderr; nothing with --no-record or for one shard (`judge merge` records the
+    joined run). A store that cannot take the record is a warning: the run's outputs are
+    written, and its exit code stays the run's."""
+    import sqlite3
+
+    from judge.cli.words import cli_words
+    from judge.runs.record import record_folder
+    from judge.runs.store import RunStore
+
+    if getattr(args, "no_record", False) or getattr(args, "shard", None) is not None:
+        return
+    path = runs_path(args)
+    try:
+        with RunStore(path) as store:
+            record = record_folder(store, out, command=command, name=getattr(args, "name", None))
+    except (JudgeError, OSError, sqlite3.Error) as exc:
+        print(
+            f"judge: warning: the run's outputs are written in {out}, but the run was not "
+            f"recorded in the run store {path}: {cli_words(str(exc))}",
+            file=sys.stderr,
+        )
+        return
+    print(f"judge: recorded run {record.id} in {path}", file=sys.stderr)

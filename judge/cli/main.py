@@ -34,12 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
         merge,
         metrics,
         probe,
+        runs,
         testset,
         view,
     )
 
     commands = (ir, eval, experiment, merge, demo, compare, agreement, probe, metrics, cache)
-    for command in (*commands, testset, view):
+    for command in (*commands, testset, view, runs):
         command.add_parser(sub)
     return parser
 

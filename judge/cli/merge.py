@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from judge.cli.finish import merge_into
-from judge.cli.options import gate_options, thresholds
+from judge.cli.finish import merge_into, record_run
+from judge.cli.options import gate_options, runs_options, thresholds
 
 if TYPE_CHECKING:
     pass
@@ -27,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("out", metavar="OUT", help="output directory of the joined run")
     p.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="a shard's --out directory")
     gate_options(p)
+    runs_options(p)
     p.set_defaults(func=run_merge)
 
 
@@ -36,4 +37,6 @@ def run_merge(args: argparse.Namespace) -> int:
 
     required = thresholds(args.fail_under, args.max_error_rate)
     with OutputFolder(args.out) as folder:
-        return merge_into(folder, args.shards, required, args.max_error_rate)
+        code = merge_into(folder, args.shards, required, args.max_error_rate)
+    record_run(args, folder.path, "merge")
+    return code

@@ -43,6 +43,35 @@ def gate_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def runs_path_option(p: argparse.ArgumentParser) -> None:
+    """Add --runs PATH, the run store (`runs_path` reads it)."""
+    p.add_argument(
+        "--runs",
+        metavar="PATH",
+        help="the run store, an SQLite file of every recorded run (default: $JUDGE_RUNS if "
+        "set, else .judge/runs.sqlite in the working directory)",
+    )
+
+
+def runs_options(p: argparse.ArgumentParser) -> None:
+    """Add --runs, --name and --no-record: where and whether a finished run is recorded."""
+    runs_path_option(p)
+    p.add_argument("--name", metavar="NAME", help="a name for the run in the run store")
+    p.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not record the run in the run store (its outputs are written all the same)",
+    )
+
+
+def runs_path(args: argparse.Namespace) -> Path:
+    """The run store of --runs, or the default (`judge.runs.store.default_runs_path`)."""
+    from judge.runs.store import default_runs_path
+
+    given = getattr(args, "runs", None)  # a command without runs_options: the default
+    return Path(given) if given else default_runs_path()
+
+
 def model_options(p: argparse.ArgumentParser) -> None:
     """The judge model, server, cache, request and column options of every judging command."""
     llm_options(p)

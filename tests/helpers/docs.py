@@ -125,6 +125,9 @@ def _env(server: FakeLLMServer, workdir: Path) -> dict[str, str]:
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "HOME": str(workdir / "home"),
         "NO_COLOR": "1",
+        # Runs recorded where the default puts them, in the temporary directory, whatever
+        # JUDGE_RUNS the developer's shell has.
+        "JUDGE_RUNS": str(workdir / ".judge" / "runs.sqlite"),
     }
 
 

@@ -1,0 +1,258 @@
+"""`judge runs list|show|tag|rm|baseline`: the run history kept in the run store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from judge.cli.options import runs_path, runs_path_option
+from judge.errors import JudgeError
+
+if TYPE_CHECKING:
+    from judge.runs.store import RunRecord, RunStore
+
+MAX_METRIC_COLUMNS = 5  # metrics shown in `list`; `show` and `--json` have all of them
+DATA_WIDTH = 32  # characters of the data path shown in `list`
+MISSING = "-"
+HOW_RUNS_ARE_RECORDED = (
+    "judge eval, judge merge and judge experiment record every finished run there "
+    "(--runs PATH or JUDGE_RUNS choose the store; --no-record skips it)"
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the runs subcommand."""
+    r = sub.add_parser(
+        "runs",
+        help="list, show, tag, forget recorded runs and pin a baseline",
+        description="The run history: every finished judge eval, judge merge and judge "
+        "experiment is recorded in the run store (default: $JUDGE_RUNS if set, else "
+        ".judge/runs.sqlite). A run is named by its id, the start of its id (4 characters "
+        "or more), its name (the latest run of that name) or 'baseline'. See "
+        "`judge runs ACTION --help`.",
+    )
+    actions = r.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser(
+        "list",
+        help="the recorded runs, oldest first",
+        description="The recorded runs, oldest first: id, name, time, command, judge "
+        "model, data, rows, the means of the first metrics, tags; * marks the baseline.",
+    )
+    listing.add_argument("--json", action="store_true", help="a JSON list of every record")
+    listing.set_defaults(func=run_list)
+    show = actions.add_parser(
+        "show", help="one run's record", description="Everything recorded of one run."
+    )
+    show.add_argument("ref", metavar="REF", help="a run's id, id prefix, name or 'baseline'")
+    show.add_argument("--json", action="store_true", help="the record as JSON")
+    show.set_defaults(func=run_show)
+    tag = actions.add_parser(
+        "tag", help="tag a run (or --remove tags)", description="Add tags to a run."
+    )
+    tag.add_argument("ref", metavar="REF", help="a run's id, id prefix, name or 'baseline'")
+    tag.add_argument("tags", nargs="+", metavar="TAG", help="a tag")
+    tag.add_argument("--remove", action="store_true", help="remove the tags instead")
+    tag.set_defaults(func=run_tag)
+    rm = actions.add_parser(
+        "rm",
+        help="forget a run (its output folder and the cache stay)",
+        description="Forget a run: its record leaves the run store; its output folder and "
+        "the judgment cache are not touched.",
+    )
+    rm.add_argument("ref", metavar="REF", help="a run's id, id prefix, name or 'baseline'")
+    rm.set_defaults(func=run_rm)
+    baseline = actions.add_parser(
+        "baseline",
+        help="show, pin or --clear the baseline run",
+        description="Pin a run as the baseline (at most one: the one before is unpinned); "
+        "with no REF, show the baseline; --clear unpins it.",
+    )
+    baseline.add_argument("ref", nargs="?", metavar="REF", help="the run to pin")
+    baseline.add_argument("--clear", action="store_true", help="unpin the baseline")
+    baseline.set_defaults(func=run_baseline)
+    for action in (listing, show, tag, rm, baseline):
+        runs_path_option(action)
+
+
+def _open(args: argparse.Namespace) -> RunStore:
+    """The run store of --runs; an error, not a new file, when there is none."""
+    from judge.runs.store import RunStore
+
+    path = runs_path(args)
+    if not path.is_file():
+        raise JudgeError(f"no run store at {path}: {HOW_RUNS_ARE_RECORDED}")
+    return RunStore(path)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """`judge runs list`."""
+    path = runs_path(args)
+    records = []
+    if path.is_file():  # an absent store is an empty history: no file is made to say so
+        with _open(args) as store:
+            records = store.runs()
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
+    elif not records:
+        print(f"no runs recorded in {path} yet: {HOW_RUNS_ARE_RECORDED}")
+    else:
+        print(runs_table(records))
+    return 0
+
+
+def _mean(record: RunRecord, metric: str) -> str:
+    value = (record.summary.get(metric) or {}).get("mean")
+    return MISSING if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def _short(text: str, width: int) -> str:
+    """text, or its end after '...' when longer than width (a path's file name shows)."""
+    return text if len(text) <= width else "..." + text[-(width - 3) :]
+
+
+def runs_table(records: list[RunRecord]) -> str:
+    """The table of `judge runs list`."""
+    metrics: list[str] = []
+    for record in records:
+        metrics.extend(m for m in record.metrics if m not in metrics)
+    shown = metrics[:MAX_METRIC_COLUMNS]
+    header = ["", "id", "name", "created", "command", "model", "data", "rows", *shown, "tags"]
+    lines = [
+        [
+            "*" if r.baseline else "",
+            r.id,
+            r.name or MISSING,
+            r.created,
+            r.command,
+            r.model or MISSING,
+            _short(r.data, DATA_WIDTH),
+            str(r.rows),
+            *(_mean(r, m) for m in shown),
+            ",".join(r.tags) or MISSING,
+        ]
+        for r in records
+    ]
+    if not any(r.baseline for r in records):  # no mark to show: no column for it
+        header, lines = header[1:], [line[1:] for line in lines]
+    widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
+    text = "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *lines]
+    )
+    notes = []
+    if any(r.baseline for r in records):
+        notes.append("* the baseline")
+    if len(metrics) > len(shown):
+        notes.append(
+            f"{len(metrics) - len(shown)} more metrics ({', '.join(metrics[len(shown) :])}): "
+            "see judge runs show REF or judge runs list --json"
+        )
+    return "\n".join([text, *notes])
+
+
+def describe(record: RunRecord) -> str:
+    """The text of `judge runs show`: every field, and the metrics with their intervals."""
+    gone = "  (not there now: moved or deleted)"
+    fields: list[tuple[str, str]] = [
+        ("id", record.id + ("  (the baseline)" if record.baseline else "")),
+        ("name", record.name or MISSING),
+        ("created", record.created),
+        ("command", record.command),
+        (
+            "outputs",
+            record.out_dir + ("" if Path(record.out_dir).is_dir() else gone),
+        ),
+        ("data", f"{record.data} (sha256 {record.data_sha256[:16]})"),
+        ("rows", str(record.rows)),
+        ("model", record.model or MISSING),
+        ("embeddings", record.embeddings or MISSING),
+        ("prompts", ", ".join(f"{k} {v}" for k, v in sorted(record.prompts.items())) or MISSING),
+        ("git", _git_text(record.git)),
+        ("app", _app_text(record.app)),
+        ("tags", ", ".join(record.tags) or MISSING),
+    ]
+    width = max(len(k) for k, _ in fields)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
+    if record.metrics:
+        name_width = max(len(m) for m in record.metrics)
+        lines.append("")
+        lines.append(f"{'metric'.ljust(name_width)}  {'mean':>6}  95% CI            scored")
+        for metric in record.metrics:
+            s: dict[str, Any] = record.summary.get(metric) or {}
+            low, high = s.get("ci_low"), s.get("ci_high")
+            ci = MISSING if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+            scored = s.get("scored")
+            lines.append(
+                f"{metric.ljust(name_width)}  {_mean(record, metric):>6}  {ci:<16}  "
+                f"{MISSING if scored is None else scored}"
+            )
+    return "\n".join(lines)
+
+
+def _git_text(git: dict[str, Any] | None) -> str:
+    if git is None:
+        return "(not in a git repository)"
+    dirty = " with uncommitted changes" if git.get("dirty") else ""
+    return f"{git.get('commit')}{dirty} in {git.get('root')}"
+
+
+def _app_text(app: dict[str, Any] | None) -> str:
+    if app is None:
+        return MISSING
+    return ", ".join(f"{k} {v}" for k, v in app.items())
+
+
+def _print_record(record: RunRecord, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(record.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(describe(record))
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """`judge runs show REF`."""
+    with _open(args) as store:
+        _print_record(store.get(args.ref), args.json)
+    return 0
+
+
+def run_tag(args: argparse.Namespace) -> int:
+    """`judge runs tag REF TAG... [--remove]`."""
+    with _open(args) as store:
+        record = store.tag(args.ref, args.tags, remove=args.remove)
+    print(f"run {record.id}: tags {', '.join(record.tags) or '(none)'}")
+    return 0
+
+
+def run_rm(args: argparse.Namespace) -> int:
+    """`judge runs rm REF`."""
+    with _open(args) as store:
+        record = store.remove(args.ref)
+    print(f"forgot run {record.id}; its outputs stay in {record.out_dir}")
+    return 0
+
+
+def run_baseline(args: argparse.Namespace) -> int:
+    """`judge runs baseline [REF] [--clear]`."""
+    if args.clear and args.ref is not None:
+        raise JudgeError("judge runs baseline: give a REF to pin or --clear, not both")
+    with _open(args) as store:
+        if args.clear:
+            before = store.baseline()
+            store.set_baseline(None)
+            print(f"unpinned the baseline {before.id}" if before else "no baseline was pinned")
+            return 0
+        if args.ref is None:
+            found = store.baseline()
+            if found is None:
+                print("no baseline is pinned: pin one with judge runs baseline REF")
+            else:
+                print(describe(found))
+            return 0
+        pinned = store.set_baseline(args.ref)
+    assert pinned is not None  # a REF that names no run raised RunNotFound
+    print(f"pinned run {pinned.id} as the baseline")
+    return 0

@@ -1,0 +1,169 @@
+"""`judge runs` after real `judge eval` and `judge merge` runs against the fake server:
+one record per finished run (however many processes judged it; none per shard), what
+list, show, tag, rm and baseline print, and a store that cannot take a record."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from judge.cli.main import main
+from judge.runs.store import RunStore
+from judge.testing import heuristic_judge
+from tests.helpers.cli import dataset, eval_args, run
+
+RECORDED = re.compile(r"judge: recorded run ([0-9a-f]{12}) in (\S+)")
+
+
+@pytest.fixture
+def server(fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    return fake_llm_server
+
+
+def judge(capsys, *args: object) -> tuple[int, str, str]:
+    """`judge ARGS` in this process: (exit code, stdout, stderr)."""
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def stored(path: Path) -> list:
+    with RunStore(path) as store:
+        return store.runs()
+
+
+def test_a_run_is_recorded_then_listed_shown_tagged_pinned_and_forgotten(
+    tmp_path, server, capsys, run_store
+):
+    data = dataset(tmp_path / "d.jsonl", 3)
+    code, _, err = judge(capsys, *eval_args(data, server, tmp_path, "--name", "dense"))
+    assert code == 0, err
+    run_id, where = RECORDED.search(err).groups()
+    assert where == str(run_store)
+    (record,) = stored(run_store)
+    assert (record.id, record.name, record.command, record.rows) == (run_id, "dense", "eval", 3)
+    assert record.out_dir == str((tmp_path / "out").resolve())
+
+    code, out, _ = judge(capsys, "runs", "list")
+    header, line = out.splitlines()[:2]
+    assert header.split()[:7] == ["id", "name", "created", "command", "model", "data", "rows"]
+    assert "faithfulness" in header and "context_recall" in header
+    assert line.split()[:2] == [run_id, "dense"] and "openai/judge" in line and " 3 " in line
+
+    code, out, _ = judge(capsys, "runs", "list", "--json")
+    assert json.loads(out) == [record.to_dict()]
+
+    code, out, _ = judge(capsys, "runs", "show", run_id[:5])
+    assert code == 0 and f"outputs     {record.out_dir}\n" in out
+    assert re.search(r"faithfulness\s+\d\.\d{3}\s+\[\d\.\d{3}, \d\.\d{3}\]\s+3", out), out
+
+    tagged = judge(capsys, "runs", "tag", "dense", "prod", "v1")[1]
+    assert tagged == f"run {run_id}: tags prod, v1\n"
+    untagged = judge(capsys, "runs", "tag", run_id, "v1", "--remove")[1]
+    assert untagged == f"run {run_id}: tags prod\n"
+    assert "prod" in judge(capsys, "runs", "list")[1].splitlines()[1]
+
+    assert judge(capsys, "runs", "baseline")[1].startswith("no baseline is pinned")
+    assert judge(capsys, "runs", "baseline", "dense")[1] == f"pinned run {run_id} as the baseline\n"
+    listed = judge(capsys, "runs", "list")[1].splitlines()
+    assert listed[1].startswith("*") and listed[-1] == "* the baseline"
+    assert judge(capsys, "runs", "baseline")[1].startswith(f"id          {run_id}  (the baseline)")
+    assert judge(capsys, "runs", "show", "baseline", "--json")[1].count('"baseline": true') == 1
+    assert judge(capsys, "runs", "baseline", "--clear")[1] == f"unpinned the baseline {run_id}\n"
+
+    code, out, _ = judge(capsys, "runs", "rm", run_id)
+    assert out == f"forgot run {run_id}; its outputs stay in {record.out_dir}\n"
+    assert (tmp_path / "out" / "summary.json").is_file()
+    assert (tmp_path / "cache.sqlite").is_file()
+    assert judge(capsys, "runs", "list")[1].startswith(f"no runs recorded in {run_store} yet")
+
+
+def test_an_absent_store_is_an_empty_history_and_no_file_is_made(tmp_path, capsys, run_store):
+    code, out, _ = judge(capsys, "runs", "list")
+    assert code == 0
+    assert "no runs recorded" in out and "judge eval" in out and "--no-record" in out
+    assert judge(capsys, "runs", "list", "--json")[1] == "[]\n"
+    code, _, err = judge(capsys, "runs", "show", "abcd")
+    assert code == 2 and f"no run store at {run_store}" in err
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    assert judge(capsys, "runs", "list", "--runs", elsewhere)[0] == 0
+    assert not run_store.exists() and not elsewhere.exists()
+
+
+def test_unknown_references_and_usage_errors_say_what_to_do(tmp_path, server, capsys):
+    data = dataset(tmp_path / "d.jsonl", 2)
+    assert judge(capsys, *eval_args(data, server, tmp_path))[0] == 0
+    code, _, err = judge(capsys, "runs", "show", "nope")
+    assert code == 2 and "no run 'nope'" in err and "judge runs list" in err
+    code, _, err = judge(capsys, "runs", "baseline", "nope", "--clear")
+    assert code == 2 and "not both" in err
+    code, _, err = judge(capsys, "runs", "show", "baseline")
+    assert code == 2 and "judge runs baseline REF" in err
+
+
+def test_runs_and_no_record_choose_where_and_whether(tmp_path, server, capsys, run_store):
+    data = dataset(tmp_path / "d.jsonl", 2)
+    code, _, err = judge(capsys, *eval_args(data, server, tmp_path, "--no-record"))
+    assert code == 0 and "recorded" not in err and not run_store.exists()
+    mine = tmp_path / "team" / "runs.sqlite"
+    code, _, err = judge(capsys, *eval_args(data, server, tmp_path, "--runs", mine))
+    assert code == 0 and f" in {mine}" in err
+    assert len(stored(mine)) == 1 and not run_store.exists()
+    assert len(json.loads(judge(capsys, "runs", "list", "--json", "--runs", mine)[1])) == 1
+
+
+def test_a_run_that_fails_its_gate_is_still_a_run(tmp_path, server, capsys, run_store):
+    data = dataset(tmp_path / "d.jsonl", 2)
+    code, _, err = judge(
+        capsys, *eval_args(data, server, tmp_path, "--fail-under", "faithfulness=0.99")
+    )
+    assert code == 1 and "FAILED threshold" in err and RECORDED.search(err)
+    assert len(stored(run_store)) == 1
+
+
+@pytest.mark.parametrize("store", ["damaged", "under a file"])
+def test_a_store_that_cannot_take_the_record_is_a_warning(
+    tmp_path, server, capsys, run_store, store
+):
+    if store == "damaged":
+        run_store.write_bytes(b"not an sqlite file " * 200)
+        path = run_store
+    else:
+        (tmp_path / "file").write_text("")
+        path = tmp_path / "file" / "runs.sqlite"  # its folder cannot be made
+    data = dataset(tmp_path / "d.jsonl", 2)
+    code, _, err = judge(capsys, *eval_args(data, server, tmp_path, "--runs", path))
+    assert code == 0, err
+    (warning,) = [line for line in err.splitlines() if line.startswith("judge: warning:")]
+    assert f"outputs are written in {tmp_path / 'out'}" in warning and str(path) in warning
+    assert "not recorded" in warning and "--runs" in warning
+    assert (tmp_path / "out" / "summary.json").is_file()
+
+
+def test_processes_make_one_run_shards_none_and_merge_one(tmp_path, server, run_store):
+    data = dataset(tmp_path / "d.jsonl", 4)
+    together = run(*eval_args(data, server, tmp_path, "--processes", "2"))
+    assert together.returncode == 0, together.stderr
+    assert len(RECORDED.findall(together.stderr)) == 1
+    shards = []
+    for i in (1, 2):
+        out = tmp_path / f"shard{i}"
+        done = run(*eval_args(data, server, tmp_path, "--shard", f"{i}/2", "--out", out))
+        assert done.returncode == 0 and "recorded" not in done.stderr, done.stderr
+        shards.append(out)
+    merged = run("merge", tmp_path / "merged", *shards, "--name", "joined")
+    assert merged.returncode == 0 and RECORDED.search(merged.stderr), merged.stderr
+    first, joined = stored(run_store)
+    out, merged_out = str((tmp_path / "out").resolve()), str((tmp_path / "merged").resolve())
+    assert (first.command, first.rows, first.out_dir) == ("eval", 4, out)
+    assert (joined.command, joined.rows, joined.name, joined.out_dir) == (
+        "merge",
+        4,
+        "joined",
+        merged_out,
+    )
+    assert joined.summary == first.summary
