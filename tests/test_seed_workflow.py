@@ -59,7 +59,7 @@ def test_build_a_test_set_run_two_apps_compare_and_view(tmp_path, capsys, monkey
                     "experiment", str(testset), "--app", f"{tmp_path / 'rag_app.py'}:{name}",
                     "--model", "openai/judge", "--api-base", server.base_url, "--api-key", "k",
                     "--cache", str(tmp_path / "cache.sqlite"), "--out", str(tmp_path / name),
-                    "--no-progress", "--max-error-rate", "1",
+                    "--no-progress", "--max-error-rate", "1", "--name", name,
                 ]
             )  # fmt: skip
             assert code == 0, capsys.readouterr().err
@@ -86,18 +86,20 @@ def test_build_a_test_set_run_two_apps_compare_and_view(tmp_path, capsys, monkey
         < summaries["baseline"]["metrics"]["mrr"]["mean"]
     )
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "compare",
-                str(tmp_path / "baseline"),
-                str(tmp_path / "rerank"),
-                "--out",
-                str(tmp_path / "compare"),
-            ]
-        )
-        == 0
-    )
+    # Both experiments are in the run store, with their apps; the baseline is pinned.
+    assert main(["runs", "list", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    runs = [(r["name"], r["command"]) for r in records]
+    assert runs == [("baseline", "experiment"), ("rerank", "experiment")]
+    assert records[1]["app"]["target"].endswith("rag_app.py:rerank")
+    assert records[1]["out_dir"] == str((tmp_path / "rerank").resolve())
+    assert main(["runs", "baseline", records[0]["id"]]) == 0
+    # Compared by the names the store knows them by.
+    assert main(["compare", "baseline", "rerank", "--out", str(tmp_path / "compare")]) == 0
     comparison = json.loads((tmp_path / "compare" / "comparison.json").read_text(encoding="utf-8"))
     assert comparison["matched"] == len(items)
     assert comparison["metrics"]["mrr"]["delta"] < 0
+    assert main(["view", "--out", str(tmp_path / "view")]) == 0
+    page = (tmp_path / "view" / "data.js").read_text(encoding="utf-8")
+    assert records[0]["id"] in page and records[1]["id"] in page
+    assert (tmp_path / "view" / "assets" / "chart.umd.js").is_file()

@@ -7,10 +7,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from judge.cli.options import metric_option, metrics_of
+from judge.cli.options import metric_option, metrics_of, runs_path, runs_path_option
 from judge.cli.output import output_options
 from judge.errors import JudgeError
+
+if TYPE_CHECKING:
+    from judge.runs.store import RunStore
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,11 +31,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "metric drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors.",
     )
     p.add_argument(
-        "runs",
+        "refs",
         nargs="+",
         metavar="RUN",
-        help="results.jsonl or an eval output directory (the first is the baseline unless "
-        "--baseline is given); with --qrels two run files A B; with --columns one dataset",
+        help="results.jsonl, an eval or experiment output directory, or a run of the run "
+        "store (its id, id prefix or --name; `baseline` for the pinned one) (the first is "
+        "the baseline unless --baseline is given); with --qrels two run files A B; with "
+        "--columns one dataset",
     )
     p.add_argument(
         "--baseline",
@@ -58,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="for run files: cutoff K of the default "
         "metrics, and list queries whose relevant docs fell out of B's top K",
     )
+    runs_path_option(p)
     output_options(p, "comparison.json and compare.html")
     p.add_argument(
         "--fail-on-regression",
@@ -69,8 +76,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_sources(refs: list[str], args: argparse.Namespace) -> list[str]:
     """The evaluation each RUN or --baseline argument names: a results.jsonl or an output
-    folder, as given (the one place where arguments become sources)."""
-    return list(refs)
+    folder as given, else a run of the run store by id, id prefix or name (the one place
+    where arguments become sources)."""
+    sources = []
+    store = None
+    try:
+        for ref in refs:
+            if Path(ref).exists() or args.qrels or args.columns:
+                sources.append(ref)
+                continue
+            if store is None:
+                store = _open_store(args, ref)
+            sources.append(store.get(ref).out_dir)
+    finally:
+        if store is not None:
+            store.close()
+    return sources
+
+
+def _open_store(args: argparse.Namespace, ref: str) -> RunStore:
+    """The run store, for a RUN that is no file or folder; an error naming both when there
+    is none."""
+    from judge.runs.store import RunStore
+
+    path = runs_path(args)
+    if not path.is_file():
+        raise JudgeError(
+            f"RUN {ref!r}: no such file or folder, and no run store at {path} to look it "
+            "up as a run id or name (--runs PATH)"
+        )
+    return RunStore(path)
 
 
 def _same_source(a: str, b: str) -> bool:
@@ -86,9 +121,9 @@ def _same_source(a: str, b: str) -> bool:
 def _evaluations(args: argparse.Namespace) -> tuple[str, list[str]]:
     """The baseline and the other evaluations from the RUNs and --baseline."""
     if args.baseline is None:
-        first, *others = run_sources(args.runs, args)
+        first, *others = run_sources(args.refs, args)
         return first, others
-    *given, baseline = run_sources([*args.runs, args.baseline], args)
+    *given, baseline = run_sources([*args.refs, args.baseline], args)
     return baseline, [s for s in given if not _same_source(s, baseline)]
 
 
@@ -99,10 +134,10 @@ def run_compare(args: argparse.Namespace) -> int:
             "--baseline applies to judge eval outputs; with --qrels or --columns the first "
             "run (or column) is the baseline"
         )
-    if args.qrels and len(args.runs) != 2:
-        raise JudgeError(f"--qrels compares two run files A B, not {len(args.runs)}")
+    if args.qrels and len(args.refs) != 2:
+        raise JudgeError(f"--qrels compares two run files A B, not {len(args.refs)}")
     if args.columns or args.qrels:
-        return _compare_two(args, args.runs[0], args.runs[1] if len(args.runs) > 1 else None)
+        return _compare_two(args, args.refs[0], args.refs[1] if len(args.refs) > 1 else None)
     baseline, others = _evaluations(args)
     if not others:
         raise JudgeError(

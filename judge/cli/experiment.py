@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from judge.cli.finish import finish_run, say_damaged, say_notes
+from judge.cli.finish import finish_run, record_run, say_damaged, say_notes
 from judge.cli.options import (
     check_retrieval_only,
     data_options,
@@ -15,6 +15,7 @@ from judge.cli.options import (
     metrics_given,
     model_config,
     model_options,
+    runs_options,
     thresholds,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
@@ -87,6 +88,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="output directory (default: judge-experiment)",
     )
     gate_options(p)
+    runs_options(p)
     p.set_defaults(func=run_experiment_command)
 
 
@@ -151,6 +153,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         say_notes(result)
         code = finish_run(result, folder, required, args.max_error_rate)
         finished(folder.path)
+    record_run(args, folder.path, "experiment")
     if result.config.app is not None:
         print(app_line(result.config.app), file=sys.stderr)
     return code

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
-from judge.errors import InputFormatError, JudgeError
+from judge.cli.options import runs_path, runs_path_option
+from judge.errors import JudgeError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,12 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "fetches nothing (Chart.js is shipped inside it): open index.html, keep the "
         "folder as a CI artifact, or send it.",
     )
-    p.add_argument(
-        "--records",
-        metavar="FILE",
-        required=True,
-        help="the runs, as a JSON list of run records (`judge runs list --json`)",
-    )
+    runs_path_option(p)
     p.add_argument("--out", default="judge-view", help="the folder to write (default: judge-view)")
     p.add_argument(
         "--open", action="store_true", help="open the page in the web browser once written"
@@ -36,20 +30,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The run records to show: for now the JSON list of --records."""
-    path = Path(args.records)
-    try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    """The runs of the run store (--runs), oldest first, as the page reads them."""
+    from judge.runs.store import RunStore
+
+    path = runs_path(args)
+    if not path.is_file():
         raise JudgeError(
-            f"--records {path}: no such file; give a JSON list of run records"
-        ) from None
-    except ValueError as exc:
-        raise InputFormatError(
-            f"not JSON ({exc}); give a JSON list of run records", path=str(path)
-        ) from None
-    if not isinstance(records, list):
-        raise InputFormatError("not a JSON list; give a JSON list of run records", path=str(path))
+            f"no run store at {path}: every finished judge eval and judge experiment is "
+            "recorded there (give another with --runs or JUDGE_RUNS)"
+        )
+    with RunStore(path) as store:
+        records = [record.to_dict() for record in store.runs()]
+    if not records:
+        raise JudgeError(
+            f"the run store {path} holds no runs yet: run judge eval or judge experiment"
+        )
     return records
 
 

@@ -182,3 +182,16 @@ def test_one_evaluation_is_a_usage_error(evaluations):
     assert same.returncode == 2 and "give two or more evaluations" in same.stderr
     qrels = run("compare", "a.txt", "b.txt", "--qrels", "q.txt", "--baseline", "a.txt")
     assert qrels.returncode == 2 and "--baseline applies to judge eval outputs" in qrels.stderr
+
+
+def test_a_run_that_is_no_folder_and_no_stored_run_is_one_line(tmp_path):
+    absent = run("compare", "nosuch", "other", "--runs", tmp_path / "none.sqlite")
+    assert absent.returncode == 2
+    assert "RUN 'nosuch': no such file or folder, and no run store at" in absent.stderr
+    assert not (tmp_path / "none.sqlite").exists()  # looking never makes a store
+    from judge.runs.store import RunStore
+
+    RunStore(tmp_path / "runs.sqlite").close()
+    unknown = run("compare", "nosuch", "other", "--runs", tmp_path / "runs.sqlite")
+    assert unknown.returncode == 2 and "nosuch" in unknown.stderr
+    assert "judge runs list" in unknown.stderr

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from judge.errors import InputFormatError, OutputError
+from judge.runs.store import RunRecord, RunStore
 from judge.view import build_view
 from judge.view.data import MAX_ANSWER_CHARS, data_script, run_results, view_data
 from judge.view.site import ASSETS
@@ -193,31 +194,33 @@ def test_a_file_in_the_way_is_an_output_error(tmp_path: Path) -> None:
         build_view([], tmp_path / "v")
 
 
-def test_judge_view_writes_the_folder_and_prints_its_page(tmp_path: Path) -> None:
-    records = tmp_path / "runs.json"
-    records.write_text(json.dumps([record("a", "2026", tmp_path / "gone")]))
-    done = run("view", "--records", records, "--out", tmp_path / "v")
+def test_judge_view_writes_the_runs_of_the_store_and_prints_its_page(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        stored = record("a1b2c3d4e5f6", "2026-12-04T10:00:00Z", tmp_path / "gone")
+        extra = {"data": "q.jsonl", "data_sha256": "0", "embeddings": None, "prompts": {}}
+        store.add(RunRecord(**stored, **extra))
+    done = run("view", "--runs", tmp_path / "runs.sqlite", "--out", tmp_path / "v")
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"wrote {(tmp_path / 'v' / 'index.html').resolve()}\n"
     assert (tmp_path / "v" / "assets" / "view.js").is_file()
+    page_data = (tmp_path / "v" / "data.js").read_text(encoding="utf-8")
+    assert "a1b2c3d4e5f6" in page_data
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("store", "message"),
     [
-        (None, "--records {path}: no such file; give a JSON list of run records"),
-        ("{", "{path}: not JSON"),
-        ('{"id": "a"}', "{path}: not a JSON list; give a JSON list of run records"),
-        ('[{"name": "x"}]', "run record 1 has no id"),
+        (False, "no run store at {path}: every finished judge eval and judge experiment"),
+        (True, "the run store {path} holds no runs yet"),
     ],
 )
-def test_judge_view_says_what_is_wrong_with_the_records(
-    tmp_path: Path, content: str | None, message: str
+def test_judge_view_says_when_there_is_nothing_to_show(
+    tmp_path: Path, store: bool, message: str
 ) -> None:
-    path = tmp_path / "runs.json"
-    if content is not None:
-        path.write_text(content)
-    done = run("view", "--records", path, "--out", tmp_path / "v")
+    path = tmp_path / "runs.sqlite"
+    if store:
+        RunStore(path).close()
+    done = run("view", "--runs", path, "--out", tmp_path / "v")
     assert done.returncode == 2
     assert done.stderr.startswith("judge: error: ")
     assert message.format(path=path) in done.stderr
