@@ -223,11 +223,12 @@ def cli(tmp_path, server, *extra: str) -> list[str]:
 def test_cli_progress_lines_and_no_progress(fake_llm_server, tmp_path, capsys):
     fake_llm_server.chat = judge_handler
     assert main(cli(tmp_path, fake_llm_server, "--progress-interval", "5")) == 0
-    lines = capsys.readouterr().err.splitlines()
+    *lines, recorded = capsys.readouterr().err.splitlines()
+    assert recorded.startswith("judge: recorded run ")  # after the run, in the run store
     assert lines[0].startswith("judge: 0/2 samples")
     assert lines[-1].startswith("judge: done, 2/2 samples (100%) | ")
     assert all(FIELDS.match(line) for line in lines), lines
     assert main(cli(tmp_path, fake_llm_server, "--no-progress")) == 0
-    assert capsys.readouterr().err == ""
+    assert re.fullmatch(r"judge: recorded run [0-9a-f]{12} in \S+\n", capsys.readouterr().err)
     assert main(cli(tmp_path, fake_llm_server, "--progress-interval", "0")) == 2
     assert "positive number of seconds" in capsys.readouterr().err
