@@ -15,7 +15,7 @@ import json
 import sqlite3
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from judge.cache.identity import UNKNOWN
@@ -183,8 +183,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 REBUILDS = frozenset({m003_rowid_table_with_vectors.__name__, m004_checksums.__name__})
 
 
-def migrate(db: sqlite3.Connection) -> list[str]:
-    """Apply the migrations the file lacks, in one transaction; returns their names.
+def apply_in_order(
+    db: sqlite3.Connection, migrations: Sequence[Callable[[sqlite3.Connection], None]]
+) -> list[str]:
+    """Apply the migrations past the file's `PRAGMA user_version`, in one transaction,
+    each raising the version by one; returns their names. A format history of another
+    SQLite file of judge's (the run store's) is applied the same way.
 
     The connection must be in autocommit mode (isolation_level=None).
     """
@@ -192,7 +196,7 @@ def migrate(db: sqlite3.Connection) -> list[str]:
     try:
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         applied = []
-        for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
+        for number, migration in enumerate(migrations[version:], start=version + 1):
             migration(db)
             db.execute(f"PRAGMA user_version={number}")
             applied.append(migration.__name__)
@@ -201,6 +205,15 @@ def migrate(db: sqlite3.Connection) -> list[str]:
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+    return applied
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply the migrations the file lacks, in one transaction; returns their names.
+
+    The connection must be in autocommit mode (isolation_level=None).
+    """
+    applied = apply_in_order(db, MIGRATIONS)
     if REBUILDS.intersection(applied):
         compact(db)
     return applied

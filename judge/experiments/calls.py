@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import inspect
 import json
-import os
 import threading
 import time
 import traceback
@@ -29,6 +28,7 @@ from typing import Any
 from judge.errors import JudgeError
 from judge.experiments.app import App, MalformedReply, parse_reply
 from judge.json_values import canonical_json, sha256_hex
+from judge.run.checkpoint import open_for_appending
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
@@ -134,20 +134,11 @@ class ProgressFile:
         )
         try:
             if self._out is None:
-                self._out = self._open()
+                self._out = open_for_appending(self.path)
             self._out.write(line.encode("utf-8") + b"\n")
             self._out.flush()
         except OSError as exc:  # a full disk stops the experiment: written lines stay
             raise write_failure(self.path, exc) from None
-
-    def _open(self) -> Any:
-        out = open(self.path, "ab")  # noqa: SIM115 (held open for the run; see close)
-        if out.tell():  # a line cut short by a killed run is ended first
-            with open(self.path, "rb") as tail:
-                tail.seek(-1, os.SEEK_END)
-                if tail.read(1) != b"\n":
-                    out.write(b"\n")
-        return out
 
     def close(self) -> None:
         """Close the file (its lines are already written through)."""

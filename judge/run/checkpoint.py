@@ -229,15 +229,7 @@ class Checkpoint:
         return self.write(self.encode(row_number, input_hash, result))
 
     def _open(self) -> BinaryIO:
-        """Open for appending; a line cut short by a killed run is ended first, so the next
-        row starts a line of its own."""
-        out = open(self.path, "ab")  # noqa: SIM115 (held open for the run; see close)
-        if out.tell():
-            with open(self.path, "rb") as tail:
-                tail.seek(-1, os.SEEK_END)
-                if tail.read(1) != b"\n":
-                    out.write(b"\n")
-        return out
+        return open_for_appending(self.path)
 
     def close(self) -> None:
         """Close the file after writing (rows stay readable through `rows`)."""
@@ -256,6 +248,18 @@ class Checkpoint:
             except OSError as exc:
                 raise write_failure(self.path, exc) from None
         return RowFile(self.path, offsets, wrapped=True, owner=self, metrics=metrics)
+
+
+def open_for_appending(path: Path) -> BinaryIO:
+    """A JSON-lines file opened for appending; a line cut short by a killed run is ended
+    first, so the next line starts a line of its own. The caller closes it."""
+    out = open(path, "ab")  # noqa: SIM115 (held open for the run by the caller)
+    if out.tell():
+        with open(path, "rb") as tail:
+            tail.seek(-1, os.SEEK_END)
+            if tail.read(1) != b"\n":
+                out.write(b"\n")
+    return out
 
 
 def _unlink(path: Path) -> None:

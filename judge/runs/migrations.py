@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from judge.cache.migrations import apply_in_order
+
 APPLICATION_ID = 0x4A52554E  # "JRUN": marks a file as a judge run store
 
 
@@ -53,17 +55,4 @@ def migrate(db: sqlite3.Connection) -> list[str]:
 
     The connection must be in autocommit mode (isolation_level=None).
     """
-    db.execute("BEGIN IMMEDIATE")  # the version is read again under the write lock
-    try:
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        applied = []
-        for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
-            migration(db)
-            db.execute(f"PRAGMA user_version={number}")
-            applied.append(migration.__name__)
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    return applied
+    return apply_in_order(db, MIGRATIONS)
