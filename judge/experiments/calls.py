@@ -104,13 +104,12 @@ class ProgressFile:
         self.key = app_key(app)
         self._out: Any = None
 
-    def load(self) -> tuple[dict[str, dict[str, Any]], int]:
-        """(question key -> output row, of this app and without an app error; the number
-        of lines of another app that are not reused). A torn last line is skipped."""
+    def load(self) -> dict[str, dict[str, Any]]:
+        """Question key -> output row, of this app and without an app error; lines of
+        another app are not reused, and a torn last line is skipped."""
         done: dict[str, dict[str, Any]] = {}
-        foreign = 0
         if not self.path.exists():
-            return done, foreign
+            return done
         with self.path.open("rb") as lines:
             for line in lines:
                 try:
@@ -120,12 +119,12 @@ class ProgressFile:
                 if not isinstance(item, dict) or "row" not in item:
                     continue
                 if item.get("app") != self.key:
-                    foreign += 1
-                elif item["row"].get(ERROR) is None:
+                    continue
+                if item["row"].get(ERROR) is None:
                     done[item["question"]] = item["row"]
                 else:  # asked again: the error may have passed
                     done.pop(item["question"], None)
-        return done, foreign
+        return done
 
     def write(self, question: Question, row: dict[str, Any]) -> None:
         """Append one finished question's row."""
@@ -250,7 +249,7 @@ async def ask_all(
         raise JudgeError(f"app_concurrency={concurrency}: give at least 1")
     if not timeout > 0:
         raise JudgeError(f"app_timeout={timeout}: give a positive number of seconds")
-    done, _ = progress_file.load()
+    done = progress_file.load()
     rows: dict[int, dict[str, Any]] = {}
     stats = CallStats()
     todo = []
