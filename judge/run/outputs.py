@@ -191,8 +191,13 @@ def unreadable_failure(result: EvaluationResult, max_rate: float) -> tuple[str |
     unreadable = total - result.judged_rows
     if not unreadable:
         return None, None
-    shown = _first(result.rows, lambda row: row.error)
-    app_failed = sum(1 for row in result.rows if (row.error or "").startswith(APP_FAILED))
+    shown: list[str] = []
+    app_failed = 0
+    for row in result.rows:  # read once: the first errors shown, the app's failures counted
+        if row.error:
+            if len(shown) < SHOWN_ROWS:
+                shown.append(f"row {row.row}: {row.error}")
+            app_failed += row.error.startswith(APP_FAILED)
     what = f"{unreadable} of {total} rows"
     if app_failed:  # an experiment's: the app's failures are not the input's
         what += f" ({app_failed} of them questions the app failed on)"
