@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 
-from judge.comparison.evaluations import ALPHA, Comparison
+from judge.comparison.evaluations import ALPHA, Comparison, MetricComparison
 from judge.comparison.many import ManyComparison, MetricChange, QuestionDiff
 from judge.formatting import MISSING, escape, number, page, write_page
 from judge.run.report_html import contexts_html, evidence_html
@@ -59,31 +59,7 @@ def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
 
 def render_compare(comparison: Comparison, findings: list[str]) -> str:
     """The HTML text of the comparison page."""
-    rows = []
-    for m in comparison.metrics.values():
-        verdict = (
-            "significant " + ("regression" if m.worse else "improvement")
-            if m.significant
-            else "not significant"
-        )
-        rows.append(
-            "<tr>"
-            + "".join(
-                f"<td class=n>{escape(v)}</td>"
-                for v in (
-                    m.metric,
-                    number(m.mean_a),
-                    number(m.mean_b),
-                    number(m.delta, sign="+"),
-                    f"[{number(m.ci_low, sign='+')}, {number(m.ci_high, sign='+')}]",
-                    number(m.p_value),
-                    number(m.p_adjusted),
-                    f"{m.wins}/{m.ties}/{m.losses}",
-                    m.n,
-                )
-            )
-            + f"<td>{verdict}</td></tr>"
-        )
+    rows = [_stats_row(m, marked=False) for m in comparison.metrics.values()]
     lost = comparison.extra.get("lost_from_top_k")
     lost_html = ""
     if lost is not None:
@@ -125,33 +101,38 @@ def write_compare(
 SHOWN_QUESTIONS = 25
 
 
+def _stats_row(m: MetricComparison, *, marked: bool) -> str:
+    """One metric of a paired comparison as a table row, with its verdict (marked: the
+    verdict's cell coloured by it, as the many-run page has it)."""
+    verdict = (
+        "significant " + ("regression" if m.worse else "improvement")
+        if m.significant
+        else "not significant"
+    )
+    css = ""
+    if marked and m.significant:
+        css = " class=bad" if m.worse else " class=ok"
+    cells = (
+        m.metric,
+        number(m.mean_a),
+        number(m.mean_b),
+        number(m.delta, sign="+"),
+        f"[{number(m.ci_low, sign='+')}, {number(m.ci_high, sign='+')}]",
+        number(m.p_value),
+        number(m.p_adjusted),
+        f"{m.wins}/{m.ties}/{m.losses}",
+        m.n,
+    )
+    return (
+        "<tr>"
+        + "".join(f"<td class=n>{escape(v)}</td>" for v in cells)
+        + f"<td{css}>{verdict}</td></tr>"
+    )
+
+
 def _stats_rows(comparison: Comparison) -> str:
     """One row per metric of a paired comparison, with its verdict."""
-    rows = []
-    for m in comparison.metrics.values():
-        verdict = (
-            "significant " + ("regression" if m.worse else "improvement")
-            if m.significant
-            else "not significant"
-        )
-        css = " class=bad" if m.significant and m.worse else " class=ok" if m.significant else ""
-        cells = (
-            m.metric,
-            number(m.mean_a),
-            number(m.mean_b),
-            number(m.delta, sign="+"),
-            f"[{number(m.ci_low, sign='+')}, {number(m.ci_high, sign='+')}]",
-            number(m.p_value),
-            number(m.p_adjusted),
-            f"{m.wins}/{m.ties}/{m.losses}",
-            m.n,
-        )
-        rows.append(
-            "<tr>"
-            + "".join(f"<td class=n>{escape(v)}</td>" for v in cells)
-            + f"<td{css}>{verdict}</td></tr>"
-        )
-    return "".join(rows)
+    return "".join(_stats_row(m, marked=True) for m in comparison.metrics.values())
 
 
 def _question_html(q: QuestionDiff, changes: list[MetricChange], base: str, run: str) -> str:
