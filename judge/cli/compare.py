@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from judge.cli.options import metric_option, metrics_of, runs_path, runs_path_option
-from judge.cli.output import output_options
+from judge.cli.output import output_options, write_files
 from judge.errors import JudgeError
 
 if TYPE_CHECKING:
@@ -153,19 +153,19 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def _compare_many(args: argparse.Namespace, baseline: str, others: list[str]) -> int:
     """Runs against a baseline: write, print, and exit 1 on a regression when asked."""
+    from judge.comparison.evaluations import write_json
     from judge.comparison.html import write_many
-    from judge.comparison.many import compare_many, write_json
+    from judge.comparison.many import compare_many
 
     many = compare_many(baseline, others, metrics=metrics_of(args) or None)
     if args.out:
-        from judge.run.output_folder import OutputFolder
-
-        with OutputFolder(args.out) as folder:  # locked, written whole, no debris
-            with folder.writing("compare.html") as html:
-                write_many(many, html)
-            with folder.writing("comparison.json") as data:
-                write_json(many, data)
-            folder.publish(["compare.html", "comparison.json"])
+        write_files(
+            args.out,
+            [
+                ("compare.html", lambda html: write_many(many, html)),
+                ("comparison.json", lambda data: write_json(many, data)),
+            ],
+        )
     if args.format == "json":
         print(json.dumps(many.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -219,14 +219,13 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
         comparison = compare(a, b, metrics=metrics)
     findings = comparison.diagnosis_b()
     if args.out:
-        from judge.run.output_folder import OutputFolder
-
-        with OutputFolder(args.out) as folder:  # locked, written whole, no debris
-            with folder.writing("compare.html") as html:
-                write_compare(comparison, findings, html)
-            with folder.writing("comparison.json") as data:
-                write_json(comparison, data)
-            folder.publish(["compare.html", "comparison.json"])
+        write_files(
+            args.out,
+            [
+                ("compare.html", lambda html: write_compare(comparison, findings, html)),
+                ("comparison.json", lambda data: write_json(comparison, data)),
+            ],
+        )
     if args.format == "json":
         print(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
     else:

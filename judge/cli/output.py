@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -45,20 +45,33 @@ def output_options(p: argparse.ArgumentParser, files: str | None = None) -> None
         p.add_argument("--out", help=f"also write {files} here")
 
 
+def write_files(
+    out: str | os.PathLike[str], files: Sequence[tuple[str, Callable[[Path], None]]]
+) -> None:
+    """Write each (name, writer) into the folder `out`: locked, each file written whole
+    under a temporary name, then all published in this order, no debris."""
+    from judge.run.output_folder import OutputFolder
+
+    with OutputFolder(out) as folder:
+        for name, write in files:
+            with folder.writing(name) as path:
+                write(path)
+        folder.publish([name for name, _ in files])
+
+
 def show(
     result: R, args: argparse.Namespace, name: str, write_html: Callable[[R, Path], None]
 ) -> None:
     """Write NAME.json and NAME.html to --out when given, then print the result as --format
     says (with the files written, after a table)."""
     if args.out:
-        from judge.run.output_folder import OutputFolder
-
-        with OutputFolder(args.out) as folder:  # locked, written whole, no debris
-            with folder.writing(f"{name}.html") as html:
-                write_html(result, html)
-            with folder.writing(f"{name}.json") as data:
-                result.write_json(data)
-            folder.publish([f"{name}.html", f"{name}.json"])
+        write_files(
+            args.out,
+            [
+                (f"{name}.html", lambda html: write_html(result, html)),
+                (f"{name}.json", result.write_json),
+            ],
+        )
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:

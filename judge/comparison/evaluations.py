@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -272,8 +272,15 @@ def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
     )
 
 
-def write_json(comparison: Comparison, path: str | os.PathLike[str]) -> None:
-    """Write the comparison as JSON."""
+class ToDict(Protocol):
+    """A comparison (two runs, or many against a baseline) as its JSON data."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON values."""
+
+
+def write_json(comparison: ToDict, path: str | os.PathLike[str]) -> None:
+    """Write a comparison as JSON (comparison.json)."""
     Path(path).write_text(
         json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )

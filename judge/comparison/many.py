@@ -11,7 +11,6 @@ fewer questions is not hidden behind the baseline's.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections import Counter
@@ -423,10 +422,3 @@ def _adjust_across_runs(versus: list[RunVersusBaseline]) -> int:
             for name, m in v.comparison.metrics.items()
         }
     return sum(not math.isnan(p) for p in raw)
-
-
-def write_json(comparison: ManyComparison, path: str | os.PathLike[str]) -> None:
-    """Write the comparison as JSON (comparison.json)."""
-    Path(path).write_text(
-        json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
