@@ -26,6 +26,7 @@ import os
 import sqlite3
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -198,7 +199,7 @@ class Cache:
                         "where it is writable (or use a writable copy) to upgrade it"
                     )
                 return db
-            db.execute("PRAGMA journal_mode=WAL")
+            _use_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             if not tables:
                 db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
@@ -746,6 +747,26 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
         ) from exc
 
 
+# How long opening waits for another connection's write transaction (the busy timeout).
+_BUSY_SECONDS = 60.0
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Switch the file to WAL, waiting while another connection writes it. SQLite refuses
+    the switch at once, without its busy wait, while another connection holds a write
+    transaction (another process creating the same new file's tables: two pytest-xdist
+    workers on one new cache), so the wait is here."""
+    deadline = time.monotonic() + _BUSY_SECONDS
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
     """A connection to a cache file; read-only ones never write (not even a -shm file when
     the folder is read-only: then the file is opened as immutable, as on read-only media)."""
@@ -762,7 +783,9 @@ def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
             isolation_level=None,
         )
     else:
-        db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+        db = sqlite3.connect(
+            path, timeout=_BUSY_SECONDS, check_same_thread=False, isolation_level=None
+        )
     # Lookups read mapped pages instead of copying them in with a system call each:
     # about half the time of a cache hit on a file larger than SQLite's page cache
     # in format 2; with format 3's rowid table the gain is smaller (20-26 -> 17-25 us
