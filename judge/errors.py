@@ -84,6 +84,12 @@ class CacheMiss(JudgeError):
         self.key = key
 
 
+def is_replay_miss(error: str) -> bool:
+    """Whether a judge failure's message (as a row's `errors` holds it: "Type: text") is a
+    replay's `CacheMiss`."""
+    return error.startswith(CacheMiss.__name__)
+
+
 class CacheStoreError(CacheError):
     """The cache could not store a judgment (disk full, I/O error, a read-only file): every
     later judgment would be paid for and lost the same way, so `score` and `evaluate` stop

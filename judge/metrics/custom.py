@@ -145,10 +145,10 @@ def judged_metric(
     )
 
 
-def configured_modules(path: Path = Path("pyproject.toml")) -> list[str]:
-    """Metric modules named in the project's pyproject.toml, [tool.judge] metrics-modules."""
+def project_table(path: Path = Path("pyproject.toml")) -> dict[str, Any]:
+    """The `[tool.judge]` table of a project's pyproject.toml ({} without one)."""
     if not path.is_file():
-        return []
+        return {}
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -157,7 +157,15 @@ def configured_modules(path: Path = Path("pyproject.toml")) -> list[str]:
         config = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise JudgeError(f"{path}: cannot be read as TOML ({exc})") from None
-    modules = config.get("tool", {}).get("judge", {}).get("metrics-modules", [])
+    table = config.get("tool", {}).get("judge", {})
+    if not isinstance(table, dict):
+        raise JudgeError(f"{path}: [tool.judge] must be a table")
+    return table
+
+
+def configured_modules(path: Path = Path("pyproject.toml")) -> list[str]:
+    """Metric modules named in the project's pyproject.toml, [tool.judge] metrics-modules."""
+    modules = project_table(path).get("metrics-modules", [])
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         raise JudgeError(f"{path}: [tool.judge] metrics-modules must be a list of strings")
     return modules

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.errors import JudgeError
+from judge.errors import JudgeError, is_replay_miss
 from judge.run.checkpoint import RowFile
 from judge.run.data import APP_FAILED
 from judge.run.diagnose import diagnose
@@ -228,7 +228,7 @@ def replay_failure(result: EvaluationResult) -> str | None:
 
     def missed(row: ResultRow) -> str | None:
         for metric, error in row.errors.items():
-            if error.startswith("CacheMiss"):  # its text is in results.jsonl ('errors')
+            if is_replay_miss(error):  # its text is in results.jsonl ('errors')
                 return str(metric)
         return None
 
