@@ -294,9 +294,10 @@ class RunStore:
 
     def get(self, ref: str) -> RunRecord:
         """The run a reference names: its id, a unique prefix of its id (4 characters or
-        more), its name (the latest run of that name), or "baseline"."""
+        more), its name (the latest run of that name), or "baseline": the pinned run, else
+        (none pinned) the run named "baseline", so that one can be pinned by its name."""
         if ref == BASELINE:
-            found = self.baseline()
+            found = self.baseline() or next(iter(self._select("WHERE name = ?", (ref,))[-1:]), None)
             if found is None:
                 raise RunNotFound(
                     f"no baseline is pinned in {self.path}: pin one with "

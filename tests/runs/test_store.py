@@ -191,3 +191,15 @@ def test_two_threads_sharing_one_store_lose_none(tmp_path):
         for thread in threads:
             thread.join()
         assert len({r.id for r in store.runs()}) == 40
+
+
+def test_a_run_named_baseline_is_found_by_its_name_until_one_is_pinned(tmp_path):
+    # `judge experiment --name baseline`, then `judge runs baseline baseline` to pin it:
+    # "baseline" names the pinned run when there is one, else the run of that name.
+    with RunStore(tmp_path / "r.sqlite") as store:
+        named = store.add(record(id="aaaa11112222", name="baseline"))
+        other = store.add(record(id="bbbb55556666", name="rerank"))
+        assert store.get("baseline") == named
+        assert store.set_baseline("baseline").id == named.id
+        store.set_baseline(other.id)
+        assert store.get("baseline").id == other.id  # the pinned one, once there is one
