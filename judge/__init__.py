@@ -21,6 +21,13 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from judge.metrics.registry import Metric, MetricScore
     from judge.probes.probe import aprobe, probe
     from judge.probes.result import ProbeResult
+    from judge.pytest_plugin.assertions import (
+        assert_evaluation,
+        assert_scores,
+        at_least,
+        at_most,
+    )
+    from judge.pytest_plugin.regression import assert_no_regression
     from judge.run.dry_run import DryRun, adry_run, dry_run
     from judge.run.evaluate import aevaluate, evaluate
     from judge.run.results import EvaluationResult
@@ -55,6 +62,11 @@ _LAZY = {
     "probe": "judge.probes.probe",
     "aprobe": "judge.probes.probe",
     "ProbeResult": "judge.probes.result",
+    "assert_scores": "judge.pytest_plugin.assertions",
+    "assert_evaluation": "judge.pytest_plugin.assertions",
+    "at_least": "judge.pytest_plugin.assertions",
+    "at_most": "judge.pytest_plugin.assertions",
+    "assert_no_regression": "judge.pytest_plugin.regression",
 }
 
 __all__ = [
@@ -82,6 +94,11 @@ __all__ = [
     "agreement",
     "aprobe",
     "ascore",
+    "assert_evaluation",
+    "assert_no_regression",
+    "assert_scores",
+    "at_least",
+    "at_most",
     "compare",
     "dry_run",
     "evaluate",

@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"run"},
     {"comparison", "labels", "testset", "experiments", "runs"},
     {"probes", "view"},
-    {"ray", "testing"},
+    {"ray", "testing", "pytest_plugin"},
     {"cli"},
     {"__init__", "__main__"},
 ]

@@ -1,0 +1,343 @@
+"""Assertions on judged scores: `judge.assert_scores` for one sample, `judge.assert_evaluation`
+for a whole evaluation; the failure message shows each failing metric, its score and
+threshold, and the judge's evidence behind it.
+
+Nothing here imports pytest or the LLM stack: the assertions work in any test runner, and
+the pytest plugin (`judge.pytest_plugin.plugin`) only adds how a failure is shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from judge.errors import JudgeError
+from judge.formatting import MISSING, number
+from judge.metrics.registry import higher_is_better
+
+# How much of a long text a failure message shows.
+_TEXT = 160
+# How many pieces of evidence per metric a failure message lists.
+_PIECES = 8
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A threshold with its direction: the score must be at least (or at most) `value`."""
+
+    value: float
+    at_most: bool = False
+
+    def passes(self, score: float) -> bool:
+        """Whether a defined score meets the threshold."""
+        return score <= self.value if self.at_most else score >= self.value
+
+    def __str__(self) -> str:
+        return f"{'<=' if self.at_most else '>='} {self.value:g}"
+
+
+def at_least(value: float) -> Bound:
+    """A minimum: the score passes when it is `value` or more."""
+    return Bound(_threshold(value), at_most=False)
+
+
+def at_most(value: float) -> Bound:
+    """A maximum, for rates where lower is better (hallucination_rate): the score passes
+    when it is `value` or less."""
+    return Bound(_threshold(value), at_most=True)
+
+
+def _threshold(value: Any, metric: str | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        where = f" of {metric}" if metric else ""
+        raise JudgeError(
+            f"the threshold{where} is {value!r}: give a number, e.g. faithfulness=0.8, or "
+            "judge.at_most(0.1) for a rate that must stay low"
+        )
+    return float(value)
+
+
+def bounds(
+    thresholds: Mapping[str, float | Bound] | None, named: Mapping[str, float | Bound]
+) -> dict[str, Bound]:
+    """Every threshold as a `Bound`: a plain number is a minimum for a metric where higher
+    is better and a maximum where lower is (hallucination_rate)."""
+    given = {**(thresholds or {}), **named}
+    if not given:
+        raise JudgeError(
+            "no thresholds given: name each metric's threshold, e.g. "
+            "assert_scores(result, faithfulness=0.8), or {'ndcg@10': 0.5} for names with '@'"
+        )
+    out = {}
+    for metric, value in given.items():
+        if isinstance(value, Bound):
+            out[metric] = value
+        else:
+            out[metric] = Bound(_threshold(value, metric), at_most=not higher_is_better(metric))
+    return out
+
+
+class ScoreAssertionError(AssertionError):
+    """A judged score missed its threshold (or was undefined); the message holds the
+    evidence. `failures` names the metrics that failed."""
+
+    def __init__(self, message: str, failures: list[str]):
+        super().__init__(message)
+        self.failures = failures
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """What an assertion reads of a result, whatever its type."""
+
+    label: str
+    scores: Mapping[str, float]
+    reasons: Mapping[str, str]
+    errors: Mapping[str, str]
+    evidence: Mapping[str, Any]
+    contexts: list[str]
+
+
+def _scored(result: Any) -> _Scored:
+    """The scores and evidence of a `judge.score` result or a row of `judge.evaluate`."""
+    scores = getattr(result, "scores", None)
+    if not isinstance(scores, Mapping):
+        raise JudgeError(
+            f"assert_scores takes the result of judge.score (or rag_judge.score), or a row "
+            f"of judge.evaluate's result, not {type(result).__name__}; for a whole "
+            "evaluation use judge.assert_evaluation"
+        )
+    sample = getattr(result, "sample", None)
+    source = sample if sample is not None else result
+    label = getattr(source, "id", None) or getattr(source, "question", None) or ""
+    return _Scored(
+        label=_short(str(label)),
+        scores=scores,
+        reasons=getattr(result, "reasons", {}) or {},
+        errors=getattr(result, "errors", {}) or {},
+        evidence=getattr(result, "evidence", {}) or {},
+        contexts=list(getattr(source, "contexts", None) or []),
+    )
+
+
+def assert_scores(
+    result: Any,
+    thresholds: Mapping[str, float | Bound] | None = None,
+    *,
+    allow_nan: bool | Collection[str] = False,
+    **named: float | Bound,
+) -> None:
+    """Fail unless every named metric of one judged sample meets its threshold.
+
+    Args:
+        result: a `SampleResult` of `judge.score` / `rag_judge.score`, or one row of an
+            `EvaluationResult`.
+        thresholds: `{metric: threshold}`, for names that are not Python identifiers
+            (`{"ndcg@10": 0.5}`); merged with the keyword arguments.
+        allow_nan: True, or the metrics whose undefined score (NaN: no claims in the
+            answer, no contexts, no ground truth) passes; by default a NaN fails with its
+            reason. A judge that failed (`judge_error`) always fails.
+        **named: `metric=threshold`. A number is a minimum for metrics where higher is
+            better and a maximum for those where lower is (hallucination_rate);
+            `judge.at_least(x)` and `judge.at_most(x)` say it explicitly.
+
+    Raises:
+        ScoreAssertionError: (an AssertionError) listing each failing metric with its
+            score, threshold and the judge's evidence: unsupported or contradicted
+            claims with their reasons, contexts graded irrelevant, reverse questions.
+    """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this function's
+    scored = _scored(result)
+    wanted = bounds(thresholds, named)
+    failures: list[str] = []
+    blocks: list[str] = []
+    for metric, bound in wanted.items():
+        verdict = _check(scored, metric, bound, allow_nan)
+        if verdict is not None:
+            failures.append(metric)
+            blocks.append(verdict)
+    if failures:
+        head = f"{len(failures)} of {len(wanted)} judged scores failed"
+        if scored.label:
+            head += f" for {scored.label!r}"
+        raise ScoreAssertionError(head + "\n" + "\n".join(blocks), failures)
+
+
+def _check(
+    scored: _Scored, metric: str, bound: Bound, allow_nan: bool | Collection[str]
+) -> str | None:
+    """The failure block of one metric, or None when it passes."""
+    if metric not in scored.scores:
+        scored_names = ", ".join(scored.scores) or "none"
+        return (
+            f"  {metric}: not scored (scored: {scored_names}); add it to the metrics the "
+            "sample is judged with"
+        )
+    value = float(scored.scores[metric])
+    if math.isnan(value):
+        reason = scored.reasons.get(metric, "undefined")
+        error = scored.errors.get(metric)
+        if error is None and (
+            allow_nan is True or (not isinstance(allow_nan, bool) and metric in allow_nan)
+        ):
+            return None
+        line = f"  {metric}: undefined ({reason}), threshold {bound}"
+        if error is not None:
+            return f"{line}\n    the judge failed: {_short(error, 400)}"
+        return f"{line}; pass allow_nan=True (or allow_nan={{{metric!r}}}) if that is expected"
+    if bound.passes(value):
+        return None
+    lines = [f"  {metric}: {number(value)}, threshold {bound}"]
+    lines += [f"    {piece}" for piece in evidence_lines(metric, scored.evidence, scored.contexts)]
+    return "\n".join(lines)
+
+
+def evidence_lines(metric: str, evidence: Mapping[str, Any], contexts: list[str]) -> list[str]:
+    """The judge's evidence behind one metric's score, a line a piece, the worst first."""
+    base = metric.split("@", 1)[0]
+    if base in ("faithfulness", "faithfulness_strict", "hallucination_rate"):
+        pieces = _claims(evidence, "answer", "answer claim")
+        if base == "faithfulness_strict":
+            pieces += [
+                f"claim {item['claim'] + 1} names what no context mentions: "
+                f"{', '.join(item['terms'])}"
+                for item in evidence.get("answer_claims_unsourced", [])
+            ]
+    elif base == "context_recall":
+        pieces = _claims(evidence, "truth", "ground-truth claim")
+    elif base in ("context_precision", "context_relevance", "context_ndcg"):
+        pieces = _grades(evidence, contexts)
+    elif base == "answer_relevancy":
+        pieces = _reverse(evidence)
+    elif base == "answer_correctness" and "correctness" in evidence:
+        pieces = [
+            f"{side.replace('_', ' ')}: {_verdict_counts(verdicts)}"
+            for side, verdicts in evidence["correctness"].items()
+        ]
+    elif metric in evidence:  # a custom metric's reply
+        pieces = [_short(str(evidence[metric]), 400)]
+    else:
+        pieces = []
+    if len(pieces) > _PIECES:
+        pieces = [*pieces[:_PIECES], f"... and {len(pieces) - _PIECES} more"]
+    return pieces or ["(no evidence recorded for this metric)"]
+
+
+def _claims(evidence: Mapping[str, Any], side: str, what: str) -> list[str]:
+    """The claims of one side that the contexts do not support, with the judge's reasons."""
+    claims = evidence.get(f"{side}_claims") or []
+    verdicts = evidence.get(f"{side}_verdicts") or []
+    out = []
+    for verdict in verdicts:
+        if verdict.get("verdict") == "supported":
+            continue
+        index = int(verdict.get("claim", 0))
+        claim = claims[index] if index < len(claims) else "?"
+        out.append(
+            f"{what} {index + 1} {verdict.get('verdict', '?').replace('_', ' ')}: "
+            f"{_short(claim)!r} ({_short(str(verdict.get('reason', '')))})"
+        )
+    if not out and not claims:
+        out.append(f"no {what}s were found")
+    return out
+
+
+def _grades(evidence: Mapping[str, Any], contexts: list[str]) -> list[str]:
+    """The contexts graded irrelevant (grade below 2), with the judge's reasons."""
+    out = []
+    for grade in evidence.get("context_grades") or []:
+        if int(grade.get("grade", 0)) >= 2:
+            continue
+        index = int(grade.get("context", 0))
+        text = f" {_short(contexts[index], 80)!r}" if index < len(contexts) else ""
+        out.append(
+            f"context {index + 1}{text} graded {grade.get('grade')} of 3: "
+            f"{_short(str(grade.get('reason', '')))}"
+        )
+    return out
+
+
+def _reverse(evidence: Mapping[str, Any]) -> list[str]:
+    """The questions the answer would answer, with their similarity to the question."""
+    reverse = evidence.get("reverse_questions")
+    if not reverse:
+        return []
+    if reverse.get("noncommittal"):
+        return ["the judge found the answer noncommittal (it evades the question)"]
+    sims = reverse.get("similarities") or []
+    questions = reverse.get("questions") or []
+    return [
+        f"reverse question {_short(q)!r}, similarity "
+        f"{number(sims[i]) if i < len(sims) else MISSING}"
+        for i, q in enumerate(questions)
+    ]
+
+
+def _verdict_counts(verdicts: Iterable[Mapping[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.get("verdict", "?")] = counts.get(v.get("verdict", "?"), 0) + 1
+    return ", ".join(f"{n} {label.replace('_', ' ')}" for label, n in sorted(counts.items()))
+
+
+def _short(text: str, limit: int = _TEXT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def assert_evaluation(
+    result: Any,
+    fail_under: Mapping[str, float | Bound] | None = None,
+    *,
+    max_error_rate: float = 0.05,
+) -> None:
+    """Fail unless a whole evaluation's means meet their thresholds and few judges failed.
+
+    Args:
+        result: an `EvaluationResult` (`judge.evaluate`, `rag_judge.evaluate`).
+        fail_under: `{metric: lowest mean that passes}`, as `judge eval --fail-under`
+            (a number is a maximum for metrics where lower is better; `judge.at_most`
+            states it).
+        max_error_rate: the largest share of judged rows with a failed judge that passes.
+
+    Raises:
+        ScoreAssertionError: naming each mean that missed with its 95% interval and the
+            rows scored, and the judge error rate when it is too high.
+    """
+    __tracebackhide__ = True
+    summary = getattr(result, "summary", None)
+    if not isinstance(summary, Mapping):
+        raise JudgeError(
+            f"assert_evaluation takes the result of judge.evaluate (or rag_judge.evaluate), "
+            f"not {type(result).__name__}; for one sample use judge.assert_scores"
+        )
+    wanted = bounds(fail_under, {}) if fail_under else {}
+    failures: list[str] = []
+    lines: list[str] = []
+    for metric, bound in wanted.items():
+        stats = summary.get(metric)
+        if stats is None:
+            failures.append(metric)
+            lines.append(f"  {metric}: not scored (scored: {', '.join(summary) or 'none'})")
+            continue
+        shown = (
+            f"  {metric}: mean {number(stats.mean)} [{number(stats.ci_low)}, "
+            f"{number(stats.ci_high)}] over {stats.scored} rows, threshold {bound}"
+        )
+        if math.isnan(stats.mean) or not bound.passes(stats.mean):
+            failures.append(metric)
+            nan = ", ".join(f"{n} {why}" for why, n in sorted(stats.nan.items()))
+            lines.append(shown + (f"; undefined: {nan}" if nan else ""))
+    rate = float(result.judge_error_rate)
+    if rate > max_error_rate:
+        failures.append("judge_error_rate")
+        lines.append(
+            f"  judge_error_rate: {rate:.1%} of judged rows had a failed judge, over "
+            f"max_error_rate {max_error_rate:g}; see 'errors' in the rows"
+        )
+    if failures:
+        raise ScoreAssertionError(
+            f"the evaluation failed {len(failures)} check(s)\n" + "\n".join(lines), failures
+        )

@@ -1,0 +1,59 @@
+"""Data-driven tests: the rows of a test set as pytest parameters with readable ids."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge.errors import InputFormatError
+
+_WORDS = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def cases(
+    data: Any,
+    *,
+    id_column: str = "id",
+    limit: int | None = None,
+) -> list[Any]:
+    """The rows of a test set, one `pytest.param` each, for
+    `@pytest.mark.parametrize("case", judge.pytest_plugin.cases("golden.jsonl"))`.
+
+    Args:
+        data: a `judge testset` output folder (its testset.jsonl), a .jsonl, .json, .csv
+            or .parquet file, a saved dataset directory, a `datasets.Dataset` or a list of
+            dicts.
+        id_column: the column that names each row in the test ids; a row without one is
+            named by its number and the first words of its question.
+        limit: only the first `limit` rows.
+
+    Returns:
+        `pytest.param(row, id=...)` per row; each row is the dict of its columns.
+    """
+    from judge.run.data import read_records
+
+    if (
+        isinstance(data, (str, Path))
+        and Path(data).is_dir()
+        and (Path(data) / "testset.jsonl").is_file()
+    ):
+        data = Path(data) / "testset.jsonl"
+    records, source = read_records(data)
+    if not records:
+        raise InputFormatError(f"{source}: no rows to make test cases of")
+    if limit is not None:
+        records = records[:limit]
+    return [pytest.param(dict(r), id=case_id(r, n, id_column)) for n, r in enumerate(records)]
+
+
+def case_id(record: Mapping[str, Any], number: int, id_column: str = "id") -> str:
+    """A row's test id: its id, else its number and the first words of its question."""
+    given = record.get(id_column)
+    if given is not None and str(given).strip():
+        return str(given).strip()
+    words = _WORDS.sub("-", str(record.get("question") or "")).strip("-")[:40].rstrip("-")
+    return f"{number}-{words}" if words else str(number)

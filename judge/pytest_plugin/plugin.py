@@ -1,0 +1,336 @@
+"""The pytest plugin (entry point `pytest11`: judge): the `rag_judge` fixture, its options,
+the scores as JUnit XML properties, a terminal summary and `--judge-report DIR`.
+
+Inert unless used: importing this module loads pytest and nothing of judge's LLM stack;
+the model, the cache and litellm are loaded when a test first asks for `rag_judge`, so a
+suite that never does pays nothing.
+
+Where each setting comes from, first found wins: the command line (`--judge-model`), the
+ini options (`judge_model` in `[tool.pytest.ini_options]`, pytest.ini, tox.ini), then
+`[tool.judge]` of the rootdir's pyproject.toml (`model`); relative paths in the files are
+relative to the rootdir. The cache defaults to `.judge/cache.sqlite` under the rootdir.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from judge.errors import JudgeError
+
+if TYPE_CHECKING:
+    from judge.pytest_plugin.rag_judge import JudgeSettings, Mode, RagJudge
+
+# (setting, help): each is --judge-<setting> on the command line, judge_<setting> in the
+# ini options and <setting> (dashes) in [tool.judge].
+SETTINGS = (
+    ("model", "the judge model, any litellm model string (e.g. openai/gpt-4o-mini)"),
+    ("api_base", "the judge's OpenAI-compatible server, e.g. http://localhost:8000/v1"),
+    ("embedding_model", "the embedding model, for answer_relevancy"),
+    ("cache", "the judgment cache (default .judge/cache.sqlite under the rootdir)"),
+    ("cache_as", "the server identity the recordings are keyed under (see judge eval --cache-as)"),
+)
+PROPERTY = "judge."  # the prefix of the JUnit XML properties the plugin adds
+USAGE = ("samples", "requests", "cache_hits", "prompt_tokens", "completion_tokens")
+STATE = pytest.StashKey["JudgeState"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The plugin's options, on the command line and in the ini file."""
+    group = parser.getgroup("judge", "judge: RAG quality assertions (the rag_judge fixture)")
+    for name, text in SETTINGS:
+        group.addoption(f"--judge-{name.replace('_', '-')}", dest=f"judge_{name}", help=text)
+        parser.addini(f"judge_{name}", text)
+    group.addoption(
+        "--judge-replay",
+        action="store_true",
+        help="strict replay: a judgment missing from the cache fails its test; nothing is sent",
+    )
+    group.addoption(
+        "--judge-record",
+        action="store_true",
+        help="ask the judge again for every judgment and store it (refresh the recordings)",
+    )
+    group.addoption(
+        "--judge-report",
+        metavar="DIR",
+        help="write results.jsonl, summary.json and report.html of the judged samples to DIR",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check the options that conflict, and keep the session's state."""
+    if config.getoption("judge_replay") and config.getoption("judge_record"):
+        raise pytest.UsageError(
+            "--judge-replay and --judge-record contradict each other: replay reads the "
+            "recordings, record replaces them; give one"
+        )
+    state = JudgeState(config)
+    if state.report_dir is not None and state.worker is None:
+        from judge.pytest_plugin.report import clear_parts
+
+        clear_parts(state.report_dir)
+    config.stash[STATE] = state
+    config.pluginmanager.register(state, "judge-state")
+
+
+class JudgeState:
+    """What the plugin keeps for one pytest process: the judge (made on first use), the
+    test running now, and the totals of judged tests (gathered from the reports, so under
+    pytest-xdist the controller sums what every worker judged)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.judge: RagJudge | None = None
+        self.current: pytest.Item | None = None
+        self.calls: dict[str, int] = {}  # nodeid -> judged calls made by that test
+        self.usage: dict[str, dict[str, float]] = {}  # nodeid -> usage of its calls
+        self.tests = 0
+        self.report_error: str | None = None
+        self.totals: dict[str, float] = {}
+        self.unpriced = False
+        self.metric_sums: dict[str, list[float]] = {}  # metric -> [sum, count]
+        report = config.getoption("judge_report")
+        self.report_dir = Path(report) if report else None
+        self.worker = getattr(config, "workerinput", {}).get("workerid")
+
+    def settings(self) -> JudgeSettings:
+        """The judge's settings from the command line, the ini file and [tool.judge]."""
+        from judge.metrics.custom import project_table
+        from judge.pytest_plugin.rag_judge import JudgeSettings
+
+        root = self.config.rootpath
+        project = project_table(root / "pyproject.toml")
+        found: dict[str, Any] = {}
+        for name, _ in SETTINGS:
+            given = self.config.getoption(f"judge_{name}")
+            if given is not None:
+                found[name] = given
+                continue
+            value = self.config.getini(f"judge_{name}") or project.get(name.replace("_", "-"))
+            if value:
+                if not isinstance(value, str):
+                    raise JudgeError(
+                        f"[tool.judge] {name.replace('_', '-')} must be a string, not {value!r}"
+                    )
+                found[name] = str(root / value) if name == "cache" else value
+        mode: Mode = "read-write"
+        if self.config.getoption("judge_replay"):
+            mode = "replay"
+        elif self.config.getoption("judge_record"):
+            mode = "record"
+        cache = Path(found.pop("cache", root / ".judge" / "cache.sqlite"))
+        return JudgeSettings(**found, cache=cache, mode=mode)
+
+    def open_judge(self) -> RagJudge:
+        """The session's judge, made on first use."""
+        if self.judge is None:
+            from judge.pytest_plugin.rag_judge import RagJudge
+
+            self.judge = RagJudge(self.settings(), listener=self.judged)
+        return self.judge
+
+    def close(self) -> None:
+        """Close the judge, if one was made."""
+        if self.judge is not None:
+            judge, self.judge = self.judge, None
+            judge.close()
+
+    # -- what each test judged ------------------------------------------------------------
+
+    def judged(self, kind: str, result: Any) -> None:
+        """Attach what a call of the running test judged to it (JUnit XML properties) and
+        to the report folder."""
+        item = self.current
+        if item is None:  # judged outside a test (a session fixture): counted nowhere
+            return
+        n = self.calls[item.nodeid] = self.calls.get(item.nodeid, 0) + 1
+        suffix = "" if n == 1 else f"#{n}"
+        if kind == "sample":
+            scores = result.scores
+            usage = result.usage.get("total", {})
+            prefix = PROPERTY
+        else:
+            scores = {m: s.mean for m, s in result.summary.items()}
+            usage = result.usage.get("total", result.usage)
+            prefix = f"{PROPERTY}mean."
+        for metric, value in scores.items():
+            item.user_properties.append((f"{prefix}{metric}{suffix}", _shown(value)))
+        spent = self.usage.setdefault(item.nodeid, {})
+        spent["samples"] = spent.get("samples", 0) + (1 if kind == "sample" else len(result.rows))
+        for name in (*USAGE[1:], "cost"):
+            value = usage.get(name)
+            if value is None and name == "cost":
+                spent["unpriced"] = 1
+            spent[name] = spent.get(name, 0) + (value or 0)
+        if self.report_dir is not None:
+            self._write_part(item.nodeid, n, kind, result)
+
+    def usage_properties(self, item: pytest.Item) -> None:
+        """The usage of the test's judged calls as properties, added once at its end."""
+        spent = self.usage.pop(item.nodeid, None)
+        if spent is None:
+            return
+        for name in USAGE:
+            item.user_properties.append((f"{PROPERTY}{name}", int(spent.get(name, 0))))
+        cost = None if spent.get("unpriced") else round(spent.get("cost", 0.0), 6)
+        item.user_properties.append((f"{PROPERTY}cost", "unknown" if cost is None else cost))
+
+    def _write_part(self, nodeid: str, call: int, kind: str, result: Any) -> None:
+        """Append the judged rows to this process's part of the report folder."""
+        from judge.pytest_plugin.report import write_part
+
+        assert self.report_dir is not None
+        write_part(self.report_dir, self.worker or "main", nodeid, call, kind, result)
+
+    def count(self, report: pytest.TestReport) -> None:
+        """Add a finished test's judged properties to the session totals."""
+        found = False
+        for name, value in report.user_properties:
+            if not name.startswith(PROPERTY):
+                continue
+            found = True
+            key = name[len(PROPERTY) :]
+            if key in USAGE:
+                self.totals[key] = self.totals.get(key, 0) + int(str(value))
+            elif key == "cost":
+                if value == "unknown":
+                    self.unpriced = True
+                else:
+                    self.totals["cost"] = self.totals.get("cost", 0.0) + float(str(value))
+            elif not key.startswith("mean.") and (number := _number(value)) is not None:
+                sums = self.metric_sums.setdefault(key.split("#", 1)[0], [0.0, 0.0])
+                sums[0] += number
+                sums[1] += 1
+        self.tests += found
+
+    def summary_lines(self) -> list[str]:
+        """The terminal summary: judged tests, metrics, cache hits, requests, tokens, cost."""
+        if not self.tests:
+            return []
+        t = self.totals
+        means = ", ".join(
+            f"{metric} {s / n:.3f} (n={int(n)})"
+            for metric, (s, n) in sorted(self.metric_sums.items())
+        )
+        cost = (
+            "unknown (a model without a price)" if self.unpriced else f"${t.get('cost', 0.0):.4f}"
+        )
+        tokens = int(t.get("prompt_tokens", 0) + t.get("completion_tokens", 0))
+        lines = [
+            f"{self.tests} judged test(s), {int(t.get('samples', 0))} sample(s); mean scores "
+            f"of the samples: {means or 'none'}",
+            f"requests {int(t.get('requests', 0))}, cache hits {int(t.get('cache_hits', 0))}, "
+            f"tokens {tokens} ({int(t.get('prompt_tokens', 0))} prompt + "
+            f"{int(t.get('completion_tokens', 0))} completion), cost {cost}",
+        ]
+        mode = self.mode_name()
+        if mode:
+            lines.append(mode)
+        if self.report_dir is not None:
+            lines.append(f"report: {self.report_dir}")
+        return lines
+
+    def report_settings(self) -> dict[str, Any]:
+        """What summary.json's config says of the judge; from the settings when they can
+        be read (a session that never judged may have none)."""
+        try:
+            settings = self.settings()
+        except JudgeError:
+            return {}
+        return {
+            "model": settings.model,
+            "embedding_model": settings.embedding_model,
+            "cache": str(settings.cache),
+            "mode": settings.mode,
+        }
+
+    def mode_name(self) -> str:
+        """How the cache was used, as the summary says it."""
+        if self.config.getoption("judge_replay"):
+            return "strict replay (--judge-replay): nothing was sent to a model"
+        if self.config.getoption("judge_record"):
+            return "recorded (--judge-record): every judgment was asked again and stored"
+        return ""
+
+    # -- hooks (this object is registered as a plugin) ------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        """Know which test a judged call belongs to."""
+        self.current = item
+        try:
+            return (yield)
+        finally:
+            self.current = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        """Add the test's usage properties before its teardown report is made (JUnit XML
+        reads the properties from that report)."""
+        self.usage_properties(item)
+        return (yield)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Count each finished test's judged properties (the xdist controller sees every
+        worker's reports here)."""
+        if report.when == "teardown":
+            self.count(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Close the judge; the controller (or a lone process) writes the report folder."""
+        self.close()
+        if self.report_dir is not None and self.worker is None:
+            from judge.pytest_plugin.report import write_report
+
+            try:
+                write_report(self.report_dir, self.report_settings())
+            except JudgeError as exc:
+                self.report_error = str(exc)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """A section after the tests: what was judged and what it cost."""
+        if self.worker is not None:
+            return
+        lines = self.summary_lines()
+        if not lines and not self.report_error:
+            return
+        terminalreporter.write_sep("-", "judge")
+        for line in lines:
+            terminalreporter.write_line(line)
+        if self.report_error:
+            terminalreporter.write_line(f"the report was not written: {self.report_error}")
+
+
+def _shown(value: float) -> float | str:
+    """A score as a property value: the number, or "nan"."""
+    value = float(value)
+    return "nan" if math.isnan(value) else round(value, 6)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+@pytest.fixture(scope="session")
+def rag_judge(pytestconfig: pytest.Config) -> Iterator[RagJudge]:
+    """The session's judge, configured by --judge-model, --judge-cache, --judge-replay...:
+    `rag_judge.score(...)`, `rag_judge.evaluate(...)`, `rag_judge.assert_scores(...)`."""
+    state = pytestconfig.stash[STATE]
+    try:
+        judge = state.open_judge()
+    except JudgeError as exc:
+        pytest.fail(f"rag_judge: {exc}", pytrace=False)
+    yield judge
+    state.close()
+
+
+__all__ = ["SETTINGS", "JudgeState", "rag_judge"]

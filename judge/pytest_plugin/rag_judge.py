@@ -1,0 +1,307 @@
+"""`RagJudge`: the judge a test session shares (the `rag_judge` fixture): one model, one
+cache and one limit of requests in flight for every test, sync or async.
+
+Its LLM session lives on an event loop of its own, in a daemon thread: sync tests wait for
+it, async tests await it from their own loop (whatever runs them: anyio, pytest-asyncio),
+and the session's connections and the cache's batched writes stay on one loop all session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from judge.errors import JudgeError, is_replay_miss
+
+if TYPE_CHECKING:
+    from judge.cache.store import Cache
+    from judge.llm.config import LLM, Embeddings
+    from judge.llm.session import LLMSession
+    from judge.pytest_plugin.assertions import Bound
+    from judge.run.results import EvaluationResult
+    from judge.run.score import SampleResult
+
+T = TypeVar("T")
+Mode = Literal["read-write", "replay", "record"]
+
+
+class ReplayMiss(JudgeError):
+    """A strict replay (`--judge-replay`) met a judgment that was never recorded."""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What the plugin's options and configuration say about the judge.
+
+    Attributes:
+        model: the judge model (`--judge-model`), None when not configured.
+        api_base: its server (`--judge-api-base`).
+        embedding_model: the embedding model (`--judge-embedding-model`), for
+            answer_relevancy.
+        cache: the cache file (`--judge-cache`).
+        cache_as: the server identity the recordings are keyed under (`--judge-cache-as`).
+        mode: "read-write" (hits are replayed, misses asked and stored), "replay"
+            (`--judge-replay`: a miss fails the test, nothing is sent) or "record"
+            (`--judge-record`: every judgment asked again and stored).
+    """
+
+    model: str | None = None
+    api_base: str | None = None
+    embedding_model: str | None = None
+    cache: Path = Path(".judge/cache.sqlite")
+    cache_as: str | None = None
+    mode: Mode = "read-write"
+
+
+Listener = Callable[[str, Any], None]
+
+
+class RagJudge:
+    """A configured judge for tests: `score` one sample, `evaluate` many, assert on them.
+
+    Made by the `rag_judge` fixture from the plugin's options; one per test session (per
+    worker under pytest-xdist, all sharing one cache file).
+    """
+
+    def __init__(self, settings: JudgeSettings, listener: Listener | None = None):
+        if settings.model is None:
+            raise JudgeError(
+                "rag_judge needs a judge model: pass --judge-model (e.g. "
+                "--judge-model openai/gpt-4o-mini), or set judge_model in pytest's ini "
+                "options, or model in pyproject.toml's [tool.judge]"
+            )
+        from judge.cache.store import Cache
+        from judge.llm.config import LLM, Embeddings
+        from judge.llm.session import LLMSession
+
+        self.settings = settings
+        self.llm: LLM = LLM(
+            model=settings.model,
+            api_base=settings.api_base,
+            cache_as=settings.cache_as,
+        )
+        self.embeddings: Embeddings | None = (
+            Embeddings(
+                model=settings.embedding_model,
+                api_base=settings.api_base,
+                cache_as=settings.cache_as,
+            )
+            if settings.embedding_model
+            else None
+        )
+        if settings.mode == "replay" and not settings.cache.is_file():
+            raise JudgeError(
+                f"--judge-cache {settings.cache} does not exist: --judge-replay reads "
+                "judgments recorded before. Record them first (pytest --judge-record, or a "
+                "run without --judge-replay), or give the --judge-cache that holds them"
+            )
+        settings.cache.parent.mkdir(parents=True, exist_ok=True)
+        self.cache: Cache = Cache(settings.cache, mode=settings.mode)
+        self.session: LLMSession = LLMSession(
+            self.llm, embeddings=self.embeddings, cache=self.cache
+        )
+        self._listener = listener
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="judge-rag_judge", daemon=True
+        )
+        self._thread.start()
+
+    # -- running on the judge's own loop ------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the judge's loop and wait for it (from sync code)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the judge's loop and await it from the caller's loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    def close(self) -> None:
+        """Flush the cache's writes, close the connections and stop the loop."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self.session.aclose())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+            self.cache.close()
+
+    # -- scoring ------------------------------------------------------------------------
+
+    async def _score(
+        self,
+        question: str,
+        answer: str | None,
+        contexts: Sequence[str],
+        ground_truth: str | None,
+        metrics: Sequence[Any] | None,
+        sample_id: str | None,
+    ) -> SampleResult:
+        from judge.metrics.resolve import resolve_metrics
+        from judge.run.score import score_sample
+        from judge.samples import Sample
+
+        sample = Sample.create(question, answer, contexts, ground_truth, sample_id)
+        chosen = resolve_metrics(metrics, embeddings=self.embeddings is not None)
+        return await score_sample(sample, chosen, self.session)
+
+    def score(
+        self,
+        question: str,
+        answer: str | None = None,
+        contexts: Sequence[str] = (),
+        ground_truth: str | None = None,
+        *,
+        metrics: Sequence[Any] | None = None,
+        sample_id: str | None = None,
+    ) -> SampleResult:
+        """Judge one sample, as `judge.score` with the session's model and cache.
+
+        Args:
+            question: the user's question.
+            answer: the generated answer.
+            contexts: the retrieved contexts, in retrieval order.
+            ground_truth: the reference answer (needed by context_recall).
+            metrics: metric names; default faithfulness, answer_relevancy (with an
+                embedding model), context_precision and context_recall.
+            sample_id: a name for the sample in messages and the report.
+
+        Raises:
+            ReplayMiss: under `--judge-replay`, a judgment was never recorded.
+        """
+        result = self._run(
+            self._score(question, answer, contexts, ground_truth, metrics, sample_id)
+        )
+        return self._judged(result)
+
+    async def ascore(
+        self,
+        question: str,
+        answer: str | None = None,
+        contexts: Sequence[str] = (),
+        ground_truth: str | None = None,
+        *,
+        metrics: Sequence[Any] | None = None,
+        sample_id: str | None = None,
+    ) -> SampleResult:
+        """`score`, awaited from an async test."""
+        result = await self._arun(
+            self._score(question, answer, contexts, ground_truth, metrics, sample_id)
+        )
+        return self._judged(result)
+
+    def _judged(self, result: SampleResult) -> SampleResult:
+        """Fail on a replay miss; tell the plugin what was judged."""
+        self._check_replay(result.errors.items(), result.sample.id)
+        if self._listener is not None:
+            self._listener("sample", result)
+        return result
+
+    def _check_replay(self, errors: Collection[tuple[str, str]], where: Any) -> None:
+        for metric, error in errors:
+            if is_replay_miss(error):
+                raise ReplayMiss(
+                    f"{metric} of {where!r}: {error}\nRecord it: run these tests once with "
+                    f"--judge-record (or without --judge-replay) and the same --judge-model, "
+                    f"then keep {self.settings.cache} with the tests"
+                )
+
+    # -- many samples -------------------------------------------------------------------
+
+    async def _evaluate(
+        self, data: Any, metrics: Sequence[Any] | None, column_map: Mapping[str, str] | None
+    ) -> EvaluationResult:
+        from judge.run.evaluate import aevaluate
+
+        return await aevaluate(
+            data, metrics=metrics, llm=self.session, column_map=column_map, progress=False
+        )
+
+    def evaluate(
+        self,
+        data: Any,
+        *,
+        metrics: Sequence[Any] | None = None,
+        column_map: Mapping[str, str] | None = None,
+    ) -> EvaluationResult:
+        """Evaluate many samples, as `judge.evaluate` with the session's model and cache.
+
+        Args:
+            data: a list of dicts, a path (.jsonl, .csv, .parquet, a saved dataset), a
+                `datasets.Dataset` or a pandas DataFrame.
+            metrics: metric names, LLM-judged and retrieval ones.
+            column_map: `{field: column}` for columns with other names.
+
+        Raises:
+            ReplayMiss: under `--judge-replay`, a judgment was never recorded.
+        """
+        return self._evaluated(self._run(self._evaluate(data, metrics, column_map)))
+
+    async def aevaluate(
+        self,
+        data: Any,
+        *,
+        metrics: Sequence[Any] | None = None,
+        column_map: Mapping[str, str] | None = None,
+    ) -> EvaluationResult:
+        """`evaluate`, awaited from an async test."""
+        return self._evaluated(await self._arun(self._evaluate(data, metrics, column_map)))
+
+    def _evaluated(self, result: EvaluationResult) -> EvaluationResult:
+        if self.settings.mode == "replay" and result.rows_with_judge_errors:
+            for row in result.rows:
+                self._check_replay(row.errors.items(), row.id)
+        if self._listener is not None:
+            self._listener("evaluation", result)
+        return result
+
+    # -- judged and asserted at once ----------------------------------------------------
+
+    def assert_scores(
+        self,
+        sample: Mapping[str, Any],
+        thresholds: Mapping[str, float | Bound] | None = None,
+        *,
+        metrics: Sequence[Any] | None = None,
+        allow_nan: bool | Collection[str] = False,
+        **named: float | Bound,
+    ) -> SampleResult:
+        """Judge a sample (a mapping with question, answer, contexts, ground_truth, id)
+        with the metrics its thresholds name, then `judge.assert_scores` it.
+
+        Args:
+            sample: the sample's fields; `id` names it in messages.
+            thresholds: `{metric: threshold}` for names that are not identifiers.
+            metrics: the metrics to judge; default those the thresholds name.
+            allow_nan: as in `judge.assert_scores`.
+            **named: `metric=threshold`, as in `judge.assert_scores`.
+
+        Returns:
+            The judged `SampleResult`, when every threshold is met.
+        """
+        __tracebackhide__ = True
+        from judge.pytest_plugin.assertions import assert_scores, bounds
+
+        wanted = bounds(thresholds, named)
+        if not isinstance(sample, Mapping) or "question" not in sample:
+            raise JudgeError(
+                "rag_judge.assert_scores takes a sample: a mapping with question, answer, "
+                "contexts and ground_truth; to assert on a result, use judge.assert_scores"
+            )
+        result = self.score(
+            sample["question"],
+            sample.get("answer"),
+            sample.get("contexts") or (),
+            sample.get("ground_truth"),
+            metrics=list(metrics) if metrics is not None else list(wanted),
+            sample_id=sample.get("id"),
+        )
+        assert_scores(result, wanted, allow_nan=allow_nan)
+        return result

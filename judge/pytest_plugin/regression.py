@@ -1,0 +1,95 @@
+"""The regression gate of a test: fail only when a metric got significantly worse than a
+baseline run on the questions both share (paired test, Holm across metrics, a stated
+alpha), never on a fixed threshold that flakes; print the differences either way."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from judge.comparison.evaluations import Comparison, compare
+from judge.errors import JudgeError
+from judge.formatting import number
+from judge.pytest_plugin.assertions import ScoreAssertionError
+
+
+def baseline_source(baseline: Any, runs: str | os.PathLike[str] | None = None) -> Any:
+    """What a baseline names: an evaluation or output folder as given, else a run of the
+    run store by id, id prefix or name; None is the store's pinned baseline."""
+    if baseline is not None and (hasattr(baseline, "rows") or Path(baseline).exists()):
+        return baseline
+    from judge.runs.store import RunStore, default_runs_path
+
+    path = Path(runs) if runs is not None else default_runs_path()
+    what = "the pinned baseline" if baseline is None else f"baseline {str(baseline)!r}"
+    if not path.is_file():
+        raise JudgeError(
+            f"{what}: no such file or folder, and no run store at {path} to look it up "
+            "(give runs=PATH, or a run's output folder)"
+        )
+    store = RunStore(path)
+    try:
+        record = store.get(str(baseline)) if baseline is not None else store.baseline()
+    finally:
+        store.close()
+    if record is None:
+        raise JudgeError(
+            f"{path} has no pinned baseline: pin one with `judge runs baseline RUN`, or pass "
+            "baseline= a run id or output folder"
+        )
+    return record.out_dir
+
+
+def assert_no_regression(
+    result: Any,
+    baseline: Any = None,
+    *,
+    alpha: float = 0.05,
+    metrics: Sequence[str] | None = None,
+    runs: str | os.PathLike[str] | None = None,
+) -> Comparison:
+    """Compare `result` (B) against `baseline` (A) on their shared questions; raise
+    `ScoreAssertionError` when a metric is significantly worse. The comparison's table
+    is printed either way (pytest shows it with the failure, or with `-rP`).
+
+    Args:
+        result: the evaluation under test (`rag_judge.evaluate`'s result, an output
+            folder, a results.jsonl).
+        baseline: the run to hold it to: an evaluation, an output folder, a
+            results.jsonl, or a run of the run store by id, id prefix or name; None takes
+            the store's pinned baseline (`judge runs baseline ID`).
+        alpha: the significance level of the Holm-adjusted p-values.
+        metrics: the metrics to compare; default every metric both runs have.
+        runs: the run store (default `JUDGE_RUNS` or `.judge/runs.sqlite`).
+
+    Returns:
+        The `Comparison` (B against A), when no metric got significantly worse.
+    """
+    __tracebackhide__ = True
+    if not 0 < alpha < 1:
+        raise JudgeError(f"alpha={alpha!r}: give a significance level between 0 and 1, e.g. 0.05")
+    comparison = compare(
+        baseline_source(baseline, runs), result, metrics=list(metrics) if metrics else None
+    )
+    worse = [m for m in comparison.metrics.values() if m.worse and m.p_adjusted < alpha]
+    lines = [
+        f"  {m.metric}: {number(m.mean_a)} -> {number(m.mean_b)}, "
+        f"Δ {number(m.delta, sign='+')} [{number(m.ci_low, sign='+')}, "
+        f"{number(m.ci_high, sign='+')}], p_holm {number(m.p_adjusted)}"
+        + (" (significantly worse)" if m in worse else "")
+        for m in comparison.metrics.values()
+    ]
+    text = (
+        f"judge regression gate: {len(comparison.keys)} shared questions, alpha {alpha:g} "
+        f"(Holm across {len(comparison.metrics)} metrics), baseline {comparison.label_a}\n"
+        + "\n".join(lines)
+    )
+    print(text)
+    if worse:
+        raise ScoreAssertionError(
+            f"{len(worse)} metric(s) significantly worse than the baseline\n" + text,
+            [m.metric for m in worse],
+        )
+    return comparison

@@ -1,0 +1,131 @@
+"""judge.assert_scores and judge.assert_evaluation on results made by hand: which
+thresholds pass, and what a failure says."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import judge
+from judge.errors import JudgeError
+from judge.pytest_plugin.assertions import ScoreAssertionError
+from judge.run.rows import ResultRow
+from judge.run.score import SampleResult
+from judge.samples import Sample
+
+EVIDENCE = {
+    "answer_claims": ["Paris is in France.", "It has 9 million people."],
+    "answer_verdicts": [
+        {"claim": 0, "reason": "context 1 says so", "verdict": "supported", "context": 0},
+        {"claim": 1, "reason": "no context gives a population", "verdict": "not_found"},
+    ],
+    "context_grades": [
+        {"context": 0, "reason": "answers it", "grade": 3},
+        {"context": 1, "reason": "about bananas", "grade": 0},
+    ],
+    "reverse_questions": {
+        "questions": ["Where is Paris?", "How big is Paris?"],
+        "noncommittal": False,
+        "similarities": [0.91, 0.42],
+    },
+}
+
+
+def result(**scores: float) -> SampleResult:
+    sample = Sample.create(
+        "Where is Paris?", "Paris is in France.", ["Paris is in France.", "Bananas."], None, "p1"
+    )
+    reasons = {m: "no_ground_truth" for m, v in scores.items() if math.isnan(v)}
+    return SampleResult(sample, scores, reasons=reasons, evidence=EVIDENCE)
+
+
+def failure(res: object, **thresholds: object) -> str:
+    with pytest.raises(ScoreAssertionError) as caught:
+        judge.assert_scores(res, **thresholds)
+    return str(caught.value)
+
+
+def test_thresholds_met_pass() -> None:
+    judge.assert_scores(result(faithfulness=0.5, hallucination_rate=0.0), faithfulness=0.5)
+
+
+def test_a_failing_score_lists_the_unsupported_claims_with_reasons() -> None:
+    text = failure(result(faithfulness=0.5), faithfulness=0.8)
+    assert text.splitlines() == [
+        "1 of 1 judged scores failed for 'p1'",
+        "  faithfulness: 0.500, threshold >= 0.8",
+        "    answer claim 2 not found: 'It has 9 million people.' (no context gives a population)",
+    ]
+
+
+def test_context_metrics_list_the_contexts_graded_irrelevant() -> None:
+    text = failure(result(context_precision=0.5), context_precision=0.9)
+    assert "context 2 'Bananas.' graded 0 of 3: about bananas" in text
+    assert "context 1" not in text
+
+
+def test_answer_relevancy_lists_the_reverse_questions() -> None:
+    text = failure(result(answer_relevancy=0.66), answer_relevancy=0.8)
+    assert "reverse question 'How big is Paris?', similarity 0.420" in text
+
+
+def test_a_rate_where_lower_is_better_is_a_maximum() -> None:
+    judge.assert_scores(result(hallucination_rate=0.0), hallucination_rate=0.0)
+    text = failure(result(hallucination_rate=1.0), hallucination_rate=0.0)
+    assert "hallucination_rate: 1.000, threshold <= 0" in text
+    # explicit directions win over the metric's own
+    judge.assert_scores(result(faithfulness=0.2), faithfulness=judge.at_most(0.3))
+    failure(result(hallucination_rate=0.0), hallucination_rate=judge.at_least(0.5))
+
+
+def test_names_that_are_not_identifiers_go_in_a_mapping() -> None:
+    row = ResultRow(0, "q1", scores={"ndcg@10": 0.4})
+    judge.assert_scores(row, {"ndcg@10": 0.3})
+    assert "ndcg@10: 0.400, threshold >= 0.5" in failure(row, thresholds={"ndcg@10": 0.5})
+
+
+def test_a_nan_fails_with_its_reason_unless_allowed() -> None:
+    text = failure(result(context_recall=math.nan), context_recall=0.5)
+    assert "context_recall: undefined (no_ground_truth), threshold >= 0.5; pass allow_nan" in text
+    judge.assert_scores(result(context_recall=math.nan), context_recall=0.5, allow_nan=True)
+
+
+def test_a_failed_judge_fails_even_when_nan_is_allowed() -> None:
+    res = result(faithfulness=math.nan)
+    res.reasons["faithfulness"] = "judge_error"
+    res.errors["faithfulness"] = "LLMOutputError: the reply was not JSON"
+    with pytest.raises(ScoreAssertionError, match="the judge failed: LLMOutputError"):
+        judge.assert_scores(res, faithfulness=0.5, allow_nan=True)
+
+
+def test_a_metric_not_scored_and_a_bad_threshold_say_what_to_do() -> None:
+    assert "context_recall: not scored (scored: faithfulness)" in failure(
+        result(faithfulness=1.0), context_recall=0.5
+    )
+    with pytest.raises(JudgeError, match="the threshold of faithfulness is 'high'"):
+        judge.assert_scores(result(faithfulness=1.0), faithfulness="high")
+    with pytest.raises(JudgeError, match="no thresholds given"):
+        judge.assert_scores(result(faithfulness=1.0))
+    with pytest.raises(JudgeError, match=r"for a whole evaluation use judge\.assert_evaluation"):
+        judge.assert_scores({"faithfulness": 1.0}, faithfulness=0.5)
+
+
+def test_assert_evaluation_names_each_mean_that_missed_with_its_interval() -> None:
+    from judge.run.results import EvaluationResult
+
+    rows = [
+        ResultRow(i, f"q{i}", "q", "a", ["c"], scores={"faithfulness": v})
+        for i, v in enumerate([1.0, 0.0, 0.5, 0.5])
+    ]
+    config = {
+        "source": "test", "columns": {}, "metrics": ["faithfulness"], "model": None,
+        "embeddings": None, "structured_output": None, "prompts": {}, "cache": None,
+        "cache_mode": None, "run": "x", "data_rows": 4, "data_sha256": "y",
+    }  # fmt: skip
+    evaluation = EvaluationResult(rows, ["faithfulness"], config, {})
+    judge.assert_evaluation(evaluation, fail_under={"faithfulness": 0.5})
+    with pytest.raises(ScoreAssertionError) as caught:
+        judge.assert_evaluation(evaluation, fail_under={"faithfulness": 0.6})
+    assert "faithfulness: mean 0.500 [" in str(caught.value)
+    assert "over 4 rows, threshold >= 0.6" in str(caught.value)

@@ -1,0 +1,340 @@
+"""The pytest plugin run the way users run it: test files in pytest's own `pytester`,
+with the plugin loaded from its entry point, judging through the fake server."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.pytester import load_judged_modules
+
+load_judged_modules()  # before any pytester run (tests/helpers/pytester.py)
+
+
+FAITHFUL = """
+def test_faithful(rag_judge):
+    result = rag_judge.score(
+        "Where is the Eiffel Tower?",
+        "The Eiffel Tower is in Paris.",
+        ["The Eiffel Tower is a tower in Paris, France."],
+        metrics=["faithfulness"],
+    )
+    judge.assert_scores(result, faithfulness=0.8)
+"""
+
+UNFAITHFUL = """
+def test_unfaithful(rag_judge):
+    result = rag_judge.score(
+        "Where is the Eiffel Tower?",
+        "Bananas grow on tall green plants.",
+        ["The Eiffel Tower is a tower in Paris, France."],
+        metrics=["faithfulness"],
+    )
+    judge.assert_scores(result, faithfulness=0.8)
+"""
+
+
+@pytest.fixture
+def server(fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
+    fake_llm_server.chat = heuristic_judge
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    return fake_llm_server
+
+
+def judge_args(server: FakeLLMServer, cache: Path) -> list[str]:
+    return [
+        "--judge-model",
+        "openai/judge-model",
+        "--judge-api-base",
+        server.base_url,
+        "--judge-cache",
+        str(cache),
+        "-p",
+        "no:randomly",
+    ]
+
+
+def write_tests(pytester: pytest.Pytester, *bodies: str) -> None:
+    pytester.makepyfile(test_rag="import judge\n" + "\n".join(bodies))
+
+
+def test_a_passing_and_a_failing_assertion_with_the_evidence(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL, UNFAITHFUL)
+    result = pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ScoreAssertionError: 1 of 1 judged scores failed*",
+            "*faithfulness: 0.000, threshold >= 0.8*",
+            "*answer claim 1 not found: 'Bananas grow on tall green plants.'*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*- judge -*", "2 judged test(s), 2 sample(s)*", "requests *"])
+
+
+def test_replay_of_a_complete_recording_sends_nothing_and_gives_the_same_verdicts(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL, UNFAITHFUL)
+    cache = tmp_path / "cache.sqlite"
+    pytester.runpytest(*judge_args(server, cache)).assert_outcomes(passed=1, failed=1)
+    recorded = len(server.requests)
+    assert recorded > 0
+
+    replay = pytester.runpytest(*judge_args(server, cache), "--judge-replay")
+    replay.assert_outcomes(passed=1, failed=1)
+    assert len(server.requests) == recorded  # not one request
+    replay.stdout.fnmatch_lines(["*requests 0, cache hits *", "strict replay (--judge-replay)*"])
+
+
+def test_replay_of_an_incomplete_recording_fails_that_test_naming_the_judgment(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache.sqlite"
+    write_tests(pytester, FAITHFUL)
+    pytester.runpytest(*judge_args(server, cache)).assert_outcomes(passed=1)
+    recorded = len(server.requests)
+
+    write_tests(pytester, FAITHFUL, UNFAITHFUL)  # a new test, never recorded
+    replay = pytester.runpytest(*judge_args(server, cache), "--judge-replay")
+    replay.assert_outcomes(passed=1, failed=1)
+    assert len(server.requests) == recorded
+    replay.stdout.fnmatch_lines(
+        [
+            "*ReplayMiss: faithfulness of *replay mode: no recorded judgment of 'claims'*",
+            "*Record it: run these tests once with --judge-record*",
+        ]
+    )
+
+
+def test_replay_without_a_recording_fails_with_how_to_record(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL)
+    result = pytester.runpytest(*judge_args(server, tmp_path / "none.sqlite"), "--judge-replay")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*rag_judge: --judge-cache *none.sqlite does not exist*"])
+    assert server.requests == []
+
+
+def test_record_asks_again_for_every_judgment(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL)
+    cache = tmp_path / "cache.sqlite"
+    pytester.runpytest(*judge_args(server, cache)).assert_outcomes(passed=1)
+    first = len(server.requests)
+    pytester.runpytest(*judge_args(server, cache)).assert_outcomes(passed=1)
+    assert len(server.requests) == first  # read-write: served from the cache
+    recorded = pytester.runpytest(*judge_args(server, cache), "--judge-record")
+    recorded.assert_outcomes(passed=1)
+    assert len(server.requests) == 2 * first
+    recorded.stdout.fnmatch_lines(["recorded (--judge-record)*"])
+
+
+def test_replay_and_record_together_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    write_tests(pytester, FAITHFUL)
+    result = pytester.runpytest("--judge-replay", "--judge-record")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--judge-replay and --judge-record contradict each other*"])
+
+
+def test_no_model_configured_fails_the_test_saying_where_to_set_it(
+    pytester: pytest.Pytester,
+) -> None:
+    write_tests(pytester, FAITHFUL)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*rag_judge needs a judge model: pass --judge-model*"])
+
+
+def test_settings_from_the_ini_file_and_tool_judge(
+    pytester: pytest.Pytester, server: FakeLLMServer
+) -> None:
+    write_tests(pytester, FAITHFUL)
+    pytester.makepyprojecttoml(
+        f"""
+        [tool.pytest.ini_options]
+        judge_api_base = "{server.base_url}"
+
+        [tool.judge]
+        model = "openai/judge-model"
+        cache = "recordings/judge.sqlite"
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "recordings" / "judge.sqlite").is_file()  # relative to the rootdir
+    assert server.requests and server.requests[0].body["model"] == "judge-model"
+
+
+def test_async_tests_await_the_shared_judge(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    pytester.makepyfile(
+        test_async="""
+        import asyncio
+        import pytest
+        import judge
+
+        SAMPLES = [
+            ("The Eiffel Tower is in Paris.", 1.0),
+            ("Bananas grow on tall green plants.", 0.0),
+        ]
+
+        @pytest.mark.anyio
+        @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+        async def test_two_at_once(rag_judge, anyio_backend):
+            results = await asyncio.gather(*(
+                rag_judge.ascore(
+                    "Where is the Eiffel Tower?",
+                    answer,
+                    ["The Eiffel Tower is a tower in Paris, France."],
+                    metrics=["faithfulness"],
+                )
+                for answer, _ in SAMPLES
+            ))
+            assert [r["faithfulness"] for r in results] == [s for _, s in SAMPLES]
+            judge.assert_scores(results[0], faithfulness=1.0)
+            with pytest.raises(judge.pytest_plugin.ScoreAssertionError):
+                judge.assert_scores(results[1], faithfulness=0.5)
+        """
+    )
+    result = pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"))
+    result.assert_outcomes(passed=1)
+
+
+def test_scores_and_usage_are_junit_xml_properties(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL, UNFAITHFUL)
+    xml = tmp_path / "junit.xml"
+    pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"), f"--junitxml={xml}")
+    cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
+    props = {
+        name: {p.get("name"): p.get("value") for p in case.iter("property")}
+        for name, case in cases.items()
+    }
+    assert props["test_faithful"]["judge.faithfulness"] == "1.0"
+    assert props["test_unfaithful"]["judge.faithfulness"] == "0.0"
+    assert int(props["test_faithful"]["judge.requests"]) == 2  # claims, then verdicts
+    assert props["test_faithful"]["judge.samples"] == "1"
+    failure = cases["test_unfaithful"].find("failure")
+    assert failure is not None and "Bananas grow on tall green plants." in (failure.text or "")
+
+
+def test_judge_report_writes_the_output_folder_of_the_judged_samples(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL, UNFAITHFUL)
+    report = tmp_path / "report"
+    result = pytester.runpytest(
+        *judge_args(server, tmp_path / "cache.sqlite"), "--judge-report", str(report)
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    rows = [json.loads(line) for line in (report / "results.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [
+        "test_rag.py::test_faithful",
+        "test_rag.py::test_unfaithful",
+    ]
+    assert [r["scores"]["faithfulness"] for r in rows] == [1.0, 0.0]
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["config"]["model"] == "openai/judge-model"
+    assert summary["metrics"]["faithfulness"]["mean"] == 0.5
+    assert (report / "report.html").is_file()
+    assert not (report / ".parts").exists()
+
+
+def test_an_undefined_score_fails_with_its_reason_unless_allowed(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    pytester.makepyfile(
+        test_nan="""
+        import judge
+
+        def score(rag_judge):
+            return rag_judge.score(
+                "Where is the Eiffel Tower?",
+                "The Eiffel Tower is in Paris.",
+                ["The Eiffel Tower is a tower in Paris, France."],
+                metrics=["faithfulness", "context_recall"],  # no ground truth: NaN
+            )
+
+        def test_fails(rag_judge):
+            judge.assert_scores(score(rag_judge), faithfulness=0.8, context_recall=0.5)
+
+        def test_allowed(rag_judge):
+            judge.assert_scores(
+                score(rag_judge), faithfulness=0.8, context_recall=0.5,
+                allow_nan={"context_recall"},
+            )
+        """
+    )
+    result = pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*context_recall: undefined (no_ground_truth), threshold >= 0.5; pass allow_nan=True*"]
+    )
+
+
+def test_two_xdist_workers_share_one_cache_without_losing_or_doubling_entries(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    pytester.makepyfile(
+        test_many="""
+        import pytest
+        import judge
+
+        @pytest.mark.parametrize("n", range(8))
+        def test_sample(rag_judge, n):
+            result = rag_judge.score(
+                f"What is fact {n}?",
+                f"Tower {n} is tall.",
+                [f"Tower {n} is tall and old.", "Unrelated text."],
+                metrics=["faithfulness", "context_precision"],
+            )
+            judge.assert_scores(result, faithfulness=0.5)
+        """
+    )
+
+    def keys(cache: Path) -> list[str]:
+        with sqlite3.connect(cache) as db:
+            return sorted(k for (k,) in db.execute("SELECT key FROM judgments"))
+
+    serial = tmp_path / "serial.sqlite"
+    pytester.runpytest_subprocess(*judge_args(server, serial)).assert_outcomes(passed=8)
+    shared = tmp_path / "shared.sqlite"
+    two = pytester.runpytest_subprocess(*judge_args(server, shared), "-n", "2")
+    two.assert_outcomes(passed=8)
+    assert keys(shared) == keys(serial) and len(keys(serial)) == 8 * 3
+    two.stdout.fnmatch_lines(["8 judged test(s), 8 sample(s)*", "requests 24, cache hits 0*"])
+    # and the workers' recordings replay
+    again = pytester.runpytest_subprocess(*judge_args(server, shared), "-n", "2", "--judge-replay")
+    again.assert_outcomes(passed=8)
+
+
+def test_a_suite_that_never_asks_for_rag_judge_imports_no_llm_stack(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            heavy = ("litellm", "openai", "judge.llm.session")
+            loaded = sorted(m for m in heavy if m in sys.modules)
+            plugin = session.config.pluginmanager.has_plugin("judge")
+            print(f"\\nLOADED={loaded} PLUGIN={plugin}")
+        """
+    )
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*LOADED=[] PLUGIN=True*"])
