@@ -25,6 +25,7 @@ from judge.experiments.adapters import AdapterError, adapt
 from judge.experiments.adapters.haystack import haystack_app
 from judge.experiments.app import as_app, load_target, parse_reply
 from tests.helpers import apps
+from tests.helpers.cli import run as run_cli
 
 QUESTION = "What is the capital of France and where is the Eiffel Tower?"  # 5 chunks match
 TEMPLATE = "{% for d in documents %}[{{ loop.index }}] {{ d.content }}\n{% endfor %}Question: "
@@ -257,3 +258,69 @@ def test_judge_experiment_runs_a_pipeline_end_to_end(store, models, tmp_path):
     assert result.config.app["errors"] == {}
     assert {"faithfulness", "mrr", "ndcg@10"} <= set(result.summary)
     assert result.summary["mrr"].mean == 1.0  # BM25 ranks each question's best chunk first
+
+
+def fails_on_bananas(messages: list[ChatMessage]) -> str:
+    if "bananas" in (messages[-1].text or ""):
+        raise RuntimeError("the model is down")
+    return answer_to(messages)
+
+
+def test_a_component_that_raises_is_that_questions_app_error(store, models, tmp_path):
+    pipeline = rag(store)
+    pipeline.get_component("llm").response_fn = fails_on_bananas
+    result = experiment(pipeline, apps.QUESTIONS, out=tmp_path / "out", progress=False, **models)
+
+    rows = [json.loads(line) for line in (tmp_path / "out" / "app_outputs.jsonl").open()]
+    failed = [row for row in rows if row["app_error"] is not None]
+    assert [row["id"] for row in failed] == ["q3"]  # the bananas question
+    assert "the model is down" in failed[0]["app_error"]["message"]
+    assert sum(result.config.app["errors"].values()) == 1
+    assert result.rows[2].error.startswith("the app failed on this question")
+
+
+RAG_FILE = """
+from haystack import Document, Pipeline
+from haystack.components.builders import AnswerBuilder, ChatPromptBuilder
+from haystack.components.generators.chat import MockChatGenerator
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.dataclasses import ChatMessage
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+store = InMemoryDocumentStore()
+store.write_documents([Document(id=k, content=v) for k, v in {chunks!r}.items()])
+pipeline = Pipeline()
+pipeline.add_component("retriever", InMemoryBM25Retriever(store, top_k=3))
+prompt = [ChatMessage.from_user("{{{{ documents }}}} {{{{ question }}}}")]
+pipeline.add_component("prompt_builder", ChatPromptBuilder(prompt, required_variables="*"))
+pipeline.add_component("llm", MockChatGenerator("An answer."))
+pipeline.add_component("answer_builder", AnswerBuilder())
+pipeline.connect("retriever", "prompt_builder.documents")
+pipeline.connect("prompt_builder", "llm")
+pipeline.connect("llm.replies", "answer_builder.replies")
+pipeline.connect("retriever", "answer_builder.documents")
+"""
+
+
+def test_the_command_line_takes_a_pipeline_and_its_metrics_equal_judge_ir(store, tmp_path):
+    # No --model: the retrieval metrics alone, from the pipeline's document ids.
+    (tmp_path / "rag.py").write_text(RAG_FILE.format(chunks=apps.CHUNKS), encoding="utf-8")
+    data = tmp_path / "questions.jsonl"
+    data.write_text("".join(json.dumps(q) + "\n" for q in apps.QUESTIONS), encoding="utf-8")
+    metrics = "mrr,ndcg@3,P@1"
+    done = run_cli(
+        "experiment", data, "--app", "rag.py:pipeline", "--out", "out", "--metrics", metrics,
+        "--no-progress", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    out = tmp_path / "out"
+    rows = [json.loads(line) for line in (out / "app_outputs.jsonl").open()]
+    for row, item in zip(rows, apps.QUESTIONS, strict=True):
+        assert row["answer"] == "An answer."
+        assert row["retrieved_ids"] == [doc.id for doc in retrieved(store, 3, item["question"])]
+    summary = json.loads((out / "summary.json").read_text())
+    shown = run_cli("ir", "qrels.txt", "run.trec", "--format", "json", "-m", metrics, cwd=out)
+    by_ir = json.loads(shown.stdout)["metrics"]
+    for metric in metrics.split(","):
+        assert summary["metrics"][metric]["mean"] == by_ir[metric]
