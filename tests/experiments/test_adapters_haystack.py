@@ -215,6 +215,14 @@ def test_two_generators_whose_replies_go_nowhere_need_answer_from(store):
     with pytest.raises(AdapterError, match=r"components a, b each give 'replies'.*answer_from="):
         adapt(pipeline)
     assert ask(haystack_app(pipeline, answer_from="b"))["answer"] == "B."
+    # A draft model whose replies a second one refines: the answer is the last one's.
+    chained = Pipeline()
+    chained.add_component("prompt_builder", PromptBuilder("{{ question }}"))
+    chained.add_component("draft", MockChatGenerator("Draft."))
+    chained.add_component("refine", MockChatGenerator(response_fn=lambda m: m[-1].text + "!"))
+    chained.connect("prompt_builder", "draft")
+    chained.connect("draft.replies", "refine.messages")
+    assert ask(adapt(chained))["answer"] == "Draft.!"
 
 
 def test_adapt_leaves_haystack_objects_that_are_not_pipelines_alone(store):

@@ -284,7 +284,7 @@ def _find_answer(
     for socket in ANSWER_OUTPUTS:
         found = [name for name, sockets in outputs.items() if socket in sockets]
         if len(found) > 1:  # a query rewriter's replies go on to the retriever: not the answer
-            found = [name for name in found if socket in leaves.get(name, {})]
+            found = [name for name in found if socket in leaves.get(name, {})] or found
         if len(found) == 1:
             return found[0], socket
         if found:
