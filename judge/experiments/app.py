@@ -6,7 +6,7 @@ optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores` (nu
 one per id) and anything else JSON can hold (kept as extra columns). It may be a
 function, a coroutine function or a callable object; a pydantic model or a dataclass
 with those fields is read like a mapping. Framework objects (a LangChain runnable, a
-LlamaIndex query engine) go through `judge.experiments.adapters`.
+LlamaIndex query engine, a Haystack pipeline) go through `judge.experiments.adapters`.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def as_app(obj: Any, target: str | None = None) -> App:
         raise AppError(
             f"app {name}: a {type(obj).__name__} is not callable; give a function "
             "(question -> {'answer': ..., 'contexts': [...]}), a callable object, a "
-            "LangChain runnable or a LlamaIndex query engine"
+            "LangChain runnable, a LlamaIndex query engine or a Haystack pipeline"
         )
     _check_signature(obj, name)
     return App(obj, name, _fingerprint(obj), _is_async(obj))

@@ -1,12 +1,12 @@
 """`adapt` recognises framework objects without importing the frameworks: the base install
-and a plain function never load LangChain or LlamaIndex."""
+and a plain function never load LangChain, LlamaIndex or Haystack."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-FRAMEWORKS = ("langchain", "langchain_core", "langchain_classic", "llama_index")
+FRAMEWORKS = ("langchain", "langchain_core", "langchain_classic", "llama_index", "haystack")
 
 CHECK = """
 import sys
