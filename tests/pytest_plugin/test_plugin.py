@@ -309,12 +309,22 @@ def test_two_xdist_workers_share_one_cache_without_losing_or_doubling_entries(
             return sorted(k for (k,) in db.execute("SELECT key FROM judgments"))
 
     serial = tmp_path / "serial.sqlite"
-    pytester.runpytest_subprocess(*judge_args(server, serial)).assert_outcomes(passed=8)
+    one_report, two_report = tmp_path / "one", tmp_path / "two"
+    serial_run = pytester.runpytest_subprocess(
+        *judge_args(server, serial), "--judge-report", str(one_report)
+    )
+    serial_run.assert_outcomes(passed=8)
     shared = tmp_path / "shared.sqlite"
-    two = pytester.runpytest_subprocess(*judge_args(server, shared), "-n", "2")
+    two = pytester.runpytest_subprocess(
+        *judge_args(server, shared), "-n", "2", "--judge-report", str(two_report)
+    )
     two.assert_outcomes(passed=8)
     assert keys(shared) == keys(serial) and len(keys(serial)) == 8 * 3
     two.stdout.fnmatch_lines(["8 judged test(s), 8 sample(s)*", "requests 24, cache hits 0*"])
+    # the report folder: the same rows, in the same order, whatever the number of workers
+    results = (two_report / "results.jsonl").read_bytes()
+    assert results == (one_report / "results.jsonl").read_bytes()
+    assert results.count(b"\n") == 8
     # and the workers' recordings replay
     again = pytester.runpytest_subprocess(*judge_args(server, shared), "-n", "2", "--judge-replay")
     again.assert_outcomes(passed=8)
