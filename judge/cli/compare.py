@@ -97,15 +97,9 @@ def run_sources(refs: list[str], args: argparse.Namespace) -> list[str]:
 def _open_store(args: argparse.Namespace, ref: str) -> RunStore:
     """The run store, for a RUN that is no file or folder; an error naming both when there
     is none."""
-    from judge.runs.store import RunStore
+    from judge.runs.store import open_existing
 
-    path = runs_path(args)
-    if not path.is_file():
-        raise JudgeError(
-            f"RUN {ref!r}: no such file or folder, and no run store at {path} to look it "
-            "up as a run id or name (--runs PATH)"
-        )
-    return RunStore(path)
+    return open_existing(runs_path(args), f"RUN {ref!r}: no such file or folder, and ")
 
 
 def _same_source(a: str, b: str) -> bool:

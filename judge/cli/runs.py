@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge.cli.options import runs_path, runs_path_option
+from judge.cli.words import cli_words
 from judge.errors import JudgeError
+from judge.runs.store import RECORDED_THERE
 
 if TYPE_CHECKING:
     from judge.runs.store import RunRecord, RunStore
@@ -17,10 +19,6 @@ if TYPE_CHECKING:
 MAX_METRIC_COLUMNS = 5  # metrics shown in `list`; `show` and `--json` have all of them
 DATA_WIDTH = 32  # characters of the data path shown in `list`
 MISSING = "-"
-HOW_RUNS_ARE_RECORDED = (
-    "judge eval, judge merge and judge experiment record every finished run there "
-    "(--runs PATH or JUDGE_RUNS choose the store; --no-record skips it)"
-)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -79,12 +77,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def _open(args: argparse.Namespace) -> RunStore:
     """The run store of --runs; an error, not a new file, when there is none."""
-    from judge.runs.store import RunStore
+    from judge.runs.store import open_existing
 
-    path = runs_path(args)
-    if not path.is_file():
-        raise JudgeError(f"no run store at {path}: {HOW_RUNS_ARE_RECORDED}")
-    return RunStore(path)
+    return open_existing(runs_path(args))
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -97,7 +92,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
     elif not records:
-        print(f"no runs recorded in {path} yet: {HOW_RUNS_ARE_RECORDED}")
+        print(cli_words(f"no runs recorded in {path} yet: {RECORDED_THERE}"))
     else:
         print(runs_table(records))
     return 0

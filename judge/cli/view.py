@@ -31,15 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The runs of the run store (--runs), oldest first, as the page reads them."""
-    from judge.runs.store import RunStore
+    from judge.runs.store import open_existing
 
     path = runs_path(args)
-    if not path.is_file():
-        raise JudgeError(
-            f"no run store at {path}: every finished judge eval and judge experiment is "
-            "recorded there (give another with --runs or JUDGE_RUNS)"
-        )
-    with RunStore(path) as store:
+    with open_existing(path) as store:
         records = [record.to_dict() for record in store.runs()]
     if not records:
         raise JudgeError(

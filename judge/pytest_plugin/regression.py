@@ -20,16 +20,15 @@ def baseline_source(baseline: Any, runs: str | os.PathLike[str] | None = None) -
     run store by id, id prefix or name; None is the store's pinned baseline."""
     if baseline is not None and (hasattr(baseline, "rows") or Path(baseline).exists()):
         return baseline
-    from judge.runs.store import RunStore, default_runs_path
+    from judge.runs.store import default_runs_path, open_existing
 
     path = Path(runs) if runs is not None else default_runs_path()
-    what = "the pinned baseline" if baseline is None else f"baseline {str(baseline)!r}"
-    if not path.is_file():
-        raise JudgeError(
-            f"{what}: no such file or folder, and no run store at {path} to look it up "
-            "(give runs=PATH, or a run's output folder)"
-        )
-    store = RunStore(path)
+    what = (
+        "baseline=None names the run store's pinned baseline, but there is "
+        if baseline is None
+        else f"baseline {str(baseline)!r}: no such file or folder, and "
+    )
+    store = open_existing(path, what)
     try:
         record = store.get(str(baseline)) if baseline is not None else store.baseline()
     finally:

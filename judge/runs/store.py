@@ -42,7 +42,15 @@ _SEE_RUNS = "see the recorded runs with: judge runs list"
 
 
 class RunStoreError(JudgeError):
-    """The run store file cannot be used: damaged, not a run store, or from a newer judge."""
+    """The run store file cannot be used: damaged, not a run store, from a newer judge, or
+    absent where one was needed."""
+
+
+# How runs get into a store, for the messages that find none.
+RECORDED_THERE = (
+    "judge eval, judge merge and judge experiment record every finished run there "
+    "(runs= or JUDGE_RUNS choose the store; --no-record skips it)"
+)
 
 
 class RunNotFound(JudgeError):
@@ -53,6 +61,14 @@ def default_runs_path() -> Path:
     """The run store's path: $JUDGE_RUNS if set, else .judge/runs.sqlite (relative to the
     working directory)."""
     return Path(os.environ.get(RUNS_ENV) or DEFAULT_RUNS)
+
+
+def open_existing(path: Path, context: str = "") -> RunStore:
+    """The run store at `path`, which must exist: reading one never creates it. The error
+    names the path and how runs are recorded, after `context` (what needed the store)."""
+    if not path.is_file():
+        raise RunStoreError(f"{context}no run store at {path}: {RECORDED_THERE}")
+    return RunStore(path)
 
 
 def new_run_id() -> str:

@@ -129,3 +129,15 @@ def test_assert_evaluation_names_each_mean_that_missed_with_its_interval() -> No
         judge.assert_evaluation(evaluation, fail_under={"faithfulness": 0.6})
     assert "faithfulness: mean 0.500 [" in str(caught.value)
     assert "over 4 rows, threshold >= 0.6" in str(caught.value)
+
+
+def test_the_regression_gate_without_a_run_store_says_how_runs_get_there(tmp_path) -> None:
+    absent = tmp_path / "none.sqlite"
+    with pytest.raises(JudgeError) as caught:
+        judge.assert_no_regression(tmp_path / "results.jsonl", None, runs=absent)
+    assert str(caught.value) == (
+        "baseline=None names the run store's pinned baseline, but there is no run store at "
+        f"{absent}: judge eval, judge merge and judge experiment record every finished run "
+        "there (runs= or JUDGE_RUNS choose the store; --no-record skips it)"
+    )
+    assert not absent.exists()

@@ -210,7 +210,7 @@ def test_judge_view_writes_the_runs_of_the_store_and_prints_its_page(tmp_path: P
 @pytest.mark.parametrize(
     ("store", "message"),
     [
-        (False, "no run store at {path}: every finished judge eval and judge experiment"),
+        (False, "no run store at {path}: judge eval, judge merge and judge experiment record"),
         (True, "the run store {path} holds no runs yet"),
     ],
 )
