@@ -1,0 +1,100 @@
+"""Traces made by the real OpenTelemetry SDK, exported by its real OTLP/HTTP exporter to a
+loopback receiver started here, then written in the OTel Collector's file formats."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+
+@contextmanager
+def receiver() -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback OTLP/HTTP receiver: (its /v1/traces URL, the request bodies it got)."""
+    bodies: list[bytes] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            bodies.append(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def export(produce: Callable[[Any], None], batch: int = 512) -> list[bytes]:
+    """Run produce(tracer_provider) with the SDK exporting through OTLP/HTTP protobuf to a
+    loopback receiver; the protobuf request bodies it sent."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    with receiver() as (url, bodies):
+        provider = TracerProvider(resource=Resource.create({"service.name": "rag-app"}))
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=url), max_export_batch_size=batch)
+        )
+        produce(provider)
+        provider.shutdown()  # flushes the batches
+    assert bodies, "the exporter sent nothing"
+    return list(bodies)
+
+
+def collector_json(body: bytes, hex_ids: bool = True) -> dict[str, Any]:
+    """An OTLP/HTTP body as the collector's file exporter writes it: OTLP/JSON, ids hex,
+    enums as integers (hex_ids False: protobuf's own JSON mapping, base64 ids)."""
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    data = json_format.MessageToDict(request, use_integers_for_enums=True)
+    if hex_ids:
+        for resource in data.get("resourceSpans", ()):
+            for scope in resource.get("scopeSpans", ()):
+                for span in scope.get("spans", ()):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in span:
+                            span[key] = base64.b64decode(span[key]).hex()
+    return data
+
+
+def write_json_lines(bodies: list[bytes], path: Path, hex_ids: bool = True) -> Path:
+    path.write_text(
+        "".join(json.dumps(collector_json(b, hex_ids)) + "\n" for b in bodies), encoding="utf-8"
+    )
+    return path
+
+
+def write_prefixed(bodies: list[bytes], path: Path) -> Path:
+    """The collector's `format: proto`: each message after its size, 4 bytes big-endian."""
+    path.write_bytes(b"".join(len(b).to_bytes(4, "big") + b for b in bodies))
+    return path
+
+
+def gzipped(path: Path, target: Path) -> Path:
+    target.write_bytes(gzip.compress(path.read_bytes()))
+    return target
