@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from judge.traces.spans import Span
 
 DEFAULT_LINGER = 10_000  # spans read after a root before its trace is emitted
-_RECENT = 100_000  # trace ids remembered after being emitted, to tell late spans
+_RECENT = 20_000  # trace ids remembered after being emitted, to tell late spans
 
 
 @dataclass

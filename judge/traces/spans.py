@@ -14,8 +14,6 @@ from typing import Any
 
 from judge.errors import InputFormatError
 
-_HEX = frozenset("0123456789abcdef")
-
 
 class Span:
     """One span: its ids, name, start and end (Unix ns) and attributes."""
@@ -56,9 +54,10 @@ def hex_id(value: Any, size: int, what: str) -> str:
     if not isinstance(value, str):
         raise InputFormatError(f"{what} {value!r} is not an id (hex or base64 text)")
     if len(value) == 2 * size:
-        lowered = value.lower()
-        if _HEX.issuperset(lowered):
-            return lowered
+        try:
+            return bytes.fromhex(value).hex()  # lowercase; fromhex refuses what is not hex
+        except ValueError:
+            pass
     if not value:
         return ""
     try:
@@ -76,6 +75,8 @@ def hex_id(value: Any, size: int, what: str) -> str:
 def any_value(value: Mapping[str, Any]) -> Any:
     """An OTLP/JSON `AnyValue` ({"stringValue": "x"}, {"intValue": "3"}, ...) as Python;
     the protobuf JSON mapping's snake_case names are read too."""
+    if "stringValue" in value:  # the most common, first
+        return value["stringValue"]
     for key, item in value.items():
         if key in ("stringValue", "string_value", "boolValue", "bool_value"):
             return item
