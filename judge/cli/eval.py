@@ -177,8 +177,11 @@ def read_trace_rows(args: argparse.Namespace) -> None:
     traces (`judge.traces.extract.read_rows`), one per trace; the traces that gave none
     are counted on stderr."""
     from judge.traces.otlp import is_otlp
+    from judge.traces.phoenix import is_phoenix
 
-    if args.source is None and not args.map and not is_otlp(args.data):
+    data = str(args.data)
+    phoenix = data.endswith(".parquet") and is_phoenix(data)  # a rows file's columns differ
+    if args.source is None and not args.map and not phoenix and not is_otlp(data):
         return
     from judge.traces.extract import ExtractSummary, read_rows
 

@@ -341,8 +341,10 @@ def trace_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--from",
         dest="source",
-        choices=["otlp"],
-        help="the traces' format (default: told from the files' content)",
+        choices=["otlp", "phoenix"],
+        help="the traces' format: otlp (the OTel Collector's files: OTLP/JSON lines or "
+        "protobuf, gzip of either) or phoenix (Phoenix's spans dataframe as parquet); "
+        "default: told from each file's content",
     )
     p.add_argument(
         "--map",

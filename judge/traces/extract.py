@@ -22,10 +22,11 @@ from typing import IO, Any
 from judge.errors import InputFormatError, JudgeError
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assemble
 from judge.traces.otlp import read_requests
+from judge.traces.phoenix import is_phoenix, read_phoenix
 from judge.traces.rows import Skip, check_mapping, trace_row
 
 PathLike = str | os.PathLike[str]
-SOURCES = ("otlp",)
+SOURCES = ("otlp", "phoenix")
 RUN_TAG = "judge-traces"
 
 
@@ -180,14 +181,19 @@ class DaySample:
 
 
 def read_traces(
-    paths: Sequence[PathLike], linger: int = DEFAULT_LINGER, counts: AssemblyCounts | None = None
+    paths: Sequence[PathLike],
+    linger: int = DEFAULT_LINGER,
+    counts: AssemblyCounts | None = None,
+    source: str | None = None,
 ) -> Iterator[Trace]:
-    """The whole traces of OTLP files, read in the order given, as `assemble` groups them
-    (a trace may straddle two files of a rotation)."""
+    """The whole traces of trace files, read in the order given, as `assemble` groups
+    them (a trace may straddle two files of a rotation); each file's format is `source`
+    ("otlp", "phoenix"), or told from its content when None."""
 
     def batches() -> Iterator[list[Any]]:
         for path in paths:
-            yield from read_requests(path)
+            phoenix = source == "phoenix" or (source is None and is_phoenix(path))
+            yield from read_phoenix(path) if phoenix else read_requests(path)
 
     return assemble(batches(), linger=linger, counts=counts)
 
@@ -208,8 +214,9 @@ def read_rows(
     """The rows of trace files, one per trace, streamed: a `judge eval` input.
 
     Args:
-        paths: OTLP trace files (JSON lines, protobuf, gzip of either).
-        source: "otlp", or None to tell from the files' content.
+        paths: OTLP trace files (JSON lines, protobuf, gzip of either), or Phoenix span
+            exports (parquet).
+        source: "otlp", "phoenix", or None to tell from each file's content.
         mapping: field -> attribute for custom instrumentation (see `judge.traces.rows`).
         since: only traces whose root span started at or after this moment.
         judged: trace ids judged before (`judged_ids`), left out.
@@ -229,7 +236,7 @@ def read_rows(
     sampler = DaySample(sample, seed) if sample is not None else None
     summary = summary if summary is not None else ExtractSummary()
     counts = AssemblyCounts()
-    for trace in read_traces(path_list, linger=linger, counts=counts):
+    for trace in read_traces(path_list, linger=linger, counts=counts, source=source):
         summary.spans, summary.late_spans = counts.spans, counts.late_spans
         summary.traces += 1
         result: dict[str, Any] | Skip

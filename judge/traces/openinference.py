@@ -145,7 +145,9 @@ def _document_list(value: Any) -> list[dict[str, Any]]:
         for key in ("score", DOCUMENT_SCORE):
             if item.get(key) is not None:
                 doc["score"] = item[key]
-        docs.append(doc)
+        if item.get(DOCUMENT_METADATA) is not None:
+            doc["metadata"] = item[DOCUMENT_METADATA]
+        docs.append(_with_metadata_id(doc))
     return docs
 
 

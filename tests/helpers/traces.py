@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -98,3 +99,58 @@ def write_prefixed(bodies: list[bytes], path: Path) -> Path:
 def gzipped(path: Path, target: Path) -> Path:
     target.write_bytes(gzip.compress(path.read_bytes()))
     return target
+
+
+_LISTS = re.compile(
+    r"^(retrieval\.documents|reranker\.input_documents|reranker\.output_documents"
+    r"|llm\.input_messages|llm\.output_messages)\.(\d+)\.(.+)$"
+)
+
+
+def phoenix_frame(bodies: list[bytes]) -> Any:
+    """The spans of OTLP bodies as Phoenix's spans dataframe: TraceDataset's columns
+    (context.trace_id, context.span_id, parent_id, name, span_kind, start_time, end_time,
+    status_code, status_message) and attributes.KEY columns, the OpenInference names kept
+    whole and the indexed lists (retrieval.documents.N.document.id, ...) made lists of
+    mappings, as Phoenix's attributes.unflatten makes them."""
+    import pandas
+
+    records = []
+    for body in bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    attributes: dict[str, Any] = {}
+                    lists: dict[str, dict[int, dict[str, Any]]] = {}
+                    for kv in span.attributes:
+                        value = getattr(kv.value, kv.value.WhichOneof("value"))
+                        if kv.value.WhichOneof("value") == "array_value":
+                            value = [
+                                getattr(v, v.WhichOneof("value"))
+                                for v in kv.value.array_value.values
+                            ]
+                        match = _LISTS.match(kv.key)
+                        if match:
+                            items = lists.setdefault(match[1], {})
+                            items.setdefault(int(match[2]), {})[match[3]] = value
+                        else:
+                            attributes[kv.key] = value
+                    for key, items in lists.items():
+                        attributes[key] = [items[i] for i in sorted(items)]
+                    records.append(
+                        {
+                            "name": span.name,
+                            "span_kind": attributes.get("openinference.span.kind", "UNKNOWN"),
+                            "parent_id": span.parent_span_id.hex() or None,
+                            "start_time": pandas.Timestamp(span.start_time_unix_nano, tz="UTC"),
+                            "end_time": pandas.Timestamp(span.end_time_unix_nano, tz="UTC"),
+                            "status_code": "OK",
+                            "status_message": "",
+                            "context.span_id": span.span_id.hex(),
+                            "context.trace_id": span.trace_id.hex(),
+                            **{f"attributes.{k}": v for k, v in attributes.items()},
+                        }
+                    )
+    return pandas.DataFrame.from_records(records).sort_values("start_time")

@@ -15,9 +15,10 @@ from judge.errors import InputFormatError
 from judge.traces import openinference as oi
 from judge.traces.extract import ExtractSummary, read_rows
 from judge.traces.otlp import encoding_of, read_requests
+from judge.traces.phoenix import is_phoenix
 from judge.traces.rows import Skip
 from tests.helpers.rag_spans import DOCS, scenarios
-from tests.helpers.traces import export, gzipped, write_json_lines, write_prefixed
+from tests.helpers.traces import export, gzipped, phoenix_frame, write_json_lines, write_prefixed
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +274,28 @@ def test_an_instrumented_langchain_chain_gives_its_question_answer_and_documents
         assert row["retrieved_ids"] == [d.metadata["id"] for d in found]  # from metadata
         assert row["retrievals"][0]["kind"] == "RETRIEVER"
     assert by_question[texts[3]]["retrieved_ids"][0] == "c3"
+
+
+def test_phoenix_span_export_as_parquet_gives_the_same_rows(made, tmp_path):
+    path = tmp_path / "spans.parquet"
+    phoenix_frame(made["bodies"]).to_parquet(path)
+    assert is_phoenix(path) and not is_phoenix(made["files"]["json"])
+    rows, skipped, summary = rows_of(path)
+    reference, _, _ = rows_of(made["files"]["json"])
+    assert rows == reference
+    assert summary.spans == 17 and sorted(s.reason for s in skipped) == [
+        "no_input",
+        "no_output",
+        "no_retriever",
+    ]
+    assert rows == rows_of(path, source="phoenix")[0]
+
+
+def test_a_rows_parquet_file_is_not_a_phoenix_export(tmp_path):
+    import pandas
+
+    path = tmp_path / "rows.parquet"
+    pandas.DataFrame({"question": ["q"], "answer": ["a"]}).to_parquet(path)
+    assert not is_phoenix(path)
+    with pytest.raises(InputFormatError, match=r"no column context\.span_id, context\.trace_id"):
+        list(read_rows(path, source="phoenix"))
