@@ -173,18 +173,15 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def read_trace_rows(args: argparse.Namespace) -> None:
-    """With --from, or an OTLP trace file as DATA: DATA becomes the rows read from the
-    traces (`judge.traces.extract.read_rows`), one per trace; the traces that gave none
-    are counted on stderr."""
-    from judge.traces.otlp import is_otlp
-    from judge.traces.phoenix import is_phoenix
+    """With --from, or a trace file as DATA (OTLP, Phoenix, Langfuse): DATA becomes the
+    rows read from the traces (`judge.traces.extract.read_rows`), one per trace; the
+    traces that gave none are counted on stderr."""
+    from judge.traces.extract import ExtractSummary, read_rows, source_of
 
-    data = str(args.data)
-    phoenix = data.endswith(".parquet") and is_phoenix(data)  # a rows file's columns differ
-    if args.source is None and not args.map and not phoenix and not is_otlp(data):
+    # A rows file is none of these: their columns (traceId, context.span_id) differ.
+    given = args.source is not None or args.map
+    if not given and not (Path(str(args.data)).is_file() and source_of(args.data)):
         return
-    from judge.traces.extract import ExtractSummary, read_rows
-
     if args.processes > 1 or args.ray or args.ray_address or args.shard is not None:
         raise JudgeError(
             f"{args.data} holds traces: --processes, --shard and --ray read rows files; write "

@@ -341,10 +341,11 @@ def trace_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--from",
         dest="source",
-        choices=["otlp", "phoenix"],
+        choices=["otlp", "phoenix", "langfuse"],
         help="the traces' format: otlp (the OTel Collector's files: OTLP/JSON lines or "
-        "protobuf, gzip of either) or phoenix (Phoenix's spans dataframe as parquet); "
-        "default: told from each file's content",
+        "protobuf, gzip of either), phoenix (Phoenix's spans dataframe as parquet) or "
+        "langfuse (Langfuse's observations, or traces with their observations, as JSON or "
+        "JSONL); default: told from each file's content",
     )
     p.add_argument(
         "--map",

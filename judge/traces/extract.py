@@ -15,18 +15,20 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from judge.errors import InputFormatError, JudgeError
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assemble
-from judge.traces.otlp import read_requests
+from judge.traces.langfuse import is_langfuse, read_langfuse
+from judge.traces.otlp import is_otlp, read_requests
 from judge.traces.phoenix import is_phoenix, read_phoenix
 from judge.traces.rows import Skip, check_mapping, trace_row
+from judge.traces.spans import unix_ns
 
 PathLike = str | os.PathLike[str]
-SOURCES = ("otlp", "phoenix")
+SOURCES = ("otlp", "phoenix", "langfuse")
 RUN_TAG = "judge-traces"
 
 
@@ -91,9 +93,7 @@ def parse_since(value: str | datetime | date) -> int:
         moment = value
     else:
         moment = datetime(value.year, value.month, value.day)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1_000_000) * 1000
+    return unix_ns(moment)
 
 
 def judged_ids(paths: Iterable[PathLike]) -> set[str]:
@@ -180,6 +180,29 @@ class DaySample:
         return sorted(chosen, key=lambda r: (r["start_time"], r["id"]))
 
 
+def source_of(path: PathLike) -> str | None:
+    """The format of a trace file told from its content: "otlp", "phoenix", "langfuse",
+    or None when it is none of them."""
+    if is_otlp(path):
+        return "otlp"
+    if is_phoenix(path):
+        return "phoenix"
+    if is_langfuse(path):
+        return "langfuse"
+    return None
+
+
+def read_spans(path: PathLike, source: str | None = None) -> Iterator[list[Any]]:
+    """The spans of one trace file in batches, read as `source` says or as its content
+    tells (an unknown format is read as OTLP, whose error says what was expected)."""
+    source = source or source_of(path) or "otlp"
+    if source == "phoenix":
+        return read_phoenix(path)
+    if source == "langfuse":
+        return read_langfuse(path)
+    return read_requests(path)
+
+
 def read_traces(
     paths: Sequence[PathLike],
     linger: int = DEFAULT_LINGER,
@@ -188,12 +211,11 @@ def read_traces(
 ) -> Iterator[Trace]:
     """The whole traces of trace files, read in the order given, as `assemble` groups
     them (a trace may straddle two files of a rotation); each file's format is `source`
-    ("otlp", "phoenix"), or told from its content when None."""
+    ("otlp", "phoenix", "langfuse"), or told from its content when None."""
 
     def batches() -> Iterator[list[Any]]:
         for path in paths:
-            phoenix = source == "phoenix" or (source is None and is_phoenix(path))
-            yield from read_phoenix(path) if phoenix else read_requests(path)
+            yield from read_spans(path, source)
 
     return assemble(batches(), linger=linger, counts=counts)
 
@@ -214,9 +236,10 @@ def read_rows(
     """The rows of trace files, one per trace, streamed: a `judge eval` input.
 
     Args:
-        paths: OTLP trace files (JSON lines, protobuf, gzip of either), or Phoenix span
-            exports (parquet).
-        source: "otlp", "phoenix", or None to tell from each file's content.
+        paths: OTLP trace files (JSON lines, protobuf, gzip of either), Phoenix span
+            exports (parquet) or Langfuse exports (observations, or traces with their
+            observations, as JSON).
+        source: "otlp", "phoenix", "langfuse", or None to tell from each file's content.
         mapping: field -> attribute for custom instrumentation (see `judge.traces.rows`).
         since: only traces whose root span started at or after this moment.
         judged: trace ids judged before (`judged_ids`), left out.

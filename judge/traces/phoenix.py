@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from judge.errors import InputFormatError
 from judge.traces.openinference import SPAN_KIND
-from judge.traces.spans import Span, hex_id
+from judge.traces.spans import Span, hex_id, unix_ns
 
 PathLike = str | os.PathLike[str]
 _PARQUET = b"PAR1"
@@ -58,9 +58,7 @@ def _ns(value: Any, what: str) -> int:
         moment = value if value.tzinfo is not None else value.tz_localize("UTC")
         return int(moment.value)
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return int(value.timestamp() * 1_000_000) * 1000
+        return unix_ns(value)
     raise InputFormatError(f"{what} {value!r} is not a time")
 
 

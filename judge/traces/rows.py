@@ -22,12 +22,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from judge.errors import JudgeError
 from judge.traces import openinference as oi
-from judge.traces.spans import Span
+from judge.traces.spans import Span, iso_utc
 
 # The fields `--map` can read from an attribute.
 MAPPABLE = ("question", "answer", "contexts", "retrieved_ids", "retrieved_scores", "session_id")
@@ -58,12 +57,6 @@ def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
         if not attribute:
             raise JudgeError(f"mapping: give the attribute that holds {field}")
     return checked
-
-
-def iso_utc(ns: int) -> str:
-    """Unix nanoseconds as ISO 8601 UTC with microseconds and a Z."""
-    moment = datetime.fromtimestamp(ns // 1000 / 1e6, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _ordered(spans: Sequence[Span], root: Span) -> list[Span]:

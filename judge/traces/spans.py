@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from judge.errors import InputFormatError
@@ -96,3 +97,20 @@ def any_value(value: Mapping[str, Any]) -> Any:
 def attributes_of(items: Any) -> dict[str, Any]:
     """OTLP/JSON attributes ([{"key", "value": AnyValue}, ...]) as a dict."""
     return {kv["key"]: any_value(kv.get("value") or {}) for kv in items or ()}
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def iso_utc(ns: int) -> str:
+    """Unix nanoseconds as ISO 8601 UTC with microseconds and a Z (exact: no float)."""
+    moment = EPOCH + timedelta(microseconds=ns // 1000)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def unix_ns(moment: datetime) -> int:
+    """A datetime as Unix nanoseconds (exact to the microsecond); naive is UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - EPOCH) // _MICROSECOND * 1000

@@ -10,6 +10,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,69 @@ def phoenix_frame(bodies: list[bytes]) -> Any:
                         }
                     )
     return pandas.DataFrame.from_records(records).sort_values("start_time")
+
+
+_LANGFUSE_TYPES = {"LLM": "GENERATION", "RETRIEVER": "RETRIEVER", "CHAIN": "CHAIN"}
+
+
+def langfuse_observations(bodies: list[bytes]) -> list[dict[str, Any]]:
+    """The spans of OTLP bodies as Langfuse's observations (its public API's
+    ObservationV2), parsed and written back by the Langfuse SDK's own model: OpenInference
+    LLM spans as GENERATION (model, usageDetails), RETRIEVER spans with their documents as
+    output (as LangChain's Documents: id, page_content, metadata, score), others SPAN."""
+    from langfuse.api.commons.types.observation_v2 import ObservationV2
+    from langfuse.api.core.pydantic_utilities import parse_obj_as
+
+    def iso(ns: int) -> str:
+        return (
+            datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ns // 1000)
+        ).isoformat()
+
+    out = []
+    for body in bodies:
+        resources = collector_json(body)["resourceSpans"]
+        for span in [s for r in resources for c in r["scopeSpans"] for s in c["spans"]]:
+            attributes = {
+                a["key"]: next(iter(a["value"].values())) for a in span.get("attributes", ())
+            }
+            kind = attributes.get("openinference.span.kind")
+            item: dict[str, Any] = {
+                "id": span["spanId"],
+                "traceId": span["traceId"],
+                "parentObservationId": span.get("parentSpanId") or None,
+                "projectId": "project-1",
+                "type": _LANGFUSE_TYPES.get(kind, "SPAN"),
+                "name": span["name"],
+                "startTime": iso(int(span["startTimeUnixNano"])),
+                "endTime": iso(int(span["endTimeUnixNano"])),
+                "sessionId": attributes.get("session.id"),
+            }
+            if "input.value" in attributes:
+                value = attributes["input.value"]
+                json_input = attributes.get("input.mime_type") == "application/json"
+                item["input"] = json.loads(value) if json_input else value
+            if "output.value" in attributes:
+                item["output"] = attributes["output.value"]
+            if kind == "RETRIEVER":
+                n, docs = 0, []
+                while f"retrieval.documents.{n}.document.id" in attributes:
+                    prefix = f"retrieval.documents.{n}.document."
+                    docs.append(
+                        {
+                            "id": attributes[prefix + "id"],
+                            "page_content": attributes[prefix + "content"],
+                            "metadata": {},
+                            "score": attributes[prefix + "score"],
+                        }
+                    )
+                    n += 1
+                item["output"] = docs
+            if kind == "LLM":
+                item["model"] = attributes["llm.model_name"]
+                item["usageDetails"] = {
+                    "input": int(attributes["llm.token_count.prompt"]),
+                    "output": int(attributes["llm.token_count.completion"]),
+                    "total": int(attributes["llm.token_count.total"]),
+                }
+            out.append(json.loads(parse_obj_as(ObservationV2, item).json()))
+    return out

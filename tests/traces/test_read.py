@@ -14,11 +14,19 @@ import pytest
 from judge.errors import InputFormatError
 from judge.traces import openinference as oi
 from judge.traces.extract import ExtractSummary, read_rows
+from judge.traces.langfuse import is_langfuse
 from judge.traces.otlp import encoding_of, read_requests
 from judge.traces.phoenix import is_phoenix
 from judge.traces.rows import Skip
 from tests.helpers.rag_spans import DOCS, scenarios
-from tests.helpers.traces import export, gzipped, phoenix_frame, write_json_lines, write_prefixed
+from tests.helpers.traces import (
+    export,
+    gzipped,
+    langfuse_observations,
+    phoenix_frame,
+    write_json_lines,
+    write_prefixed,
+)
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +307,66 @@ def test_a_rows_parquet_file_is_not_a_phoenix_export(tmp_path):
     assert not is_phoenix(path)
     with pytest.raises(InputFormatError, match=r"no column context\.span_id, context\.trace_id"):
         list(read_rows(path, source="phoenix"))
+
+
+def test_langfuse_observations_give_the_rows_of_the_same_spans(made, tmp_path):
+    observations = langfuse_observations(made["bodies"])
+    lines = tmp_path / "observations.jsonl"
+    lines.write_text("".join(json.dumps(o) + "\n" for o in observations))
+    page = tmp_path / "page.json"
+    page.write_text(json.dumps({"data": observations, "meta": {}}, indent=2))
+    reference, _, _ = rows_of(made["files"]["json"])
+    ids = made["ids"]
+    for path in (lines, page):
+        assert is_langfuse(path) and not is_langfuse(made["files"]["json"])
+        rows, skipped, _ = rows_of(path)
+        for name in ("plain", "two_retrievers"):
+            assert rows[ids[name]] == reference[ids[name]]
+        # Langfuse has no reranker type: the reranker is a plain span there.
+        assert rows[ids["reranked"]]["retrieved_ids"] == ["d2", "d3", "d4", "d5"]
+        assert {s.trace_id: s.reason for s in skipped} == {
+            ids["no_retriever"]: "no_retriever",
+            ids["no_output"]: "no_output",
+            ids["custom"]: "no_input",
+        }
+
+
+def test_a_langfuse_trace_with_its_observations_is_its_own_root(tmp_path):
+    trace = {
+        "id": "trace-1",
+        "timestamp": "2026-12-01T10:00:00.000Z",
+        "name": "rag",
+        "input": {"question": "How long is river 2?"},
+        "output": "200 km.",
+        "sessionId": "s-9",
+        "latency": 1.5,
+        "observations": [
+            {
+                "id": "obs-1",
+                "type": "RETRIEVER",
+                "startTime": "2026-12-01T10:00:00.100Z",
+                "endTime": "2026-12-01T10:00:00.200Z",
+                "output": {
+                    "documents": [{"page_content": "River 2 is 200 km.", "metadata": {"id": "d2"}}]
+                },
+            },
+            {
+                "id": "obs-2",
+                "type": "GENERATION",
+                "parentObservationId": None,
+                "startTime": "2026-12-01T10:00:00.300Z",
+                "endTime": "2026-12-01T10:00:01.400Z",
+                "model": "gpt-4o",
+                "usageDetails": {"input": 20, "output": 3, "total": 23},
+            },
+        ],
+    }
+    path = tmp_path / "traces.json"
+    path.write_text(json.dumps([trace]))
+    (row,) = list(read_rows(path, source="langfuse"))
+    assert row["id"] == row["span_id"] == "trace-1"
+    assert (row["question"], row["answer"]) == ("How long is river 2?", "200 km.")
+    assert row["retrieved_ids"] == ["d2"] and row["contexts"] == ["River 2 is 200 km."]
+    assert row["models"] == ["gpt-4o"] and row["token_counts"]["total"] == 23
+    assert row["session_id"] == "s-9" and row["latency_s"] == 1.5
+    assert row["start_time"] == "2026-12-01T10:00:00.000000Z"
