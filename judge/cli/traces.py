@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     """Register the traces subcommand and its actions."""
     p = sub.add_parser(
         "traces",
-        help="read production traces (OTLP with OpenInference or GenAI attributes) as rows",
+        help="read production traces (OTLP, Phoenix, Langfuse) as rows and TREC runs",
         description="Production RAG traces as judge's input: each trace one row (question, "
         "answer, contexts, retrieved ids and scores, trace and span ids, time, latency, "
         "models, tokens, session), and its retrieval spans as TREC runs.",
@@ -24,16 +24,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     e = actions.add_parser(
         "extract",
         help="write the rows of trace files, the traces skipped, and TREC runs",
-        description="Read OTLP trace files (the OpenTelemetry Collector's file exporter: "
-        "OTLP/JSON lines, or protobuf; gzip of either) into one row per trace for judge "
-        "eval. The question and answer are the input and output of the root span (the "
-        "first span from the root down that has an input); the contexts are the documents "
+        description="Read trace files (the OpenTelemetry Collector's file exporter: "
+        "OTLP/JSON lines, or protobuf; gzip of either; Phoenix's span export as parquet; "
+        "Langfuse's observations as JSON) into one row per trace for judge eval. The "
+        "question and answer are the input and output of the root span (the first span "
+        "from the root down that has an input); the contexts are the documents "
         "the generator saw (the last reranker's output, else every retriever's documents in "
         "order). A trace that gives no row (no retriever span, no output, no input, no "
         "root span) is written to --skipped with its reason and counted, never dropped "
         "silently. The files are streamed: memory does not grow with the number of traces.",
     )
-    e.add_argument("traces", nargs="+", metavar="TRACES", help="OTLP trace files, read in order")
+    e.add_argument("traces", nargs="+", metavar="TRACES", help="trace files, read in order")
     e.add_argument("-o", "--out", required=True, metavar="PATH", help="the rows (JSONL) to write")
     e.add_argument(
         "--run",
