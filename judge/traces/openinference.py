@@ -159,18 +159,23 @@ def retrieved(span: Span, kind: str) -> list[dict[str, Any]]:
     return docs or _document_list(span.attributes.get(GEN_AI_RETRIEVAL_DOCUMENTS))
 
 
-def _decoded(value: Any, mime: Any, keys: tuple[str, ...]) -> str | None:
-    """The text of an input or output value: itself, or, when it is a JSON object, the
-    first of `keys` holding text (or its only text value)."""
+def _decoded(value: Any, mime: Any, keys: tuple[str, ...], last: bool) -> str | None:
+    """The text of an input or output value: itself; when it is a JSON object, the first
+    of `keys` holding text (or its only text value); for chat messages ({"messages":
+    [...]} or a list), the first user message's text (`last`: the last message's)."""
     if value is None:
         return None
-    if isinstance(value, str) and (mime == "application/json" or value.startswith("{")):
+    if isinstance(value, str) and (mime == "application/json" or value.startswith(("{", "[{"))):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
             return str(value)
     if isinstance(value, str):
         return value
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        value = value["messages"]
+    if isinstance(value, list):
+        return _chat_text(value, last)
     if isinstance(value, dict):
         for key in keys:
             if isinstance(value.get(key), str):
@@ -178,8 +183,19 @@ def _decoded(value: Any, mime: Any, keys: tuple[str, ...]) -> str | None:
         texts = [v for v in value.values() if isinstance(v, str)]
         if len(texts) == 1:
             return texts[0]
-        return None
     return None
+
+
+def _chat_text(messages: list[Any], last: bool) -> str | None:
+    """The text of chat messages ({"role"/"type", "content"}): the first user (human)
+    message's, or the last message's."""
+    chosen = [m for m in messages if isinstance(m, dict)]
+    if not last:
+        chosen = [m for m in chosen if m.get("role", m.get("type")) in ("user", "human")]
+    if not chosen:
+        return None
+    content = chosen[-1 if last else 0].get("content")
+    return content if isinstance(content, str) else None
 
 
 def _message_text(value: Any, last: bool) -> str | None:
@@ -211,7 +227,9 @@ def _message_text(value: Any, last: bool) -> str | None:
 def question_of(span: Span) -> str | None:
     """The question a span was given (its input), or None."""
     attributes = span.attributes
-    text = _decoded(attributes.get(INPUT_VALUE), attributes.get(INPUT_MIME_TYPE), QUESTION_KEYS)
+    text = _decoded(
+        attributes.get(INPUT_VALUE), attributes.get(INPUT_MIME_TYPE), QUESTION_KEYS, last=False
+    )
     if text is None and attributes.get(GEN_AI_INPUT_MESSAGES) is not None:
         text = _message_text(attributes[GEN_AI_INPUT_MESSAGES], last=False)
     return text
@@ -220,7 +238,9 @@ def question_of(span: Span) -> str | None:
 def answer_of(span: Span) -> str | None:
     """The answer a span gave (its output), or None."""
     attributes = span.attributes
-    text = _decoded(attributes.get(OUTPUT_VALUE), attributes.get(OUTPUT_MIME_TYPE), ANSWER_KEYS)
+    text = _decoded(
+        attributes.get(OUTPUT_VALUE), attributes.get(OUTPUT_MIME_TYPE), ANSWER_KEYS, last=True
+    )
     if text is None and attributes.get(GEN_AI_OUTPUT_MESSAGES) is not None:
         text = _message_text(attributes[GEN_AI_OUTPUT_MESSAGES], last=True)
     return text
