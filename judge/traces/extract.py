@@ -341,6 +341,11 @@ def extract(
             {"trace_id", "reason", "message"}.
         **options: those of `read_rows` (mapping, since, judged, sample, seed, ...).
     """
+    inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    read = {Path(p).resolve() for p in inputs}
+    for written in (out, run, retriever_run, skipped):
+        if written is not None and Path(written).resolve() in read:
+            raise JudgeError(f"{written} is a trace file being read: write the rows elsewhere")
     summary = ExtractSummary()
     files: list[IO[str]] = []
 
@@ -361,7 +366,7 @@ def extract(
             if skipped_out is not None:
                 skipped_out.write(json.dumps(skip.to_dict(), ensure_ascii=False) + "\n")
 
-        for row in read_rows(paths, on_skip=on_skip, summary=summary, **options):
+        for row in read_rows(inputs, on_skip=on_skip, summary=summary, **options):
             rows_out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if run_out is not None and row["retrieved_ids"]:
                 write_run_lines(run_out, row["id"], row["retrieved_ids"])

@@ -279,3 +279,12 @@ def test_spans_split_over_requests_late_spans_and_missing_roots_are_counted():
     assert len(by_id[1].spans) == 2 and by_id[1].root is not None
     assert by_id[2].root is None
     assert counts.late_spans == 1 and counts.spans == 5
+
+
+def test_extract_never_writes_over_a_trace_file_it_reads(made, tmp_path):
+    before = made["path"].read_bytes()
+    done = run(
+        "traces", "extract", made["path"], "-o", tmp_path / "rows.jsonl", "--run", made["path"]
+    )
+    assert done.returncode == 2 and "is a trace file being read" in done.stderr
+    assert made["path"].read_bytes() == before
