@@ -205,7 +205,9 @@ def trace_row(
         retrieved_ids = None  # a document without an id: no ranking to score
     else:
         retrieved_ids = [str(i) for i in retrieved_ids or ()]
-    if contexts is not None and any(not isinstance(c, str) for c in contexts):
+    if contexts is not None and all(c is None for c in contexts):
+        contexts = []  # ids without contents: judged by retrieval metrics only
+    elif contexts is not None and any(not isinstance(c, str) for c in contexts):
         contexts = [c if isinstance(c, str) else "" for c in contexts]
     if retrieved_scores is not None and (
         any(not isinstance(s, (int, float)) or isinstance(s, bool) for s in retrieved_scores)

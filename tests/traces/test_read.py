@@ -394,4 +394,4 @@ def test_chat_messages_as_input_and_output_give_the_question_and_the_answer(tmp_
 
     (row,) = list(read_rows(write_json_lines(export(produce), tmp_path / "agent.jsonl")))
     assert (row["question"], row["answer"]) == ("Q?", "A.")
-    assert row["retrieved_ids"] == ["d1"] and row["contexts"] == [""]
+    assert row["retrieved_ids"] == ["d1"] and row["contexts"] == []  # no contents recorded
