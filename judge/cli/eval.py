@@ -19,6 +19,8 @@ from judge.cli.options import (
     models_of,
     runs_options,
     thresholds,
+    trace_mapping,
+    trace_source_options,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 
@@ -49,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "for a dataset on the hub (only then is the hub asked). Columns: question, answer, "
         "contexts (a list of strings, in retrieval order), ground_truth, id; for retrieval "
         "metrics retrieved_ids (ranked doc ids) and relevance (relevant ids, or "
-        "{doc_id: grade}); RAGAS's names work too, others map with --column",
+        "{doc_id: grade}); RAGAS's names work too, others map with --column. An OTLP trace "
+        "file (see judge traces extract) is read as one row per trace",
     )
     _eval_options(p)
     p.set_defaults(func=run_eval)
@@ -63,6 +66,7 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "plus judge ir's default retrieval metrics with retrieval columns)",
     )
     model_options(p)
+    trace_source_options(p)
     p.add_argument(
         "--out", default="judge-results", help="output directory (default: judge-results)"
     )
@@ -129,6 +133,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.shard import parse_shard
 
     required = thresholds(args.fail_under, args.max_error_rate)
+    read_trace_rows(args)
     if args.dry_run:
         return run_dry(args)
     if args.format != "text":
@@ -165,6 +170,38 @@ def run_eval(args: argparse.Namespace) -> int:
         code = finish_run(result, folder, required, args.max_error_rate)
     record_run(args, folder.path, "eval")  # not a shard's: judge merge records those
     return code
+
+
+def read_trace_rows(args: argparse.Namespace) -> None:
+    """With --from, or a trace file as DATA (OTLP, Phoenix, Langfuse): DATA becomes the
+    rows read from the traces (`judge.traces.extract.read_rows`), one per trace; the
+    traces that gave none are counted on stderr."""
+    from judge.traces.extract import ExtractSummary, read_rows, source_of
+
+    # A rows file is none of these: their columns (traceId, context.span_id) differ.
+    given = args.source is not None or args.map
+    if not given and not (Path(str(args.data)).is_file() and source_of(args.data)):
+        return
+    if args.processes > 1 or args.ray or args.ray_address or args.shard is not None:
+        raise JudgeError(
+            f"{args.data} holds traces: --processes, --shard and --ray read rows files; write "
+            f"the rows first with: judge traces extract {args.data} -o rows.jsonl"
+        )
+    summary = ExtractSummary()
+    rows = list(
+        read_rows(args.data, source=args.source, mapping=trace_mapping(args.map), summary=summary)
+    )
+    for line in summary.lines():
+        print(f"judge: traces: {line}", file=sys.stderr)
+    if summary.skipped:
+        print(
+            f"judge: traces: list the skipped traces and why with: judge traces extract "
+            f"{args.data} -o rows.jsonl --skipped skipped.jsonl",
+            file=sys.stderr,
+        )
+    if not rows:
+        raise JudgeError(f"{args.data}: no trace gave a row (see the reasons above)")
+    args.data = rows
 
 
 def run_dry(args: argparse.Namespace) -> int:

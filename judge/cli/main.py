@@ -36,11 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
         probe,
         runs,
         testset,
+        traces,
         view,
     )
 
     commands = (ir, eval, experiment, merge, demo, compare, agreement, probe, metrics, cache)
-    for command in (*commands, testset, view, runs):
+    for command in (*commands, testset, view, runs, traces):
         command.add_parser(sub)
     return parser
 

@@ -334,3 +334,44 @@ def metric_option(p: argparse.ArgumentParser, help_text: str) -> None:
 def metrics_of(args: argparse.Namespace) -> list[str]:
     """The -m/--metric names, comma-separated lists split; [] when none is given."""
     return [m for item in args.metrics or [] for m in item.split(",") if m.strip()]
+
+
+def trace_source_options(p: argparse.ArgumentParser) -> None:
+    """Add --from and --map, how traces are read (also `judge eval`'s)."""
+    p.add_argument(
+        "--from",
+        dest="source",
+        choices=["otlp", "phoenix", "langfuse"],
+        help="the traces' format: otlp (the OTel Collector's files: OTLP/JSON lines or "
+        "protobuf, gzip of either), phoenix (Phoenix's spans dataframe as parquet) or "
+        "langfuse (Langfuse's observations, or traces with their observations, as JSON or "
+        "JSONL); default: told from each file's content",
+    )
+    p.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="FIELD=ATTRIBUTE",
+        help="read a field from a span attribute of custom instrumentation, e.g. --map "
+        "question=app.query (repeatable; fields: question, answer, contexts, retrieved_ids, "
+        "retrieved_scores, session_id); the first span, from the root down, that has the "
+        "attribute gives it",
+    )
+
+
+def trace_mapping(items: list[str]) -> dict[str, str]:
+    """The --map FIELD=ATTRIBUTE pairs, checked."""
+    from judge.traces.rows import MAPPABLE
+
+    mapping = {}
+    for item in items:
+        field, sep, attribute = item.partition("=")
+        field, attribute = field.strip(), attribute.strip()
+        if not sep or not field or not attribute:
+            raise JudgeError(
+                f"--map {item!r}: write it as FIELD=ATTRIBUTE, e.g. question=app.query"
+            )
+        if field not in MAPPABLE:
+            raise JudgeError(f"--map {item!r}: {field!r} is not one of {', '.join(MAPPABLE)}")
+        mapping[field] = attribute
+    return mapping

@@ -20,7 +20,7 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, "testset", "view", "runs"])
+@pytest.mark.parametrize("command", [*COMMANDS, "testset", "view", "runs", "traces"])
 def test_each_command_has_a_description_line(command: str) -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")

@@ -1,0 +1,141 @@
+"""`judge traces extract TRACES... -o rows.jsonl`: production traces as `judge eval` rows,
+the traces that gave none in skipped.jsonl, and TREC runs of their retrieval spans."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from judge.cli.options import trace_mapping, trace_source_options
+from judge.errors import JudgeError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the traces subcommand and its actions."""
+    p = sub.add_parser(
+        "traces",
+        help="read production traces (OTLP, Phoenix, Langfuse) as rows and TREC runs",
+        description="Production RAG traces as judge's input: each trace one row (question, "
+        "answer, contexts, retrieved ids and scores, trace and span ids, time, latency, "
+        "models, tokens, session), and its retrieval spans as TREC runs.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    e = actions.add_parser(
+        "extract",
+        help="write the rows of trace files, the traces skipped, and TREC runs",
+        description="Read trace files (the OpenTelemetry Collector's file exporter: "
+        "OTLP/JSON lines, or protobuf; gzip of either; Phoenix's span export as parquet; "
+        "Langfuse's observations as JSON) into one row per trace for judge eval. The "
+        "question and answer are the input and output of the root span (the first span "
+        "from the root down that has an input); the contexts are the documents "
+        "the generator saw (the last reranker's output, else every retriever's documents in "
+        "order). A trace that gives no row (no retriever span, no output, no input, no "
+        "root span) is written to --skipped with its reason and counted, never dropped "
+        "silently. The files are streamed: memory does not grow with the number of traces.",
+    )
+    e.add_argument("traces", nargs="+", metavar="TRACES", help="trace files, read in order")
+    e.add_argument("-o", "--out", required=True, metavar="PATH", help="the rows (JSONL) to write")
+    e.add_argument(
+        "--run",
+        metavar="PATH",
+        help="write a TREC run of the documents the generator saw, per trace (qid = the "
+        "trace id; ranked in the spans' order), for judge ir and judge compare",
+    )
+    e.add_argument(
+        "--retriever-run",
+        metavar="PATH",
+        help="write the TREC run of the retriever spans' documents before any reranker "
+        "(qid = the trace id): judge compare it with --run to see what the reranker changed",
+    )
+    e.add_argument(
+        "--skipped",
+        metavar="PATH",
+        help="where to list the traces that gave no row, one JSON line each with trace_id, "
+        "reason and message (default: skipped.jsonl beside --out)",
+    )
+    trace_source_options(e)
+    e.add_argument(
+        "--since",
+        metavar="ISO",
+        help="only traces whose root span started at or after this UTC date or time "
+        "(e.g. 2026-12-04 or 2026-12-04T06:00:00Z)",
+    )
+    e.add_argument(
+        "--judged",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="leave out the traces judged before: their ids (trace_id, else id) in a "
+        "rows.jsonl or results.jsonl, or a judge eval output folder (repeatable)",
+    )
+    e.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="keep N traces, stratified by day (each UTC day in proportion to its traces)",
+    )
+    e.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="the sample's seed: the same seed and traces give the same sample, whatever "
+        "the order of the files (default 0)",
+    )
+    e.add_argument(
+        "--linger",
+        type=int,
+        default=None,
+        metavar="SPANS",
+        help="spans read after a trace's root span before the trace is taken as complete "
+        "(default 10000): raise it when spans of a trace come long after its root",
+    )
+    e.set_defaults(func=run_extract)
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    """The `judge traces extract` command."""
+    from judge.traces.assemble import DEFAULT_LINGER
+    from judge.traces.extract import extract, judged_ids, parse_since
+
+    mapping = trace_mapping(args.map)
+    if args.sample is not None and args.sample < 1:
+        raise JudgeError(f"--sample {args.sample}: give a number of traces, at least 1")
+    linger = DEFAULT_LINGER if args.linger is None else args.linger
+    if linger < 0:
+        raise JudgeError(f"--linger {args.linger}: give a number of spans, 0 or more")
+    if args.since is not None:
+        try:
+            parse_since(args.since)
+        except JudgeError:
+            raise JudgeError(
+                f"--since {args.since}: give an ISO 8601 date or time, e.g. 2026-12-04 or "
+                "2026-12-04T06:00:00Z"
+            ) from None
+    for path in args.traces:
+        if not Path(path).is_file():
+            raise JudgeError(f"{path}: no such trace file")
+    judged = judged_ids(args.judged)
+    skipped = args.skipped or str(Path(args.out).parent / "skipped.jsonl")
+    summary = extract(
+        args.traces,
+        args.out,
+        run=args.run,
+        retriever_run=args.retriever_run,
+        skipped=skipped,
+        source=args.source,
+        mapping=mapping,
+        since=args.since,
+        judged=judged,
+        sample=args.sample,
+        seed=args.seed,
+        linger=linger,
+    )
+    for line in summary.lines():
+        print(line.replace("before since", "before --since").replace("linger", "--linger"))
+    wrote = [args.out, *(p for p in (args.run, args.retriever_run) if p), skipped]
+    print(f"wrote {', '.join(wrote)}")
+    if not summary.rows:
+        print("judge: note: no trace gave a row: see the reasons above", file=sys.stderr)
+    return 0

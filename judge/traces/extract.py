@@ -1,0 +1,378 @@
+"""Trace files read into `judge eval` rows, streamed: the selection of traces (`since`,
+traces judged before, a sample stratified by day) and the files `judge traces extract`
+writes (rows.jsonl, skipped.jsonl, TREC runs).
+
+The Python twin of `judge traces extract` is `read_rows` (rows as dicts, to pass to
+`judge.evaluate`) and `extract` (the files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from judge.errors import InputFormatError, JudgeError
+from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assemble
+from judge.traces.langfuse import is_langfuse, read_langfuse
+from judge.traces.otlp import is_otlp, read_requests
+from judge.traces.phoenix import is_phoenix, read_phoenix
+from judge.traces.rows import Skip, check_mapping, trace_row
+from judge.traces.spans import unix_ns
+
+PathLike = str | os.PathLike[str]
+SOURCES = ("otlp", "phoenix", "langfuse")
+RUN_TAG = "judge-traces"
+
+
+@dataclass
+class ExtractSummary:
+    """What reading the traces found: counts of traces, rows, and traces left out by why."""
+
+    spans: int = 0
+    late_spans: int = 0
+    traces: int = 0
+    rows: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    before_since: int = 0
+    judged_before: int = 0
+    sampled_out: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON values."""
+        return {
+            "spans": self.spans,
+            "late_spans": self.late_spans,
+            "traces": self.traces,
+            "rows": self.rows,
+            "skipped": dict(sorted(self.skipped.items())),
+            "before_since": self.before_since,
+            "judged_before": self.judged_before,
+            "sampled_out": self.sampled_out,
+        }
+
+    def lines(self) -> list[str]:
+        """The summary as sentences, one per count that is not zero."""
+        out = [f"{self.traces} traces ({self.spans} spans) read: {self.rows} rows"]
+        if self.skipped:
+            reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
+            out.append(f"{sum(self.skipped.values())} traces skipped ({reasons})")
+        if self.before_since:
+            out.append(f"{self.before_since} traces started before since")
+        if self.judged_before:
+            out.append(f"{self.judged_before} traces were judged before")
+        if self.sampled_out:
+            out.append(f"{self.sampled_out} traces left out of the sample")
+        if self.late_spans:
+            out.append(
+                f"{self.late_spans} late spans not used: they came more than linger spans "
+                "after their trace's root span"
+            )
+        return out
+
+
+def parse_since(value: str | datetime | date) -> int:
+    """A moment (ISO 8601 text, a datetime, a date) as Unix nanoseconds; naive is UTC."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+        except ValueError:
+            raise JudgeError(
+                f"since={value!r} is not an ISO 8601 date or time (e.g. 2026-12-04 or "
+                "2026-12-04T06:00:00Z)"
+            ) from None
+    elif isinstance(value, datetime):
+        moment = value
+    else:
+        moment = datetime(value.year, value.month, value.day)
+    return unix_ns(moment)
+
+
+def judged_ids(paths: Iterable[PathLike]) -> set[str]:
+    """The trace ids judged before: the `trace_id` (else `id`) of every line of rows.jsonl
+    or results.jsonl files, or of the results.jsonl in a `judge eval` output folder."""
+    ids: set[str] = set()
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            path = path / "results.jsonl"
+        if not path.is_file():
+            raise InputFormatError(
+                "no such file: give a rows.jsonl or results.jsonl, or a judge eval output "
+                "folder, of traces judged before",
+                path=str(path),
+            )
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputFormatError(
+                        f"not JSON ({exc})", path=str(path), line=number
+                    ) from None
+                value = (
+                    record.get("trace_id") or record.get("id") if isinstance(record, dict) else None
+                )
+                if value is not None:
+                    ids.add(str(value))
+    return ids
+
+
+def sample_key(seed: int, trace_id: str) -> int:
+    """A trace's place in the sample: a hash of the seed and its id, so a sample does not
+    depend on the order of the files or of the traces in them."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{trace_id}".encode()).digest()[:8], "big")
+
+
+class DaySample:
+    """A sample of n rows stratified by day (UTC): each day gets its share of n, in
+    proportion to its rows (largest remainders), filled by the rows of lowest
+    `sample_key`. Holds at most n rows per day."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        if n < 1:
+            raise JudgeError(f"sample={n}: give a number of traces, at least 1")
+        self.n = n
+        self.seed = seed
+        self.days: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+        self.counts: Counter[str] = Counter()
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Offer one row to the sample."""
+        day = str(row["start_time"])[:10]
+        self.counts[day] += 1
+        heap = self.days.setdefault(day, [])
+        item = (-sample_key(self.seed, row["id"]), row["id"], row)  # a max-heap of keys
+        if len(heap) < self.n:
+            heapq.heappush(heap, item)
+        elif item[0] > heap[0][0]:
+            heapq.heapreplace(heap, item)
+
+    def quotas(self) -> dict[str, int]:
+        """How many rows each day gives."""
+        total = sum(self.counts.values())
+        if total <= self.n:
+            return dict(self.counts)
+        shares = {day: self.n * count / total for day, count in self.counts.items()}
+        quotas = {day: int(share) for day, share in shares.items()}
+        left = self.n - sum(quotas.values())
+        by_remainder = sorted(shares, key=lambda d: (-(shares[d] - quotas[d]), d))
+        for day in by_remainder[:left]:
+            quotas[day] += 1
+        return quotas
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The sampled rows, in start time order."""
+        chosen: list[dict[str, Any]] = []
+        for day, quota in self.quotas().items():
+            best = sorted(self.days[day], key=lambda item: -item[0])[:quota]
+            chosen.extend(item[2] for item in best)
+        return sorted(chosen, key=lambda r: (r["start_time"], r["id"]))
+
+
+def source_of(path: PathLike) -> str | None:
+    """The format of a trace file told from its content: "otlp", "phoenix", "langfuse",
+    or None when it is none of them."""
+    if is_otlp(path):
+        return "otlp"
+    if is_phoenix(path):
+        return "phoenix"
+    if is_langfuse(path):
+        return "langfuse"
+    return None
+
+
+def read_spans(path: PathLike, source: str | None = None) -> Iterator[list[Any]]:
+    """The spans of one trace file in batches, read as `source` says or as its content
+    tells (an unknown format is read as OTLP, whose error says what was expected)."""
+    source = source or source_of(path) or "otlp"
+    if source == "phoenix":
+        return read_phoenix(path)
+    if source == "langfuse":
+        return read_langfuse(path)
+    return read_requests(path)
+
+
+def read_traces(
+    paths: Sequence[PathLike],
+    linger: int = DEFAULT_LINGER,
+    counts: AssemblyCounts | None = None,
+    source: str | None = None,
+) -> Iterator[Trace]:
+    """The whole traces of trace files, read in the order given, as `assemble` groups
+    them (a trace may straddle two files of a rotation); each file's format is `source`
+    ("otlp", "phoenix", "langfuse"), or told from its content when None."""
+
+    def batches() -> Iterator[list[Any]]:
+        for path in paths:
+            yield from read_spans(path, source)
+
+    return assemble(batches(), linger=linger, counts=counts)
+
+
+def read_rows(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    source: str | None = None,
+    mapping: Mapping[str, str] | None = None,
+    since: str | datetime | date | None = None,
+    judged: Iterable[str] = (),
+    sample: int | None = None,
+    seed: int = 0,
+    linger: int = DEFAULT_LINGER,
+    on_skip: Callable[[Skip], None] | None = None,
+    summary: ExtractSummary | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The rows of trace files, one per trace, streamed: a `judge eval` input.
+
+    Args:
+        paths: OTLP trace files (JSON lines, protobuf, gzip of either), Phoenix span
+            exports (parquet) or Langfuse exports (observations, or traces with their
+            observations, as JSON).
+        source: "otlp", "phoenix", "langfuse", or None to tell from each file's content.
+        mapping: field -> attribute for custom instrumentation (see `judge.traces.rows`).
+        since: only traces whose root span started at or after this moment.
+        judged: trace ids judged before (`judged_ids`), left out.
+        sample: keep a sample of this many traces, stratified by day (the rows then come
+            at the end, in start time order).
+        seed: the sample's seed: the same seed and traces give the same sample.
+        linger: spans read after a trace's root before the trace is complete.
+        on_skip: called with each trace that gives no row, and why.
+        summary: filled with the counts as the rows are read.
+    """
+    path_list = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if source is not None and source not in SOURCES:
+        raise JudgeError(f"source={source!r}: traces are read from {', '.join(SOURCES)}")
+    checked = check_mapping(mapping)
+    since_ns = parse_since(since) if since is not None else None
+    judged_set = set(judged)
+    sampler = DaySample(sample, seed) if sample is not None else None
+    summary = summary if summary is not None else ExtractSummary()
+    counts = AssemblyCounts()
+    for trace in read_traces(path_list, linger=linger, counts=counts, source=source):
+        summary.spans, summary.late_spans = counts.spans, counts.late_spans
+        summary.traces += 1
+        result: dict[str, Any] | Skip
+        if trace.root is None:
+            result = Skip(
+                trace.trace_id,
+                "no_root",
+                f"{len(trace.spans)} spans of the trace were read but not its root span (one "
+                "without a parent): it is in a file not given, or the trace was cut off",
+            )
+        else:
+            if since_ns is not None and trace.root.start_ns < since_ns:
+                summary.before_since += 1
+                continue
+            if trace.trace_id in judged_set:
+                summary.judged_before += 1
+                continue
+            result = trace_row(trace.spans, trace.root, checked)
+        if isinstance(result, Skip):
+            summary.skipped[result.reason] += 1
+            if on_skip is not None:
+                on_skip(result)
+            continue
+        if sampler is not None:
+            sampler.add(result)
+            continue
+        summary.rows += 1
+        yield result
+    summary.spans, summary.late_spans = counts.spans, counts.late_spans
+    if sampler is not None:
+        chosen = sampler.rows()
+        summary.rows = len(chosen)
+        summary.sampled_out = sum(sampler.counts.values()) - len(chosen)
+        yield from chosen
+
+
+def _ranking(ids: Sequence[Any] | None) -> list[str]:
+    """A ranked list of ids for a TREC run: None ids dropped, a repeated id kept once."""
+    return list(dict.fromkeys(str(i) for i in ids or () if i is not None))
+
+
+def retriever_ids(row: Mapping[str, Any]) -> list[str]:
+    """The ids the retriever spans found, in start order, before any reranker."""
+    ids: list[Any] = []
+    for entry in row.get("retrievals") or ():
+        if entry.get("kind") != "RERANKER":
+            ids.extend(entry.get("ids") or ())
+    return _ranking(ids)
+
+
+def write_run_lines(out: IO[str], qid: str, ids: Sequence[Any]) -> None:
+    """One query's ranking as TREC run lines; the score falls with the rank (n, n-1, ...)
+    so that trec_eval, which ranks by score, keeps the span's order."""
+    ranked = _ranking(ids)
+    for rank, doc in enumerate(ranked, start=1):
+        out.write(f"{qid} Q0 {doc} {rank} {len(ranked) - rank + 1} {RUN_TAG}\n")
+
+
+def extract(
+    paths: PathLike | Sequence[PathLike],
+    out: PathLike,
+    *,
+    run: PathLike | None = None,
+    retriever_run: PathLike | None = None,
+    skipped: PathLike | None = None,
+    **options: Any,
+) -> ExtractSummary:
+    """Write the rows of trace files to `out` (JSONL), and optionally their TREC runs and
+    the traces skipped; returns the counts.
+
+    Args:
+        paths: OTLP trace files.
+        out: rows.jsonl, one row per trace (`read_rows`).
+        run: a TREC run of the documents the generator saw per trace (after a reranker):
+            qid = trace id, the ranking in the spans' order.
+        retriever_run: the same of the retriever spans' documents, before any reranker
+            (the same as `run` for a trace without a reranker): `judge compare` the two.
+        skipped: skipped.jsonl, one line per trace that gave no row:
+            {"trace_id", "reason", "message"}.
+        **options: those of `read_rows` (mapping, since, judged, sample, seed, ...).
+    """
+    inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    read = {Path(p).resolve() for p in inputs}
+    for written in (out, run, retriever_run, skipped):
+        if written is not None and Path(written).resolve() in read:
+            raise JudgeError(f"{written} is a trace file being read: write the rows elsewhere")
+    summary = ExtractSummary()
+    files: list[IO[str]] = []
+
+    def opened(path: PathLike | None) -> IO[str] | None:
+        if path is None:
+            return None
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        files.append(handle)
+        return handle
+
+    try:
+        rows_out = opened(out)
+        assert rows_out is not None
+        run_out, retriever_out, skipped_out = opened(run), opened(retriever_run), opened(skipped)
+
+        def on_skip(skip: Skip) -> None:
+            if skipped_out is not None:
+                skipped_out.write(json.dumps(skip.to_dict(), ensure_ascii=False) + "\n")
+
+        for row in read_rows(inputs, on_skip=on_skip, summary=summary, **options):
+            rows_out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if run_out is not None and row["retrieved_ids"]:
+                write_run_lines(run_out, row["id"], row["retrieved_ids"])
+            if retriever_out is not None:
+                write_run_lines(retriever_out, row["id"], retriever_ids(row))
+    finally:
+        for handle in files:
+            handle.close()
+    return summary
