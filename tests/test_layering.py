@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"ir"},
     {"metrics"},
     {"run"},
-    {"comparison", "labels", "testset", "experiments", "runs"},
+    {"comparison", "labels", "testset", "experiments", "runs", "traces"},
     {"probes", "view"},
     {"ray", "testing"},
     {"cli"},

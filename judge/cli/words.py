@@ -28,6 +28,7 @@ FLAGS = {
     "app_concurrency": "--app-concurrency",
     "app_timeout": "--app-timeout",
     "qrels": "--qrels",
+    "thresholds": "--threshold",  # judge traces export
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.
 _EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}

@@ -1,0 +1,1 @@
+"""Production traces as judge rows (OTLP with OpenInference or GenAI attributes, Langfuse, Phoenix), and judge's scores back as trace events."""
