@@ -135,6 +135,13 @@ def run_export_command(args: argparse.Namespace) -> int:
                 "their rows have a trace_id but no span_id (Phoenix evaluates spans)",
                 file=sys.stderr,
             )
+        if evaluations.without_score:
+            print(
+                f"judge: note: {evaluations.without_score} events without a score (undefined, "
+                "or the judge failed) left out of --phoenix: Phoenix's client cannot send a "
+                "null score; the OTLP events keep them with their reason",
+                file=sys.stderr,
+            )
     if args.export_otlp:
         sent = send_otlp(events.events, args.export_otlp, time_unix_nano=stamp)
         print(f"sent {sent} evaluation events to {args.export_otlp}")

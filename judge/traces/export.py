@@ -23,7 +23,8 @@ events are log records with an event name (the OpenTelemetry logs data model, "E
 each event is an OTLP LogRecord with `eventName` set and the trace id and span id of the
 judged row (the span `judge traces extract` read the row from). A row with a trace id but no
 span id gets a record linked to the trace alone (a LogRecord's span id is optional); such
-events cannot be Phoenix span evaluations, which need a span, and are counted there.
+events cannot be Phoenix span evaluations, which need a span, and are counted there, as are
+the events without a score.
 
 The events leave judge three ways: OTLP JSON lines as the Collector's file exporter writes
 them (`write_otlp_json`: one ExportLogsServiceRequest per line, ids in hex), the real
@@ -643,10 +644,14 @@ class PhoenixEvaluations:
             dataframe=frame)` and the client's `log_span_annotations_dataframe(dataframe=
             frame, annotation_name=metric, annotator_kind=...)` take it.
         without_span: events left out because their row had a trace id but no span id.
+        without_score: events left out because their score is undefined: Phoenix's client
+            reads a frame's null score as NaN, which it cannot send as JSON (the OTLP
+            events keep them, with their reason).
     """
 
     frames: dict[str, pd.DataFrame]
     without_span: int = 0
+    without_score: int = 0
 
     def table(self) -> pd.DataFrame:
         """Every frame in one, with the columns `name` and `annotator_kind` added: what
@@ -668,36 +673,40 @@ def _dtype(column: str) -> str:
 
 
 def phoenix_evaluations(events: Iterable[EvaluationEvent]) -> PhoenixEvaluations:
-    """The events as Phoenix span evaluations, one frame per metric (pandas needed).
+    """The events with a score as Phoenix span evaluations, one frame per metric (pandas
+    needed); events without a span id or without a score are counted, not framed.
 
-    An undefined score is a null score with its reason as the explanation (Phoenix needs
-    one of score, label and explanation); events without a span id are counted, not framed.
+    No label or no explanation is an empty string, which Phoenix's client leaves out: a null
+    would come back from parquet as NaN, which the client sends as the text "nan".
     """
     import pandas as pd
 
     by_metric: dict[str, dict[str, list[Any]]] = {}
-    without_span = 0
+    without_span = without_score = 0
     for event in events:
         if event.span_id is None:
             without_span += 1
             continue
+        if event.score is None:
+            without_score += 1
+            continue
         columns = by_metric.setdefault(event.metric, {c: [] for c in PHOENIX_COLUMNS})
         columns["span_id"].append(event.span_id)
-        columns["score"].append(math.nan if event.score is None else event.score)
-        columns["label"].append(event.label)
-        columns["explanation"].append(event.explanation)
+        columns["score"].append(event.score)
+        columns["label"].append(event.label or "")
+        columns["explanation"].append(event.explanation or "")
     frames = {
         metric: pd.DataFrame({c: pd.Series(v, dtype=_dtype(c)) for c, v in columns.items()})
         for metric, columns in by_metric.items()
     }
-    return PhoenixEvaluations(frames, without_span)
+    return PhoenixEvaluations(frames, without_span, without_score)
 
 
 def write_phoenix(evaluations: PhoenixEvaluations, path: str | os.PathLike[str]) -> Path:
     """Write the span evaluations to one parquet file (`PhoenixEvaluations.table`); returns
-    the path. Parquet keeps the null scores and labels as nulls and the types as they are,
-    and is what Phoenix itself exports spans to: `pd.read_parquet(path)` gives the frame the
-    client logs in one call.
+    the path. Parquet keeps the types and the null labels as they are, and is what Phoenix
+    itself exports spans to: `pd.read_parquet(path)` gives the frame the client logs in one
+    call.
 
     Args:
         evaluations: the span evaluations.
