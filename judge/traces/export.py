@@ -418,7 +418,9 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield number, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputFormatError(f"not JSON: {exc}", path=str(path), line=number) from None
+                raise InputFormatError(
+                    f"not a JSON line ({exc}): give a JSON-lines file", path=str(path), line=number
+                ) from None
 
 
 # --- OTLP JSON, as the Collector's file exporter writes it ---------------------------------

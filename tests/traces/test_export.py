@@ -9,6 +9,7 @@ import base64
 import gzip
 import json
 import math
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -359,6 +360,19 @@ def test_export_otlp_sends_the_same_records_through_the_sdk(judged, receiver, tm
     assert request.resource_logs[0].scope_logs[0].scope.name == "judge"
 
 
+def test_export_otlp_sends_every_event_of_more_than_one_batch(receiver):
+    rows = [
+        {"id": str(i), "trace_id": f"{i + 1:032x}", "span_id": f"{i + 1:016x}"} for i in range(600)
+    ]
+    results = [ResultRow(row=i, id=str(i), scores={"faithfulness": i / 600}) for i in range(600)]
+    events = evaluation_events(results, rows).events
+    assert send_otlp(events, receiver.url) == 600
+    requests = [ExportLogsServiceRequest.FromString(body) for _, body in receiver.bodies]
+    assert [len(records(r)) for r in requests] == [512, 88]
+    sent = [r for request in requests for r in records(request)]
+    assert [r.span_id.hex() for r in sent] == [e.span_id for e in events]
+
+
 def test_an_endpoint_that_refuses_the_scores_is_an_error(monkeypatch):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     server = Receiver(status=400)
@@ -372,6 +386,14 @@ def test_an_endpoint_that_refuses_the_scores_is_an_error(monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_export_otlp_without_the_sdk_says_which_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http._log_exporter", None)
+    row = {"id": "r", "trace_id": "ab" * 16, "span_id": "cd" * 8}
+    events = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 1.0})], [row])
+    with pytest.raises(JudgeError, match=r"pip install 'judge\[otel\]'"):
+        send_otlp(events.events, "http://127.0.0.1:9")
 
 
 def test_logs_endpoint_adds_the_logs_path_to_a_bare_address():
