@@ -101,7 +101,7 @@ def run_export_command(args: argparse.Namespace) -> int:
         raise JudgeError(f"--phoenix {args.phoenix}: give a .parquet file")
     limits = threshold_map(args.threshold)
     links = trace_links(read_rows(args.rows), path=args.rows)
-    if not links:
+    if not any(links.values()):
         raise JudgeError(
             f"--rows {args.rows}: no row has a trace_id; give the rows `judge traces "
             "extract` wrote, which the run judged"

@@ -157,23 +157,21 @@ class EvaluationEvents:
 
 def trace_links(
     rows: Iterable[Mapping[str, Any]], *, path: str | None = None
-) -> dict[str, TraceLink]:
+) -> dict[str, TraceLink | None]:
     """The trace link of each row by its id (the row number when it has no id, as `judge
-    eval` numbers rows); rows without a trace_id map to nothing.
+    eval` numbers rows); None for a row without a trace_id.
 
     Args:
         rows: the rows `judge eval` judged, with `trace_id` and `span_id` columns (as
             `judge traces extract` writes them).
         path: the file the rows come from, for error messages.
     """
-    links: dict[str, TraceLink] = {}
+    links: dict[str, TraceLink | None] = {}
     for number, row in enumerate(rows):
         key = str(row["id"]) if row.get("id") is not None else str(number)
         trace = _hex_id(row.get("trace_id"), _TRACE_ID, "trace_id", 32, path, number)
-        if trace is None:
-            continue
         span = _hex_id(row.get("span_id"), _SPAN_ID, "span_id", 16, path, number)
-        links[key] = TraceLink(trace, span)
+        links[key] = None if trace is None else TraceLink(trace, span)
     return links
 
 
@@ -196,7 +194,7 @@ def _hex_id(
 
 def evaluation_events(
     results: Iterable[ResultRow | Mapping[str, Any]],
-    rows: Iterable[Mapping[str, Any]] | Mapping[str, TraceLink],
+    rows: Iterable[Mapping[str, Any]] | Mapping[str, TraceLink | None],
     *,
     thresholds: Mapping[str, float] | None = None,
 ) -> EvaluationEvents:

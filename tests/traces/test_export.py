@@ -224,6 +224,15 @@ def test_results_without_a_trace_row_are_counted_and_named_never_silent(judged, 
     assert not (out / "x.jsonl").exists()
 
 
+def test_a_row_without_trace_id_is_counted_apart():
+    rows = [{"id": "a", "trace_id": "ab" * 16}, {"id": "b", "question": "no trace"}]
+    results = [ResultRow(row=i, id=i_d, scores={"faithfulness": 1.0}) for i, i_d in enumerate("ab")]
+    events = evaluation_events(results, rows)
+    assert [e.row_id for e in events] == ["a"]
+    assert events.skipped == {"no_trace_id": ["b"]}
+    assert events.notes() == ["1 result rows had a row without a trace_id: b"]
+
+
 def test_a_row_without_span_id_links_to_its_trace_alone():
     row = {"id": "r", "trace_id": "ab" * 16, "span_id": None}
     (event,) = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 0.5})], [row])
@@ -536,5 +545,9 @@ def test_errors_name_the_flags(judged, tmp_path):
     )
     assert unknown.startswith("--threshold names 'faithfulnes', which no judged row has")
     assert "--phoenix" in cli_error(*base, "--phoenix", str(tmp_path / "e.csv"))
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"id": "s0", "question": "q"}) + "\n", encoding="utf-8")
+    no_traces = cli_error(str(out), "--rows", str(plain), "--otlp-json", "e.jsonl")
+    assert no_traces.startswith(f"--rows {plain}: no row has a trace_id")
     no_results = cli_error(str(tmp_path), "--rows", str(rows_path), "--otlp-json", "e.jsonl")
     assert "no results.jsonl" in no_results
