@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from judge.cli.options import trace_mapping, trace_source_options
+from judge.cli.traces_export import add_export_parser
 from judge.errors import JudgeError
 
 
@@ -92,6 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "(default 10000): raise it when spans of a trace come long after its root",
     )
     e.set_defaults(func=run_extract)
+    add_export_parser(actions)
 
 
 def run_extract(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ FLAGS = {
     "app_timeout": "--app-timeout",
     "qrels": "--qrels",
     "runs": "--runs",
+    "thresholds": "--threshold",  # judge traces export
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.
 _EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}

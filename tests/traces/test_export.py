@@ -1,0 +1,553 @@
+"""Scores back beside their traces: gen_ai.evaluation.result events from a real `judge eval`
+run, read back with the OpenTelemetry protobuf classes, sent through the SDK's OTLP/HTTP
+exporter to a loopback receiver, and as Phoenix span evaluations."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import json
+import math
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+
+from judge.cli.traces_export import add_export_parser
+from judge.cli.words import cli_words
+from judge.errors import InputFormatError, JudgeError
+from judge.run.rows import ResultRow
+from judge.testing import FakeLLMServer
+from judge.traces.export import (
+    EVENT_NAME,
+    EXPLANATION,
+    SCORE_VALUE,
+    evaluation_events,
+    logs_endpoint,
+    otlp_json_lines,
+    phoenix_evaluations,
+    read_results,
+    read_rows,
+    send_otlp,
+    write_phoenix,
+)
+from tests.helpers.cli import run
+from tests.helpers.judging import judge_handler
+
+METRICS = "faithfulness,context_recall,context_precision,hallucination_rate"
+
+
+def trace_row(i: int, *, contexts: list[str] | None = None) -> dict:
+    """A row as `judge traces extract` writes it: id = trace id, and the judged span."""
+    trace = f"{0xABC0 + i:032x}"
+    return {
+        "id": trace,
+        "trace_id": trace,
+        "span_id": f"{0x5EA0 + i:016x}",
+        "question": f"Who created Python? ({i})",
+        "answer": "Guido van Rossum created Python. He also likes bananas.",
+        "contexts": ["Python was created by Guido van Rossum."] if contexts is None else contexts,
+        "ground_truth": "Guido van Rossum created Python.",
+    }
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A real `judge eval` run on three trace rows (the third without contexts): the rows
+    file and the --out folder."""
+    tmp = tmp_path_factory.mktemp("judged")
+    rows = tmp / "rows.jsonl"
+    data = [trace_row(0), trace_row(1), trace_row(2, contexts=[])]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in data), encoding="utf-8")
+    with FakeLLMServer() as server:
+        server.chat = judge_handler
+        done = run(
+            "eval", rows, "--model", "openai/judge", "--api-base", server.base_url,
+            "--api-key", "k", "--cache", tmp / "cache.sqlite", "--out", tmp / "out",
+            "--metrics", METRICS, "--no-progress", "--no-record",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return rows, tmp / "out"
+
+
+def export(*argv: str) -> int:
+    """`judge traces export ARGV` through its own parser, as the `traces` group will run it."""
+    parser = argparse.ArgumentParser(prog="judge traces")
+    add_export_parser(parser.add_subparsers())
+    args = parser.parse_args(["export", *argv])
+    return int(args.func(args))
+
+
+def cli_error(*argv: str) -> str:
+    """The message `judge` prints for the JudgeError the command raises."""
+    with pytest.raises(JudgeError) as caught:
+        export(*argv)
+    return cli_words(str(caught.value))
+
+
+def as_protobuf(line: str) -> ExportLogsServiceRequest:
+    """An OTLP JSON line parsed with the protobuf classes: OTLP JSON writes trace and span
+    ids in hex where protobuf's JSON mapping of bytes is base64 (the OTLP spec's one
+    exception), so the ids are turned back first, as the Collector's receiver does."""
+    data = json.loads(line)
+    for resource in data["resourceLogs"]:
+        for scope in resource["scopeLogs"]:
+            for record in scope["logRecords"]:
+                for key in ("traceId", "spanId"):
+                    if key in record:
+                        record[key] = base64.b64encode(bytes.fromhex(record[key])).decode()
+    return json_format.ParseDict(data, ExportLogsServiceRequest())
+
+
+def records(request: ExportLogsServiceRequest) -> list[LogRecord]:
+    return [r for rl in request.resource_logs for sl in rl.scope_logs for r in sl.log_records]
+
+
+def attrs(record: LogRecord) -> dict:
+    return {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in record.attributes}
+
+
+# --- the events ---------------------------------------------------------------------------
+
+
+def test_each_event_links_to_the_trace_and_span_its_row_came_from(judged):
+    rows_path, out = judged
+    rows = {r["id"]: r for r in read_rows(rows_path)}
+    events = evaluation_events(read_results(out), read_rows(rows_path))
+    assert events.skipped == {}
+    assert len(events) == 3 * 4  # one per (row, metric)
+    for event in events:
+        assert event.trace_id == rows[event.row_id]["trace_id"]
+        assert event.span_id == rows[event.row_id]["span_id"]
+    assert {(e.row_id, e.metric) for e in events} == {
+        (r, m) for r in rows for m in METRICS.split(",")
+    }
+
+
+def test_an_undefined_score_is_an_event_without_a_value_but_with_its_reason(judged):
+    rows_path, out = judged
+    events = evaluation_events(read_results(out), read_rows(rows_path))
+    third = trace_row(2)["trace_id"]
+    event = next(e for e in events if e.trace_id == third and e.metric == "faithfulness")
+    assert event.score is None
+    assert event.error_type is None  # no contexts: undefined, not a failure
+    attributes = event.attributes()
+    assert SCORE_VALUE not in attributes  # conditionally required "if applicable": it is not
+    assert attributes[EXPLANATION] == "undefined: no_contexts"
+
+
+def test_faithfulness_explains_itself_with_the_unsupported_claims(judged):
+    rows_path, out = judged
+    results = list(read_results(out))
+    first = evaluation_events(results, read_rows(rows_path))
+    event = next(e for e in first if e.metric == "faithfulness" and e.score is not None)
+    claims = results[0].evidence["answer_claims"]
+    unsupported = [
+        claims[v["claim"]]
+        for v in results[0].evidence["answer_verdicts"]
+        if v["verdict"] != "supported"
+    ]
+    assert unsupported, "the heuristic judge finds the bananas unsupported"
+    for claim in unsupported:
+        assert claim in event.explanation
+    assert event.explanation.startswith(f"{len(unsupported)} of {len(claims)} answer claims")
+    again = evaluation_events(results, read_rows(rows_path))
+    assert again.events == first.events  # deterministic
+
+
+def test_thresholds_label_pass_or_fail_on_the_metrics_good_side(judged):
+    rows_path, out = judged
+    limits = {"context_recall": 0.5, "hallucination_rate": 0.5, "faithfulness": 1.0}
+    events = evaluation_events(read_results(out), read_rows(rows_path), thresholds=limits)
+    for event in events:
+        if event.score is None:
+            assert event.label is None
+            continue
+        if event.metric == "hallucination_rate":  # lower is better
+            assert event.label == ("pass" if event.score <= 0.5 else "fail")
+        elif event.metric in limits:
+            assert event.label == ("pass" if event.score >= limits[event.metric] else "fail")
+        else:
+            assert event.label is None
+    assert {e.label for e in events if e.metric == "hallucination_rate"} & {"pass", "fail"}
+
+
+def test_a_judge_failure_and_an_unreadable_row_carry_error_type():
+    links = [
+        {"id": "a", "trace_id": "1" * 32, "span_id": "2" * 16},
+        {"id": "b", "trace_id": "3" * 32, "span_id": "4" * 16},
+    ]
+    results = [
+        ResultRow(
+            row=0,
+            id="a",
+            scores={"faithfulness": math.nan},
+            reasons={"faithfulness": "judge_error"},
+            errors={"faithfulness": "the provider kept failing (HTTP 503) after 6 retries"},
+        ),
+        ResultRow(row=1, id="b", error="no answer column", scores={"faithfulness": math.nan}),
+    ]
+    a, b = evaluation_events(results, links)
+    assert (a.error_type, a.score) == ("judge_error", None)
+    assert "HTTP 503" in a.explanation
+    assert b.error_type == "row_error"
+    assert "no answer column" in b.explanation
+
+
+def test_results_without_a_trace_row_are_counted_and_named_never_silent(judged, capsys):
+    rows_path, out = judged
+    some = [r for r in read_rows(rows_path) if r["id"] != trace_row(1)["id"]]
+    events = evaluation_events(read_results(out), some)
+    assert events.skipped == {"no_trace_row": [trace_row(1)["id"]]}
+    assert len(events) == 2 * 4
+    assert events.notes() == [
+        f"1 result rows had no row of the same id in the rows file: {trace_row(1)['id']}"
+    ]
+    # The command says so on stderr and still writes the others.
+    partial = rows_path.parent / "some.jsonl"
+    partial.write_text("".join(json.dumps(r) + "\n" for r in some), encoding="utf-8")
+    assert export(str(out), "--rows", str(partial), "--otlp-json", str(out / "e.jsonl")) == 0
+    assert "judge: note: 1 result rows had no row" in capsys.readouterr().err
+    # None matching is an error, not an empty file.
+    other = rows_path.parent / "other.jsonl"
+    other.write_text(json.dumps(trace_row(7)) + "\n", encoding="utf-8")
+    message = cli_error(str(out), "--rows", str(other), "--otlp-json", str(out / "x.jsonl"))
+    assert "no result row" in message and "--rows" in message
+    assert not (out / "x.jsonl").exists()
+
+
+def test_a_row_without_trace_id_is_counted_apart():
+    rows = [{"id": "a", "trace_id": "ab" * 16}, {"id": "b", "question": "no trace"}]
+    results = [ResultRow(row=i, id=i_d, scores={"faithfulness": 1.0}) for i, i_d in enumerate("ab")]
+    events = evaluation_events(results, rows)
+    assert [e.row_id for e in events] == ["a"]
+    assert events.skipped == {"no_trace_id": ["b"]}
+    assert events.notes() == ["1 result rows had a row without a trace_id: b"]
+
+
+def test_a_row_without_span_id_links_to_its_trace_alone():
+    row = {"id": "r", "trace_id": "ab" * 16, "span_id": None}
+    (event,) = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 0.5})], [row])
+    assert event.span_id is None
+    (record,) = records(as_protobuf(otlp_json_lines([event])[0]))
+    assert record.trace_id == bytes.fromhex("ab" * 16)
+    assert record.span_id == b""
+    phoenix = phoenix_evaluations([event])
+    assert (phoenix.frames, phoenix.without_span) == ({}, 1)
+
+
+def test_a_malformed_trace_id_is_an_input_error(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "r", "trace_id": "not-hex"}) + "\n", encoding="utf-8")
+    with pytest.raises(InputFormatError, match=r"rows.jsonl:1: trace_id 'not-hex'"):
+        from judge.traces.export import trace_links
+
+        trace_links(read_rows(rows), path=str(rows))
+
+
+# --- OTLP JSON, read back with the protobuf classes ----------------------------------------
+
+
+def test_the_otlp_json_file_parses_into_export_logs_service_requests(judged, tmp_path):
+    rows_path, out = judged
+    target = tmp_path / "events.jsonl"
+    assert export(str(out), "--rows", str(rows_path), "--otlp-json", str(target)) == 0
+    lines = target.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1  # one ExportLogsServiceRequest per line, up to 512 records each
+    request = as_protobuf(lines[0])
+    (resource,) = request.resource_logs
+    assert attrs_of(resource.resource.attributes) == {"service.name": "judge"}
+    assert resource.scope_logs[0].scope.name == "judge"
+    got = records(request)
+    events = evaluation_events(read_results(out), read_rows(rows_path))
+    assert len(got) == len(events)
+    stamp = (out / "results.jsonl").stat().st_mtime_ns
+    for record, event in zip(got, events, strict=True):
+        assert record.event_name == EVENT_NAME
+        assert record.trace_id.hex() == event.trace_id
+        assert record.span_id.hex() == event.span_id
+        assert record.time_unix_nano == record.observed_time_unix_nano == stamp
+        assert attrs(record) == event.attributes()
+    undefined = [r for r in got if SCORE_VALUE not in attrs(r)]
+    assert len(undefined) == 4  # the third row's four metrics, no contexts
+    # The same results give the same bytes.
+    again = tmp_path / "again.jsonl"
+    export(str(out), "--rows", str(rows_path), "--otlp-json", str(again))
+    assert again.read_bytes() == target.read_bytes()
+
+
+def attrs_of(attributes) -> dict:
+    return {kv.key: kv.value.string_value for kv in attributes}
+
+
+def test_many_events_are_split_into_requests_of_512_records():
+    rows = [
+        {"id": str(i), "trace_id": f"{i + 1:032x}", "span_id": f"{i + 1:016x}"} for i in range(300)
+    ]
+    results = [
+        ResultRow(row=i, id=str(i), scores={"faithfulness": 1.0, "context_recall": 0.5})
+        for i in range(300)
+    ]
+    lines = otlp_json_lines(evaluation_events(results, rows).events)
+    assert [len(records(as_protobuf(line))) for line in lines] == [512, 88]
+
+
+# --- the SDK's OTLP/HTTP exporter, to a loopback receiver ----------------------------------
+
+
+class Receiver(ThreadingHTTPServer):
+    """An OTLP/HTTP receiver on loopback that keeps every request's path and protobuf body."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.status = status
+        self.bodies: list[tuple[str, bytes]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        server = self.server
+        assert isinstance(server, Receiver)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        server.bodies.append((self.path, body))
+        self.send_response(server.status)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+        self.wfile.write(b"")
+
+    def log_message(self, *args) -> None:  # keep the test output quiet
+        pass
+
+
+@pytest.fixture
+def receiver(monkeypatch) -> Iterator[Receiver]:
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # the exporter uses requests
+    server = Receiver()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_export_otlp_sends_the_same_records_through_the_sdk(judged, receiver, tmp_path, capsys):
+    rows_path, out = judged
+    target = tmp_path / "events.jsonl"
+    code = export(
+        str(out), "--rows", str(rows_path), "--otlp-json", str(target),
+        "--export-otlp", receiver.url,
+    )  # fmt: skip
+    assert code == 0
+    assert f"sent 12 evaluation events to {receiver.url}" in capsys.readouterr().out
+    assert {path for path, _ in receiver.bodies} == {"/v1/logs"}
+    sent = [
+        r for _, body in receiver.bodies for r in records(ExportLogsServiceRequest.FromString(body))
+    ]
+    written = records(as_protobuf(target.read_text(encoding="utf-8").splitlines()[0]))
+    # The SDK's protobuf and judge's own OTLP JSON say the same of every event.
+    assert len(sent) == len(written) == 12
+    for got, want in zip(sent, written, strict=True):
+        assert got.event_name == want.event_name == EVENT_NAME
+        assert (got.trace_id, got.span_id) == (want.trace_id, want.span_id)
+        assert got.time_unix_nano == want.time_unix_nano
+        assert attrs(got) == attrs(want)
+    request = ExportLogsServiceRequest.FromString(receiver.bodies[0][1])
+    assert request.resource_logs[0].scope_logs[0].scope.name == "judge"
+
+
+def test_export_otlp_sends_every_event_of_more_than_one_batch(receiver):
+    rows = [
+        {"id": str(i), "trace_id": f"{i + 1:032x}", "span_id": f"{i + 1:016x}"} for i in range(600)
+    ]
+    results = [ResultRow(row=i, id=str(i), scores={"faithfulness": i / 600}) for i in range(600)]
+    events = evaluation_events(results, rows).events
+    assert send_otlp(events, receiver.url) == 600
+    requests = [ExportLogsServiceRequest.FromString(body) for _, body in receiver.bodies]
+    assert [len(records(r)) for r in requests] == [512, 88]
+    sent = [r for request in requests for r in records(request)]
+    assert [r.span_id.hex() for r in sent] == [e.span_id for e in events]
+
+
+def test_an_endpoint_that_refuses_the_scores_is_an_error(monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    server = Receiver(status=400)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        row = {"id": "r", "trace_id": "ab" * 16, "span_id": "cd" * 8}
+        events = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 1.0})], [row])
+        with pytest.raises(JudgeError, match=r"did not take the scores \(0 of 1 events sent"):
+            send_otlp(events.events, server.url, timeout=2)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_export_otlp_without_the_sdk_says_which_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http._log_exporter", None)
+    row = {"id": "r", "trace_id": "ab" * 16, "span_id": "cd" * 8}
+    events = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 1.0})], [row])
+    with pytest.raises(JudgeError, match=r"pip install 'judge\[otel\]'"):
+        send_otlp(events.events, "http://127.0.0.1:9")
+
+
+def test_logs_endpoint_adds_the_logs_path_to_a_bare_address():
+    assert logs_endpoint("http://localhost:4318") == "http://localhost:4318/v1/logs"
+    assert logs_endpoint("http://localhost:4318/") == "http://localhost:4318/v1/logs"
+    assert (
+        logs_endpoint("https://x.example/api/otlp/v1/logs") == "https://x.example/api/otlp/v1/logs"
+    )
+    with pytest.raises(JudgeError, match="http:// or https://"):
+        logs_endpoint("localhost:4318")
+
+
+# --- Phoenix span evaluations ---------------------------------------------------------------
+
+
+def test_phoenix_frames_one_per_metric_in_the_clients_shape(judged, tmp_path):
+    rows_path, out = judged
+    events = evaluation_events(
+        read_results(out), read_rows(rows_path), thresholds={"faithfulness": 0.5}
+    )
+    phoenix = phoenix_evaluations(events)
+    assert phoenix.without_score == 4  # the third row's: Phoenix's client cannot send them
+    assert sorted(phoenix.frames) == sorted(METRICS.split(","))
+    for metric, frame in phoenix.frames.items():
+        assert list(frame.columns) == ["span_id", "score", "label", "explanation"]
+        mine = [e for e in events if e.metric == metric and e.score is not None]
+        assert frame["span_id"].tolist() == [e.span_id for e in mine]
+        assert frame["score"].tolist() == [e.score for e in mine]
+        assert frame["label"].tolist() == [e.label or "" for e in mine]
+        assert frame["explanation"].tolist() == [e.explanation or "" for e in mine]
+    assert set(phoenix.frames["faithfulness"]["label"]) <= {"pass", "fail"}
+    assert set(phoenix.frames["context_recall"]["label"]) == {""}  # no threshold, no label
+
+    target = tmp_path / "evals.parquet"
+    assert export(str(out), "--rows", str(rows_path), "--phoenix", str(target)) == 0
+    table = pd.read_parquet(target)
+    assert list(table.columns) == [
+        "name", "span_id", "score", "label", "explanation", "annotator_kind",
+    ]  # fmt: skip
+    assert len(table) == 8
+    assert set(table["annotator_kind"]) == {"LLM"}
+    assert not table.isna().any().any()
+
+
+class PhoenixServer(ThreadingHTTPServer):
+    """Phoenix's REST API on loopback, as far as logging span annotations goes: keeps the
+    JSON bodies and answers with an id per annotation."""
+
+    def __init__(self) -> None:
+        self.bodies: list[tuple[str, dict]] = []
+        super().__init__(("127.0.0.1", 0), _PhoenixHandler)
+
+
+class _PhoenixHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        server = self.server
+        assert isinstance(server, PhoenixServer)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server.bodies.append((self.path, body))
+        reply = json.dumps({"data": [{"id": str(i)} for i in range(len(body["data"]))]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(reply.encode())
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_phoenixs_own_client_logs_the_parquet_file(judged, tmp_path, monkeypatch, capsys):
+    from phoenix.client import Client
+
+    rows_path, out = judged
+    target = tmp_path / "evals.parquet"
+    export(
+        str(out),
+        "--rows",
+        str(rows_path),
+        "--phoenix",
+        str(target),
+        "--threshold",
+        "faithfulness=0.5",
+    )
+    assert "4 events without a score" in capsys.readouterr().err
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    server = PhoenixServer()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = Client(base_url=f"http://127.0.0.1:{server.server_address[1]}")
+        client.spans.log_span_annotations_dataframe(dataframe=pd.read_parquet(target), sync=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    sent = [a for path, body in server.bodies for a in body["data"]]
+    assert {path.split("?")[0] for path, _ in server.bodies} == {"/v1/span_annotations"}
+    events = [
+        e
+        for e in evaluation_events(
+            read_results(out), read_rows(rows_path), thresholds={"faithfulness": 0.5}
+        )
+        if e.score is not None
+    ]
+    assert len(sent) == len(events) == 8
+    want = {
+        (e.metric, e.span_id): {
+            k: v
+            for k, v in {"score": e.score, "label": e.label, "explanation": e.explanation}.items()
+            if v is not None
+        }
+        for e in events
+    }
+    assert {(a["name"], a["span_id"]): a["result"] for a in sent} == want
+    assert {a["annotator_kind"] for a in sent} == {"LLM"}
+    assert '"nan"' not in json.dumps(sent)  # no null label sent as the text "nan"
+
+
+def test_a_retrieval_metric_is_a_code_annotation(tmp_path):
+    row = {"id": "r", "trace_id": "ab" * 16, "span_id": "cd" * 8}
+    result = ResultRow(row=0, id="r", scores={"mrr": 0.5, "faithfulness": 1.0})
+    evaluations = phoenix_evaluations(evaluation_events([result], [row]))
+    table = pd.read_parquet(write_phoenix(evaluations, tmp_path / "e.parquet"))
+    assert dict(zip(table["name"], table["annotator_kind"], strict=True)) == {
+        "faithfulness": "LLM",
+        "mrr": "CODE",
+    }
+
+
+# --- the command's errors, in its flags ------------------------------------------------------
+
+
+def test_errors_name_the_flags(judged, tmp_path):
+    rows_path, out = judged
+    base = (str(out), "--rows", str(rows_path))
+    assert "--otlp-json, --export-otlp or --phoenix" in cli_error(*base)
+    assert "--threshold 'faithfulness'" in cli_error(
+        *base, "--otlp-json", str(tmp_path / "e.jsonl"), "--threshold", "faithfulness"
+    )
+    unknown = cli_error(
+        *base, "--otlp-json", str(tmp_path / "e.jsonl"), "--threshold", "faithfulnes=0.5"
+    )
+    assert unknown.startswith("--threshold names 'faithfulnes', which no judged row has")
+    assert "--phoenix" in cli_error(*base, "--phoenix", str(tmp_path / "e.csv"))
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"id": "s0", "question": "q"}) + "\n", encoding="utf-8")
+    no_traces = cli_error(str(out), "--rows", str(plain), "--otlp-json", "e.jsonl")
+    assert no_traces.startswith(f"--rows {plain}: no row has a trace_id")
+    no_results = cli_error(str(tmp_path), "--rows", str(rows_path), "--otlp-json", "e.jsonl")
+    assert "no results.jsonl" in no_results
