@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from judge.cli.options import trace_mapping, trace_source_options
+from judge.cli.options import runs_path, runs_path_option, trace_mapping, trace_source_options
 from judge.cli.traces_export import add_export_parser
 from judge.errors import JudgeError
 
@@ -66,10 +66,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--judged",
         action="append",
         default=[],
-        metavar="PATH",
+        metavar="PATH|RUN",
         help="leave out the traces judged before: their ids (trace_id, else id) in a "
-        "rows.jsonl or results.jsonl, or a judge eval output folder (repeatable)",
+        "rows.jsonl or results.jsonl, a judge eval output folder, or a run of the run "
+        "store by id, name or 'baseline' (repeatable)",
     )
+    e.add_argument(
+        "--judged-runs",
+        action="store_true",
+        help="leave out the traces of every run recorded in the run store (--runs): a daily "
+        "job judges only traces no recorded run judged",
+    )
+    runs_path_option(e)
     e.add_argument(
         "--sample",
         type=int,
@@ -96,6 +104,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     add_export_parser(actions)
 
 
+def judged_sources(args: argparse.Namespace) -> list[str]:
+    """The files and folders of traces judged before: --judged as given when it is a
+    path, else a run of the run store; with --judged-runs, every recorded run's output."""
+    sources = [p for p in args.judged if Path(p).exists()]
+    refs = [p for p in args.judged if not Path(p).exists()]
+    if not refs and not args.judged_runs:
+        return sources
+    from judge.runs.store import open_existing
+
+    needed = (
+        f"--judged {refs[0]} is no file or folder, so a run, but there is "
+        if refs
+        else ("--judged-runs reads the run store, but there is ")
+    )
+    with open_existing(runs_path(args), needed) as store:
+        sources += [store.get(ref).out_dir for ref in refs]
+        if args.judged_runs:
+            sources += [
+                r.out_dir for r in store.runs() if Path(r.out_dir, "results.jsonl").is_file()
+            ]
+    return sources
+
+
 def run_extract(args: argparse.Namespace) -> int:
     """The `judge traces extract` command."""
     from judge.traces.assemble import DEFAULT_LINGER
@@ -118,7 +149,7 @@ def run_extract(args: argparse.Namespace) -> int:
     for path in args.traces:
         if not Path(path).is_file():
             raise JudgeError(f"{path}: no such trace file")
-    judged = judged_ids(args.judged)
+    judged = judged_ids(judged_sources(args))
     skipped = args.skipped or str(Path(args.out).parent / "skipped.jsonl")
     summary = extract(
         args.traces,

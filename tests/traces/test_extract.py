@@ -239,6 +239,15 @@ def test_judge_eval_reads_a_trace_file_and_only_new_traces_are_judged_next(
     done = run("traces", "extract", made["path"], "-o", new, "--judged", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert "3 traces were judged before" in done.stdout and jsonl(new) == []
+    # ... or of every run the run store recorded, or of one run by its id
+    done = run("traces", "extract", made["path"], "-o", new, "--judged-runs")
+    assert done.returncode == 0, done.stderr
+    assert "3 traces were judged before" in done.stdout and jsonl(new) == []
+    (recorded,) = json.loads(run("runs", "list", "--json").stdout)
+    done = run("traces", "extract", made["path"], "-o", new, "--judged", recorded["id"])
+    assert "3 traces were judged before" in done.stdout and jsonl(new) == []
+    absent = run("traces", "extract", made["path"], "-o", new, "--judged", "nosuch")
+    assert absent.returncode == 2 and "no run 'nosuch' in" in absent.stderr
     # --from otlp on a file that is not a trace file is a clear error.
     rows_file = tmp_path / "rows.jsonl"
     rows_file.write_text('{"question": "q", "answer": "a", "contexts": ["c"]}\n')
