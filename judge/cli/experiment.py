@@ -117,7 +117,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
 
             metrics = list(DEFAULT_METRICS)
         check_retrieval_only(metrics)
-        if testset.qrels is None:
+        if testset.qrels_source is None:
             raise JudgeError(
                 "nothing to judge without --model: give --model for the LLM-judged metrics, "
                 "or relevance labels (--qrels, a test set folder, a relevance column) for "
