@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import json
 import threading
@@ -212,7 +213,7 @@ def _shown_path(filename: str) -> str:
         return filename
 
 
-def _in_thread(app: App, question: str) -> asyncio.Future[Any]:
+def _in_thread(app: App, given: Any) -> asyncio.Future[Any]:
     """The sync app called in a daemon thread of its own; its outcome as a future."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -227,7 +228,7 @@ def _in_thread(app: App, question: str) -> asyncio.Future[Any]:
 
     def run() -> None:
         try:
-            value, failed = app.call(question), False
+            value, failed = app.call(given), False
         except Exception as exc:  # handed to the coroutine that awaits it
             value, failed = exc, True
         with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
@@ -237,11 +238,11 @@ def _in_thread(app: App, question: str) -> asyncio.Future[Any]:
     return future
 
 
-async def _outcome(app: App, question: str) -> tuple[Any, Exception | None]:
+async def _outcome(app: App, given: Any) -> tuple[Any, Exception | None]:
     """(the app's return value, None) or (None, the exception it raised): its own errors
     kept apart from the timeout around it (an app may raise TimeoutError itself)."""
     try:
-        value = await app.call(question) if app.is_async else await _in_thread(app, question)
+        value = await app.call(given) if app.is_async else await _in_thread(app, given)
         while inspect.isawaitable(value):  # a sync function that returned an awaitable
             value = await value
     except Exception as exc:  # the app's own failure is this question's outcome
@@ -255,8 +256,10 @@ async def ask(app: App, question: Question, timeout: float) -> dict[str, Any]:
     started = time.perf_counter()
     row: dict[str, Any] = dict(question.columns)
     error: dict[str, Any] | None = None
+    # The row as a copy of its own: what the app does to it stays out of the output row.
+    given = copy.deepcopy(question.columns) if app.takes_row else question.question
     try:
-        value, failure = await asyncio.wait_for(_outcome(app, question.question), timeout)
+        value, failure = await asyncio.wait_for(_outcome(app, given), timeout)
     except asyncio.TimeoutError:
         error = {"type": "Timeout", "message": f"no reply within {timeout:g} s (the app timeout)"}
     else:
@@ -306,7 +309,7 @@ async def ask_all(
     done = progress_file.load()
     offsets = array("q", [-1]) * len(questions)  # where each question's line starts
     stats = CallStats()
-    for i, question in enumerate(questions):
+    for i, question in enumerate(questions if done else ()):  # read again: only to resume
         found = done.get(question.key)
         if found is not None:
             offsets[i] = found

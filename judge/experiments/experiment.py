@@ -342,6 +342,7 @@ def app_record(
     return {
         "target": app.target,
         "fingerprint": app.fingerprint,
+        "input": app.input,
         "testset": testset.source,
         "qrels": testset.qrels_source,
         "concurrency": concurrency,
@@ -377,7 +378,9 @@ async def aexperiment(
 
     Args:
         app: a function, coroutine function or callable object taking the question (a
-            str) and returning `{"answer": str, "contexts": [str, ...]}`, optionally with
+            str), or the test set's row (a dict: id, question, ground_truth, relevance
+            and any other column) when its one parameter is named `row`, and returning
+            `{"answer": str, "contexts": [str, ...]}`, optionally with
             `retrieved_ids` (rank order), `retrieved_scores` and extra keys; a LangChain
             runnable or LlamaIndex query engine; or a target string
             `"module:function"` / `"path/to/file.py:function"`.
