@@ -221,8 +221,8 @@ def _check_signature(obj: Any, name: str) -> bool:
 
 
 def _annotated_kind(annotation: Any) -> str | None:
-    """ "str" or "mapping" for an argument annotated as one (also as a string, under
-    `from __future__ import annotations`); None for anything else or no annotation."""
+    """Which of the two forms an argument is annotated as: "str", "mapping" (also when
+    the annotation is a string, under `from __future__ import annotations`), or None."""
     if annotation is inspect.Parameter.empty:
         return None
     if isinstance(annotation, str):

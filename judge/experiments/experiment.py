@@ -147,7 +147,7 @@ def _records(data: Any) -> tuple[Sequence[dict[str, Any]], str, Sequence[str]]:
     """A test set's records (a JSON-lines file's read from it when used), where they came
     from, and their column names."""
     path = Path(data) if isinstance(data, (str, os.PathLike)) else None
-    if path is not None and path.suffix.lower() == ".jsonl":
+    if path is not None and path.suffix.lower() == ".jsonl" and path.is_file():
         records = JsonlRecords.scan(path)
         return records, str(path), records.names
     loaded, source = read_records(data)
@@ -301,17 +301,7 @@ async def run_experiment(
     published = [APP_OUTPUTS]
     with folder.writing(APP_OUTPUTS) as path:
         _write_jsonl(path, rows)
-    labels = testset.qrels()
-    if labels is not None:
-        run = trec_run(rows)
-        if run:
-            with folder.writing("run.trec") as path:
-                write_run(run, path, tag="app")
-            with folder.writing("qrels.txt") as path:
-                write_qrels(labels, path)
-            published += ["run.trec", "qrels.txt"]
-        del run
-    del labels, rows
+    published += write_rankings(folder, testset, rows)
     folder.publish(published)  # kept whatever happens to the judging
     # Judged as `judge eval` judges the file, its rows read from it as they are judged.
     loaded, columns, source = load_rows_lazily(folder.path / APP_OUTPUTS)
@@ -333,6 +323,24 @@ async def run_experiment(
         app=app_record(app, stats, testset, app_concurrency, app_timeout),
     )
     return result
+
+
+def write_rankings(
+    folder: OutputFolder, testset: TestSet, rows: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """run.trec and qrels.txt, written into the folder when the app returned retrieved ids
+    and the test set has relevance labels; the names of the files written."""
+    labels = testset.qrels()
+    if labels is None:
+        return []
+    run = trec_run(rows)
+    if not run:
+        return []
+    with folder.writing("run.trec") as path:
+        write_run(run, path, tag="app")
+    with folder.writing("qrels.txt") as path:
+        write_qrels(labels, path)
+    return ["run.trec", "qrels.txt"]
 
 
 def app_record(
