@@ -3,11 +3,13 @@
 An app that takes 100 ms per question (a sync one sleeping in its thread, and an async
 one awaiting), 500 questions, `--app-concurrency 32`: the lower bound of the asking is
 ceil(500 / 32) x 0.1 s = 1.6 s; the target is at most 1.1x it. Each run is a child
-process running `judge.experiments` (the asking, app_outputs.jsonl, then retrieval metrics
-against the questions' labels, no judge model), so its peak memory is its own; run again
-with 10x the questions, the peak should stay flat (only the rows' outputs grow).
+process running `judge.experiments` (the test set read from a JSON-lines file, the asking,
+app_outputs.jsonl, then retrieval metrics against the questions' labels, no judge model),
+so its peak memory is its own. Each size in `--questions` is run in turn: the peak should
+stay flat in the number of questions (no row is held but those in flight; what grows is a
+few numbers a question).
 
-    python -m bench.speed.experiment_speed [--questions 500] [--concurrency 32]
+    python -m bench.speed.experiment_speed [--questions 500,5000,50000] [--concurrency 32]
 """
 
 from __future__ import annotations
@@ -50,15 +52,16 @@ def child(kind: str, questions: int, concurrency: int) -> None:
     """One experiment in this process; prints its figures as JSON."""
     from judge.experiments.experiment import experiment
 
-    data = [
-        {"id": f"q{n}", "question": f"question {n}", "relevance": {f"d{n % 50}": 1}}
-        for n in range(questions)
-    ]
-    app = sync_app if kind == "sync" else async_app
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as folder:
+        data = Path(folder) / "testset.jsonl"
+        with data.open("w", encoding="utf-8") as out:
+            for n in range(questions):
+                row = {"id": f"q{n}", "question": f"question {n}", "relevance": {f"d{n % 50}": 1}}
+                out.write(json.dumps(row) + "\n")
+        app = sync_app if kind == "sync" else async_app
         started = time.perf_counter()
         result = experiment(
-            app, data, out=Path(out) / "run", app_concurrency=concurrency, progress=False
+            app, data, out=Path(folder) / "run", app_concurrency=concurrency, progress=False
         )
         wall = time.perf_counter() - started
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -96,31 +99,33 @@ def measure(kind: str, questions: int, concurrency: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--questions", type=int, default=500)
+    parser.add_argument(
+        "--questions",
+        default="500,5000",
+        help="comma-separated numbers of questions, each run in turn (default 500,5000)",
+    )
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--child", choices=["sync", "async"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.questions, args.concurrency)
+        child(args.child, int(args.questions), args.concurrency)
         return
-    bound = math.ceil(args.questions / args.concurrency) * SLEEP
-    print(f"{args.questions} questions, app 100 ms a call, app concurrency {args.concurrency}")
-    print(
-        f"lower bound of the asking: ceil({args.questions}/{args.concurrency}) x 0.1 s = "
-        f"{bound:.2f} s (target <= 1.1x)\n"
-    )
+    sizes = [int(n) for n in args.questions.split(",")]
+    print(f"app 100 ms a call, app concurrency {args.concurrency}; lower bound of the asking:")
+    print(f"ceil(questions/{args.concurrency}) x 0.1 s (target <= 1.1x)\n")
     print(
         f"{'app':6} {'questions':>9} {'asking s':>9} {'x bound':>8} {'whole s':>8} {'peak MiB':>9}"
     )
     for kind in ("sync", "async"):
-        for questions in (args.questions, args.questions * 10):
+        for questions in sizes:
             figures = measure(kind, questions, args.concurrency)
             low = math.ceil(questions / args.concurrency) * SLEEP
             assert not figures["errors"], figures
             print(
                 f"{kind:6} {questions:>9,} {figures['asking_s']:>9.2f} "
                 f"{figures['asking_s'] / low:>8.3f} {figures['wall_s']:>8.2f} "
-                f"{figures['peak_mib']:>9.1f}"
+                f"{figures['peak_mib']:>9.1f}",
+                flush=True,
             )
 
 

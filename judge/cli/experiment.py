@@ -47,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         required=True,
         metavar="TARGET",
         help="your app: module:function or path/to/file.py:function (a dotted attribute "
-        "works: module:pipeline.ask). It takes the question (a string) and returns "
+        "works: module:pipeline.ask). It takes the question (a string), or the test "
+        "set's row (a dict of its columns) when its one parameter is named row, and returns "
         "{'answer': str, 'contexts': [str, ...]}, optionally with 'retrieved_ids' (rank "
         "order), 'retrieved_scores' and more keys (kept as columns); sync or async, a "
         "callable object, a LangChain runnable or a LlamaIndex query engine",
@@ -117,7 +118,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
 
             metrics = list(DEFAULT_METRICS)
         check_retrieval_only(metrics)
-        if testset.qrels is None:
+        if testset.qrels_source is None:
             raise JudgeError(
                 "nothing to judge without --model: give --model for the LLM-judged metrics, "
                 "or relevance labels (--qrels, a test set folder, a relevance column) for "

@@ -1,6 +1,9 @@
 """The app contract: what `judge experiment --app TARGET` loads, and what the app returns.
 
-An app takes the question (a string) as its one argument and returns a mapping with
+An app takes the question (a string) as its one argument, or, when that argument is named
+`row`, the test set's row (a dict: `id`, `question` and the test set's other columns,
+`ground_truth`, `relevance` and any extra ones, under judge's field names); it returns a
+mapping with
 `answer` (str), `contexts` (list of str, in the order the generator saw them) and,
 optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores` (numbers,
 one per id) and anything else JSON can hold (kept as extra columns). It may be a
@@ -27,6 +30,8 @@ from typing import Any
 from judge.errors import JudgeError
 from judge.experiments.adapters import adapt
 
+# The name of an app's parameter that asks for the test set's row, not the question.
+ROW = "row"
 # The columns an app's reply fills; every other key of the reply is kept as it is.
 REPLY_FIELDS = ("answer", "contexts", "retrieved_ids", "retrieved_scores")
 
@@ -64,19 +69,28 @@ class App:
     """A loaded app: the callable to ask, and what identifies it in the run's records.
 
     Attributes:
-        call: question -> reply (or an awaitable of one).
+        call: question (or the test set's row, see `takes_row`) -> reply (or an
+            awaitable of one).
         target: how the user named it (`module:function`, `file.py:function`, or the
             object's qualified name when passed from Python).
         fingerprint: a hash of the source file the app was defined in (None when it has
             none, as for a builtin or an object made at the prompt).
         is_async: whether `call` returns an awaitable (a coroutine function or an object
             whose `__call__` is one).
+        takes_row: whether `call` is given the test set's row (a dict; its one parameter
+            is named `row`) rather than the question (a str).
     """
 
-    call: Callable[[str], Any]
+    call: Callable[[Any], Any]
     target: str
     fingerprint: str | None
     is_async: bool
+    takes_row: bool = False
+
+    @property
+    def input(self) -> str:
+        """What the app is given, as summary.json records it: "row" or "question"."""
+        return ROW if self.takes_row else "question"
 
 
 def load_target(target: str) -> Any:
@@ -152,8 +166,8 @@ def as_app(obj: Any, target: str | None = None) -> App:
             "(question -> {'answer': ..., 'contexts': [...]}), a callable object, a "
             "LangChain runnable, a LlamaIndex query engine or a Haystack pipeline"
         )
-    _check_signature(obj, name)
-    return App(obj, name, _fingerprint(obj), _is_async(obj))
+    takes_row = _check_signature(obj, name)
+    return App(obj, name, _fingerprint(obj), _is_async(obj), takes_row)
 
 
 def _target_file(target: str) -> Path | None:
@@ -172,18 +186,55 @@ def _file_hash(path: Path | None) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _check_signature(obj: Any, name: str) -> None:
-    """Fail before the first call when the app cannot take one positional argument."""
+def _check_signature(obj: Any, name: str) -> bool:
+    """Whether the app takes the test set's row (its one argument is named `row`) rather
+    than the question; fails before the first call when it cannot take one positional
+    argument, or when its argument is typed as the other form."""
     try:
         signature = inspect.signature(obj)
     except (TypeError, ValueError):  # a builtin without a signature: the call will tell
-        return
+        return False
     try:
         signature.bind("question")
     except TypeError:
         raise AppError(
-            f"app {name}{signature}: it must take the question as its one argument"
+            f"app {name}{signature}: it must take one argument: the question (a str), or "
+            f"the test set's row (a dict) when that argument is named {ROW!r}"
         ) from None
+    first = next(iter(signature.parameters.values()), None)
+    if first is None or first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
+        return False  # *args: given the question
+    kind = _annotated_kind(first.annotation)
+    if first.name == ROW and kind == "str":
+        raise AppError(
+            f"app {name}{signature}: an argument named {ROW!r} is given the test set's row "
+            "(a dict), but it is annotated str: rename it (e.g. question) to be given the "
+            "question, or annotate it dict"
+        )
+    if first.name != ROW and kind == "mapping":
+        raise AppError(
+            f"app {name}{signature}: its argument is annotated as a mapping, but judge gives "
+            f"it the question (a str): name it {ROW!r} to be given the test set's row (a "
+            "dict), or annotate it str"
+        )
+    return first.name == ROW
+
+
+def _annotated_kind(annotation: Any) -> str | None:
+    """Which of the two forms an argument is annotated as: "str", "mapping" (also when
+    the annotation is a string, under `from __future__ import annotations`), or None."""
+    if annotation is inspect.Parameter.empty:
+        return None
+    if isinstance(annotation, str):
+        text = annotation.replace(" ", "").rsplit(".", 1)[-1]
+        if text == "str":
+            return "str"
+        head = text.split("[", 1)[0]
+        return "mapping" if head in {"dict", "Dict", "Mapping", "MutableMapping"} else None
+    if annotation is str:
+        return "str"
+    origin = getattr(annotation, "__origin__", annotation)
+    return "mapping" if isinstance(origin, type) and issubclass(origin, Mapping) else None
 
 
 def _is_async(call: Any) -> bool:

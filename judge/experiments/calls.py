@@ -14,21 +14,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import json
 import threading
 import time
 import traceback
+from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from judge.errors import JudgeError
 from judge.experiments.app import App, MalformedReply, parse_reply
 from judge.json_values import canonical_json, sha256_hex
-from judge.run.checkpoint import open_for_appending
+from judge.run.checkpoint import open_for_appending, scan_lines
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
@@ -104,46 +106,93 @@ class ProgressFile:
         self.key = app_key(app)
         self._out: Any = None
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """Question key -> output row, of this app and without an app error; lines of
-        another app are not reused, and a torn last line is skipped."""
-        done: dict[str, dict[str, Any]] = {}
+    def load(self) -> dict[str, int]:
+        """Question key -> where its line starts (`rows` reads it back), for the lines of this
+        app without an app error; lines of another app are not reused, and a torn last
+        line is skipped."""
+        done: dict[str, int] = {}
         if not self.path.exists():
             return done
-        with self.path.open("rb") as lines:
-            for line in lines:
-                try:
-                    item = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue  # the last line of a killed run may be cut short
-                if not isinstance(item, dict) or "row" not in item:
-                    continue
-                if item.get("app") != self.key:
-                    continue
-                if item["row"].get(ERROR) is None:
-                    done[item["question"]] = item["row"]
-                else:  # asked again: the error may have passed
-                    done.pop(item["question"], None)
+        for offset, line in scan_lines(self.path):
+            try:
+                item = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue  # the last line of a killed run may be cut short
+            if not isinstance(item, dict) or "row" not in item:
+                continue
+            if item.get("app") != self.key:
+                continue
+            if item["row"].get(ERROR) is None:
+                done[item["question"]] = offset
+            else:  # asked again: the error may have passed
+                done.pop(item["question"], None)
         return done
 
-    def write(self, question: Question, row: dict[str, Any]) -> None:
-        """Append one finished question's row."""
+    def write(self, question: Question, row: dict[str, Any]) -> int:
+        """Append one finished question's row; returns where its line starts."""
         line = json.dumps(
             {"app": self.key, "question": question.key, "row": row}, ensure_ascii=False
         )
         try:
             if self._out is None:
                 self._out = open_for_appending(self.path)
+            offset: int = self._out.tell()
             self._out.write(line.encode("utf-8") + b"\n")
             self._out.flush()
         except OSError as exc:  # a full disk stops the experiment: written lines stay
             raise write_failure(self.path, exc) from None
+        return offset
+
+    def rows(self, offsets: Sequence[int]) -> Answers:
+        """The output rows of the lines at these offsets, read when used."""
+        return Answers(self.path, offsets)
 
     def close(self) -> None:
         """Close the file (its lines are already written through)."""
         if self._out is not None:
             out, self._out = self._out, None
             out.close()
+
+
+class Answers(Sequence[dict[str, Any]]):
+    """The app's output rows in the questions' order, read from the progress file when used
+    (each access parses its line again): memory holds an offset a question.
+
+    Args:
+        path: the progress file.
+        offsets: where each question's line starts, in the questions' order.
+    """
+
+    def __init__(self, path: Path, offsets: Sequence[int]):
+        self.path = path
+        self._offsets = array("q", offsets)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        with self.path.open("rb") as lines:
+            lines.seek(self._offsets[index])
+            return _row(lines.readline())
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self.path.open("rb") as lines:
+            for offset in self._offsets:
+                lines.seek(offset)
+                yield _row(lines.readline())
+
+
+def _row(line: bytes) -> dict[str, Any]:
+    row: dict[str, Any] = json.loads(line)["row"]
+    return row
 
 
 def error_record(exc: BaseException) -> dict[str, Any]:
@@ -164,7 +213,7 @@ def _shown_path(filename: str) -> str:
         return filename
 
 
-def _in_thread(app: App, question: str) -> asyncio.Future[Any]:
+def _in_thread(app: App, given: Any) -> asyncio.Future[Any]:
     """The sync app called in a daemon thread of its own; its outcome as a future."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -179,7 +228,7 @@ def _in_thread(app: App, question: str) -> asyncio.Future[Any]:
 
     def run() -> None:
         try:
-            value, failed = app.call(question), False
+            value, failed = app.call(given), False
         except Exception as exc:  # handed to the coroutine that awaits it
             value, failed = exc, True
         with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
@@ -189,11 +238,11 @@ def _in_thread(app: App, question: str) -> asyncio.Future[Any]:
     return future
 
 
-async def _outcome(app: App, question: str) -> tuple[Any, Exception | None]:
+async def _outcome(app: App, given: Any) -> tuple[Any, Exception | None]:
     """(the app's return value, None) or (None, the exception it raised): its own errors
     kept apart from the timeout around it (an app may raise TimeoutError itself)."""
     try:
-        value = await app.call(question) if app.is_async else await _in_thread(app, question)
+        value = await app.call(given) if app.is_async else await _in_thread(app, given)
         while inspect.isawaitable(value):  # a sync function that returned an awaitable
             value = await value
     except Exception as exc:  # the app's own failure is this question's outcome
@@ -207,8 +256,10 @@ async def ask(app: App, question: Question, timeout: float) -> dict[str, Any]:
     started = time.perf_counter()
     row: dict[str, Any] = dict(question.columns)
     error: dict[str, Any] | None = None
+    # The row as a copy of its own: what the app does to it stays out of the output row.
+    given = copy.deepcopy(question.columns) if app.takes_row else question.question
     try:
-        value, failure = await asyncio.wait_for(_outcome(app, question.question), timeout)
+        value, failure = await asyncio.wait_for(_outcome(app, given), timeout)
     except asyncio.TimeoutError:
         error = {"type": "Timeout", "message": f"no reply within {timeout:g} s (the app timeout)"}
     else:
@@ -233,9 +284,15 @@ async def ask_all(
     timeout: float,
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
-) -> tuple[list[dict[str, Any]], CallStats]:
-    """Every question's output row (in the questions' order) and the call figures; the
-    questions already answered in the progress file are not asked again.
+) -> tuple[Answers, CallStats]:
+    """Every question's output row (in the questions' order, read from the progress file
+    when used) and the call figures; the questions already answered in the progress file
+    are not asked again.
+
+    Memory holds an offset and a latency a question, never every row: a finished call is
+    written to the progress file at once and only where its line starts is kept, so rows
+    finished out of order wait on disk, not in a buffer. `questions` is read twice, one
+    question at a time (it may build each from its file when used).
 
     Args:
         app: the loaded app.
@@ -250,16 +307,14 @@ async def ask_all(
     if not timeout > 0:
         raise JudgeError(f"app_timeout={timeout}: give a positive number of seconds")
     done = progress_file.load()
-    rows: dict[int, dict[str, Any]] = {}
+    offsets = array("q", [-1]) * len(questions)  # where each question's line starts
     stats = CallStats()
-    todo = []
-    for question in questions:
+    for i, question in enumerate(questions if done else ()):  # read again: only to resume
         found = done.get(question.key)
-        if found is None:
-            todo.append(question)
-        else:
-            rows[question.number] = found
+        if found is not None:
+            offsets[i] = found
             stats.reused += 1
+    del done
     bar = Progress(
         len(questions),
         None,
@@ -268,20 +323,24 @@ async def ask_all(
         resumed=stats.reused,
         unit="questions asked of the app",
     )
-    pending: Iterator[Question] = iter(todo)
+    # Positions, not questions: the questions are built again one at a time as they are
+    # asked (and the reused ones are never built a second time).
+    pending: Iterator[tuple[int, Question]] = (
+        (i, question) for i, question in enumerate(questions) if offsets[i] < 0
+    )
 
     async def worker() -> None:
-        for question in pending:
+        for i, question in pending:
             row = await ask(app, question, timeout)
-            progress_file.write(question, row)
-            rows[question.number] = row
+            offsets[i] = progress_file.write(question, row)
             stats.asked += 1
             bar.advance()
 
     started = time.monotonic()
     bar.start()
     try:
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(todo)))]
+        todo = len(questions) - stats.reused
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, todo))]
         try:
             await asyncio.gather(*workers)
         except BaseException:
@@ -292,9 +351,9 @@ async def ask_all(
         bar.close()
         progress_file.close()
     stats.seconds = time.monotonic() - started
-    ordered = [rows[q.number] for q in questions]
-    for row in ordered:
+    answers = progress_file.rows(offsets)
+    for row in answers:
         stats.latencies.append(row[LATENCY])
         if row[ERROR] is not None:
             stats.errors[row[ERROR]["type"]] += 1
-    return ordered, stats
+    return answers, stats

@@ -10,13 +10,12 @@ valid `judge eval` input, so judging again never asks the app again), `run.trec`
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from judge.aio import sync_twin
 from judge.cache.store import Cache
@@ -28,8 +27,14 @@ from judge.ir.trec import read_qrels, write_qrels, write_run
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.resolve import MetricLike
-from judge.run.data import parse_relevance, read_records, resolve_columns
-from judge.run.evaluate import aevaluate
+from judge.run.data import (
+    JsonlRecords,
+    load_rows_lazily,
+    parse_relevance,
+    read_records,
+    resolve_columns,
+)
+from judge.run.evaluate import aevaluate_rows
 from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
 from judge.run.progress import DEFAULT_INTERVAL
@@ -46,14 +51,107 @@ DEFAULT_OUT = "judge-experiment"
 
 @dataclasses.dataclass(frozen=True)
 class TestSet:
-    """The questions to ask, where they came from, and their relevance labels."""
+    """The questions to ask, where they came from, and their relevance labels.
+
+    Attributes:
+        questions: the questions, in the test set's order; built from their records when
+            used (from a JSON-lines file, from its lines: memory holds an offset each).
+        source: where the questions came from.
+        qrels_source: where the relevance labels come from; None when there are none.
+        labels: a qrels file's labels (None when they come from the relevance column,
+            read when `qrels` is used).
+    """
 
     __test__ = False  # not a pytest test class, despite the name
 
-    questions: list[Question]
+    questions: Sequence[Question]
     source: str
-    qrels: dict[str, dict[str, int]] | None
     qrels_source: str | None
+    labels: Mapping[str, Mapping[str, int]] | None = None
+
+    def qrels(self) -> Mapping[str, Mapping[str, int]] | None:
+        """The relevance labels by question id (None: there are none); those of a relevance
+        column are read from the questions when used, a later row winning for an id."""
+        if self.qrels_source is None or self.labels is not None:
+            return self.labels
+        return _ColumnLabels(self.questions)
+
+
+class _ColumnLabels(Mapping[str, Mapping[str, int]]):
+    """The relevance column's labels by question id, each parsed from its question when
+    used: memory holds a position per id."""
+
+    def __init__(self, questions: Sequence[Question]):
+        self._questions = questions
+        self._where: dict[str, int] = {}
+        for i, question in enumerate(questions):
+            if _labels(question) is not None:
+                self._where[question.id] = i
+
+    def __getitem__(self, ident: str) -> Mapping[str, int]:
+        labels = _labels(self._questions[self._where[ident]])
+        assert labels is not None  # checked when the id was placed
+        return labels
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+def _labels(question: Question) -> dict[str, int] | None:
+    """A question's relevance column as labels; None when it has none or they cannot be
+    read (judge eval says so for that row)."""
+    value = question.columns.get("relevance")
+    if value is None:
+        return None
+    try:
+        return parse_relevance(value)
+    except (ValueError, TypeError):
+        return None
+
+
+class _Questions(Sequence[Question]):
+    """A test set's questions, each built from its record when used."""
+
+    def __init__(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        make: Callable[[int, Mapping[str, Any]], Question],
+    ):
+        self._records = records
+        self._make = make
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> Question: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Question]: ...
+
+    def __getitem__(self, index: int | slice) -> Question | list[Question]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        number = range(len(self))[index]
+        return self._make(number, self._records[number])
+
+    def __iter__(self) -> Iterator[Question]:
+        for number, record in enumerate(self._records):
+            yield self._make(number, record)
+
+
+def _records(data: Any) -> tuple[Sequence[dict[str, Any]], str, Sequence[str]]:
+    """A test set's records (a JSON-lines file's read from it when used), where they came
+    from, and their column names."""
+    path = Path(data) if isinstance(data, (str, os.PathLike)) else None
+    if path is not None and path.suffix.lower() == ".jsonl" and path.is_file():
+        records = JsonlRecords.scan(path)
+        return records, str(path), records.names
+    loaded, source = read_records(data)
+    return loaded, source, list(dict.fromkeys(k for r in loaded for k in r))
 
 
 def load_testset(
@@ -63,7 +161,8 @@ def load_testset(
     qrels: str | os.PathLike[str] | None = None,
 ) -> TestSet:
     """The questions of a test set: a `judge testset build` folder (its testset.jsonl,
-    with qrels.txt as relevance labels), or anything `judge.evaluate` reads.
+    with qrels.txt as relevance labels), or anything `judge.evaluate` reads. A JSON-lines
+    test set is read from its file as the questions are asked, never held whole.
 
     Args:
         data: the test set.
@@ -74,27 +173,23 @@ def load_testset(
     """
     folder = Path(data) if isinstance(data, (str, os.PathLike)) else None
     if folder is not None and folder.is_dir() and (folder / TESTSET_FILE).is_file():
-        records, source = read_records(folder / TESTSET_FILE)
+        records, source, names = _records(folder / TESTSET_FILE)
         if qrels is None and (folder / "qrels.txt").is_file():
             qrels = folder / "qrels.txt"
     else:
-        records, source = read_records(data)
+        records, source, names = _records(data)
     if not records:
         raise InputFormatError(f"{source}: no questions to ask")
-    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map, source)
+    columns = resolve_columns(names, column_map, source)
     labels = read_qrels(qrels) if qrels is not None else None
     # The app fills these; a test set's own (a reference answer under "answer") would
     # be taken for the app's.
     dropped = {columns.get(f) for f in ("answer", "contexts", "retrieved_ids")} | set(REPLY_FIELDS)
     renamed = {col: fld for fld, col in columns.items()}
-    questions = []
-    bad = []
-    found: dict[str, dict[str, int]] = {}  # labels from the relevance column
-    for number, record in enumerate(records):
+
+    def question(number: int, record: Mapping[str, Any]) -> Question:
         text = record.get(columns["question"])
-        if not isinstance(text, str) or not text.strip():
-            bad.append(number)
-            continue
+        text = text if isinstance(text, str) else ""  # checked below
         ident = record.get(columns["id"]) if "id" in columns else None
         ident = number if ident is None else ident
         row: dict[str, Any] = {"id": ident, "question": text}
@@ -108,10 +203,17 @@ def load_testset(
             row.pop("relevance", None)
             if str(ident) in labels:
                 row["relevance"] = labels[str(ident)]
-        if labels is None and row.get("relevance") is not None:
-            with contextlib.suppress(ValueError, TypeError):  # judge eval says so for that row
-                found[str(ident)] = parse_relevance(row["relevance"])
-        questions.append(Question(number, str(ident), text, row))
+        return Question(number, str(ident), text, row)
+
+    questions = _Questions(records, question)
+    bad = []
+    found = False  # labels in the relevance column
+    for number, record in enumerate(records):  # one pass, one record at a time
+        text = record.get(columns["question"])
+        if not isinstance(text, str) or not text.strip():
+            bad.append(number)
+        elif labels is None and not found:
+            found = _labels(question(number, record)) is not None
     if bad:
         shown = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
         raise InputFormatError(
@@ -119,25 +221,51 @@ def load_testset(
             "map the question column with column_map={'question': ...}"
         )
     if labels is None and found:
-        return TestSet(questions, source, found, f"{source} (relevance column)")
-    return TestSet(questions, source, labels, os.fspath(qrels) if qrels is not None else None)
+        return TestSet(questions, source, f"{source} (relevance column)")
+    return TestSet(questions, source, os.fspath(qrels) if qrels is not None else None, labels)
 
 
-def trec_run(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+class _Run(Mapping[str, Mapping[str, float]]):
+    """The app's rankings as a TREC run, each question's read from its row when used."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]]):
+        self._rows = rows
+        self._where: dict[str, int] = {}
+        for i, row in enumerate(rows):
+            if _ranked(row) is not None:
+                self._where[str(row["id"])] = i  # a later row of an id wins
+
+    def __getitem__(self, ident: str) -> Mapping[str, float]:
+        ranked = _ranked(self._rows[self._where[ident]])
+        assert ranked is not None  # checked when the id was placed
+        return ranked
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+def _ranked(row: Mapping[str, Any]) -> dict[str, float] | None:
+    """A row's retrieved ids with scores falling in rank order; None without any."""
+    ids = row.get("retrieved_ids")
+    if row.get(ERROR) is not None or not ids:
+        return None
+    ranked = list(dict.fromkeys(ids))  # a document twice counts at its first rank
+    return {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
+
+
+def trec_run(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Mapping[str, float]]:
     """The app's rankings as a TREC run: per question id, its retrieved ids with scores
     falling in rank order (the app's own scores stay in app_outputs.jsonl: trec_eval
-    ranks by score, and an app's scores may be distances, or not follow its order)."""
-    run: dict[str, dict[str, float]] = {}
-    for row in rows:
-        ids = row.get("retrieved_ids")
-        if row.get(ERROR) is not None or not ids:
-            continue
-        ranked = list(dict.fromkeys(ids))  # a document twice counts at its first rank
-        run[str(row["id"])] = {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
-    return run
+    ranks by score, and an app's scores may be distances, or not follow its order).
+    Each question's ranking is made from its row when used (`rows` may read each from
+    its file): memory holds a position per question id."""
+    return _Run(rows)
 
 
-def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as out:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
@@ -173,16 +301,14 @@ async def run_experiment(
     published = [APP_OUTPUTS]
     with folder.writing(APP_OUTPUTS) as path:
         _write_jsonl(path, rows)
-    run = trec_run(rows)
-    if run and testset.qrels is not None:
-        with folder.writing("run.trec") as path:
-            write_run(run, path, tag="app")
-        with folder.writing("qrels.txt") as path:
-            write_qrels(testset.qrels, path)
-        published += ["run.trec", "qrels.txt"]
+    published += write_rankings(folder, testset, rows)
     folder.publish(published)  # kept whatever happens to the judging
-    result = await aevaluate(
-        folder.path / APP_OUTPUTS,
+    # Judged as `judge eval` judges the file, its rows read from it as they are judged.
+    loaded, columns, source = load_rows_lazily(folder.path / APP_OUTPUTS)
+    result = await aevaluate_rows(
+        loaded,
+        columns,
+        source,
         metrics=metrics,
         llm=llm,
         embeddings=embeddings,
@@ -199,6 +325,24 @@ async def run_experiment(
     return result
 
 
+def write_rankings(
+    folder: OutputFolder, testset: TestSet, rows: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """run.trec and qrels.txt, written into the folder when the app returned retrieved ids
+    and the test set has relevance labels; the names of the files written."""
+    labels = testset.qrels()
+    if labels is None:
+        return []
+    run = trec_run(rows)
+    if not run:
+        return []
+    with folder.writing("run.trec") as path:
+        write_run(run, path, tag="app")
+    with folder.writing("qrels.txt") as path:
+        write_qrels(labels, path)
+    return ["run.trec", "qrels.txt"]
+
+
 def app_record(
     app: App, stats: CallStats, testset: TestSet, concurrency: int, timeout: float
 ) -> dict[str, Any]:
@@ -206,6 +350,7 @@ def app_record(
     return {
         "target": app.target,
         "fingerprint": app.fingerprint,
+        "input": app.input,
         "testset": testset.source,
         "qrels": testset.qrels_source,
         "concurrency": concurrency,
@@ -241,7 +386,9 @@ async def aexperiment(
 
     Args:
         app: a function, coroutine function or callable object taking the question (a
-            str) and returning `{"answer": str, "contexts": [str, ...]}`, optionally with
+            str), or the test set's row (a dict: id, question, ground_truth, relevance
+            and any other column) when its one parameter is named `row`, and returning
+            `{"answer": str, "contexts": [str, ...]}`, optionally with
             `retrieved_ids` (rank order), `retrieved_scores` and extra keys; a LangChain
             runnable or LlamaIndex query engine; or a target string
             `"module:function"` / `"path/to/file.py:function"`.
@@ -270,7 +417,7 @@ async def aexperiment(
     loaded = as_app(load_target(app), app) if isinstance(app, str) else as_app(app)
     testset = load_testset(data, column_map=column_map, qrels=qrels)
     if llm is None and metrics is None:
-        if testset.qrels is None:
+        if testset.qrels_source is None:
             raise JudgeError(
                 "no metric to compute: give llm (the judge model) for the LLM-judged "
                 "metrics, or relevance labels (qrels, or a test set with them) for "

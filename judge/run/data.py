@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
@@ -204,6 +205,120 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 )
             rows.append(record)
     return rows
+
+
+class JsonlRecords(Sequence[dict[str, Any]]):
+    """The records of a JSON-lines file read when used, from the byte offsets of its lines:
+    memory holds 8 bytes a record, whatever the records hold.
+
+    Made by `scan`, which reads every line once and refuses the file as `read_records`
+    does (a line that is not a JSON object); each access parses its line again, and the
+    file must not change while the records are used.
+
+    Attributes:
+        path: the file.
+        names: every column name, in the order first seen.
+    """
+
+    def __init__(self, path: Path, offsets: Sequence[int], names: Sequence[str]):
+        self.path = path
+        self.names = tuple(names)
+        self._offsets = array("q", offsets)
+
+    @classmethod
+    def scan(cls, path: str | os.PathLike[str]) -> JsonlRecords:
+        """The records of a .jsonl file, every line checked."""
+        p = Path(path)
+        if not p.is_file():
+            raise InputFormatError(f"{p}: no such file")
+        offsets: list[int] = []
+        names: dict[str, None] = {}
+        offset = 0
+        with p.open("rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                if line.strip():
+                    record = _record(line, p, number)
+                    offsets.append(offset)
+                    names.update(dict.fromkeys(record))
+                offset += len(line)
+        return cls(p, offsets, list(names))
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        with self.path.open("rb") as lines:
+            lines.seek(self._offsets[index])
+            return _record(lines.readline(), self.path, None)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self.path.open("rb") as lines:
+            for offset in self._offsets:
+                lines.seek(offset)
+                yield _record(lines.readline(), self.path, None)
+
+
+def _record(line: bytes, path: Path, number: int | None) -> dict[str, Any]:
+    """One JSON-lines record (a JSON object), as `_read_json` reads it."""
+    where = f"{path}:{number}" if number is not None else str(path)
+    try:
+        record = loads_json(line.decode("utf-8"))
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as exc:
+        raise InputFormatError(f"{where}: not JSON ({exc})") from exc
+    if not isinstance(record, dict):
+        raise InputFormatError(
+            f"{where}: a {type(record).__name__}, not an object with one field per column"
+        )
+    return record
+
+
+class LazyRows(Sequence[Row]):
+    """The rows of a JSON-lines file, each built from its line when used (see
+    `JsonlRecords`): what `load_rows` gives, without holding every row."""
+
+    def __init__(self, records: JsonlRecords, columns: Mapping[str, str]):
+        self.records = records
+        self.columns = dict(columns)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        number = range(len(self))[index]
+        return build_rows([self.records[number]], self.columns, [number])[0]
+
+    def __iter__(self) -> Iterator[Row]:
+        for number, record in enumerate(self.records):
+            yield build_rows([record], self.columns, [number])[0]
+
+
+def load_rows_lazily(
+    path: str | os.PathLike[str], column_map: Mapping[str, str] | None = None
+) -> tuple[LazyRows, dict[str, str], str]:
+    """`load_rows` of a .jsonl file whose rows are read from it when used (`LazyRows`), so
+    a run over it holds no row it is not judging; the file must stay as it is meanwhile."""
+    records = JsonlRecords.scan(path)
+    source = str(records.path)
+    if not records:
+        raise InputFormatError(f"{source}: no rows to evaluate")
+    columns = resolve_columns(records.names, column_map, source)
+    return LazyRows(records, columns), columns, source
 
 
 def resolve_columns(

@@ -16,7 +16,7 @@ from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.resolve import MetricLike
 from judge.run import local
-from judge.run.data import load_rows
+from judge.run.data import Row, load_rows
 from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
@@ -80,6 +80,40 @@ async def aevaluate(
     """
     part = parse_shard(shard) if shard is not None else None  # a bad spec fails before loading
     rows, columns, source = load_rows(data, column_map)
+    return await aevaluate_rows(
+        rows,
+        columns,
+        source,
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        cache=cache,
+        concurrency=concurrency,
+        checkpoint=checkpoint,
+        progress=progress,
+        progress_interval=progress_interval,
+        shard=part,
+    )
+
+
+async def aevaluate_rows(
+    rows: Sequence[Row],
+    columns: Mapping[str, str],
+    source: str,
+    *,
+    metrics: Sequence[MetricLike] | None = None,
+    llm: LLM | LLMSession | None = None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+    concurrency: int | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    progress_interval: float = DEFAULT_INTERVAL,
+    shard: Shard | None = None,
+) -> EvaluationResult:
+    """`aevaluate` of rows already loaded (`judge.run.data.load_rows`, or `load_rows_lazily`
+    to hold none of them): rows, columns and source as those give them; the rest as for
+    `aevaluate`."""
     models = judge_models(llm, embeddings, cache)
     plan, hashes = plan_run(
         rows,
@@ -88,7 +122,7 @@ async def aevaluate(
         metrics=metrics,
         llm=models[0],
         embeddings=models[1],
-        shard=part,
+        shard=shard,
     )
     session = make_session(llm, embeddings, cache) if llm is not None else None
     try:

@@ -4,11 +4,14 @@ event loop, finished rows checkpointed as they finish, a stopped run resumed."""
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import json
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from judge import ir
@@ -64,26 +67,30 @@ async def execute(
         None, plan.fingerprint, temporary_dir=Path(checkpoint).parent if checkpoint else None
     )
     done = store.load() if store else {}
-    mine = [r for r in rows if plan.holds(r)]
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
-    offsets: dict[int, int] = {}
+    # Only numbers are kept of the rows: `rows` may read each row from its file when used
+    # (`judge.run.data.LazyRows`), so a run holds the rows being judged, not all of them.
+    mine = array("q", (r.number for r in rows if plan.holds(r)))
     # The summary's counts are gathered as rows finish, each at its place in input order,
     # so the rows are not read back for it.
-    position = {row.number: i for i, row in enumerate(mine)}
+    place = _positions(mine)
     tally = RowTally(names, size=len(mine))
-    todo = []
-    for row in mine:
+    offsets = array("q", [-1]) * len(mine)  # where each finished row is in the spill file
+    resumed = 0
+    for row in rows if done else ():  # each row read again: only when some are done
+        if not plan.holds(row):
+            continue
         offset = done.get((row.number, hashes[row.number]))
-        if offset is None:
-            todo.append(row)
-        elif store:  # counted by Progress(resumed=...)
+        if offset is not None and store:  # counted by Progress(resumed=...)
             # Encoded again, as this run writes rows (results.jsonl is cut from these lines).
             line = json.loads(store.line_at(offset))
             record = ResultRow.from_json(line["result"])
-            tally.add(record, at=position[row.number])
-            offsets[row.number] = spill.write(spill.encode(row.number, line["input"], record))
-    resumed = len(offsets)
+            at = place(row.number)
+            tally.add(record, at=at)
+            offsets[at] = spill.write(spill.encode(row.number, line["input"], record))
+            resumed += 1
+    todo = len(mine) - resumed
     bar = Progress(
         len(mine),
         session,
@@ -91,7 +98,9 @@ async def execute(
         interval=progress_interval,
         resumed=resumed,
     )
-    pending = iter(todo)
+    pending = (
+        row for row in rows if plan.holds(row) and (row.number, hashes[row.number]) not in done
+    )
 
     async def worker() -> None:
         # A fixed pool of workers takes rows one by one: a task per row would hold a
@@ -99,11 +108,12 @@ async def execute(
         turn = time.monotonic() + TURN_SECONDS
         for row in pending:
             record = await evaluate_row(row, judged, retrieval, session, plan.prompts)
-            tally.add(record, at=position[row.number])
+            at = place(row.number)
+            tally.add(record, at=at)
             line = spill.encode(row.number, hashes[row.number], record)
             if store:
                 store.write(line)
-            offsets[row.number] = spill.write(line)
+            offsets[at] = spill.write(line)
             bar.advance()
             if time.monotonic() >= turn:
                 await asyncio.sleep(0)
@@ -116,13 +126,13 @@ async def execute(
     try:
         # A configuration error in one row stops them all: finished rows are already
         # checkpointed and their judgments cached, so a rerun after the fix resumes.
-        await gather_or_cancel(worker() for _ in range(max(1, min(concurrency, len(todo)))))
+        await gather_or_cancel(worker() for _ in range(max(1, min(concurrency, todo))))
     finally:
         spill.close()
         if store:
             store.close()
         bar.close()
-    finished = spill.rows([offsets[r.number] for r in mine], names)
+    finished = spill.rows(offsets, names)
     usage = session.usage.total().as_dict() if session else {}
     config = plan.config(
         structured_output=session.mode if session else None,
@@ -135,6 +145,15 @@ async def execute(
         cache_damaged=cache.damaged - damaged if cache is not None else 0,
     )
     return EvaluationResult(finished, names, config, usage, tally=tally)
+
+
+def _positions(numbers: Sequence[int]) -> Callable[[int], int]:
+    """Row number -> its place among `numbers`: by bisection when they ascend (rows in input
+    order, as loaded: no table per row), else from a table."""
+    if all(a < b for a, b in itertools.pairwise(numbers)):
+        return lambda number: bisect.bisect_left(numbers, number)
+    table = {number: i for i, number in enumerate(numbers)}
+    return table.__getitem__
 
 
 def retrieval_scores(row: Row, names: list[str]) -> dict[str, float]:

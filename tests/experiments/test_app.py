@@ -92,5 +92,5 @@ def test_a_function_that_cannot_take_the_question_is_refused_before_any_call():
     def two(question, context):
         return {}
 
-    with pytest.raises(AppError, match=r"it must take the question as its one argument"):
+    with pytest.raises(AppError, match=r"it must take one argument: the question \(a str\), or"):
         as_app(two)

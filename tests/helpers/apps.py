@@ -132,3 +132,26 @@ def counted(question: str) -> dict[str, Any]:
         log.write(question + "\n")
     time.sleep(float(os.environ.get("JUDGE_TEST_SLEEP", "0")))
     return answer(question)
+
+
+def by_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The baseline app given the whole test set row (its parameter is named row): it
+    reports the columns it saw, and changes the row (which must not reach the output)."""
+    reply = answer(row["question"])
+    reply["seen"] = sorted(row)
+    reply["expected"] = row["ground_truth"]
+    row["ground_truth"] = "changed by the app"
+    row["relevance"].clear()
+    return reply
+
+
+async def async_by_row(row: dict[str, Any]) -> dict[str, Any]:
+    await asyncio.sleep(0.01)
+    return by_row(row)
+
+
+class RowPipeline:
+    """A callable object given the whole row."""
+
+    def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        return by_row(row)
