@@ -26,8 +26,9 @@ LAYERS: list[set[str]] = [
     {"run"},
     {"comparison", "labels", "testset", "experiments", "runs", "traces"},
     {"probes", "view"},
-    {"ray", "testing", "pytest_plugin"},
+    {"ray", "testing"},
     {"cli"},
+    {"pytest_plugin"},
     {"__init__", "__main__"},
 ]
 RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}

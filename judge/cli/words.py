@@ -8,7 +8,9 @@ error `judge` prints (`judge.cli.main`), so no message is written twice.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Mapping
 
 # keyword argument -> the flag that gives it (the judging commands' options, judge.cli.options)
 FLAGS = {
@@ -40,12 +42,19 @@ _DICT = r"\{[^{}]*\}"  # column_map={'question': ...}
 # A keyword starts the text or follows a space, "(" or a backtick (never a path's "/" or a
 # query's "?"/"&"), and takes a value judge writes (quoted, a call, a dict) or none: what
 # follows "=" otherwise (`model=qwen2.5` from a server, `/data/model=gpt4/`) is not ours.
-_KEYWORD = re.compile(
-    rf"(?<![^\s(`])(?P<kw>{'|'.join(FLAGS)})="
-    rf"(?:(?P<value>{_QUOTED}|{_CALL}|{_DICT}|\.\.\.)|(?=[\s),;]|$))"
-    # "api_key= (--api-key)", "cache_as='x' (--cache-as x)": both words given; keep the flag
-    r"(?P<flag> \(--[\w-]+(?: [^()]+)?\))?"
-)
+
+
+@functools.lru_cache(maxsize=4)
+def _keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
+    """The pattern of `keywords=...` in a message (see the comment above)."""
+    return re.compile(
+        rf"(?<![^\s(`])(?P<kw>{'|'.join(keywords)})="
+        rf"(?:(?P<value>{_QUOTED}|{_CALL}|{_DICT}|\.\.\.)|(?=[\s),;]|$))"
+        # "api_key= (--api-key)", "cache_as='x' (--cache-as x)": both words given; keep the flag
+        r"(?P<flag> \(--[\w-]+(?: [^()]+)?\))?"
+    )
+
+
 _EMBEDDINGS_ARG = re.compile(rf"\bEmbeddings\((?P<kw>model|api_base)=(?P<value>{_QUOTED})\)")
 # Plain words naming a keyword without "=", as the column errors do.
 _PHRASES = (
@@ -63,9 +72,9 @@ def _value(quoted: str) -> str:
     return inner if _SAFE.fullmatch(inner) else quoted
 
 
-def _keyword(match: re.Match[str]) -> str:
+def _keyword(match: re.Match[str], flags: Mapping[str, str]) -> str:
     kw, value = match.group("kw"), match.group("value")
-    flag = FLAGS[kw]
+    flag = flags[kw]
     if value == "...":
         return f"{flag} ..."
     if value is None or not value.startswith(("'", "{")):  # none, or a call: the flag alone
@@ -76,14 +85,20 @@ def _keyword(match: re.Match[str]) -> str:
     return f"{flag} {_value(value)}"
 
 
-def cli_words(message: str) -> str:
-    """A library message with its keyword arguments written as the CLI's flags."""
+def cli_words(
+    message: str,
+    flags: Mapping[str, str] = FLAGS,
+    embeddings: Mapping[str, str] = _EMBEDDINGS,
+) -> str:
+    """A library message with its keyword arguments written as the CLI's flags (or as
+    another front end's: the pytest plugin passes its `--judge-*` options)."""
     text = _EMBEDDINGS_ARG.sub(
-        lambda m: f"{_EMBEDDINGS[m.group('kw')]} {_value(m.group('value'))}", message
+        lambda m: f"{embeddings[m.group('kw')]} {_value(m.group('value'))}", message
     )
     # embeddings=Embeddings(model='x') is one keyword and its call: the flag, once
-    text = text.replace("embeddings=--embedding", "--embedding")
-    text = _KEYWORD.sub(_keyword, text)
+    for flag in set(embeddings.values()):
+        text = text.replace(f"embeddings={flag}", flag)
+    text = _keyword_pattern(tuple(flags)).sub(lambda m: _keyword(m, flags), text)
     for python, cli in _PHRASES:
         text = text.replace(python, cli)
     return text

@@ -197,7 +197,7 @@ def _explain(
     if unreachable and not endpoint.answered:
         return LLMConfigError(
             f"{what}: no server answered at {endpoint.url} ({unreachable}; {attempts} "
-            "attempts): is a server listening there? Check the address (api_base, --api-base)"
+            "attempts): is a server listening there? Check the address (api_base=)"
         )
     if is_transient(exc):
         return LLMCallError(

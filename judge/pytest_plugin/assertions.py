@@ -60,10 +60,13 @@ def _threshold(value: Any, metric: str | None = None) -> float:
 
 
 def bounds(
-    thresholds: Mapping[str, float | Bound] | None, named: Mapping[str, float | Bound]
+    thresholds: Mapping[str, float | Bound] | None,
+    named: Mapping[str, float | Bound],
+    directions: Mapping[str, bool] | None = None,
 ) -> dict[str, Bound]:
     """Every threshold as a `Bound`: a plain number is a minimum for a metric where higher
-    is better and a maximum where lower is (hallucination_rate)."""
+    is better and a maximum where lower is (hallucination_rate); `directions` (metric ->
+    higher is better) are the scored metrics' own, else the built-ins' are used."""
     given = {**(thresholds or {}), **named}
     if not given:
         raise JudgeError(
@@ -75,7 +78,10 @@ def bounds(
         if isinstance(value, Bound):
             out[metric] = value
         else:
-            out[metric] = Bound(_threshold(value, metric), at_most=not higher_is_better(metric))
+            higher = (directions or {}).get(metric)
+            if higher is None:
+                higher = higher_is_better(metric)
+            out[metric] = Bound(_threshold(value, metric), at_most=not higher)
     return out
 
 
@@ -98,6 +104,7 @@ class _Scored:
     errors: Mapping[str, str]
     evidence: Mapping[str, Any]
     contexts: list[str]
+    higher_is_better: Mapping[str, bool]
 
 
 def _scored(result: Any) -> _Scored:
@@ -119,6 +126,7 @@ def _scored(result: Any) -> _Scored:
         errors=getattr(result, "errors", {}) or {},
         evidence=getattr(result, "evidence", {}) or {},
         contexts=list(getattr(source, "contexts", None) or []),
+        higher_is_better=getattr(result, "higher_is_better", None) or {},
     )
 
 
@@ -150,11 +158,12 @@ def assert_scores(
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this function's
     scored = _scored(result)
-    wanted = bounds(thresholds, named)
+    wanted = bounds(thresholds, named, scored.higher_is_better)
+    allowed = _allowed(allow_nan)
     failures: list[str] = []
     blocks: list[str] = []
     for metric, bound in wanted.items():
-        verdict = _check(scored, metric, bound, allow_nan)
+        verdict = _check(scored, metric, bound, metric in allowed)
         if verdict is not None:
             failures.append(metric)
             blocks.append(verdict)
@@ -165,9 +174,28 @@ def assert_scores(
         raise ScoreAssertionError(head + "\n" + "\n".join(blocks), failures)
 
 
-def _check(
-    scored: _Scored, metric: str, bound: Bound, allow_nan: bool | Collection[str]
-) -> str | None:
+class _Everything:
+    """allow_nan=True: every metric is allowed."""
+
+    def __contains__(self, metric: object) -> bool:
+        return True
+
+
+def _allowed(allow_nan: bool | Collection[str]) -> Collection[str] | _Everything:
+    """The metrics whose undefined score passes."""
+    if allow_nan is True:
+        return _Everything()
+    if allow_nan is False:
+        return ()
+    if isinstance(allow_nan, str) or not all(isinstance(m, str) for m in allow_nan):
+        raise JudgeError(
+            f"allow_nan={allow_nan!r}: allow_nan takes True or a collection of metric names, "
+            f"e.g. allow_nan={{{allow_nan!r}}}"
+        )
+    return set(allow_nan)
+
+
+def _check(scored: _Scored, metric: str, bound: Bound, nan_allowed: bool) -> str | None:
     """The failure block of one metric, or None when it passes."""
     if metric not in scored.scores:
         scored_names = ", ".join(scored.scores) or "none"
@@ -179,9 +207,7 @@ def _check(
     if math.isnan(value):
         reason = scored.reasons.get(metric, "undefined")
         error = scored.errors.get(metric)
-        if error is None and (
-            allow_nan is True or (not isinstance(allow_nan, bool) and metric in allow_nan)
-        ):
+        if error is None and nan_allowed:
             return None
         line = f"  {metric}: undefined ({reason}), threshold {bound}"
         if error is not None:
@@ -292,6 +318,7 @@ def assert_evaluation(
     fail_under: Mapping[str, float | Bound] | None = None,
     *,
     max_error_rate: float = 0.05,
+    allow_nan: bool | Collection[str] = False,
 ) -> None:
     """Fail unless a whole evaluation's means meet their thresholds and few judges failed.
 
@@ -301,10 +328,14 @@ def assert_evaluation(
             (a number is a maximum for metrics where lower is better; `judge.at_most`
             states it).
         max_error_rate: the largest share of judged rows with a failed judge that passes.
+        allow_nan: True, or the metrics whose undefined rows (NaN: no claims, no
+            contexts, no ground truth) may be left out of the mean; by default a metric
+            with undefined rows fails, naming their reasons, as a mean over the rest could
+            stand on a few rows.
 
     Raises:
         ScoreAssertionError: naming each mean that missed with its 95% interval and the
-            rows scored, and the judge error rate when it is too high.
+            rows scored, the undefined rows, and the judge error rate when it is too high.
     """
     __tracebackhide__ = True
     summary = getattr(result, "summary", None)
@@ -314,6 +345,7 @@ def assert_evaluation(
             f"not {type(result).__name__}; for one sample use judge.assert_scores"
         )
     wanted = bounds(fail_under, {}) if fail_under else {}
+    allowed = _allowed(allow_nan)
     failures: list[str] = []
     lines: list[str] = []
     for metric, bound in wanted.items():
@@ -326,10 +358,17 @@ def assert_evaluation(
             f"  {metric}: mean {number(stats.mean)} [{number(stats.ci_low)}, "
             f"{number(stats.ci_high)}] over {stats.scored} rows, threshold {bound}"
         )
-        if math.isnan(stats.mean) or not bound.passes(stats.mean):
+        undefined = sum(stats.nan.values())
+        if undefined and metric not in allowed:
+            reasons = ", ".join(f"{n} {why}" for why, n in sorted(stats.nan.items()))
             failures.append(metric)
-            nan = ", ".join(f"{n} {why}" for why, n in sorted(stats.nan.items()))
-            lines.append(shown + (f"; undefined: {nan}" if nan else ""))
+            lines.append(
+                f"{shown}; {undefined} rows undefined ({reasons}); pass allow_nan=True (or "
+                f"allow_nan={{{metric!r}}}) to judge the mean of the rest"
+            )
+        elif math.isnan(stats.mean) or not bound.passes(stats.mean):
+            failures.append(metric)
+            lines.append(shown)
     rate = float(result.judge_error_rate)
     if rate > max_error_rate:
         failures.append("judge_error_rate")

@@ -35,6 +35,7 @@ SETTINGS = (
     ("cache_as", "the server identity the recordings are keyed under (see judge eval --cache-as)"),
 )
 PROPERTY = "judge."  # the prefix of the JUnit XML properties the plugin adds
+USAGE_PROPERTY = "judge.usage."  # a test's usage: apart from the scores, whatever a metric's name
 USAGE = ("samples", "requests", "cache_hits", "prompt_tokens", "completion_tokens")
 STATE = pytest.StashKey["JudgeState"]()
 
@@ -91,6 +92,7 @@ class JudgeState:
         self.usage: dict[str, dict[str, float]] = {}  # nodeid -> usage of its calls
         self.tests = 0
         self.report_error: str | None = None
+        self.report_written = False
         self.totals: dict[str, float] = {}
         self.unpriced = False
         self.metric_sums: dict[str, list[float]] = {}  # metric -> [sum, count]
@@ -143,30 +145,35 @@ class JudgeState:
     # -- what each test judged ------------------------------------------------------------
 
     def judged(self, kind: str, result: Any) -> None:
-        """Attach what a call of the running test judged to it (JUnit XML properties) and
-        to the report folder."""
+        """Attach what a call of the running test (or of its fixtures) judged to it:
+        JUnit XML properties, and rows of the report folder."""
         item = self.current
-        if item is None:  # judged outside a test (a session fixture): counted nowhere
+        if item is None:  # judged outside any test's setup, call or teardown
             return
         n = self.calls[item.nodeid] = self.calls.get(item.nodeid, 0) + 1
         suffix = "" if n == 1 else f"#{n}"
-        if kind == "sample":
-            scores = result.scores
-            usage = result.usage.get("total", {})
-            prefix = PROPERTY
-        else:
-            scores = {m: s.mean for m, s in result.summary.items()}
-            usage = result.usage.get("total", result.usage)
-            prefix = f"{PROPERTY}mean."
-        for metric, value in scores.items():
-            item.user_properties.append((f"{prefix}{metric}{suffix}", _shown(value)))
         spent = self.usage.setdefault(item.nodeid, {})
-        spent["samples"] = spent.get("samples", 0) + (1 if kind == "sample" else len(result.rows))
-        for name in (*USAGE[1:], "cost"):
-            value = usage.get(name)
-            if value is None and name == "cost":
-                spent["unpriced"] = 1
-            spent[name] = spent.get(name, 0) + (value or 0)
+        if kind == "sample":
+            for metric, value in result.scores.items():
+                item.user_properties.append((f"{PROPERTY}{metric}{suffix}", _shown(value)))
+            totals = [result.usage.get("total", {})]
+            spent["samples"] = spent.get("samples", 0) + 1
+        else:
+            # An evaluation's means, with the rows each stands on (the summary weights them).
+            for metric, stats in result.summary.items():
+                item.user_properties.append(
+                    (f"{PROPERTY}mean.{metric}{suffix}", _shown(stats.mean))
+                )
+                item.user_properties.append((f"{PROPERTY}scored.{metric}{suffix}", stats.scored))
+            # Each row's own usage: the result's is the shared session's running total.
+            totals = [(row.usage or {}).get("total", {}) for row in result.rows]
+            spent["samples"] = spent.get("samples", 0) + len(totals)
+        for total in totals:
+            for name in (*USAGE[1:], "cost"):
+                value = total.get(name)
+                if value is None and name == "cost":
+                    spent["unpriced"] = 1
+                spent[name] = spent.get(name, 0) + (value or 0)
         if self.report_dir is not None:
             self._write_part(item.nodeid, n, kind, result)
 
@@ -176,9 +183,9 @@ class JudgeState:
         if spent is None:
             return
         for name in USAGE:
-            item.user_properties.append((f"{PROPERTY}{name}", int(spent.get(name, 0))))
+            item.user_properties.append((f"{USAGE_PROPERTY}{name}", int(spent.get(name, 0))))
         cost = None if spent.get("unpriced") else round(spent.get("cost", 0.0), 6)
-        item.user_properties.append((f"{PROPERTY}cost", "unknown" if cost is None else cost))
+        item.user_properties.append((f"{USAGE_PROPERTY}cost", "unknown" if cost is None else cost))
 
     def _write_part(self, nodeid: str, call: int, kind: str, result: Any) -> None:
         """Append the judged rows to this process's part of the report folder."""
@@ -190,23 +197,37 @@ class JudgeState:
     def count(self, report: pytest.TestReport) -> None:
         """Add a finished test's judged properties to the session totals."""
         found = False
+        means: dict[str, float] = {}
         for name, value in report.user_properties:
             if not name.startswith(PROPERTY):
                 continue
             found = True
-            key = name[len(PROPERTY) :]
-            if key in USAGE:
-                self.totals[key] = self.totals.get(key, 0) + int(str(value))
-            elif key == "cost":
-                if value == "unknown":
-                    self.unpriced = True
+            if name.startswith(USAGE_PROPERTY):
+                key = name[len(USAGE_PROPERTY) :]
+                if key == "cost":
+                    if value == "unknown":
+                        self.unpriced = True
+                    else:
+                        self.totals["cost"] = self.totals.get("cost", 0.0) + float(str(value))
                 else:
-                    self.totals["cost"] = self.totals.get("cost", 0.0) + float(str(value))
-            elif not key.startswith("mean.") and (number := _number(value)) is not None:
-                sums = self.metric_sums.setdefault(key.split("#", 1)[0], [0.0, 0.0])
-                sums[0] += number
-                sums[1] += 1
+                    self.totals[key] = self.totals.get(key, 0) + int(str(value))
+                continue
+            key = name[len(PROPERTY) :]
+            if key.startswith("mean."):
+                means[key[len("mean.") :]] = _number(value) or math.nan
+            elif key.startswith("scored."):
+                key = key[len("scored.") :]
+                mean, rows = means.get(key, math.nan), int(str(value))
+                if rows and not math.isnan(mean):
+                    self._add_score(key.split("#", 1)[0], mean * rows, rows)
+            elif (number := _number(value)) is not None:
+                self._add_score(key.split("#", 1)[0], number, 1)
         self.tests += found
+
+    def _add_score(self, metric: str, total: float, count: int) -> None:
+        sums = self.metric_sums.setdefault(metric, [0.0, 0.0])
+        sums[0] += total
+        sums[1] += count
 
     def summary_lines(self) -> list[str]:
         """The terminal summary: judged tests, metrics, cache hits, requests, tokens, cost."""
@@ -235,6 +256,14 @@ class JudgeState:
             lines.append(f"report: {self.report_dir}")
         return lines
 
+    def report_line(self) -> str | None:
+        """What became of --judge-report, when it was not written."""
+        if self.report_error:
+            return f"the report was not written: {self.report_error}"
+        if self.report_dir is not None and not self.report_written:
+            return f"--judge-report {self.report_dir}: no test judged anything; not written"
+        return None
+
     def report_settings(self) -> dict[str, Any]:
         """What summary.json's config says of the judge; from the settings when they can
         be read (a session that never judged may have none)."""
@@ -260,8 +289,9 @@ class JudgeState:
     # -- hooks (this object is registered as a plugin) ------------------------------------
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
-        """Know which test a judged call belongs to."""
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        """Know which test a judged call belongs to: its setup (fixtures that judge), its
+        call and its teardown."""
         self.current = item
         try:
             return (yield)
@@ -272,8 +302,28 @@ class JudgeState:
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, Any, Any]:
         """Add the test's usage properties before its teardown report is made (JUnit XML
         reads the properties from that report)."""
-        self.usage_properties(item)
-        return (yield)
+        try:
+            return (yield)
+        finally:
+            self.usage_properties(item)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """A judge error (no model, a replay miss, an unknown metric) failing a test is
+        shown as its message at the test's line, not as the judge's inner frames."""
+        report = yield
+        excinfo = call.excinfo
+        if (
+            excinfo is not None
+            and isinstance(excinfo.value, JudgeError)
+            and not isinstance(excinfo.value, AssertionError)
+        ):
+            where = [e for e in excinfo.traceback if Path(str(e.path)) == item.path]
+            line = f"{item.path.name}:{where[-1].lineno + 1}: " if where else ""
+            report.longrepr = f"{line}{excinfo.typename}: {excinfo.value}"
+        return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count each finished test's judged properties (the xdist controller sees every
@@ -288,7 +338,9 @@ class JudgeState:
             from judge.pytest_plugin.report import write_report
 
             try:
-                write_report(self.report_dir, self.report_settings())
+                self.report_written = (
+                    write_report(self.report_dir, self.report_settings()) is not None
+                )
             except JudgeError as exc:
                 self.report_error = str(exc)
 
@@ -297,13 +349,14 @@ class JudgeState:
         if self.worker is not None:
             return
         lines = self.summary_lines()
-        if not lines and not self.report_error:
+        report = self.report_line()
+        if report:
+            lines.append(report)
+        if not lines:
             return
         terminalreporter.write_sep("-", "judge")
         for line in lines:
             terminalreporter.write_line(line)
-        if self.report_error:
-            terminalreporter.write_line(f"the report was not written: {self.report_error}")
 
 
 def _shown(value: float) -> float | str:
@@ -328,7 +381,9 @@ def rag_judge(pytestconfig: pytest.Config) -> Iterator[RagJudge]:
     try:
         judge = state.open_judge()
     except JudgeError as exc:
-        pytest.fail(f"rag_judge: {exc}", pytrace=False)
+        from judge.pytest_plugin.rag_judge import pytest_words
+
+        pytest.fail(f"rag_judge: {pytest_words(str(exc))}", pytrace=False)
     yield judge
     state.close()
 

@@ -33,6 +33,30 @@ class ReplayMiss(JudgeError):
     """A strict replay (`--judge-replay`) met a judgment that was never recorded."""
 
 
+class JudgeUnavailable(JudgeError):
+    """The judge model cannot be used (no server, a refused key, an unknown model): every
+    later call of the session fails at once with the first one's reason."""
+
+
+# The plugin's options, for the keyword arguments library messages name (judge.cli.words).
+PYTEST_FLAGS = {
+    "llm": "--judge-model",
+    "model": "--judge-model",
+    "embeddings": "--judge-embedding-model",
+    "api_base": "--judge-api-base",
+    "cache": "--judge-cache",
+    "cache_as": "--judge-cache-as",
+}
+PYTEST_EMBEDDINGS = {"model": "--judge-embedding-model", "api_base": "--judge-api-base"}
+
+
+def pytest_words(message: str) -> str:
+    """A library message with its keyword arguments written as the plugin's options."""
+    from judge.cli.words import cli_words
+
+    return cli_words(message, PYTEST_FLAGS, PYTEST_EMBEDDINGS)
+
+
 @dataclass(frozen=True)
 class JudgeSettings:
     """What the plugin's options and configuration say about the judge.
@@ -105,6 +129,7 @@ class RagJudge:
             self.llm, embeddings=self.embeddings, cache=self.cache
         )
         self._listener = listener
+        self._unavailable: str | None = None  # why the judge failed, once it has
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="judge-rag_judge", daemon=True
@@ -115,18 +140,61 @@ class RagJudge:
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the judge's loop and wait for it (from sync code)."""
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        self._check_available(coro)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result()
+        except BaseException as exc:  # Ctrl-C included: stop the judgment, not just the wait
+            future.cancel()
+            raise self._in_our_words(exc) from None
 
     async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the judge's loop and await it from the caller's loop."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+        self._check_available(coro)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return await asyncio.wrap_future(future)
+        except BaseException as exc:
+            future.cancel()
+            raise self._in_our_words(exc) from None
+
+    def _check_available(self, coro: Coroutine[Any, Any, Any]) -> None:
+        if self._unavailable is not None:
+            coro.close()
+            raise JudgeUnavailable(
+                f"the judge failed before in this session, so this test was not judged: "
+                f"{self._unavailable}"
+            )
+
+    def _in_our_words(self, exc: BaseException) -> BaseException:
+        """A judge error in the plugin's options; a model that cannot be used is
+        remembered, so that later tests fail at once rather than wait for it again."""
+        from judge.errors import LLMConfigError
+
+        if not isinstance(exc, JudgeError):
+            return exc
+        message = pytest_words(str(exc))
+        if isinstance(exc, LLMConfigError):
+            self._unavailable = message
+            return JudgeUnavailable(message)
+        exc.args = (message,)
+        return exc
 
     def close(self) -> None:
-        """Flush the cache's writes, close the connections and stop the loop."""
+        """Stop what is still running, flush the cache's writes, close the connections
+        and the loop."""
         if self._loop.is_closed():
             return
+
+        async def shut_down() -> None:
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:  # left by an interrupted test
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            await self.session.aclose()
+
         try:
-            self._run(self.session.aclose())
+            asyncio.run_coroutine_threadsafe(shut_down(), self._loop).result()
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
@@ -199,7 +267,10 @@ class RagJudge:
 
     def _judged(self, result: SampleResult) -> SampleResult:
         """Fail on a replay miss; tell the plugin what was judged."""
-        self._check_replay(result.errors.items(), result.sample.id)
+        sample = result.sample
+        self._check_replay(
+            result.errors.items(), sample.id if sample.id is not None else sample.question
+        )
         if self._listener is not None:
             self._listener("sample", result)
         return result
@@ -208,9 +279,12 @@ class RagJudge:
         for metric, error in errors:
             if is_replay_miss(error):
                 raise ReplayMiss(
-                    f"{metric} of {where!r}: {error}\nRecord it: run these tests once with "
-                    f"--judge-record (or without --judge-replay) and the same --judge-model, "
-                    f"then keep {self.settings.cache} with the tests"
+                    pytest_words(
+                        f"{metric} of {where!r}: {error}\nIn pytest: record it by running "
+                        "these tests once without --judge-replay (or with --judge-record) "
+                        f"and the same --judge-model, then keep {self.settings.cache} with "
+                        "the tests"
+                    )
                 )
 
     # -- many samples -------------------------------------------------------------------

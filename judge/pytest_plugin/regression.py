@@ -73,8 +73,12 @@ def assert_no_regression(
         baseline_source(baseline, runs), result, metrics=list(metrics) if metrics else None
     )
     worse = [m for m in comparison.metrics.values() if m.worse and m.p_adjusted < alpha]
+    # A metric with no paired scores compares nothing: that is no pass.
+    unpaired = [m.metric for m in comparison.metrics.values() if m.n == 0]
     lines = [
-        f"  {m.metric}: {number(m.mean_a)} -> {number(m.mean_b)}, "
+        f"  {m.metric}: no paired scores (undefined or missing on one side)"
+        if m.n == 0
+        else f"  {m.metric}: {number(m.mean_a)} -> {number(m.mean_b)}, "
         f"Δ {number(m.delta, sign='+')} [{number(m.ci_low, sign='+')}, "
         f"{number(m.ci_high, sign='+')}], p_holm {number(m.p_adjusted)}"
         + (" (significantly worse)" if m in worse else "")
@@ -86,6 +90,16 @@ def assert_no_regression(
         + "\n".join(lines)
     )
     print(text)
+    if not comparison.metrics:
+        raise ScoreAssertionError(
+            f"no metric scored in both the evaluation and the baseline {comparison.label_a}: "
+            "nothing was compared; judge the same metrics, or name them with metrics=",
+            [],
+        )
+    if unpaired:
+        raise ScoreAssertionError(
+            f"{len(unpaired)} metric(s) could not be compared\n" + text, unpaired
+        )
     if worse:
         raise ScoreAssertionError(
             f"{len(worse)} metric(s) significantly worse than the baseline\n" + text,

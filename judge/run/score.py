@@ -33,6 +33,8 @@ class SampleResult:
     errors: dict[str, str] = field(default_factory=dict)  # metric -> judge failure message
     evidence: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
+    # metric -> its good direction, from the metrics scored (a custom one's too)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)
 
     def __getitem__(self, metric: str) -> float:
         return self.scores[metric]
@@ -116,6 +118,7 @@ async def score_sample(
     result = SampleResult(sample, {}, evidence=judgments.evidence)
     for metric, outcome in zip(metrics, outcomes, strict=True):
         result.scores[metric.name] = outcome.value
+        result.higher_is_better[metric.name] = metric.higher_is_better
         if outcome.reason is not None:
             result.reasons[metric.name] = outcome.reason
         if outcome.error is not None:

@@ -141,3 +141,67 @@ def test_the_regression_gate_without_a_run_store_says_how_runs_get_there(tmp_pat
         "there (runs= or JUDGE_RUNS choose the store; --no-record skips it)"
     )
     assert not absent.exists()
+
+
+def test_a_custom_metric_where_lower_is_better_takes_a_plain_number_as_a_maximum() -> None:
+    # found in review: the direction came from the registry, which knows no custom metric
+    res = result(leak_rate=0.9)
+    res.higher_is_better["leak_rate"] = False
+    assert "leak_rate: 0.900, threshold <= 0.2" in failure(res, leak_rate=0.2)
+
+
+def test_allow_nan_takes_true_or_metric_names_not_a_string() -> None:
+    # found in review: a string matched by substring ("faithfulness" in "faithfulness_strict")
+    with pytest.raises(JudgeError, match="allow_nan takes True or a collection of metric"):
+        judge.assert_scores(
+            result(faithfulness=math.nan), faithfulness=0.5, allow_nan="faithfulness_strict"
+        )
+
+
+def test_assert_evaluation_fails_on_undefined_rows_unless_allowed() -> None:
+    # found in review: 11 of 12 rows NaN, the mean over the one scored row passed
+    from judge.run.results import EvaluationResult
+
+    rows = [ResultRow(0, "q0", "q", "a", ["c"], scores={"faithfulness": 1.0})] + [
+        ResultRow(i, f"q{i}", "q", "", ["c"], scores={"faithfulness": math.nan},
+                  reasons={"faithfulness": "empty_answer"})
+        for i in range(1, 12)
+    ]  # fmt: skip
+    config = {
+        "source": "test", "columns": {}, "metrics": ["faithfulness"], "model": None,
+        "embeddings": None, "structured_output": None, "prompts": {}, "cache": None,
+        "cache_mode": None, "run": "x", "data_rows": 12, "data_sha256": "y",
+    }  # fmt: skip
+    evaluation = EvaluationResult(rows, ["faithfulness"], config, {})
+    with pytest.raises(ScoreAssertionError) as caught:
+        judge.assert_evaluation(evaluation, fail_under={"faithfulness": 0.9})
+    assert "faithfulness: mean 1.000" in str(caught.value)
+    assert "11 rows undefined (11 empty_answer); pass allow_nan=True" in str(caught.value)
+    judge.assert_evaluation(evaluation, fail_under={"faithfulness": 0.9}, allow_nan=True)
+
+
+def results_file(path, scores: list[dict]) -> str:
+    import json
+
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "question": f"q{i}", "scores": s}) + "\n"
+            for i, s in enumerate(scores)
+        )
+    )
+    return str(path)
+
+
+def test_the_regression_gate_fails_when_nothing_could_be_compared(tmp_path) -> None:
+    # found in review: NaN p-values (no pairs) passed the gate
+    base = results_file(tmp_path / "a.jsonl", [{"faithfulness": 1.0}] * 6)
+    undefined = results_file(tmp_path / "b.jsonl", [{"faithfulness": None}] * 6)
+    with pytest.raises(ScoreAssertionError, match="faithfulness: no paired scores"):
+        judge.assert_no_regression(undefined, base)
+    other = results_file(tmp_path / "c.jsonl", [{"context_recall": 1.0}] * 6)
+    with pytest.raises(ScoreAssertionError, match="no metric scored in both"):
+        judge.assert_no_regression(other, base)
+    same = results_file(tmp_path / "d.jsonl", [{"faithfulness": 1.0}] * 6)
+    with pytest.raises(ScoreAssertionError, match="context_recall: no paired scores"):
+        judge.assert_no_regression(same, base, metrics=["context_recall"])
+    judge.assert_no_regression(same, base)

@@ -109,7 +109,8 @@ def test_replay_of_an_incomplete_recording_fails_that_test_naming_the_judgment(
     replay.stdout.fnmatch_lines(
         [
             "*ReplayMiss: faithfulness of *replay mode: no recorded judgment of 'claims'*",
-            "*Record it: run these tests once with --judge-record*",
+            "In pytest: record it by running these tests once without --judge-replay (or with "
+            "--judge-record) and the same --judge-model, then keep *cache.sqlite with the tests",
         ]
     )
 
@@ -224,8 +225,8 @@ def test_scores_and_usage_are_junit_xml_properties(
     }
     assert props["test_faithful"]["judge.faithfulness"] == "1.0"
     assert props["test_unfaithful"]["judge.faithfulness"] == "0.0"
-    assert int(props["test_faithful"]["judge.requests"]) == 2  # claims, then verdicts
-    assert props["test_faithful"]["judge.samples"] == "1"
+    assert int(props["test_faithful"]["judge.usage.requests"]) == 2  # claims, then verdicts
+    assert props["test_faithful"]["judge.usage.samples"] == "1"
     failure = cases["test_unfaithful"].find("failure")
     assert failure is not None and "Bananas grow on tall green plants." in (failure.text or "")
 
@@ -348,3 +349,93 @@ def test_a_suite_that_never_asks_for_rag_judge_imports_no_llm_stack(
     result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*LOADED=[] PLUGIN=True*"])
+
+
+def test_usage_and_means_count_each_tests_own_judgments_fixtures_and_evaluations_included(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    # found in review: evaluate() re-counted the session's whole usage, judgments made in
+    # fixtures were counted nowhere, and the summary's means left evaluations out
+    pytester.makepyfile(
+        test_usage="""
+        import pytest
+        import judge
+
+        CONTEXTS = ["The Eiffel Tower is a tower in Paris, France."]
+
+        @pytest.fixture
+        def judged(rag_judge):
+            return rag_judge.score("Where is it?", "The Eiffel Tower is in Paris.", CONTEXTS,
+                                   metrics=["faithfulness"], sample_id="in-fixture")
+
+        def test_one(rag_judge):
+            rag_judge.score("Where is the tower?", "The Eiffel Tower is in Paris.", CONTEXTS,
+                            metrics=["faithfulness"])
+
+        def test_evaluation(rag_judge):
+            answers = ["The Eiffel Tower is in Paris.", "Bananas grow on tall green plants."]
+            rows = [{"question": "Where?", "answer": a, "contexts": CONTEXTS} for a in answers]
+            rag_judge.evaluate(rows, metrics=["faithfulness"])
+
+        def test_fixture(judged):
+            judge.assert_scores(judged, faithfulness=0.5)
+        """
+    )
+    xml = tmp_path / "junit.xml"
+    result = pytester.runpytest(*judge_args(server, tmp_path / "c.sqlite"), f"--junitxml={xml}")
+    result.assert_outcomes(passed=3)
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in ET.parse(xml).getroot().iter("testcase")
+    }
+
+    # each judged sample needs two judgments (claims, then verdicts): asked or cached
+    def judgments(test: str) -> int:
+        usage = props[test]
+        return int(usage["judge.usage.requests"]) + int(usage["judge.usage.cache_hits"])
+
+    assert [judgments(t) for t in ("test_one", "test_evaluation", "test_fixture")] == [2, 4, 2]
+    assert props["test_evaluation"]["judge.usage.samples"] == "2"
+    assert props["test_evaluation"]["judge.mean.faithfulness"] == "0.5"
+    assert props["test_fixture"]["judge.faithfulness"] == "1.0"
+    assert len(server.requests) == sum(
+        int(props[t]["judge.usage.requests"]) for t in props
+    )  # what the tests were charged is what was sent
+    result.stdout.fnmatch_lines(
+        [
+            "3 judged test(s), 4 sample(s); mean scores of the samples: faithfulness 0.750 (n=4)",
+            f"requests {len(server.requests)}, cache hits {8 - len(server.requests)}, *",
+        ]
+    )
+
+
+def test_a_server_that_is_down_fails_each_test_at_once_in_the_plugins_words(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    # found in review: a 166-line traceback naming api_base, and every test tried again
+    write_tests(pytester, FAITHFUL, UNFAITHFUL.replace("test_unfaithful", "test_second"))
+    result = pytester.runpytest(
+        "--judge-model",
+        "openai/judge-model",
+        "--judge-api-base",
+        "http://127.0.0.1:9/v1",
+        "--judge-cache",
+        str(tmp_path / "c.sqlite"),
+        "-p",
+        "no:randomly",
+    )
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "--judge-api-base" in text and "api_base" not in text.replace("--judge-api-base", "")
+    assert "the judge failed before in this session" in text  # the second test: at once
+    assert "concurrent/futures" not in text  # the message, not the judge's inner frames
+
+
+def test_a_report_of_a_session_that_judged_nothing_says_so(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest("--judge-report", str(tmp_path / "report"))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*--judge-report *report: no test judged anything; not written"])
+    assert not (tmp_path / "report" / "results.jsonl").exists()

@@ -77,7 +77,7 @@ def test_no_server_at_the_address_fails_after_a_few_quick_attempts(model):
     assert str(info.value) == (
         f"context_relevance ({model}): no server answered at {base} (connection refused; "
         f"{UNREACHED_ATTEMPTS} attempts): is a server listening there? Check the address "
-        "(api_base, --api-base)"
+        "(api_base=)"
     )
     assert session.usage.total().requests == UNREACHED_ATTEMPTS  # not 7, with up to 31 s
 
