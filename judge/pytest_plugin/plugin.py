@@ -126,7 +126,10 @@ class JudgeState:
         elif self.config.getoption("judge_record"):
             mode = "record"
         cache = Path(found.pop("cache", root / ".judge" / "cache.sqlite"))
-        return JudgeSettings(**found, cache=cache, mode=mode)
+        pyproject = root / "pyproject.toml"
+        return JudgeSettings(
+            **found, cache=cache, mode=mode, project=pyproject if pyproject.is_file() else None
+        )
 
     def open_judge(self) -> RagJudge:
         """The session's judge, made on first use."""

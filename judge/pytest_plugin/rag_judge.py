@@ -71,6 +71,8 @@ class JudgeSettings:
         mode: "read-write" (hits are replayed, misses asked and stored), "replay"
             (`--judge-replay`: a miss fails the test, nothing is sent) or "record"
             (`--judge-record`: every judgment asked again and stored).
+        project: the rootdir's pyproject.toml, whose `[tool.judge] metrics-modules` give
+            metrics that tests may name (the project's tests run its code anyway).
     """
 
     model: str | None = None
@@ -79,6 +81,7 @@ class JudgeSettings:
     cache: Path = Path(".judge/cache.sqlite")
     cache_as: str | None = None
     mode: Mode = "read-write"
+    project: Path | None = None
 
 
 Listener = Callable[[str, Any], None]
@@ -130,6 +133,7 @@ class RagJudge:
         )
         self._listener = listener
         self._unavailable: str | None = None  # why the judge failed, once it has
+        self._custom: dict[str, Any] | None = None  # the project's metrics, read once
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="judge-rag_judge", daemon=True
@@ -217,8 +221,30 @@ class RagJudge:
         from judge.samples import Sample
 
         sample = Sample.create(question, answer, contexts, ground_truth, sample_id)
-        chosen = resolve_metrics(metrics, embeddings=self.embeddings is not None)
+        chosen = resolve_metrics(
+            metrics, embeddings=self.embeddings is not None, custom=self.project_metrics()
+        )
         return await score_sample(sample, chosen, self.session)
+
+    def project_metrics(self) -> dict[str, Any]:
+        """The metrics of the project's `[tool.judge] metrics-modules` and of installed
+        plugins, by name (read on first use)."""
+        if self._custom is None:
+            from judge.metrics.custom import configured_modules
+            from judge.metrics.plugins import extra_metrics
+
+            project = self.settings.project
+            named = [str(project)] if project and configured_modules(project) else []
+            self._custom = {n: found.metric for n, found in extra_metrics(named).items()}
+        return self._custom
+
+    def _named(self, metrics: Sequence[Any] | None) -> list[Any] | None:
+        """Metric names of the project's own metrics as their `Metric` objects."""
+        if metrics is None:
+            return None
+        custom = self.project_metrics()
+        listed = [metrics] if isinstance(metrics, str) else list(metrics)
+        return [custom.get(m, m) if isinstance(m, str) else m for m in listed]
 
     def score(
         self,
@@ -295,7 +321,11 @@ class RagJudge:
         from judge.run.evaluate import aevaluate
 
         return await aevaluate(
-            data, metrics=metrics, llm=self.session, column_map=column_map, progress=False
+            data,
+            metrics=self._named(metrics),
+            llm=self.session,
+            column_map=column_map,
+            progress=False,
         )
 
     def evaluate(

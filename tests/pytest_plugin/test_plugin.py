@@ -439,3 +439,43 @@ def test_a_report_of_a_session_that_judged_nothing_says_so(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*--judge-report *report: no test judged anything; not written"])
     assert not (tmp_path / "report" / "results.jsonl").exists()
+
+
+def test_the_projects_own_metrics_are_named_in_tests_with_their_direction(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    # found in review: a metric of [tool.judge] metrics-modules could not be named
+    pytester.makepyfile(
+        my_metrics="""
+        from judge.metrics.registry import Metric, MetricScore
+
+        async def words(judgments):
+            return MetricScore(min(1.0, len(judgments.sample.answer.split()) / 10))
+
+        answer_words = Metric(
+            "answer_words", "answer length in tens of words", words, higher_is_better=False
+        )
+        """,
+        test_custom="""
+        import judge
+
+        def test_short(rag_judge):
+            result = rag_judge.score("Q?", "Two words.", ["c"], metrics=["answer_words"])
+            judge.assert_scores(result, answer_words=0.5)  # lower is better: a maximum
+
+        def test_long(rag_judge):
+            result = rag_judge.score("Q?", "one two three four five six", ["c"],
+                                     metrics=["answer_words"])
+            judge.assert_scores(result, answer_words=0.5)
+
+        def test_in_an_evaluation(rag_judge):
+            rows = [{"question": "Q?", "answer": "Two words.", "contexts": ["c"]}]
+            result = rag_judge.evaluate(rows, metrics=["answer_words"])
+            assert result.summary["answer_words"].mean == 0.2
+        """,
+    )
+    pytester.makepyprojecttoml('[tool.judge]\nmetrics-modules = ["my_metrics.py"]\n')
+    result = pytester.runpytest(*judge_args(server, tmp_path / "c.sqlite"))
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*answer_words: 0.600, threshold <= 0.5*"])
+    assert server.requests == []  # the metric asks no judge
