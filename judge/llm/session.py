@@ -311,7 +311,7 @@ class LLMSession:
             else:
                 self._elsewhere[origin] = (
                     "Record it with a read-write run, or check that the model, prompt, "
-                    "settings and server (api_base= or cache_as=) match the recording."
+                    "settings and server (api_base=) match the recording."
                 )
         return self._elsewhere[origin]
 
