@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
 
 from judge.errors import InputFormatError
-from judge.traces.spans import Span, attributes_of, hex_id
+from judge.traces.spans import Span, attributes_of, hex_id, parent_is_remote
 
 PathLike = str | os.PathLike[str]
 _GZIP = b"\x1f\x8b"
@@ -171,6 +171,7 @@ def spans_of_json(request: Any, path: PathLike = "", line: int | None = None) ->
                             int(_camel(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
                             int(_camel(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
                             attributes_of(span.get("attributes")),
+                            parent_is_remote(span.get("flags")),
                         )
                     )
     except InputFormatError as exc:
@@ -218,6 +219,7 @@ def _protobuf(message: bytes, path: PathLike, number: int | None) -> list[Span]:
                         span.start_time_unix_nano,
                         span.end_time_unix_nano,
                         {kv.key: _proto_value(kv.value) for kv in span.attributes},
+                        parent_is_remote(span.flags),
                     )
                 )
     return spans

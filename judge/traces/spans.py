@@ -17,9 +17,20 @@ from judge.errors import InputFormatError
 
 
 class Span:
-    """One span: its ids, name, start and end (Unix ns) and attributes."""
+    """One span: its ids, name, start and end (Unix ns), attributes, and whether its
+    parent is remote (a service called with a traceparent: the span is its trace's root
+    here)."""
 
-    __slots__ = ("attributes", "end_ns", "name", "parent_id", "span_id", "start_ns", "trace_id")
+    __slots__ = (
+        "attributes",
+        "end_ns",
+        "name",
+        "parent_id",
+        "parent_remote",
+        "span_id",
+        "start_ns",
+        "trace_id",
+    )
 
     def __init__(
         self,
@@ -30,6 +41,7 @@ class Span:
         start_ns: int,
         end_ns: int,
         attributes: dict[str, Any],
+        parent_remote: bool = False,
     ) -> None:
         self.trace_id = trace_id
         self.span_id = span_id
@@ -38,6 +50,7 @@ class Span:
         self.start_ns = start_ns
         self.end_ns = end_ns
         self.attributes = attributes
+        self.parent_remote = parent_remote  # the parent is in another process (OTLP flags)
 
     def __repr__(self) -> str:
         return f"Span({self.name!r}, trace_id={self.trace_id}, span_id={self.span_id})"
@@ -92,6 +105,20 @@ def any_value(value: Mapping[str, Any]) -> Any:
         if key in ("bytesValue", "bytes_value"):
             return base64.b64decode(item)
     return None  # an empty AnyValue
+
+
+# OTLP's SpanFlags: bit 8 says whether bit 9 is known; bit 9 says the parent is remote.
+HAS_IS_REMOTE = 0x100
+IS_REMOTE = 0x200
+
+
+def parent_is_remote(flags: Any) -> bool:
+    """Whether an OTLP span's `flags` say its parent is remote (both bits 8 and 9 set)."""
+    try:
+        value = int(flags or 0)
+    except (TypeError, ValueError):
+        return False
+    return value & (HAS_IS_REMOTE | IS_REMOTE) == HAS_IS_REMOTE | IS_REMOTE
 
 
 def attributes_of(items: Any) -> dict[str, Any]:
