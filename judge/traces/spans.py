@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gzip
+import os
+import zlib
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from judge.errors import InputFormatError
 
@@ -54,6 +57,56 @@ class Span:
 
     def __repr__(self) -> str:
         return f"Span({self.name!r}, trace_id={self.trace_id}, span_id={self.span_id})"
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+# What reading a gzip file cut short (EOFError) or damaged (a bad CRC, bad data) raises.
+GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+def open_bytes(path: str | os.PathLike[str]) -> BinaryIO:
+    """A trace file's bytes, decompressed when it is gzip (told by its magic bytes)."""
+    handle = open(path, "rb")  # noqa: SIM115 (returned open)
+    if handle.peek(2)[:2] == GZIP_MAGIC:
+        handle.close()
+        return cast(BinaryIO, gzip.GzipFile(path, "rb"))
+    return handle
+
+
+def head_bytes(path: str | os.PathLike[str], size: int = 4096) -> bytes:
+    """Up to `size` first bytes of a trace file, decompressed when it is gzip; of a gzip
+    file cut short or damaged, what can be decompressed of its start."""
+    with open(path, "rb") as handle:
+        raw = handle.read(max(size, 1 << 16))
+    if raw[:2] != GZIP_MAGIC:
+        return raw[:size]
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, size)
+    except zlib.error:
+        return b""
+
+
+def is_empty(path: str | os.PathLike[str]) -> bool:
+    """Whether a trace file holds nothing but white space (a quiet hour's rotated file),
+    gzip-compressed or not."""
+    try:
+        with open_bytes(path) as handle:
+            while chunk := handle.read(1 << 16):
+                if chunk.strip():
+                    return False
+    except (OSError, *GZIP_ERRORS):
+        return False  # a damaged file is not empty: reading it says what is wrong
+    return True
+
+
+def damaged_gzip(path: str | os.PathLike[str], exc: BaseException) -> InputFormatError:
+    """The error of a gzip trace file that cannot be read to its end."""
+    why = "is cut short" if isinstance(exc, EOFError) else f"is damaged ({exc})"
+    return InputFormatError(
+        f"the gzip file {why}: a file the collector is still writing (read it once it is "
+        "rotated, or leave it out until then) or a damaged copy (copy it again)",
+        path=str(path),
+    )
 
 
 def hex_id(value: Any, size: int, what: str) -> str:
