@@ -180,7 +180,7 @@ def spans_of_json(request: Any, path: PathLike = "", line: int | None = None) ->
                             int(_camel(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
                             int(_camel(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
                             attributes_of(span.get("attributes")),
-                            parent_is_remote(span.get("flags")),
+                            bool(span.get("flags")) and parent_is_remote(span["flags"]),
                         )
                     )
     except InputFormatError as exc:

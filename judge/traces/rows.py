@@ -163,8 +163,7 @@ def trace_row(
     # came before with its output; so after two rounds, the reranked documents and then
     # those of the retrievers that came after the reranker.
     retrievals: list[dict[str, Any]] = []
-    seen: list[dict[str, Any]] = []
-    ids_seen: set[Any] = set()
+    rounds: list[tuple[str, list[dict[str, Any]]]] = []
     found_spans = sorted(
         ((span, kind) for span, kind in kinds if kind in (oi.RETRIEVER, oi.RERANKER)),
         key=lambda item: item[0].start_ns,
@@ -180,14 +179,17 @@ def trace_row(
         if any("content" in d for d in docs):
             entry["contents"] = [d.get("content") for d in docs]
         retrievals.append(entry)
-        if kind == oi.RERANKER:
-            seen, ids_seen = [], set()
+        rounds.append((kind, docs))
+    last_reranker = max((n for n, (kind, _) in enumerate(rounds) if kind == oi.RERANKER), default=0)
+    seen: list[dict[str, Any]] = []
+    ids_seen: set[Any] = set()
+    for _, docs in rounds[last_reranker:]:
         for doc in docs:
             doc_id = doc.get("id")
             if doc_id is not None and doc_id in ids_seen:
                 continue
             ids_seen.add(doc_id)
-            seen.append({"id": doc_id, "score": doc.get("score"), "content": doc.get("content")})
+            seen.append(doc)
     contexts: list[Any] | None = [d.get("content") for d in seen]
     retrieved_ids: list[Any] | None = [d.get("id") for d in seen]
     retrieved_scores: list[Any] | None = [d.get("score") for d in seen]
