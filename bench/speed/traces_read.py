@@ -178,9 +178,21 @@ def measure(path: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--traces", type=int, default=100_000)
-    parser.add_argument("--small", type=int, default=10_000, help="the comparison's traces")
-    parser.add_argument("--keep", metavar="DIR", help="write the files here and keep them")
+    parser.add_argument(
+        "--traces", type=int, default=100_000, help="traces in the big file (default 100000)"
+    )
+    parser.add_argument(
+        "--small",
+        type=int,
+        default=10_000,
+        help="traces in the small file, whose peak memory the big one's is compared with",
+    )
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="write the trace files (OTLP/JSON lines) into DIR and keep them; default: a "
+        "temporary folder, removed at the end",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

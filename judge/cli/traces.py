@@ -29,11 +29,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "OTLP/JSON lines, or protobuf; gzip of either; Phoenix's span export as parquet; "
         "Langfuse's observations as JSON) into one row per trace for judge eval. The "
         "question and answer are the input and output of the root span (the first span "
-        "from the root down that has an input); the contexts are the documents "
-        "the generator saw (the last reranker's output, else every retriever's documents in "
-        "order). A trace that gives no row (no retriever span, no output, no input, no "
-        "root span) is written to --skipped with its reason and counted, never dropped "
-        "silently. The files are streamed: memory does not grow with the number of traces.",
+        "from the roots down that has an input); the contexts are the documents "
+        "the generator saw (every retriever's documents in order, a reranker replacing what "
+        "came before it with its output). A trace that gives no row (no retriever span, no "
+        "output, no input, no root span) is written to --skipped with its reason and "
+        "counted, never dropped silently. The files are streamed: memory does not grow "
+        "with the number of traces.",
     )
     e.add_argument("traces", nargs="+", metavar="TRACES", help="trace files, read in order")
     e.add_argument("-o", "--out", required=True, metavar="PATH", help="the rows (JSONL) to write")
@@ -97,8 +98,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         type=int,
         default=None,
         metavar="SPANS",
-        help="spans read after a trace's root span before the trace is taken as complete "
-        "(default 10000): raise it when spans of a trace come long after its root",
+        help="spans read after a trace's root span (or, when no span says it is the root, "
+        "after the trace's last span) before the trace is taken as complete (default "
+        "10000): raise it when spans of a trace come long after its root",
     )
     e.set_defaults(func=run_extract)
     add_export_parser(actions)

@@ -120,7 +120,7 @@ def run_export_command(args: argparse.Namespace) -> int:
     stamp = results_file.stat().st_mtime_ns
     rows = len({e.row_id for e in events})
     metrics = len({e.metric for e in events})
-    what = f"{len(events)} evaluation events ({rows} rows x {metrics} metrics)"
+    what = f"{len(events)} evaluation events ({rows} rows, {metrics} metrics)"
     if args.otlp_json:
         write_otlp_json(events.events, args.otlp_json, time_unix_nano=stamp)
         print(f"wrote {what} to {args.otlp_json}")
@@ -128,11 +128,15 @@ def run_export_command(args: argparse.Namespace) -> int:
         evaluations = phoenix_evaluations(events)
         write_phoenix(evaluations, args.phoenix)
         framed = sum(len(f) for f in evaluations.frames.values())
-        print(f"wrote {framed} Phoenix span evaluations ({metrics} metrics) to {args.phoenix}")
+        framed_metrics = len(evaluations.frames)  # a metric without a score has no frame
+        print(
+            f"wrote {framed} Phoenix span evaluations ({framed_metrics} metrics) to {args.phoenix}"
+        )
         if evaluations.without_span:
             print(
                 f"judge: note: {evaluations.without_span} events left out of --phoenix: "
-                "their rows have a trace_id but no span_id (Phoenix evaluates spans)",
+                "their rows have a trace_id but no span_id, or one that is not an "
+                "OpenTelemetry span id (Phoenix evaluates spans)",
                 file=sys.stderr,
             )
         if evaluations.without_score:

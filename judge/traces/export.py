@@ -24,7 +24,10 @@ each event is an OTLP LogRecord with `eventName` set and the trace id and span i
 judged row (the span `judge traces extract` read the row from). A row with a trace id but no
 span id gets a record linked to the trace alone (a LogRecord's span id is optional); such
 events cannot be Phoenix span evaluations, which need a span, and are counted there, as are
-the events without a score.
+the events without a score. Rows read from Langfuse observations made without
+OpenTelemetry have Langfuse's own ids, which are not OpenTelemetry ids: a UUID trace id is
+taken as its 32 hex digits, and a span id that is not 16 hex digits (an observation id)
+links the event to the trace alone, counted in the notes (`EvaluationEvents.trace_only`).
 
 The events leave judge three ways: OTLP JSON lines as the Collector's file exporter writes
 them (`write_otlp_json`: one ExportLogsServiceRequest per line, ids in hex), the real
@@ -34,10 +37,12 @@ alone), and Phoenix span evaluations (`phoenix_evaluations`, `write_phoenix`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +86,7 @@ class TraceLink:
 
     trace_id: str
     span_id: str | None
+    unlinked_span: str | None = None  # a span id that is not OpenTelemetry's, left out
 
 
 @dataclass(frozen=True)
@@ -130,10 +136,13 @@ class EvaluationEvents:
         skipped: why -> the ids of the result rows left out: `no_trace_row` (no row of
             that id in the rows file), `no_trace_id` (its row has no trace id),
             `unreadable_row` (judge could not read the row: no score to send).
+        trace_only: the ids of the result rows whose span id is not an OpenTelemetry
+            span id (Langfuse's observation ids): their events link to the trace alone.
     """
 
     events: list[EvaluationEvent] = field(default_factory=list)
     skipped: dict[str, list[str]] = field(default_factory=dict)
+    trace_only: list[str] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[EvaluationEvent]:
         return iter(self.events)
@@ -152,6 +161,14 @@ class EvaluationEvents:
         for why, ids in sorted(self.skipped.items()):
             shown = ", ".join(ids[:_LISTED]) + (", ..." if len(ids) > _LISTED else "")
             lines.append(f"{len(ids)} result rows {words.get(why, why)}: {shown}")
+        if self.trace_only:
+            ids = self.trace_only
+            shown = ", ".join(ids[:_LISTED]) + (", ..." if len(ids) > _LISTED else "")
+            lines.append(
+                f"{len(ids)} result rows had a span_id that is not an OpenTelemetry span id "
+                "(16 hex digits; Langfuse's observation ids are not OpenTelemetry ids): their "
+                f"events link to the trace alone: {shown}"
+            )
         return lines
 
 
@@ -169,27 +186,42 @@ def trace_links(
     links: dict[str, TraceLink | None] = {}
     for number, row in enumerate(rows):
         key = str(row["id"]) if row.get("id") is not None else str(number)
-        trace = _hex_id(row.get("trace_id"), _TRACE_ID, "trace_id", 32, path, number)
-        span = _hex_id(row.get("span_id"), _SPAN_ID, "span_id", 16, path, number)
-        links[key] = None if trace is None else TraceLink(trace, span)
+        trace = _trace_id(row.get("trace_id"), path, number)
+        span_value = row.get("span_id")
+        span = _span_id(span_value)
+        unlinked = None if span is not None or span_value in (None, "") else str(span_value)
+        links[key] = None if trace is None else TraceLink(trace, span, unlinked)
     return links
 
 
-def _hex_id(
-    value: Any, pattern: re.Pattern[str], what: str, digits: int, path: str | None, number: int
-) -> str | None:
-    """A trace or span id as lowercase hex; None when absent; an error when malformed."""
+def _trace_id(value: Any, path: str | None, number: int) -> str | None:
+    """A trace id as 32 lowercase hex digits (a UUID's too: Langfuse's trace ids made
+    without OpenTelemetry); None when absent; an error when it is neither."""
     if value is None or value == "":
         return None
-    text = str(value).lower().removeprefix("0x")
-    if not pattern.fullmatch(text) or text in (_INVALID_TRACE, _INVALID_SPAN):
+    text = str(value).strip().lower().removeprefix("0x")
+    if not _TRACE_ID.fullmatch(text):
+        with contextlib.suppress(ValueError):
+            text = uuid.UUID(text).hex
+    if not _TRACE_ID.fullmatch(text) or text == _INVALID_TRACE:
         raise InputFormatError(
-            f"{what} {value!r} is not a valid OpenTelemetry id ({digits} hex digits, not all "
-            "zero): give the rows `judge traces extract` wrote",
+            f"trace_id {value!r} is not an OpenTelemetry trace id (32 hex digits, not all "
+            "zero) nor a UUID: Langfuse's own ids (of traces made without OpenTelemetry) "
+            "are not OpenTelemetry ids, so the events cannot be linked to them; give the "
+            "rows `judge traces extract` wrote from OpenTelemetry traces",
             path=path,
             line=number + 1 if path else None,
         )
     return text
+
+
+def _span_id(value: Any) -> str | None:
+    """A span id as 16 lowercase hex digits; None when absent or not an OpenTelemetry
+    span id (a Langfuse observation id): the event then links to the trace alone."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip().lower().removeprefix("0x")
+    return text if _SPAN_ID.fullmatch(text) and text != _INVALID_SPAN else None
 
 
 def evaluation_events(
@@ -228,6 +260,8 @@ def evaluation_events(
             out.skipped.setdefault(why or "no_trace_row", []).append(row_id)
             continue
         seen.update(row.scores)
+        if link.unlinked_span is not None and row.scores:
+            out.trace_only.append(row_id)
         for metric in sorted(row.scores):
             out.events.append(_event(row, row_id, link, metric, limits.get(metric)))
     unknown = sorted(set(limits) - seen)

@@ -38,6 +38,7 @@ class ExtractSummary:
 
     spans: int = 0
     late_spans: int = 0
+    duplicate_spans: int = 0
     traces: int = 0
     rows: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
@@ -50,6 +51,7 @@ class ExtractSummary:
         return {
             "spans": self.spans,
             "late_spans": self.late_spans,
+            "duplicate_spans": self.duplicate_spans,
             "traces": self.traces,
             "rows": self.rows,
             "skipped": dict(sorted(self.skipped.items())),
@@ -70,10 +72,16 @@ class ExtractSummary:
             out.append(f"{self.judged_before} traces were judged before")
         if self.sampled_out:
             out.append(f"{self.sampled_out} traces left out of the sample")
+        if self.duplicate_spans:
+            out.append(
+                f"{self.duplicate_spans} spans read twice (a span id already read in its "
+                "trace: a collector's retry, or a file given twice) were used once"
+            )
         if self.late_spans:
             out.append(
                 f"{self.late_spans} late spans not used: they came more than linger spans "
-                "after their trace's root span"
+                "after their trace was complete (or are repeats of spans used before: a file "
+                "given twice)"
             )
         return out
 
@@ -260,24 +268,27 @@ def read_rows(
     summary = summary if summary is not None else ExtractSummary()
     counts = AssemblyCounts()
     for trace in read_traces(path_list, linger=linger, counts=counts, source=source):
-        summary.spans, summary.late_spans = counts.spans, counts.late_spans
         summary.traces += 1
         result: dict[str, Any] | Skip
-        if trace.root is None:
+        root = trace.root
+        assert root is not None  # assemble gives every trace it emits a root
+        if since_ns is not None and root.start_ns < since_ns:
+            summary.before_since += 1
+            continue
+        if trace.trace_id in judged_set:
+            summary.judged_before += 1
+            continue
+        result = trace_row(trace.spans, root, checked)
+        if isinstance(result, Skip) and trace.missing_parent is not None:
+            # Its top span's parent was not read: most likely the trace is cut off above.
             result = Skip(
                 trace.trace_id,
                 "no_root",
-                f"{len(trace.spans)} spans of the trace were read but not its root span (one "
-                "without a parent): it is in a file not given, or the trace was cut off",
+                f"the trace's top span {root.span_id} ({root.name}) has a parent "
+                f"{trace.missing_parent} that was not read: the root span is in a file not "
+                f"given, or the trace was cut off; what was read gives no row: {result.message}",
             )
-        else:
-            if since_ns is not None and trace.root.start_ns < since_ns:
-                summary.before_since += 1
-                continue
-            if trace.trace_id in judged_set:
-                summary.judged_before += 1
-                continue
-            result = trace_row(trace.spans, trace.root, checked)
+        _counted(summary, counts)
         if isinstance(result, Skip):
             summary.skipped[result.reason] += 1
             if on_skip is not None:
@@ -288,12 +299,17 @@ def read_rows(
             continue
         summary.rows += 1
         yield result
-    summary.spans, summary.late_spans = counts.spans, counts.late_spans
+    _counted(summary, counts)
     if sampler is not None:
         chosen = sampler.rows()
         summary.rows = len(chosen)
         summary.sampled_out = sum(sampler.counts.values()) - len(chosen)
         yield from chosen
+
+
+def _counted(summary: ExtractSummary, counts: AssemblyCounts) -> None:
+    summary.spans, summary.late_spans = counts.spans, counts.late_spans
+    summary.duplicate_spans = counts.duplicate_spans
 
 
 def _ranking(ids: Sequence[Any] | None) -> list[str]:

@@ -18,6 +18,7 @@ line at a time; a JSON document (a page, a list) is read whole.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -26,7 +27,15 @@ from typing import Any
 
 from judge.errors import InputFormatError
 from judge.traces import openinference as oi
-from judge.traces.spans import Span, unix_ns
+from judge.traces.spans import (
+    GZIP_ERRORS,
+    Span,
+    damaged_gzip,
+    head_bytes,
+    is_empty,
+    open_bytes,
+    unix_ns,
+)
 
 PathLike = str | os.PathLike[str]
 _KINDS = {"GENERATION": oi.LLM, "RETRIEVER": oi.RETRIEVER, "EMBEDDING": "EMBEDDING"}
@@ -45,9 +54,8 @@ def is_langfuse(path: PathLike) -> bool:
     """Whether the file's first JSON value is a Langfuse observation, trace with
     observations, or a page or list of them."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            head = handle.read(1 << 16).lstrip()
-    except (OSError, UnicodeDecodeError):
+        head = head_bytes(path, 1 << 16).decode("utf-8", errors="ignore").lstrip()
+    except OSError:
         return False
     if not head.startswith(("{", "[")):
         return False
@@ -172,8 +180,24 @@ def _spans(value: Any) -> list[Span]:
 
 
 def read_langfuse(path: PathLike) -> Iterator[list[Span]]:
-    """The spans of a Langfuse export, a line (or a page) at a time."""
-    with open(path, encoding="utf-8") as handle:
+    """The spans of a Langfuse export (UTF-8 JSON, gzip-compressed or not), a line (or a
+    page) at a time; an empty file has none."""
+    if is_empty(path):
+        return
+    try:
+        yield from _read(path)
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(
+            f"not UTF-8 text ({exc}): a Langfuse export is JSON as its API returns it; "
+            "convert the file to UTF-8, or give --from for the format it is in",
+            path=str(path),
+        ) from None
+    except GZIP_ERRORS as exc:
+        raise damaged_gzip(path, exc) from None
+
+
+def _read(path: PathLike) -> Iterator[list[Span]]:
+    with io.TextIOWrapper(open_bytes(path), encoding="utf-8") as handle:
         first = handle.readline()
         try:
             whole_lines = first.strip() and isinstance(json.loads(first), Mapping)

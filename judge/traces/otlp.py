@@ -19,39 +19,37 @@ Protobuf needs `opentelemetry-proto` (the extra `judge[traces]`); JSON needs not
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, BinaryIO, cast
+from typing import IO, Any
 
 from judge.errors import InputFormatError
-from judge.traces.spans import Span, attributes_of, hex_id
+from judge.traces.spans import (
+    GZIP_ERRORS,
+    Span,
+    attributes_of,
+    damaged_gzip,
+    head_bytes,
+    hex_id,
+    is_empty,
+    open_bytes,
+    parent_is_remote,
+)
 
 PathLike = str | os.PathLike[str]
-_GZIP = b"\x1f\x8b"
 _JSON_LINES = "json"
 _PREFIXED = "length-prefixed"
 _PROTO = "protobuf"
-
-
-def _open(path: PathLike) -> BinaryIO:
-    """The file's bytes, decompressed when it is gzip."""
-    handle = open(path, "rb")  # noqa: SIM115 (returned open)
-    if handle.peek(2)[:2] == _GZIP:
-        handle.close()
-        return cast(BinaryIO, gzip.GzipFile(path, "rb"))
-    return handle
 
 
 def encoding_of(path: PathLike) -> str | None:
     """How an OTLP trace file is encoded ("json", "length-prefixed", "protobuf"), or None
     when its first bytes are none of them (not an OTLP trace file)."""
     try:
-        with _open(path) as handle:
-            head = handle.read(4096)
-    except (OSError, EOFError):
+        head = head_bytes(path)
+    except OSError:
         return None
     stripped = head.lstrip()
     if stripped.startswith(b"{"):
@@ -83,21 +81,32 @@ def read_requests(path: PathLike) -> Iterator[list[Span]]:
         InputFormatError: the file is no OTLP trace file, or a request in it is malformed
             (with its line or message number).
     """
+    if is_empty(path):
+        return  # a quiet hour's rotated file: no traces
     kind = encoding_of(path)
     if kind is None:
+        try:  # a gzip file cut short in its first bytes says so, not that it is no OTLP
+            with open_bytes(path) as handle:
+                while handle.read(1 << 16):
+                    pass
+        except GZIP_ERRORS as exc:
+            raise damaged_gzip(path, exc) from None
         raise InputFormatError(
             "not an OTLP trace file: expected OTLP/JSON lines (one ExportTraceServiceRequest "
             '{"resourceSpans": [...]} per line), length-prefixed protobuf, or one protobuf '
             "request, optionally gzip-compressed",
             path=str(path),
         )
-    with _open(path) as handle:
-        if kind == _JSON_LINES:
-            yield from _json_lines(handle, path)
-        elif kind == _PREFIXED:
-            yield from _prefixed(handle, path)
-        else:
-            yield _protobuf(handle.read(), path, None)
+    try:
+        with open_bytes(path) as handle:
+            if kind == _JSON_LINES:
+                yield from _json_lines(handle, path)
+            elif kind == _PREFIXED:
+                yield from _prefixed(handle, path)
+            else:
+                yield _protobuf(handle.read(), path, None)
+    except GZIP_ERRORS as exc:
+        raise damaged_gzip(path, exc) from None
 
 
 def _json_lines(handle: IO[bytes], path: PathLike) -> Iterator[list[Span]]:
@@ -171,6 +180,7 @@ def spans_of_json(request: Any, path: PathLike = "", line: int | None = None) ->
                             int(_camel(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
                             int(_camel(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
                             attributes_of(span.get("attributes")),
+                            bool(span.get("flags")) and parent_is_remote(span["flags"]),
                         )
                     )
     except InputFormatError as exc:
@@ -218,6 +228,7 @@ def _protobuf(message: bytes, path: PathLike, number: int | None) -> list[Span]:
                         span.start_time_unix_nano,
                         span.end_time_unix_nano,
                         {kv.key: _proto_value(kv.value) for kv in span.attributes},
+                        parent_is_remote(span.flags),
                     )
                 )
     return spans

@@ -1,17 +1,23 @@
 """One trace (its spans) as one `judge eval` row, or the reason it cannot be one.
 
-Which span gives what, by span kind and parentage:
+Which span gives what, by span kind and parentage. The spans are walked as one forest,
+depth first: every span without a parent, or whose parent is not in the trace, is a root
+(Langfuse's low-level SDK makes every observation top-level), the roots in start order.
 
-- the question and the answer: the input and output of the first span, from the root
+
+- the question and the answer: the input and output of the first span, from the roots
   down in start order, that has an input (normally the root CHAIN span): its `span_id`
   is the row's, the span evaluation results link to;
 - the retrievals: every RETRIEVER and RERANKER span (GenAI: operation "retrieval"), in
   start order, each with its ranked ids, scores and contents;
 - the contexts, `retrieved_ids` and `retrieved_scores`: the documents the generator saw,
-  in order: the last reranker's output when there is a reranker, else the documents of
-  every retriever in start order (a document found twice kept once, at its first place);
+  in order: the retrievals in start order, each retriever adding its documents (a document
+  found twice kept once, at its first place) and each reranker replacing what came before
+  with its output: the last reranker's output, then the documents of any retriever after it;
 - `models` and `token_counts`: the LLM spans' model names and summed token counts;
-- `session_id`: `session.id` (GenAI: `gen_ai.conversation.id`) of the first span having it.
+- `session_id`: `session.id` (GenAI: `gen_ai.conversation.id`) of the first span having it;
+- `start_time` and `latency_s`: from the earliest start among the trace's spans to the
+  latest end (a child can end after its root).
 
 A `mapping` (`--map field=attribute`) reads a field from an attribute of custom
 instrumentation instead: the first span, in start order, that has the attribute gives it.
@@ -59,17 +65,30 @@ def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
-def _ordered(spans: Sequence[Span], root: Span) -> list[Span]:
-    """The spans from the root down, depth first, each span's children in start order."""
+def _ordered(spans: Sequence[Span]) -> list[Span]:
+    """The spans as one forest, depth first: the roots (spans without a parent, or whose
+    parent is not among the spans) in start order, each span's children in start order.
+    Each span once, however many times it was given."""
+    by_id = {span.span_id: span for span in reversed(spans)}  # the first of a repeated id
+    unique = list(by_id.values())
     children: dict[str | None, list[Span]] = {}
-    for span in spans:
-        children.setdefault(span.parent_id, []).append(span)
+    roots: list[Span] = []
+    for span in unique:
+        if span.parent_id is None or span.parent_id not in by_id or span.parent_id == span.span_id:
+            roots.append(span)
+        else:
+            children.setdefault(span.parent_id, []).append(span)
+    order = lambda s: (s.start_ns, s.span_id)  # noqa: E731
     for kids in children.values():
-        kids.sort(key=lambda s: (s.start_ns, s.span_id))
+        kids.sort(key=order)
     out: list[Span] = []
-    stack = [root]
+    seen: set[str] = set()
+    stack = sorted(roots, key=order, reverse=True)
     while stack:
         span = stack.pop()
+        if span.span_id in seen:
+            continue
+        seen.add(span.span_id)
         out.append(span)
         stack.extend(reversed(children.get(span.span_id, ())))
     return out
@@ -97,12 +116,12 @@ def trace_row(
     """The row of one trace, or why there is none.
 
     Args:
-        spans: every span of the trace, in any order.
-        root: its root span (no parent).
+        spans: every span of the trace, in any order (a span given twice is read once).
+        root: its root span (`assemble.Trace.root`): it gives the trace's id.
         mapping: field -> attribute for custom instrumentation (`check_mapping`).
     """
     trace_id = root.trace_id
-    ordered = _ordered(spans, root)
+    ordered = _ordered(spans)
     mapping = mapping or {}
     kinds = [(span, oi.kind_of(span)) for span in ordered]
 
@@ -139,12 +158,17 @@ def trace_row(
             "(output.value): the app failed or the trace is incomplete",
         )
 
-    # The retrievals, and what the generator saw.
+    # The retrievals in start order, and what the generator saw: a retriever adds its
+    # documents (one found before is kept at its first place), a reranker replaces what
+    # came before with its output; so after two rounds, the reranked documents and then
+    # those of the retrievers that came after the reranker.
     retrievals: list[dict[str, Any]] = []
-    reranked: list[dict[str, Any]] | None = None
-    for span, kind in kinds:
-        if kind not in (oi.RETRIEVER, oi.RERANKER):
-            continue
+    rounds: list[tuple[str, list[dict[str, Any]]]] = []
+    found_spans = sorted(
+        ((span, kind) for span, kind in kinds if kind in (oi.RETRIEVER, oi.RERANKER)),
+        key=lambda item: item[0].start_ns,
+    )
+    for span, kind in found_spans:
         docs = oi.retrieved(span, kind)
         entry: dict[str, Any] = {
             "span_id": span.span_id,
@@ -155,20 +179,17 @@ def trace_row(
         if any("content" in d for d in docs):
             entry["contents"] = [d.get("content") for d in docs]
         retrievals.append(entry)
-        if kind == oi.RERANKER:
-            reranked = docs
-    seen: list[dict[str, Any]]
-    if reranked is not None:
-        seen = reranked
-    else:
-        seen, ids_seen = [], set()
-        for entry in retrievals:
-            contents = entry.get("contents") or [None] * len(entry["ids"])
-            for doc_id, score, content in zip(entry["ids"], entry["scores"], contents, strict=True):
-                if doc_id is not None and doc_id in ids_seen:
-                    continue
-                ids_seen.add(doc_id)
-                seen.append({"id": doc_id, "score": score, "content": content})
+        rounds.append((kind, docs))
+    last_reranker = max((n for n, (kind, _) in enumerate(rounds) if kind == oi.RERANKER), default=0)
+    seen: list[dict[str, Any]] = []
+    ids_seen: set[Any] = set()
+    for _, docs in rounds[last_reranker:]:
+        for doc in docs:
+            doc_id = doc.get("id")
+            if doc_id is not None and doc_id in ids_seen:
+                continue
+            ids_seen.add(doc_id)
+            seen.append(doc)
     contexts: list[Any] | None = [d.get("content") for d in seen]
     retrieved_ids: list[Any] | None = [d.get("id") for d in seen]
     retrieved_scores: list[Any] | None = [d.get("score") for d in seen]
@@ -235,6 +256,10 @@ def trace_row(
             session = oi.session_of(span)
             if session is not None:
                 break
+    # The trace's time: from its first span's start to its last span's end (a child may
+    # outlive the request: async work, a stream).
+    start_ns = min(span.start_ns for span in ordered)
+    end_ns = max(span.end_ns for span in ordered)
     return {
         "id": trace_id,
         "question": question,
@@ -245,8 +270,8 @@ def trace_row(
         "trace_id": trace_id,
         "span_id": qa_span.span_id,
         "retrievals": retrievals,
-        "start_time": iso_utc(root.start_ns),
-        "latency_s": round(max(0, root.end_ns - root.start_ns) / 1e9, 6),
+        "start_time": iso_utc(start_ns),
+        "latency_s": round(max(0, end_ns - start_ns) / 1e9, 6),
         "models": models,
         "token_counts": {"prompt": prompt, "completion": completion, "total": total},
         "session_id": session,

@@ -125,3 +125,69 @@ def scenarios(provider: Any) -> dict[str, str]:
             search.set_attribute("app.doc_texts", [DOCS["d3"], DOCS["d1"]])
         ids["custom"] = format(root.get_span_context().trace_id, "032x")
     return ids
+
+
+def shapes(provider: Any) -> dict[str, str]:
+    """Trace shapes met in production; name -> trace id: a root whose parent is remote (a
+    service called with a traceparent header), an HTTP server span above the chain, a child
+    that ends after its root, a retriever and reranker in a nested chain after a
+    query-rewriting LLM, and two rounds (a reranker, then a second retriever)."""
+    from opentelemetry import context
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+    tracer = provider.get_tracer("tests.rag")
+    ids: dict[str, str] = {}
+    remote = SpanContext(
+        trace_id=0xABC0000000000000000000000000001,
+        span_id=0x1234,
+        is_remote=True,
+        trace_flags=TraceFlags(1),
+    )
+    token = context.attach(set_span_in_context(NonRecordingSpan(remote)))
+    ids["remote_parent"] = chain(
+        tracer,
+        "How long is river 1?",
+        "River 1 is 100 km long.",
+        lambda: (retriever(tracer, "r1", ["d1"], [0.9]), llm(tracer, "River 1 is 100 km long.")),
+    )
+    context.detach(token)
+    with tracer.start_as_current_span("POST /ask") as http:
+        http.set_attribute("http.method", "POST")
+        ids["http_root"] = format(http.get_span_context().trace_id, "032x")
+        chain(
+            tracer,
+            "How long is river 2?",
+            "River 2 is 200 km long.",
+            lambda: (retriever(tracer, "r2", ["d2"], [0.9]), llm(tracer, "River 2 is 200 km.")),
+        )
+    root = tracer.start_span("RAG")
+    root.set_attribute(KIND, "CHAIN")
+    root.set_attribute(SpanAttributes.INPUT_VALUE, "How long is river 3?")
+    root.set_attribute(SpanAttributes.OUTPUT_VALUE, "River 3 is 300 km long.")
+    child = tracer.start_span("retrieve", context=set_span_in_context(root))
+    child.set_attribute(KIND, "RETRIEVER")
+    child.set_attributes(documents(SpanAttributes.RETRIEVAL_DOCUMENTS, ["d3"], [0.9]))
+    root.end()
+    child.end()  # async work that outlives the request
+    ids["child_after_root"] = format(root.get_span_context().trace_id, "032x")
+
+    def nested() -> None:
+        llm(tracer, "river 4 length")  # a query rewrite
+        with tracer.start_as_current_span("retrieve_and_rerank") as sub:
+            sub.set_attribute(KIND, "CHAIN")
+            sub.set_attribute(SpanAttributes.INPUT_VALUE, "river 4 length")
+            sub.set_attribute(SpanAttributes.OUTPUT_VALUE, "documents")
+            retriever(tracer, "river 4", ["d2", "d3", "d4"], [0.8, 0.7, 0.6])
+            reranker(tracer, ["d2", "d3", "d4"], ["d4", "d2"])
+        llm(tracer, "River 4 is 400 km long.")
+
+    ids["nested"] = chain(tracer, "How long is river 4?", "River 4 is 400 km long.", nested)
+
+    def two_rounds() -> None:
+        retriever(tracer, "a", ["d1", "d2"], [0.9, 0.8])
+        reranker(tracer, ["d1", "d2"], ["d2"])
+        retriever(tracer, "b", ["d5", "d6"], [0.9, 0.8])
+        llm(tracer, "River 6 is longer.")
+
+    ids["two_rounds"] = chain(tracer, "Rivers 2, 5 and 6?", "River 6 is longer.", two_rounds)
+    return ids

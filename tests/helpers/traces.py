@@ -221,3 +221,18 @@ def langfuse_observations(bodies: list[bytes]) -> list[dict[str, Any]]:
                 }
             out.append(json.loads(parse_obj_as(ObservationV2, item).json()))
     return out
+
+
+def cut_gzip(path: Path, target: Path, keep: float = 0.6) -> Path:
+    """The gzip of a file cut short, as a file the collector is still writing looks."""
+    whole = gzip.compress(path.read_bytes())
+    target.write_bytes(whole[: max(12, int(len(whole) * keep))])
+    return target
+
+
+def bad_crc_gzip(path: Path, target: Path) -> Path:
+    """The gzip of a file whose CRC trailer is wrong (a damaged copy)."""
+    whole = bytearray(gzip.compress(path.read_bytes()))
+    whole[-8] ^= 0xFF  # the CRC-32 is the 8th byte from the end onwards
+    target.write_bytes(bytes(whole))
+    return target

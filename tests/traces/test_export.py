@@ -551,3 +551,83 @@ def test_errors_name_the_flags(judged, tmp_path):
     assert no_traces.startswith(f"--rows {plain}: no row has a trace_id")
     no_results = cli_error(str(tmp_path), "--rows", str(rows_path), "--otlp-json", "e.jsonl")
     assert "no results.jsonl" in no_results
+
+
+# --- rows read from Langfuse: ids that are not OpenTelemetry's --------------------------
+
+
+def test_a_uuid_trace_id_becomes_its_32_hex_digits():
+    from judge.traces.export import trace_links
+
+    uuid = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+    links = trace_links([{"id": "r", "trace_id": uuid, "span_id": "ab" * 8}])
+    assert links["r"] is not None and links["r"].trace_id == uuid.replace("-", "")
+    assert links["r"].span_id == "ab" * 8
+
+
+def test_a_span_id_that_is_not_an_otel_id_links_to_the_trace_alone_and_is_counted():
+    row = {"id": "r", "trace_id": "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "span_id": "o1"}
+    results = [ResultRow(row=0, id="r", scores={"faithfulness": 0.5})]
+    events = evaluation_events(results, [row])
+    (event,) = events
+    assert event.trace_id == "3f2504e04f8911d39a0c0305e82c3301" and event.span_id is None
+    assert events.trace_only == ["r"]
+    (note,) = events.notes()
+    assert note.startswith("1 result rows had a span_id that is not an OpenTelemetry span id")
+    assert "Langfuse" in note and note.endswith(": r")
+
+
+def test_a_langfuse_trace_id_that_is_no_uuid_says_langfuse_ids_are_not_otel_ids(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "r", "trace_id": "t1", "span_id": "o1"}) + "\n")
+    from judge.traces.export import trace_links
+
+    with pytest.raises(InputFormatError, match=r"rows.jsonl:1: trace_id 't1'") as caught:
+        trace_links(read_rows(rows), path=str(rows))
+    assert "Langfuse" in str(caught.value) and "UUID" in str(caught.value)
+
+
+def test_export_takes_the_rows_extract_wrote_from_langfuse(tmp_path):
+    """Rows from Langfuse observations made without OpenTelemetry: UUID trace ids and
+    observation ids; the events link to the traces alone, and the command says so."""
+    uuid = "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+    observations = [
+        {"id": "6c1b", "traceId": uuid, "parentObservationId": None, "type": "SPAN",
+         "name": "rag", "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:02Z",
+         "input": "How long is river 1?", "output": "100 km"},
+        {"id": "7d2c", "traceId": uuid, "parentObservationId": None, "type": "RETRIEVER",
+         "name": "retrieve", "startTime": "2026-01-01T00:00:00.1Z",
+         "endTime": "2026-01-01T00:00:00.5Z", "input": "river 1",
+         "output": [{"id": "d1", "page_content": "river 1 is 100 km"}]},
+    ]  # fmt: skip
+    traces = tmp_path / "observations.jsonl"
+    traces.write_text("".join(json.dumps(o) + "\n" for o in observations), encoding="utf-8")
+    rows = tmp_path / "rows.jsonl"
+    assert run("traces", "extract", traces, "-o", rows).returncode == 0
+    results = tmp_path / "results.jsonl"
+    result = ResultRow(row=0, id=uuid, scores={"faithfulness": 1.0})
+    results.write_text(json.dumps(result.to_json()) + "\n", encoding="utf-8")
+    out = tmp_path / "events.jsonl"
+    done = run("traces", "export", results, "--rows", rows, "--otlp-json", out)
+    assert done.returncode == 0, done.stderr
+    assert "not an OpenTelemetry span id" in done.stderr
+    (record,) = records(as_protobuf(out.read_text(encoding="utf-8").splitlines()[0]))
+    assert record.trace_id == bytes.fromhex(uuid.replace("-", "")) and record.span_id == b""
+
+
+def test_the_phoenix_line_counts_the_metrics_it_wrote(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"id": "r", "trace_id": "ab" * 16, "span_id": "cd" * 8}) + "\n",
+        encoding="utf-8",
+    )
+    results = tmp_path / "results.jsonl"
+    result = ResultRow(row=0, id="r", scores={"faithfulness": 1.0, "answer_relevancy": math.nan})
+    results.write_text(json.dumps(result.to_json()) + "\n", encoding="utf-8")
+    done = run(
+        "traces", "export", results, "--rows", rows, "--otlp-json", tmp_path / "e.jsonl",
+        "--phoenix", tmp_path / "p.parquet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "wrote 2 evaluation events (1 rows, 2 metrics)" in done.stdout
+    assert "wrote 1 Phoenix span evaluations (1 metrics)" in done.stdout

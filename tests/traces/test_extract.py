@@ -286,7 +286,7 @@ def test_spans_split_over_requests_late_spans_and_missing_roots_are_counted():
     traces = list(assemble(batches, linger=2, counts=counts))
     by_id = {int(t.trace_id, 16): t for t in traces}
     assert len(by_id[1].spans) == 2 and by_id[1].root is not None
-    assert by_id[2].root is None
+    assert by_id[2].root is not None and by_id[2].missing_parent == f"{20:016x}"
     assert counts.late_spans == 1 and counts.spans == 5
 
 
