@@ -87,8 +87,10 @@ class CallStats:
 
 
 def app_key(app: App) -> str:
-    """Which app (target and source) a progress line belongs to."""
-    return sha256_hex(canonical_json([app.target, app.fingerprint]))[:16]
+    """Which app (target, source and, for a row app, its input) a progress line belongs
+    to: answers made from the question are not resumed by an app given the row."""
+    parts = [app.target, app.fingerprint] + (["row"] if app.takes_row else [])
+    return sha256_hex(canonical_json(parts))[:16]
 
 
 class ProgressFile:

@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
@@ -220,10 +220,17 @@ class JsonlRecords(Sequence[dict[str, Any]]):
         names: every column name, in the order first seen.
     """
 
-    def __init__(self, path: Path, offsets: Sequence[int], names: Sequence[str]):
+    def __init__(
+        self,
+        path: Path,
+        offsets: Sequence[int],
+        names: Sequence[str],
+        identity: tuple[int, ...] | None = None,
+    ):
         self.path = path
         self.names = tuple(names)
         self._offsets = array("q", offsets)
+        self._identity = identity if identity is not None else _identity(path)
 
     @classmethod
     def scan(cls, path: str | os.PathLike[str]) -> JsonlRecords:
@@ -234,14 +241,28 @@ class JsonlRecords(Sequence[dict[str, Any]]):
         offsets: list[int] = []
         names: dict[str, None] = {}
         offset = 0
+        identity = _identity(p)
         with p.open("rb") as lines:
             for number, line in enumerate(lines, start=1):
-                if line.strip():
+                if b"\r" in line.rstrip(b"\r\n"):
+                    raise InputFormatError(
+                        f"{p}:{number}: lines end in carriage returns alone (an old Mac "
+                        "file): save it with \\n (or \\r\\n) line endings"
+                    )
+                if _decoded(line, p, number).strip():  # str.strip: any Unicode space is blank
                     record = _record(line, p, number)
                     offsets.append(offset)
                     names.update(dict.fromkeys(record))
                 offset += len(line)
-        return cls(p, offsets, list(names))
+        if _identity(p) != identity:
+            raise _changed(p)
+        return cls(p, offsets, list(names), identity)
+
+    def _open(self) -> BinaryIO:
+        """The file, checked to be the one scanned: its lines are read at their offsets."""
+        if _identity(self.path) != self._identity:
+            raise _changed(self.path)
+        return self.path.open("rb")
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -255,15 +276,36 @@ class JsonlRecords(Sequence[dict[str, Any]]):
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        with self.path.open("rb") as lines:
+        with self._open() as lines:
             lines.seek(self._offsets[index])
             return _record(lines.readline(), self.path, None)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        with self.path.open("rb") as lines:
+        with self._open() as lines:
             for offset in self._offsets:
                 lines.seek(offset)
                 yield _record(lines.readline(), self.path, None)
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    """What tells that a file changed: its inode, size and modification time (ns)."""
+    stat = path.stat()
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _changed(path: Path) -> InputFormatError:
+    return InputFormatError(
+        f"{path} changed since it was read: its rows are read from it as they are used, "
+        "so it must stay as it is during the run; rerun on the file as it is now (copy it "
+        "first to edit it during a run)"
+    )
+
+
+def _decoded(line: bytes, path: Path, number: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(f"{path}:{number}: not UTF-8 ({exc})") from None
 
 
 def _record(line: bytes, path: Path, number: int | None) -> dict[str, Any]:

@@ -3,6 +3,7 @@ given the row (a dict of the test set's columns), any other the question (a str)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -23,7 +24,10 @@ def questions() -> list[dict[str, Any]]:
 @pytest.mark.parametrize("app", [apps.by_row, apps.async_by_row, apps.RowPipeline()])
 def test_an_app_with_a_row_parameter_is_given_the_row_sync_async_or_an_object(app, tmp_path):
     result = experiment(app, questions(), out=tmp_path / "out", metrics=["mrr"], progress=False)
-    rows = [json.loads(line) for line in (tmp_path / "out" / "app_outputs.jsonl").open()]
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "app_outputs.jsonl").read_text().splitlines()
+    ]
     for row, item in zip(rows, questions(), strict=True):
         assert row["seen"] == COLUMNS  # every column of the test set, under judge's names
         assert row["expected"] == item["ground_truth"]
@@ -98,5 +102,19 @@ def test_the_cli_gives_a_row_app_its_rows(tmp_path):
     assert shown.returncode == 0, shown.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["config"]["app"]["input"] == "row"
-    rows = [json.loads(line) for line in (tmp_path / "out" / "app_outputs.jsonl").open()]
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "app_outputs.jsonl").read_text().splitlines()
+    ]
     assert [r["seen"] for r in rows] == [COLUMNS] * 5
+
+
+def test_answers_made_from_the_question_are_not_resumed_as_a_row_apps():
+    # found in review: an app renamed to take `row` (same target and source hash) would
+    # have resumed the answers it made from the question
+    from judge.experiments.calls import app_key
+
+    by_question, by_row = as_app(apps.answer), as_app(apps.by_row)
+    assert not by_question.takes_row and by_row.takes_row
+    same_source = dataclasses.replace(by_row, target=by_question.target)
+    assert app_key(same_source) != app_key(by_question)

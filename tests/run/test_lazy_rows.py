@@ -83,3 +83,31 @@ def test_a_run_over_lazy_rows_writes_what_a_run_over_loaded_rows_writes(models, 
     for summary in summaries:
         summary["config"].pop("seconds")
     assert summaries[0] == summaries[1]
+
+
+def test_a_file_changed_after_it_was_read_is_refused_not_read_at_old_offsets(tmp_path):
+    # found in review: a test set edited during judge experiment was read again at the
+    # offsets of its old lines (wrong labels in silence, or "not JSON" with no reason)
+    from judge.run.data import JsonlRecords
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"question": "a", "tag": 0}\n{"question": "b", "tag": 0}\n')
+    records = JsonlRecords.scan(path)
+    assert records[1]["question"] == "b"
+    path.write_text('{"question": "a", "tag": 1}\n{"question": "b", "tag": 1}\n')  # same size
+    with pytest.raises(InputFormatError, match=r"rows\.jsonl changed since it was read"):
+        records[1]
+    with pytest.raises(InputFormatError, match=r"changed since it was read"):
+        list(records)
+
+
+def test_lines_are_read_as_the_whole_file_reader_reads_them(tmp_path):
+    # found in review: a line of only U+00A0 was "not JSON" (bytes.strip is ASCII only),
+    # and a file with CR line endings failed with "Extra data"
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"question": "a"}\n\u00a0\n{"question": "b"}\n', encoding="utf-8")
+    assert [r["question"] for r in load_rows_lazily(path)[0].records] == ["a", "b"]
+    old_mac = tmp_path / "cr.jsonl"
+    old_mac.write_bytes(b'{"question": "a"}\r{"question": "b"}\r')
+    with pytest.raises(InputFormatError, match=r"cr\.jsonl:1: .*carriage returns? alone"):
+        load_rows_lazily(old_mac)
