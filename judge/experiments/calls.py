@@ -25,12 +25,13 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from judge.errors import JudgeError
 from judge.experiments.app import App, MalformedReply, parse_reply
 from judge.json_values import canonical_json, sha256_hex
 from judge.run.checkpoint import open_for_appending, scan_lines
+from judge.run.data import JsonlRecords
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
@@ -145,56 +146,16 @@ class ProgressFile:
             raise write_failure(self.path, exc) from None
         return offset
 
-    def rows(self, offsets: Sequence[int]) -> Answers:
-        """The output rows of the lines at these offsets, read when used."""
-        return Answers(self.path, offsets)
+    def rows(self, offsets: Sequence[int]) -> JsonlRecords:
+        """The app's output rows of the lines at these offsets (in the questions' order),
+        each read from its line when used: memory holds an offset a question."""
+        return JsonlRecords(self.path, offsets, field="row")
 
     def close(self) -> None:
         """Close the file (its lines are already written through)."""
         if self._out is not None:
             out, self._out = self._out, None
             out.close()
-
-
-class Answers(Sequence[dict[str, Any]]):
-    """The app's output rows in the questions' order, read from the progress file when used
-    (each access parses its line again): memory holds an offset a question.
-
-    Args:
-        path: the progress file.
-        offsets: where each question's line starts, in the questions' order.
-    """
-
-    def __init__(self, path: Path, offsets: Sequence[int]):
-        self.path = path
-        self._offsets = array("q", offsets)
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        with self.path.open("rb") as lines:
-            lines.seek(self._offsets[index])
-            return _row(lines.readline())
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        with self.path.open("rb") as lines:
-            for offset in self._offsets:
-                lines.seek(offset)
-                yield _row(lines.readline())
-
-
-def _row(line: bytes) -> dict[str, Any]:
-    row: dict[str, Any] = json.loads(line)["row"]
-    return row
 
 
 def error_record(exc: BaseException) -> dict[str, Any]:
@@ -286,7 +247,7 @@ async def ask_all(
     timeout: float,
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
-) -> tuple[Answers, CallStats]:
+) -> tuple[JsonlRecords, CallStats]:
     """Every question's output row (in the questions' order, read from the progress file
     when used) and the call figures; the questions already answered in the progress file
     are not asked again.

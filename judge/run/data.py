@@ -218,17 +218,20 @@ class JsonlRecords(Sequence[dict[str, Any]]):
     Attributes:
         path: the file.
         names: every column name, in the order first seen.
+        field: the key of each line's object that holds the record (None: the object).
     """
 
     def __init__(
         self,
         path: Path,
         offsets: Sequence[int],
-        names: Sequence[str],
+        names: Sequence[str] = (),
         identity: tuple[int, ...] | None = None,
+        field: str | None = None,
     ):
         self.path = path
         self.names = tuple(names)
+        self.field = field
         self._offsets = array("q", offsets)
         self._identity = identity if identity is not None else _identity(path)
 
@@ -278,13 +281,17 @@ class JsonlRecords(Sequence[dict[str, Any]]):
             return [self[i] for i in range(*index.indices(len(self)))]
         with self._open() as lines:
             lines.seek(self._offsets[index])
-            return _record(lines.readline(), self.path, None)
+            return self._parsed(lines.readline())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         with self._open() as lines:
             for offset in self._offsets:
                 lines.seek(offset)
-                yield _record(lines.readline(), self.path, None)
+                yield self._parsed(lines.readline())
+
+    def _parsed(self, line: bytes) -> dict[str, Any]:
+        record = _record(line, self.path, None)
+        return record if self.field is None else record[self.field]
 
 
 def _identity(path: Path) -> tuple[int, ...]:
