@@ -7,11 +7,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from judge.cli.finish import finish_run, merge_into, record_run, say_damaged, say_notes
+from judge.cli.finish import (
+    export_scores,
+    finish_run,
+    merge_into,
+    record_run,
+    say_damaged,
+    say_notes,
+)
 from judge.cli.options import (
+    check_destinations,
     check_retrieval_only,
     column_map,
     data_options,
+    destination_options,
+    destinations,
     gate_options,
     metrics_given,
     model_config,
@@ -67,6 +77,7 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
     )
     model_options(p)
     trace_source_options(p)
+    destination_options(p)  # judge eval TRACES: the scores back beside the traces
     p.add_argument(
         "--out", default="judge-results", help="output directory (default: judge-results)"
     )
@@ -134,6 +145,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
     required = thresholds(args.fail_under, args.max_error_rate)
     read_trace_rows(args)
+    if destinations(args):
+        if args.trace_links is None:
+            raise JudgeError(
+                f"--otlp-json, --export-otlp and --phoenix send the scores back beside the "
+                f"traces they judge, and {args.data} holds no traces: give a trace file, or "
+                "run judge traces export on this run's output with the rows it judged"
+            )
+        check_destinations(args)
     if args.dry_run:
         return run_dry(args)
     if args.format != "text":
@@ -169,6 +188,8 @@ def run_eval(args: argparse.Namespace) -> int:
         say_notes(result)
         code = finish_run(result, folder, required, args.max_error_rate)
     record_run(args, folder.path, "eval")  # not a shard's: judge merge records those
+    if destinations(args):  # whatever the gates said: the scores are the traces' news
+        export_scores(args, folder.path, args.trace_links, f"the traces of {args.trace_file}")
     return code
 
 
@@ -176,8 +197,10 @@ def read_trace_rows(args: argparse.Namespace) -> None:
     """With --from, or a trace file as DATA (OTLP, Phoenix, Langfuse): DATA becomes the
     rows read from the traces (`judge.traces.extract.read_rows`), one per trace; the
     traces that gave none are counted on stderr."""
+    from judge.traces.export import trace_links
     from judge.traces.extract import ExtractSummary, read_rows, source_of
 
+    args.trace_links = None  # the rows' traces, when DATA holds traces
     # A rows file is none of these: their columns (traceId, context.span_id) differ.
     given = args.source is not None or args.map
     if not given and not (Path(str(args.data)).is_file() and source_of(args.data)):
@@ -201,6 +224,8 @@ def read_trace_rows(args: argparse.Namespace) -> None:
         )
     if not rows:
         raise JudgeError(f"{args.data}: no trace gave a row (see the reasons above)")
+    args.trace_links = trace_links(rows, path=str(args.data))
+    args.trace_file = args.data
     args.data = rows
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.cli.options import DEFAULT_MAX_ERROR_RATE, runs_path
+from judge.cli.options import DEFAULT_MAX_ERROR_RATE, runs_path, threshold_map
 from judge.errors import JudgeError
 
 if TYPE_CHECKING:
@@ -142,3 +142,62 @@ def record_run(args: argparse.Namespace, out: Path, command: str) -> None:
         )
         return
     print(f"judge: recorded run {record.id} in {path}", file=sys.stderr)
+
+
+def export_scores(
+    args: argparse.Namespace, results: Path, links: dict[str, Any], rows_named: str
+) -> None:
+    """Write or send the events of a run's results (a folder or results.jsonl) linked to
+    their traces, to every destination the command line gives."""
+    from judge.traces.export import (
+        evaluation_events,
+        phoenix_evaluations,
+        read_results,
+        send_otlp,
+        write_otlp_json,
+        write_phoenix,
+    )
+
+    limits = threshold_map(args.threshold)
+    results_file = results / "results.jsonl" if results.is_dir() else results
+    events = evaluation_events(read_results(results), links, thresholds=limits)
+    for note in events.notes():
+        print(f"judge: note: {note}", file=sys.stderr)
+    if not events.events:
+        raise JudgeError(
+            f"no result row of {results} matched a row of {rows_named} by id: "
+            "give the rows file the run judged"
+        )
+    # When judge judged: the results' time, so the same results give the same bytes.
+    stamp = results_file.stat().st_mtime_ns
+    rows = len({e.row_id for e in events})
+    metrics = len({e.metric for e in events})
+    what = f"{len(events)} evaluation events ({rows} rows, {metrics} metrics)"
+    if args.otlp_json:
+        write_otlp_json(events.events, args.otlp_json, time_unix_nano=stamp)
+        print(f"wrote {what} to {args.otlp_json}")
+    if args.phoenix:
+        evaluations = phoenix_evaluations(events)
+        write_phoenix(evaluations, args.phoenix)
+        framed = sum(len(f) for f in evaluations.frames.values())
+        framed_metrics = len(evaluations.frames)  # a metric without a score has no frame
+        print(
+            f"wrote {framed} Phoenix span evaluations ({framed_metrics} metrics) to {args.phoenix}"
+        )
+        if evaluations.without_span:
+            print(
+                f"judge: note: {evaluations.without_span} events left out of --phoenix: "
+                "their rows have a trace_id but no span_id, or one that is not an "
+                "OpenTelemetry span id (Phoenix evaluates spans)",
+                file=sys.stderr,
+            )
+        if evaluations.without_score:
+            print(
+                f"judge: note: {evaluations.without_score} events without a score (undefined, "
+                "or the judge failed) left out of --phoenix: Phoenix's client cannot send a "
+                "null score; the OTLP events keep them with their reason",
+                file=sys.stderr,
+            )
+    if args.export_otlp:
+        sent = send_otlp(events.events, args.export_otlp, time_unix_nano=stamp)
+        print(f"sent {sent} evaluation events to {args.export_otlp}")

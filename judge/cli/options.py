@@ -4,6 +4,7 @@ the judge model and cache, columns, custom metrics, retrieval metric names, the 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -375,3 +376,66 @@ def trace_mapping(items: list[str]) -> dict[str, str]:
             raise JudgeError(f"--map {item!r}: {field!r} is not one of {', '.join(MAPPABLE)}")
         mapping[field] = attribute
     return mapping
+
+
+def destination_options(p: argparse.ArgumentParser) -> None:
+    """Where a run's scores on traces go: --otlp-json, --export-otlp, --phoenix, and the
+    --threshold of their pass/fail labels (`judge traces export`, and `judge eval` of a
+    trace file)."""
+    p.add_argument(
+        "--otlp-json",
+        metavar="FILE",
+        help="write the events as OTLP JSON lines (one ExportLogsServiceRequest per line, "
+        "the OpenTelemetry Collector's file exporter format, read by its otlpjsonfile receiver)",
+    )
+    p.add_argument(
+        "--export-otlp",
+        metavar="URL",
+        help="send the events with the OpenTelemetry SDK's OTLP/HTTP log exporter (pip "
+        "install 'judge[otel]'): a collector's address such as http://localhost:4318 (the "
+        "path /v1/logs is added) or a full logs URL; headers from OTEL_EXPORTER_OTLP_HEADERS",
+    )
+    p.add_argument(
+        "--phoenix",
+        metavar="FILE",
+        help="write Phoenix span evaluations to a .parquet file (columns name, span_id, "
+        "score, label, explanation, annotator_kind): "
+        "Client().spans.log_span_annotations_dataframe(dataframe=pd.read_parquet(FILE))",
+    )
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="label the metric's events pass or fail against VALUE, on the metric's good "
+        "side (hallucination_rate passes at or below it); without one, no label (repeatable)",
+    )
+
+
+def threshold_map(items: list[str]) -> dict[str, float]:
+    """The --threshold METRIC=VALUE pairs as numbers by metric."""
+    out: dict[str, float] = {}
+    for item in items:
+        metric, sep, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not metric.strip() or math.isnan(number):
+            raise JudgeError(
+                f"--threshold {item!r}: write it as METRIC=NUMBER, e.g. faithfulness=0.8"
+            )
+        out[metric.strip()] = number
+    return out
+
+
+def destinations(args: argparse.Namespace) -> bool:
+    """Whether the command line says where scores on traces go."""
+    return bool(args.otlp_json or args.export_otlp or args.phoenix)
+
+
+def check_destinations(args: argparse.Namespace) -> None:
+    """The destinations' arguments checked before anything is judged or read."""
+    if args.phoenix and Path(args.phoenix).suffix != ".parquet":
+        raise JudgeError(f"--phoenix {args.phoenix}: give a .parquet file")
+    threshold_map(args.threshold)

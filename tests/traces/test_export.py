@@ -631,3 +631,42 @@ def test_the_phoenix_line_counts_the_metrics_it_wrote(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "wrote 2 evaluation events (1 rows, 2 metrics)" in done.stdout
     assert "wrote 1 Phoenix span evaluations (1 metrics)" in done.stdout
+
+
+def test_judge_eval_of_a_trace_file_sends_its_scores_back_beside_the_traces(
+    receiver, tmp_path, fake_llm_server: FakeLLMServer
+):
+    from tests.helpers.rag_spans import scenarios
+    from tests.helpers.traces import export as export_spans
+    from tests.helpers.traces import write_json_lines
+
+    fake_llm_server.chat = judge_handler
+    ids: dict[str, str] = {}
+    bodies = export_spans(lambda provider: ids.update(scenarios(provider)), batch=4)
+    traces = write_json_lines(bodies, tmp_path / "traces.jsonl")
+    rows = jsonl_rows(run("traces", "extract", traces, "-o", tmp_path / "rows.jsonl"), tmp_path)
+    common = ["--model", "openai/judge", "--api-base", fake_llm_server.base_url, "--api-key", "k"]
+    common += ["--cache", str(tmp_path / "c.sqlite"), "--no-progress", "--metrics", "faithfulness"]
+    done = run(
+        "eval", traces, "--out", tmp_path / "out", "--export-otlp", receiver.url,
+        "--threshold", "faithfulness=0.5", *common,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"sent 3 evaluation events to {receiver.url}" in done.stdout
+    sent = [
+        r for _, body in receiver.bodies for r in records(ExportLogsServiceRequest.FromString(body))
+    ]
+    spans = {(row["trace_id"], row["span_id"]) for row in rows}
+    assert {(r.trace_id.hex(), r.span_id.hex()) for r in sent} == spans
+    assert {attrs(r)["gen_ai.evaluation.score.label"] for r in sent} <= {"pass", "fail"}
+    # the same flags on a file of rows, which holds no traces, stop before any judging
+    plain = run("eval", tmp_path / "rows.jsonl", "--out", tmp_path / "o2", "--export-otlp",
+                receiver.url, *common)  # fmt: skip
+    assert plain.returncode == 2 and "holds no traces: give a trace file" in plain.stderr
+    assert not (tmp_path / "o2").exists()
+
+
+def jsonl_rows(done, tmp_path: Path) -> list[dict]:
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "rows.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
