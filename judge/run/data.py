@@ -55,6 +55,9 @@ class Row:
     error: str | None = None
     retrieved_ids: list[str] | None = None
     relevance: dict[str, int] | None = None
+    # What results.jsonl says of a row the app failed on, which has no sample.
+    id: Any = None
+    question: str | None = None
 
 
 def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:
@@ -456,7 +459,16 @@ def build_rows(
         row = Row(number)
         failure = record.get(APP_ERROR)
         if failure is not None:
-            rows.append(Row(number, error=app_failure(failure)))
+            ident = record.get(columns.get("id", ""))
+            question = record.get(columns.get("question", ""))
+            rows.append(
+                Row(
+                    number,
+                    error=app_failure(failure),
+                    id=ident if ident is not None else number,
+                    question=question if isinstance(question, str) else None,
+                )
+            )
             continue
         try:
             get = {fld: record.get(col) for fld, col in columns.items()}

@@ -171,7 +171,7 @@ def _result_row(row: Row) -> ResultRow:
     """The inputs of a row, with nothing scored yet."""
     s = row.sample
     if s is None:
-        return ResultRow(row.number, error=row.error)
+        return ResultRow(row.number, row.id, row.question, error=row.error)
     return ResultRow(
         row.number, s.id, s.question, s.answer, list(s.contexts), s.ground_truth, row.error
     )
