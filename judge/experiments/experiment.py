@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 from judge.aio import sync_twin
 from judge.cache.store import Cache
@@ -49,6 +49,10 @@ DEFAULT_APP_TIMEOUT = 120.0
 DEFAULT_OUT = "judge-experiment"
 
 
+T = TypeVar("T")
+V = TypeVar("V")
+
+
 @dataclasses.dataclass(frozen=True)
 class TestSet:
     """The questions to ask, where they came from, and their relevance labels.
@@ -74,24 +78,28 @@ class TestSet:
         column are read from the questions when used, a later row winning for an id."""
         if self.qrels_source is None or self.labels is not None:
             return self.labels
-        return _ColumnLabels(self.questions)
+        return _ParsedByID(self.questions, lambda q: q.id, _labels)
 
 
-class _ColumnLabels(Mapping[str, Mapping[str, int]]):
-    """The relevance column's labels by question id, each parsed from its question when
-    used: memory holds a position per id."""
+class _ParsedByID(Mapping[str, V], Generic[T, V]):
+    """Values by id, each parsed from its item when used (the relevance column's labels
+    of the questions, the app's rankings of its rows): memory holds a position per id, a
+    later item of an id winning; items that parse to None are left out."""
 
-    def __init__(self, questions: Sequence[Question]):
-        self._questions = questions
+    def __init__(
+        self, items: Sequence[T], ident: Callable[[T], str], parse: Callable[[T], V | None]
+    ):
+        self._items = items
+        self._parse = parse
         self._where: dict[str, int] = {}
-        for i, question in enumerate(questions):
-            if _labels(question) is not None:
-                self._where[question.id] = i
+        for i, item in enumerate(items):
+            if parse(item) is not None:
+                self._where[ident(item)] = i
 
-    def __getitem__(self, ident: str) -> Mapping[str, int]:
-        labels = _labels(self._questions[self._where[ident]])
-        assert labels is not None  # checked when the id was placed
-        return labels
+    def __getitem__(self, ident: str) -> V:
+        value = self._parse(self._items[self._where[ident]])
+        assert value is not None  # checked when the id was placed
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._where)
@@ -225,28 +233,6 @@ def load_testset(
     return TestSet(questions, source, os.fspath(qrels) if qrels is not None else None, labels)
 
 
-class _Run(Mapping[str, Mapping[str, float]]):
-    """The app's rankings as a TREC run, each question's read from its row when used."""
-
-    def __init__(self, rows: Sequence[Mapping[str, Any]]):
-        self._rows = rows
-        self._where: dict[str, int] = {}
-        for i, row in enumerate(rows):
-            if _ranked(row) is not None:
-                self._where[str(row["id"])] = i  # a later row of an id wins
-
-    def __getitem__(self, ident: str) -> Mapping[str, float]:
-        ranked = _ranked(self._rows[self._where[ident]])
-        assert ranked is not None  # checked when the id was placed
-        return ranked
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._where)
-
-    def __len__(self) -> int:
-        return len(self._where)
-
-
 def _ranked(row: Mapping[str, Any]) -> dict[str, float] | None:
     """A row's retrieved ids with scores falling in rank order; None without any."""
     ids = row.get("retrieved_ids")
@@ -262,7 +248,7 @@ def trec_run(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Mapping[str, flo
     ranks by score, and an app's scores may be distances, or not follow its order).
     Each question's ranking is made from its row when used (`rows` may read each from
     its file): memory holds a position per question id."""
-    return _Run(rows)
+    return _ParsedByID(rows, lambda row: str(row["id"]), _ranked)
 
 
 def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
