@@ -29,6 +29,7 @@ from judge.llm.session import LLMSession
 from judge.metrics.resolve import MetricLike
 from judge.run.data import (
     JsonlRecords,
+    Row,
     load_rows_lazily,
     parse_relevance,
     read_records,
@@ -285,9 +286,10 @@ async def run_experiment(
         progress_interval=progress_interval,
     )
     published = [APP_OUTPUTS]
-    with folder.writing(APP_OUTPUTS) as path:
-        _write_jsonl(path, rows)
-    published += write_rankings(folder, testset, rows)
+    with folder.writing(APP_OUTPUTS) as outputs:
+        _write_jsonl(outputs, rows)
+    # The rows as judge eval reads them (below): qrels.txt holds the labels it scores.
+    published += write_rankings(folder, testset, rows, load_rows_lazily(outputs)[0])
     folder.publish(published)  # kept whatever happens to the judging
     # Judged as `judge eval` judges the file, its rows read from it as they are judged.
     loaded, columns, source = load_rows_lazily(folder.path / APP_OUTPUTS)
@@ -312,21 +314,44 @@ async def run_experiment(
 
 
 def write_rankings(
-    folder: OutputFolder, testset: TestSet, rows: Sequence[Mapping[str, Any]]
+    folder: OutputFolder,
+    testset: TestSet,
+    rows: Sequence[Mapping[str, Any]],
+    judged: Sequence[Row],
 ) -> list[str]:
     """run.trec and qrels.txt, written into the folder when the app returned retrieved ids
-    and the test set has relevance labels; the names of the files written."""
-    labels = testset.qrels()
-    if labels is None:
+    and the test set has relevance labels; the names of the files written.
+
+    qrels.txt holds the labels of the questions the summary's retrieval metrics average
+    over, and no others: those with labels that judge eval scores (`judged`, the rows
+    read back from app_outputs.jsonl), not a question the app failed on, nor a label of
+    an id the test set does not have. `judge ir` (trec_eval -c: a judged query without a
+    ranking scores 0) on the two files gives the summary's figures: a question answered
+    without retrieved ids scores 0 in both.
+    """
+    if testset.qrels() is None:
         return []
     run = trec_run(rows)
     if not run:
         return []
+    labels = _ParsedByID(
+        range(len(judged)), lambda i: str(rows[i]["id"]), lambda i: _scored(judged[i])
+    )
+    if not labels:
+        return []  # no question the app answered has labels: nothing to score
     with folder.writing("run.trec") as path:
         write_run(run, path, tag="app")
     with folder.writing("qrels.txt") as path:
         write_qrels(labels, path)
     return ["run.trec", "qrels.txt"]
+
+
+def _scored(row: Row) -> dict[str, int] | None:
+    """A row's labels, when judge eval scores its retrieval metrics: a row it reads (the
+    app answered) with at least one label; else None."""
+    if row.sample is None or row.error is not None or not row.relevance:
+        return None
+    return row.relevance
 
 
 def app_record(
