@@ -217,12 +217,21 @@ def load_testset(
     questions = _Questions(records, question)
     bad = []
     found = False  # labels in the relevance column
+    # Each id's first row, and whether its id is its row number (it had none): every row
+    # has its own line in run.trec and qrels.txt, so no two may share an id as text.
+    ids: dict[str, tuple[int, bool]] = {}
     for number, record in enumerate(records):  # one pass, one record at a time
         text = record.get(columns["question"])
         if not isinstance(text, str) or not text.strip():
             bad.append(number)
         elif labels is None and not found:
             found = _labels(question(number, record)) is not None
+        given = record.get(columns["id"]) if "id" in columns else None
+        first, numbered = ids.setdefault(
+            str(number if given is None else given), (number, given is None)
+        )
+        if first != number:
+            raise _same_id(source, first, numbered, number, given, columns.get("id", "id"))
     if bad:
         shown = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
         raise InputFormatError(
@@ -232,6 +241,23 @@ def load_testset(
     if labels is None and found:
         return TestSet(questions, source, f"{source} (relevance column)")
     return TestSet(questions, source, os.fspath(qrels) if qrels is not None else None, labels)
+
+
+def _same_id(
+    source: str, first: int, numbered: bool, number: int, given: Any, column: str
+) -> InputFormatError:
+    """The error of two rows with one id (as text); a row without one has its number."""
+    ident = str(number if given is None else given)
+    why = [
+        f"row {n} has no {column} and is given its row number"
+        for n, none in ((first, numbered), (number, given is None))
+        if none
+    ]
+    return InputFormatError(
+        f"{source}: rows {first} and {number} have the same id {ident!r}"
+        + (f" ({'; '.join(why)})" if why else "")
+        + f": ids must be unique (compared as text); give each row a {column} of its own"
+    )
 
 
 def _ranked(row: Mapping[str, Any]) -> dict[str, float] | None:

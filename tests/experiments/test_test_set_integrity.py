@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from judge import experiment
+from judge import InputFormatError, experiment
 from judge.experiments.app import as_app
 from judge.experiments.calls import ProgressFile, ask_all
 from judge.experiments.experiment import PROGRESS_FILE, load_testset
@@ -210,3 +211,39 @@ def test_the_progress_file_keeps_the_apps_answers_and_no_labels(tmp_path):
     for line in read_jsonl(out / PROGRESS_FILE):
         assert not {"relevance", "ground_truth", "category", "question"} & set(line["row"])
         assert {"answer", "contexts", "app_latency_s", "app_error"} <= set(line["row"])
+
+
+# ---- ids: unique after normalisation, a row without one never takes another's
+
+
+@pytest.mark.parametrize(
+    ("ids", "rows", "shown"),
+    [
+        (["q1", "q2", "q3", "q1", "q5"], "rows 0 and 3", "'q1'"),
+        ([1, "2", "1", 4, 5], "rows 0 and 2", "'1'"),  # the same id once normalised
+        (["3", "q2", "q3", None, "q5"], "rows 0 and 3", "'3'"),  # row 3 gets its number
+    ],
+)
+def test_ids_that_are_not_unique_are_refused_naming_both_rows(ids, rows, shown, tmp_path):
+    data = [{**q, "id": ident} for q, ident in zip(apps.QUESTIONS, ids, strict=True)]
+    for item in data:
+        if item["id"] is None:
+            del item["id"]
+    with pytest.raises(InputFormatError, match=rf"{rows} .*{shown}") as raised:
+        experiment(apps.answer, data, out=tmp_path / "out", metrics=["mrr"], progress=False)
+    assert "unique" in str(raised.value)
+    assert not (tmp_path / "out").exists()  # refused before any question is asked
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in data))
+    shown_cli = run_cli("experiment", str(path), "--app", "tests.helpers.apps:answer")
+    assert shown_cli.returncode == 2, shown_cli.stderr
+    assert rows in shown_cli.stderr and "Traceback" not in shown_cli.stderr
+
+
+def test_rows_without_ids_keep_their_numbers_and_all_are_scored(tmp_path):
+    data = [{k: v for k, v in q.items() if k != "id"} for q in apps.QUESTIONS]
+    out = tmp_path / "out"
+    result = experiment(apps.answer, data, out=out, metrics=["mrr"], progress=False)
+    assert [r["id"] for r in read_jsonl(out / "app_outputs.jsonl")] == [0, 1, 2, 3, 4]
+    assert result.summary["mrr"].scored == 5 and not math.isnan(result.summary["mrr"].mean)
+    assert_summary_is_judge_ir(out)
