@@ -6,7 +6,8 @@ An app takes the question (a string) as its one argument, or, when that argument
 mapping with
 `answer` (str), `contexts` (list of str, in the order the generator saw them) and,
 optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores` (numbers,
-one per id) and anything else JSON can hold (kept as extra columns). It may be a
+one per id) and anything else JSON can hold (kept as extra columns, under names that are
+not the test set's: `RESERVED`). It may be a
 function, a coroutine function or a callable object; a pydantic model or a dataclass
 with those fields is read like a mapping. Framework objects (a LangChain runnable, a
 LlamaIndex query engine, a Haystack pipeline) go through `judge.experiments.adapters`.

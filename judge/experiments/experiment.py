@@ -426,15 +426,19 @@ async def aexperiment(
             str), or the test set's row (a dict: id, question, ground_truth, relevance
             and any other column) when its one parameter is named `row`, and returning
             `{"answer": str, "contexts": [str, ...]}`, optionally with
-            `retrieved_ids` (rank order), `retrieved_scores` and extra keys; a LangChain
+            `retrieved_ids` (rank order), `retrieved_scores` and extra keys (a key
+            naming a test set column is that question's app error); a LangChain
             runnable or LlamaIndex query engine; or a target string
             `"module:function"` / `"path/to/file.py:function"`.
         data: the test set: a `judge testset build` folder, or anything `judge.evaluate`
-            reads (needs a question column; id, ground_truth and relevance are used).
+            reads (needs a question column; id, ground_truth and relevance are used;
+            ids unique as text, a row without one having its row number).
         out: the folder written: app_outputs.jsonl, run.trec and qrels.txt (with
             retrieved ids and relevance labels), results.jsonl, summary.json,
             report.html. A stopped experiment rerun with the same `out` and app resumes:
-            answered questions are not asked again, judged rows not judged again.
+            answered questions are not asked again (unless what the app is given
+            changed), judged rows not judged again; the rows are built from the test set
+            as it is now.
         metrics, llm, embeddings, cache, concurrency: as for `judge.evaluate`; without
             `llm` only retrieval metrics can be computed.
         column_map: `{field: column}` for test set columns with other names.
