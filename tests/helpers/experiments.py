@@ -53,9 +53,12 @@ def assert_summary_is_judge_ir(folder: Path) -> None:
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     metrics = retrieval_metrics(summary)
     scored = {name: figures["scored"] for name, figures in metrics.items()}
-    if not any(scored.values()):
-        return  # no question scored: nothing to compare (and nothing written to)
     qrels, run = folder / "qrels.txt", folder / "run.trec"
+    if metrics and not any(scored.values()):  # no question scored: no labels written
+        assert not qrels.exists(), f"{folder}: qrels.txt holds labels the summary never scored"
+        return
+    if not metrics:
+        return  # LLM-judged metrics alone: nothing to compare
     assert qrels.is_file() and run.is_file(), (
         f"{folder}: the summary scores retrieval metrics {scored} but the folder has "
         f"{'no qrels.txt' if not qrels.is_file() else 'no run.trec'}"
