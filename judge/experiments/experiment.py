@@ -256,7 +256,7 @@ def _same_id(
     return InputFormatError(
         f"{source}: rows {first} and {number} have the same id {ident!r}"
         + (f" ({'; '.join(why)})" if why else "")
-        + f": ids must be unique (compared as text); give each row a {column} of its own"
+        + f": ids must be unique (compared as text); give each row its own {column}"
     )
 
 
