@@ -5,6 +5,7 @@ import pytest
 
 from judge import LLM, Embeddings
 from judge.testing import FakeLLMServer, fake_llm_server  # noqa: F401  (a pytest fixture)
+from tests.helpers.experiments import check_experiment_folders
 from tests.helpers.judging import judge_handler
 
 
@@ -27,3 +28,17 @@ def run_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     path = tmp_path_factory.mktemp("runs") / "runs.sqlite"
     monkeypatch.setenv("JUDGE_RUNS", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def experiment_folders_agree_with_judge_ir(request: pytest.FixtureRequest):
+    """After every test with a `tmp_path` (or a `pytester`): each experiment folder it
+    left there reports the retrieval metrics `judge ir` computes on the folder's qrels.txt
+    and run.trec (tests/helpers/experiments.py)."""
+    # Taken before the test runs, so that they are torn down after this fixture.
+    roots = [request.getfixturevalue("tmp_path")] if "tmp_path" in request.fixturenames else []
+    if "pytester" in request.fixturenames:
+        roots.append(request.getfixturevalue("pytester").path)
+    yield
+    for root in roots:
+        check_experiment_folders(root)

@@ -6,7 +6,8 @@ An app takes the question (a string) as its one argument, or, when that argument
 mapping with
 `answer` (str), `contexts` (list of str, in the order the generator saw them) and,
 optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores` (numbers,
-one per id) and anything else JSON can hold (kept as extra columns). It may be a
+one per id) and anything else JSON can hold (kept as extra columns, under names that are
+not the test set's: `RESERVED`). It may be a
 function, a coroutine function or a callable object; a pydantic model or a dataclass
 with those fields is read like a mapping. Framework objects (a LangChain runnable, a
 LlamaIndex query engine, a Haystack pipeline) go through `judge.experiments.adapters`.
@@ -22,18 +23,36 @@ import inspect
 import json
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
 from judge.experiments.adapters import adapt
+from judge.run.data import APP_ERROR, COLUMNS
 
 # The name of an app's parameter that asks for the test set's row, not the question.
 ROW = "row"
 # The columns an app's reply fills; every other key of the reply is kept as it is.
 REPLY_FIELDS = ("answer", "contexts", "retrieved_ids", "retrieved_scores")
+# Names an extra key of a reply may not take, with what judge reads under each: the test
+# set's fields (a reply's "relevance" or "reference" would be the labels the app is graded
+# on), another name of retrieved_ids (judge eval would read it as the ranking), and the
+# columns of the call's own record. Other names of the question, id, answer and contexts
+# ("query", "response", ...) stay free: every output row has the columns read before them.
+RESERVED: dict[str, str] = {
+    "question": "judge's name for the question column",
+    "id": "judge's name for the id column",
+    **{
+        name: f"judge's name for the {fld} column"
+        for fld in ("ground_truth", "relevance", "retrieved_ids")
+        for name in COLUMNS[fld].names
+        if name not in REPLY_FIELDS
+    },
+    APP_ERROR: "the column of the app's errors",
+    "app_latency_s": "the column of the app's latency",
+}
 
 
 class AppError(JudgeError):
@@ -260,9 +279,15 @@ def _fingerprint(obj: Any) -> str | None:
     return _file_hash(Path(file)) if file is not None else None
 
 
-def parse_reply(value: Any) -> AppReply:
+def parse_reply(value: Any, inputs: Collection[str] = ()) -> AppReply:
     """The app's return value checked against the contract; `MalformedReply` says what
-    is wrong in the app's terms."""
+    is wrong in the app's terms.
+
+    Args:
+        value: what the app returned.
+        inputs: the columns of the question's row (the test set's): an extra key of the
+            reply may not name one, nor a name in `RESERVED`.
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = dataclasses.asdict(value)
     elif hasattr(value, "model_dump") and callable(value.model_dump):  # a pydantic model
@@ -297,6 +322,12 @@ def parse_reply(value: Any) -> AppReply:
     for key, item in extra.items():
         if not isinstance(key, str):
             raise MalformedReply(f"the reply's key {key!r} is not a string")
+        taken = "a column of the test set" if key in inputs else RESERVED.get(key)
+        if taken is not None:  # the app would replace its input, or grade itself
+            raise MalformedReply(
+                f"the reply's key {key!r} is {taken}: an app's extra keys may not replace "
+                "the test set's columns; rename it"
+            )
         try:
             json.dumps(item, allow_nan=False)
         except (TypeError, ValueError):

@@ -3,7 +3,11 @@ written down as it comes, a stopped experiment resumed.
 
 Each finished call is appended at once to a progress file in the output folder
 (`.app_outputs.jsonl`), so a killed experiment loses no answer: the next run with the
-same app reads it back and asks only the questions without an answer. An app error
+same app reads it back and asks only the questions without an answer. A line holds the
+app's part of the row alone, never the test set's columns or labels, under a key made of
+what the app was given (its whole row, or its question): a resumed experiment over a
+changed test set asks again what changed, and builds every output row from the test set
+as it is now. An app error
 (an exception, a timeout, a reply outside the contract) is that question's outcome,
 never the experiment's end; it is asked again on the next run. A sync app runs in a
 thread of its own (a daemon thread: one that never returns cannot keep the process
@@ -25,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from judge.errors import JudgeError
 from judge.experiments.app import App, MalformedReply, parse_reply
@@ -48,10 +52,22 @@ class Question:
     question: str
     columns: dict[str, Any]
 
-    @property
-    def key(self) -> str:
-        """What matches an answer in the progress file to this question."""
-        return sha256_hex(canonical_json([self.id, self.question]))
+    def key(self, takes_row: bool) -> str:
+        """What matches an answer in the progress file to this question: everything the
+        app was given (the whole row, or the question), and for a question the names of
+        the row's columns (a reply's extra key may not take one)."""
+        given: Any = self.columns if takes_row else [self.question, sorted(self.columns)]
+        return sha256_hex(json.dumps(["row" if takes_row else "question", given], **_KEYED))
+
+
+# The key's JSON: canonical (sorted keys), and total over the values a row read by pandas
+# may hold (NaN, arrays, timestamps): a value JSON has no form for is keyed by its text.
+_KEYED: dict[str, Any] = {
+    "sort_keys": True,
+    "separators": (",", ":"),
+    "ensure_ascii": False,
+    "default": lambda value: value.tolist() if hasattr(value, "tolist") else repr(value),
+}
 
 
 @dataclass
@@ -107,7 +123,12 @@ class ProgressFile:
     def __init__(self, path: Path, app: App):
         self.path = path
         self.key = app_key(app)
+        self.takes_row = app.takes_row
         self._out: Any = None
+
+    def key_of(self, question: Question) -> str:
+        """The key of a question's line: what this app was given for it."""
+        return question.key(self.takes_row)
 
     def load(self) -> dict[str, int]:
         """Question key -> where its line starts (`rows` reads it back), for the lines of this
@@ -134,7 +155,7 @@ class ProgressFile:
     def write(self, question: Question, row: dict[str, Any]) -> int:
         """Append one finished question's row; returns where its line starts."""
         line = json.dumps(
-            {"app": self.key, "question": question.key, "row": row}, ensure_ascii=False
+            {"app": self.key, "question": self.key_of(question), "row": row}, ensure_ascii=False
         )
         try:
             if self._out is None:
@@ -147,8 +168,9 @@ class ProgressFile:
         return offset
 
     def rows(self, offsets: Sequence[int]) -> JsonlRecords:
-        """The app's output rows of the lines at these offsets (in the questions' order),
-        each read from its line when used: memory holds an offset a question."""
+        """The app's part of the output rows, of the lines at these offsets (in the
+        questions' order), each read from its line when used: memory holds an offset a
+        question."""
         return JsonlRecords(self.path, offsets, field="row")
 
     def close(self) -> None:
@@ -214,10 +236,11 @@ async def _outcome(app: App, given: Any) -> tuple[Any, Exception | None]:
 
 
 async def ask(app: App, question: Question, timeout: float) -> dict[str, Any]:
-    """The app's output row for one question: the reply's columns, or the error, and the
-    latency in seconds."""
+    """The app's part of one question's output row: the reply's columns, or the error, and
+    the latency in seconds (the test set's columns are the question's, joined to it when
+    the output is written: `OutputRows`)."""
     started = time.perf_counter()
-    row: dict[str, Any] = dict(question.columns)
+    row: dict[str, Any] = {}
     error: dict[str, Any] | None = None
     # The row as a copy of its own: what the app does to it stays out of the output row.
     given = copy.deepcopy(question.columns) if app.takes_row else question.question
@@ -230,7 +253,7 @@ async def ask(app: App, question: Question, timeout: float) -> dict[str, Any]:
             error = error_record(failure)
         else:
             try:
-                row.update(parse_reply(value).columns())
+                row.update(parse_reply(value, question.columns).columns())
             except MalformedReply as exc:
                 error = {"type": "MalformedReply", "message": str(exc)}
     row[LATENCY] = round(time.perf_counter() - started, 4)
@@ -247,7 +270,7 @@ async def ask_all(
     timeout: float,
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
-) -> tuple[JsonlRecords, CallStats]:
+) -> tuple[OutputRows, CallStats]:
     """Every question's output row (in the questions' order, read from the progress file
     when used) and the call figures; the questions already answered in the progress file
     are not asked again.
@@ -273,7 +296,7 @@ async def ask_all(
     offsets = array("q", [-1]) * len(questions)  # where each question's line starts
     stats = CallStats()
     for i, question in enumerate(questions if done else ()):  # read again: only to resume
-        found = done.get(question.key)
+        found = done.get(progress_file.key_of(question))
         if found is not None:
             offsets[i] = found
             stats.reused += 1
@@ -319,4 +342,36 @@ async def ask_all(
         stats.latencies.append(row[LATENCY])
         if row[ERROR] is not None:
             stats.errors[row[ERROR]["type"]] += 1
-    return answers, stats
+    return OutputRows(questions, answers), stats
+
+
+class OutputRows(Sequence[dict[str, Any]]):
+    """The output rows: each question's columns (the test set as it is now: its labels
+    are never kept with the answers) joined to the app's part of the row, built when used.
+
+    Args:
+        questions: the test set's questions.
+        answers: the app's part of each question's row, in the same order.
+    """
+
+    def __init__(self, questions: Sequence[Question], answers: Sequence[dict[str, Any]]):
+        self._questions = questions
+        self._answers = answers
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return {**self._questions[index].columns, **self._answers[index]}
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for question, answer in zip(self._questions, self._answers, strict=True):
+            yield {**question.columns, **answer}

@@ -29,6 +29,7 @@ from judge.llm.session import LLMSession
 from judge.metrics.resolve import MetricLike
 from judge.run.data import (
     JsonlRecords,
+    Row,
     load_rows_lazily,
     parse_relevance,
     read_records,
@@ -216,12 +217,21 @@ def load_testset(
     questions = _Questions(records, question)
     bad = []
     found = False  # labels in the relevance column
+    # Each id's first row, and whether its id is its row number (it had none): every row
+    # has its own line in run.trec and qrels.txt, so no two may share an id as text.
+    ids: dict[str, tuple[int, bool]] = {}
     for number, record in enumerate(records):  # one pass, one record at a time
         text = record.get(columns["question"])
         if not isinstance(text, str) or not text.strip():
             bad.append(number)
         elif labels is None and not found:
             found = _labels(question(number, record)) is not None
+        given = record.get(columns["id"]) if "id" in columns else None
+        first, numbered = ids.setdefault(
+            str(number if given is None else given), (number, given is None)
+        )
+        if first != number:
+            raise _same_id(source, first, numbered, number, given, columns.get("id", "id"))
     if bad:
         shown = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
         raise InputFormatError(
@@ -231,6 +241,23 @@ def load_testset(
     if labels is None and found:
         return TestSet(questions, source, f"{source} (relevance column)")
     return TestSet(questions, source, os.fspath(qrels) if qrels is not None else None, labels)
+
+
+def _same_id(
+    source: str, first: int, numbered: bool, number: int, given: Any, column: str
+) -> InputFormatError:
+    """The error of two rows with one id (as text); a row without one has its number."""
+    ident = str(number if given is None else given)
+    why = [
+        f"row {n} has no {column} and is given its row number"
+        for n, none in ((first, numbered), (number, given is None))
+        if none
+    ]
+    return InputFormatError(
+        f"{source}: rows {first} and {number} have the same id {ident!r}"
+        + (f" ({'; '.join(why)})" if why else "")
+        + f": ids must be unique (compared as text); give each row its own {column}"
+    )
 
 
 def _ranked(row: Mapping[str, Any]) -> dict[str, float] | None:
@@ -285,9 +312,10 @@ async def run_experiment(
         progress_interval=progress_interval,
     )
     published = [APP_OUTPUTS]
-    with folder.writing(APP_OUTPUTS) as path:
-        _write_jsonl(path, rows)
-    published += write_rankings(folder, testset, rows)
+    with folder.writing(APP_OUTPUTS) as outputs:
+        _write_jsonl(outputs, rows)
+    # The rows as judge eval reads them (below): qrels.txt holds the labels it scores.
+    published += write_rankings(folder, testset, rows, load_rows_lazily(outputs)[0])
     folder.publish(published)  # kept whatever happens to the judging
     # Judged as `judge eval` judges the file, its rows read from it as they are judged.
     loaded, columns, source = load_rows_lazily(folder.path / APP_OUTPUTS)
@@ -312,21 +340,44 @@ async def run_experiment(
 
 
 def write_rankings(
-    folder: OutputFolder, testset: TestSet, rows: Sequence[Mapping[str, Any]]
+    folder: OutputFolder,
+    testset: TestSet,
+    rows: Sequence[Mapping[str, Any]],
+    judged: Sequence[Row],
 ) -> list[str]:
     """run.trec and qrels.txt, written into the folder when the app returned retrieved ids
-    and the test set has relevance labels; the names of the files written."""
-    labels = testset.qrels()
-    if labels is None:
+    and the test set has relevance labels; the names of the files written.
+
+    qrels.txt holds the labels of the questions the summary's retrieval metrics average
+    over, and no others: those with labels that judge eval scores (`judged`, the rows
+    read back from app_outputs.jsonl), not a question the app failed on, nor a label of
+    an id the test set does not have. `judge ir` (trec_eval -c: a judged query without a
+    ranking scores 0) on the two files gives the summary's figures: a question answered
+    without retrieved ids scores 0 in both.
+    """
+    if testset.qrels() is None:
         return []
     run = trec_run(rows)
     if not run:
         return []
+    labels = _ParsedByID(
+        range(len(judged)), lambda i: str(rows[i]["id"]), lambda i: _scored(judged[i])
+    )
+    if not labels:
+        return []  # no question the app answered has labels: nothing to score
     with folder.writing("run.trec") as path:
         write_run(run, path, tag="app")
     with folder.writing("qrels.txt") as path:
         write_qrels(labels, path)
     return ["run.trec", "qrels.txt"]
+
+
+def _scored(row: Row) -> dict[str, int] | None:
+    """A row's labels, when judge eval scores its retrieval metrics: a row it reads (the
+    app answered) with at least one label; else None."""
+    if row.sample is None or row.error is not None or not row.relevance:
+        return None
+    return row.relevance
 
 
 def app_record(
@@ -375,15 +426,19 @@ async def aexperiment(
             str), or the test set's row (a dict: id, question, ground_truth, relevance
             and any other column) when its one parameter is named `row`, and returning
             `{"answer": str, "contexts": [str, ...]}`, optionally with
-            `retrieved_ids` (rank order), `retrieved_scores` and extra keys; a LangChain
+            `retrieved_ids` (rank order), `retrieved_scores` and extra keys (a key
+            naming a test set column is that question's app error); a LangChain
             runnable or LlamaIndex query engine; or a target string
             `"module:function"` / `"path/to/file.py:function"`.
         data: the test set: a `judge testset build` folder, or anything `judge.evaluate`
-            reads (needs a question column; id, ground_truth and relevance are used).
+            reads (needs a question column; id, ground_truth and relevance are used;
+            ids unique as text, a row without one having its row number).
         out: the folder written: app_outputs.jsonl, run.trec and qrels.txt (with
             retrieved ids and relevance labels), results.jsonl, summary.json,
             report.html. A stopped experiment rerun with the same `out` and app resumes:
-            answered questions are not asked again, judged rows not judged again.
+            answered questions are not asked again (unless what the app is given
+            changed), judged rows not judged again; the rows are built from the test set
+            as it is now.
         metrics, llm, embeddings, cache, concurrency: as for `judge.evaluate`; without
             `llm` only retrieval metrics can be computed.
         column_map: `{field: column}` for test set columns with other names.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from judge.experiments.experiment import load_testset
 from judge.testing import FakeLLMServer
 from tests.helpers import apps
 from tests.helpers.cli import run
@@ -131,8 +132,10 @@ def test_killed_in_the_middle_an_experiment_resumes_without_asking_answered_ques
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert server.count() == 0  # judging starts once every question is answered
+    # The progress file keeps the app's answers by key (what it was given), not the row.
+    by_key = {q.key(False): q.question for q in load_testset(data).questions}
     answered = {
-        json.loads(line)["row"]["question"]
+        by_key[json.loads(line)["question"]]
         for line in progress.read_bytes().splitlines()
         if line.endswith(b"}")
     }

@@ -37,6 +37,7 @@ from sybil import Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.experiments import check_experiment_folders
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -140,7 +141,10 @@ def _teardown(namespace: dict[str, Any]) -> None:
         else:
             os.environ[key] = value
     namespace["__docs_server__"].stop()
-    shutil.rmtree(namespace["__docs_dir__"], ignore_errors=True)
+    try:  # the experiments a page ran: their summaries are what judge ir computes
+        check_experiment_folders(namespace["__docs_dir__"])
+    finally:
+        shutil.rmtree(namespace["__docs_dir__"], ignore_errors=True)
 
 
 def docs_sybil() -> Sybil:

@@ -1,0 +1,249 @@
+"""The test set is the app's input and the only source of gold labels: an app's reply
+cannot overwrite a column of it, a resumed experiment builds its rows from the test set as
+it is now, and every question keeps a row of its own (ids unique). In each case the
+summary's retrieval metrics are those `judge ir` computes on the folder's files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge import InputFormatError, experiment
+from judge.experiments.app import as_app
+from judge.experiments.calls import ProgressFile, ask_all
+from judge.experiments.experiment import PROGRESS_FILE, load_testset
+from tests.helpers import apps
+from tests.helpers.cli import run as run_cli
+from tests.helpers.experiments import assert_summary_is_judge_ir
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def questions() -> list[dict[str, Any]]:
+    return [{**q, "category": "plain"} for q in apps.QUESTIONS]
+
+
+def nothing_relevant(question: str) -> dict[str, Any]:
+    """Retrieves no relevant chunk, and says (but for one question) that its own ranking
+    is relevant."""
+    reply = {"answer": "no idea", "contexts": ["unrelated"], "retrieved_ids": ["c9"]}
+    return reply if "France" in question else {**reply, "relevance": {"c9": 2}}
+
+
+def test_an_app_cannot_grade_itself_with_a_relevance_key(tmp_path):
+    # The issue's reproduction: summary MRR 1.000, judge ir on the folder's files 0.000.
+    out = tmp_path / "out"
+    result = experiment(nothing_relevant, questions(), out=out, metrics=["mrr"], progress=False)
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    assert [r["relevance"] for r in rows] == [q["relevance"] for q in apps.QUESTIONS]
+    failed = [r["app_error"] for r in rows[:4]]
+    assert {e["type"] for e in failed} == {"MalformedReply"}
+    assert all("'relevance'" in e["message"] for e in failed)
+    assert result.config.app["errors"] == {"MalformedReply": 4}
+    assert result.summary["mrr"].scored == 1
+    assert result.summary["mrr"].mean == 0.0  # not the 1.000 the app gave itself
+    assert_summary_is_judge_ir(out)
+
+
+def overwriting(key: str):
+    def app(question: str) -> dict[str, Any]:
+        reply = apps.answer(question)
+        if "bananas" in question:  # one question: its reply names an input column
+            reply = {**reply, "retrieved_ids": ["c9"], "retrieved_scores": [1.0], key: {"c9": 2}}
+        return reply
+
+    return app
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "id",
+        "question",
+        "ground_truth",
+        "relevance",
+        "category",  # a column of this test set
+        "reference",  # a name judge eval reads as ground_truth
+        "relevant_ids",  # ... as relevance
+        "retrieved_context_ids",  # ... as retrieved_ids
+        "app_error",
+    ],
+)
+def test_a_reply_naming_an_input_column_is_that_questions_app_error(key, tmp_path):
+    out = tmp_path / "out"
+    result = experiment(overwriting(key), questions(), out=out, metrics=["mrr"], progress=False)
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    for row, item in zip(rows, questions(), strict=True):
+        for column, value in item.items():  # the test set's values, all of them
+            assert row[column] == value, (column, row)
+    failed = [r for r in rows if r["app_error"] is not None]
+    assert [r["id"] for r in failed] == ["q3"]
+    assert failed[0]["app_error"]["type"] == "MalformedReply"
+    assert repr(key) in failed[0]["app_error"]["message"]
+    assert "answer" not in failed[0] and "retrieved_ids" not in failed[0]
+    assert result.summary["mrr"].scored == 4
+    assert_summary_is_judge_ir(out)
+
+
+def test_the_summary_and_judge_ir_average_over_the_same_questions(tmp_path):
+    """By definition: every question with labels the app answered, one without retrieved
+    ids scoring 0; an app error is no answer (its labels stay out of qrels.txt), and
+    labels of ids the test set does not have are not the experiment's."""
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text(
+        "".join(
+            f"{q['id']} 0 {doc} {grade}\n"
+            for q in [*apps.QUESTIONS, {"id": "q99", "relevance": {"c1": 1}}]
+            for doc, grade in q["relevance"].items()
+        )
+    )
+
+    def app(question: str) -> dict[str, Any]:
+        if "bananas" in question:
+            raise ValueError("no banana index")
+        reply = apps.answer(question)
+        if "France" in question:
+            reply["retrieved_ids"], reply["retrieved_scores"] = [], []
+        return reply
+
+    data = [{"id": q["id"], "question": q["question"]} for q in apps.QUESTIONS]
+    out = tmp_path / "out"
+    result = experiment(app, data, out=out, qrels=qrels, metrics=["mrr", "P@1"], progress=False)
+    assert result.summary["mrr"].scored == 4  # q1, q2, q4, and q5 (no ids: 0)
+    assert [r.scores["mrr"] for r in result.rows][4] == 0.0
+    shown = run_cli("ir", "qrels.txt", "run.trec", "--format", "json", "-m", "mrr,P@1", cwd=out)
+    assert shown.returncode == 0, shown.stderr
+    by_ir = json.loads(shown.stdout)
+    assert by_ir["num_queries"] == 4
+    assert by_ir["metrics"]["mrr"] == pytest.approx(result.summary["mrr"].mean, abs=1e-12)
+    assert by_ir["metrics"]["P@1"] == pytest.approx(result.summary["P@1"].mean, abs=1e-12)
+
+
+def test_the_invariant_check_fails_on_a_summary_that_is_not_judge_irs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("doctored") / "out"  # outside tmp_path: not checked after
+    experiment(apps.reversed_ranking, questions(), out=out, metrics=["mrr"], progress=False)
+    assert_summary_is_judge_ir(out)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["metrics"]["mrr"]["mean"] += 0.125
+    (out / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(AssertionError, match="mrr is"):
+        assert_summary_is_judge_ir(out)
+
+
+# ---- a resumed experiment: answers reused, the rows built from the test set as it is now
+
+
+CALLS: list[str] = []
+
+
+def by_category(row: dict[str, Any]) -> dict[str, Any]:
+    """A row app whose ranking follows the row's category: the relevant chunks first for
+    a 'good' one, else only an unrelated chunk."""
+    CALLS.append(row["id"])
+    reply = apps.answer(row["question"])
+    if row["category"] != "good":
+        reply["retrieved_ids"], reply["retrieved_scores"] = ["c9"], [1.0]
+    return reply
+
+
+def by_question(question: str) -> dict[str, Any]:
+    CALLS.append(question)
+    return apps.answer(question)
+
+
+def answered_before(app, data: list[dict[str, Any]], out: Path) -> None:
+    """What a stopped experiment leaves: every question answered in the progress file, no
+    output written yet."""
+    out.mkdir()
+    loaded = as_app(app)
+    progress = ProgressFile(out / PROGRESS_FILE, loaded)
+    testset = load_testset(data)
+    asyncio.run(ask_all(loaded, testset.questions, progress, concurrency=2, timeout=10))
+
+
+def test_a_resumed_row_app_is_asked_again_where_its_row_changed(tmp_path):
+    out = tmp_path / "out"
+    before = questions()
+    answered_before(by_category, before, out)
+    CALLS.clear()
+    after = questions()
+    after[1]["category"] = "good"  # q2's input changed
+    after[3]["relevance"] = {"c4": 1}  # q4's labels: also in the row the app is given
+    result = experiment(by_category, after, out=out, metrics=["mrr"], progress=False)
+    assert sorted(CALLS) == ["q2", "q4"]  # asked again: the others are reused
+    assert result.config.app["asked"] == 2 and result.config.app["reused"] == 3
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    assert [r["category"] for r in rows] == [q["category"] for q in after]
+    assert [r["relevance"] for r in rows] == [q["relevance"] for q in after]
+    assert rows[1]["retrieved_ids"][0] == "c2"  # the answer to the row as it is now
+    assert [r.scores["mrr"] for r in result.rows] == [0.0, 1.0, 0.0, 0.0, 0.0]
+    assert_summary_is_judge_ir(out)
+
+
+def test_a_resumed_question_app_is_scored_on_the_labels_as_they_are_now(tmp_path):
+    out = tmp_path / "out"
+    before = questions()
+    answered_before(by_question, before, out)
+    CALLS.clear()
+    after = questions()
+    for item in after:  # every label moved to a chunk the app does not rank first
+        item["relevance"] = {"c9": 1}
+    after[0]["ground_truth"] = "Guido."
+    result = experiment(by_question, after, out=out, metrics=["mrr"], progress=False)
+    assert CALLS == []  # a question app was given the same questions: nothing to ask
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    assert [r["relevance"] for r in rows] == [{"c9": 1}] * 5
+    assert rows[0]["ground_truth"] == "Guido."
+    assert result.summary["mrr"].mean == 0.0
+    assert_summary_is_judge_ir(out)
+
+
+def test_the_progress_file_keeps_the_apps_answers_and_no_labels(tmp_path):
+    out = tmp_path / "out"
+    answered_before(by_category, questions(), out)
+    for line in read_jsonl(out / PROGRESS_FILE):
+        assert not {"relevance", "ground_truth", "category", "question"} & set(line["row"])
+        assert {"answer", "contexts", "app_latency_s", "app_error"} <= set(line["row"])
+
+
+# ---- ids: unique after normalisation, a row without one never takes another's
+
+
+@pytest.mark.parametrize(
+    ("ids", "rows", "shown"),
+    [
+        (["q1", "q2", "q3", "q1", "q5"], "rows 0 and 3", "'q1'"),
+        ([1, "2", "1", 4, 5], "rows 0 and 2", "'1'"),  # the same id once normalised
+        (["3", "q2", "q3", None, "q5"], "rows 0 and 3", "'3'"),  # row 3 gets its number
+    ],
+)
+def test_ids_that_are_not_unique_are_refused_naming_both_rows(ids, rows, shown, tmp_path):
+    data = [{**q, "id": ident} for q, ident in zip(apps.QUESTIONS, ids, strict=True)]
+    for item in data:
+        if item["id"] is None:
+            del item["id"]
+    with pytest.raises(InputFormatError, match=rf"{rows} .*{shown}") as raised:
+        experiment(apps.answer, data, out=tmp_path / "out", metrics=["mrr"], progress=False)
+    assert "unique" in str(raised.value)
+    assert not (tmp_path / "out").exists()  # refused before any question is asked
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in data))
+    shown_cli = run_cli("experiment", str(path), "--app", "tests.helpers.apps:answer")
+    assert shown_cli.returncode == 2, shown_cli.stderr
+    assert rows in shown_cli.stderr and "Traceback" not in shown_cli.stderr
+
+
+def test_rows_without_ids_keep_their_numbers_and_all_are_scored(tmp_path):
+    data = [{k: v for k, v in q.items() if k != "id"} for q in apps.QUESTIONS]
+    out = tmp_path / "out"
+    result = experiment(apps.answer, data, out=out, metrics=["mrr"], progress=False)
+    assert [r["id"] for r in read_jsonl(out / "app_outputs.jsonl")] == [0, 1, 2, 3, 4]
+    assert result.summary["mrr"].scored == 5 and not math.isnan(result.summary["mrr"].mean)
+    assert_summary_is_judge_ir(out)
