@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from judge.cli.options import metric_option, metrics_of, runs_path, runs_path_option
 from judge.cli.output import output_options, write_files
 from judge.errors import JudgeError
+from judge.formatting import terminal_text
 
 if TYPE_CHECKING:
     from judge.runs.store import RunStore
@@ -161,14 +162,16 @@ def _compare_many(args: argparse.Namespace, baseline: str, others: list[str]) ->
             ],
         )
     if args.format == "json":
-        print(json.dumps(many.to_dict(), indent=2, ensure_ascii=False))
+        print(terminal_text(json.dumps(many.to_dict(), indent=2, ensure_ascii=False)))
     else:
-        print(many.table())
+        print(terminal_text(many.table()))
     regressions = many.regressions()
     for run, m in regressions:
         print(
-            f"REGRESSION: {run}: {m.metric} got worse than {many.baseline}, delta "
-            f"{m.delta:+.4f} (p_holm {m.p_adjusted:.4g})",
+            terminal_text(
+                f"REGRESSION: {run}: {m.metric} got worse than {many.baseline}, delta "
+                f"{m.delta:+.4f} (p_holm {m.p_adjusted:.4g})"
+            ),
             file=sys.stderr,
         )
     return 1 if args.fail_on_regression and regressions else 0
@@ -221,9 +224,9 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             ],
         )
     if args.format == "json":
-        print(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+        print(terminal_text(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False)))
     else:
-        print(comparison.table())
+        print(terminal_text(comparison.table()))
         lost = comparison.extra.get("lost_from_top_k")
         if lost is not None:
             print(
@@ -231,13 +234,17 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
                 f"{len(lost['queries'])}"
             )
             for q in lost["queries"][:20]:
-                print(f"  {q['query']}: {', '.join(q['docs'])} (rank in B: {q['rank_in_b']})")
+                line = f"  {q['query']}: {', '.join(q['docs'])} (rank in B: {q['rank_in_b']})"
+                print(terminal_text(line))
         if findings:
-            print("\ndiagnosis of B:\n" + "\n".join(f"  - {f}" for f in findings))
+            print(terminal_text("\ndiagnosis of B:\n" + "\n".join(f"  - {f}" for f in findings)))
     regressions = comparison.regressions()
     for m in regressions:
         print(
-            f"REGRESSION: {m.metric} got worse, delta {m.delta:+.4f} (p_holm {m.p_adjusted:.4g})",
+            terminal_text(
+                f"REGRESSION: {m.metric} got worse, delta {m.delta:+.4f} "
+                f"(p_holm {m.p_adjusted:.4g})"
+            ),
             file=sys.stderr,
         )
     return 1 if args.fail_on_regression and regressions else 0

@@ -167,3 +167,32 @@ def test_processes_make_one_run_shards_none_and_merge_one(tmp_path, server, run_
         merged_out,
     )
     assert joined.summary == first.summary
+
+
+# A run name a terminal would act on: a bidi override, an OSC title, a clear screen, C1, DEL.
+HOSTILE_NAME = "run2 \u202eevil\x1b]0;pwned\x07\x1b[2J\x9b\x7f\u2066x\u2069"
+RAW = ("\u202e", "\x1b", "\x07", "\x9b", "\x7f", "\u2066", "\u2069")
+
+
+def test_a_run_name_with_control_and_bidi_characters_is_printed_escaped(
+    tmp_path, server, capsys, run_store
+):
+    data = dataset(tmp_path / "d.jsonl", 2)
+    code, _, err = judge(capsys, *eval_args(data, server, tmp_path, "--name", HOSTILE_NAME))
+    assert code == 0, err
+    (record,) = stored(run_store)
+    assert record.name == HOSTILE_NAME  # kept as given; only the terminal sees escapes
+    escaped = "run2 \\u202eevil\\u001b]0;pwned\\u0007\\u001b[2J\\u009b\\u007f\\u2066x\\u2069"
+    for args in (["list"], ["show", record.id], ["tag", record.id, "\u202etag"]):
+        code, out, err = judge(capsys, "runs", *args)
+        assert code == 0, err
+        assert not any(raw in out + err for raw in RAW), (args, out)
+    code, out, _ = judge(capsys, "runs", "list")
+    assert escaped in out
+    code, out, _ = judge(capsys, "runs", "show", record.id)
+    assert escaped in out and "\\u202etag" in out
+    code, out, _ = judge(capsys, "runs", "list", "--json")
+    assert not any(raw in out for raw in RAW)
+    assert json.loads(out)[0]["name"] == HOSTILE_NAME  # still JSON of the same name
+    code, _, err = judge(capsys, "runs", "show", HOSTILE_NAME + "x")
+    assert code == 2 and not any(raw in err for raw in RAW) and "\\u202e" in err
