@@ -15,7 +15,7 @@ from judge.errors import JudgeError
 from judge.formatting import terminal_text
 
 if TYPE_CHECKING:
-    from judge.runs.store import RunStore
+    from judge.runs.store import RunRecord, RunStore
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -88,11 +88,37 @@ def run_sources(refs: list[str], args: argparse.Namespace) -> list[str]:
                 continue
             if store is None:
                 store = _open_store(args, ref)
-            sources.append(store.get(ref).out_dir)
+            sources.append(_checked(store.get(ref), ref))
     finally:
         if store is not None:
             store.close()
     return sources
+
+
+def _checked(record: RunRecord, ref: str) -> str:
+    """The output folder of a recorded run, refused when a later run wrote into it since
+    (its rows are another run's); a note when a record of an older judge cannot tell."""
+    from judge.runs.record import results_changed
+
+    changed = results_changed(record)
+    named = f"run {record.id}" + (f" ({record.name})" if record.name else "")
+    if changed:
+        raise JudgeError(
+            f"RUN {ref!r}: the folder of {named}, {record.out_dir}, changed since the run was "
+            "recorded: its results.jsonl is another run's now (a later run was given the "
+            "same --out); judge compare that later run by its own id, or give the folder "
+            "itself as RUN to compare what it holds now"
+        )
+    if changed is None and record.results_sha256 is None:
+        print(
+            terminal_text(
+                f"judge: note: {named} was recorded without a hash of its results.jsonl "
+                f"(by an older judge): whether {record.out_dir} still holds its rows cannot "
+                "be checked"
+            ),
+            file=sys.stderr,
+        )
+    return record.out_dir
 
 
 def _open_store(args: argparse.Namespace, ref: str) -> RunStore:

@@ -36,7 +36,7 @@ MIN_PREFIX = 4  # shortest id prefix taken as a reference
 _BUSY_SECONDS = 30.0  # how long a writer waits for another process's write to finish
 _COLUMNS = (
     "id, name, created, command, out_dir, data, data_sha256, model, embeddings, prompts,"
-    " metrics, summary, rows, git, app, baseline"
+    " metrics, summary, rows, git, app, baseline, results_sha256"
 )
 _SEE_RUNS = "see the recorded runs with: judge runs list"
 
@@ -103,6 +103,9 @@ class RunRecord:
         app: an experiment's app (config.app of summary.json), or None.
         tags: the run's tags, sorted.
         baseline: whether it is the pinned baseline.
+        results_sha256: the sha256 of the results.jsonl the run wrote, or None (recorded by
+            an older judge, or from a folder whose summary.json has none): a folder whose
+            results.jsonl differs holds another run's rows now.
     """
 
     id: str
@@ -122,6 +125,7 @@ class RunRecord:
     app: dict[str, Any] | None = None
     tags: list[str] = field(default_factory=list)
     baseline: bool = False
+    results_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data, field by field (`judge runs list --json`)."""
@@ -143,6 +147,7 @@ class RunRecord:
             "app": dict(self.app) if self.app is not None else None,
             "tags": list(self.tags),
             "baseline": self.baseline,
+            "results_sha256": self.results_sha256,
         }
 
 
@@ -273,7 +278,7 @@ class RunStore:
                 db.execute("UPDATE runs SET baseline = 0 WHERE baseline = 1")
             try:
                 db.execute(
-                    f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * 16)})",
+                    f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * 17)})",
                     (
                         record.id,
                         record.name,
@@ -291,6 +296,7 @@ class RunStore:
                         _json(record.git),
                         _json(record.app),
                         int(record.baseline),
+                        record.results_sha256,
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -423,4 +429,5 @@ def _record(row: tuple[Any, ...], tags: list[str]) -> RunRecord:
         app=_loaded(row[14]),
         tags=tags,
         baseline=bool(row[15]),
+        results_sha256=row[16],
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,33 @@ def test_a_run_name_with_control_and_bidi_characters_is_printed_escaped(
     assert json.loads(out)[0]["name"] == HOSTILE_NAME  # still JSON of the same name
     code, _, err = judge(capsys, "runs", "show", HOSTILE_NAME + "x")
     assert code == 2 and not any(raw in err for raw in RAW) and "\\u202e" in err
+
+
+def test_compare_refuses_a_run_whose_folder_a_later_run_wrote_into(
+    tmp_path, server, capsys, run_store
+):
+    shared, other = tmp_path / "shared", tmp_path / "other"
+    small, large = dataset(tmp_path / "small.jsonl", 2), dataset(tmp_path / "large.jsonl", 3)
+    for data, out, name in (
+        (small, shared, "first"),
+        (large, shared, "second"),
+        (small, other, "third"),
+    ):
+        args = eval_args(data, server, tmp_path, "--name", name)
+        args[args.index("--out") + 1] = str(out)
+        assert judge(capsys, *args)[0] == 0
+    first = next(r for r in stored(run_store) if r.name == "first")
+    code, out, err = judge(capsys, "compare", "first", "third")
+    assert code == 2 and out == ""
+    assert f"run {first.id} (first)" in err and str(shared.resolve()) in err
+    assert "changed since the run was recorded" in err and "judge compare" in err
+    code, _, err = judge(capsys, "compare", "second", "third")
+    assert code == 0, err
+    # A run recorded before the store kept the hash: compared, with a note that it cannot
+    # be checked.
+    db = sqlite3.connect(run_store)
+    db.execute("UPDATE runs SET results_sha256 = NULL WHERE name = 'second'")
+    db.commit()
+    db.close()
+    code, _, err = judge(capsys, "compare", "second", "third")
+    assert code == 0 and "cannot be checked" in err
