@@ -87,7 +87,7 @@ def run_list(args: argparse.Namespace) -> int:
     """`judge runs list`."""
     path = runs_path(args)
     records = []
-    if path.is_file():  # an absent store is an empty history: no file is made to say so
+    if path.exists():  # an absent store is an empty history: no file is made to say so
         with _open(args) as store:
             records = store.runs()
     if args.json:

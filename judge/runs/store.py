@@ -67,8 +67,18 @@ def open_existing(path: Path, context: str = "") -> RunStore:
     """The run store at `path`, which must exist: reading one never creates it. The error
     names the path and how runs are recorded, after `context` (what needed the store)."""
     if not path.is_file():
+        not_a_folder(path)
         raise RunStoreError(f"{context}no run store at {path}: {RECORDED_THERE}")
     return RunStore(path)
+
+
+def not_a_folder(path: Path) -> None:
+    """Refuse a folder given as the run store, which is one file in it."""
+    if path.is_dir():
+        raise RunStoreError(
+            f"runs={str(path)!r} is a folder, not a run store file: give the store's file, "
+            f"such as {path / 'runs.sqlite'} (the default is {DEFAULT_RUNS})"
+        )
 
 
 def new_run_id() -> str:
@@ -180,6 +190,7 @@ class RunStore:
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        not_a_folder(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -227,3 +227,14 @@ def test_compare_refuses_a_run_whose_folder_a_later_run_wrote_into(
     db.close()
     code, _, err = judge(capsys, "compare", "second", "third")
     assert code == 0 and "cannot be checked" in err
+
+
+def test_a_folder_given_as_the_store_says_so(tmp_path, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for args in (["runs", "list"], ["runs", "show", "abcd"], ["view", "--out", tmp_path / "v"]):
+        code, out, err = judge(capsys, *args, "--runs", folder)
+        assert code == 2, (args, out, err)
+        assert f"--runs {folder} is a folder, not a run store file" in err
+        assert "no runs recorded" not in out + err
+    assert list(folder.iterdir()) == []  # nothing made in it
