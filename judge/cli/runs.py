@@ -157,7 +157,10 @@ def runs_table(records: list[RunRecord]) -> str:
 
 def describe(record: RunRecord) -> str:
     """The text of `judge runs show`: every field, and the metrics with their intervals."""
+    from judge.runs.record import results_changed
+
     gone = "  (not there now: moved or deleted)"
+    changed = "  (changed since recorded: its results.jsonl is a later run's now)"
     fields: list[tuple[str, str]] = [
         ("id", record.id + ("  (the baseline)" if record.baseline else "")),
         ("name", record.name or MISSING),
@@ -165,7 +168,9 @@ def describe(record: RunRecord) -> str:
         ("command", record.command),
         (
             "outputs",
-            record.out_dir + ("" if Path(record.out_dir).is_dir() else gone),
+            record.out_dir
+            + (gone if not Path(record.out_dir).is_dir() else "")
+            + (changed if results_changed(record) else ""),
         ),
         ("data", f"{record.data} (sha256 {record.data_sha256[:16]})"),
         ("rows", str(record.rows)),

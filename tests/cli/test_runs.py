@@ -217,6 +217,9 @@ def test_compare_refuses_a_run_whose_folder_a_later_run_wrote_into(
     assert code == 2 and out == ""
     assert f"run {first.id} (first)" in err and str(shared.resolve()) in err
     assert "changed since the run was recorded" in err and "judge compare" in err
+    code, out, _ = judge(capsys, "runs", "show", "first")
+    assert code == 0 and "changed since recorded" in out
+    assert "changed since" not in judge(capsys, "runs", "show", "second")[1]
     code, _, err = judge(capsys, "compare", "second", "third")
     assert code == 0, err
     # A run recorded before the store kept the hash: compared, with a note that it cannot
@@ -238,3 +241,17 @@ def test_a_folder_given_as_the_store_says_so(tmp_path, capsys):
         assert f"--runs {folder} is a folder, not a run store file" in err
         assert "no runs recorded" not in out + err
     assert list(folder.iterdir()) == []  # nothing made in it
+
+
+def test_compare_prints_run_folders_with_control_characters_escaped(tmp_path, server, capsys):
+    data = dataset(tmp_path / "d.jsonl", 3)
+    folders = [tmp_path / "base", tmp_path / "run \u202eevil\x1b[2J", tmp_path / "other"]
+    for out in folders:
+        args = eval_args(data, server, tmp_path, "--no-record")
+        args[args.index("--out") + 1] = str(out)
+        assert judge(capsys, *args)[0] == 0
+    for extra in ([], ["--format", "json"]):
+        code, out, err = judge(capsys, "compare", *folders, *extra)
+        assert code == 0, err
+        assert not any(raw in out + err for raw in RAW), out
+        assert "run \\u202eevil\\u001b[2J" in out
