@@ -321,3 +321,15 @@ def test_a_run_whose_folder_another_run_reused_is_marked_and_shows_no_rows(
     assert "folder changed since recorded" in note and "cannot be shown" in note
     assert hostile_page.locator("#diff tbody tr").count() == 0
     assert hostile_page.problems == []
+
+
+def test_rows_of_a_run_recorded_without_a_hash_are_shown_as_unverifiable(
+    hostile_page: Any,
+) -> None:
+    hostile_page.click(f'#runs tr[data-run="{run_id("prompt-v3")}"]')
+    hostile_page.click(f'#runs tr[data-run="{run_id("rerank")}"]')
+    hostile_page.click("#compare")
+    note = hostile_page.inner_text("#diff-note")
+    assert "cannot be checked against the run" in note
+    assert hostile_page.locator("#diff tbody tr").count() == 4  # shown, not refused
+    assert hostile_page.problems == []
