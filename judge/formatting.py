@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 import os
+import re
 from typing import Any
 
 # One stylesheet for report.html and compare.html; CJK font fallbacks for Chinese data.
@@ -23,6 +24,24 @@ code{background:#f6f6f6;padding:0 3px}
 """
 
 MISSING = "–"  # an undefined value (None or NaN) in a table
+
+# What a terminal acts on instead of showing: C0 controls but tab and newline, DEL, C1
+# (ESC starts an escape sequence, OSC retitles the window, CSI 0x9b moves the cursor), and
+# the bidi marks, embeddings, overrides and isolates that reorder the text after them.
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[{_CONTROLS}]")
+_UNSAFE_IN_A_LINE = re.compile(f"[{_CONTROLS}\t\n]")
+
+
+def terminal_text(text: str, *, one_line: bool = False) -> str:
+    """Text for a terminal: each control or bidi character written as its escape \\uXXXX.
+
+    The same escape is JSON's, so JSON text stays JSON of the same values (those characters
+    can only be inside its strings). With one_line=True, tabs and newlines are escaped too
+    (a table cell, a name).
+    """
+    pattern = _UNSAFE_IN_A_LINE if one_line else _UNSAFE
+    return pattern.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def escape(value: Any) -> str:

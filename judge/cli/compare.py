@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from judge.cli.options import metric_option, metrics_of, runs_path, runs_path_option
 from judge.cli.output import output_options, write_files
 from judge.errors import JudgeError
+from judge.formatting import terminal_text
 
 if TYPE_CHECKING:
-    from judge.runs.store import RunStore
+    from judge.runs.store import RunRecord, RunStore
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -87,11 +88,37 @@ def run_sources(refs: list[str], args: argparse.Namespace) -> list[str]:
                 continue
             if store is None:
                 store = _open_store(args, ref)
-            sources.append(store.get(ref).out_dir)
+            sources.append(_checked(store.get(ref), ref))
     finally:
         if store is not None:
             store.close()
     return sources
+
+
+def _checked(record: RunRecord, ref: str) -> str:
+    """The output folder of a recorded run, refused when a later run wrote into it since
+    (its rows are another run's); a note when a record of an older judge cannot tell."""
+    from judge.runs.record import results_changed
+
+    changed = results_changed(record)
+    named = f"run {record.id}" + (f" ({record.name})" if record.name else "")
+    if changed:
+        raise JudgeError(
+            f"RUN {ref!r}: the folder of {named}, {record.out_dir}, changed since the run was "
+            "recorded: its results.jsonl is another run's now (a later run was given the "
+            "same --out); judge compare that later run by its own id, or give the folder "
+            "itself as RUN to compare what it holds now"
+        )
+    if changed is None and record.results_sha256 is None:
+        print(
+            terminal_text(
+                f"judge: note: {named} was recorded without a hash of its results.jsonl "
+                f"(by an older judge): whether {record.out_dir} still holds its rows cannot "
+                "be checked"
+            ),
+            file=sys.stderr,
+        )
+    return record.out_dir
 
 
 def _open_store(args: argparse.Namespace, ref: str) -> RunStore:
@@ -161,14 +188,16 @@ def _compare_many(args: argparse.Namespace, baseline: str, others: list[str]) ->
             ],
         )
     if args.format == "json":
-        print(json.dumps(many.to_dict(), indent=2, ensure_ascii=False))
+        print(terminal_text(json.dumps(many.to_dict(), indent=2, ensure_ascii=False)))
     else:
-        print(many.table())
+        print(terminal_text(many.table()))
     regressions = many.regressions()
     for run, m in regressions:
         print(
-            f"REGRESSION: {run}: {m.metric} got worse than {many.baseline}, delta "
-            f"{m.delta:+.4f} (p_holm {m.p_adjusted:.4g})",
+            terminal_text(
+                f"REGRESSION: {run}: {m.metric} got worse than {many.baseline}, delta "
+                f"{m.delta:+.4f} (p_holm {m.p_adjusted:.4g})"
+            ),
             file=sys.stderr,
         )
     return 1 if args.fail_on_regression and regressions else 0
@@ -221,9 +250,9 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             ],
         )
     if args.format == "json":
-        print(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+        print(terminal_text(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False)))
     else:
-        print(comparison.table())
+        print(terminal_text(comparison.table()))
         lost = comparison.extra.get("lost_from_top_k")
         if lost is not None:
             print(
@@ -231,13 +260,17 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
                 f"{len(lost['queries'])}"
             )
             for q in lost["queries"][:20]:
-                print(f"  {q['query']}: {', '.join(q['docs'])} (rank in B: {q['rank_in_b']})")
+                line = f"  {q['query']}: {', '.join(q['docs'])} (rank in B: {q['rank_in_b']})"
+                print(terminal_text(line))
         if findings:
-            print("\ndiagnosis of B:\n" + "\n".join(f"  - {f}" for f in findings))
+            print(terminal_text("\ndiagnosis of B:\n" + "\n".join(f"  - {f}" for f in findings)))
     regressions = comparison.regressions()
     for m in regressions:
         print(
-            f"REGRESSION: {m.metric} got worse, delta {m.delta:+.4f} (p_holm {m.p_adjusted:.4g})",
+            terminal_text(
+                f"REGRESSION: {m.metric} got worse, delta {m.delta:+.4f} "
+                f"(p_holm {m.p_adjusted:.4g})"
+            ),
             file=sys.stderr,
         )
     return 1 if args.fail_on_regression and regressions else 0

@@ -33,6 +33,7 @@ from judge.cli.options import (
     trace_source_options,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
+from judge.formatting import terminal_text
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.cache.store import Cache
@@ -215,7 +216,7 @@ def read_trace_rows(args: argparse.Namespace) -> None:
         read_rows(args.data, source=args.source, mapping=trace_mapping(args.map), summary=summary)
     )
     for line in summary.lines():
-        print(f"judge: traces: {line}", file=sys.stderr)
+        print(terminal_text(f"judge: traces: {line}"), file=sys.stderr)
     if summary.skipped:
         print(
             f"judge: traces: list the skipped traces and why with: judge traces extract "
@@ -254,9 +255,9 @@ def run_dry(args: argparse.Namespace) -> int:
         for metric in shown["metrics"]:
             if metric["cannot_run"] is not None:
                 metric["cannot_run"] = cli_words(metric["cannot_run"])
-        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        print(terminal_text(json.dumps(shown, indent=2, ensure_ascii=False)))
     else:
-        print(cli_words(result.table()))
+        print(terminal_text(cli_words(result.table())))
     if not result.usable:
         problems = len(result.problems)
         more = f" (and {problems - 1} more problem{'s' if problems > 2 else ''} above)"

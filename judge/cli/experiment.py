@@ -19,6 +19,7 @@ from judge.cli.options import (
     thresholds,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
+from judge.formatting import terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -156,7 +157,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         finished(folder.path)
     record_run(args, folder.path, "experiment")
     if result.config.app is not None:
-        print(app_line(result.config.app), file=sys.stderr)
+        print(terminal_text(app_line(result.config.app)), file=sys.stderr)
     return code
 
 

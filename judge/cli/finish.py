@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.cli.options import DEFAULT_MAX_ERROR_RATE, runs_path, threshold_map
 from judge.errors import JudgeError
+from judge.formatting import terminal_text
 
 if TYPE_CHECKING:
     from judge.run.output_folder import OutputFolder
@@ -25,7 +26,7 @@ def say_notes(result: Any) -> None:
     notes = [cli_words(note) for note in result.config.notes]
     result.config = dataclasses.replace(result.config, notes=notes)
     for note in notes:
-        print(f"judge: note: {note}", file=sys.stderr)
+        print(terminal_text(f"judge: note: {note}"), file=sys.stderr)
 
 
 def say_damaged(result: Any, cache: str, *, replay: bool) -> None:
@@ -67,7 +68,7 @@ def finish_run(
     checkpoint = out / ".checkpoint.jsonl"
     if checkpoint.exists():
         checkpoint.unlink()  # results.jsonl has every row
-    print(result.table())
+    print(terminal_text(result.table()))
     diagnosis = outcome.summary["diagnosis"]
     if diagnosis:
         print("\ndiagnosis (retrieval first):")
@@ -82,11 +83,11 @@ def finish_run(
             f"rows ({result.judge_error_rate:.1%}; --max-error-rate {max_error_rate:g})"
         )
     for note in outcome.notes:
-        print(cli_words(note), file=sys.stderr)
+        print(terminal_text(cli_words(note)), file=sys.stderr)
     for line in outcome.missed:
-        print(f"FAILED threshold: {line}", file=sys.stderr)
+        print(terminal_text(f"FAILED threshold: {line}"), file=sys.stderr)
     for what, why in outcome.failures:
-        print(f"FAILED {what}: {cli_words(why)}", file=sys.stderr)
+        print(terminal_text(f"FAILED {what}: {cli_words(why)}"), file=sys.stderr)
     return outcome.code
 
 
@@ -136,12 +137,14 @@ def record_run(args: argparse.Namespace, out: Path, command: str) -> None:
             record = record_folder(store, out, command=command, name=getattr(args, "name", None))
     except (JudgeError, OSError, sqlite3.Error) as exc:
         print(
-            f"judge: warning: the run's outputs are written in {out}, but the run was not "
-            f"recorded in the run store {path}: {cli_words(str(exc))}",
+            terminal_text(
+                f"judge: warning: the run's outputs are written in {out}, but the run was "
+                f"not recorded in the run store {path}: {cli_words(str(exc))}"
+            ),
             file=sys.stderr,
         )
         return
-    print(f"judge: recorded run {record.id} in {path}", file=sys.stderr)
+    print(terminal_text(f"judge: recorded run {record.id} in {path}"), file=sys.stderr)
 
 
 def export_scores(
@@ -162,7 +165,7 @@ def export_scores(
     results_file = results / "results.jsonl" if results.is_dir() else results
     events = evaluation_events(read_results(results), links, thresholds=limits)
     for note in events.notes():
-        print(f"judge: note: {note}", file=sys.stderr)
+        print(terminal_text(f"judge: note: {note}"), file=sys.stderr)
     if not events.events:
         raise JudgeError(
             f"no result row of {results} matched a row of {rows_named} by id: "

@@ -10,6 +10,7 @@ import warnings
 from judge.cli.options import metric_option, metrics_of
 from judge.cli.output import output_options
 from judge.errors import CoverageWarning
+from judge.formatting import terminal_text
 from judge.ir.measure_names import DEFAULT_METRICS
 
 
@@ -63,7 +64,7 @@ def run_ir(args: argparse.Namespace) -> int:
         per_query = result_of(scores, per_query=True) if args.per_query else None
     # Each coverage warning once, on stderr, so stdout stays machine-readable.
     for message in dict.fromkeys(str(w.message) for w in caught):
-        print(f"judge: note: {message}", file=sys.stderr)
+        print(terminal_text(f"judge: note: {message}"), file=sys.stderr)
     if args.format == "json":
         doc = {
             "metrics": dict(means),

@@ -65,14 +65,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except JudgeError as exc:
         from judge.cli.words import cli_words  # the message in flags, not keyword arguments
+        from judge.formatting import terminal_text  # user text in it: a name, an app's error
 
-        print(f"judge: error: {cli_words(str(exc))}", file=sys.stderr)
+        print(f"judge: error: {terminal_text(cli_words(str(exc)))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `judge ir ... | head` is fine
         return 0
     except OSError as exc:  # the file system said no (a file missing, a disk full...)
+        from judge.formatting import terminal_text
+
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"judge: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"judge: error: {terminal_text(f'{where}{exc.strerror or exc}')}", file=sys.stderr)
         return EXIT_USAGE
     except Terminated:
         print("judge: terminated (SIGTERM)", file=sys.stderr)

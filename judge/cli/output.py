@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from judge.formatting import terminal_text
+
 
 class Shown(Protocol):
     """A result that `show` prints and writes: agreement, probe."""
@@ -73,8 +75,8 @@ def show(
             ],
         )
     if args.format == "json":
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        print(terminal_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)))
     else:
-        print(result.table())
+        print(terminal_text(result.table()))
         if args.out:
-            print(f"\nwrote {written(args.out, f'{name}.json', f'{name}.html')}")
+            print(terminal_text(f"\nwrote {written(args.out, f'{name}.json', f'{name}.html')}"))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from judge.cli.options import runs_path, runs_path_option
 from judge.cli.words import cli_words
 from judge.errors import JudgeError
+from judge.formatting import terminal_text
 from judge.runs.store import RECORDED_THERE
 
 if TYPE_CHECKING:
@@ -86,16 +87,21 @@ def run_list(args: argparse.Namespace) -> int:
     """`judge runs list`."""
     path = runs_path(args)
     records = []
-    if path.is_file():  # an absent store is an empty history: no file is made to say so
+    if path.exists():  # an absent store is an empty history: no file is made to say so
         with _open(args) as store:
             records = store.runs()
     if args.json:
-        print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
+        print(_json_text([r.to_dict() for r in records]))
     elif not records:
-        print(cli_words(f"no runs recorded in {path} yet: {RECORDED_THERE}"))
+        print(terminal_text(cli_words(f"no runs recorded in {path} yet: {RECORDED_THERE}")))
     else:
         print(runs_table(records))
     return 0
+
+
+def _json_text(value: Any) -> str:
+    """JSON for the terminal: control and bidi characters of names and tags as escapes."""
+    return terminal_text(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _mean(record: RunRecord, metric: str) -> str:
@@ -132,6 +138,7 @@ def runs_table(records: list[RunRecord]) -> str:
     ]
     if not any(r.baseline for r in records):  # no mark to show: no column for it
         header, lines = header[1:], [line[1:] for line in lines]
+    lines = [[terminal_text(cell, one_line=True) for cell in line] for line in lines]
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
     text = "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
@@ -145,12 +152,15 @@ def runs_table(records: list[RunRecord]) -> str:
             f"{len(metrics) - len(shown)} more metrics ({', '.join(metrics[len(shown) :])}): "
             "see judge runs show REF or judge runs list --json"
         )
-    return "\n".join([text, *notes])
+    return "\n".join([text, *(terminal_text(note) for note in notes)])
 
 
 def describe(record: RunRecord) -> str:
     """The text of `judge runs show`: every field, and the metrics with their intervals."""
+    from judge.runs.record import results_changed
+
     gone = "  (not there now: moved or deleted)"
+    changed = "  (changed since recorded: its results.jsonl is a later run's now)"
     fields: list[tuple[str, str]] = [
         ("id", record.id + ("  (the baseline)" if record.baseline else "")),
         ("name", record.name or MISSING),
@@ -158,7 +168,9 @@ def describe(record: RunRecord) -> str:
         ("command", record.command),
         (
             "outputs",
-            record.out_dir + ("" if Path(record.out_dir).is_dir() else gone),
+            record.out_dir
+            + (gone if not Path(record.out_dir).is_dir() else "")
+            + (changed if results_changed(record) else ""),
         ),
         ("data", f"{record.data} (sha256 {record.data_sha256[:16]})"),
         ("rows", str(record.rows)),
@@ -170,9 +182,9 @@ def describe(record: RunRecord) -> str:
         ("tags", ", ".join(record.tags) or MISSING),
     ]
     width = max(len(k) for k, _ in fields)
-    lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
+    lines = [f"{k.ljust(width)}  {terminal_text(v, one_line=True)}" for k, v in fields]
     if record.metrics:
-        name_width = max(len(m) for m in record.metrics)
+        name_width = max(len(terminal_text(m, one_line=True)) for m in record.metrics)
         lines.append("")
         lines.append(f"{'metric'.ljust(name_width)}  {'mean':>6}  95% CI            scored")
         for metric in record.metrics:
@@ -181,7 +193,8 @@ def describe(record: RunRecord) -> str:
             ci = MISSING if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
             scored = s.get("scored")
             lines.append(
-                f"{metric.ljust(name_width)}  {_mean(record, metric):>6}  {ci:<16}  "
+                f"{terminal_text(metric, one_line=True).ljust(name_width)}  "
+                f"{_mean(record, metric):>6}  {ci:<16}  "
                 f"{MISSING if scored is None else scored}"
             )
     return "\n".join(lines)
@@ -202,7 +215,7 @@ def _app_text(app: dict[str, Any] | None) -> str:
 
 def _print_record(record: RunRecord, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(record.to_dict(), indent=2, ensure_ascii=False))
+        print(_json_text(record.to_dict()))
     else:
         print(describe(record))
 
@@ -218,7 +231,8 @@ def run_tag(args: argparse.Namespace) -> int:
     """`judge runs tag REF TAG... [--remove]`."""
     with _open(args) as store:
         record = store.tag(args.ref, args.tags, remove=args.remove)
-    print(f"run {record.id}: tags {', '.join(record.tags) or '(none)'}")
+    tags = terminal_text(", ".join(record.tags), one_line=True)
+    print(f"run {record.id}: tags {tags or '(none)'}")
     return 0
 
 
@@ -226,7 +240,7 @@ def run_rm(args: argparse.Namespace) -> int:
     """`judge runs rm REF`."""
     with _open(args) as store:
         record = store.remove(args.ref)
-    print(f"forgot run {record.id}; its outputs stay in {record.out_dir}")
+    print(terminal_text(f"forgot run {record.id}; its outputs stay in {record.out_dir}"))
     return 0
 
 

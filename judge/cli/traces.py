@@ -10,6 +10,7 @@ from pathlib import Path
 from judge.cli.options import runs_path, runs_path_option, trace_mapping, trace_source_options
 from judge.cli.traces_export import add_export_parser
 from judge.errors import JudgeError
+from judge.formatting import terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -168,9 +169,10 @@ def run_extract(args: argparse.Namespace) -> int:
         linger=linger,
     )
     for line in summary.lines():
-        print(line.replace("before since", "before --since").replace("linger", "--linger"))
+        line = line.replace("before since", "before --since").replace("linger", "--linger")
+        print(terminal_text(line))
     wrote = [args.out, *(p for p in (args.run, args.retriever_run) if p), skipped]
-    print(f"wrote {', '.join(wrote)}")
+    print(terminal_text(f"wrote {', '.join(wrote)}"))
     if not summary.rows:
         print("judge: note: no trace gave a row: see the reasons above", file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ from typing import Any
 
 from judge.cli.options import runs_path, runs_path_option
 from judge.errors import JudgeError
+from judge.formatting import terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,7 +49,7 @@ def run_view(args: argparse.Namespace) -> int:
     from judge.view import build_view
 
     index = build_view(load_records(args), args.out).resolve()
-    print(f"wrote {index}")
+    print(terminal_text(f"wrote {index}"))
     if args.open:
         import webbrowser
 

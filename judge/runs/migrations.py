@@ -43,9 +43,17 @@ def m002_tags_and_baseline(db: sqlite3.Connection) -> None:
     db.execute("CREATE UNIQUE INDEX one_baseline ON runs (baseline) WHERE baseline = 1")
 
 
+def m003_results_sha256(db: sqlite3.Connection) -> None:
+    """Format 3: the sha256 of the results.jsonl a run wrote (its summary.json's
+    results_sha256), so that a folder another run wrote into since is told apart. Runs
+    recorded before have none (NULL): their folder cannot be checked."""
+    db.execute("ALTER TABLE runs ADD COLUMN results_sha256 TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_create_runs,
     m002_tags_and_baseline,
+    m003_results_sha256,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

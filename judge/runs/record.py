@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
+from judge.run.output_folder import file_sha256
 from judge.runs.store import RunRecord, RunStore, new_run_id, utc_now
 
 GIT_TIMEOUT = 10.0  # seconds: a hung git (a network file system) must not hold a run up
@@ -70,6 +71,24 @@ def read_summary(out_dir: Path) -> dict[str, Any]:
     return summary
 
 
+def results_changed(record: RunRecord) -> bool | None:
+    """Whether the run's folder holds a results.jsonl other than the one the run wrote (a
+    later run was given the same output folder); None when that cannot be told: the record
+    has no hash (an older judge's) or the file cannot be read."""
+    if record.results_sha256 is None:
+        return None
+    try:
+        return file_sha256(Path(record.out_dir) / "results.jsonl") != record.results_sha256
+    except OSError:
+        return None
+
+
+def _results_sha256(summary: dict[str, Any]) -> str | None:
+    """The hash of results.jsonl that summary.json vouches for, or None (an older judge's)."""
+    value = summary.get("results_sha256")
+    return value if isinstance(value, str) else None
+
+
 def record_folder(
     store: RunStore,
     out_dir: str | os.PathLike[str],
@@ -110,5 +129,6 @@ def record_folder(
         rows=int(summary.get("rows", 0)),
         git=git_state(cwd if cwd is not None else Path.cwd()),
         app=dict(app) if isinstance(app, dict) else None,
+        results_sha256=_results_sha256(summary),
     )
     return store.add(record)

@@ -36,7 +36,7 @@ MIN_PREFIX = 4  # shortest id prefix taken as a reference
 _BUSY_SECONDS = 30.0  # how long a writer waits for another process's write to finish
 _COLUMNS = (
     "id, name, created, command, out_dir, data, data_sha256, model, embeddings, prompts,"
-    " metrics, summary, rows, git, app, baseline"
+    " metrics, summary, rows, git, app, baseline, results_sha256"
 )
 _SEE_RUNS = "see the recorded runs with: judge runs list"
 
@@ -67,8 +67,18 @@ def open_existing(path: Path, context: str = "") -> RunStore:
     """The run store at `path`, which must exist: reading one never creates it. The error
     names the path and how runs are recorded, after `context` (what needed the store)."""
     if not path.is_file():
+        not_a_folder(path)
         raise RunStoreError(f"{context}no run store at {path}: {RECORDED_THERE}")
     return RunStore(path)
+
+
+def not_a_folder(path: Path) -> None:
+    """Refuse a folder given as the run store, which is one file in it."""
+    if path.is_dir():
+        raise RunStoreError(
+            f"runs={str(path)!r} is a folder, not a run store file: give the store's file, "
+            f"such as {path / 'runs.sqlite'} (the default is {DEFAULT_RUNS})"
+        )
 
 
 def new_run_id() -> str:
@@ -103,6 +113,9 @@ class RunRecord:
         app: an experiment's app (config.app of summary.json), or None.
         tags: the run's tags, sorted.
         baseline: whether it is the pinned baseline.
+        results_sha256: the sha256 of the results.jsonl the run wrote, or None (recorded by
+            an older judge, or from a folder whose summary.json has none): a folder whose
+            results.jsonl differs holds another run's rows now.
     """
 
     id: str
@@ -122,6 +135,7 @@ class RunRecord:
     app: dict[str, Any] | None = None
     tags: list[str] = field(default_factory=list)
     baseline: bool = False
+    results_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data, field by field (`judge runs list --json`)."""
@@ -143,6 +157,7 @@ class RunRecord:
             "app": dict(self.app) if self.app is not None else None,
             "tags": list(self.tags),
             "baseline": self.baseline,
+            "results_sha256": self.results_sha256,
         }
 
 
@@ -175,6 +190,7 @@ class RunStore:
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        not_a_folder(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -273,7 +289,7 @@ class RunStore:
                 db.execute("UPDATE runs SET baseline = 0 WHERE baseline = 1")
             try:
                 db.execute(
-                    f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * 16)})",
+                    f"INSERT INTO runs ({_COLUMNS}) VALUES ({', '.join('?' * 17)})",
                     (
                         record.id,
                         record.name,
@@ -291,6 +307,7 @@ class RunStore:
                         _json(record.git),
                         _json(record.app),
                         int(record.baseline),
+                        record.results_sha256,
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -423,4 +440,5 @@ def _record(row: tuple[Any, ...], tags: list[str]) -> RunRecord:
         app=_loaded(row[14]),
         tags=tags,
         baseline=bool(row[15]),
+        results_sha256=row[16],
     )

@@ -8,6 +8,7 @@ The Python twin of `judge traces extract` is `read_rows` (rows as dicts, to pass
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import heapq
 import json
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from judge.errors import InputFormatError, JudgeError
+from judge.run.output_folder import OutputFolder
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assemble
 from judge.traces.langfuse import is_langfuse, read_langfuse
 from judge.traces.otlp import is_otlp, read_requests
@@ -356,27 +358,39 @@ def extract(
         skipped: skipped.jsonl, one line per trace that gave no row:
             {"trace_id", "reason", "message"}.
         **options: those of `read_rows` (mapping, since, judged, sample, seed, ...).
+
+    The files are written as `judge eval` writes its folder (`OutputFolder`): each folder
+    locked while the extract runs (a second run writing there at once is refused), every
+    file written under a temporary name and published whole at the end, the rows last; an
+    extract that fails leaves the files before it as they were.
     """
     inputs = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     read = {Path(p).resolve() for p in inputs}
     for written in (out, run, retriever_run, skipped):
         if written is not None and Path(written).resolve() in read:
             raise JudgeError(f"{written} is a trace file being read: write the rows elsewhere")
+    # Published in this order, the rows last: what reads the rows finds the rest there.
+    targets = [Path(p) for p in (skipped, run, retriever_run, out) if p is not None]
+    if len({p.resolve() for p in targets}) < len(targets):
+        raise JudgeError(
+            f"{', '.join(map(str, targets))}: two outputs name one file; give each its own path"
+        )
     summary = ExtractSummary()
-    files: list[IO[str]] = []
+    with contextlib.ExitStack() as stack:
+        folders: dict[Path, OutputFolder] = {}
+        handles: dict[Path, IO[str]] = {}
+        for path in targets:
+            where = path.parent.resolve()
+            if where not in folders:
+                folders[where] = stack.enter_context(OutputFolder(where))
+            temporary = stack.enter_context(folders[where].writing(path.name))
+            handles[path] = stack.enter_context(open(temporary, "w", encoding="utf-8"))
 
-    def opened(path: PathLike | None) -> IO[str] | None:
-        if path is None:
-            return None
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
-        files.append(handle)
-        return handle
+        def handle(path: PathLike | None) -> IO[str] | None:
+            return None if path is None else handles[Path(path)]
 
-    try:
-        rows_out = opened(out)
-        assert rows_out is not None
-        run_out, retriever_out, skipped_out = opened(run), opened(retriever_run), opened(skipped)
+        rows_out = handles[Path(out)]
+        run_out, retriever_out, skipped_out = handle(run), handle(retriever_run), handle(skipped)
 
         def on_skip(skip: Skip) -> None:
             if skipped_out is not None:
@@ -388,7 +402,8 @@ def extract(
                 write_run_lines(run_out, row["id"], row["retrieved_ids"])
             if retriever_out is not None:
                 write_run_lines(retriever_out, row["id"], retriever_ids(row))
-    finally:
-        for handle in files:
-            handle.close()
+        for opened in handles.values():
+            opened.close()  # flushed (a full disk says so here), before the renames
+        for path in targets:
+            folders[path.parent.resolve()].publish([path.name])
     return summary

@@ -4,6 +4,7 @@ built so that the page needs nothing but its own folder."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -51,7 +52,9 @@ def view_data(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "runs": runs,
         # One baseline is pinned at a time; were several marked, the latest one counts.
         "baseline": baselines[-1] if baselines else None,
-        "results": {run["id"]: run_results(run["out_dir"]) for run in runs},
+        "results": {
+            run["id"]: run_results(run["out_dir"], run.pop("results_sha256")) for run in runs
+        },
     }
 
 
@@ -67,6 +70,8 @@ def _run(record: Mapping[str, Any], at: int) -> dict[str, Any]:
     run["tags"] = [str(tag) for tag in record.get("tags") or []]
     run["metrics"] = [str(m) for m in record.get("metrics") or []]
     run["out_dir"] = str(record["out_dir"]) if record.get("out_dir") else None
+    recorded = record.get("results_sha256")
+    run["results_sha256"] = recorded if isinstance(recorded, str) else None
     app = record.get("app") or {}
     run["app"] = app.get("target") if isinstance(app, Mapping) else None
     git = record.get("git") or {}
@@ -90,14 +95,21 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(value) or math.isinf(value) else value
 
 
-def run_results(out_dir: str | None) -> dict[str, Any]:
+def run_results(out_dir: str | None, results_sha256: str | None = None) -> dict[str, Any]:
     """One run's rows for the drill-down, or why there are none.
 
+    Args:
+        out_dir: the run's output folder.
+        results_sha256: the hash of the results.jsonl the run wrote, as recorded; None when
+            the record has none (an older judge's): the rows are shown, unverified.
+
     Returns:
-        {"status": "ok", "rows": [...], "skipped": n} with each row's id, question,
-        answer, scores (null when undefined) and the reasons of its undefined scores;
-        rows that could not be evaluated at all (an `error`) are skipped and counted.
-        Else {"status": "missing" or "unreadable", "message": why}.
+        {"status": "ok", "rows": [...], "skipped": n, "verified": bool} with each row's
+        id, question, answer, scores (null when undefined) and the reasons of its
+        undefined scores; rows that could not be evaluated at all (an `error`) are skipped
+        and counted; verified says whether the file is the one the run wrote. Else
+        {"status": "missing", "unreadable" or "changed", "message": why}: "changed" when
+        the folder's results.jsonl is not the run's (a later run wrote into the folder).
     """
     if out_dir is None:
         return {"status": "missing", "message": "the run recorded no output folder"}
@@ -109,19 +121,40 @@ def run_results(out_dir: str | None) -> dict[str, Any]:
         return {"status": "missing", "message": f"the run's folder {folder} has no results.jsonl"}
     rows: list[dict[str, Any]] = []
     skipped = 0
+    digest = hashlib.sha256()
+    error = None
     try:
-        with path.open(encoding="utf-8") as lines:  # line by line: the file may be large
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
+        with path.open("rb") as lines:  # line by line: the file may be large
+            for number, raw in enumerate(lines, 1):
+                digest.update(raw)
+                if error is not None or not raw.strip():
+                    continue  # a file that is not the run's is hashed whole all the same
+                try:
+                    row = _row(raw.decode("utf-8"), path, number)
+                except (InputFormatError, UnicodeDecodeError) as exc:
+                    error = exc
                     continue
-                row = _row(line, path, number)
                 if row is None:
                     skipped += 1
                 else:
                     rows.append(row)
-    except (InputFormatError, OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         return {"status": "unreadable", "message": f"{exc}"}
-    return {"status": "ok", "rows": rows, "skipped": skipped}
+    if results_sha256 is not None and digest.hexdigest() != results_sha256:
+        return {
+            "status": "changed",
+            "message": f"folder changed since recorded: {path} is not the file this run "
+            "wrote (a later run was given the same output folder); its rows are another "
+            "run's and are not shown",
+        }
+    if error is not None:
+        return {"status": "unreadable", "message": f"{error}"}
+    return {
+        "status": "ok",
+        "rows": rows,
+        "skipped": skipped,
+        "verified": results_sha256 is not None,
+    }
 
 
 def _row(line: str, path: Path, number: int) -> dict[str, Any] | None:

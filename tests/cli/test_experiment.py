@@ -237,3 +237,17 @@ def test_a_bad_target_is_one_line_naming_the_flag(target, message, server, tmp_p
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()  # nothing asked, nothing written
+
+
+def test_an_app_error_reaches_the_terminal_with_its_control_characters_escaped(server, tmp_path):
+    data = questions(tmp_path / "q.jsonl")
+    done = run(*experiment_args(data, "fails_with_control_characters", server, tmp_path / "out"))
+    assert done.returncode == 3, done.stderr
+    for raw in ("\x00", "\u202e", "\x1b", "\x07"):
+        assert raw not in done.stderr and raw not in done.stdout
+    assert "ValueError: no \\u0000index \\u202eevil\\u001b]0;pwned\\u0007 here" in done.stderr
+    # The file keeps the app's error as it was: only what a terminal shows is escaped.
+    outputs = read_jsonl(tmp_path / "out" / "app_outputs.jsonl")
+    assert [row["app_error"]["message"] for row in outputs if row["app_error"]] == [
+        apps.CONTROL_ERROR
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,90 @@ def test_processes_make_one_run_shards_none_and_merge_one(tmp_path, server, run_
         merged_out,
     )
     assert joined.summary == first.summary
+
+
+# A run name a terminal would act on: a bidi override, an OSC title, a clear screen, C1, DEL.
+HOSTILE_NAME = "run2 \u202eevil\x1b]0;pwned\x07\x1b[2J\x9b\x7f\u2066x\u2069"
+RAW = ("\u202e", "\x1b", "\x07", "\x9b", "\x7f", "\u2066", "\u2069")
+
+
+def test_a_run_name_with_control_and_bidi_characters_is_printed_escaped(
+    tmp_path, server, capsys, run_store
+):
+    data = dataset(tmp_path / "d.jsonl", 2)
+    code, _, err = judge(capsys, *eval_args(data, server, tmp_path, "--name", HOSTILE_NAME))
+    assert code == 0, err
+    (record,) = stored(run_store)
+    assert record.name == HOSTILE_NAME  # kept as given; only the terminal sees escapes
+    escaped = "run2 \\u202eevil\\u001b]0;pwned\\u0007\\u001b[2J\\u009b\\u007f\\u2066x\\u2069"
+    for args in (["list"], ["show", record.id], ["tag", record.id, "\u202etag"]):
+        code, out, err = judge(capsys, "runs", *args)
+        assert code == 0, err
+        assert not any(raw in out + err for raw in RAW), (args, out)
+    code, out, _ = judge(capsys, "runs", "list")
+    assert escaped in out
+    code, out, _ = judge(capsys, "runs", "show", record.id)
+    assert escaped in out and "\\u202etag" in out
+    code, out, _ = judge(capsys, "runs", "list", "--json")
+    assert not any(raw in out for raw in RAW)
+    assert json.loads(out)[0]["name"] == HOSTILE_NAME  # still JSON of the same name
+    code, _, err = judge(capsys, "runs", "show", HOSTILE_NAME + "x")
+    assert code == 2 and not any(raw in err for raw in RAW) and "\\u202e" in err
+
+
+def test_compare_refuses_a_run_whose_folder_a_later_run_wrote_into(
+    tmp_path, server, capsys, run_store
+):
+    shared, other = tmp_path / "shared", tmp_path / "other"
+    small, large = dataset(tmp_path / "small.jsonl", 2), dataset(tmp_path / "large.jsonl", 3)
+    for data, out, name in (
+        (small, shared, "first"),
+        (large, shared, "second"),
+        (small, other, "third"),
+    ):
+        args = eval_args(data, server, tmp_path, "--name", name)
+        args[args.index("--out") + 1] = str(out)
+        assert judge(capsys, *args)[0] == 0
+    first = next(r for r in stored(run_store) if r.name == "first")
+    code, out, err = judge(capsys, "compare", "first", "third")
+    assert code == 2 and out == ""
+    assert f"run {first.id} (first)" in err and str(shared.resolve()) in err
+    assert "changed since the run was recorded" in err and "judge compare" in err
+    code, out, _ = judge(capsys, "runs", "show", "first")
+    assert code == 0 and "changed since recorded" in out
+    assert "changed since" not in judge(capsys, "runs", "show", "second")[1]
+    code, _, err = judge(capsys, "compare", "second", "third")
+    assert code == 0, err
+    # A run recorded before the store kept the hash: compared, with a note that it cannot
+    # be checked.
+    db = sqlite3.connect(run_store)
+    db.execute("UPDATE runs SET results_sha256 = NULL WHERE name = 'second'")
+    db.commit()
+    db.close()
+    code, _, err = judge(capsys, "compare", "second", "third")
+    assert code == 0 and "cannot be checked" in err
+
+
+def test_a_folder_given_as_the_store_says_so(tmp_path, capsys):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for args in (["runs", "list"], ["runs", "show", "abcd"], ["view", "--out", tmp_path / "v"]):
+        code, out, err = judge(capsys, *args, "--runs", folder)
+        assert code == 2, (args, out, err)
+        assert f"--runs {folder} is a folder, not a run store file" in err
+        assert "no runs recorded" not in out + err
+    assert list(folder.iterdir()) == []  # nothing made in it
+
+
+def test_compare_prints_run_folders_with_control_characters_escaped(tmp_path, server, capsys):
+    data = dataset(tmp_path / "d.jsonl", 3)
+    folders = [tmp_path / "base", tmp_path / "run \u202eevil\x1b[2J", tmp_path / "other"]
+    for out in folders:
+        args = eval_args(data, server, tmp_path, "--no-record")
+        args[args.index("--out") + 1] = str(out)
+        assert judge(capsys, *args)[0] == 0
+    for extra in ([], ["--format", "json"]):
+        code, out, err = judge(capsys, "compare", *folders, *extra)
+        assert code == 0, err
+        assert not any(raw in out + err for raw in RAW), out
+        assert "run \\u202eevil\\u001b[2J" in out

@@ -155,3 +155,13 @@ class RowPipeline:
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         return by_row(row)
+
+
+# An error message a terminal would act on: NUL, an OSC title sequence, a bidi override.
+CONTROL_ERROR = "no \x00index \u202eevil\x1b]0;pwned\x07 here"
+
+
+def fails_with_control_characters(question: str) -> dict[str, Any]:
+    if "bananas" in question:
+        raise ValueError(CONTROL_ERROR)
+    return answer(question)

@@ -47,15 +47,15 @@ def version(path) -> int:
         db.close()
 
 
-def test_the_format_history_has_two_formats():
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
+def test_the_format_history_has_three_formats():
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
 
 
 def test_a_format_1_store_is_upgraded_and_keeps_its_runs(tmp_path):
     path = format_1_file(tmp_path / "runs.sqlite")
     with RunStore(path) as store:
         old, merged = store.runs()
-        assert version(path) == 2
+        assert version(path) == 3
         assert (old.id, old.name, old.command, old.rows) == ("0123456789ab", "old", "eval", 3)
         assert old.summary["faithfulness"]["mean"] == 0.7 and old.prompts == {"faithfulness": "v1"}
         assert old.git == {"commit": "abc", "dirty": False, "root": "/src"}
@@ -66,7 +66,9 @@ def test_a_format_1_store_is_upgraded_and_keeps_its_runs(tmp_path):
     with RunStore(path) as store:  # opened again: nothing left to migrate
         assert store.get("baseline").id == "ba9876543210"
         assert store.get("0123").tags == ["legacy"]
-    assert version(path) == 2
+        # format 3: a run recorded before it has no results hash (unverifiable, not refused)
+        assert old.results_sha256 is None and merged.results_sha256 is None
+    assert version(path) == 3
 
 
 def test_an_upgraded_store_holds_one_baseline_at_most(tmp_path):
@@ -86,7 +88,7 @@ def test_a_store_from_a_newer_judge_is_refused_untouched(tmp_path):
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     db.close()
     before = path.read_bytes()
-    with pytest.raises(RunStoreError, match=r"newer judge \(run store format 3; .* up to 2\)"):
+    with pytest.raises(RunStoreError, match=r"newer judge \(run store format 4; .* up to 3\)"):
         RunStore(path)
     assert path.read_bytes() == before and version(path) == SCHEMA_VERSION + 1
 

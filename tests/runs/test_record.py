@@ -3,6 +3,7 @@ made in (a real repository in tmp_path: no commit, clean, dirty, untracked files
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -110,6 +111,12 @@ def test_a_record_holds_what_summary_json_says(written_run, tmp_path, repo):
     assert made.git is not None and made.git["root"] == str(repo.resolve())
     assert made.app is None and made.tags == [] and made.baseline is False
     assert len(made.id) == 12 and made.created.endswith("Z") and len(made.created) == 20
+    # the hash of the results.jsonl it wrote: a later run in the same folder is told apart
+    assert made.results_sha256 == summary["results_sha256"]
+    assert (
+        made.results_sha256
+        == hashlib.sha256((written_run / "results.jsonl").read_bytes()).hexdigest()
+    )
 
 
 def test_only_summary_json_is_read(written_run, tmp_path):

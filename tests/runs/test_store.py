@@ -34,6 +34,7 @@ def test_a_record_is_kept_field_for_field_and_read_back_after_reopening(tmp_path
         app={"target": "app.py:answer", "fingerprint": "f" * 64},
         summary={"faithfulness": {"mean": None, "ci_low": None, "ci_high": None, "scored": 0}},
         tags=["b", "a", "b"],
+        results_sha256="e" * 64,
     )
     with RunStore(path) as store:
         added = store.add(full)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge.ir.trec import read_run
+from judge.run.output_folder import OutputFolder
 from judge.testing import heuristic_judge
 from judge.traces.assemble import AssemblyCounts, assemble
 from judge.traces.extract import DaySample, read_rows, sample_key
@@ -297,3 +298,40 @@ def test_extract_never_writes_over_a_trace_file_it_reads(made, tmp_path):
     )
     assert done.returncode == 2 and "is a trace file being read" in done.stderr
     assert made["path"].read_bytes() == before
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """A folder's files by name, the lock and temporary files left out."""
+    return {
+        p.name: p.read_bytes()
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.startswith(".")
+    }
+
+
+def test_extract_into_a_folder_another_run_is_writing_is_refused(made, tmp_path):
+    out = tmp_path / "out"
+    first = run("traces", "extract", made["path"], "-o", out / "a.jsonl")
+    assert first.returncode == 0, first.stderr
+    before = files(out)
+    assert set(before) == {"a.jsonl", "skipped.jsonl"}
+    with OutputFolder(out):  # another judge run holds the folder while this one starts
+        done = run("traces", "extract", made["path"], "-o", out / "b.jsonl")
+    assert done.returncode == 2, done.stderr
+    assert "another judge run" in done.stderr and str(out) in done.stderr
+    assert files(out) == before  # the first run's skipped.jsonl stays as it was
+
+
+def test_an_extract_that_fails_leaves_the_files_before_it_whole(made, dated, tmp_path):
+    out, trec = tmp_path / "rows.jsonl", tmp_path / "run.trec"
+    first = run("traces", "extract", dated, "-o", out, "--run", trec)
+    assert first.returncode == 0, first.stderr
+    before = files(tmp_path)
+    damaged = tmp_path / "in" / "damaged.jsonl"
+    damaged.parent.mkdir()
+    damaged.write_bytes(made["path"].read_bytes() + b"{not json\n")
+    done = run("traces", "extract", damaged, "-o", out, "--run", trec)
+    assert done.returncode == 2, done.stderr
+    # Nothing half-written: the outputs are the first run's, and no temporary file is left.
+    assert files(tmp_path) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".judge-out-")] == []

@@ -3,6 +3,7 @@ each run's results.jsonl, runs whose folder is gone, the escaping of data.js, th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -238,3 +239,26 @@ def test_the_wheel_ships_the_assets(tmp_path: Path) -> None:
     (built_wheel,) = tmp_path.glob("judge-*.whl")
     names = set(zipfile.ZipFile(built_wheel).namelist())
     assert {f"judge/view/assets/{name}" for name in ASSETS} <= names
+
+
+def test_a_folder_another_run_wrote_into_since_shows_none_of_its_rows(tmp_path: Path) -> None:
+    folder = results(tmp_path / "run", [row("q1", 0.5), row("q2", 0.5)])
+    first = hashlib.sha256((folder / "results.jsonl").read_bytes()).hexdigest()
+    results(folder, [row("q1", 1.0), row("q9", 0.0)])  # a later run given the same --out
+    second = hashlib.sha256((folder / "results.jsonl").read_bytes()).hexdigest()
+    data = view_data(
+        [
+            record("a", "2026-01", folder, results_sha256=first),
+            record("b", "2026-02", folder, results_sha256=second),
+            record("c", "2026-03", folder),  # recorded by an older judge: no hash
+        ]
+    )
+    got = data["results"]
+    assert got["a"]["status"] == "changed" and "rows" not in got["a"]
+    assert "folder changed since recorded" in got["a"]["message"]
+    assert str(folder) in got["a"]["message"]
+    assert got["b"]["status"] == "ok" and got["b"]["verified"] is True
+    assert [r["id"] for r in got["b"]["rows"]] == ["q1", "q9"]
+    # Not refused: shown, marked as rows that cannot be checked against the run.
+    assert got["c"]["status"] == "ok" and got["c"]["verified"] is False
+    assert len(got["c"]["rows"]) == 2

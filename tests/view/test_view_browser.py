@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from judge.run.output_folder import file_sha256
 from judge.view import build_view
 from tests.helpers.view import HOSTILE, judged_runs, record, results_rows, run_id
 
@@ -110,7 +111,8 @@ def test_the_page_loads_without_errors_and_draws_each_metric(page: Any, view: di
         assert chart["painted"] > 1000, f"{chart['metric']}'s canvas is blank"
         upper, lower, mean = chart["datasets"]
         assert upper["fill"] == "+1" and lower["fill"] is False  # the band between them
-        assert [label[0].split(" (")[0] for label in chart["labels"]] == order
+        # names isolated (FSI ... PDI): an override in one cannot reorder the label
+        assert [label[0].split(" (")[0].strip("\u2068\u2069") for label in chart["labels"]] == order
         summary = {n: by_name[n]["summary"][chart["metric"]] for n in by_name}
         summary["gone"] = summary["base"]
         assert mean["data"] == [summary[n]["mean"] for n in order]
@@ -190,3 +192,144 @@ def test_a_run_whose_folder_is_gone_says_so(page: Any, view: dict) -> None:
     assert "is gone" in note and str(Path(view["folders"]["base"]).parent / "gone") in note
     assert page.locator("#diff tbody tr").count() == 0
     assert page.problems == []
+
+
+EVIL = "run2 \u202eevil"  # shows as "run2 live" and reverses what follows, unisolated
+LONG = "a very long run name " + "".join(f"part{i} " for i in range(40))  # 200+ characters
+
+
+@pytest.fixture(scope="module")
+def hostile_view(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Runs named with a bidi override and 200+ characters, and a run whose folder a later
+    run was given as --out after it was recorded."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    folders = judged_runs(tmp / "runs")
+    shared = tmp / "runs" / "shared"
+    shutil.copytree(folders["base"], shared)
+    reused = record("base", shared) | {"id": run_id("reused"), "name": "reused"}
+    reused["results_sha256"] = file_sha256(shared / "results.jsonl")
+    for name in ("results.jsonl", "summary.json"):  # the later run writes the same folder
+        shutil.copy(folders["rerank"] / name, shared / name)
+    records = [
+        record("base", folders["base"], baseline=True) | {"name": EVIL},
+        record("rerank", folders["rerank"]) | {"name": LONG},
+        record("prompt-v3", folders["prompt-v3"]),
+        reused | {"created": "2026-12-04T10:00:00Z"},
+    ]
+    assert len(LONG) >= 200
+    return {"index": build_view(records, tmp / "judge-view"), "folders": folders}
+
+
+@pytest.fixture
+def hostile_page(browser: Any, hostile_view: dict[str, Any]) -> Iterator[Any]:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.problems = []
+    page.on("pageerror", lambda exc: page.problems.append(f"page error: {exc}"))
+    page.on(
+        "console",
+        lambda m: page.problems.append(m.text) if m.type in ("error", "warning") else None,
+    )
+    page.goto(hostile_view["index"].as_uri())
+    page.wait_for_load_state("load")
+    yield page
+    page.close()
+
+
+# The whole name the tooltip of a run's point shows, as Chart.js lays it out on hover.
+TOOLTIP_TITLE = """([canvas, index]) => {
+  const chart = Chart.getChart(canvas);
+  const point = chart.getDatasetMeta(2).data[index];
+  chart.tooltip.setActiveElements([{datasetIndex: 2, index: index}], {x: point.x, y: point.y});
+  chart.update();
+  return chart.tooltip.title;
+}"""
+
+
+def test_charts_draw_with_a_200_character_run_name_and_show_it_whole_on_hover(
+    hostile_page: Any,
+) -> None:
+    charts = hostile_page.eval_on_selector_all("canvas", f"all => all.map({CHART_STATE})")
+    # The plot's height, and how many runs' labels the axis shows (Chart.js drops the
+    # labels that do not fit: a long name left the other runs without theirs).
+    layout = hostile_page.eval_on_selector_all(
+        "canvas",
+        "all => all.map(c => [Chart.getChart(c).chartArea.height,"
+        " Chart.getChart(c).scales.x.ticks.length])",
+    )
+    assert hostile_page.problems == []
+    assert len(charts) == 2
+    for chart, (height, labelled) in zip(charts, layout, strict=True):
+        assert chart["painted"] > 1000, f"{chart['metric']}'s canvas is blank"
+        assert height > 80 and labelled == 4, (height, labelled)
+        shown = chart["labels"][1][0]  # the long run's label on the axis: shortened
+        assert len(shown) < 40 and shown.startswith("\u2068a very long run name")
+    canvas = hostile_page.query_selector("canvas")
+    title = hostile_page.evaluate(TOOLTIP_TITLE, [canvas, 1])
+    assert "".join(title).replace("\u2068", "").replace("\u2069", "").startswith(LONG)
+
+
+def test_a_bidi_override_in_a_run_name_cannot_reorder_what_follows(hostile_page: Any) -> None:
+    row = hostile_page.locator(f'#runs tr[data-run="{run_id("base")}"]')
+    # The name's cell: the name, then the baseline badge, left to right as written.
+    layout = (
+        row.locator("td")
+        .nth(2)
+        .evaluate(
+            """td => {
+          const range = document.createRange();
+          range.selectNodeContents(td.firstChild);
+          const name = range.getBoundingClientRect();
+          const badge = td.querySelector('.badge').getBoundingClientRect();
+          return {nameRight: name.right, badgeLeft: badge.left};
+        }"""
+        )
+    )
+    assert layout["nameRight"] <= layout["badgeLeft"] + 1, layout
+    # The runs chosen: "chosen: NAME (id) and ..." keeps its order after the override.
+    hostile_page.click(f'#runs tr[data-run="{run_id("base")}"]')
+    hostile_page.click(f'#runs tr[data-run="{run_id("prompt-v3")}"]')
+    order = hostile_page.locator("#chosen").evaluate(
+        """span => {
+          const walker = document.createTreeWalker(span, NodeFilter.SHOW_TEXT);
+          const at = {};
+          for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (const word of ["chosen", "evil", "and", "prompt-v3"]) {
+              const i = node.data.indexOf(word);
+              if (i < 0 || word in at) continue;
+              const range = document.createRange();
+              range.setStart(node, i);
+              range.setEnd(node, i + word.length);
+              at[word] = range.getBoundingClientRect().left;
+            }
+          }
+          return at;
+        }"""
+    )
+    assert order["chosen"] < order["evil"] < order["and"] < order["prompt-v3"], order
+    assert hostile_page.problems == []
+
+
+def test_a_run_whose_folder_another_run_reused_is_marked_and_shows_no_rows(
+    hostile_page: Any,
+) -> None:
+    row = hostile_page.locator(f'#runs tr[data-run="{run_id("reused")}"]')
+    assert "folder changed since recorded" in row.inner_text()
+    hostile_page.click(f'#runs tr[data-run="{run_id("reused")}"]')
+    hostile_page.click(f'#runs tr[data-run="{run_id("prompt-v3")}"]')
+    hostile_page.click("#compare")
+    note = hostile_page.inner_text("#diff-note")
+    assert "folder changed since recorded" in note and "cannot be shown" in note
+    assert hostile_page.locator("#diff tbody tr").count() == 0
+    assert hostile_page.problems == []
+
+
+def test_rows_of_a_run_recorded_without_a_hash_are_shown_as_unverifiable(
+    hostile_page: Any,
+) -> None:
+    hostile_page.click(f'#runs tr[data-run="{run_id("prompt-v3")}"]')
+    hostile_page.click(f'#runs tr[data-run="{run_id("rerank")}"]')
+    hostile_page.click("#compare")
+    note = hostile_page.inner_text("#diff-note")
+    assert "cannot be checked against the run" in note
+    assert hostile_page.locator("#diff tbody tr").count() == 4  # shown, not refused
+    assert hostile_page.problems == []

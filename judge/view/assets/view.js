@@ -1,6 +1,7 @@
 // judge view: the run history's page, drawn from window.JUDGE_VIEW (data.js) with Chart.js.
 // Every text of the data is user data (answers, questions, names): it reaches the page
-// through textContent and attributes only, never innerHTML.
+// through textContent and attributes only, never innerHTML, and isolated (a <bdi>, or
+// FSI...PDI in plain strings) so that a bidi override in it cannot reorder what follows.
 (function () {
   "use strict";
 
@@ -9,6 +10,7 @@
   var BAND = "rgba(63, 111, 181, 0.18)";
   var RED = "rgb(176, 0, 32)";
   var MISSING = "\u2013";
+  var CHART_NAME_CHARS = 24; // a run's name in a chart's labels; the whole name on hover
 
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
@@ -32,8 +34,37 @@
     return sign && value > 0 ? "+" + text : text;
   }
 
+  // User text in a plain string (a canvas label, a title attribute): first strong
+  // isolate ... pop directional isolate, which also ends any override opened inside.
+  function isolated(text) {
+    return "\u2068" + text + "\u2069";
+  }
+
+  // User text in the page: its own <bdi>.
+  function bdi(text) {
+    return el("bdi", { text: text });
+  }
+
+  // A run as text: its name (isolated) and the start of its id; the id alone without one.
+  function runLabelText(run, nameChars) {
+    if (!run.name) return run.id.slice(0, 12);
+    var name = run.name;
+    if (nameChars && name.length > nameChars) name = name.slice(0, nameChars - 1) + "\u2026";
+    return isolated(name) + " (" + run.id.slice(0, 8) + ")";
+  }
+
+  // A run in the page: <span><bdi>name</bdi> (id)</span>.
   function runLabel(run) {
-    return run.name ? run.name + " (" + run.id.slice(0, 8) + ")" : run.id.slice(0, 12);
+    if (!run.name) return el("span", { className: "run-label", text: run.id.slice(0, 12) });
+    return el("span", { className: "run-label" },
+      [bdi(run.name), " (" + run.id.slice(0, 8) + ")"]);
+  }
+
+  // Split a long text into lines of at most `width` characters (a tooltip does not wrap).
+  function lines(text, width) {
+    var out = [];
+    for (var at = 0; at < text.length; at += width) out.push(text.slice(at, at + width));
+    return out.length ? out : [""];
   }
 
   var runsById = {};
@@ -51,7 +82,7 @@
         id: "chart-" + index,
         "data-metric": metric,
         role: "img",
-        "aria-label": metric + " across runs",
+        "aria-label": isolated(metric) + " across runs",
       });
       var box = el("div", { className: "chart", "data-metric": metric }, [
         el("h3", { text: metric }),
@@ -60,7 +91,7 @@
       holder.appendChild(box);
       var labels = data.runs.map(function (run) {
         var when = (run.created || "").replace("T", " ").replace("Z", "").slice(0, 16);
-        return [runLabel(run), when];
+        return [runLabelText(run, CHART_NAME_CHARS), when];
       });
       var isBase = data.runs.map(function (run) {
         return run.id === data.baseline;
@@ -116,6 +147,13 @@
             },
             tooltip: {
               callbacks: {
+                // The whole name, which the axis shows shortened.
+                title: function (items) {
+                  var run = data.runs[items[0].dataIndex];
+                  var when = (run.created || "").replace("T", " ").replace("Z", "");
+                  var name = run.name ? lines(run.name, 60).map(isolated) : [];
+                  return name.concat([run.id + (when ? " \u00b7 " + when : "")]);
+                },
                 afterTitle: function (items) {
                   var run = data.runs[items[0].dataIndex];
                   var scored = summaryOf(run, metric, "scored");
@@ -143,9 +181,15 @@
     var body = el("tbody");
     data.runs.forEach(function (run) {
       var box = el("input", { type: "checkbox", "aria-label": "choose run " + run.id });
-      var nameCell = el("td", {}, [run.name || ""]);
+      var nameCell = el("td", { className: "name" }, [bdi(run.name || "")]);
       if (run.id === data.baseline) {
         nameCell.appendChild(el("span", { className: "badge", text: "baseline" }));
+      }
+      var rows = data.results[run.id];
+      if (rows && rows.status === "changed") {
+        nameCell.appendChild(el("span", {
+          className: "badge changed", text: "folder changed since recorded", title: rows.message,
+        }));
       }
       var git = run.git ? run.git.commit + (run.git.dirty ? " (dirty)" : "") : "";
       var cells = [
@@ -154,13 +198,15 @@
         nameCell,
         el("td", { text: run.created || "" }),
         el("td", { text: run.command || "" }),
-        el("td", { text: run.model || "" }),
-        el("td", { text: run.app || "" }),
+        el("td", {}, [bdi(run.model || "")]),
+        el("td", {}, [bdi(run.app || "")]),
         el("td", { text: git, title: run.git && run.git.dirty ? "uncommitted changes" : null }),
         el("td", { className: "n", text: run.rows === null ? "" : run.rows }),
       ].concat(data.metrics.map(function (metric) {
         return el("td", { className: "n", text: num(summaryOf(run, metric, "mean")) });
-      }), [el("td", { text: (run.tags || []).join(", ") })]);
+      }), [el("td", {}, (run.tags || []).reduce(function (parts, tag, i) {
+        return parts.concat(i ? [", ", bdi(tag)] : [bdi(tag)]);
+      }, []))]);
       var row = el("tr", {
         "data-run": run.id,
         className: run.id === data.baseline ? "baseline" : null,
@@ -190,9 +236,13 @@
       row.querySelector("input").checked = picked;
     });
     document.getElementById("compare").disabled = chosen.length !== 2;
-    document.getElementById("chosen").textContent = chosen.length
-      ? "chosen: " + chosen.map(function (id) { return runLabel(runsById[id]); }).join(" and ")
-      : "";
+    var parts = chosen.length ? ["chosen: "] : [];
+    chosen.forEach(function (id, i) {
+      if (i) parts.push(" and ");
+      parts.push(runLabel(runsById[id]));
+    });
+    document.getElementById("chosen").replaceChildren.apply(
+      document.getElementById("chosen"), parts);
   }
 
   // ---- the drill-down: per question, both runs' scores and the difference (later - earlier)
@@ -273,7 +323,7 @@
   function scoreCell(row, metric) {
     var value = row.scores[metric];
     var reason = row.reasons && row.reasons[metric];
-    return el("td", { className: "n", text: num(value), title: reason || null });
+    return el("td", { className: "n", text: num(value), title: reason ? isolated(reason) : null });
   }
 
   function compare(idA, idB) {
@@ -290,14 +340,18 @@
     section.hidden = false;
     table.replaceChildren();
     controls.replaceChildren();
-    document.getElementById("diff-title").textContent =
-      "Per question: " + runLabel(runA) + " \u2192 " + runLabel(runB);
+    document.getElementById("diff-title").replaceChildren(
+      "Per question: ", runLabel(runA), " \u2192 ", runLabel(runB));
     var resA = data.results[runA.id], resB = data.results[runB.id];
-    var problems = [[runA, resA], [runB, resB]].filter(function (x) {
-      return x[1].status !== "ok";
-    }).map(function (x) { return "Run " + runLabel(x[0]) + ": " + x[1].message + "."; });
+    var problems = [];
+    [[runA, resA], [runB, resB]].forEach(function (x) {
+      if (x[1].status === "ok") return;
+      problems.push(problems.length ? " Run " : "Run ", runLabel(x[0]), ": ",
+        bdi(x[1].message), ".");
+    });
     if (problems.length) {
-      note.textContent = problems.join(" ") + " The per-question scores cannot be shown.";
+      problems.push(" The per-question scores cannot be shown.");
+      note.replaceChildren.apply(note, problems);
       note.className = "bad";
       section.scrollIntoView();
       return;
@@ -306,25 +360,33 @@
     var metrics = diffMetrics(paired.pairs);
     var skipped = resA.skipped + resB.skipped;
     note.className = "small";
-    note.textContent = paired.pairs.length + " questions in both runs, matched by " +
-      paired.by + "; " + paired.onlyA + " only in " + runLabel(runA) + ", " + paired.onlyB +
-      " only in " + runLabel(runB) +
+    note.replaceChildren(paired.pairs.length + " questions in both runs, matched by " +
+      paired.by + "; " + paired.onlyA + " only in ", runLabel(runA), ", " + paired.onlyB +
+      " only in ", runLabel(runB),
       (skipped ? "; " + skipped + " rows with input errors left out" : "") +
-      ". \u0394 = " + runLabel(runB) + " \u2212 " + runLabel(runA) +
-      "; the largest drop first.";
+      ". \u0394 = ", runLabel(runB), " \u2212 ", runLabel(runA),
+      "; the largest drop first.");
+    [runA, runB].forEach(function (run) {
+      if (data.results[run.id].verified === false) {
+        note.append(" The rows of ", runLabel(run), " cannot be checked against the run: " +
+          "it was recorded by a judge that kept no hash of its results.jsonl.");
+      }
+    });
     var select = el("select", { id: "diff-sort", "aria-label": "sort by" },
       [el("option", { value: "", text: "largest drop, any metric" })].concat(
-        metrics.map(function (m) { return el("option", { value: m, text: "largest drop: " + m }); })));
+        metrics.map(function (m) {
+          return el("option", { value: m, text: "largest drop: " + isolated(m) });
+        })));
     controls.appendChild(el("label", {}, ["Sort by ", select]));
 
     var head = el("tr", {}, [el("th", { text: "question" })]);
     metrics.forEach(function (m) {
-      head.appendChild(el("th", { text: m + " A" }));
-      head.appendChild(el("th", { text: m + " B" }));
-      head.appendChild(el("th", { text: m + " \u0394" }));
+      head.appendChild(el("th", {}, [bdi(m), " A"]));
+      head.appendChild(el("th", {}, [bdi(m), " B"]));
+      head.appendChild(el("th", {}, [bdi(m), " \u0394"]));
     });
-    head.appendChild(el("th", { text: "answer A: " + runLabel(runA) }));
-    head.appendChild(el("th", { text: "answer B: " + runLabel(runB) }));
+    head.appendChild(el("th", {}, ["answer A: ", runLabel(runA)]));
+    head.appendChild(el("th", {}, ["answer B: ", runLabel(runB)]));
     table.appendChild(el("thead", {}, [head]));
     var body = el("tbody");
     table.appendChild(body);
@@ -336,7 +398,7 @@
         var question = pair.a.question === null ? MISSING : pair.a.question;
         var row = el("tr", { "data-key": pair.key }, [el("td", {}, [
           el("div", { text: question }),
-          pair.a.id === null ? null : el("div", { className: "small", text: "id " + pair.a.id }),
+          pair.a.id === null ? null : el("div", { className: "small" }, ["id ", bdi(pair.a.id)]),
         ])]);
         metrics.forEach(function (m) {
           var d = delta(pair, m);
