@@ -16,7 +16,7 @@ ROOT = Path(judge.__file__).parent
 # Lowest first. A module may import its own package and any package in a lower layer;
 # packages in one layer do not import each other. Top-level modules count as packages.
 LAYERS: list[set[str]] = [
-    {"errors", "json_values", "version"},
+    {"errors", "json_values", "lines", "version"},
     {"aio", "formatting", "threads", "fields", "spreadsheet", "samples", "signals"},
     {"stats"},
     {"cache"},

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, overload
 
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
+from judge.json_values import lone_surrogate_in
 from judge.samples import Sample
 
 COLUMNS = FieldTable(
@@ -506,37 +507,11 @@ def _lone_surrogate(record: Mapping[str, Any]) -> str | None:
     makes of "\\ud800") cannot be written as UTF-8, so no hash, cache key or output line
     can hold it. Checked after the row is built, so ordinary rows pay one pass."""
     for column, value in record.items():
-        where = _surrogate_in(column) or _surrogate_in(value)
+        where = lone_surrogate_in(column) or lone_surrogate_in(value)
         if where is not None:
             return (
                 f"column {column!r} holds a lone surrogate ({where}), which is not Unicode "
                 "text: half of a UTF-16 pair, from a broken \\u escape in JSON or a wrong "
                 "decoding; fix or drop that text"
             )
-    return None
-
-
-def _surrogate_in(value: Any) -> str | None:
-    """Where a lone surrogate is in value (a string, or one inside lists, tuples, arrays
-    and mappings, keys too), as "'\\ud800' at character 4"; None when there is none.
-    Other objects are only ever written through repr(), which escapes them."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if item.isascii():
-                continue
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return f"{item[exc.start]!r} at character {exc.start}"
-        elif isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif hasattr(item, "tolist") and not isinstance(item, (bytes, int, float)):
-            listed = item.tolist()  # numpy arrays of strings, from pandas
-            if isinstance(listed, (list, str)):
-                stack.append(listed)
     return None
