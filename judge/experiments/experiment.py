@@ -23,7 +23,7 @@ from judge.errors import InputFormatError, JudgeError
 from judge.experiments.app import REPLY_FIELDS, App, as_app, load_target
 from judge.experiments.calls import ERROR, CallStats, ProgressFile, Question, ask_all
 from judge.ir import DEFAULT_METRICS
-from judge.ir.trec import read_qrels, write_qrels, write_run
+from judge.ir.trec import read_qrels, trec_id_problem, write_qrels, write_run
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.resolve import MetricLike
@@ -106,6 +106,31 @@ class _ParsedByID(Mapping[str, V], Generic[T, V]):
 
     def __len__(self) -> int:
         return len(self._where)
+
+
+class _Only(Mapping[str, V]):
+    """A mapping seen through some of its keys."""
+
+    def __init__(self, mapping: Mapping[str, V], keys: Sequence[str]):
+        self._mapping = mapping
+        self._keys = keys
+        self._kept = set(keys)
+
+    def __getitem__(self, key: str) -> V:
+        if key not in self._kept:
+            raise KeyError(key)
+        return self._mapping[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def _fit(query: str, docs: Mapping[str, int]) -> bool:
+    """Whether a query's labels can be written to qrels.txt."""
+    return trec_id_problem(query) is None and all(trec_id_problem(d) is None for d in docs)
 
 
 def _labels(question: Question) -> dict[str, int] | None:
@@ -274,7 +299,9 @@ async def run_experiment(
 ) -> EvaluationResult:
     """Ask the app, write its outputs into the (open) folder, judge them; the judged
     folder's results.jsonl, summary.json and report.html are the caller's to write."""
-    progress_file = ProgressFile(folder.path / PROGRESS_FILE, app)
+    # With relevance labels the rows' ids are written to run.trec and qrels.txt.
+    trec = testset.qrels_source is not None
+    progress_file = ProgressFile(folder.path / PROGRESS_FILE, app, trec=trec)
     rows, stats = await ask_all(
         app,
         testset.questions,
@@ -322,6 +349,9 @@ def write_rankings(
     run = trec_run(rows)
     if not run:
         return []
+    # A question whose id, or a label's, a TREC line cannot hold is a row error (see
+    # calls.ProgressFile): its labels are left out, as its ranking is.
+    labels = _Only(labels, [q for q, docs in labels.items() if _fit(q, docs)])
     with folder.writing("run.trec") as path:
         write_run(run, path, tag="app")
     with folder.writing("qrels.txt") as path:
