@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, overload
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
 from judge.json_values import lone_surrogate_in
+from judge.lines import bounded_lines
 from judge.samples import Sample
 
 COLUMNS = FieldTable(
@@ -174,9 +175,11 @@ def loads_json(text: str) -> Any:
 
 
 def _read_json(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
-        value = loads_json(text)
+        try:
+            value = loads_json(path.read_text(encoding="utf-8"))
+        except RecursionError:
+            raise InputFormatError(f"{path}: {NESTED}") from None
         if isinstance(value, dict):  # {"column": [values...]}
             columns = {k: v for k, v in value.items() if isinstance(v, list)}
             lengths = {len(v) for v in columns.values()}
@@ -196,11 +199,13 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 )
         return value
     rows = []
-    for number, line in text_lines(text):
+    for number, line in _jsonl_lines(path):
         if line.strip():
             try:
                 record = loads_json(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
+            except RecursionError:
+                raise InputFormatError(f"{path}:{number}: {NESTED}") from None
+            except ValueError as exc:  # not JSON, an integer of 5,000 digits
                 raise InputFormatError(f"{path}:{number}: not JSON ({exc})") from exc
             if not isinstance(record, dict):
                 raise InputFormatError(
@@ -209,6 +214,29 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 )
             rows.append(record)
     return rows
+
+
+NESTED = "JSON nested too deeply (arrays or objects inside one another past Python's limit)"
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number from 1, text) of the lines of a JSON-lines file as text mode splits them
+    (on \\n, \\r\\n and \\r), each read with the line limit (`judge.lines`): a file of
+    one endless line is refused, not read into memory."""
+    number = 0
+    with path.open("rb") as handle:
+        for _, raw in bounded_lines(handle, path):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputFormatError(f"{path}:{number + 1}: not UTF-8 ({exc})") from None
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+            parts = text.split("\n")
+            if text.endswith("\n"):
+                parts.pop()
+            for part in parts:
+                number += 1
+                yield number, part
 
 
 class JsonlRecords(Sequence[dict[str, Any]]):
@@ -250,7 +278,7 @@ class JsonlRecords(Sequence[dict[str, Any]]):
         offset = 0
         identity = _identity(p)
         with p.open("rb") as lines:
-            for number, line in enumerate(lines, start=1):
+            for number, line in bounded_lines(lines, p):
                 if b"\r" in line.rstrip(b"\r\n"):
                     raise InputFormatError(
                         f"{p}:{number}: lines end in carriage returns alone (an old Mac "
@@ -324,7 +352,9 @@ def _record(line: bytes, path: Path, number: int | None) -> dict[str, Any]:
     where = f"{path}:{number}" if number is not None else str(path)
     try:
         record = loads_json(line.decode("utf-8"))
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise InputFormatError(f"{where}: {NESTED}") from None
+    except ValueError as exc:  # not JSON, not UTF-8, an integer of 5,000 digits
         raise InputFormatError(f"{where}: not JSON ({exc})") from exc
     if not isinstance(record, dict):
         raise InputFormatError(

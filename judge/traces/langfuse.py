@@ -62,7 +62,9 @@ def is_langfuse(path: PathLike) -> bool:
         return False
     try:
         first = json.loads(head.split("\n", 1)[0])
-    except json.JSONDecodeError:  # a JSON document over many lines: its first keys
+    except RecursionError:  # nested past Python's limit: no Langfuse export is
+        return False
+    except ValueError:  # a JSON document over many lines: its first keys
         return ('"traceId"' in head and '"type"' in head) or '"observations"' in head
     if isinstance(first, Mapping) and isinstance(first.get("data"), list):
         first = first["data"][0] if first["data"] else None
