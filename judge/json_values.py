@@ -40,8 +40,10 @@ _NO_NAN = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 def sha256_hex(text: str) -> str:
-    """Hex sha256 of the UTF-8 encoding of text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """Hex sha256 of the UTF-8 encoding of text; a lone surrogate (no Unicode text, which
+    UTF-8 cannot encode) is hashed as its three bytes, so that text can be keyed and then
+    refused where it would be written, not crash the hash."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def nan_to_null(value: Any) -> Any:

@@ -93,6 +93,17 @@ def test_text_that_is_no_unicode_is_that_questions_error(tmp_path, change, colum
     assert_rows_score_as_judge_ir_on_the_files(result, out)
 
 
+def test_a_question_with_a_lone_surrogate_is_that_questions_error(tmp_path):
+    questions = [dict(q) for q in apps.QUESTIONS]
+    questions[2]["question"] = "What colour are ripe bananas\udfff?"
+    out = tmp_path / "out"
+    result = experiment(apps.answer, questions, out=out, metrics=METRICS, progress=False)
+    row = banana_row(out)
+    assert row["app_error"]["type"] == "NotUnicode" and "'question'" in row["app_error"]["message"]
+    assert row["question"] == "What colour are ripe bananas\\udfff?"  # escaped, shown
+    assert_rows_score_as_judge_ir_on_the_files(result, out)
+
+
 @pytest.mark.parametrize("doc", ["c3\nq1 Q0 c1 1 99 app", "c 3", "", "c\x1b[2J", "c\u2028"])
 def test_a_retrieved_id_trec_cannot_hold_is_that_questions_error(tmp_path, doc):
     out = tmp_path / "out"
