@@ -80,7 +80,7 @@ contents = st.one_of(
         max_size=4,
     ).map(
         lambda items: b"".join((len(m) if n < 0 else n).to_bytes(4, "big") + m for n, m in items)
-    ),  # fmt: skip
+    ),
 )
 packings = st.sampled_from(["plain", "gzip", "gzip cut short"])
 # Small enough that some generated lines go over it.
