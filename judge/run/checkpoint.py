@@ -186,7 +186,7 @@ class Checkpoint:
         for offset, line in scan_lines(self.path):
             try:
                 item = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, cut inside a UTF-8 character
                 continue  # the last line of a killed run may be cut short
             if isinstance(item, dict) and item.get("run") == self.fingerprint:
                 done[item["row"], item["input"]] = offset

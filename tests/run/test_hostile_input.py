@@ -88,3 +88,19 @@ def test_lines_split_as_before_on_carriage_returns(tmp_path):
     assert [r.sample.id for r in load_rows(data)[0]] == ["0", "1", "2"]
     data.write_bytes(b"\r".join(json.dumps({**ROW, "id": i}).encode() for i in range(3)))
     assert [r.sample.id for r in load_rows(data)[0]] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        '{"run": "fp", "row": 1, "input": "h", "result": {"answer": "caf\u00e9'.encode()[:-1],
+        b'{"run": "fp", "row": 1, "input": "h", "result": ' + b"[" * 5000,
+        b'{"run": "fp", "row": 1, "input": "h", "n": ' + b"7" * 5000,
+    ],
+)
+def test_a_checkpoint_torn_anywhere_is_resumed_without_its_last_line(tmp_path, torn):
+    from judge.run.checkpoint import Checkpoint
+
+    path = tmp_path / ".checkpoint.jsonl"
+    path.write_bytes(b'{"run": "fp", "row": 0, "input": "h", "result": {}}\n' + torn)
+    assert Checkpoint(path, "fp").load() == {(0, "h"): 0}
