@@ -365,6 +365,8 @@ def write_run_lines(out: IO[str], qid: str, ids: Sequence[Any]) -> None:
     """One query's ranking as TREC run lines; the score falls with the rank (n, n-1, ...)
     so that trec_eval, which ranks by score, keeps the span's order."""
     ranked = _ranking(ids)
+    for doc in [qid, *ranked]:  # read_rows skips the traces with such ids: never met there
+        check_trec_id(doc, "query id" if doc is qid else f"document id of query {qid!r}")
     for rank, doc in enumerate(ranked, start=1):
         out.write(f"{qid} Q0 {doc} {rank} {len(ranked) - rank + 1} {RUN_TAG}\n")
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from judge.errors import InputFormatError
 from judge.ir import read_run
+from judge.traces.extract import extract as extract_files
 from judge.traces.extract import read_rows
 from tests.helpers.cli import run
 from tests.helpers.traces import rag_request
@@ -174,3 +178,33 @@ def test_a_protobuf_message_over_the_limit_is_refused(tmp_path, monkeypatch, pre
     message = str(caught.value)
     assert "1 MiB" in message and "JUDGE_MAX_LINE_MB" in message
     assert ("message 1" if prefixed else "protobuf request") in message
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(
+            st.text(st.characters() | st.sampled_from(["\n", " ", "\x00", "\ud800"]), max_size=4),
+            min_size=1,
+            max_size=3,
+            unique=True,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_every_run_written_reads_back_as_the_rows_rankings(rankings):
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder)
+        traces = write_requests(
+            out / "traces.jsonl",
+            *(rag_request(i, doc_ids=tuple(ids)) for i, ids in enumerate(rankings)),
+        )
+        summary = extract_files(traces, out / "rows.jsonl", run=out / "run.trec")
+        rows = read_jsonl(out / "rows.jsonl")
+        assert summary.rows == len(rows) and summary.rows + sum(summary.skipped.values()) == len(
+            rankings
+        )
+        expected = {r["id"]: r["retrieved_ids"] for r in rows if r["retrieved_ids"]}
+        run = read_run(out / "run.trec") if expected else {}
+        assert {q: sorted(d, key=d.get, reverse=True) for q, d in run.items()} == expected
