@@ -7,10 +7,13 @@ scored them."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from judge import experiment, ir
 from tests.helpers import apps
@@ -41,7 +44,7 @@ def banana_row(out: Path) -> dict:
     return rows[2]
 
 
-def assert_rows_score_as_judge_ir_on_the_files(result, out: Path) -> None:
+def assert_rows_score_as_judge_ir_on_the_files(result, out: Path, answered: int = 4) -> None:
     """judge ir reads the run folder's qrels.txt and run.trec, and scores each answered
     question as the experiment did."""
     shown = run_cli(
@@ -49,9 +52,9 @@ def assert_rows_score_as_judge_ir_on_the_files(result, out: Path) -> None:
     )
     assert shown.returncode == 0, shown.stderr
     by_ir = json.loads(shown.stdout)["per_query"]
-    answered = [row for row in result.rows if row.error is None]
-    assert len(answered) == 4
-    for row in answered:
+    rows = [row for row in result.rows if row.error is None]
+    assert len(rows) == answered
+    for row in rows:
         for metric in METRICS:
             assert row.scores[metric] == by_ir[str(row.id)][metric], (row.id, metric)
 
@@ -150,3 +153,34 @@ def test_a_reply_longer_than_a_line_judge_reads_is_that_questions_error(tmp_path
     assert error["type"] == "ReplyTooLong"
     assert "10485 bytes" in error["message"] and "JUDGE_MAX_LINE_MB" in error["message"]
     assert_rows_score_as_judge_ir_on_the_files(result, out)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.text(st.characters() | st.sampled_from(["\n", " ", "\x00", "\ud800"]), max_size=4),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    )
+)
+def test_every_run_written_reads_back_as_the_apps_rankings(ids):
+    def app(question: str) -> dict[str, Any]:
+        reply = apps.answer(question)
+        if "bananas" in question:
+            reply["retrieved_ids"] = list(ids)
+            reply.pop("retrieved_scores")
+        return reply
+
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "out"
+        result = experiment(app, apps.QUESTIONS, out=out, metrics=METRICS, progress=False)
+        rows = read_jsonl(out / "app_outputs.jsonl")
+        run = ir.read_run(out / "run.trec")
+        ranked = {q: sorted(d, key=d.get, reverse=True) for q, d in run.items()}
+        assert ranked == {r["id"]: r["retrieved_ids"] for r in rows if r["app_error"] is None}
+        if rows[2]["app_error"] is not None:  # refused, naming an id
+            assert rows[2]["app_error"]["type"] in ("UnfitId", "NotUnicode")
+        assert_rows_score_as_judge_ir_on_the_files(
+            result, out, answered=4 + (not rows[2]["app_error"])
+        )
