@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import quote
 
 from judge.errors import InputFormatError
-from judge.ir.trec import trec_id_problem
 from judge.fields import Field, FieldTable
+from judge.ir.trec import trec_id_problem
 from judge.json_values import canonical_json, sha256_hex
 from judge.testset.split import DEFAULT_CHUNK_SIZE, split_document
 from judge.testset.text import normalise
