@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -39,8 +40,10 @@ _NO_NAN = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 def sha256_hex(text: str) -> str:
-    """Hex sha256 of the UTF-8 encoding of text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """Hex sha256 of the UTF-8 encoding of text; a lone surrogate (no Unicode text, which
+    UTF-8 cannot encode) is hashed as its three bytes, so that text can be keyed and then
+    refused where it would be written, not crash the hash."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def nan_to_null(value: Any) -> Any:
@@ -65,4 +68,46 @@ def nan_to_null(value: Any) -> Any:
         return {k: nan_to_null(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [nan_to_null(v) for v in value]
+    return value
+
+
+def lone_surrogate_in(value: Any) -> str | None:
+    """Where a lone surrogate is in value (a string, or one inside lists, tuples, arrays
+    and mappings, keys too), as "'\\ud800' at character 4"; None when there is none.
+
+    A lone surrogate (half of a UTF-16 pair, what json.loads makes of "\\ud800") is no
+    Unicode text: it cannot be written as UTF-8, so no hash, cache key or output line can
+    hold it. Other objects are only ever written through repr(), which escapes them.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if item.isascii():
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"{item[exc.start]!r} at character {exc.start}"
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif hasattr(item, "tolist") and not isinstance(item, (bytes, int, float)):
+            listed = item.tolist()  # numpy arrays of strings, from pandas
+            if isinstance(listed, (list, str)):
+                stack.append(listed)
+    return None
+
+
+def escape_surrogates(value: Any) -> Any:
+    """A copy of a JSON value with every lone surrogate written as its escape (the six
+    characters \\ud800), so it can be written as UTF-8 and shown; other text as it is."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, Mapping):
+        return {escape_surrogates(k): escape_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escape_surrogates(v) for v in value]
     return value

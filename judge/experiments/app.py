@@ -334,6 +334,10 @@ def parse_reply(value: Any, inputs: Collection[str] = ()) -> AppReply:
             raise MalformedReply(
                 f"the reply's {key!r} ({type(item).__name__}) cannot be written as JSON"
             ) from None
+        except RecursionError:  # lists in lists past Python's limit
+            raise MalformedReply(
+                f"the reply's {key!r} is nested too deeply to be written as JSON"
+            ) from None
     return AppReply(answer, contexts, retrieved_ids, retrieved_scores, extra)
 
 

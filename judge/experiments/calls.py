@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from judge.errors import JudgeError
+from judge.errors import InputFormatError, JudgeError
 from judge.experiments.app import App, MalformedReply, parse_reply
-from judge.json_values import canonical_json, sha256_hex
+from judge.ir.trec import check_trec_id
+from judge.json_values import canonical_json, escape_surrogates, lone_surrogate_in, sha256_hex
+from judge.lines import LIMIT_VARIABLE, max_line_bytes, shown_limit
 from judge.run.checkpoint import open_for_appending, scan_lines
-from judge.run.data import JsonlRecords
+from judge.run.data import JsonlRecords, parse_relevance
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
@@ -114,16 +116,24 @@ class ProgressFile:
     """The app's outputs appended as they finish, one JSON line each, written through to
     the OS at once; read back by a later run of the same app.
 
+    A row that cannot be written as it is becomes that question's error: text that is no
+    Unicode (a lone surrogate, written escaped), a reply nested too deeply for JSON or
+    longer than a line judge reads back (`judge.lines`), and, when the run is written as
+    TREC files, an id a TREC line cannot hold.
+
     Args:
         path: the file (`.app_outputs.jsonl` in the output folder).
         app: the loaded app: lines of another app (or of this one before its source
             changed) are not reused.
+        trec: the rows' ids go to run.trec and qrels.txt: the question id, the retrieved
+            ids and the relevance labels' ids must be ids a TREC line can hold.
     """
 
-    def __init__(self, path: Path, app: App):
+    def __init__(self, path: Path, app: App, trec: bool = False):
         self.path = path
         self.key = app_key(app)
         self.takes_row = app.takes_row
+        self.trec = trec
         self._out: Any = None
 
     def key_of(self, question: Question) -> str:
@@ -153,19 +163,61 @@ class ProgressFile:
         return done
 
     def write(self, question: Question, row: dict[str, Any]) -> int:
-        """Append one finished question's row; returns where its line starts."""
-        line = json.dumps(
-            {"app": self.key, "question": self.key_of(question), "row": row}, ensure_ascii=False
-        )
+        """Append one finished question's row (or, when it cannot be written, the error
+        that says why); returns where its line starts."""
+        data = self._encoded(question, row)
         try:
             if self._out is None:
                 self._out = open_for_appending(self.path)
             offset: int = self._out.tell()
-            self._out.write(line.encode("utf-8") + b"\n")
+            self._out.write(data)
             self._out.flush()
         except OSError as exc:  # a full disk stops the experiment: written lines stay
             raise write_failure(self.path, exc) from None
         return offset
+
+    def _encoded(self, question: Question, row: dict[str, Any]) -> bytes:
+        """The line of a row as it can be written: a row that cannot be is the question's
+        input columns with an app error saying why (an app error already there kept)."""
+        failed = row.get(ERROR) is not None
+        problem = None if failed or not self.trec else _unfit_id(question, row)
+        # The question's columns are never written here (`OutputRows` joins them), but
+        # one that no file can hold makes the question's output row unwritable too.
+        where = lone_surrogate_in(row) or lone_surrogate_in(question.columns)
+        if where is not None:
+            both = {**question.columns, **row}
+            column = next(k for k, v in both.items() if lone_surrogate_in([k, v]))
+            row = escape_surrogates(row)  # shown, not lost: the six characters \ud800
+            if not failed:
+                problem = problem or (
+                    "NotUnicode",
+                    f"{column!r} holds a lone surrogate ({where}): text that is not "
+                    "Unicode (half of a UTF-16 pair, from a broken \\u escape or a wrong "
+                    "decoding), which no file can hold; it is written escaped",
+                )
+        if problem is None:
+            try:
+                data = self._line(question, row)
+            except (RecursionError, ValueError, TypeError) as exc:
+                problem = ("MalformedReply", f"the reply cannot be written as JSON ({exc})")
+            else:
+                limit = max_line_bytes()
+                if len(data) <= limit:
+                    return data
+                problem = (
+                    "ReplyTooLong",
+                    f"the app's output row is {len(data):,} bytes, over {shown_limit(limit)}, "
+                    f"the longest line judge reads (raise it with {LIMIT_VARIABLE}, in MiB)",
+                )
+        kind, message = problem
+        failure = {"type": kind, "message": message}
+        return self._line(question, {LATENCY: row.get(LATENCY), ERROR: failure})
+
+    def _line(self, question: Question, row: dict[str, Any]) -> bytes:
+        line = json.dumps(
+            {"app": self.key, "question": self.key_of(question), "row": row}, ensure_ascii=False
+        )
+        return line.encode("utf-8") + b"\n"
 
     def rows(self, offsets: Sequence[int]) -> JsonlRecords:
         """The app's part of the output rows, of the lines at these offsets (in the
@@ -178,6 +230,23 @@ class ProgressFile:
         if self._out is not None:
             out, self._out = self._out, None
             out.close()
+
+
+def _unfit_id(question: Question, row: dict[str, Any]) -> tuple[str, str] | None:
+    """("UnfitId", why) when the row's question id, a retrieved id or a relevance label's
+    id cannot be an id of a TREC line (run.trec, qrels.txt); None when all can."""
+    try:
+        check_trec_id(question.id, "the question id")
+        for i, doc in enumerate(row.get("retrieved_ids") or ()):
+            check_trec_id(doc, f"the app's retrieved_ids[{i}]")
+        labels = question.columns.get("relevance")
+        for doc in parse_relevance(labels) if labels is not None else ():
+            check_trec_id(doc, "the relevance label's document id")
+    except InputFormatError as exc:
+        return "UnfitId", str(exc)
+    except (ValueError, TypeError):
+        return None  # labels that cannot be read: judge eval says so for the row
+    return None
 
 
 def error_record(exc: BaseException) -> dict[str, Any]:
@@ -370,8 +439,17 @@ class OutputRows(Sequence[dict[str, Any]]):
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        return {**self._questions[index].columns, **self._answers[index]}
+        return _joined(self._questions[index], self._answers[index])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for question, answer in zip(self._questions, self._answers, strict=True):
-            yield {**question.columns, **answer}
+            yield _joined(question, answer)
+
+
+def _joined(question: Question, answer: dict[str, Any]) -> dict[str, Any]:
+    """A question's output row: its columns (text no file can hold written escaped: the
+    question's NotUnicode error says so) and the app's part."""
+    columns = question.columns
+    if lone_surrogate_in(columns) is not None:
+        columns = escape_surrogates(columns)
+    return {**columns, **answer}

@@ -301,7 +301,9 @@ async def run_experiment(
 ) -> EvaluationResult:
     """Ask the app, write its outputs into the (open) folder, judge them; the judged
     folder's results.jsonl, summary.json and report.html are the caller's to write."""
-    progress_file = ProgressFile(folder.path / PROGRESS_FILE, app)
+    # With relevance labels the rows' ids are written to run.trec and qrels.txt.
+    trec = testset.qrels_source is not None
+    progress_file = ProgressFile(folder.path / PROGRESS_FILE, app, trec=trec)
     rows, stats = await ask_all(
         app,
         testset.questions,

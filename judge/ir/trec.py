@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -116,8 +117,54 @@ def read_run_by_line(path: PathLike) -> dict[str, dict[str, float]]:
     return run
 
 
+def trec_id_problem(value: object) -> str | None:
+    """Why a value cannot be an id (a query, document or run tag) in a TREC file, whose
+    fields are split on white space, or None when it can: it must be non-empty text
+    without white space, control characters or lone surrogates."""
+    if not isinstance(value, str):
+        return f"is a {type(value).__name__}, not text"
+    if not value:
+        return "is empty"
+    if value.isprintable() and " " not in value:  # the common case, in C
+        return None
+    for i, char in enumerate(value):
+        kind = unicodedata.category(char)
+        if char.isspace():
+            return f"holds white space ({char!r} at character {i})"
+        if kind == "Cc":
+            return f"holds a control character ({char!r} at character {i})"
+        if kind == "Cs":
+            return f"holds a lone surrogate ({char!r} at character {i}), which is not text"
+    return None  # format, private-use or unassigned characters: one field all the same
+
+
+def check_trec_id(value: object, what: str) -> str:
+    """The value, if a TREC file can hold it as an id; else `InputFormatError` naming it
+    (`what`: "query id", "document id of query 'q1'", ...)."""
+    problem = trec_id_problem(value)
+    if problem is not None:
+        raise InputFormatError(
+            f"{what} {value!r} cannot be written to a TREC file: it {problem}; TREC files "
+            "split their lines on white space, so an id must be one word without white "
+            "space or control characters"
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def _checked_ids(table: Mapping[str, Mapping[str, object]]) -> None:
+    """Every query and document id of a qrels or run checked before a line is written:
+    a refused id leaves no file half written."""
+    for query, docs in table.items():
+        check_trec_id(query, "query id")
+        for doc in docs:
+            check_trec_id(doc, f"document id of query {query!r}")
+
+
 def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: PathLike) -> None:
-    """Write qrels in TREC format, queries and docs sorted, so files diff cleanly."""
+    """Write qrels in TREC format, queries and docs sorted, so files diff cleanly; an id
+    a TREC file cannot hold (`trec_id_problem`) raises `InputFormatError`."""
+    _checked_ids(qrels)
     with open(path, "w", encoding="utf-8") as out:
         for query in sorted(qrels):
             for doc in sorted(qrels[query]):
@@ -125,9 +172,18 @@ def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: PathLike) -> None:
 
 
 def write_run(run: Mapping[str, Mapping[str, float]], path: PathLike, tag: str = "judge") -> None:
-    """Write a run in TREC format, ranked as trec_eval ranks it; scores round-trip exactly."""
-    if not tag or any(c.isspace() for c in tag):
+    """Write a run in TREC format, ranked as trec_eval ranks it; scores round-trip exactly.
+    An id a TREC file cannot hold (`trec_id_problem`) or a NaN score raises
+    `InputFormatError` before anything is written."""
+    if trec_id_problem(tag) is not None:
         raise InputFormatError(f"run tag {tag!r} must be one non-empty word")
+    _checked_ids(run)
+    for query, docs in run.items():
+        for doc, score in docs.items():
+            if math.isnan(float(score)):
+                raise InputFormatError(
+                    f"the score of document {doc!r} of query {query!r} is not a number"
+                )
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:
         for query in sorted(run):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO, overload
 
 from judge.json_values import dumps_nan_as_null
+from judge.lines import bounded_lines
 from judge.run.output_folder import temporary_prefix, write_failure
 from judge.run.rows import ResultRow
 
@@ -130,10 +131,12 @@ class RowFile(Sequence[ResultRow]):
 
 
 def scan_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    """(offset, line) of every line of a file, the last one possibly without its newline."""
+    """(offset, line) of every line of a file, the last one possibly without its newline;
+    a line over the limit of `judge.lines` is an `InputFormatError` naming the file and
+    line (a damaged file: judge writes no such line)."""
     offset = 0
     with open(path, "rb") as lines:
-        for line in lines:
+        for _, line in bounded_lines(lines, path):
             yield offset, line
             offset += len(line)
 
@@ -183,7 +186,7 @@ class Checkpoint:
         for offset, line in scan_lines(self.path):
             try:
                 item = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, cut inside a UTF-8 character
                 continue  # the last line of a killed run may be cut short
             if isinstance(item, dict) and item.get("run") == self.fingerprint:
                 done[item["row"], item["input"]] = offset

@@ -19,6 +19,8 @@ from typing import Any, BinaryIO, overload
 
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
+from judge.json_values import lone_surrogate_in
+from judge.lines import bounded_lines
 from judge.samples import Sample
 
 COLUMNS = FieldTable(
@@ -173,9 +175,11 @@ def loads_json(text: str) -> Any:
 
 
 def _read_json(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
-        value = loads_json(text)
+        try:
+            value = loads_json(path.read_text(encoding="utf-8"))
+        except RecursionError:
+            raise InputFormatError(f"{path}: {NESTED}") from None
         if isinstance(value, dict):  # {"column": [values...]}
             columns = {k: v for k, v in value.items() if isinstance(v, list)}
             lengths = {len(v) for v in columns.values()}
@@ -195,11 +199,13 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 )
         return value
     rows = []
-    for number, line in text_lines(text):
+    for number, line in _jsonl_lines(path):
         if line.strip():
             try:
                 record = loads_json(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
+            except RecursionError:
+                raise InputFormatError(f"{path}:{number}: {NESTED}") from None
+            except ValueError as exc:  # not JSON, an integer of 5,000 digits
                 raise InputFormatError(f"{path}:{number}: not JSON ({exc})") from exc
             if not isinstance(record, dict):
                 raise InputFormatError(
@@ -208,6 +214,29 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                 )
             rows.append(record)
     return rows
+
+
+NESTED = "JSON nested too deeply (arrays or objects inside one another past Python's limit)"
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number from 1, text) of the lines of a JSON-lines file as text mode splits them
+    (on \\n, \\r\\n and \\r), each read with the line limit (`judge.lines`): a file of
+    one endless line is refused, not read into memory."""
+    number = 0
+    with path.open("rb") as handle:
+        for _, raw in bounded_lines(handle, path):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputFormatError(f"{path}:{number + 1}: not UTF-8 ({exc})") from None
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+            parts = text.split("\n")
+            if text.endswith("\n"):
+                parts.pop()
+            for part in parts:
+                number += 1
+                yield number, part
 
 
 class JsonlRecords(Sequence[dict[str, Any]]):
@@ -249,7 +278,7 @@ class JsonlRecords(Sequence[dict[str, Any]]):
         offset = 0
         identity = _identity(p)
         with p.open("rb") as lines:
-            for number, line in enumerate(lines, start=1):
+            for number, line in bounded_lines(lines, p):
                 if b"\r" in line.rstrip(b"\r\n"):
                     raise InputFormatError(
                         f"{p}:{number}: lines end in carriage returns alone (an old Mac "
@@ -323,7 +352,9 @@ def _record(line: bytes, path: Path, number: int | None) -> dict[str, Any]:
     where = f"{path}:{number}" if number is not None else str(path)
     try:
         record = loads_json(line.decode("utf-8"))
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise InputFormatError(f"{where}: {NESTED}") from None
+    except ValueError as exc:  # not JSON, not UTF-8, an integer of 5,000 digits
         raise InputFormatError(f"{where}: not JSON ({exc})") from exc
     if not isinstance(record, dict):
         raise InputFormatError(
@@ -506,37 +537,11 @@ def _lone_surrogate(record: Mapping[str, Any]) -> str | None:
     makes of "\\ud800") cannot be written as UTF-8, so no hash, cache key or output line
     can hold it. Checked after the row is built, so ordinary rows pay one pass."""
     for column, value in record.items():
-        where = _surrogate_in(column) or _surrogate_in(value)
+        where = lone_surrogate_in(column) or lone_surrogate_in(value)
         if where is not None:
             return (
                 f"column {column!r} holds a lone surrogate ({where}), which is not Unicode "
                 "text: half of a UTF-16 pair, from a broken \\u escape in JSON or a wrong "
                 "decoding; fix or drop that text"
             )
-    return None
-
-
-def _surrogate_in(value: Any) -> str | None:
-    """Where a lone surrogate is in value (a string, or one inside lists, tuples, arrays
-    and mappings, keys too), as "'\\ud800' at character 4"; None when there is none.
-    Other objects are only ever written through repr(), which escapes them."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if item.isascii():
-                continue
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                return f"{item[exc.start]!r} at character {exc.start}"
-        elif isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-        elif hasattr(item, "tolist") and not isinstance(item, (bytes, int, float)):
-            listed = item.tolist()  # numpy arrays of strings, from pandas
-            if isinstance(listed, (list, str)):
-                stack.append(listed)
     return None

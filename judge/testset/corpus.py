@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
+from judge.ir.trec import trec_id_problem
 from judge.json_values import canonical_json, sha256_hex
 from judge.testset.split import DEFAULT_CHUNK_SIZE, split_document
 from judge.testset.text import normalise
@@ -158,10 +159,12 @@ def _from_records(
     for number, (ident, _, _) in enumerate(rows):
         if ident is None or not ident.strip():
             raise InputFormatError(f"{source}: row {number} has no chunk id")
-        if any(ch.isspace() for ch in ident) or any(ch.isspace() for ch in rows[number][1]):
+        problem = trec_id_problem(ident) or trec_id_problem(rows[number][1])
+        if problem is not None:
             raise InputFormatError(
-                f"{source}: row {number}: chunk and document ids must not hold spaces "
-                "(they are written to TREC qrels, whose ids are single words)"
+                f"{source}: row {number}: chunk and document ids must not hold spaces or "
+                "control characters (they are written to TREC qrels, whose ids are single "
+                f"words); {ident!r} or {rows[number][1]!r} {problem}"
             )
         if ident in seen:
             raise InputFormatError(
@@ -180,9 +183,10 @@ def _split(docs: list[tuple[str, str, bool]], source: str, chunk_size: int) -> C
     for doc_id, text, markdown in docs:
         if doc_id in seen_docs:
             raise InputFormatError(f"{source}: document id {doc_id!r} appears twice")
-        if any(ch.isspace() for ch in doc_id):
+        problem = trec_id_problem(doc_id)
+        if problem is not None:
             raise InputFormatError(
-                f"{source}: document id {doc_id!r} holds a space; TREC qrels ids are single words"
+                f"{source}: document id {doc_id!r} {problem}; TREC qrels ids are single words"
             )
         seen_docs.add(doc_id)
         for offset, piece in split_document(text, markdown=markdown, chunk_size=chunk_size):

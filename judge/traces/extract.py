@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from judge.errors import InputFormatError, JudgeError
+from judge.ir.trec import check_trec_id
+from judge.json_values import escape_surrogates, lone_surrogate_in
+from judge.lines import bounded_lines
 from judge.run.output_folder import OutputFolder
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assemble
 from judge.traces.langfuse import is_langfuse, read_langfuse
@@ -120,13 +123,17 @@ def judged_ids(paths: Iterable[PathLike]) -> set[str]:
                 "folder, of traces judged before",
                 path=str(path),
             )
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
+        with open(path, "rb") as handle:
+            for number, line in bounded_lines(handle, path):
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
+                    record = json.loads(line.decode("utf-8"))
+                except RecursionError:
+                    raise InputFormatError(
+                        "JSON nested too deeply", path=str(path), line=number
+                    ) from None
+                except ValueError as exc:  # not JSON, not UTF-8
                     raise InputFormatError(
                         f"not JSON ({exc})", path=str(path), line=number
                     ) from None
@@ -281,6 +288,8 @@ def read_rows(
             summary.judged_before += 1
             continue
         result = trace_row(trace.spans, root, checked)
+        if not isinstance(result, Skip):
+            result = _unwritable(result) or result
         if isinstance(result, Skip) and trace.missing_parent is not None:
             # Its top span's parent was not read: most likely the trace is cut off above.
             result = Skip(
@@ -292,6 +301,7 @@ def read_rows(
             )
         _counted(summary, counts)
         if isinstance(result, Skip):
+            result = Skip(*escape_surrogates([result.trace_id, result.reason, result.message]))
             summary.skipped[result.reason] += 1
             if on_skip is not None:
                 on_skip(result)
@@ -307,6 +317,31 @@ def read_rows(
         summary.rows = len(chosen)
         summary.sampled_out = sum(sampler.counts.values()) - len(chosen)
         yield from chosen
+
+
+def _unwritable(row: dict[str, Any]) -> Skip | None:
+    """Why a trace's row cannot be written, as its skip; None when it can. Text that is no
+    Unicode (a lone surrogate) cannot be written as UTF-8; an id a TREC file cannot hold
+    (white space, control characters, empty) would forge or break the lines of its run."""
+    trace_id = escape_surrogates(str(row["id"]))
+    where = lone_surrogate_in(row)
+    if where is not None:
+        field = next(key for key, value in row.items() if lone_surrogate_in(value) is not None)
+        return Skip(
+            trace_id,
+            "not_unicode",
+            f"the trace's {field} holds a lone surrogate ({where}), which is not Unicode text: "
+            "half of a UTF-16 pair, from a broken \\u escape or a wrong decoding in the "
+            "instrumentation",
+        )
+    try:
+        qid = check_trec_id(str(row["id"]), "the trace id")
+        for entry in [{"ids": row["retrieved_ids"]}, *(row.get("retrievals") or ())]:
+            for doc in _ranking(entry.get("ids")):
+                check_trec_id(doc, f"document id of trace {qid}")
+    except InputFormatError as exc:
+        return Skip(trace_id, "unfit_id", str(exc))
+    return None
 
 
 def _counted(summary: ExtractSummary, counts: AssemblyCounts) -> None:
@@ -332,6 +367,8 @@ def write_run_lines(out: IO[str], qid: str, ids: Sequence[Any]) -> None:
     """One query's ranking as TREC run lines; the score falls with the rank (n, n-1, ...)
     so that trec_eval, which ranks by score, keeps the span's order."""
     ranked = _ranking(ids)
+    for doc in [qid, *ranked]:  # read_rows skips the traces with such ids: never met there
+        check_trec_id(doc, "query id" if doc is qid else f"document id of query {qid!r}")
     for rank, doc in enumerate(ranked, start=1):
         out.write(f"{qid} Q0 {doc} {rank} {len(ranked) - rank + 1} {RUN_TAG}\n")
 

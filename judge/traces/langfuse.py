@@ -18,7 +18,6 @@ line at a time; a JSON document (a page, a list) is read whole.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -26,7 +25,9 @@ from datetime import datetime
 from typing import Any
 
 from judge.errors import InputFormatError
+from judge.lines import bounded_lines, read_bounded
 from judge.traces import openinference as oi
+from judge.traces.otlp import NESTED
 from judge.traces.spans import (
     GZIP_ERRORS,
     Span,
@@ -61,7 +62,9 @@ def is_langfuse(path: PathLike) -> bool:
         return False
     try:
         first = json.loads(head.split("\n", 1)[0])
-    except json.JSONDecodeError:  # a JSON document over many lines: its first keys
+    except RecursionError:  # nested past Python's limit: no Langfuse export is
+        return False
+    except ValueError:  # a JSON document over many lines: its first keys
         return ('"traceId"' in head and '"type"' in head) or '"observations"' in head
     if isinstance(first, Mapping) and isinstance(first.get("data"), list):
         first = first["data"][0] if first["data"] else None
@@ -197,17 +200,22 @@ def read_langfuse(path: PathLike) -> Iterator[list[Span]]:
 
 
 def _read(path: PathLike) -> Iterator[list[Span]]:
-    with io.TextIOWrapper(open_bytes(path), encoding="utf-8") as handle:
-        first = handle.readline()
+    with open_bytes(path) as handle:
+        lines = bounded_lines(handle, path)
+        _, first = next(lines, (0, b""))
         try:
-            whole_lines = first.strip() and isinstance(json.loads(first), Mapping)
-        except json.JSONDecodeError:
+            whole_lines = first.strip() and isinstance(json.loads(first.decode()), Mapping)
+        except (ValueError, RecursionError):  # not JSON alone: a document over many lines
             whole_lines = False
         if not whole_lines:  # one JSON document: a page {"data": [...]} or a list
             handle.seek(0)
             try:
-                document = json.load(handle)
-            except json.JSONDecodeError as exc:
+                document = json.loads(read_bounded(handle, path, "Langfuse JSON document").decode())
+            except RecursionError:
+                raise InputFormatError(NESTED, path=str(path)) from None
+            except UnicodeDecodeError:
+                raise
+            except ValueError as exc:
                 raise InputFormatError(f"not JSON ({exc})", path=str(path)) from None
             items = document.get("data") if isinstance(document, Mapping) else document
             if not isinstance(items, list):
@@ -215,20 +223,25 @@ def _read(path: PathLike) -> Iterator[list[Span]]:
             for start in range(0, len(items), _BATCH):
                 try:
                     yield [s for item in items[start : start + _BATCH] for s in _spans(item)]
-                except (InputFormatError, KeyError, TypeError) as exc:
+                except RecursionError:
+                    raise InputFormatError(f"item near {start}: {NESTED}", path=str(path)) from None
+                except (InputFormatError, KeyError, TypeError, ValueError, OverflowError) as exc:
                     raise InputFormatError(f"item near {start}: {exc}", path=str(path)) from None
             return
         handle.seek(0)
-        for number, line in enumerate(handle, start=1):
+        for number, line in bounded_lines(handle, path):
             if not line.strip():
                 continue
             try:
-                value = json.loads(line)
+                value = json.loads(line.decode())
                 if isinstance(value, Mapping) and isinstance(value.get("data"), list):
                     yield [s for item in value["data"] for s in _spans(item)]  # a page a line
                 else:
                     yield _spans(value)
-            except json.JSONDecodeError as exc:
-                raise InputFormatError(f"not JSON ({exc})", path=str(path), line=number) from None
-            except (InputFormatError, KeyError, TypeError) as exc:
-                raise InputFormatError(str(exc), path=str(path), line=number) from None
+            except RecursionError:
+                raise InputFormatError(NESTED, path=str(path), line=number) from None
+            except UnicodeDecodeError:
+                raise
+            except (InputFormatError, KeyError, TypeError, ValueError, OverflowError) as exc:
+                why = f"not JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise InputFormatError(why, path=str(path), line=number) from None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from judge.errors import InputFormatError
+from judge.lines import bounded_lines, max_line_bytes, read_bounded, too_long
 from judge.traces.spans import (
     GZIP_ERRORS,
     Span,
@@ -104,18 +105,20 @@ def read_requests(path: PathLike) -> Iterator[list[Span]]:
             elif kind == _PREFIXED:
                 yield from _prefixed(handle, path)
             else:
-                yield _protobuf(handle.read(), path, None)
+                yield _protobuf(read_bounded(handle, path, "protobuf request"), path, None)
     except GZIP_ERRORS as exc:
         raise damaged_gzip(path, exc) from None
 
 
 def _json_lines(handle: IO[bytes], path: PathLike) -> Iterator[list[Span]]:
-    for number, line in enumerate(handle, start=1):
+    for number, line in bounded_lines(handle, path):
         if not line.strip():
             continue
         try:
             request = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except RecursionError:
+            raise InputFormatError(NESTED, path=str(path), line=number) from None
+        except ValueError as exc:  # not JSON, not UTF-8, an integer of 5,000 digits
             raise InputFormatError(
                 f"not JSON ({exc}); OTLP/JSON files hold one request per line",
                 path=str(path),
@@ -124,13 +127,19 @@ def _json_lines(handle: IO[bytes], path: PathLike) -> Iterator[list[Span]]:
         yield spans_of_json(request, path, number)
 
 
+NESTED = "JSON nested too deeply (arrays or objects inside one another past Python's limit)"
+
+
 def _prefixed(handle: IO[bytes], path: PathLike) -> Iterator[list[Span]]:
     number = 0
+    limit = max_line_bytes()
     while True:
         size_bytes = handle.read(4)
         if not size_bytes:
             return
         number += 1
+        if int.from_bytes(size_bytes, "big") > limit:  # refused before it is read
+            raise too_long(path, limit, what="message", which=f"message {number}")
         message = handle.read(int.from_bytes(size_bytes.ljust(4, b"\0"), "big"))
         if len(size_bytes) < 4 or len(message) < int.from_bytes(size_bytes, "big"):
             raise InputFormatError(
@@ -139,7 +148,9 @@ def _prefixed(handle: IO[bytes], path: PathLike) -> Iterator[list[Span]]:
         if message[:1] == b"{":
             try:
                 request = json.loads(message)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except RecursionError:
+                raise InputFormatError(f"message {number}: {NESTED}", path=str(path)) from None
+            except ValueError as exc:  # not JSON, not UTF-8, an integer of 5,000 digits
                 raise InputFormatError(
                     f"message {number}: not JSON ({exc})", path=str(path)
                 ) from None
@@ -185,7 +196,9 @@ def spans_of_json(request: Any, path: PathLike = "", line: int | None = None) ->
                     )
     except InputFormatError as exc:
         raise InputFormatError(str(exc), path=where_path, line=where_line) from None
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+    except RecursionError:  # an AnyValue of arrays inside arrays
+        raise InputFormatError(NESTED, path=where_path, line=where_line) from None
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise InputFormatError(
             f"not an OTLP trace request ({type(exc).__name__}: {exc})",
             path=where_path,

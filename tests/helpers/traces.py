@@ -236,3 +236,60 @@ def bad_crc_gzip(path: Path, target: Path) -> Path:
     whole[-8] ^= 0xFF  # the CRC-32 is the 8th byte from the end onwards
     target.write_bytes(bytes(whole))
     return target
+
+
+def rag_request(
+    trace: int,
+    question: str = "How long is river 1?",
+    answer: str = "River 1 is 100 km long.",
+    doc_ids: tuple[str, ...] = ("d1", "d2"),
+    trace_id: str | None = None,
+) -> dict[str, Any]:
+    """One OTLP/JSON request of one RAG trace written by hand (a CHAIN root with a
+    RETRIEVER child, OpenInference attributes), with any text or ids in it; trace is its
+    number (the ids are made from it)."""
+
+    def value(item: Any) -> dict[str, Any]:
+        if isinstance(item, float):
+            return {"doubleValue": item}
+        return {"stringValue": item}
+
+    def attributes(items: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"key": k, "value": value(v)} for k, v in items.items()]
+
+    trace_hex = trace_id if trace_id is not None else f"{trace + 1:032x}"
+    root, child = f"{2 * trace + 1:016x}", f"{2 * trace + 2:016x}"
+    start = 1_700_000_000_000_000_000 + trace * 1_000_000_000
+    documents: dict[str, Any] = {}
+    for n, doc in enumerate(doc_ids):
+        documents[f"retrieval.documents.{n}.document.id"] = doc
+        documents[f"retrieval.documents.{n}.document.content"] = f"text of {doc}"
+        documents[f"retrieval.documents.{n}.document.score"] = 1.0 - n / 10
+    spans = [
+        {
+            "traceId": trace_hex,
+            "spanId": root,
+            "name": "RAG",
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(start + 2000),
+            "attributes": attributes(
+                {
+                    "openinference.span.kind": "CHAIN",
+                    "input.value": question,
+                    "output.value": answer,
+                }
+            ),
+        },
+        {
+            "traceId": trace_hex,
+            "spanId": child,
+            "parentSpanId": root,
+            "name": "retrieve",
+            "startTimeUnixNano": str(start + 10),
+            "endTimeUnixNano": str(start + 1000),
+            "attributes": attributes(
+                {"openinference.span.kind": "RETRIEVER", "input.value": question, **documents}
+            ),
+        },
+    ]
+    return {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}

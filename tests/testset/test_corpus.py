@@ -72,6 +72,7 @@ def test_a_file_of_documents_is_split(tmp_path):
         ([{"chunk_id": "a", "body": "x"}], "no text column"),
         ([{"chunk_id": "a", "text": ""}], "row 0 has no text"),
         ([{"chunk_id": "a b", "text": "x"}], "must not hold spaces"),
+        ([{"chunk_id": "a\x1b[2J", "text": "x"}], "control character"),
     ],
 )
 def test_bad_chunk_files_are_clear_errors(tmp_path, rows, message):

@@ -1,0 +1,88 @@
+"""Lines of files read with a size limit: a file of one endless line (a damaged export, a
+gzip file that unpacks to gigabytes without a newline) is an error naming the file, the
+line and the limit, never all of memory.
+
+The limit is `JUDGE_MAX_LINE_MB` (an environment variable, in MiB; default 64): a line
+(a JSON-lines record, an OTLP/JSON request, a protobuf message) longer than it is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import IO
+
+from judge.errors import InputFormatError, JudgeError
+
+LIMIT_VARIABLE = "JUDGE_MAX_LINE_MB"
+DEFAULT_LIMIT_MB = 64
+_MB = 1 << 20
+
+
+def max_line_bytes() -> int:
+    """The longest line (or record) judge reads, in bytes: `JUDGE_MAX_LINE_MB` MiB."""
+    text = os.environ.get(LIMIT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_LIMIT_MB * _MB
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):  # also nan
+        raise JudgeError(
+            f"{LIMIT_VARIABLE}={text!r}: give the longest line judge reads, in MiB "
+            f"(a positive number; default {DEFAULT_LIMIT_MB})"
+        )
+    return max(1, int(value * _MB))
+
+
+def shown_limit(limit: int) -> str:
+    """A limit in bytes as text: MiB when it is a whole number of them."""
+    return f"{limit // _MB} MiB" if limit % _MB == 0 else f"{limit} bytes"
+
+
+def too_long(
+    path: str | os.PathLike[str],
+    limit: int,
+    *,
+    line: int | None = None,
+    what: str = "line",
+    which: str | None = None,
+) -> InputFormatError:
+    """The error of a line (or record: `what`, `which` one of them) longer than the limit."""
+    return InputFormatError(
+        f"{which or 'the ' + what} is longer than {shown_limit(limit)}, the limit of one "
+        f"{what}: a damaged file, or a file of another kind; if the {what} is right, raise the "
+        f"limit with the environment variable {LIMIT_VARIABLE} (in MiB, e.g. "
+        f"{LIMIT_VARIABLE}={4 * max(limit // _MB, 1)})",
+        path=os.fspath(path),
+        line=line,
+    )
+
+
+def bounded_lines(
+    handle: IO[bytes], path: str | os.PathLike[str], limit: int | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """(number from 1, line with its newline) of every line of a binary file, split on
+    b"\\n" only; a line longer than `limit` bytes (default: `max_line_bytes()`) raises
+    `InputFormatError` naming the file and line, having read at most `limit + 1` bytes
+    of it."""
+    limit = max_line_bytes() if limit is None else limit
+    number = 0
+    while line := handle.readline(limit + 1):
+        number += 1
+        if len(line) > limit and not line.endswith(b"\n"):
+            raise too_long(path, limit, line=number)
+        yield number, line
+
+
+def read_bounded(
+    handle: IO[bytes], path: str | os.PathLike[str], what: str, limit: int | None = None
+) -> bytes:
+    """The rest of a binary file as one record (a protobuf request), refused when it is
+    longer than `limit` bytes (default: `max_line_bytes()`)."""
+    limit = max_line_bytes() if limit is None else limit
+    data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise too_long(path, limit, what=what)
+    return data
