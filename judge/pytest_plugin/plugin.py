@@ -381,12 +381,15 @@ def rag_judge(pytestconfig: pytest.Config) -> Iterator[RagJudge]:
     """The session's judge, configured by --judge-model, --judge-cache, --judge-replay...:
     `rag_judge.score(...)`, `rag_judge.evaluate(...)`, `rag_judge.assert_scores(...)`."""
     state = pytestconfig.stash[STATE]
+    failure: str | None = None
     try:
         judge = state.open_judge()
     except JudgeError as exc:
         from judge.pytest_plugin.rag_judge import pytest_words
 
-        pytest.fail(f"rag_judge: {pytest_words(str(exc))}", pytrace=False)
+        failure = f"rag_judge: {pytest_words(str(exc))}"
+    if failure is not None:  # outside the except: not shown again in the library's words
+        pytest.fail(failure, pytrace=False)
     yield judge
     state.close()
 

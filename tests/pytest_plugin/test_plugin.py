@@ -4,6 +4,7 @@ with the plugin loaded from its entry point, judging through the fake server."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -479,3 +480,17 @@ def test_the_projects_own_metrics_are_named_in_tests_with_their_direction(
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*answer_words: 0.600, threshold <= 0.5*"])
     assert server.requests == []  # the metric asks no judge
+
+
+def test_a_bad_cache_file_is_named_by_the_plugins_option_not_the_clis(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL)
+    cache = tmp_path / "cache.sqlite"
+    cache.write_text("not a database, only text " * 100, encoding="utf-8")
+    result = pytester.runpytest(*judge_args(server, cache))
+    result.assert_outcomes(errors=1)
+    shown = result.stdout.str()
+    assert "give --judge-cache a new path" in shown, shown
+    assert not re.search(r"(?<![\w-])--cache\b", shown), shown[:2000]
+    assert server.requests == []
