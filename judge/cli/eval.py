@@ -286,6 +286,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
     import shutil
 
     from judge.run.data import load_rows
+    from judge.run.dry_run import check_scorable
     from judge.run.output_folder import OutputFolder
     from judge.run.plan import plan_run
     from judge.run.processes import SHARDS_DIR, run_shards, shard_jobs
@@ -313,6 +314,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         embeddings=embeddings,
         metric_modules=args.metrics_module,
     )
+    check_scorable(plan, rows)  # as judge.evaluate checks it: before any shard starts
     del rows  # each shard loads its own
     with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
         jobs = shard_jobs(
