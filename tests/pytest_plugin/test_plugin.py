@@ -72,12 +72,12 @@ def test_a_passing_and_a_failing_assertion_with_the_evidence(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*ScoreAssertionError: 1 of 1 judged scores failed*",
+            "*ScoreAssertionError: 1 of 1 judged score failed*",
             "*faithfulness: 0.000, threshold >= 0.8*",
             "*answer claim 1 not found: 'Bananas grow on tall green plants.'*",
         ]
     )
-    result.stdout.fnmatch_lines(["*- judge -*", "2 judged test(s), 2 sample(s)*", "requests *"])
+    result.stdout.fnmatch_lines(["*- judge -*", "2 judged tests, 2 samples*", "requests *"])
 
 
 def test_replay_of_a_complete_recording_sends_nothing_and_gives_the_same_verdicts(
@@ -322,7 +322,7 @@ def test_two_xdist_workers_share_one_cache_without_losing_or_doubling_entries(
     )
     two.assert_outcomes(passed=8)
     assert keys(shared) == keys(serial) and len(keys(serial)) == 8 * 3
-    two.stdout.fnmatch_lines(["8 judged test(s), 8 sample(s)*", "requests 24, cache hits 0*"])
+    two.stdout.fnmatch_lines(["8 judged tests, 8 samples*", "requests 24, cache hits 0*"])
     # the report folder: the same rows, in the same order, whatever the number of workers
     results = (two_report / "results.jsonl").read_bytes()
     assert results == (one_report / "results.jsonl").read_bytes()
@@ -404,7 +404,7 @@ def test_usage_and_means_count_each_tests_own_judgments_fixtures_and_evaluations
     )  # what the tests were charged is what was sent
     result.stdout.fnmatch_lines(
         [
-            "3 judged test(s), 4 sample(s); mean scores of the samples: faithfulness 0.750 (n=4)",
+            "3 judged tests, 4 samples; mean scores of the samples: faithfulness 0.750 (n=4)",
             f"requests {len(server.requests)}, cache hits {8 - len(server.requests)}, *",
         ]
     )
