@@ -63,7 +63,7 @@ _PHRASES = (
     ("fail_under:", "--fail-under:"),
     ("max_error_rate ", "--max-error-rate "),
 )
-_SAFE = re.compile(r"[\w./@:+-]*\w[\w./@:+-]*")  # shown without quotes: no shell meaning
+_SAFE = re.compile(r"[\w./@:+,-]*\w[\w./@:+,-]*")  # shown without quotes: no shell meaning
 
 
 def _value(quoted: str) -> str:

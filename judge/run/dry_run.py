@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from judge.aio import sync_twin
 from judge.errors import ContextWindowError, InputFormatError, JudgeError
+from judge.formatting import counted
 from judge.json_values import canonical_json, sha256_hex
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import context_window, estimate_tokens, token_prices
@@ -231,7 +232,8 @@ class DryRun:
     def table(self) -> str:
         """The dry run as a text table, with its notes and problems below."""
         lines = [
-            f"dry run of {self.source}: {self.rows} rows, {len(self.unreadable)} unreadable; "
+            f"dry run of {self.source}: {counted(self.rows, 'row')}, "
+            f"{len(self.unreadable)} unreadable; "
             "no request was made",
             f"judge model: {self.model or 'none given'}"
             + (f" (context window {self.context_window:,} tokens)" if self.context_window else "")
@@ -260,11 +262,11 @@ class DryRun:
         for number, error in self.unreadable[:5]:
             lines.append(f"row {number} cannot be read: {error}")
         if len(self.unreadable) > 5:
-            lines.append(f"... and {len(self.unreadable) - 5} more unreadable rows")
+            lines.append(f"... and {counted(len(self.unreadable) - 5, 'more unreadable row')}")
         if self.total.refused:
             lines.append(
-                f"{_plural(self.total.refused, 'request')} in "
-                f"{_plural(self.rows_over_window, 'row')} "
+                f"{counted(self.total.refused, 'request')} in "
+                f"{counted(self.rows_over_window, 'row')} "
                 "over the context window: a run would not send them (their metrics: judge errors)"
             )
         lines.extend(f"note: {n}" for n in self.notes)
@@ -286,10 +288,6 @@ ASSUMPTIONS = [
     "a judgment already in the cache is free; identical requests (and texts to embed) are "
     "counted once, as a run makes them once",
 ]
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _figures(e: Estimate, judged: bool, model: str | None) -> tuple[str, ...]:
@@ -634,7 +632,8 @@ def _problems(
     """Why a run over the data would not work (empty: it would)."""
     problems = list(blocked)
     none = [c for c in result.metrics if c.cannot_run is None and c.scored == 0]
-    problems.extend(no_row_scored(none, columns, present, len(none) < len(result.metrics)))
+    others = [c.name for c in result.metrics if c not in none]
+    problems.extend(no_row_scored(none, columns, present, others))
     rate = result.max_error_rate
     if result.unreadable and len(result.unreadable) / result.rows > rate:
         share = len(result.unreadable) / result.rows
@@ -668,7 +667,10 @@ def wanted_fields(check: MetricCheck) -> list[str] | None:
 
 
 def no_row_scored(
-    checks: Sequence[MetricCheck], columns: Mapping[str, str], present: Sequence[str], others: bool
+    checks: Sequence[MetricCheck],
+    columns: Mapping[str, str],
+    present: Sequence[str],
+    others: Sequence[str] = (),
 ) -> list[str]:
     """What to say of metrics that would score no row, one line per lot that lacks the
     same: their reasons, and for want of fields the columns found and the mapping to make.
@@ -677,7 +679,7 @@ def no_row_scored(
         checks: the metrics that score no row.
         columns: field -> column, as the data's columns were resolved.
         present: the data's column names.
-        others: whether other metrics score rows (then these may be left out).
+        others: the run's other metrics (the way to leave these out).
     """
     lots: dict[tuple[str, str], list[str]] = {}
     for check in checks:
@@ -689,8 +691,9 @@ def no_row_scored(
     for (why, lack), names in lots.items():
         line = f"{_listed(names)} would score no row ({why})"
         if lack:
-            out = f", or leave {'them' if len(names) > 1 else 'it'} out (metrics=...)"
-            line += f": {lack}{out if others else ''}"
+            them = "them" if len(names) > 1 else "it"
+            out = f", or leave {them} out (metrics={','.join(others)!r})" if others else ""
+            line += f": {lack}{out}"
         lines.append(line)
     return lines
 
@@ -747,7 +750,8 @@ async def acheck_scorable(plan: RunPlan, rows: Iterable[Row]) -> None:
     lacking = [c for c in pending.values() if wanted_fields(c) is not None]
     if lacking:
         present = list(dict.fromkeys([*plan.columns.values(), *extra]))
-        lines = no_row_scored(lacking, plan.columns, present, len(lacking) < len(checks))
+        others = [name for name in checks if checks[name] not in lacking]
+        lines = no_row_scored(lacking, plan.columns, present, others)
         raise InputFormatError(f"{plan.source}: {'; '.join(lines)}")
 
 
