@@ -632,7 +632,7 @@ def _problems(
     """Why a run over the data would not work (empty: it would)."""
     problems = list(blocked)
     none = [c for c in result.metrics if c.cannot_run is None and c.scored == 0]
-    others = [c.name for c in result.metrics if c not in none]
+    others = [c.name for c in result.metrics if c not in none and c.cannot_run is None]
     problems.extend(no_row_scored(none, columns, present, others))
     rate = result.max_error_rate
     if result.unreadable and len(result.unreadable) / result.rows > rate:
