@@ -494,3 +494,25 @@ def test_a_bad_cache_file_is_named_by_the_plugins_option_not_the_clis(
     assert "give --judge-cache a new path" in shown, shown
     assert not re.search(r"(?<![\w-])--cache\b", shown), shown[:2000]
     assert server.requests == []
+
+
+def test_rag_judge_evaluate_refuses_columns_no_metric_can_score(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(
+        pytester,
+        """
+import pytest
+
+def test_columns(rag_judge):
+    rows = [{"query": "Q?", "response": "A.", "docs": ["A."]}]
+    with pytest.raises(judge.JudgeError) as raised:
+        rag_judge.evaluate(rows, metrics=["faithfulness"])
+    message = str(raised.value)
+    assert "faithfulness would score no row (1 no_contexts)" in message, message
+    assert "column_map={'contexts': 'docs'}" in message, message  # its keyword argument
+""",
+    )
+    result = pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"))
+    result.assert_outcomes(passed=1)
+    assert server.requests == []
