@@ -719,7 +719,7 @@ def _present(columns: Mapping[str, str], rows: Iterable[Row]) -> list[str]:
     return list(dict.fromkeys([*columns.values(), *extra]))
 
 
-async def acheck_scorable(plan: RunPlan, rows: Iterable[Row]) -> None:
+async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
     """Refuse a run in which a metric would score no row for want of its fields, as
     `dry_run` calls such data unusable (`check_scorable` from sync code, `acheck_scorable`
     awaited): the rows are scored with stand-in replies, no request made, until every
@@ -733,12 +733,9 @@ async def acheck_scorable(plan: RunPlan, rows: Iterable[Row]) -> None:
     checks.update({n: MetricCheck(n, "retrieval") for n in plan.metrics.retrieval})
     pending = dict(checks)
     session = StandInSession(None, None)  # no context window: only the fields matter here
-    extra: dict[str, None] = {}
     for row in rows:
         if not pending:
             return
-        if row.sample is not None:
-            extra.update(dict.fromkeys(row.sample.extra))
         judged = [m for m in plan.metrics.judged if m.name in pending]
         retrieval = [n for n in plan.metrics.retrieval if n in pending]
         session.counting(Estimate(), set())
@@ -749,9 +746,8 @@ async def acheck_scorable(plan: RunPlan, rows: Iterable[Row]) -> None:
                 del pending[name]
     lacking = [c for c in pending.values() if wanted_fields(c) is not None]
     if lacking:
-        present = list(dict.fromkeys([*plan.columns.values(), *extra]))
         others = [name for name in checks if checks[name] not in lacking]
-        lines = no_row_scored(lacking, plan.columns, present, others)
+        lines = no_row_scored(lacking, plan.columns, _present(plan.columns, rows), others)
         raise InputFormatError(f"{plan.source}: {'; '.join(lines)}")
 
 
