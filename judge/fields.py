@@ -24,6 +24,9 @@ class Field:
     names: tuple[str, ...]
     required: bool = False
     hint: str = ""
+    # Column names that often hold the field but are never taken for it unmapped (`docs`
+    # may hold ids): the mapping suggested when one is present.
+    synonyms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,14 @@ class FieldTable:
             with `field` (the name given) and `fields` (the known names, comma-separated).
         absent_column: the error for a mapping to a column the data lacks, formatted
             with `column` (the name given) and `columns` (those present, comma-separated).
+        mapping: how a user maps a column to a field, formatted with `field` and `column`
+            (the column's name quoted): the hint suggested for a present synonym.
     """
 
     fields: tuple[Field, ...]
     unknown_field: str
     absent_column: str
+    mapping: str = ""
 
     def __getitem__(self, name: str) -> Field:
         """The field of that name (KeyError if there is none)."""
@@ -79,8 +85,20 @@ class FieldTable:
                 chosen[fld.name] = found
         for fld in self.fields:
             if fld.required and fld.name not in chosen:
-                raise InputFormatError(
-                    f"{where}no {fld.name} column (looked for {', '.join(fld.names)}; columns: "
-                    f"{', '.join(columns) or 'none'}); map yours with {fld.hint}"
-                )
+                raise InputFormatError(where + self.no_column(fld.name, columns))
         return chosen
+
+    def no_column(self, name: str, present: Iterable[str]) -> str:
+        """Why the field of that name has no column: the names looked for, the columns
+        present, and how to map one (a present synonym's mapping, when there is one)."""
+        fld = self[name]
+        columns = list(present)
+        synonym = next((c for c in fld.synonyms if c in columns), None)
+        hint = fld.hint
+        if self.mapping and (synonym is not None or not hint):
+            shown = repr(synonym) if synonym is not None else "..."
+            hint = self.mapping.format(field=repr(name), column=shown)
+        return (
+            f"no {name} column (looked for {', '.join(fld.names)}; columns: "
+            f"{', '.join(columns) or 'none'}); map yours with {hint}"
+        )

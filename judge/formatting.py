@@ -1,4 +1,5 @@
-"""What every report shares: the page style, HTML escaping and how a number is printed."""
+"""What every report shares: the page style, HTML escaping, how a number is printed and
+how a count is (its noun in the right number)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ def number(value: float | None, digits: int = 3, sign: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     return f"{value:{sign}.{digits}f}"
+
+
+def counted(count: int, word: str, plural: str = "") -> str:
+    """A count and its noun in the right number: "1 row", "2 rows" (`plural` for a noun
+    that takes more than an "s": "1 run query", "2 run queries")."""
+    return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
 def page(title: str, body: str) -> str:

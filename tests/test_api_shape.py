@@ -117,6 +117,14 @@ def test_undefined_is_nan_in_python_and_pandas_and_null_in_json(tmp_path):
         rows = [SAMPLE, {**SAMPLE, "contexts": []}]
         result = judge.evaluate(rows, metrics=[metric, "faithfulness"], llm=llm, progress=False)
         one = judge.score(QUESTION, ANSWER, [], metrics=["faithfulness"], llm=llm)
+        # A metric no row could score (its judge undecided everywhere): NaN in the summary
+        # object, null in summary.json. One that no row has the fields for is refused.
+        undecided = judge.judged_metric(
+            "undecided", prompt=PROMPT, output=Rating, score=lambda r: (math.nan, "undecided")
+        )
+        nothing = judge.evaluate([SAMPLE], metrics=[undecided], llm=llm, progress=False)
+        with pytest.raises(judge.InputFormatError, match="would score no row"):
+            judge.evaluate([rows[1]], metrics=["faithfulness"], llm=llm, progress=False)
     undefined = result.rows[1]
     assert isinstance(undefined, judge.ResultRow)
     assert math.isnan(undefined.scores["faithfulness"])
@@ -129,15 +137,13 @@ def test_undefined_is_nan_in_python_and_pandas_and_null_in_json(tmp_path):
     assert lines[1]["scores"]["faithfulness"] is None and lines[1]["scores"]["rated"] == 0.5
     back = judge.ResultRow.from_json(lines[1])
     assert math.isnan(back.scores["faithfulness"]) and back.to_json() == lines[1]
-    # A metric no row could score: NaN in the summary object, null in summary.json.
-    nothing = judge.evaluate([rows[1]], metrics=["faithfulness"], llm=llm, progress=False)
-    summary = nothing.summary["faithfulness"]
+    summary = nothing.summary["undecided"]
     assert math.isnan(summary.mean) and math.isnan(summary.ci_low)
-    assert nothing.summary_dict()["metrics"]["faithfulness"]["mean"] is None
+    assert nothing.summary_dict()["metrics"]["undecided"]["mean"] is None
     json.dumps(nothing.summary_dict(), allow_nan=False)  # strict JSON: no NaN literal anywhere
     comparison = judge.compare(nothing, nothing)
-    assert math.isnan(comparison.metrics["faithfulness"].mean_a)
-    assert comparison.to_dict()["metrics"]["faithfulness"]["mean_a"] is None
+    assert math.isnan(comparison.metrics["undecided"].mean_a)
+    assert comparison.to_dict()["metrics"]["undecided"]["mean_a"] is None
     json.dumps(comparison.to_dict(), allow_nan=False)
 
 

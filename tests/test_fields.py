@@ -109,3 +109,15 @@ def test_corpora_keep_their_wording(tmp_path, column_map, message):
         load_corpus(path, column_map=column_map)
     corpus = load_corpus(path, column_map={"text": "t"})
     assert [(c.chunk_id, c.text) for c in corpus.chunks] == [("c1", "Tea is a drink.")]
+
+
+def test_a_missing_field_suggests_the_mapping_of_a_synonym_present():
+    assert COLUMNS.no_column("contexts", ["query", "docs"]) == (
+        "no contexts column (looked for contexts, retrieved_contexts; columns: query, docs); "
+        "map yours with column_map={'contexts': 'docs'}"
+    )
+    assert COLUMNS.no_column("ground_truth", ["q"]).endswith(
+        "map yours with column_map={'ground_truth': ...}"
+    )
+    with pytest.raises(InputFormatError, match=re.escape("column_map={'question': 'input'}")):
+        resolve_columns(["input", "output"], None)

@@ -1,13 +1,15 @@
-"""judge.formatting.terminal_text: what a terminal would act on is shown as an escape."""
+"""judge.formatting: what a terminal would act on shown as an escape (terminal_text), and a
+count printed with its noun in the right number (counted)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from judge.formatting import terminal_text
+from judge.formatting import counted, terminal_text
 
 # C0 but tab and newline, DEL, C1, and the bidi marks, embeddings, overrides and isolates.
 UNSAFE = (
@@ -31,3 +33,18 @@ def test_no_unsafe_character_is_left_and_json_stays_the_same_json(text: str) -> 
     assert "\n" not in terminal_text(text, one_line=True)
     document = json.dumps({"name": text, "tags": [text]}, indent=2, ensure_ascii=False)
     assert json.loads(terminal_text(document)) == {"name": text, "tags": [text]}
+
+
+@pytest.mark.parametrize(
+    ("count", "word", "plural", "shown"),
+    [
+        (0, "row", "", "0 rows"),
+        (1, "row", "", "1 row"),
+        (2, "row", "", "2 rows"),
+        (1, "run query", "run queries", "1 run query"),
+        (3, "run query", "run queries", "3 run queries"),
+        (1, "entry", "entries", "1 entry"),
+    ],
+)
+def test_one_is_singular_and_every_other_count_plural(count, word, plural, shown):
+    assert counted(count, word, plural) == shown

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
+from judge.formatting import counted
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -68,14 +69,18 @@ def run_verify(args: argparse.Namespace) -> int:
         raise JudgeError(f"{args.cache}: no such cache file")
     found = verify_file(args.cache)  # read-only: an older format is not upgraded
     if found.format < SCHEMA_VERSION:
-        counted = f"{found.entries} entries" if found.counted else "entries not countable"
+        entries = counted(found.entries, "entry", "entries")
+        shown = entries if found.counted else "entries not countable"
         print(
-            f"{args.cache}: cache format {found.format}, {counted}; per-entry "
+            f"{args.cache}: cache format {found.format}, {shown}; per-entry "
             f"checksums exist only from format {SCHEMA_VERSION} (opening it with judge "
             "upgrades it and adds them), so only SQLite's integrity check was made"
         )
     else:
-        print(f"{args.cache}: {found.entries} entries, {found.damaged_count} damaged")
+        print(
+            f"{args.cache}: {counted(found.entries, 'entry', 'entries')}, "
+            f"{found.damaged_count} damaged"
+        )
     for kind, rowids in sorted(found.damaged.items()):
         print(f"  {len(rowids)} {kind}")
     if found.integrity:
@@ -100,7 +105,10 @@ def run_repair(args: argparse.Namespace) -> int:
     if dropped is None:  # an older file whose table SQLite could not count
         print(f"{args.cache}: dropped every unreadable or damaged entry, {kept} kept")
     else:
-        print(f"{args.cache}: dropped {dropped} damaged entries, {kept} kept")
+        print(
+            f"{args.cache}: dropped {counted(dropped, 'damaged entry', 'damaged entries')}, "
+            f"{kept} kept"
+        )
     return 0
 
 
@@ -110,7 +118,8 @@ def run_merge(args: argparse.Namespace) -> int:
 
     written, skipped = merge_caches(args.caches, args.output)
     print(
-        f"merged {len(args.caches)} caches into {args.output}: {written} entries"
+        f"merged {counted(len(args.caches), 'cache')} into {args.output}: "
+        f"{counted(written, 'entry', 'entries')}"
         f"{f' ({skipped} held by more than one, identical)' if skipped else ''}"
     )
     return 0
@@ -126,9 +135,11 @@ def run_cache(args: argparse.Namespace) -> int:
         raise JudgeError(f"{args.file}: no such file")
     with Cache(args.cache) as cache:
         if args.action == "export":
-            print(f"exported {cache.export_jsonl(args.file)} entries to {args.file}")
+            exported = cache.export_jsonl(args.file)
+            print(f"exported {counted(exported, 'entry', 'entries')} to {args.file}")
         elif args.action == "import":
-            print(f"imported {cache.import_jsonl(args.file)} entries into {args.cache}")
+            imported = cache.import_jsonl(args.file)
+            print(f"imported {counted(imported, 'entry', 'entries')} into {args.cache}")
         else:
             stats: dict[str, Any] = {"entries": len(cache), "by_kind": {}, "by_prompt": {}}
             stats["by_server"] = {}  # the names --cache-as takes

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from judge.cli.finish import finish_run
 from judge.errors import JudgeError
+from judge.formatting import counted
 
 # The demo: hand-judged samples and their recorded judgments (judge/demo/).
 DEMO_MODEL = "openai/judge-fixture"
@@ -66,7 +67,7 @@ def run_demo(args: argparse.Namespace) -> int:
     fields = ("id", "question", "answer", "contexts", "ground_truth")
     rows = [{f: sample.get(f) for f in fields} for sample in spec["samples"]]
     print(
-        f"judge demo: {len(rows)} samples from {source}, judged offline from recorded "
+        f"judge demo: {counted(len(rows), 'sample')} from {source}, judged offline from recorded "
         f"judgments ({DEMO_MODEL}); no network is used. The judgments were written by hand;\n"
         "the embeddings are a bag-of-words stand-in (judge.testing.hashed_embedding), so\n"
         "answer_relevancy reads lower than with a real embedding model.\n"

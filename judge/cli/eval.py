@@ -33,7 +33,7 @@ from judge.cli.options import (
     trace_source_options,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
-from judge.formatting import terminal_text
+from judge.formatting import counted, terminal_text
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.cache.store import Cache
@@ -48,13 +48,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="evaluate a dataset of RAG samples (LLM-judged and retrieval)",
         description="Evaluate every row of DATA and write results, summary and "
         "report to --out. Exit codes: 0 passed; 1 a --fail-under threshold was missed; "
-        "2 a usage, input, configuration, cache or output error (API key missing or "
-        "refused, unknown model, no server at --api-base, a full or read-only disk, "
-        "another run on --out: the run stops at once, rows finished so far are kept and "
-        "a rerun resumes them); 3 scores are missing: judges failed in more than "
-        "--max-error-rate of the judged rows, rows could not be read in more than that "
-        "share of all rows, or a --replay missed a judgment (3 wins over 1); 70 a bug in "
-        "judge; 130 Ctrl-C; 143 SIGTERM.",
+        "2 a usage, input, configuration, cache or output error (a metric no row can "
+        "score for want of its columns, API key missing or refused, unknown model, no "
+        "server at --api-base, a full or read-only disk, another run on --out: the run "
+        "stops at once, rows finished so far are kept and a rerun resumes them); 3 scores "
+        "are missing: judges failed in more than --max-error-rate of the judged rows, rows "
+        "could not be read in more than that share of all rows, or a --replay missed a "
+        "judgment (3 wins over 1); 70 a bug in judge; 130 Ctrl-C; 143 SIGTERM.",
     )
     p.add_argument(
         "data",
@@ -259,11 +259,9 @@ def run_dry(args: argparse.Namespace) -> int:
     else:
         print(terminal_text(cli_words(result.table())))
     if not result.usable:
-        problems = len(result.problems)
-        more = f" (and {problems - 1} more problem{'s' if problems > 2 else ''} above)"
-        raise JudgeError(
-            f"--dry-run: a run would not work: {result.problems[0]}{more if problems > 1 else ''}"
-        )
+        more = len(result.problems) - 1
+        above = f" (and {counted(more, 'more problem')} above)" if more else ""
+        raise JudgeError(f"--dry-run: a run would not work: {result.problems[0]}{above}")
     return 0
 
 
@@ -287,6 +285,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
     import shutil
 
     from judge.run.data import load_rows
+    from judge.run.dry_run import check_scorable
     from judge.run.output_folder import OutputFolder
     from judge.run.plan import plan_run
     from judge.run.processes import SHARDS_DIR, run_shards, shard_jobs
@@ -314,6 +313,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         embeddings=embeddings,
         metric_modules=args.metrics_module,
     )
+    check_scorable(plan, rows)  # as judge.evaluate checks it: before any shard starts
     del rows  # each shard loads its own
     with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
         jobs = shard_jobs(

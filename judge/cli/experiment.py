@@ -19,7 +19,7 @@ from judge.cli.options import (
     thresholds,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
-from judge.formatting import terminal_text
+from judge.formatting import counted, terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -168,9 +168,9 @@ def app_line(app: dict[str, Any]) -> str:
     failed = sum(errors.values())
     kinds = ", ".join(f"{kind} {count}" for kind, count in errors.items())
     parts = [
-        f"judge: app {app['target']}: {app['questions']} questions "
+        f"judge: app {app['target']}: {counted(app['questions'], 'question')} "
         f"({app['asked']} asked, {app['reused']} answered before)",
-        f"{failed} app errors"
+        counted(failed, "app error")
         + (f" ({kinds}; see app_error in app_outputs.jsonl)" if kinds else ""),
     ]
     if latency["p50"] is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.cli.options import DEFAULT_MAX_ERROR_RATE, runs_path, threshold_map
 from judge.errors import JudgeError
-from judge.formatting import terminal_text
+from judge.formatting import counted, terminal_text
 
 if TYPE_CHECKING:
     from judge.run.output_folder import OutputFolder
@@ -35,7 +35,8 @@ def say_damaged(result: Any, cache: str, *, replay: bool) -> None:
     if damaged:
         done = "their rows have errors" if replay else "they were asked for again"
         print(
-            f"judge: {damaged} damaged entries of the cache {cache} were not used "
+            f"judge: {counted(damaged, 'damaged entry', 'damaged entries')} of the cache {cache} "
+            "not used "
             f"({done}); check it with: judge cache verify {cache}",
             file=sys.stderr,
         )
@@ -74,13 +75,14 @@ def finish_run(
         print("\ndiagnosis (retrieval first):")
         print("\n".join(f"  - {finding}" for finding in diagnosis))
     print(
-        f"\n{len(result.rows)} rows, {result.rows_with_errors} with errors; "
+        f"\n{counted(len(result.rows), 'row')}, {result.rows_with_errors} with errors; "
         f"wrote {out}/results.jsonl, summary.json, report.html"
     )
     if result.rows_with_judge_errors:
         print(
-            f"judge errors in {result.rows_with_judge_errors} of {result.judged_rows} judged "
-            f"rows ({result.judge_error_rate:.1%}; --max-error-rate {max_error_rate:g})"
+            f"judge errors in {result.rows_with_judge_errors} of "
+            f"{counted(result.judged_rows, 'judged row')} ({result.judge_error_rate:.1%}; "
+            f"--max-error-rate {max_error_rate:g})"
         )
     for note in outcome.notes:
         print(terminal_text(cli_words(note)), file=sys.stderr)
@@ -175,7 +177,10 @@ def export_scores(
     stamp = results_file.stat().st_mtime_ns
     rows = len({e.row_id for e in events})
     metrics = len({e.metric for e in events})
-    what = f"{len(events)} evaluation events ({rows} rows, {metrics} metrics)"
+    what = (
+        f"{counted(len(events), 'evaluation event')} ({counted(rows, 'row')}, "
+        f"{counted(metrics, 'metric')})"
+    )
     if args.otlp_json:
         write_otlp_json(events.events, args.otlp_json, time_unix_nano=stamp)
         print(f"wrote {what} to {args.otlp_json}")
@@ -185,22 +190,24 @@ def export_scores(
         framed = sum(len(f) for f in evaluations.frames.values())
         framed_metrics = len(evaluations.frames)  # a metric without a score has no frame
         print(
-            f"wrote {framed} Phoenix span evaluations ({framed_metrics} metrics) to {args.phoenix}"
+            f"wrote {counted(framed, 'Phoenix span evaluation')} "
+            f"({counted(framed_metrics, 'metric')}) to {args.phoenix}"
         )
         if evaluations.without_span:
             print(
-                f"judge: note: {evaluations.without_span} events left out of --phoenix: "
+                f"judge: note: {counted(evaluations.without_span, 'event')} left out of --phoenix: "
                 "their rows have a trace_id but no span_id, or one that is not an "
                 "OpenTelemetry span id (Phoenix evaluates spans)",
                 file=sys.stderr,
             )
         if evaluations.without_score:
             print(
-                f"judge: note: {evaluations.without_score} events without a score (undefined, "
+                f"judge: note: {counted(evaluations.without_score, 'event')} without a score "
+                "(undefined, "
                 "or the judge failed) left out of --phoenix: Phoenix's client cannot send a "
                 "null score; the OTLP events keep them with their reason",
                 file=sys.stderr,
             )
     if args.export_otlp:
         sent = send_otlp(events.events, args.export_otlp, time_unix_nano=stamp)
-        print(f"sent {sent} evaluation events to {args.export_otlp}")
+        print(f"sent {counted(sent, 'evaluation event')} to {args.export_otlp}")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from judge.cli.options import runs_path, runs_path_option
 from judge.cli.words import cli_words
 from judge.errors import JudgeError
-from judge.formatting import terminal_text
+from judge.formatting import counted, terminal_text
 from judge.runs.store import RECORDED_THERE
 
 if TYPE_CHECKING:
@@ -149,7 +149,8 @@ def runs_table(records: list[RunRecord]) -> str:
         notes.append("* the baseline")
     if len(metrics) > len(shown):
         notes.append(
-            f"{len(metrics) - len(shown)} more metrics ({', '.join(metrics[len(shown) :])}): "
+            f"{counted(len(metrics) - len(shown), 'more metric')} "
+            f"({', '.join(metrics[len(shown) :])}): "
             "see judge runs show REF or judge runs list --json"
         )
     return "\n".join([text, *(terminal_text(note) for note in notes)])

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from judge.cli.options import column_map, column_option, llm_options, model_config
 from judge.cli.output import written
 from judge.errors import JudgeError
+from judge.formatting import counted
 
 if TYPE_CHECKING:
     from judge.testset.build import BuildResult
@@ -148,7 +149,7 @@ def run_export(args: argparse.Namespace) -> int:
     from judge.testset.export import export
 
     count = export(args.folder, args.format, args.out, level=args.level)
-    print(f"wrote {count} questions to {args.out} ({args.format})")
+    print(f"wrote {counted(count, 'question')} to {args.out} ({args.format})")
     return 0
 
 
@@ -158,13 +159,13 @@ def run_review(args: argparse.Namespace) -> int:
 
     if args.export:
         count = export_review(args.folder, args.export)
-        print(f"wrote the review sheet of {count} questions to {args.export}")
+        print(f"wrote the review sheet of {counted(count, 'question')} to {args.export}")
         return 0
     done = import_review(args.folder, args.import_)
     print(
         f"imported {args.import_}: {done.human_ok} accepted, {done.edited} edited, "
-        f"{done.rejected} rejected, {done.unchanged} unchanged; {done.grades_changed} grades "
-        f"changed; rewrote "
+        f"{done.rejected} rejected, {done.unchanged} unchanged; "
+        f"{counted(done.grades_changed, 'grade')} changed; rewrote "
         f"{written(args.folder, 'testset.jsonl', 'qrels.txt', 'qrels_docs.txt', 'queries.tsv')}"
     )
     return 0
@@ -193,11 +194,11 @@ def run_mine(args: argparse.Namespace) -> int:
     result.write(args.out)
     counts = result.counts
     print(
-        f"{counts['log_questions']} log questions, {counts['clusters']} distinct; drafted "
-        f"{counts['drafted']} of {counts['sampled']} sampled; "
+        f"{counted(counts['log_questions'], 'log question')}, {counts['clusters']} distinct; "
+        f"drafted {counts['drafted']} of {counts['sampled']} sampled; "
         f"masked {counts['masked'] or 'nothing'}; "
-        f"{result.usage['total']['requests']} requests; wrote {Path(args.out)}/ (drafts: review "
-        "them with `judge testset review`)"
+        f"{counted(result.usage['total']['requests'], 'request')}; wrote {Path(args.out)}/ "
+        "(drafts: review them with `judge testset review`)"
     )
     return 0
 
@@ -222,8 +223,9 @@ def run_build(args: argparse.Namespace) -> int:
         _print_estimate(corpus, requested, guess)
         if embeddings is not None:
             print(
-                f"plus embeddings ({embeddings.model}) of the {len(corpus.chunks)} chunks and "
-                f"of the questions, in batches of {embeddings.batch_size}; cached, so paid once"
+                f"plus embeddings ({embeddings.model}) of the "
+                f"{counted(len(corpus.chunks), 'chunk')} and of the questions, in batches of "
+                f"{embeddings.batch_size}; cached, so paid once"
             )
         return 0
     result = build(
@@ -248,12 +250,13 @@ def _print_estimate(corpus: Any, requested: Mapping[Any, int], guess: dict[str, 
         "unknown (model not in the price map)" if guess["cost"] is None else f"${guess['cost']:.4f}"
     )
     print(
-        f"dry run: {sum(requested.values())} questions "
-        f"({', '.join(f'{t} {c}' for t, c in requested.items())}) from {len(corpus.seeds)} "
-        f"seed chunks of {len(corpus.chunks)}"
+        f"dry run: {counted(sum(requested.values()), 'question')} "
+        f"({', '.join(f'{t} {c}' for t, c in requested.items())}) from "
+        f"{counted(len(corpus.seeds), 'seed chunk')} of {len(corpus.chunks)}"
     )
     print(
-        f"estimate: {guess['requests']} requests, {guess['prompt_tokens']:,} prompt tokens, "
+        f"estimate: {counted(guess['requests'], 'request')}, "
+        f"{guess['prompt_tokens']:,} prompt tokens, "
         f"{guess['completion_tokens']:,} completion tokens, cost {cost} ({guess['note']})"
     )
 
@@ -270,8 +273,9 @@ def _print_summary(result: BuildResult, out: str) -> None:
     cost = "unknown" if total["cost"] is None else f"${total['cost']:.4f}"
     files = ("testset.jsonl", "qrels.txt", "qrels_docs.txt", "queries.tsv", "chunks.jsonl")
     print(
-        f"{len(result.items)} questions; {total['requests']} requests, {total['cache_hits']} "
-        f"cache hits, {total['prompt_tokens'] + total['completion_tokens']:,} tokens, {cost}; "
+        f"{counted(len(result.items), 'question')}; {counted(total['requests'], 'request')}, "
+        f"{counted(total['cache_hits'], 'cache hit')}, "
+        f"{total['prompt_tokens'] + total['completion_tokens']:,} tokens, {cost}; "
         f"wrote {written(out, *files, 'rejected.jsonl', 'manifest.json')}"
     )
     if result.shortfall:

@@ -63,7 +63,7 @@ _PHRASES = (
     ("fail_under:", "--fail-under:"),
     ("max_error_rate ", "--max-error-rate "),
 )
-_SAFE = re.compile(r"[\w./@:+-]*\w[\w./@:+-]*")  # shown without quotes: no shell meaning
+_SAFE = re.compile(r"[\w./@:+,-]*\w[\w./@:+,-]*")  # shown without quotes: no shell meaning
 
 
 def _value(quoted: str) -> str:
@@ -79,9 +79,11 @@ def _keyword(match: re.Match[str], flags: Mapping[str, str]) -> str:
         return f"{flag} ..."
     if value is None or not value.startswith(("'", "{")):  # none, or a call: the flag alone
         return flag
-    if value.startswith("{"):  # column_map={'question': ...} -> --column question=COLUMN
-        fields = re.findall(r"'(\w+)'\s*:", value)
-        return " ".join(f"{flag} {field}=COLUMN" for field in fields) or flag
+    if value.startswith("{"):  # column_map={'contexts': 'docs'} -> --column contexts=docs
+        pairs = re.findall(rf"'(\w+)'\s*:\s*({_QUOTED})?", value)
+        return (
+            " ".join(f"{flag} {field}={_value(v) if v else 'COLUMN'}" for field, v in pairs) or flag
+        )
     return f"{flag} {_value(value)}"
 
 

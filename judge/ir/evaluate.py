@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from judge.errors import CoverageWarning, InputFormatError, JudgeError
+from judge.formatting import counted
 from judge.ir.from_dicts import rank_judged
 from judge.ir.measure_names import parse_measures
 from judge.ir.per_query import MetricTable
@@ -174,7 +175,8 @@ def _warn_coverage(result: IRResult, judged: int, stacklevel: int) -> None:
         )
     if result.unjudged_queries:
         warnings.warn(
-            f"{len(result.unjudged_queries)} run queries have no judgments and are ignored: "
+            f"{counted(len(result.unjudged_queries), 'run query', 'run queries')} without "
+            "judgments, ignored: "
             f"{_examples(result.unjudged_queries)}",
             CoverageWarning,
             stacklevel=stacklevel,

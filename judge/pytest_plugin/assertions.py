@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.formatting import MISSING, number
+from judge.formatting import MISSING, counted, number
 from judge.metrics.registry import higher_is_better
 
 # How much of a long text a failure message shows.
@@ -168,7 +168,7 @@ def assert_scores(
             failures.append(metric)
             blocks.append(verdict)
     if failures:
-        head = f"{len(failures)} of {len(wanted)} judged scores failed"
+        head = f"{len(failures)} of {counted(len(wanted), 'judged score')} failed"
         if scored.label:
             head += f" for {scored.label!r}"
         raise ScoreAssertionError(head + "\n" + "\n".join(blocks), failures)
@@ -356,15 +356,15 @@ def assert_evaluation(
             continue
         shown = (
             f"  {metric}: mean {number(stats.mean)} [{number(stats.ci_low)}, "
-            f"{number(stats.ci_high)}] over {stats.scored} rows, threshold {bound}"
+            f"{number(stats.ci_high)}] over {counted(stats.scored, 'row')}, threshold {bound}"
         )
         undefined = sum(stats.nan.values())
         if undefined and metric not in allowed:
             reasons = ", ".join(f"{n} {why}" for why, n in sorted(stats.nan.items()))
             failures.append(metric)
             lines.append(
-                f"{shown}; {undefined} rows undefined ({reasons}); pass allow_nan=True (or "
-                f"allow_nan={{{metric!r}}}) to judge the mean of the rest"
+                f"{shown}; {counted(undefined, 'row')} undefined ({reasons}); pass allow_nan=True "
+                f"(or allow_nan={{{metric!r}}}) to judge the mean of the rest"
             )
         elif math.isnan(stats.mean) or not bound.passes(stats.mean):
             failures.append(metric)
@@ -378,5 +378,6 @@ def assert_evaluation(
         )
     if failures:
         raise ScoreAssertionError(
-            f"the evaluation failed {len(failures)} check(s)\n" + "\n".join(lines), failures
+            f"the evaluation failed {counted(len(failures), 'check')}\n" + "\n".join(lines),
+            failures,
         )

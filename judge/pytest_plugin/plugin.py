@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from judge.errors import JudgeError
+from judge.formatting import counted
 
 if TYPE_CHECKING:
     from judge.pytest_plugin.rag_judge import JudgeSettings, Mode, RagJudge
@@ -246,7 +247,8 @@ class JudgeState:
         )
         tokens = int(t.get("prompt_tokens", 0) + t.get("completion_tokens", 0))
         lines = [
-            f"{self.tests} judged test(s), {int(t.get('samples', 0))} sample(s); mean scores "
+            f"{counted(self.tests, 'judged test')}, {counted(int(t.get('samples', 0)), 'sample')}; "
+            "mean scores "
             f"of the samples: {means or 'none'}",
             f"requests {int(t.get('requests', 0))}, cache hits {int(t.get('cache_hits', 0))}, "
             f"tokens {tokens} ({int(t.get('prompt_tokens', 0))} prompt + "
@@ -381,12 +383,15 @@ def rag_judge(pytestconfig: pytest.Config) -> Iterator[RagJudge]:
     """The session's judge, configured by --judge-model, --judge-cache, --judge-replay...:
     `rag_judge.score(...)`, `rag_judge.evaluate(...)`, `rag_judge.assert_scores(...)`."""
     state = pytestconfig.stash[STATE]
+    failure: str | None = None
     try:
         judge = state.open_judge()
     except JudgeError as exc:
         from judge.pytest_plugin.rag_judge import pytest_words
 
-        pytest.fail(f"rag_judge: {pytest_words(str(exc))}", pytrace=False)
+        failure = f"rag_judge: {pytest_words(str(exc))}"
+    if failure is not None:  # outside the except: not shown again in the library's words
+        pytest.fail(failure, pytrace=False)
     yield judge
     state.close()
 

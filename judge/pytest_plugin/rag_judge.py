@@ -9,6 +9,7 @@ and the session's connections and the cache's batched writes stay on one loop al
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,13 +49,26 @@ PYTEST_FLAGS = {
     "cache_as": "--judge-cache-as",
 }
 PYTEST_EMBEDDINGS = {"model": "--judge-embedding-model", "api_base": "--judge-api-base"}
+# The CLI's flags some library messages name (the cache's: "give --cache a new path"), as
+# the plugin's options.
+CLI_OPTIONS = {
+    "--model": "--judge-model",
+    "--api-base": "--judge-api-base",
+    "--embedding-model": "--judge-embedding-model",
+    "--cache": "--judge-cache",
+    "--cache-as": "--judge-cache-as",
+    "--replay": "--judge-replay",
+}
+_CLI_OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*(?![\w-])")
 
 
 def pytest_words(message: str) -> str:
-    """A library message with its keyword arguments written as the plugin's options."""
+    """A library message with its keyword arguments and the CLI's flags written as the
+    plugin's options."""
     from judge.cli.words import cli_words
 
-    return cli_words(message, PYTEST_FLAGS, PYTEST_EMBEDDINGS)
+    text = cli_words(message, PYTEST_FLAGS, PYTEST_EMBEDDINGS)
+    return _CLI_OPTION.sub(lambda m: CLI_OPTIONS.get(m.group(), m.group()), text)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from judge.comparison.evaluations import Comparison, compare
 from judge.errors import JudgeError
-from judge.formatting import number
+from judge.formatting import counted, number
 from judge.pytest_plugin.assertions import ScoreAssertionError
 
 
@@ -85,9 +85,9 @@ def assert_no_regression(
         for m in comparison.metrics.values()
     ]
     text = (
-        f"judge regression gate: {len(comparison.keys)} shared questions, alpha {alpha:g} "
-        f"(Holm across {len(comparison.metrics)} metrics), baseline {comparison.label_a}\n"
-        + "\n".join(lines)
+        f"judge regression gate: {counted(len(comparison.keys), 'shared question')}, "
+        f"alpha {alpha:g} (Holm across {counted(len(comparison.metrics), 'metric')}), "
+        f"baseline {comparison.label_a}\n" + "\n".join(lines)
     )
     print(text)
     if not comparison.metrics:
@@ -98,11 +98,11 @@ def assert_no_regression(
         )
     if unpaired:
         raise ScoreAssertionError(
-            f"{len(unpaired)} metric(s) could not be compared\n" + text, unpaired
+            f"{counted(len(unpaired), 'metric')} could not be compared\n" + text, unpaired
         )
     if worse:
         raise ScoreAssertionError(
-            f"{len(worse)} metric(s) significantly worse than the baseline\n" + text,
+            f"{counted(len(worse), 'metric')} significantly worse than the baseline\n" + text,
             [m.metric for m in worse],
         )
     return comparison

@@ -33,6 +33,7 @@ from judge.ray.evaluate import (
 )
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import build_rows, read_records, resolve_columns
+from judge.run.dry_run import check_scorable
 from judge.run.merge import sum_usage
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
@@ -112,6 +113,7 @@ def evaluate_file(
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
     rows = build_rows(records, columns)
     plan, hashes = ray_plan(metrics, columns, source, (llm, embeddings), rows)
+    check_scorable(plan, rows)  # as judge.evaluate checks it: before Ray starts
     del rows  # the actors build their own
     spec = make_spec(plan, caches, NUMBER, packed=True)
     fingerprint = plan.fingerprint

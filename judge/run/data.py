@@ -30,16 +30,26 @@ COLUMNS = FieldTable(
             ("question", "user_input", "query"),
             required=True,
             hint="column_map={'question': ...}",
+            synonyms=("input", "prompt", "user_query"),
         ),
-        Field("answer", ("answer", "response")),
-        Field("contexts", ("contexts", "retrieved_contexts")),
-        Field("ground_truth", ("ground_truth", "reference", "ground_truths")),
+        Field("answer", ("answer", "response"), synonyms=("actual_output", "output")),
+        Field(
+            "contexts",
+            ("contexts", "retrieved_contexts"),
+            synonyms=("docs", "retrieval_context", "documents", "passages", "context"),
+        ),
+        Field(
+            "ground_truth",
+            ("ground_truth", "reference", "ground_truths"),
+            synonyms=("expected_output", "expected_answer", "reference_answer"),
+        ),
         Field("id", ("id", "sample_id")),
         Field("retrieved_ids", ("retrieved_ids", "retrieved_context_ids")),
         Field("relevance", ("relevance", "qrels", "relevant_ids", "reference_context_ids")),
     ),
     unknown_field="column_map key {field!r} is not one of {fields}",
     absent_column="column_map: column {column!r} is not in the data (columns: {columns})",
+    mapping="column_map={{{field}: {column}}}",
 )
 # An experiment's app_outputs.jsonl (judge.experiments) records there why the app gave no
 # output for a question: the row is an error, as an unreadable row is.

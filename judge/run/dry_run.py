@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -26,19 +26,21 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from judge.aio import sync_twin
-from judge.errors import ContextWindowError, JudgeError
+from judge.errors import ContextWindowError, InputFormatError, JudgeError
+from judge.formatting import counted
 from judge.json_values import canonical_json, sha256_hex
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import context_window, estimate_tokens, token_prices
 from judge.llm.session import LLMSession, check_window
 from judge.llm.usage import UsageLedger
+from judge.metrics.custom import MISSING_FIELD
 from judge.metrics.judges import sentences
 from judge.metrics.prompts import load_prompts
-from judge.metrics.registry import JUDGE_ERROR
+from judge.metrics.registry import EMPTY_ANSWER, JUDGE_ERROR, NO_CONTEXTS, NO_GROUND_TRUTH
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
-from judge.run.data import load_rows
-from judge.run.local import evaluate_row
-from judge.run.plan import check_variables
+from judge.run.data import COLUMNS, Row, load_rows
+from judge.run.local import NO_RELEVANCE_JUDGMENTS, ROW_ERROR, evaluate_row
+from judge.run.plan import RunPlan, check_variables
 from judge.run.progress import cost_text
 from judge.run.score import score_sample
 from judge.run.shard import Shard, parse_shard
@@ -58,6 +60,14 @@ COMPLETION_ASSUMPTION = (
 # Reasons a dry run gives for a metric that would not score a row, besides the scorers'.
 OVER_CONTEXT_WINDOW = "over_context_window"
 NO_RETRIEVED_IDS = "no_retrieved_ids"  # a ranking without ids: scored 0, not NaN
+# NaN reasons that say a row lacks a field, and the field (a custom prompt's column: "").
+WANTED_FIELDS = {
+    EMPTY_ANSWER: "answer",
+    NO_CONTEXTS: "contexts",
+    NO_GROUND_TRUTH: "ground_truth",
+    NO_RELEVANCE_JUDGMENTS: "relevance",
+    MISSING_FIELD: "",
+}
 _NO_STAND_IN = "dry run: no stand-in reply for a custom judge's output"
 _BLOCK = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
 _EMBEDDING_BATCH: int = Embeddings.batch_size  # the default of a run without embeddings
@@ -222,7 +232,8 @@ class DryRun:
     def table(self) -> str:
         """The dry run as a text table, with its notes and problems below."""
         lines = [
-            f"dry run of {self.source}: {self.rows} rows, {len(self.unreadable)} unreadable; "
+            f"dry run of {self.source}: {counted(self.rows, 'row')}, "
+            f"{len(self.unreadable)} unreadable; "
             "no request was made",
             f"judge model: {self.model or 'none given'}"
             + (f" (context window {self.context_window:,} tokens)" if self.context_window else "")
@@ -251,11 +262,11 @@ class DryRun:
         for number, error in self.unreadable[:5]:
             lines.append(f"row {number} cannot be read: {error}")
         if len(self.unreadable) > 5:
-            lines.append(f"... and {len(self.unreadable) - 5} more unreadable rows")
+            lines.append(f"... and {counted(len(self.unreadable) - 5, 'more unreadable row')}")
         if self.total.refused:
             lines.append(
-                f"{_plural(self.total.refused, 'request')} in "
-                f"{_plural(self.rows_over_window, 'row')} "
+                f"{counted(self.total.refused, 'request')} in "
+                f"{counted(self.rows_over_window, 'row')} "
                 "over the context window: a run would not send them (their metrics: judge errors)"
             )
         lines.extend(f"note: {n}" for n in self.notes)
@@ -277,10 +288,6 @@ ASSUMPTIONS = [
     "a judgment already in the cache is free; identical requests (and texts to embed) are "
     "counted once, as a run makes them once",
 ]
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _figures(e: Estimate, judged: bool, model: str | None) -> tuple[str, ...]:
@@ -533,7 +540,7 @@ async def adry_run(
             check = checks[metric.name]
             if row.sample is None:
                 if metric.name in blocked:
-                    _count(check, "row_error", None)
+                    _count(check, ROW_ERROR, None)
                 continue
             session.counting(Estimate(), seen[metric.name])
             alone = await score_sample(row.sample, [metric], session, prompts=prompts)
@@ -557,7 +564,7 @@ async def adry_run(
         notes=_notes(choice, llm, embeddings, total),
         max_error_rate=max_error_rate,
     )
-    result.problems = _problems(result, list(blocked.values()))
+    result.problems = _problems(result, list(blocked.values()), columns, _present(columns, rows))
     return result
 
 
@@ -619,20 +626,21 @@ def _notes(
     return notes
 
 
-def _problems(result: DryRun, blocked: list[str]) -> list[str]:
+def _problems(
+    result: DryRun, blocked: list[str], columns: Mapping[str, str], present: Sequence[str]
+) -> list[str]:
     """Why a run over the data would not work (empty: it would)."""
     problems = list(blocked)
-    for check in result.metrics:
-        if check.cannot_run is None and check.scored == 0:
-            why = ", ".join(f"{c} {r}" for r, c in sorted(check.not_scored.items()))
-            problems.append(f"{check.name} would score no row ({why})")
+    none = [c for c in result.metrics if c.cannot_run is None and c.scored == 0]
+    others = [c.name for c in result.metrics if c not in none and c.cannot_run is None]
+    problems.extend(no_row_scored(none, columns, present, others))
     rate = result.max_error_rate
     if result.unreadable and len(result.unreadable) / result.rows > rate:
         share = len(result.unreadable) / result.rows
         problems.append(
             f"{len(result.unreadable)} of {result.rows} rows ({share:.1%}) cannot be read, over "
             f"max_error_rate {rate:g}: fix the input or map its columns with "
-            "column_map={'field': 'column'}"
+            "column_map={'field': ...}"
         )
     judged = result.rows - len(result.unreadable)
     if result.rows_over_window and judged and result.rows_over_window / judged > rate:
@@ -644,3 +652,103 @@ def _problems(result: DryRun, blocked: list[str]) -> list[str]:
             "larger window"
         )
     return problems
+
+
+def wanted_fields(check: MetricCheck) -> list[str] | None:
+    """The fields for want of which a metric scores no row (a custom prompt's column as
+    ""), or None: it scores a row, cannot run, or scores none for other reasons (only
+    unreadable rows, requests over the context window)."""
+    reasons = set(check.not_scored) - {ROW_ERROR}
+    if check.cannot_run is not None or check.scored or not reasons:
+        return None
+    if reasons - WANTED_FIELDS.keys():
+        return None
+    return [f for r, f in WANTED_FIELDS.items() if r in reasons]
+
+
+def no_row_scored(
+    checks: Sequence[MetricCheck],
+    columns: Mapping[str, str],
+    present: Sequence[str],
+    others: Sequence[str] = (),
+) -> list[str]:
+    """What to say of metrics that would score no row, one line per lot that lacks the
+    same: their reasons, and for want of fields the columns found and the mapping to make.
+
+    Args:
+        checks: the metrics that score no row.
+        columns: field -> column, as the data's columns were resolved.
+        present: the data's column names.
+        others: the run's other metrics (the way to leave these out).
+    """
+    lots: dict[tuple[str, str], list[str]] = {}
+    for check in checks:
+        why = ", ".join(f"{c} {r}" for r, c in sorted(check.not_scored.items()))
+        fields = wanted_fields(check)
+        lack = "; ".join(_lacking(f, columns, present) for f in fields or [])
+        lots.setdefault((why, lack), []).append(check.name)
+    lines = []
+    for (why, lack), names in lots.items():
+        line = f"{_listed(names)} would score no row ({why})"
+        if lack:
+            them = "them" if len(names) > 1 else "it"
+            out = f", or leave {them} out (metrics={','.join(others)!r})" if others else ""
+            line += f": {lack}{out}"
+        lines.append(line)
+    return lines
+
+
+def _lacking(field: str, columns: Mapping[str, str], present: Sequence[str]) -> str:
+    """Why rows lack a field: no column for it (and the mapping to make), or its column
+    empty."""
+    if not field:
+        return "a column the metric's prompt reads is empty"
+    if field in columns:
+        return f"{field} (column {columns[field]!r}) is empty"
+    return COLUMNS.no_column(field, present)
+
+
+def _listed(names: Sequence[str]) -> str:
+    """a, b and c."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _present(columns: Mapping[str, str], rows: Iterable[Row]) -> list[str]:
+    """The data's column names: those of the fields, then the other columns of the rows."""
+    extra = (k for r in rows if r.sample is not None for k in r.sample.extra)
+    return list(dict.fromkeys([*columns.values(), *extra]))
+
+
+async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
+    """Refuse a run in which a metric would score no row for want of its fields, as
+    `dry_run` calls such data unusable (`check_scorable` from sync code, `acheck_scorable`
+    awaited): the rows are scored with stand-in replies, no request made, until every
+    metric has scored one (the first row, on good data).
+
+    Raises:
+        judge.errors.InputFormatError: the metrics that would score no row, the columns
+            found and the mapping to make.
+    """
+    checks = {m.name: MetricCheck(m.name, "judged") for m in plan.metrics.judged}
+    checks.update({n: MetricCheck(n, "retrieval") for n in plan.metrics.retrieval})
+    pending = dict(checks)
+    session = StandInSession(None, None)  # no context window: only the fields matter here
+    for row in rows:
+        if not pending:
+            return
+        judged = [m for m in plan.metrics.judged if m.name in pending]
+        retrieval = [n for n in plan.metrics.retrieval if n in pending]
+        session.counting(Estimate(), set())
+        record = await evaluate_row(row, judged, retrieval, session, plan.prompts)
+        for name in [*(m.name for m in judged), *retrieval]:
+            _count(pending[name], record.reasons.get(name), record.errors.get(name))
+            if pending[name].scored:
+                del pending[name]
+    lacking = [c for c in pending.values() if wanted_fields(c) is not None]
+    if lacking:
+        others = [name for name in checks if checks[name] not in lacking]
+        lines = no_row_scored(lacking, plan.columns, _present(plan.columns, rows), others)
+        raise InputFormatError(f"{plan.source}: {'; '.join(lines)}")
+
+
+check_scorable = sync_twin(acheck_scorable)

@@ -17,6 +17,7 @@ from judge.llm.session import LLMSession
 from judge.metrics.resolve import MetricLike
 from judge.run import local
 from judge.run.data import Row, load_rows
+from judge.run.dry_run import acheck_scorable
 from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
@@ -73,6 +74,10 @@ async def aevaluate(
         all.
 
     Raises:
+        judge.errors.InputFormatError: the data cannot be read, or a metric would score
+            no row for want of its fields (no column for them, or theirs empty in every
+            row): the metrics, the columns found and the `column_map` to pass are named,
+            and no request is made (`judge.dry_run` says the same of the data).
         judge.errors.LLMConfigError: the API key is missing or refused, the model is
             unknown, or no server answers at `api_base`. The run stops at the first one,
             cancelling requests in flight; rows finished before it are in the checkpoint
@@ -93,6 +98,7 @@ async def aevaluate(
         progress=progress,
         progress_interval=progress_interval,
         shard=part,
+        refuse_unscorable=True,
     )
 
 
@@ -110,10 +116,12 @@ async def aevaluate_rows(
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
     shard: Shard | None = None,
+    refuse_unscorable: bool = False,
 ) -> EvaluationResult:
     """`aevaluate` of rows already loaded (`judge.run.data.load_rows`, or `load_rows_lazily`
-    to hold none of them): rows, columns and source as those give them; the rest as for
-    `aevaluate`."""
+    to hold none of them): rows, columns and source as those give them; with
+    `refuse_unscorable` (as `aevaluate` does) a metric no row can score for want of its
+    fields is an `InputFormatError` before any request; the rest as for `aevaluate`."""
     models = judge_models(llm, embeddings, cache)
     plan, hashes = plan_run(
         rows,
@@ -124,6 +132,8 @@ async def aevaluate_rows(
         embeddings=models[1],
         shard=shard,
     )
+    if refuse_unscorable:
+        await acheck_scorable(plan, rows)
     session = make_session(llm, embeddings, cache) if llm is not None else None
     try:
         return await local.execute(

@@ -27,6 +27,11 @@ from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
 from judge.run.score import score_sample
 
+# NaN reasons: every metric of a row that cannot be read; a retrieval metric of a row
+# without relevance judgments.
+ROW_ERROR = "row_error"
+NO_RELEVANCE_JUDGMENTS = "no_relevance_judgments"
+
 # Rows served from the cache finish without waiting, so a worker runs them back to back;
 # it lets the loop turn this often, so the requests of other rows and the progress go on.
 TURN_SECONDS = 0.05
@@ -190,7 +195,7 @@ async def evaluate_row(
     names = [m.name for m in judged] + retrieval
     if row.sample is None:
         record.scores = dict.fromkeys(names, math.nan)
-        record.reasons = dict.fromkeys(names, "row_error")
+        record.reasons = dict.fromkeys(names, ROW_ERROR)
         return record
     if session and judged:
         result = await score_sample(row.sample, judged, session, prompts=prompts)
@@ -202,5 +207,5 @@ async def evaluate_row(
         record.scores.update(scores)
         for name, value in scores.items():
             if math.isnan(value):
-                record.reasons[name] = "no_relevance_judgments"
+                record.reasons[name] = NO_RELEVANCE_JUDGMENTS
     return record

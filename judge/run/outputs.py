@@ -211,7 +211,7 @@ def unreadable_failure(result: EvaluationResult, max_rate: float) -> tuple[str |
         return note, None
     fix = (
         "fix the input (see 'error' in results.jsonl) or map its columns with "
-        "column_map={'field': 'column'}"
+        "column_map={'field': ...}"
     )
     if app_failed == unreadable:
         fix = "see app_error in app_outputs.jsonl for why the app failed"

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from judge.errors import InputFormatError, JudgeError
+from judge.formatting import counted
 from judge.ir.measure_names import parse_measure
 from judge.metrics.registry import JUDGE_ERROR, higher_is_better
 from judge.run.rows import ResultRow
@@ -155,17 +156,18 @@ class EvaluationEvents:
         words = {
             "no_trace_row": "had no row of the same id in the rows file",
             "no_trace_id": "had a row without a trace_id",
-            "unreadable_row": "were rows judge could not read (no score to send)",
+            "unreadable_row": "judge could not read (no score to send)",
         }
         lines = []
         for why, ids in sorted(self.skipped.items()):
             shown = ", ".join(ids[:_LISTED]) + (", ..." if len(ids) > _LISTED else "")
-            lines.append(f"{len(ids)} result rows {words.get(why, why)}: {shown}")
+            lines.append(f"{counted(len(ids), 'result row')} {words.get(why, why)}: {shown}")
         if self.trace_only:
             ids = self.trace_only
             shown = ", ".join(ids[:_LISTED]) + (", ..." if len(ids) > _LISTED else "")
             lines.append(
-                f"{len(ids)} result rows had a span_id that is not an OpenTelemetry span id "
+                f"{counted(len(ids), 'result row')} had a span_id that is not an OpenTelemetry "
+                "span id "
                 "(16 hex digits; Langfuse's observation ids are not OpenTelemetry ids): their "
                 f"events link to the trace alone: {shown}"
             )
@@ -308,9 +310,9 @@ def explain(metric: str, row: ResultRow) -> str | None:
     base = metric.partition("@")[0]
     text: str | None = None
     if base in ("faithfulness", "faithfulness_strict", "hallucination_rate"):
-        text = _claims(evidence, "answer", "answer claims", "by the contexts")
+        text = _claims(evidence, "answer", "answer claim", "by the contexts")
     elif base == "context_recall":
-        text = _claims(evidence, "truth", "ground-truth claims", "by the contexts")
+        text = _claims(evidence, "truth", "ground-truth claim", "by the contexts")
     elif base in ("context_precision", "context_relevance", "context_ndcg"):
         grades = [g.get("grade") for g in evidence.get("context_grades") or []]
         if grades:
@@ -326,7 +328,10 @@ def explain(metric: str, row: ResultRow) -> str | None:
         if focus:
             needed = len(focus.get("needed") or [])
             total = sum(focus.get("per_context") or [])
-            text = f"{needed} of {total} context sentences needed. {focus.get('reason') or ''}"
+            text = (
+                f"{needed} of {counted(total, 'context sentence')} needed. "
+                f"{focus.get('reason') or ''}"
+            )
     else:  # a custom metric keeps its judge's reply under its name
         reply = evidence.get(metric)
         if isinstance(reply, Mapping):
@@ -338,21 +343,22 @@ def explain(metric: str, row: ResultRow) -> str | None:
 
 
 def _claims(evidence: Mapping[str, Any], side: str, what: str, against: str) -> str | None:
-    """How many claims were supported, and the first unsupported ones with their reasons."""
+    """How many claims were supported, and the first unsupported ones with their reasons
+    (`what`: the claims' noun, singular)."""
     claims = evidence.get(f"{side}_claims")
     verdicts = evidence.get(f"{side}_verdicts")
     if not isinstance(claims, list) or not isinstance(verdicts, list):
         return None
     bad = [v for v in verdicts if v.get("verdict") != "supported"]
     if not bad:
-        return f"all {len(verdicts)} {what} supported {against}"
+        return f"{counted(len(verdicts), what)}, all supported {against}"
     named = []
     for v in bad[:_LISTED]:
         number = v.get("claim")
         claim = claims[number] if isinstance(number, int) and number < len(claims) else "?"
         named.append(f"{_clip(claim)!r} ({v.get('verdict')}: {v.get('reason')})")
     more = f"; and {len(bad) - _LISTED} more" if len(bad) > _LISTED else ""
-    return f"{len(bad)} of {len(verdicts)} {what} not supported {against}: " + (
+    return f"{len(bad)} of {counted(len(verdicts), what)} not supported {against}: " + (
         "; ".join(named) + more
     )
 
@@ -390,9 +396,9 @@ def _citations(checks: Any) -> str | None:
         return None
     bad = [c for c in checks if not c.get("supported")]
     if not bad:
-        return f"all {len(checks)} citations supported by the cited context"
+        return f"{counted(len(checks), 'citation')}, all supported by the cited context"
     reasons = "; ".join(str(c.get("reason")) for c in bad[:_LISTED])
-    return f"{len(bad)} of {len(checks)} citations not supported: {reasons}"
+    return f"{len(bad)} of {counted(len(checks), 'citation')} not supported: {reasons}"
 
 
 def _clip(text: str) -> str:
@@ -646,10 +652,10 @@ def send_otlp(
         provider.shutdown()
     if exporter.lost or exporter.sent < len(events):
         raise JudgeError(
-            f"{endpoint} did not take the scores ({exporter.sent} of {len(events)} events "
-            "sent; the exporter's message is above): check the URL (an OTLP/HTTP collector "
-            "listens on port 4318) and the headers a hosted backend needs "
-            "(OTEL_EXPORTER_OTLP_HEADERS)"
+            f"{endpoint} did not take the scores ({exporter.sent} of "
+            f"{counted(len(events), 'event')} sent; the exporter's message is above): check "
+            "the URL (an OTLP/HTTP collector listens on port 4318) and the headers a hosted "
+            "backend needs (OTEL_EXPORTER_OTLP_HEADERS)"
         )
     return exporter.sent
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from judge.errors import InputFormatError, JudgeError
+from judge.formatting import counted
 from judge.ir.trec import check_trec_id
 from judge.json_values import escape_surrogates, lone_surrogate_in
 from judge.lines import bounded_lines
@@ -67,25 +68,28 @@ class ExtractSummary:
 
     def lines(self) -> list[str]:
         """The summary as sentences, one per count that is not zero."""
-        out = [f"{self.traces} traces ({self.spans} spans) read: {self.rows} rows"]
+        out = [
+            f"{counted(self.traces, 'trace')} ({counted(self.spans, 'span')}) read: "
+            f"{counted(self.rows, 'row')}"
+        ]
         if self.skipped:
             reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
-            out.append(f"{sum(self.skipped.values())} traces skipped ({reasons})")
+            out.append(f"{counted(sum(self.skipped.values()), 'trace')} skipped ({reasons})")
         if self.before_since:
-            out.append(f"{self.before_since} traces started before since")
+            out.append(f"{counted(self.before_since, 'trace')} started before since")
         if self.judged_before:
-            out.append(f"{self.judged_before} traces were judged before")
+            out.append(f"{counted(self.judged_before, 'trace')} judged before")
         if self.sampled_out:
-            out.append(f"{self.sampled_out} traces left out of the sample")
+            out.append(f"{counted(self.sampled_out, 'trace')} left out of the sample")
         if self.duplicate_spans:
             out.append(
-                f"{self.duplicate_spans} spans read twice (a span id already read in its "
-                "trace: a collector's retry, or a file given twice) were used once"
+                f"{counted(self.duplicate_spans, 'span')} read twice (a span id already read "
+                "in its trace: a collector's retry, or a file given twice), used once"
             )
         if self.late_spans:
             out.append(
-                f"{self.late_spans} late spans not used: they came more than linger spans "
-                "after their trace was complete (or are repeats of spans used before: a file "
+                f"{counted(self.late_spans, 'late span')} not used (more than linger spans "
+                "after their trace was complete, or repeats of spans used before: a file "
                 "given twice)"
             )
         return out

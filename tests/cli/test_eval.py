@@ -14,7 +14,7 @@ import pytest
 
 from judge.cli.demo import demo_dir
 from judge.testing import heuristic_judge
-from tests.helpers.cli import dataset, eval_args, run
+from tests.helpers.cli import dataset, eval_args, rows, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,3 +170,51 @@ def test_killed_run_resumes_and_loses_nothing(tmp_path, fake_llm_server):
         fake_llm_server.count(),
         full_requests,
     )
+
+
+def _rows_as(path: Path, names: dict[str, str], drop: tuple[str, ...] = ()) -> Path:
+    """tests.helpers.cli's rows with their columns renamed (field -> column) or dropped."""
+    with path.open("w", encoding="utf-8") as out:
+        for record in json.loads(json.dumps(rows(2))):
+            kept = {names.get(k, k): v for k, v in record.items() if k not in drop}
+            out.write(json.dumps(kept) + "\n")
+    return path
+
+
+def test_columns_it_does_not_know_are_refused_not_a_green_run(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    renamed = {"question": "query", "answer": "response", "contexts": "docs"}
+    data = _rows_as(tmp_path / "d.jsonl", {**renamed, "ground_truth": "reference"}, ("id",))
+    done = run(*eval_args(data, fake_llm_server, tmp_path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = done.stderr.splitlines()[-1]
+    assert error.startswith("judge: error: ") and "Traceback" not in done.stderr
+    for metric in ("faithfulness", "context_precision", "context_recall"):
+        assert metric in error
+    assert "columns: query, response, reference, docs" in error, error
+    assert "--column contexts=docs" in error and "column_map" not in error
+    assert fake_llm_server.count() == 0 and not (tmp_path / "out" / "summary.json").exists()
+    for executor in (["--processes", "2"], ["--ray"]):  # refused before they start
+        other = run(*eval_args(data, fake_llm_server, tmp_path, *executor))
+        assert other.returncode == 2 and other.stderr.splitlines()[-1] == error, other.stderr
+    # The mapping it suggests makes the run work.
+    mapped = run(*eval_args(data, fake_llm_server, tmp_path, "--column", "contexts=docs"))
+    assert mapped.returncode == 0, mapped.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert all(m["scored"] == 2 for m in summary["metrics"].values()), summary["metrics"]
+
+
+def test_a_named_metric_no_row_can_score_is_refused_naming_it(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = _rows_as(tmp_path / "d.jsonl", {}, ("ground_truth",))
+    args = eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness,context_recall")
+    done = run(*args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = done.stderr.splitlines()[-1]
+    assert "context_recall would score no row (2 no_ground_truth)" in error, error
+    assert "faithfulness" not in error.partition(" would score no row")[0]  # it scores
+    assert "--column ground_truth=COLUMN, or leave it out (--metrics faithfulness)" in error
+    assert fake_llm_server.count() == 0
+    # What --dry-run says of the same data and metrics: the same problem.
+    dry = run(*args, "--dry-run")
+    assert dry.returncode == 2 and error.partition(f"{data}: ")[2] in dry.stdout, dry.stdout

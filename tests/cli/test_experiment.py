@@ -193,7 +193,7 @@ def test_app_errors_fail_the_error_rate_gate_with_the_apps_reason(server, tmp_pa
     )
     assert done.returncode == 3, done.stderr
     assert "Timeout: no reply within 0.5 s" in done.stderr
-    assert "1 app errors (Timeout 1; see app_error in app_outputs.jsonl)" in done.stderr
+    assert "1 app error (Timeout 1; see app_error in app_outputs.jsonl)" in done.stderr
     assert "see app_error in app_outputs.jsonl for why the app failed" in done.stderr
     # results.jsonl names the question the app failed on (it had neither id nor question)
     results = (tmp_path / "out" / "results.jsonl").read_text(encoding="utf-8").splitlines()

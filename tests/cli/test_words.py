@@ -34,6 +34,10 @@ def test_text_that_is_not_a_keyword_argument_is_left_alone(text):
         ("(timeout=30.0 is too short)", "(timeout=30.0 is too short)"),
         ("give model='openai/x'", "give --model openai/x"),
         ("`cache_as='gpu 1'`", "`--cache-as 'gpu 1'`"),
+        ("map it with column_map={'question': ...}", "map it with --column question=COLUMN"),
+        ("map it with column_map={'contexts': 'docs'}", "map it with --column contexts=docs"),
+        ("column_map={'contexts': 'my docs'}", "--column contexts='my docs'"),
+        ("(metrics='faithfulness,ndcg@10')", "(--metrics faithfulness,ndcg@10)"),
     ],
 )
 def test_keyword_arguments_become_flags(text, flags):

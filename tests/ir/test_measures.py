@@ -90,7 +90,7 @@ def test_missing_and_unjudged_queries_are_reported_and_counted():
         result = evaluate(qrels, run, ["P@1"], per_query=True)
     messages = " | ".join(str(w.message) for w in record)
     assert "1 of 3 judged queries have no results" in messages and "'q2'" in messages
-    assert "1 run queries have no judgments and are ignored: 'extra'" in messages
+    assert "1 run query without judgments, ignored: 'extra'" in messages
     assert result == {"q1": {"P@1": 1.0}, "q2": {"P@1": 0.0}, "q3": {"P@1": 0.0}}
     assert result.missing_queries == ("q2",) and result.unjudged_queries == ("extra",)
     with warnings.catch_warnings():

@@ -2,8 +2,8 @@
 
 The reasons are read from the source with `ast`, not from a list kept by hand: every reason
 given to a `MetricScore` (a string, or a module constant naming one) in the metric and run
-modules, and every string put into a row's `reasons` by the run code. A new reason, or a new
-metric in the registry, fails this test until the page documents it.
+modules, and every string (or module constant) put into a row's `reasons` by the run code.
+A new reason, or a new metric in the registry, fails this test until the page documents it.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def row_reasons() -> set[str]:
     `x.reasons[k] = ...`)."""
     reasons = set()
     for module in ROW_MODULES:
-        for node in ast.walk(_parse(module)):
+        tree = _parse(module)
+        constants = _constants(tree)  # a reason may be a module constant naming it
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Assign):
                 continue
             targets = [t.value if isinstance(t, ast.Subscript) else t for t in node.targets]
@@ -89,6 +91,8 @@ def row_reasons() -> set[str]:
             for leaf in ast.walk(node.value):
                 if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str):
                     reasons.add(leaf.value)
+                elif isinstance(leaf, ast.Name) and leaf.id in constants:
+                    reasons.add(constants[leaf.id])
     return reasons
 
 

@@ -53,7 +53,7 @@ def test_thresholds_met_pass() -> None:
 def test_a_failing_score_lists_the_unsupported_claims_with_reasons() -> None:
     text = failure(result(faithfulness=0.5), faithfulness=0.8)
     assert text.splitlines() == [
-        "1 of 1 judged scores failed for 'p1'",
+        "1 of 1 judged score failed for 'p1'",
         "  faithfulness: 0.500, threshold >= 0.8",
         "    answer claim 2 not found: 'It has 9 million people.' (no context gives a population)",
     ]

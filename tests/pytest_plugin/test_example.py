@@ -58,4 +58,4 @@ def test_the_example_records_then_replays_against_a_pinned_baseline(
     replayed = pytester.runpytest(*model, "--judge-replay")
     replayed.assert_outcomes(passed=7)
     assert len(fake_llm_server.requests) == sent
-    replayed.stdout.fnmatch_lines(["7 judged test(s), 12 sample(s)*", "requests 0, *"])
+    replayed.stdout.fnmatch_lines(["7 judged tests, 12 samples*", "requests 0, *"])

@@ -4,6 +4,7 @@ with the plugin loaded from its entry point, judging through the fake server."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -71,12 +72,12 @@ def test_a_passing_and_a_failing_assertion_with_the_evidence(
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*ScoreAssertionError: 1 of 1 judged scores failed*",
+            "*ScoreAssertionError: 1 of 1 judged score failed*",
             "*faithfulness: 0.000, threshold >= 0.8*",
             "*answer claim 1 not found: 'Bananas grow on tall green plants.'*",
         ]
     )
-    result.stdout.fnmatch_lines(["*- judge -*", "2 judged test(s), 2 sample(s)*", "requests *"])
+    result.stdout.fnmatch_lines(["*- judge -*", "2 judged tests, 2 samples*", "requests *"])
 
 
 def test_replay_of_a_complete_recording_sends_nothing_and_gives_the_same_verdicts(
@@ -321,7 +322,7 @@ def test_two_xdist_workers_share_one_cache_without_losing_or_doubling_entries(
     )
     two.assert_outcomes(passed=8)
     assert keys(shared) == keys(serial) and len(keys(serial)) == 8 * 3
-    two.stdout.fnmatch_lines(["8 judged test(s), 8 sample(s)*", "requests 24, cache hits 0*"])
+    two.stdout.fnmatch_lines(["8 judged tests, 8 samples*", "requests 24, cache hits 0*"])
     # the report folder: the same rows, in the same order, whatever the number of workers
     results = (two_report / "results.jsonl").read_bytes()
     assert results == (one_report / "results.jsonl").read_bytes()
@@ -403,7 +404,7 @@ def test_usage_and_means_count_each_tests_own_judgments_fixtures_and_evaluations
     )  # what the tests were charged is what was sent
     result.stdout.fnmatch_lines(
         [
-            "3 judged test(s), 4 sample(s); mean scores of the samples: faithfulness 0.750 (n=4)",
+            "3 judged tests, 4 samples; mean scores of the samples: faithfulness 0.750 (n=4)",
             f"requests {len(server.requests)}, cache hits {8 - len(server.requests)}, *",
         ]
     )
@@ -479,3 +480,39 @@ def test_the_projects_own_metrics_are_named_in_tests_with_their_direction(
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*answer_words: 0.600, threshold <= 0.5*"])
     assert server.requests == []  # the metric asks no judge
+
+
+def test_a_bad_cache_file_is_named_by_the_plugins_option_not_the_clis(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(pytester, FAITHFUL)
+    cache = tmp_path / "cache.sqlite"
+    cache.write_text("not a database, only text " * 100, encoding="utf-8")
+    result = pytester.runpytest(*judge_args(server, cache))
+    result.assert_outcomes(errors=1)
+    shown = result.stdout.str()
+    assert "give --judge-cache a new path" in shown, shown
+    assert not re.search(r"(?<![\w-])--cache\b", shown), shown[:2000]
+    assert server.requests == []
+
+
+def test_rag_judge_evaluate_refuses_columns_no_metric_can_score(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(
+        pytester,
+        """
+import pytest
+
+def test_columns(rag_judge):
+    rows = [{"query": "Q?", "response": "A.", "docs": ["A."]}]
+    with pytest.raises(judge.JudgeError) as raised:
+        rag_judge.evaluate(rows, metrics=["faithfulness"])
+    message = str(raised.value)
+    assert "faithfulness would score no row (1 no_contexts)" in message, message
+    assert "column_map={'contexts': 'docs'}" in message, message  # its keyword argument
+""",
+    )
+    result = pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"))
+    result.assert_outcomes(passed=1)
+    assert server.requests == []

@@ -102,7 +102,7 @@ def test_an_equal_run_passes_the_gate_against_a_baseline_folder(
     result.assert_outcomes(passed=13)
     result.stdout.fnmatch_lines(
         [
-            "judge regression gate: 12 shared questions, alpha 0.05 (Holm across 1 metrics), "
+            "judge regression gate: 12 shared questions, alpha 0.05 (Holm across 1 metric), "
             "baseline *baseline*results.jsonl",
             "  faithfulness: 1.000 -> 1.000, Δ +0.000 *",
         ]
@@ -121,7 +121,7 @@ def test_a_worse_run_fails_the_gate_against_the_pinned_baseline(
     result.assert_outcomes(passed=12, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*ScoreAssertionError: 1 metric(s) significantly worse than the baseline",
+            "*ScoreAssertionError: 1 metric significantly worse than the baseline",
             "*faithfulness: 1.000 -> 0.333, Δ -0.667 [[]*], p_holm 0.00* (significantly worse)",
         ]
     )

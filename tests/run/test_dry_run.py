@@ -188,7 +188,11 @@ def test_a_metric_that_scores_no_row_makes_the_data_unusable(models, server):
     dry = dry_run(rows, metrics=["faithfulness", "context_recall"], **models)
     recall = dry.metrics[1]
     assert (recall.scored, recall.not_scored) == (0, {"no_ground_truth": 3})
-    assert dry.problems == ["context_recall would score no row (3 no_ground_truth)"]
+    assert dry.problems == [
+        "context_recall would score no row (3 no_ground_truth): no ground_truth column (looked "
+        "for ground_truth, reference, ground_truths; columns: question, answer, contexts, id); "
+        "map yours with column_map={'ground_truth': ...}, or leave it out (metrics='faithfulness')"
+    ]
     assert server.count() == 0
 
 

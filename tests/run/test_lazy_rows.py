@@ -20,6 +20,7 @@ ROWS = [
         "question": "Who?",
         "answer": "Ann",
         "contexts": ["Ann did."],
+        "ground_truth": "Ann did it.",  # context_recall, a default metric, scores a row
         "retrieved_ids": ["d1", "d2"],
         "relevance": {"d2": 1},
     },

@@ -161,7 +161,8 @@ def test_eval_then_compare_round_trips_a_line_separator(tmp_path, fake_llm_serve
 def test_a_lone_surrogate_is_a_row_error_and_the_run_goes_on(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text(
-        '{"question": "Who made Python?", "answer": "Guido.", "contexts": ["Guido made it."]}\n'
+        '{"question": "Who made Python?", "answer": "Guido.", "contexts": ["Guido made it."], '
+        '"ground_truth": "Guido."}\n'
         '{"question": "bad \\ud800 text", "answer": "a", "contexts": ["c"]}\n'
         '{"question": "fine", "answer": "a", "contexts": ["c \\udfff"]}\n'
         '{"question": "fine", "answer": "a", "contexts": ["c"], "note": {"k\\ud83d": 1}}\n'
@@ -196,7 +197,8 @@ def test_cli_eval_reports_a_lone_surrogate_row_without_a_traceback(tmp_path, fak
     fake_llm_server.chat = heuristic_judge
     path = tmp_path / "d.jsonl"
     path.write_text(
-        '{"question": "Who made Python?", "answer": "Guido.", "contexts": ["Guido made it."]}\n'
+        '{"question": "Who made Python?", "answer": "Guido.", "contexts": ["Guido made it."], '
+        '"ground_truth": "Guido."}\n'
         '{"question": "bad \\ud800", "answer": "a", "contexts": ["c"]}\n',
         encoding="utf-8",
     )

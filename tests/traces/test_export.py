@@ -209,13 +209,13 @@ def test_results_without_a_trace_row_are_counted_and_named_never_silent(judged, 
     assert events.skipped == {"no_trace_row": [trace_row(1)["id"]]}
     assert len(events) == 2 * 4
     assert events.notes() == [
-        f"1 result rows had no row of the same id in the rows file: {trace_row(1)['id']}"
+        f"1 result row had no row of the same id in the rows file: {trace_row(1)['id']}"
     ]
     # The command says so on stderr and still writes the others.
     partial = rows_path.parent / "some.jsonl"
     partial.write_text("".join(json.dumps(r) + "\n" for r in some), encoding="utf-8")
     assert export(str(out), "--rows", str(partial), "--otlp-json", str(out / "e.jsonl")) == 0
-    assert "judge: note: 1 result rows had no row" in capsys.readouterr().err
+    assert "judge: note: 1 result row had no row" in capsys.readouterr().err
     # None matching is an error, not an empty file.
     other = rows_path.parent / "other.jsonl"
     other.write_text(json.dumps(trace_row(7)) + "\n", encoding="utf-8")
@@ -230,7 +230,7 @@ def test_a_row_without_trace_id_is_counted_apart():
     events = evaluation_events(results, rows)
     assert [e.row_id for e in events] == ["a"]
     assert events.skipped == {"no_trace_id": ["b"]}
-    assert events.notes() == ["1 result rows had a row without a trace_id: b"]
+    assert events.notes() == ["1 result row had a row without a trace_id: b"]
 
 
 def test_a_row_without_span_id_links_to_its_trace_alone():
@@ -390,7 +390,7 @@ def test_an_endpoint_that_refuses_the_scores_is_an_error(monkeypatch):
     try:
         row = {"id": "r", "trace_id": "ab" * 16, "span_id": "cd" * 8}
         events = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 1.0})], [row])
-        with pytest.raises(JudgeError, match=r"did not take the scores \(0 of 1 events sent"):
+        with pytest.raises(JudgeError, match=r"did not take the scores \(0 of 1 event sent"):
             send_otlp(events.events, server.url, timeout=2)
     finally:
         server.shutdown()
@@ -573,7 +573,7 @@ def test_a_span_id_that_is_not_an_otel_id_links_to_the_trace_alone_and_is_counte
     assert event.trace_id == "3f2504e04f8911d39a0c0305e82c3301" and event.span_id is None
     assert events.trace_only == ["r"]
     (note,) = events.notes()
-    assert note.startswith("1 result rows had a span_id that is not an OpenTelemetry span id")
+    assert note.startswith("1 result row had a span_id that is not an OpenTelemetry span id")
     assert "Langfuse" in note and note.endswith(": r")
 
 
@@ -629,8 +629,8 @@ def test_the_phoenix_line_counts_the_metrics_it_wrote(tmp_path):
         "--phoenix", tmp_path / "p.parquet",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "wrote 2 evaluation events (1 rows, 2 metrics)" in done.stdout
-    assert "wrote 1 Phoenix span evaluations (1 metrics)" in done.stdout
+    assert "wrote 2 evaluation events (1 row, 2 metrics)" in done.stdout
+    assert "wrote 1 Phoenix span evaluation (1 metric)" in done.stdout
 
 
 def test_judge_eval_of_a_trace_file_sends_its_scores_back_beside_the_traces(

@@ -206,7 +206,7 @@ def test_since_and_judged_before_leave_traces_out(dated, tmp_path):
     again = tmp_path / "new.jsonl"
     done = run("traces", "extract", dated, "-o", again, "--judged", first)
     assert done.returncode == 0, done.stderr
-    assert "40 traces were judged before" in done.stdout
+    assert "40 traces judged before" in done.stdout
     assert len(jsonl(again)) == 60
     assert not {r["id"] for r in jsonl(again)} & {r["id"] for r in rows}
     bad = run("traces", "extract", dated, "-o", again, "--since", "yesterday")
@@ -239,14 +239,14 @@ def test_judge_eval_reads_a_trace_file_and_only_new_traces_are_judged_next(
     new = tmp_path / "new.jsonl"
     done = run("traces", "extract", made["path"], "-o", new, "--judged", tmp_path / "out")
     assert done.returncode == 0, done.stderr
-    assert "3 traces were judged before" in done.stdout and jsonl(new) == []
+    assert "3 traces judged before" in done.stdout and jsonl(new) == []
     # ... or of every run the run store recorded, or of one run by its id
     done = run("traces", "extract", made["path"], "-o", new, "--judged-runs")
     assert done.returncode == 0, done.stderr
-    assert "3 traces were judged before" in done.stdout and jsonl(new) == []
+    assert "3 traces judged before" in done.stdout and jsonl(new) == []
     (recorded,) = json.loads(run("runs", "list", "--json").stdout)
     done = run("traces", "extract", made["path"], "-o", new, "--judged", recorded["id"])
-    assert "3 traces were judged before" in done.stdout and jsonl(new) == []
+    assert "3 traces judged before" in done.stdout and jsonl(new) == []
     absent = run("traces", "extract", made["path"], "-o", new, "--judged", "nosuch")
     assert absent.returncode == 2 and "no run 'nosuch' in" in absent.stderr
     # --from otlp on a file that is not a trace file is a clear error.

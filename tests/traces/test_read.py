@@ -395,3 +395,13 @@ def test_chat_messages_as_input_and_output_give_the_question_and_the_answer(tmp_
     (row,) = list(read_rows(write_json_lines(export(produce), tmp_path / "agent.jsonl")))
     assert (row["question"], row["answer"]) == ("Q?", "A.")
     assert row["retrieved_ids"] == ["d1"] and row["contexts"] == []  # no contents recorded
+
+
+def test_the_summary_says_one_trace_not_one_traces():
+    summary = ExtractSummary(spans=1, traces=1, rows=1, before_since=1, judged_before=1)
+    summary.skipped["no_input"] = 1
+    summary.sampled_out = summary.duplicate_spans = summary.late_spans = 1
+    text = " | ".join(summary.lines())
+    assert text.startswith("1 trace (1 span) read: 1 row | 1 trace skipped (1 no_input)")
+    for line in summary.lines():
+        assert not line.startswith("1 traces") and not line.startswith("1 spans"), line
