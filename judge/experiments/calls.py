@@ -132,6 +132,15 @@ class ProgressFile:
                 done.pop(item["question"], None)
         return done
 
+    def open(self) -> None:
+        """Open the file before the app runs, so that it does not take a file descriptor
+        the app closes (an app's os.close(1) frees stdout's for the next file opened)."""
+        try:
+            if self._out is None:
+                self._out = open_for_appending(self.path)
+        except OSError as exc:
+            raise write_failure(self.path, exc) from None
+
     def write(self, question: Question, row: dict[str, Any]) -> int:
         """Append one finished question's row; returns where its line starts."""
         line = json.dumps(
@@ -389,6 +398,7 @@ async def ask_all(
     started = time.monotonic()
     bar.start()
     try:
+        progress_file.open()
         todo = len(questions) - stats.reused
         workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, todo))]
         try:

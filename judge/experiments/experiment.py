@@ -156,7 +156,8 @@ def _records(data: Any) -> tuple[Sequence[dict[str, Any]], str, Sequence[str]]:
     from, and their column names."""
     path = Path(data) if isinstance(data, (str, os.PathLike)) else None
     if path is not None and path.suffix.lower() == ".jsonl" and path.is_file():
-        records = JsonlRecords.scan(path)
+        # Read by its absolute path: the app may change the working directory meanwhile.
+        records = JsonlRecords.scan(path.absolute())
         return records, str(path), records.names
     loaded, source = read_records(data)
     return loaded, source, list(dict.fromkeys(k for r in loaded for k in r))
@@ -291,6 +292,11 @@ async def run_experiment(
     folder.publish(published)  # kept whatever happens to the judging
     # Judged as `judge eval` judges the file, its rows read from it as they are judged.
     loaded, columns, source = load_rows_lazily(folder.path / APP_OUTPUTS)
+    if testset.qrels_source is not None and sum(stats.errors.values()) == len(rows):
+        # The app failed on every question, so no row has its columns: the retrieval
+        # metrics are still the run's, every row failing with its app error (counted,
+        # and gated by max_error_rate), not refused for a column no row could have.
+        columns = {**columns, "retrieved_ids": "retrieved_ids"}
     result = await aevaluate_rows(
         loaded,
         columns,
@@ -401,6 +407,10 @@ async def aexperiment(
         against `max_error_rate` when the result is written with gates).
     """
     loaded = as_app(load_target(app), app) if isinstance(app, str) else as_app(app)
+    # Paths resolved once, before the app runs: an app may change the working directory.
+    out = os.path.abspath(out)
+    if isinstance(cache, (str, os.PathLike)):
+        cache = os.path.abspath(cache)
     testset = load_testset(data, column_map=column_map, qrels=qrels)
     if llm is None and metrics is None:
         if testset.qrels_source is None:

@@ -58,8 +58,8 @@ def _the_row_is_kept_as_the_test_set_has_it(out: Path, done: subprocess.Complete
     assert [r["relevance"] for r in rows] == [q["relevance"] for q in QUESTIONS]
 
 
-def _the_noise_is_not_in_the_outputs(out: Path, done: subprocess.CompletedProcess[str]):
-    assert "mrr" in done.stdout  # the table, among the noise
+def _the_table_is_printed(out: Path, done: subprocess.CompletedProcess[str]):
+    assert "mrr" in done.stdout  # on the stdout judge was given, whatever the app did to it
 
 
 def _the_gigantic_answer_is_kept(out: Path, done: subprocess.CompletedProcess[str]):
@@ -154,12 +154,15 @@ HOSTILE: dict[str, Hostile] = {
     # What the app does to the process (defect 10).
     "os.chdir": Hostile("def app(q):\n    os.chdir('/')\n    return OK\n", both(None)),
     "sys.stdout.close()": Hostile(
-        "def app(q):\n    sys.stdout.close()\n    return OK\n", both(None)
+        "def app(q):\n    sys.stdout.close()\n    return OK\n",
+        both(None),
+        check=_the_table_is_printed,
     ),
     "os.close(1)": Hostile(
         "def app(q):\n    try:\n        os.close(1)\n    except OSError:\n        pass\n"
         "    return OK\n",
         both(None),
+        check=_the_table_is_printed,
     ),
     # Replies outside the contract, and noise.
     "a reply holding an object JSON cannot hold": Hostile(
@@ -183,7 +186,7 @@ HOSTILE: dict[str, Hostile] = {
         "    if os.fork() == 0:\n        print('child', flush=True)\n        os._exit(0)\n"
         "    return OK\n",
         both(None),
-        check=_the_noise_is_not_in_the_outputs,
+        check=_the_table_is_printed,
     ),
     "an app that changes its input row": Hostile(
         "def app(row):\n    row['relevance'].clear()\n    row['id'] = 'forged'\n"
@@ -279,9 +282,9 @@ def test_a_hostile_app_ends_as_its_questions_error_or_a_clear_exit_2(
     case: Hostile, fake_llm_server: FakeLLMServer, tmp_path
 ):
     app = write_app(tmp_path / "app", case.source, case.files)
-    data = write_testset(tmp_path / "questions.jsonl")
     work = tmp_path / "work"
     work.mkdir()
+    write_testset(work / "questions.jsonl")
     out = work / "out"
     env = {**os.environ, "JUDGE_TEST_OUT": str(out)}
     judged: list[str] = []
@@ -292,7 +295,7 @@ def test_a_hostile_app_ends_as_its_questions_error_or_a_clear_exit_2(
     started = time.monotonic()
     done = run(
         "experiment",
-        data,
+        "questions.jsonl",  # relative, as --out
         "--app",
         f"{app}:app",
         "--app-timeout",
