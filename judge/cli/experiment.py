@@ -100,7 +100,12 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     """The `judge experiment` command."""
     from judge.aio import run_sync
     from judge.experiments.app import as_app, load_target
-    from judge.experiments.experiment import finished, load_testset, run_experiment
+    from judge.experiments.experiment import (
+        check_judge,
+        finished,
+        load_testset,
+        run_experiment,
+    )
     from judge.run.output_folder import OutputFolder
 
     required = thresholds(args.fail_under, args.max_error_rate)
@@ -131,6 +136,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 "or relevance labels (--qrels, a test set folder, a relevance column) for "
                 "the retrieval metrics"
             )
+    check_judge(llm, embeddings)  # before the app is asked, not after every answer
     stdout = _kept_stdout()
     with OutputFolder(args.out) as folder:
         try:

@@ -26,6 +26,7 @@ from judge.ir import DEFAULT_METRICS
 from judge.ir.trec import read_qrels, write_qrels, write_run
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
+from judge.llm.transport import check_config
 from judge.metrics.resolve import MetricLike
 from judge.run.data import (
     JsonlRecords,
@@ -39,6 +40,7 @@ from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
+from judge.run.score import judge_models
 
 APP_OUTPUTS = "app_outputs.jsonl"
 PROGRESS_FILE = ".app_outputs.jsonl"  # the calls finished so far, for a resumed run
@@ -317,6 +319,20 @@ async def run_experiment(
     return result
 
 
+def check_judge(
+    llm: LLM | LLMSession | None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+) -> None:
+    """Refuse, before the app is asked, a judge whose every request would be refused
+    before it is sent (no API key, a model litellm cannot route): `LLMConfigError`."""
+    chat, embedder = judge_models(llm, embeddings, cache)
+    if chat is not None:
+        check_config(chat, "model={!r}")
+    if embedder is not None:
+        check_config(embedder, "Embeddings(model={!r})")
+
+
 def write_rankings(
     folder: OutputFolder, testset: TestSet, rows: Sequence[Mapping[str, Any]]
 ) -> list[str]:
@@ -420,6 +436,7 @@ async def aexperiment(
                 "retrieval metrics"
             )
         metrics = list(DEFAULT_METRICS)  # judge ir's: a retrieval-only experiment
+    check_judge(llm, embeddings, cache)
     with OutputFolder(out) as folder:
         result = await run_experiment(
             loaded,

@@ -81,6 +81,19 @@ def check_route(model: str, api_base: str | None, spelt: str) -> None:
         ) from None
 
 
+def check_config(config: LLM | Embeddings, spelt: str) -> None:
+    """The checks every request of a model makes before it is sent (a route litellm
+    knows; for an OpenAI-compatible server, a key), made at once: `judge experiment`
+    makes them before the app runs, not after it answered every question. `spelt`
+    shows the model as the caller gave it (`model={!r}`)."""
+    if openai_compatible(config.model):
+        from judge.llm.openai_http import resolve_key
+
+        resolve_key(config.api_base, config.api_key)
+    else:
+        check_route(config.model, config.api_base, spelt)
+
+
 class Transport:
     """Raw provider calls for one event loop (an SDK client belongs to the loop it ran on)."""
 

@@ -369,3 +369,50 @@ def test_the_users_ctrl_c_still_stops_the_run_whatever_the_app_does(body, tmp_pa
             process.wait()
     assert process.returncode == 130, stderr
     assert "judge: interrupted" in stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        (["--model", "openai/gpt-4o-mini"], "no API key for OpenAI"),  # no key anywhere
+        (["--model", "qwen2.5", "--api-key", "k"], "names no provider litellm knows"),
+    ],
+    ids=["no API key", "a model litellm cannot route"],
+)
+def test_the_judge_is_checked_before_the_app_is_asked(model, said, tmp_path):
+    calls = tmp_path / "calls.txt"
+    source = f"def app(q):\n    open({str(calls)!r}, 'a').write(q + '\\n')\n    return OK\n"
+    app = write_app(tmp_path / "app", source, {})
+    data = write_testset(tmp_path / "questions.jsonl")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    done = run(
+        "experiment",
+        data,
+        "--app",
+        f"{app}:app",
+        *model,
+        "--no-cache",
+        "--out",
+        tmp_path / "out",
+        "--no-progress",
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and "Traceback" not in done.stderr
+    assert not calls.exists()  # the app was never asked
+    assert not (tmp_path / "out" / "app_outputs.jsonl").exists()
+
+
+def test_an_app_that_failed_on_every_question_is_reported_as_app_errors(tmp_path):
+    app = write_app(tmp_path / "app", "def app(q):\n    raise ValueError('no index')\n", {})
+    data = write_testset(tmp_path / "questions.jsonl")
+    out = tmp_path / "out"
+    done = run(
+        "experiment", data, "--app", f"{app}:app", "--out", out, "--no-progress", cwd=tmp_path
+    )
+    assert done.returncode == 3, done.stderr  # over --max-error-rate, as in judge eval
+    assert "need retrieval columns" not in done.stderr
+    assert "2 questions (2 asked, 0 answered before); 2 app errors (ValueError 2" in done.stderr
+    assert "see app_error in app_outputs.jsonl for why the app failed" in done.stderr
+    assert_retrieval_metrics_are_judge_irs(out)
