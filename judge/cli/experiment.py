@@ -136,7 +136,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 "or relevance labels (--qrels, a test set folder, a relevance column) for "
                 "the retrieval metrics"
             )
-    check_judge(llm, embeddings)  # before the app is asked, not after every answer
+    run_sync(check_judge(llm, embeddings, cache))  # before the app is asked, not after
     stdout = _kept_stdout()
     with OutputFolder(args.out) as folder:
         try:

@@ -26,7 +26,7 @@ from judge.ir import DEFAULT_METRICS
 from judge.ir.trec import read_qrels, write_qrels, write_run
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
-from judge.llm.transport import check_config
+from judge.llm.transport import check_config, check_server
 from judge.metrics.resolve import MetricLike
 from judge.run.data import (
     JsonlRecords,
@@ -319,18 +319,24 @@ async def run_experiment(
     return result
 
 
-def check_judge(
+async def check_judge(
     llm: LLM | LLMSession | None,
     embeddings: Embeddings | None = None,
     cache: Cache | str | os.PathLike[str] | None = None,
 ) -> None:
-    """Refuse, before the app is asked, a judge whose every request would be refused
-    before it is sent (no API key, a model litellm cannot route): `LLMConfigError`."""
+    """Refuse, before the app is asked, a judge whose every request would fail for want
+    of a key, a route or a server: no API key, a model litellm cannot route, an
+    OpenAI-compatible server that cannot be reached or refuses the key (one request,
+    none in a replay from the cache): `LLMConfigError`, as the first judging request
+    would raise it after the app answered every question."""
     chat, embedder = judge_models(llm, embeddings, cache)
     if chat is not None:
         check_config(chat, "model={!r}")
     if embedder is not None:
         check_config(embedder, "Embeddings(model={!r})")
+    store = llm.cache if isinstance(llm, LLMSession) else cache
+    if chat is not None and not (isinstance(store, Cache) and store.mode == "replay"):
+        await check_server(chat)
 
 
 def write_rankings(
@@ -436,7 +442,7 @@ async def aexperiment(
                 "retrieval metrics"
             )
         metrics = list(DEFAULT_METRICS)  # judge ir's: a retrieval-only experiment
-    check_judge(llm, embeddings, cache)
+    await check_judge(llm, embeddings, cache)
     with OutputFolder(out) as folder:
         result = await run_experiment(
             loaded,

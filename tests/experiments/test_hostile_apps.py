@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.testing import FakeLLMServer
+from judge.testing import FakeLLMServer, Fault
 from tests.helpers.cli import run
 from tests.helpers.judging import judge_handler
 
@@ -371,15 +372,28 @@ def test_the_users_ctrl_c_still_stops_the_run_whatever_the_app_does(body, tmp_pa
     assert "judge: interrupted" in stderr
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.mark.parametrize(
     ("model", "said"),
     [
         (["--model", "openai/gpt-4o-mini"], "no API key for OpenAI"),  # no key anywhere
         (["--model", "qwen2.5", "--api-key", "k"], "names no provider litellm knows"),
+        (["--model", "openai/judge", "--api-base", "http://127.0.0.1:{port}/v1"], "no server"),
+        (["--model", "openai/judge", "--api-base", "{server}", "--api-key", "k"], "refused"),
     ],
-    ids=["no API key", "a model litellm cannot route"],
+    ids=["no API key", "a model litellm cannot route", "no server", "a refused key"],
 )
-def test_the_judge_is_checked_before_the_app_is_asked(model, said, tmp_path):
+def test_the_judge_is_checked_before_the_app_is_asked(
+    model, said, fake_llm_server: FakeLLMServer, tmp_path
+):
+    fake_llm_server.fail_next(Fault.status(401, "bad key"), path="/v1/models")
+    port, server = free_port(), fake_llm_server.base_url
+    model = [arg.format(port=port, server=server) for arg in model]
     calls = tmp_path / "calls.txt"
     source = f"def app(q):\n    open({str(calls)!r}, 'a').write(q + '\\n')\n    return OK\n"
     app = write_app(tmp_path / "app", source, {})
