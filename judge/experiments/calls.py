@@ -241,11 +241,14 @@ class AppRunner:
                 "(a call blocks it: time.sleep, a busy loop or blocking I/O in async code), "
                 "so no async call can run on it"
             )
+        # Cancelled at the timeout: the cancel reaches the app's task on its own loop.
+        call = asyncio.run_coroutine_threadsafe(_settled(make), loop)
         if self._unseen is None:
             self._unseen = now
-            loop.call_soon_threadsafe(self._seen)
-        # Cancelled at the timeout: the cancel reaches the app's task on its own loop.
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_settled(make), loop))
+            # Two hops: seen once the loop has run the turn that starts this call (its
+            # task's first step is queued by the first hop), not merely before it.
+            loop.call_soon_threadsafe(loop.call_soon, self._seen)
+        return await asyncio.wrap_future(call)
 
     def _seen(self) -> None:
         self._unseen = None
