@@ -454,3 +454,23 @@ def test_behind_a_loop_the_app_blocks_the_next_questions_fail_at_once(tmp_path):
     assert seconds < 1.5  # the blocked call itself is not waited for
     rows = read_jsonl(tmp_path / "out" / "app_outputs.jsonl")
     assert "has not run for" in rows[1]["app_error"]["message"]
+
+
+def test_from_python_an_app_that_changes_the_working_directory_loses_no_answer(
+    tmp_path, monkeypatch
+):
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(work)  # and back after the test, whatever the app did
+    write_testset(work / "questions.jsonl")
+
+    def app(question: str) -> dict:
+        os.chdir(elsewhere)
+        return {"answer": "a", "contexts": [], "retrieved_ids": ["c1"]}
+
+    result = experiment(app, "questions.jsonl", out="out", progress=False)
+    assert result.config.app["errors"] == {}
+    assert [r["id"] for r in read_jsonl(work / "out" / "app_outputs.jsonl")] == ["q1", "q2"]
+    assert not (elsewhere / "out").exists()
+    assert_retrieval_metrics_are_judge_irs(work / "out")
