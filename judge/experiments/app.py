@@ -17,10 +17,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import json
 import math
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -150,6 +152,7 @@ def _module_from_file(path: Path, target: str) -> Any:
     if added:
         sys.path.insert(0, folder)
     sys.modules[name] = module
+    before = set(sys.modules)
     try:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:  # a real Ctrl-C (KeyboardInterrupt) stops judge
@@ -162,7 +165,33 @@ def _module_from_file(path: Path, target: str) -> Any:
         if added:
             sys.path.remove(folder)
             sys.path.append(folder)
+    _check_shadows(target, folder, set(sys.modules) - before)
     return module
+
+
+def _check_shadows(target: str, folder: str, imported: set[str]) -> None:
+    """Refuse a module of the app's folder imported under the name of one of judge's
+    dependencies (an openai.py the app imports): judge's own imports would get it."""
+    mine = {
+        name
+        for name in imported
+        if "." not in name
+        and str(getattr(sys.modules.get(name), "__file__", None) or "").startswith(folder)
+    }
+    if not mine:
+        return
+    try:
+        required = importlib.metadata.requires("judge") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return
+    names = {re.split(r"[\s;<>=!~\[]", r, maxsplit=1)[0] for r in required if "extra ==" not in r}
+    hidden = sorted(mine & {n.lower().replace("-", "_") for n in names})
+    if hidden:
+        file = sys.modules[hidden[0]].__file__
+        raise AppError(
+            f"app={target!r}: it imports {file} as {hidden[0]!r}, the name of a package "
+            "judge uses, which judge would then import in its place: rename the file"
+        )
 
 
 def _import_failed(target: str, exc: BaseException, path: Path | None) -> AppError:

@@ -145,6 +145,12 @@ HOSTILE: dict[str, Hostile] = {
         files={"openai.py": "raise RuntimeError('the user\\'s openai.py, not the package')\n"},
         judged=True,  # judge's own requests import openai
     ),
+    "an openai.py beside the app that the app imports": Hostile(
+        "import openai\ndef app(q):\n    return OK\n",
+        exit_2=("openai.py", "'openai'", "a package judge uses", "rename the file"),
+        files={"openai.py": "NOT_THE_PACKAGE = True\n"},
+        judged=True,
+    ),
     "sibling modules the app imports, at import and when called": Hostile(
         "from helper import reply\ndef app(q):\n    from later import ids\n"
         "    return {**reply(), 'retrieved_ids': ids()}\n",
