@@ -205,19 +205,20 @@ async def _settled(make: Callable[[], Any]) -> tuple[Any, BaseException | None]:
 
 
 class AppRunner:
-    """Where the app's calls run: away from the event loop that times them, so that
-    `--app-timeout` holds whatever the app does. A sync app's call runs in a daemon thread
-    of its own; an async app's on one event loop of the app's own in a daemon thread
+    """Where the app's calls run: away from the event loop that times them, so that the
+    app timeout holds whatever the app does. A sync app's call runs in a daemon thread of
+    its own; an async app's on one event loop of the app's own in a daemon thread
     (started on first use), as a server runs its handlers: a call that blocks that loop
     (time.sleep, a busy loop, blocking I/O in async code) stalls the app's other calls,
-    not the runner, and each is a timeout. While the app's loop has not run for longer
-    than the timeout, the next questions fail at once (`AppLoopBlocked`) rather than
-    each waiting out the timeout; once it runs again, they are asked again.
+    not the runner, and each is a timeout. Once a call timed out without the app's loop
+    running a turn since it began, the next questions fail at once (`AppLoopBlocked`)
+    rather than each waiting out the timeout; once the loop runs again, they are asked.
     """
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._unseen: float | None = None  # since when the app's loop has not run a turn
+        self._blocked: float | None = None  # the same, once a call timed out behind it
 
     async def outcome(
         self, app: App, given: Any, timeout: float
@@ -233,25 +234,30 @@ class AppRunner:
     async def _on_app_loop(
         self, make: Callable[[], Any], timeout: float
     ) -> tuple[Any, BaseException | None]:
+        started = time.monotonic()
         loop = self._app_loop()
-        now = time.monotonic()
-        if self._unseen is not None and now - self._unseen > timeout:
+        if self._blocked is not None:
             return None, AppLoopBlocked(
-                f"not asked: the app's event loop has not run for {now - self._unseen:.3g} s "
-                "(a call blocks it: time.sleep, a busy loop or blocking I/O in async code), "
-                "so no async call can run on it"
+                f"not asked: the app's event loop has not run for "
+                f"{started - self._blocked:.3g} s (a call blocks it: time.sleep, a busy loop "
+                "or blocking I/O in async code), so no async call can run on it"
             )
-        # Cancelled at the timeout: the cancel reaches the app's task on its own loop.
         call = asyncio.run_coroutine_threadsafe(_settled(make), loop)
         if self._unseen is None:
-            self._unseen = now
+            self._unseen = started
             # Two hops: seen once the loop has run the turn that starts this call (its
             # task's first step is queued by the first hop), not merely before it.
             loop.call_soon_threadsafe(loop.call_soon, self._seen)
-        return await asyncio.wrap_future(call)
+        try:
+            return await asyncio.wrap_future(call)
+        except asyncio.CancelledError:  # timed out (the cancel reaches the app's task)
+            unseen = self._unseen
+            if unseen is not None and unseen <= started:  # no turn of the loop since
+                self._blocked = unseen
+            raise
 
     def _seen(self) -> None:
-        self._unseen = None
+        self._unseen = self._blocked = None
 
     def _app_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
