@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from judge import experiment
+from judge.experiments.app import AppError, load_target
 from judge.testing import FakeLLMServer, Fault
 from tests.helpers.cli import run
 from tests.helpers.judging import judge_handler
@@ -482,3 +483,22 @@ def test_from_python_an_app_that_changes_the_working_directory_loses_no_answer(
     assert [r["id"] for r in read_jsonl(work / "out" / "app_outputs.jsonl")] == ["q1", "q2"]
     assert not (elsewhere / "out").exists()
     assert_retrieval_metrics_are_judge_irs(work / "out")
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("def app(q):\n    return {\n", "line 2: SyntaxError: '{' was never closed"),
+        ("import os\nraise RuntimeError('no index')\n", "line 2: RuntimeError: no index"),
+        ("import no_such_module_here\n", "line 1: ModuleNotFoundError: No module named"),
+    ],
+)
+def test_a_module_target_that_cannot_be_imported_names_its_file_and_line(
+    source, said, tmp_path, monkeypatch
+):
+    (tmp_path / "broken_app_module.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AppError) as raised:
+        load_target("broken_app_module:app")
+    assert "broken_app_module.py, " + said in str(raised.value)
+    assert "broken_app_module" not in sys.modules
