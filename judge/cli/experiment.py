@@ -4,6 +4,8 @@ outputs, judge them; write what `judge eval` writes, plus app_outputs.jsonl and 
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 from typing import Any
 
@@ -16,6 +18,7 @@ from judge.cli.options import (
     model_config,
     model_options,
     runs_options,
+    runs_path,
     thresholds,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
@@ -98,7 +101,12 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     """The `judge experiment` command."""
     from judge.aio import run_sync
     from judge.experiments.app import as_app, load_target
-    from judge.experiments.experiment import finished, load_testset, run_experiment
+    from judge.experiments.experiment import (
+        check_judge,
+        finished,
+        load_testset,
+        run_experiment,
+    )
     from judge.run.output_folder import OutputFolder
 
     required = thresholds(args.fail_under, args.max_error_rate)
@@ -107,6 +115,10 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     if not args.app_timeout > 0:
         raise JudgeError(f"--app-timeout {args.app_timeout}: give a positive number of seconds")
     options = data_options(args)
+    # Every path resolved once, before the app runs: an app may change the working directory.
+    args.out = os.path.abspath(args.out)
+    args.runs = str(runs_path(args).absolute())
+    args.cache = os.path.abspath(args.cache)
     testset = load_testset(args.data, column_map=options["column_map"], qrels=args.qrels)
     app = as_app(load_target(args.app), args.app)
     metrics = metrics_given(args)
@@ -125,6 +137,8 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 "or relevance labels (--qrels, a test set folder, a relevance column) for "
                 "the retrieval metrics"
             )
+    run_sync(check_judge(llm, embeddings, cache))  # before the app is asked, not after
+    stdout = _kept_stdout()
     with OutputFolder(args.out) as folder:
         try:
             result = run_sync(
@@ -149,6 +163,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 "rerun to judge them without asking the app again"
             ) from None
         finally:
+            _restore_stdout(stdout)
             if cache is not None:
                 cache.close()
         say_damaged(result, args.cache, replay=args.replay)
@@ -176,3 +191,30 @@ def app_line(app: dict[str, Any]) -> str:
     if latency["p50"] is not None:
         parts.append(f"latency p50 {latency['p50']:.3g} s, p95 {latency['p95']:.3g} s")
     return "; ".join(parts)
+
+
+def _kept_stdout() -> int | None:
+    """A copy of the stdout file descriptor, kept from the app (None: there is none)."""
+    try:
+        return os.dup(1)
+    except OSError:
+        return None
+
+
+def _restore_stdout(kept: int | None) -> None:
+    """stdout as it was before the app ran, for the run's table: the app may have closed
+    sys.stdout, or file descriptor 1 (which a file opened since may then hold)."""
+    if kept is None:
+        return
+    try:
+        same = os.path.sameopenfile(1, kept)
+    except OSError:  # descriptor 1 is closed
+        same = False
+    if not same:
+        os.dup2(kept, 1)
+    os.close(kept)
+    if sys.stdout is None or sys.stdout.closed or not same:
+        encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
+        sys.stdout = io.TextIOWrapper(
+            io.FileIO(1, "w", closefd=False), encoding=encoding, line_buffering=True
+        )

@@ -18,11 +18,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
 import json
 import math
+import re
 import sys
+import traceback
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,7 +117,9 @@ class App:
 
 def load_target(target: str) -> Any:
     """The object a `module:attribute` or `path/to/file.py:attribute` target names
-    (the attribute may be dotted: `module:pipeline.ask`)."""
+    (the attribute may be dotted: `module:pipeline.ask`). A module that cannot be
+    imported (a syntax error, a file that is not UTF-8, an exception at import) is an
+    `AppError` naming its file, line and error: the user's code, not judge's."""
     where, sep, attribute = target.rpartition(":")
     if not sep or not where or not attribute:
         raise AppError(
@@ -133,7 +138,11 @@ def load_target(target: str) -> Any:
                     "that holds it, set PYTHONPATH, or name its file: path/to/file.py:"
                     f"{attribute})"
                 ) from None
-            raise  # the app's own imports are broken: show the user their traceback
+            raise _import_failed(target, exc, None) from None
+        except Exception as exc:  # SystemExit, KeyboardInterrupt: below
+            raise _import_failed(target, exc, None) from None
+        except SystemExit as exc:  # the module's sys.exit() at import
+            raise _import_failed(target, exc, None) from None
     obj: Any = module
     for part in attribute.split("."):
         try:
@@ -153,17 +162,73 @@ def _module_from_file(path: Path, target: str) -> Any:
     if spec is None or spec.loader is None:
         raise AppError(f"app={target!r}: {path} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
-    # The file's own folder first, so the app imports its sibling modules as when run.
+    # The file's own folder first while it runs, so it imports its sibling modules as
+    # when run as a script; then last, so the siblings it imports when called are still
+    # found, but a file there named as one of judge's dependencies (an openai.py) is not
+    # taken for it by judge's own imports.
     folder = str(path.resolve().parent)
-    if folder not in sys.path:
+    added = folder not in sys.path
+    if added:
         sys.path.insert(0, folder)
     sys.modules[name] = module
+    before = set(sys.modules)
     try:
         spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # a real Ctrl-C (KeyboardInterrupt) stops judge
+        del sys.modules[name]
+        raise _import_failed(target, exc, path) from None
     except BaseException:
         del sys.modules[name]
         raise
+    finally:
+        if added:
+            sys.path.remove(folder)
+            sys.path.append(folder)
+    _check_shadows(target, folder, set(sys.modules) - before)
     return module
+
+
+def _check_shadows(target: str, folder: str, imported: set[str]) -> None:
+    """Refuse a module of the app's folder imported under the name of one of judge's
+    dependencies (an openai.py the app imports): judge's own imports would get it."""
+    mine = {
+        name
+        for name in imported
+        if "." not in name
+        and str(getattr(sys.modules.get(name), "__file__", None) or "").startswith(folder)
+    }
+    if not mine:
+        return
+    try:
+        required = importlib.metadata.requires("judge") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return
+    names = {re.split(r"[\s;<>=!~\[]", r, maxsplit=1)[0] for r in required if "extra ==" not in r}
+    hidden = sorted(mine & {n.lower().replace("-", "_") for n in names})
+    if hidden:
+        file = sys.modules[hidden[0]].__file__
+        raise AppError(
+            f"app={target!r}: it imports {file} as {hidden[0]!r}, the name of a package "
+            "judge uses, which judge would then import in its place: rename the file"
+        )
+
+
+def _import_failed(target: str, exc: BaseException, path: Path | None) -> AppError:
+    """The error of an app whose module failed to import: its file, line and error."""
+    if isinstance(exc, SyntaxError) and exc.filename:  # also a file that is not UTF-8
+        where = f"{exc.filename}, line {exc.lineno}"
+        error = f"SyntaxError: {exc.msg}"
+    else:
+        frames = [
+            f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")
+        ]
+        # The deepest frame of the app's own folder, else the deepest one of all.
+        folder = str(path.resolve().parent) if path is not None else None
+        own = [f for f in frames if folder is not None and f.filename.startswith(folder)]
+        shown = own or frames
+        where = f"{shown[-1].filename}, line {shown[-1].lineno}" if shown else str(path)
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return AppError(f"app={target!r}: cannot import the app: {where}: {error}")
 
 
 def as_app(obj: Any, target: str | None = None) -> App:

@@ -9,9 +9,10 @@ what the app was given (its whole row, or its question): a resumed experiment ov
 changed test set asks again what changed, and builds every output row from the test set
 as it is now. An app error
 (an exception, a timeout, a reply outside the contract) is that question's outcome,
-never the experiment's end; it is asked again on the next run. A sync app runs in a
-thread of its own (a daemon thread: one that never returns cannot keep the process
-alive), an async one on the event loop.
+never the experiment's end; it is asked again on the next run. The app never runs on
+the event loop that times its calls (see `AppRunner`): a sync app's call runs in a thread
+of its own (a daemon thread: one that never returns cannot keep the process alive), an
+async app's on an event loop of the app's own in a daemon thread.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 import traceback
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -162,6 +163,15 @@ class ProgressFile:
                 done.pop(item["question"], None)
         return done
 
+    def open(self) -> None:
+        """Open the file before the app runs, so that it does not take a file descriptor
+        the app closes (an app's os.close(1) frees stdout's for the next file opened)."""
+        try:
+            if self._out is None:
+                self._out = open_for_appending(self.path)
+        except OSError as exc:
+            raise write_failure(self.path, exc) from None
+
     def write(self, question: Question, row: dict[str, Any]) -> int:
         """Append one finished question's row (or, when it cannot be written, the error
         that says why); returns where its line starts."""
@@ -267,54 +277,147 @@ def _shown_path(filename: str) -> str:
         return filename
 
 
-def _in_thread(app: App, given: Any) -> asyncio.Future[Any]:
+class AppLoopBlocked(JudgeError):
+    """An async app's question not asked: its event loop has not run for longer than the
+    app timeout (an earlier call blocks it), so no call could run on it."""
+
+
+async def _settled(make: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """(make()'s value, awaited while it is awaitable, None) or (None, what it raised):
+    every exception the app raises is its outcome, also SystemExit, KeyboardInterrupt or
+    CancelledError raised by the app, which must not end the loop it runs on."""
+    try:
+        value = make()
+        while inspect.isawaitable(value):
+            value = await value
+    except BaseException as exc:  # the app's own (or the cancel of a call timed out)
+        return None, exc
+    return value, None
+
+
+class AppRunner:
+    """Where the app's calls run: away from the event loop that times them, so that the
+    app timeout holds whatever the app does. A sync app's call runs in a daemon thread of
+    its own; an async app's on one event loop of the app's own in a daemon thread
+    (started on first use), as a server runs its handlers: a call that blocks that loop
+    (time.sleep, a busy loop, blocking I/O in async code) stalls the app's other calls,
+    not the runner, and each is a timeout. Once a call timed out without the app's loop
+    running a turn since it began, the next questions fail at once (`AppLoopBlocked`)
+    rather than each waiting out the timeout; once the loop runs again, they are asked.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._unseen: float | None = None  # since when the app's loop has not run a turn
+        self._blocked: float | None = None  # the same, once a call timed out behind it
+
+    async def outcome(
+        self, app: App, given: Any, timeout: float
+    ) -> tuple[Any, BaseException | None]:
+        """(the app's reply to `given`, None) or (None, the exception it raised)."""
+        if app.is_async:
+            return await self._on_app_loop(lambda: app.call(given), timeout)
+        value, failure = await _in_thread(app, given)
+        if failure is None and inspect.isawaitable(value):  # a sync function returned one
+            return await self._on_app_loop(lambda: value, timeout)
+        return value, failure
+
+    async def _on_app_loop(
+        self, make: Callable[[], Any], timeout: float
+    ) -> tuple[Any, BaseException | None]:
+        started = time.monotonic()
+        loop = self._app_loop()
+        if self._blocked is not None:
+            return None, AppLoopBlocked(
+                f"not asked: the app's event loop has not run for "
+                f"{started - self._blocked:.3g} s (a call blocks it: time.sleep, a busy loop "
+                "or blocking I/O in async code), so no async call can run on it"
+            )
+        call = asyncio.run_coroutine_threadsafe(_settled(make), loop)
+        if self._unseen is None:
+            self._unseen = started
+            # Two hops: seen once the loop has run the turn that starts this call (its
+            # task's first step is queued by the first hop), not merely before it.
+            loop.call_soon_threadsafe(loop.call_soon, self._seen)
+        try:
+            return await asyncio.wrap_future(call)
+        except asyncio.CancelledError:  # timed out (the cancel reaches the app's task)
+            unseen = self._unseen
+            if unseen is not None and unseen <= started:  # no turn of the loop since
+                self._blocked = unseen
+            raise
+
+    def _seen(self) -> None:
+        self._unseen = self._blocked = None
+
+    def _app_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=_serve, args=(self._loop,), name="judge-app-loop", daemon=True
+            ).start()
+        return self._loop
+
+    def close(self) -> None:
+        """Stop the app's loop once it is free (its calls left are cancelled); a loop the
+        app blocks for good stays behind in its daemon thread, never waited for."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # closed already
+                self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run the app's event loop until it is stopped, then cancel what is left on it."""
+    asyncio.set_event_loop(loop)
+    while True:
+        try:
+            loop.run_forever()
+        except BaseException:  # an app's own task raised SystemExit or KeyboardInterrupt:
+            continue  # the call awaiting it records it, and the loop goes on
+        break
+    with contextlib.suppress(BaseException):  # what the app does when cancelled is its own
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+def _in_thread(app: App, given: Any) -> asyncio.Future[tuple[Any, BaseException | None]]:
     """The sync app called in a daemon thread of its own; its outcome as a future."""
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    future: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
 
-    def settle(value: Any, failed: bool) -> None:
-        if future.done():  # timed out meanwhile: the answer comes too late
-            return
-        if failed:
-            future.set_exception(value)
-        else:
-            future.set_result(value)
+    def settle(outcome: tuple[Any, BaseException | None]) -> None:
+        if not future.done():  # timed out meanwhile: the answer comes too late
+            future.set_result(outcome)
 
     def run() -> None:
+        outcome: tuple[Any, BaseException | None]
         try:
-            value, failed = app.call(given), False
-        except Exception as exc:  # handed to the coroutine that awaits it
-            value, failed = exc, True
+            outcome = app.call(given), None
+        except BaseException as exc:  # also SystemExit, KeyboardInterrupt: the app's error
+            outcome = None, exc
         with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
-            loop.call_soon_threadsafe(settle, value, failed)
+            loop.call_soon_threadsafe(settle, outcome)
 
     threading.Thread(target=run, name="judge-app", daemon=True).start()
     return future
 
 
-async def _outcome(app: App, given: Any) -> tuple[Any, Exception | None]:
-    """(the app's return value, None) or (None, the exception it raised): its own errors
-    kept apart from the timeout around it (an app may raise TimeoutError itself)."""
-    try:
-        value = await app.call(given) if app.is_async else await _in_thread(app, given)
-        while inspect.isawaitable(value):  # a sync function that returned an awaitable
-            value = await value
-    except Exception as exc:  # the app's own failure is this question's outcome
-        return None, exc
-    return value, None
-
-
-async def ask(app: App, question: Question, timeout: float) -> dict[str, Any]:
+async def ask(app: App, question: Question, timeout: float, runner: AppRunner) -> dict[str, Any]:
     """The app's part of one question's output row: the reply's columns, or the error, and
-    the latency in seconds (the test set's columns are the question's, joined to it when
-    the output is written: `OutputRows`)."""
+    the latency in seconds, the app called where `runner` runs it (the test set's columns
+    are the question's, joined to it when the output is written: `OutputRows`)."""
     started = time.perf_counter()
     row: dict[str, Any] = {}
     error: dict[str, Any] | None = None
     # The row as a copy of its own: what the app does to it stays out of the output row.
     given = copy.deepcopy(question.columns) if app.takes_row else question.question
     try:
-        value, failure = await asyncio.wait_for(_outcome(app, given), timeout)
+        value, failure = await asyncio.wait_for(runner.outcome(app, given, timeout), timeout)
     except asyncio.TimeoutError:
         error = {"type": "Timeout", "message": f"no reply within {timeout:g} s (the app timeout)"}
     else:
@@ -384,9 +487,11 @@ async def ask_all(
         (i, question) for i, question in enumerate(questions) if offsets[i] < 0
     )
 
+    runner = AppRunner()
+
     async def worker() -> None:
         for i, question in pending:
-            row = await ask(app, question, timeout)
+            row = await ask(app, question, timeout, runner)
             offsets[i] = progress_file.write(question, row)
             stats.asked += 1
             bar.advance()
@@ -394,6 +499,7 @@ async def ask_all(
     started = time.monotonic()
     bar.start()
     try:
+        progress_file.open()
         todo = len(questions) - stats.reused
         workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, todo))]
         try:
@@ -403,6 +509,7 @@ async def ask_all(
                 task.cancel()
             raise
     finally:
+        runner.close()
         bar.close()
         progress_file.close()
     stats.seconds = time.monotonic() - started

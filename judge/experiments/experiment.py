@@ -26,6 +26,7 @@ from judge.ir import DEFAULT_METRICS
 from judge.ir.trec import read_qrels, write_qrels, write_run
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
+from judge.llm.transport import check_config, check_server
 from judge.metrics.resolve import MetricLike
 from judge.run.data import (
     JsonlRecords,
@@ -40,6 +41,7 @@ from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
+from judge.run.score import judge_models
 
 APP_OUTPUTS = "app_outputs.jsonl"
 PROGRESS_FILE = ".app_outputs.jsonl"  # the calls finished so far, for a resumed run
@@ -157,7 +159,8 @@ def _records(data: Any) -> tuple[Sequence[dict[str, Any]], str, Sequence[str]]:
     from, and their column names."""
     path = Path(data) if isinstance(data, (str, os.PathLike)) else None
     if path is not None and path.suffix.lower() == ".jsonl" and path.is_file():
-        records = JsonlRecords.scan(path)
+        # Read by its absolute path: the app may change the working directory meanwhile.
+        records = JsonlRecords.scan(path.absolute())
         return records, str(path), records.names
     loaded, source = read_records(data)
     return loaded, source, list(dict.fromkeys(k for r in loaded for k in r))
@@ -321,6 +324,11 @@ async def run_experiment(
     folder.publish(published)  # kept whatever happens to the judging
     # Judged as `judge eval` judges the file, its rows read from it as they are judged.
     loaded, columns, source = load_rows_lazily(folder.path / APP_OUTPUTS)
+    if testset.qrels_source is not None and sum(stats.errors.values()) == len(rows):
+        # The app failed on every question, so no row has its columns: the retrieval
+        # metrics are still the run's, every row failing with its app error (counted,
+        # and gated by max_error_rate), not refused for a column no row could have.
+        columns = {**columns, "retrieved_ids": "retrieved_ids"}
     result = await aevaluate_rows(
         loaded,
         columns,
@@ -339,6 +347,26 @@ async def run_experiment(
         app=app_record(app, stats, testset, app_concurrency, app_timeout),
     )
     return result
+
+
+async def check_judge(
+    llm: LLM | LLMSession | None,
+    embeddings: Embeddings | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
+) -> None:
+    """Refuse, before the app is asked, a judge whose every request would fail for want
+    of a key, a route or a server: no API key, a model litellm cannot route, an
+    OpenAI-compatible server that cannot be reached or refuses the key (one request,
+    none in a replay from the cache): `LLMConfigError`, as the first judging request
+    would raise it after the app answered every question."""
+    chat, embedder = judge_models(llm, embeddings, cache)
+    if chat is not None:
+        check_config(chat, "model={!r}")
+    if embedder is not None:
+        check_config(embedder, "Embeddings(model={!r})")
+    store = llm.cache if isinstance(llm, LLMSession) else cache
+    if chat is not None and not (isinstance(store, Cache) and store.mode == "replay"):
+        await check_server(chat)
 
 
 def write_rankings(
@@ -458,6 +486,10 @@ async def aexperiment(
         against `max_error_rate` when the result is written with gates).
     """
     loaded = as_app(load_target(app), app) if isinstance(app, str) else as_app(app)
+    # Paths resolved once, before the app runs: an app may change the working directory.
+    out = os.path.abspath(out)
+    if isinstance(cache, (str, os.PathLike)):
+        cache = os.path.abspath(cache)
     testset = load_testset(data, column_map=column_map, qrels=qrels)
     if llm is None and metrics is None:
         if testset.qrels_source is None:
@@ -467,6 +499,7 @@ async def aexperiment(
                 "retrieval metrics"
             )
         metrics = list(DEFAULT_METRICS)  # judge ir's: a retrieval-only experiment
+    await check_judge(llm, embeddings, cache)
     with OutputFolder(out) as folder:
         result = await run_experiment(
             loaded,

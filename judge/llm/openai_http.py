@@ -144,12 +144,19 @@ class OpenAIHTTP:
         A reply that is not JSON is returned as text when its content type says so (as the
         SDK does), and raises json.JSONDecodeError (transient) when it claims to be JSON.
         """
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return await self._send("POST", path, data)
+
+    async def get(self, path: str) -> Any:
+        """GET path; the decoded JSON reply, or the SDK's exception (as `post`)."""
+        return await self._send("GET", path, None)
+
+    async def _send(self, method: str, path: str, data: bytes | None) -> Any:
         url = endpoint_url(self._api_base, path)
         session = await self._open()
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         try:
-            async with session.post(
-                url, data=data, headers=self._headers, proxy=self._proxy
+            async with session.request(
+                method, url, data=data, headers=self._headers, proxy=self._proxy
             ) as response:
                 raw = await response.read()
         except (asyncio.TimeoutError, TimeoutError) as exc:

@@ -16,10 +16,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from judge.cache.identity import without_credentials
-from judge.errors import LLMConfigError, LLMRequestError
+from judge.errors import JudgeError, LLMConfigError, LLMRequestError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.pricing import openai_cost
-from judge.llm.retry import Endpoint, missing_key
+from judge.llm.retry import UNREACHED_ATTEMPTS, Endpoint, call_with_retries, missing_key
+from judge.llm.usage import UsageRecorder
 
 
 @functools.cache
@@ -79,6 +80,57 @@ def check_route(model: str, api_base: str | None, spelt: str) -> None:
             f"prefix, e.g. {example} for an OpenAI-compatible server (vLLM, llama.cpp, "
             "Ollama's /v1, LM Studio); see https://docs.litellm.ai/docs/providers"
         ) from None
+
+
+def check_config(config: LLM | Embeddings, spelt: str) -> None:
+    """The checks every request of a model makes before it is sent (a route litellm
+    knows; for an OpenAI-compatible server, a key), made at once: `judge experiment`
+    makes them before the app runs, not after it answered every question. `spelt`
+    shows the model as the caller gave it (`model={!r}`)."""
+    if openai_compatible(config.model):
+        from judge.llm.openai_http import resolve_key
+
+        resolve_key(config.api_base, config.api_key)
+    else:
+        check_route(config.model, config.api_base, spelt)
+
+
+async def check_server(llm: LLM) -> None:
+    """Refuse, with one request that judges nothing, an OpenAI-compatible judge server
+    that cannot be reached or refuses the key: the `LLMConfigError` its first judging
+    request would raise (see `judge.llm.retry`), found before `judge experiment` asks the
+    app. The request is a GET of the server's model list; any other answer passes (a
+    server without that list, an overloaded one: the judging tells)."""
+    if not openai_compatible(llm.model):
+        return
+    from judge.llm.openai_http import OpenAIHTTP
+
+    poster = OpenAIHTTP(llm.api_base, llm.api_key, llm.timeout)
+
+    async def listed() -> Any:
+        try:
+            return await poster.get("/models")
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if isinstance(status, int) and status not in (401, 403):
+                return None  # it answered: not about the server or the key
+            raise
+
+    try:
+        await call_with_retries(
+            listed,
+            UNREACHED_ATTEMPTS - 1,
+            UsageRecorder(),
+            what=f"the judge ({llm.model})",
+            secret=llm.api_key,
+            endpoint=endpoint_for(llm.model, llm.api_base),
+        )
+    except LLMConfigError:
+        raise
+    except JudgeError:  # transient: the judging retries it in full
+        pass
+    finally:
+        await poster.close()
 
 
 class Transport:

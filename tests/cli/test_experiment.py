@@ -131,7 +131,9 @@ def test_killed_in_the_middle_an_experiment_resumes_without_asking_answered_ques
         time.sleep(0.02)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    assert server.count() == 0  # judging starts once every question is answered
+    # Judging starts once every question is answered (the judge's server was checked
+    # before the app was asked: one GET of its model list).
+    assert server.count("/v1/chat/completions") == 0 and server.count() == 1
     # The progress file keeps the app's answers by key (what it was given), not the row.
     by_key = {q.key(False): q.question for q in load_testset(data).questions}
     answered = {
