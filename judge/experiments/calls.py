@@ -262,12 +262,21 @@ def _unfit_id(question: Question, row: dict[str, Any]) -> tuple[str, str] | None
 def error_record(exc: BaseException) -> dict[str, Any]:
     """An app error as app_outputs.jsonl records it: type, message and where it was raised
     (the traceback's last frame)."""
-    record: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    record: dict[str, Any] = {"type": type(exc).__name__, "message": _message(exc)}
     frames = traceback.extract_tb(exc.__traceback__)
     if frames:
         last = frames[-1]
         record["where"] = f"{_shown_path(last.filename)}:{last.lineno} in {last.name}"
     return record
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message, or what says it has none that can be shown (its __str__
+    raised: an app's exception is the app's code)."""
+    try:
+        return str(exc)
+    except Exception as failure:
+        return f"(its message cannot be shown: str() raised {type(failure).__name__})"
 
 
 def _shown_path(filename: str) -> str:
@@ -428,6 +437,11 @@ async def ask(app: App, question: Question, timeout: float, runner: AppRunner) -
                 row.update(parse_reply(value, question.columns).columns())
             except MalformedReply as exc:
                 error = {"type": "MalformedReply", "message": str(exc)}
+            except Exception as exc:  # the reply's own code raised while judge read it
+                error = {
+                    "type": "MalformedReply",
+                    "message": f"reading the reply raised {type(exc).__name__}: {_message(exc)}",
+                }
     row[LATENCY] = round(time.perf_counter() - started, 4)
     row[ERROR] = error
     return row
