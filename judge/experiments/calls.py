@@ -22,6 +22,7 @@ import contextlib
 import copy
 import inspect
 import json
+import math
 import threading
 import time
 import traceback
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from judge.errors import InputFormatError, JudgeError
-from judge.experiments.app import App, MalformedReply, parse_reply
+from judge.experiments.app import RESERVED, App, MalformedReply, parse_reply
 from judge.ir.trec import check_trec_id
 from judge.json_values import canonical_json, escape_surrogates, lone_surrogate_in, sha256_hex
 from judge.lines import LIMIT_VARIABLE, max_line_bytes, shown_limit
@@ -141,26 +142,30 @@ class ProgressFile:
         """The key of a question's line: what this app was given for it."""
         return question.key(self.takes_row)
 
-    def load(self) -> dict[str, int]:
-        """Question key -> where its line starts (`rows` reads it back), for the lines of this
-        app without an app error; lines of another app are not reused, and a torn last
-        line is skipped."""
-        done: dict[str, int] = {}
+    def load(self) -> dict[str, tuple[int, frozenset[str]]]:
+        """Question key -> where its line starts (`rows` reads it back) and the keys of its
+        row, for the lines of this app without an app error. Lines of another app are not
+        reused, nor a line that is not one judge writes (a torn last line, a line damaged
+        or rewritten: its question is asked again)."""
+        done: dict[str, tuple[int, frozenset[str]]] = {}
         if not self.path.exists():
             return done
+        shapes: dict[frozenset[str], frozenset[str]] = {}  # one set of keys per shape
         for offset, line in scan_lines(self.path):
             try:
                 item = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 continue  # the last line of a killed run may be cut short
-            if not isinstance(item, dict) or "row" not in item:
+            if not isinstance(item, dict) or item.get("app") != self.key:
                 continue
-            if item.get("app") != self.key:
+            question, row = item.get("question"), item.get("row")
+            if not isinstance(question, str) or not isinstance(row, dict):
                 continue
-            if item["row"].get(ERROR) is None:
-                done[item["question"]] = offset
-            else:  # asked again: the error may have passed
-                done.pop(item["question"], None)
+            if row.get(ERROR) is not None:  # asked again: the error may have passed
+                done.pop(question, None)
+            elif _stored_answer(row) and lone_surrogate_in(item) is None:
+                keys = frozenset(row)
+                done[question] = offset, shapes.setdefault(keys, keys)
         return done
 
     def open(self) -> None:
@@ -240,6 +245,28 @@ class ProgressFile:
         if self._out is not None:
             out, self._out = self._out, None
             out.close()
+
+
+# The keys of the stored part of a row the app's reply may not have set: the test set's
+# (its labels, id and question) and judge's other names for them; the call's own record
+# (latency, error) is the stored part's.
+_NOT_THE_APPS = frozenset(RESERVED) - {LATENCY, ERROR}
+
+
+def _stored_answer(row: dict[str, Any]) -> bool:
+    """Whether a progress line's row is one an answer of the app makes: its latency, no
+    error, and a reply of the contract as `parse_reply` leaves it, with no key the app
+    may not set."""
+    latency = row.get(LATENCY)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)):
+        return False
+    if not math.isfinite(latency) or ERROR not in row or row[ERROR] is not None:
+        return False
+    reply = {k: v for k, v in row.items() if k not in (LATENCY, ERROR)}
+    try:
+        return parse_reply(reply).columns() == reply
+    except (MalformedReply, RecursionError):
+        return False
 
 
 def _unfit_id(question: Question, row: dict[str, Any]) -> tuple[str, str] | None:
@@ -483,8 +510,9 @@ async def ask_all(
     stats = CallStats()
     for i, question in enumerate(questions if done else ()):  # read again: only to resume
         found = done.get(progress_file.key_of(question))
-        if found is not None:
-            offsets[i] = found
+        # A row naming a column of the test set is no reply the app gave: asked again.
+        if found is not None and found[1].isdisjoint(question.columns):
+            offsets[i] = found[0]
             stats.reused += 1
     del done
     bar = Progress(
@@ -569,8 +597,15 @@ class OutputRows(Sequence[dict[str, Any]]):
 
 def _joined(question: Question, answer: dict[str, Any]) -> dict[str, Any]:
     """A question's output row: its columns (text no file can hold written escaped: the
-    question's NotUnicode error says so) and the app's part."""
+    question's NotUnicode error says so) and the app's part. The test set's columns win,
+    and its labels come from it alone: the app's part is read back from a file the app
+    could write to, so a key there that is not the app's to set is left out."""
     columns = question.columns
     if lone_surrogate_in(columns) is not None:
         columns = escape_surrogates(columns)
-    return {**columns, **answer}
+    own = {
+        key: value
+        for key, value in answer.items()
+        if key in (LATENCY, ERROR) or not (key in columns or key in _NOT_THE_APPS)
+    }
+    return {**columns, **own}
