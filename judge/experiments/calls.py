@@ -257,16 +257,18 @@ def _stored_answer(row: dict[str, Any]) -> bool:
     """Whether a progress line's row is one an answer of the app makes: its latency, no
     error, and a reply of the contract as `parse_reply` leaves it, with no key the app
     may not set."""
-    latency = row.get(LATENCY)
-    if isinstance(latency, bool) or not isinstance(latency, (int, float)):
-        return False
-    if not math.isfinite(latency) or ERROR not in row or row[ERROR] is not None:
+    if not _is_number(row.get(LATENCY)) or ERROR not in row or row[ERROR] is not None:
         return False
     reply = {k: v for k, v in row.items() if k not in (LATENCY, ERROR)}
     try:
         return parse_reply(reply).columns() == reply
     except (MalformedReply, RecursionError):
         return False
+
+
+def _is_number(value: Any) -> bool:
+    """Whether a value is a finite int or float (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _unfit_id(question: Question, row: dict[str, Any]) -> tuple[str, str] | None:
@@ -555,12 +557,73 @@ async def ask_all(
         bar.close()
         progress_file.close()
     stats.seconds = time.monotonic() - started
-    answers = progress_file.rows(offsets)
+    answers = _Checked(progress_file.rows(offsets))
     for row in answers:
-        stats.latencies.append(row[LATENCY])
+        if row[LATENCY] is not None:
+            stats.latencies.append(row[LATENCY])
         if row[ERROR] is not None:
             stats.errors[row[ERROR]["type"]] += 1
     return OutputRows(questions, answers), stats
+
+
+class _Checked(Sequence[dict[str, Any]]):
+    """The app's part of each row as read back from the progress file, each checked again
+    when read: the app can write to the file, so a line that is no longer one judge writes
+    is that question's error (asked again on the next run), never taken as it reads."""
+
+    def __init__(self, rows: JsonlRecords):
+        self._rows = rows
+        message = (
+            f"its line in {rows.path.name} changed after judge wrote it (does the app write "
+            "to the file?); it is asked again on the next run"
+        )
+        self._changed = {LATENCY: None, ERROR: {"type": "ProgressLineChanged", "message": message}}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        row: Any
+        try:
+            row = self._rows[index]
+        except (JudgeError, LookupError, TypeError, ValueError, RecursionError):
+            row = None  # no longer a JSON object, or one without a row
+        if _written_row(row):
+            checked: dict[str, Any] = row
+            return checked
+        return copy.deepcopy(self._changed)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+def _written_row(row: Any) -> bool:
+    """Whether a progress line's row is one judge writes: an answer (`_stored_answer`) or
+    an app error with its type and message."""
+    if not isinstance(row, dict):
+        return False
+    error = row.get(ERROR)
+    if error is None:
+        return _stored_answer(row)
+    latency = row.get(LATENCY)
+    return (
+        isinstance(error, dict)
+        and isinstance(error.get("type"), str)
+        and isinstance(error.get("message"), str)
+        and (latency is None or _is_number(latency))
+        and lone_surrogate_in(row) is None
+    )
 
 
 class OutputRows(Sequence[dict[str, Any]]):

@@ -362,3 +362,49 @@ def test_a_damaged_progress_line_is_asked_again(damage, tmp_path):
     assert [r["category"] for r in rows] == ["plain"] * 5
     assert all(r["app_error"] is None for r in rows)
     assert_summary_is_judge_ir(out)
+
+
+def breaking(replacements: list[tuple[bytes, bytes]]):
+    """An app that rewrites the progress file's earlier lines, in place, into lines that
+    are not rows judge writes."""
+
+    def app(question: str) -> dict[str, Any]:
+        path = Path(os.environ["JUDGE_TEST_PROGRESS"])
+        data = path.read_bytes()
+        for old, new in replacements:
+            data = data.replace(old, new)
+        with path.open("r+b") as file:
+            file.write(data)
+        return apps.answer(question)
+
+    return app
+
+
+@pytest.mark.parametrize(
+    "replacements",
+    [
+        [(b'"app_latency_s"', b'"app_latency_x"')],
+        [(b'"row": {', b'"row": [{'), (b"null}}", b"null}]}")],
+        [(b'"contexts": [', b'"contexts": 7, "x": [')],
+    ],
+    ids=["no latency", "a row that is a list", "contexts not a list"],
+)
+def test_progress_lines_the_app_broke_are_its_errors(replacements, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    monkeypatch.setenv("JUDGE_TEST_PROGRESS", str(out / PROGRESS_FILE))
+    result = experiment(
+        breaking(replacements),
+        questions(),
+        out=out,
+        metrics=["mrr"],
+        progress=False,
+        app_concurrency=1,
+    )
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    kinds = [(r["app_error"] or {}).get("type") for r in rows]
+    # The last line is never rewritten, but a longer rewrite moves it from where judge
+    # wrote it: what is read there is not a row either.
+    assert kinds[:4] == ["ProgressLineChanged"] * 4 and kinds[4] in (None, kinds[0])
+    assert result.config.app["errors"] == {"ProgressLineChanged": kinds.count(kinds[0])}
+    assert [r["relevance"] for r in rows] == [q["relevance"] for q in apps.QUESTIONS]
+    assert_summary_is_judge_ir(out)
