@@ -3,14 +3,14 @@
 An app takes the question (a string) as its one argument, or, when that argument is named
 `row`, the test set's row (a dict: `id`, `question` and the test set's other columns,
 `ground_truth`, `relevance` and any extra ones, under judge's field names); it returns a
-mapping with
-`answer` (str), `contexts` (list of str, in the order the generator saw them) and,
-optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores` (numbers,
-one per id) and anything else JSON can hold (kept as extra columns, under names that are
-not the test set's: `RESERVED`). It may be a
-function, a coroutine function or a callable object; a pydantic model or a dataclass
-with those fields is read like a mapping. Framework objects (a LangChain runnable, a
-LlamaIndex query engine, a Haystack pipeline) go through `judge.experiments.adapters`.
+mapping with `answer` (str), `contexts` (list of str, in the order the generator saw them)
+and, optionally, `retrieved_ids` (list of str, in rank order), `retrieved_scores`
+(numbers, one per id; numpy scalars and arrays, as a retriever such as FAISS returns them,
+are read as the Python values they hold) and anything else JSON can hold (kept as extra
+columns, under names that are not the test set's: `RESERVED`). It may be a function, a
+coroutine function or a callable object; a pydantic model or a dataclass with those
+fields is read like a mapping. Framework objects (a LangChain runnable, a LlamaIndex query
+engine, a Haystack pipeline) go through `judge.experiments.adapters`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from judge.errors import JudgeError
 from judge.experiments.adapters import adapt
@@ -393,8 +395,8 @@ def parse_reply(value: Any, inputs: Collection[str] = ()) -> AppReply:
                 f"the reply's key {key!r} is {taken}: an app's extra keys may not replace "
                 "the test set's columns; rename it"
             )
-        try:
-            json.dumps(item, allow_nan=False)
+        try:  # kept as JSON reads it back: plain values, whatever the app's classes do
+            extra[key] = json.loads(json.dumps(item, allow_nan=False))
         except (TypeError, ValueError):
             raise MalformedReply(
                 f"the reply's {key!r} ({type(item).__name__}) cannot be written as JSON"
@@ -415,29 +417,48 @@ def _strings(value: Any, key: str) -> list[str]:
     return list(value)
 
 
+def _plain(value: Any) -> Any:
+    """A numpy value as the Python one it holds (an array as a list, a scalar as an int,
+    float, str or bool): what a retriever such as FAISS returns; anything else as it is."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
+
+
 def _ids(value: Any) -> list[str]:
+    value = _plain(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise MalformedReply(
             f"'retrieved_ids' is a {type(value).__name__}, not a list of ids in rank order"
         )
     ids = []
     for i, item in enumerate(value):
+        item = _plain(item)
         if isinstance(item, bool) or not isinstance(item, (str, int)):
             raise MalformedReply(
                 f"retrieved_ids[{i}] is a {type(item).__name__}, not a string (or integer)"
             )
-        ids.append(str(item))
+        try:
+            ids.append(str(item))
+        except ValueError:  # an int past Python's limit of digits in a str
+            raise MalformedReply(f"retrieved_ids[{i}] is an integer too long for an id") from None
     return ids
 
 
 def _scores(value: Any) -> list[float]:
+    value = _plain(value)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise MalformedReply(f"'retrieved_scores' is a {type(value).__name__}, not a list")
     scores = []
     for i, item in enumerate(value):
+        item = _plain(item)
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             raise MalformedReply(f"retrieved_scores[{i}] is a {type(item).__name__}, not a number")
-        if not math.isfinite(item):
-            raise MalformedReply(f"retrieved_scores[{i}] is {item}, not a finite number")
-        scores.append(float(item))
+        try:
+            score = float(item)
+        except OverflowError:  # an int past the largest float
+            raise MalformedReply(f"retrieved_scores[{i}] is too large for a number") from None
+        if not math.isfinite(score):
+            raise MalformedReply(f"retrieved_scores[{i}] is {score}, not a finite number")
+        scores.append(score)
     return scores

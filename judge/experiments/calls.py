@@ -22,6 +22,7 @@ import contextlib
 import copy
 import inspect
 import json
+import math
 import threading
 import time
 import traceback
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from judge.errors import InputFormatError, JudgeError
-from judge.experiments.app import App, MalformedReply, parse_reply
+from judge.experiments.app import RESERVED, App, MalformedReply, parse_reply
 from judge.ir.trec import check_trec_id
 from judge.json_values import canonical_json, escape_surrogates, lone_surrogate_in, sha256_hex
 from judge.lines import LIMIT_VARIABLE, max_line_bytes, shown_limit
@@ -141,26 +142,30 @@ class ProgressFile:
         """The key of a question's line: what this app was given for it."""
         return question.key(self.takes_row)
 
-    def load(self) -> dict[str, int]:
-        """Question key -> where its line starts (`rows` reads it back), for the lines of this
-        app without an app error; lines of another app are not reused, and a torn last
-        line is skipped."""
-        done: dict[str, int] = {}
+    def load(self) -> dict[str, tuple[int, frozenset[str]]]:
+        """Question key -> where its line starts (`rows` reads it back) and the keys of its
+        row, for the lines of this app without an app error. Lines of another app are not
+        reused, nor a line that is not one judge writes (a torn last line, a line damaged
+        or rewritten: its question is asked again)."""
+        done: dict[str, tuple[int, frozenset[str]]] = {}
         if not self.path.exists():
             return done
+        shapes: dict[frozenset[str], frozenset[str]] = {}  # one set of keys per shape
         for offset, line in scan_lines(self.path):
             try:
                 item = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 continue  # the last line of a killed run may be cut short
-            if not isinstance(item, dict) or "row" not in item:
+            if not isinstance(item, dict) or item.get("app") != self.key:
                 continue
-            if item.get("app") != self.key:
+            question, row = item.get("question"), item.get("row")
+            if not isinstance(question, str) or not isinstance(row, dict):
                 continue
-            if item["row"].get(ERROR) is None:
-                done[item["question"]] = offset
-            else:  # asked again: the error may have passed
-                done.pop(item["question"], None)
+            if row.get(ERROR) is not None:  # asked again: the error may have passed
+                done.pop(question, None)
+            elif _stored_answer(row) and lone_surrogate_in(item) is None:
+                keys = frozenset(row)
+                done[question] = offset, shapes.setdefault(keys, keys)
         return done
 
     def open(self) -> None:
@@ -242,6 +247,30 @@ class ProgressFile:
             out.close()
 
 
+# The keys of the stored part of a row the app's reply may not have set: the test set's
+# (its labels, id and question) and judge's other names for them; the call's own record
+# (latency, error) is the stored part's.
+_NOT_THE_APPS = frozenset(RESERVED) - {LATENCY, ERROR}
+
+
+def _stored_answer(row: dict[str, Any]) -> bool:
+    """Whether a progress line's row is one an answer of the app makes: its latency, no
+    error, and a reply of the contract as `parse_reply` leaves it, with no key the app
+    may not set."""
+    if not _is_number(row.get(LATENCY)) or ERROR not in row or row[ERROR] is not None:
+        return False
+    reply = {k: v for k, v in row.items() if k not in (LATENCY, ERROR)}
+    try:
+        return parse_reply(reply).columns() == reply
+    except (MalformedReply, RecursionError):
+        return False
+
+
+def _is_number(value: Any) -> bool:
+    """Whether a value is a finite int or float (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _unfit_id(question: Question, row: dict[str, Any]) -> tuple[str, str] | None:
     """("UnfitId", why) when the row's question id, a retrieved id or a relevance label's
     id cannot be an id of a TREC line (run.trec, qrels.txt); None when all can."""
@@ -262,12 +291,21 @@ def _unfit_id(question: Question, row: dict[str, Any]) -> tuple[str, str] | None
 def error_record(exc: BaseException) -> dict[str, Any]:
     """An app error as app_outputs.jsonl records it: type, message and where it was raised
     (the traceback's last frame)."""
-    record: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    record: dict[str, Any] = {"type": type(exc).__name__, "message": _message(exc)}
     frames = traceback.extract_tb(exc.__traceback__)
     if frames:
         last = frames[-1]
         record["where"] = f"{_shown_path(last.filename)}:{last.lineno} in {last.name}"
     return record
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message, or what says it has none that can be shown (its __str__
+    raised: an app's exception is the app's code)."""
+    try:
+        return str(exc)
+    except Exception as failure:
+        return f"(its message cannot be shown: str() raised {type(failure).__name__})"
 
 
 def _shown_path(filename: str) -> str:
@@ -428,6 +466,11 @@ async def ask(app: App, question: Question, timeout: float, runner: AppRunner) -
                 row.update(parse_reply(value, question.columns).columns())
             except MalformedReply as exc:
                 error = {"type": "MalformedReply", "message": str(exc)}
+            except Exception as exc:  # the reply's own code raised while judge read it
+                error = {
+                    "type": "MalformedReply",
+                    "message": f"reading the reply raised {type(exc).__name__}: {_message(exc)}",
+                }
     row[LATENCY] = round(time.perf_counter() - started, 4)
     row[ERROR] = error
     return row
@@ -469,8 +512,9 @@ async def ask_all(
     stats = CallStats()
     for i, question in enumerate(questions if done else ()):  # read again: only to resume
         found = done.get(progress_file.key_of(question))
-        if found is not None:
-            offsets[i] = found
+        # A row naming a column of the test set is no reply the app gave: asked again.
+        if found is not None and found[1].isdisjoint(question.columns):
+            offsets[i] = found[0]
             stats.reused += 1
     del done
     bar = Progress(
@@ -513,12 +557,73 @@ async def ask_all(
         bar.close()
         progress_file.close()
     stats.seconds = time.monotonic() - started
-    answers = progress_file.rows(offsets)
+    answers = _Checked(progress_file.rows(offsets))
     for row in answers:
-        stats.latencies.append(row[LATENCY])
+        if row[LATENCY] is not None:
+            stats.latencies.append(row[LATENCY])
         if row[ERROR] is not None:
             stats.errors[row[ERROR]["type"]] += 1
     return OutputRows(questions, answers), stats
+
+
+class _Checked(Sequence[dict[str, Any]]):
+    """The app's part of each row as read back from the progress file, each checked again
+    when read: the app can write to the file, so a line that is no longer one judge writes
+    is that question's error (asked again on the next run), never taken as it reads."""
+
+    def __init__(self, rows: JsonlRecords):
+        self._rows = rows
+        message = (
+            f"its line in {rows.path.name} changed after judge wrote it (does the app write "
+            "to the file?); it is asked again on the next run"
+        )
+        self._changed = {LATENCY: None, ERROR: {"type": "ProgressLineChanged", "message": message}}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        row: Any
+        try:
+            row = self._rows[index]
+        except (JudgeError, LookupError, TypeError, ValueError, RecursionError):
+            row = None  # no longer a JSON object, or one without a row
+        if _written_row(row):
+            checked: dict[str, Any] = row
+            return checked
+        return copy.deepcopy(self._changed)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+def _written_row(row: Any) -> bool:
+    """Whether a progress line's row is one judge writes: an answer (`_stored_answer`) or
+    an app error with its type and message."""
+    if not isinstance(row, dict):
+        return False
+    error = row.get(ERROR)
+    if error is None:
+        return _stored_answer(row)
+    latency = row.get(LATENCY)
+    return (
+        isinstance(error, dict)
+        and isinstance(error.get("type"), str)
+        and isinstance(error.get("message"), str)
+        and (latency is None or _is_number(latency))
+        and lone_surrogate_in(row) is None
+    )
 
 
 class OutputRows(Sequence[dict[str, Any]]):
@@ -555,8 +660,15 @@ class OutputRows(Sequence[dict[str, Any]]):
 
 def _joined(question: Question, answer: dict[str, Any]) -> dict[str, Any]:
     """A question's output row: its columns (text no file can hold written escaped: the
-    question's NotUnicode error says so) and the app's part."""
+    question's NotUnicode error says so) and the app's part. The test set's columns win,
+    and its labels come from it alone: the app's part is read back from a file the app
+    could write to, so a key there that is not the app's to set is left out."""
     columns = question.columns
     if lone_surrogate_in(columns) is not None:
         columns = escape_surrogates(columns)
-    return {**columns, **answer}
+    own = {
+        key: value
+        for key, value in answer.items()
+        if key in (LATENCY, ERROR) or not (key in columns or key in _NOT_THE_APPS)
+    }
+    return {**columns, **own}

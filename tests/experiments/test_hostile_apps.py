@@ -74,6 +74,11 @@ def _the_apps_writes_are_replaced(out: Path, done: subprocess.CompletedProcess[s
     assert json.loads((out / "summary.json").read_text())["metrics"]["mrr"]
 
 
+def _the_numpy_values_are_plain(out: Path, ids: list[str], scores: list[float]) -> None:
+    for row in read_jsonl(out / "app_outputs.jsonl"):
+        assert row["retrieved_ids"] == ids and row["retrieved_scores"] == scores
+
+
 HOSTILE: dict[str, Hostile] = {
     # An async app that blocks its event loop (defect 6): the timeout holds.
     "async app sleeping in time.sleep": Hostile(
@@ -229,6 +234,77 @@ HOSTILE: dict[str, Hostile] = {
     "a retrieved id with a space": Hostile(
         "def app(q):\n    return {**OK, 'retrieved_ids': ['c 1']}\n",
         both("UnfitId"),
+    ),
+    # Replies and exceptions that fail when judge reads them: that question's error.
+    "an exception whose __str__ raises": Hostile(
+        "class Unprintable(Exception):\n    def __str__(self):\n        raise RuntimeError\n"
+        "def app(q):\n    raise Unprintable()\n",
+        both("Unprintable"),
+        timeout=30,
+    ),
+    "async: an exception whose __str__ raises": Hostile(
+        "class Unprintable(Exception):\n    def __str__(self):\n        raise RuntimeError\n"
+        "async def app(q):\n    raise Unprintable()\n",
+        both("Unprintable"),
+        timeout=30,
+    ),
+    "an integer id too long to be text": Hostile(
+        "def app(q):\n    return {**OK, 'retrieved_ids': [10**5000]}\n", both("MalformedReply")
+    ),
+    "a score too large to be a float": Hostile(
+        "def app(q):\n    return {**OK, 'retrieved_ids': ['c1'], 'retrieved_scores': [10**400]}\n",
+        both("MalformedReply"),
+    ),
+    "a dict whose items() raises": Hostile(
+        "class Reply(dict):\n    def items(self):\n        raise RuntimeError('no items')\n"
+        "def app(q):\n    return Reply(OK)\n",
+        both("MalformedReply"),
+    ),
+    "a dict whose __getitem__ raises KeyError": Hostile(
+        "class Reply(dict):\n    def __getitem__(self, key):\n        raise KeyError(key)\n"
+        "def app(q):\n    return Reply(OK)\n",
+        both("MalformedReply"),
+    ),
+    "a dict whose __contains__ raises": Hostile(
+        "class Reply(dict):\n    def __contains__(self, key):\n        raise RuntimeError\n"
+        "def app(q):\n    return Reply(OK)\n",
+        both("MalformedReply"),
+    ),
+    "an object whose __getattr__ raises": Hostile(
+        "class Reply:\n    def __getattr__(self, name):\n        raise RuntimeError(name)\n"
+        "def app(q):\n    return Reply()\n",
+        both("MalformedReply"),
+    ),
+    "an object whose model_dump() raises": Hostile(
+        "class Reply:\n    def model_dump(self, mode=None):\n        raise RuntimeError\n"
+        "def app(q):\n    return Reply()\n",
+        both("MalformedReply"),
+    ),
+    "an integer id whose __str__ raises": Hostile(
+        "class Id(int):\n    def __str__(self):\n        raise RuntimeError\n"
+        "def app(q):\n    return {**OK, 'retrieved_ids': [Id(1)]}\n",
+        both("MalformedReply"),
+    ),
+    # What a retriever such as FAISS returns: numpy ids, scores and arrays of them.
+    "numpy integer ids and float32 scores": Hostile(
+        "import numpy as np\n"
+        "def app(q):\n    return {**OK, 'retrieved_ids': [np.int64(1), np.int32(2)],\n"
+        "            'retrieved_scores': [np.float32(0.5), np.float64(0.25)]}\n",
+        both(None),
+        check=lambda out, done: _the_numpy_values_are_plain(out, ["1", "2"], [0.5, 0.25]),
+    ),
+    "numpy arrays of ids and scores": Hostile(
+        "import numpy as np\n"
+        "def app(q):\n    return {**OK, 'retrieved_ids': np.array(['c2', 'c1']),\n"
+        "            'retrieved_scores': np.array([0.75, 0.5], dtype=np.float32)}\n",
+        both(None),
+        check=lambda out, done: _the_numpy_values_are_plain(out, ["c2", "c1"], [0.75, 0.5]),
+    ),
+    "a numpy NaN score": Hostile(
+        "import numpy as np\n"
+        "def app(q):\n"
+        "    return {**OK, 'retrieved_ids': ['c1'], 'retrieved_scores': [np.float32('nan')]}\n",
+        both("MalformedReply"),
     ),
     "a reply nested 100,000 deep": Hostile(
         "def app(q):\n    deep = []\n    for _ in range(100_000):\n        deep = [deep]\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -246,4 +247,164 @@ def test_rows_without_ids_keep_their_numbers_and_all_are_scored(tmp_path):
     result = experiment(apps.answer, data, out=out, metrics=["mrr"], progress=False)
     assert [r["id"] for r in read_jsonl(out / "app_outputs.jsonl")] == [0, 1, 2, 3, 4]
     assert result.summary["mrr"].scored == 5 and not math.isnan(result.summary["mrr"].mean)
+    assert_summary_is_judge_ir(out)
+
+
+# ---- the progress file: what the app (or damage) writes in it never grades the app
+
+
+PAD = "P" * 40
+FORGED: list[str] = []
+
+
+def forging(question: str) -> dict[str, Any]:
+    """Retrieves nothing relevant, and rewrites the progress file's earlier lines in
+    place so that they say its ranking is relevant (the tester's forge.py)."""
+    path = Path(os.environ["JUDGE_TEST_PROGRESS"])
+    old = ('"contexts": ["' + PAD + '"]').encode()
+    new = b'"relevance": {"c9": 3}, "contexts": []'
+    data = path.read_bytes()
+    if old in data:
+        FORGED.append(question)
+    with path.open("r+b") as file:
+        file.write(data.replace(old, new + b" " * (len(old) - len(new))))
+    return {"answer": "no idea", "contexts": [PAD], "retrieved_ids": ["c9", "c8"]}
+
+
+def test_an_app_cannot_grade_itself_by_rewriting_the_progress_file(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    monkeypatch.setenv("JUDGE_TEST_PROGRESS", str(out / PROGRESS_FILE))
+    FORGED.clear()
+    result = experiment(
+        forging, questions(), out=out, metrics=["mrr"], progress=False, app_concurrency=1
+    )
+    assert len(FORGED) == 4  # every earlier line forged, before each later question
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    assert [r["relevance"] for r in rows] == [q["relevance"] for q in apps.QUESTIONS]
+    assert "c9" not in (out / "qrels.txt").read_text()
+    assert result.summary["mrr"].mean == 0.0  # not the 0.8 of the forged labels
+    assert_summary_is_judge_ir(out)
+
+
+def rewritten(out: Path, change) -> None:
+    """The progress file with each line as `change` makes it (None: the line dropped)."""
+    path = out / PROGRESS_FILE
+    lines = [change(i, json.loads(line)) for i, line in enumerate(path.read_text().splitlines())]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines if line is not None))
+
+
+def test_labels_in_a_progress_line_are_not_reused(tmp_path):
+    out = tmp_path / "out"
+    answered_before(by_question, questions(), out)
+
+    def forged(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        line["row"]["retrieved_ids"] = ["c9"]
+        line["row"]["relevance"] = {"c9": 2}
+        return line
+
+    rewritten(out, forged)
+    CALLS.clear()
+    result = experiment(by_question, questions(), out=out, metrics=["mrr"], progress=False)
+    assert sorted(CALLS) == sorted(q["question"] for q in apps.QUESTIONS)  # asked again
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    assert [r["relevance"] for r in rows] == [q["relevance"] for q in apps.QUESTIONS]
+    assert result.summary["mrr"].mean == 1.0
+    assert_summary_is_judge_ir(out)
+
+
+def _damaged_row(line: dict[str, Any]) -> None:
+    line["row"] = "x"
+
+
+def _damaged_question(line: dict[str, Any]) -> None:
+    line["question"] = ["a"]
+
+
+def _no_latency(line: dict[str, Any]) -> None:
+    del line["row"]["app_latency_s"]
+
+
+def _surrogate(line: dict[str, Any]) -> None:
+    line["row"]["answer"] = "x\ud800"  # written as the escape \ud800
+
+
+def _input_column(line: dict[str, Any]) -> None:
+    line["row"]["category"] = "forged"  # a column of the test set
+
+
+def _bad_error(line: dict[str, Any]) -> None:
+    line["row"]["app_error"] = "x"
+
+
+def _bad_ids(line: dict[str, Any]) -> None:
+    line["row"]["retrieved_ids"] = [["c1"]]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_damaged_row, _damaged_question, _no_latency, _surrogate, _input_column, _bad_error, _bad_ids],
+)
+def test_a_damaged_progress_line_is_asked_again(damage, tmp_path):
+    out = tmp_path / "out"
+    answered_before(by_question, questions(), out)
+
+    def first_damaged(i: int, line: dict[str, Any]) -> dict[str, Any]:
+        if i == 0:
+            damage(line)
+        return line
+
+    rewritten(out, first_damaged)
+    CALLS.clear()
+    result = experiment(by_question, questions(), out=out, metrics=["mrr"], progress=False)
+    assert len(CALLS) == 1  # the damaged line's question, asked again; the others reused
+    assert result.config.app["asked"] == 1 and result.config.app["reused"] == 4
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    assert [r["category"] for r in rows] == ["plain"] * 5
+    assert all(r["app_error"] is None for r in rows)
+    assert_summary_is_judge_ir(out)
+
+
+def breaking(replacements: list[tuple[bytes, bytes]]):
+    """An app that rewrites the progress file's earlier lines, in place, into lines that
+    are not rows judge writes."""
+
+    def app(question: str) -> dict[str, Any]:
+        path = Path(os.environ["JUDGE_TEST_PROGRESS"])
+        data = path.read_bytes()
+        for old, new in replacements:
+            data = data.replace(old, new)
+        with path.open("r+b") as file:
+            file.write(data)
+        return apps.answer(question)
+
+    return app
+
+
+@pytest.mark.parametrize(
+    "replacements",
+    [
+        [(b'"app_latency_s"', b'"app_latency_x"')],
+        [(b'"row": {', b'"row": [{'), (b"null}}", b"null}]}")],
+        [(b'"contexts": [', b'"contexts": 7, "x": [')],
+    ],
+    ids=["no latency", "a row that is a list", "contexts not a list"],
+)
+def test_progress_lines_the_app_broke_are_its_errors(replacements, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    monkeypatch.setenv("JUDGE_TEST_PROGRESS", str(out / PROGRESS_FILE))
+    result = experiment(
+        breaking(replacements),
+        questions(),
+        out=out,
+        metrics=["mrr"],
+        progress=False,
+        app_concurrency=1,
+    )
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    kinds = [(r["app_error"] or {}).get("type") for r in rows]
+    # The last line is never rewritten, but a longer rewrite moves it from where judge
+    # wrote it: what is read there is not a row either.
+    assert kinds[:4] == ["ProgressLineChanged"] * 4 and kinds[4] in (None, kinds[0])
+    assert result.config.app["errors"] == {"ProgressLineChanged": kinds.count(kinds[0])}
+    assert [r["relevance"] for r in rows] == [q["relevance"] for q in apps.QUESTIONS]
     assert_summary_is_judge_ir(out)
