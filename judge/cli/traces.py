@@ -125,7 +125,9 @@ def judged_sources(args: argparse.Namespace) -> list[str]:
         sources += [store.get(ref).out_dir for ref in refs]
         if args.judged_runs:
             sources += [
-                r.out_dir for r in store.runs() if Path(r.out_dir, "results.jsonl").is_file()
+                r.out_dir
+                for r in store.runs()
+                if not r.damaged and Path(r.out_dir, "results.jsonl").is_file()
             ]
     return sources
 
