@@ -154,7 +154,8 @@ def run_extract(args: argparse.Namespace) -> int:
     for path in args.traces:
         if not Path(path).is_file():
             raise JudgeError(f"{path}: no such trace file")
-    judged = judged_ids(judged_sources(args))
+    sources = judged_sources(args)
+    judged = judged_ids(sources)
     skipped = args.skipped or str(Path(args.out).parent / "skipped.jsonl")
     summary = extract(
         args.traces,
@@ -162,6 +163,7 @@ def run_extract(args: argparse.Namespace) -> int:
         run=args.run,
         retriever_run=args.retriever_run,
         skipped=skipped,
+        judged_from=sources,
         source=args.source,
         mapping=mapping,
         since=args.since,
