@@ -232,11 +232,18 @@ def _protobuf(message: bytes, path: PathLike, number: int | None) -> list[Span]:
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                try:  # the ids' lengths are checked as OTLP/JSON's are
+                    ids = (
+                        hex_id(span.trace_id, 16, "traceId"),
+                        hex_id(span.span_id, 8, "spanId"),
+                        hex_id(span.parent_span_id, 8, "parentSpanId") or None,
+                    )
+                except InputFormatError as exc:
+                    which = f"message {number}: " if number is not None else ""
+                    raise InputFormatError(f"{which}{exc}", path=str(path)) from None
                 spans.append(
                     Span(
-                        span.trace_id.hex(),
-                        span.span_id.hex(),
-                        span.parent_span_id.hex() or None,
+                        *ids,
                         span.name,
                         span.start_time_unix_nano,
                         span.end_time_unix_nano,
