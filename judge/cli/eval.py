@@ -34,7 +34,7 @@ from judge.cli.options import (
     trace_source_options,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
-from judge.formatting import counted, terminal_text
+from judge.formatting import counted, shell_word, terminal_text
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.cache.store import Cache
@@ -216,7 +216,7 @@ def read_trace_rows(args: argparse.Namespace) -> None:
     if args.processes > 1 or args.ray or args.ray_address or args.shard is not None:
         raise JudgeError(
             f"{args.data} holds traces: --processes, --shard and --ray read rows files; write "
-            f"the rows first with: judge traces extract {args.data} -o rows.jsonl"
+            f"the rows first with: judge traces extract {shell_word(args.data)} -o rows.jsonl"
         )
     summary = ExtractSummary()
     rows = list(
@@ -227,7 +227,7 @@ def read_trace_rows(args: argparse.Namespace) -> None:
     if summary.skipped:
         print(
             f"judge: traces: list the skipped traces and why with: judge traces extract "
-            f"{args.data} -o rows.jsonl --skipped skipped.jsonl",
+            f"{shell_word(args.data)} -o rows.jsonl --skipped skipped.jsonl",
             file=sys.stderr,
         )
     if not rows:

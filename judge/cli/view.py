@@ -67,5 +67,5 @@ def run_view(args: argparse.Namespace) -> int:
         import webbrowser
 
         if not webbrowser.open(index.as_uri()):
-            print(f"judge: note: no web browser to open; open {index} yourself")
+            print(terminal_text(f"judge: note: no web browser to open; open {index} yourself"))
     return 0

@@ -218,3 +218,34 @@ def test_a_named_metric_no_row_can_score_is_refused_naming_it(tmp_path, fake_llm
     # What --dry-run says of the same data and metrics: the same problem.
     dry = run(*args, "--dry-run")
     assert dry.returncode == 2 and error.partition(f"{data}: ")[2] in dry.stdout, dry.stdout
+
+
+def test_paths_are_printed_escaped_and_suggested_commands_quoted(tmp_path):
+    from tests.helpers.traces import rag_request
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text(
+        '{"question": "q1", "retrieved_ids": ["a", "b"], "relevance": {"b": 1}}\n'
+        '{"question": "q2", "retrieved_ids": ["c"], "relevance": {"c": 1}}\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "o\x1b]0;T\x07"
+    done = run("eval", data, "--metrics", "mrr", "--out", out, "--no-record")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
+    assert "o\\u001b]0;T\\u0007/results.jsonl" in done.stdout
+
+    traces = tmp_path / "tr\x1b[31m x.jsonl"
+    lonely = {  # a trace of one span that is no RAG step: skipped
+        "resourceSpans": [
+            {"scopeSpans": [{"spans": [{"traceId": "9" * 32, "spanId": "9" * 16, "name": "x"}]}]}
+        ]
+    }
+    traces.write_text(
+        json.dumps(rag_request(1)) + "\n" + json.dumps(lonely) + "\n", encoding="utf-8"
+    )
+    done = run("eval", traces, "--metrics", "mrr", "--out", tmp_path / "t", "--no-record")
+    assert "skipped" in done.stderr, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+    escaped = str(tmp_path / "tr\\u001b[31m x.jsonl")
+    assert f"judge traces extract '{escaped}' -o rows.jsonl" in done.stderr
