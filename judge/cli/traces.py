@@ -11,6 +11,7 @@ from judge.cli.options import runs_path, runs_path_option, trace_mapping, trace_
 from judge.cli.traces_export import add_export_parser
 from judge.errors import JudgeError
 from judge.formatting import terminal_text
+from judge.lines import not_a_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -153,7 +154,7 @@ def run_extract(args: argparse.Namespace) -> int:
             ) from None
     for path in args.traces:
         if not Path(path).is_file():
-            raise JudgeError(f"{path}: no such trace file")
+            raise JudgeError(not_a_file(path, "trace file"))
     sources = judged_sources(args)
     judged = judged_ids(sources)
     skipped = args.skipped or str(Path(args.out).parent / "skipped.jsonl")

@@ -53,6 +53,8 @@ def encoding_of(path: PathLike) -> str | None:
     except OSError:
         return None
     stripped = head.lstrip()
+    if not stripped:  # blank lines (or nothing): no request, and a rows file of no rows
+        return None
     if stripped.startswith(b"{"):
         # An OTLP/JSON request starts with its only field (camelCase, or snake_case from
         # protobuf's JSON mapping); "{}" is an empty request.
