@@ -109,7 +109,7 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
     p = Path(text)
     kind = _FILE_TYPES.get(p.suffix.lower())
     if kind is not None and not p.is_file():
-        raise InputFormatError(not_a_file(p, f"{p.suffix.lower()} file"))
+        raise InputFormatError(not_a_file(p))
     if not p.exists():
         # Never a guess that a missing path is a hub name: a typo must not go to the network.
         raise InputFormatError(
