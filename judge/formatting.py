@@ -7,6 +7,7 @@ import html
 import math
 import os
 import re
+import shlex
 from typing import Any
 
 # One stylesheet for report.html and compare.html; CJK font fallbacks for Chinese data.
@@ -43,6 +44,12 @@ def terminal_text(text: str, *, one_line: bool = False) -> str:
     """
     pattern = _UNSAFE_IN_A_LINE if one_line else _UNSAFE
     return pattern.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def shell_word(value: Any) -> str:
+    """A path or argument of a command shown for the user to run: `terminal_text` of it on
+    one line, then quoted as a shell word (a space or `;` in it stays one argument)."""
+    return shlex.quote(terminal_text(str(value), one_line=True))
 
 
 def escape(value: Any) -> str:

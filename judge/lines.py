@@ -60,6 +60,18 @@ def too_long(
     )
 
 
+def not_a_file(path: str | os.PathLike[str], what: str = "file") -> str:
+    """Why `path` cannot be read as a `what`: what is there instead, or that nothing is."""
+    if os.path.isdir(path):
+        return f"{os.fspath(path)} is a folder, not a {what}"
+    if os.path.exists(path):  # a named pipe, a socket, a device: read more than once here
+        return (
+            f"{os.fspath(path)} is not a regular file (a named pipe, socket or device): save "
+            f"its content to a {what} and give that"
+        )
+    return f"{os.fspath(path)}: no such {what}"
+
+
 def bounded_lines(
     handle: IO[bytes], path: str | os.PathLike[str], limit: int | None = None
 ) -> Iterator[tuple[int, bytes]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.formatting import counted
+from judge.formatting import counted, terminal_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -72,25 +72,31 @@ def run_verify(args: argparse.Namespace) -> int:
         entries = counted(found.entries, "entry", "entries")
         shown = entries if found.counted else "entries not countable"
         print(
-            f"{args.cache}: cache format {found.format}, {shown}; per-entry "
-            f"checksums exist only from format {SCHEMA_VERSION} (opening it with judge "
-            "upgrades it and adds them), so only SQLite's integrity check was made"
+            terminal_text(
+                f"{args.cache}: cache format {found.format}, {shown}; per-entry "
+                f"checksums exist only from format {SCHEMA_VERSION} (opening it with judge "
+                "upgrades it and adds them), so only SQLite's integrity check was made"
+            )
         )
     else:
         print(
-            f"{args.cache}: {counted(found.entries, 'entry', 'entries')}, "
-            f"{found.damaged_count} damaged"
+            terminal_text(
+                f"{args.cache}: {counted(found.entries, 'entry', 'entries')}, "
+                f"{found.damaged_count} damaged"
+            )
         )
     for kind, rowids in sorted(found.damaged.items()):
-        print(f"  {len(rowids)} {kind}")
+        print(terminal_text(f"  {len(rowids)} {kind}"))
     if found.integrity:
         more = f" (and {len(found.integrity) - 1} more)" if len(found.integrity) > 1 else ""
-        print(f"  SQLite integrity check: {found.integrity[0]}{more}")
+        print(terminal_text(f"  SQLite integrity check: {found.integrity[0]}{more}"))
     if found.clean:
         return 0
     print(
-        f"drop them with `judge cache repair {args.cache}` (it keeps every entry still "
-        "readable); a read-write run asks for them again"
+        terminal_text(
+            f"drop them with `judge cache repair {args.cache}` (it keeps every entry still "
+            "readable); a read-write run asks for them again"
+        )
     )
     return 2
 
@@ -103,11 +109,15 @@ def run_repair(args: argparse.Namespace) -> int:
         raise JudgeError(f"{args.cache}: no such cache file")
     dropped, kept = repair_file(args.cache)  # an older format is rebuilt in the current one
     if dropped is None:  # an older file whose table SQLite could not count
-        print(f"{args.cache}: dropped every unreadable or damaged entry, {kept} kept")
+        print(
+            terminal_text(f"{args.cache}: dropped every unreadable or damaged entry, {kept} kept")
+        )
     else:
         print(
-            f"{args.cache}: dropped {counted(dropped, 'damaged entry', 'damaged entries')}, "
-            f"{kept} kept"
+            terminal_text(
+                f"{args.cache}: dropped {counted(dropped, 'damaged entry', 'damaged entries')}, "
+                f"{kept} kept"
+            )
         )
     return 0
 
@@ -118,9 +128,11 @@ def run_merge(args: argparse.Namespace) -> int:
 
     written, skipped = merge_caches(args.caches, args.output)
     print(
-        f"merged {counted(len(args.caches), 'cache')} into {args.output}: "
-        f"{counted(written, 'entry', 'entries')}"
-        f"{f' ({skipped} held by more than one, identical)' if skipped else ''}"
+        terminal_text(
+            f"merged {counted(len(args.caches), 'cache')} into {args.output}: "
+            f"{counted(written, 'entry', 'entries')}"
+            f"{f' ({skipped} held by more than one, identical)' if skipped else ''}"
+        )
     )
     return 0
 
@@ -136,10 +148,12 @@ def run_cache(args: argparse.Namespace) -> int:
     with Cache(args.cache) as cache:
         if args.action == "export":
             exported = cache.export_jsonl(args.file)
-            print(f"exported {counted(exported, 'entry', 'entries')} to {args.file}")
+            print(terminal_text(f"exported {counted(exported, 'entry', 'entries')} to {args.file}"))
         elif args.action == "import":
             imported = cache.import_jsonl(args.file)
-            print(f"imported {counted(imported, 'entry', 'entries')} into {args.cache}")
+            print(
+                terminal_text(f"imported {counted(imported, 'entry', 'entries')} into {args.cache}")
+            )
         else:
             stats: dict[str, Any] = {"entries": len(cache), "by_kind": {}, "by_prompt": {}}
             stats["by_server"] = {}  # the names --cache-as takes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from judge.cli.options import (
     trace_source_options,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
-from judge.formatting import counted, terminal_text
+from judge.formatting import counted, shell_word, terminal_text
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.cache.store import Cache
@@ -97,7 +98,8 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="judge in N processes at once (N shards, then joined as judge merge joins "
         "them; same outputs): for more than one core's worth of judging, as a cached "
-        "replay or a fast judge server needs (default 1)",
+        "replay or a fast judge server needs (default 1; at most 4 per CPU core, and no "
+        "more than there are rows)",
     )
     p.add_argument(
         "--dry-run",
@@ -160,6 +162,11 @@ def run_eval(args: argparse.Namespace) -> int:
         raise JudgeError("--format json goes with --dry-run (a run writes summary.json to --out)")
     if args.processes < 1:
         raise JudgeError(f"--processes {args.processes}: give at least 1")
+    if args.processes > max_processes():
+        raise JudgeError(
+            f"--processes {args.processes}: give at most {max_processes()} (4 per CPU core "
+            "of this machine); more processes than that only compete for the cores"
+        )
     if args.processes > 1:
         return run_in_processes(args, required)
     if args.ray or args.ray_address:
@@ -209,7 +216,7 @@ def read_trace_rows(args: argparse.Namespace) -> None:
     if args.processes > 1 or args.ray or args.ray_address or args.shard is not None:
         raise JudgeError(
             f"{args.data} holds traces: --processes, --shard and --ray read rows files; write "
-            f"the rows first with: judge traces extract {args.data} -o rows.jsonl"
+            f"the rows first with: judge traces extract {shell_word(args.data)} -o rows.jsonl"
         )
     summary = ExtractSummary()
     rows = list(
@@ -220,7 +227,7 @@ def read_trace_rows(args: argparse.Namespace) -> None:
     if summary.skipped:
         print(
             f"judge: traces: list the skipped traces and why with: judge traces extract "
-            f"{args.data} -o rows.jsonl --skipped skipped.jsonl",
+            f"{shell_word(args.data)} -o rows.jsonl --skipped skipped.jsonl",
             file=sys.stderr,
         )
     if not rows:
@@ -278,6 +285,12 @@ def _judge_setup(
     return metrics, llm, embeddings, cache
 
 
+def max_processes() -> int:
+    """The most --processes takes: 4 per CPU core (more only compete for the cores, and
+    each is an interpreter with its own open files)."""
+    return 4 * (os.cpu_count() or 1)
+
+
 def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
     """`judge eval --processes N`: the run planned here, its N shards executed at once by
     `judge.run.processes`, then joined into --out as `judge merge` joins them; returns the
@@ -314,13 +327,21 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         metric_modules=args.metrics_module,
     )
     check_scorable(plan, rows)  # as judge.evaluate checks it: before any shard starts
+    # A shard holds at least one row: no process is started to judge nothing.
+    count = min(args.processes, len(rows))
+    if count < args.processes:
+        print(
+            f"judge: note: --processes {args.processes}: {counted(len(rows), 'row')}, so "
+            f"judging in {counted(count, 'process', 'processes')}",
+            file=sys.stderr,
+        )
     del rows  # each shard loads its own
     with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
         jobs = shard_jobs(
             plan,
             args.data,
             folder.path,
-            args.processes,
+            count,
             column_map=options["column_map"],
             cache=cache,
             cache_mode="replay" if args.replay else "read-write",
@@ -329,7 +350,8 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         )
         if options["progress"]:
             print(
-                f"judging in {args.processes} processes; the progress shown is shard 1's",
+                f"judging in {counted(count, 'process', 'processes')}; "
+                "the progress shown is shard 1's",
                 file=sys.stderr,
             )
         run_shards(jobs)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from judge.cli.options import DEFAULT_MAX_ERROR_RATE, runs_path, threshold_map
 from judge.errors import JudgeError
-from judge.formatting import counted, terminal_text
+from judge.formatting import counted, shell_word, terminal_text
 
 if TYPE_CHECKING:
     from judge.run.output_folder import OutputFolder
@@ -35,9 +35,11 @@ def say_damaged(result: Any, cache: str, *, replay: bool) -> None:
     if damaged:
         done = "their rows have errors" if replay else "they were asked for again"
         print(
-            f"judge: {counted(damaged, 'damaged entry', 'damaged entries')} of the cache {cache} "
-            "not used "
-            f"({done}); check it with: judge cache verify {cache}",
+            terminal_text(
+                f"judge: {counted(damaged, 'damaged entry', 'damaged entries')} of the cache "
+                f"{cache} not used ({done}); check it with: judge cache verify "
+            )
+            + shell_word(cache),
             file=sys.stderr,
         )
 
@@ -75,8 +77,10 @@ def finish_run(
         print("\ndiagnosis (retrieval first):")
         print("\n".join(f"  - {finding}" for finding in diagnosis))
     print(
-        f"\n{counted(len(result.rows), 'row')}, {result.rows_with_errors} with errors; "
-        f"wrote {out}/results.jsonl, summary.json, report.html"
+        terminal_text(
+            f"\n{counted(len(result.rows), 'row')}, {result.rows_with_errors} with errors; "
+            f"wrote {out}/results.jsonl, summary.json, report.html"
+        )
     )
     if result.rows_with_judge_errors:
         print(
@@ -183,15 +187,17 @@ def export_scores(
     )
     if args.otlp_json:
         write_otlp_json(events.events, args.otlp_json, time_unix_nano=stamp)
-        print(f"wrote {what} to {args.otlp_json}")
+        print(terminal_text(f"wrote {what} to {args.otlp_json}"))
     if args.phoenix:
         evaluations = phoenix_evaluations(events)
         write_phoenix(evaluations, args.phoenix)
         framed = sum(len(f) for f in evaluations.frames.values())
         framed_metrics = len(evaluations.frames)  # a metric without a score has no frame
         print(
-            f"wrote {counted(framed, 'Phoenix span evaluation')} "
-            f"({counted(framed_metrics, 'metric')}) to {args.phoenix}"
+            terminal_text(
+                f"wrote {counted(framed, 'Phoenix span evaluation')} "
+                f"({counted(framed_metrics, 'metric')}) to {args.phoenix}"
+            )
         )
         if evaluations.without_span:
             print(
@@ -210,4 +216,4 @@ def export_scores(
             )
     if args.export_otlp:
         sent = send_otlp(events.events, args.export_otlp, time_unix_nano=stamp)
-        print(f"sent {counted(sent, 'evaluation event')} to {args.export_otlp}")
+        print(terminal_text(f"sent {counted(sent, 'evaluation event')} to {args.export_otlp}"))

@@ -134,8 +134,11 @@ def runs_table(records: list[RunRecord]) -> str:
             *(_mean(r, m) for m in shown),
             ",".join(r.tags) or MISSING,
         ]
+        if not r.damaged
+        else ["*" if r.baseline else "", r.id, r.name or MISSING, "(damaged: see below)"]
         for r in records
     ]
+    lines = [line + [""] * (len(header) - len(line)) for line in lines]
     if not any(r.baseline for r in records):  # no mark to show: no column for it
         header, lines = header[1:], [line[1:] for line in lines]
     lines = [[terminal_text(cell, one_line=True) for cell in line] for line in lines]
@@ -153,6 +156,11 @@ def runs_table(records: list[RunRecord]) -> str:
             f"({', '.join(metrics[len(shown) :])}): "
             "see judge runs show REF or judge runs list --json"
         )
+    notes.extend(
+        f"run {r.id} is damaged ({r.damaged}): forget it with judge runs rm {r.id}"
+        for r in records
+        if r.damaged
+    )
     return "\n".join([text, *(terminal_text(note) for note in notes)])
 
 
@@ -224,7 +232,7 @@ def _print_record(record: RunRecord, as_json: bool) -> None:
 def run_show(args: argparse.Namespace) -> int:
     """`judge runs show REF`."""
     with _open(args) as store:
-        _print_record(store.get(args.ref), args.json)
+        _print_record(store.get(args.ref), args.json)  # a damaged record is refused
     return 0
 
 
@@ -260,7 +268,7 @@ def run_baseline(args: argparse.Namespace) -> int:
             if found is None:
                 print("no baseline is pinned: pin one with judge runs baseline REF")
             else:
-                print(describe(found))
+                print(describe(store.check(found)))
             return 0
         pinned = store.set_baseline(args.ref)
     assert pinned is not None  # a REF that names no run raised RunNotFound

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from judge.cli.options import column_map, column_option, llm_options, model_config
 from judge.cli.output import written
 from judge.errors import JudgeError
-from judge.formatting import counted
+from judge.formatting import counted, terminal_text
 
 if TYPE_CHECKING:
     from judge.testset.build import BuildResult
@@ -149,7 +149,7 @@ def run_export(args: argparse.Namespace) -> int:
     from judge.testset.export import export
 
     count = export(args.folder, args.format, args.out, level=args.level)
-    print(f"wrote {counted(count, 'question')} to {args.out} ({args.format})")
+    print(terminal_text(f"wrote {counted(count, 'question')} to {args.out} ({args.format})"))
     return 0
 
 
@@ -159,14 +159,20 @@ def run_review(args: argparse.Namespace) -> int:
 
     if args.export:
         count = export_review(args.folder, args.export)
-        print(f"wrote the review sheet of {counted(count, 'question')} to {args.export}")
+        print(
+            terminal_text(
+                f"wrote the review sheet of {counted(count, 'question')} to {args.export}"
+            )
+        )
         return 0
     done = import_review(args.folder, args.import_)
     print(
-        f"imported {args.import_}: {done.human_ok} accepted, {done.edited} edited, "
-        f"{done.rejected} rejected, {done.unchanged} unchanged; "
-        f"{counted(done.grades_changed, 'grade')} changed; rewrote "
-        f"{written(args.folder, 'testset.jsonl', 'qrels.txt', 'qrels_docs.txt', 'queries.tsv')}"
+        terminal_text(
+            f"imported {args.import_}: {done.human_ok} accepted, {done.edited} edited, "
+            f"{done.rejected} rejected, {done.unchanged} unchanged; "
+            f"{counted(done.grades_changed, 'grade')} changed; rewrote "
+            f"{written(args.folder, 'testset.jsonl', 'qrels.txt', 'qrels_docs.txt', 'queries.tsv')}"
+        )
     )
     return 0
 
@@ -194,11 +200,13 @@ def run_mine(args: argparse.Namespace) -> int:
     result.write(args.out)
     counts = result.counts
     print(
-        f"{counted(counts['log_questions'], 'log question')}, {counts['clusters']} distinct; "
-        f"drafted {counts['drafted']} of {counts['sampled']} sampled; "
-        f"masked {counts['masked'] or 'nothing'}; "
-        f"{counted(result.usage['total']['requests'], 'request')}; wrote {Path(args.out)}/ "
-        "(drafts: review them with `judge testset review`)"
+        terminal_text(
+            f"{counted(counts['log_questions'], 'log question')}, {counts['clusters']} distinct; "
+            f"drafted {counts['drafted']} of {counts['sampled']} sampled; "
+            f"masked {counts['masked'] or 'nothing'}; "
+            f"{counted(result.usage['total']['requests'], 'request')}; wrote {Path(args.out)}/ "
+            "(drafts: review them with `judge testset review`)"
+        )
     )
     return 0
 
@@ -223,9 +231,11 @@ def run_build(args: argparse.Namespace) -> int:
         _print_estimate(corpus, requested, guess)
         if embeddings is not None:
             print(
-                f"plus embeddings ({embeddings.model}) of the "
-                f"{counted(len(corpus.chunks), 'chunk')} and of the questions, in batches of "
-                f"{embeddings.batch_size}; cached, so paid once"
+                terminal_text(
+                    f"plus embeddings ({embeddings.model}) of the "
+                    f"{counted(len(corpus.chunks), 'chunk')} and of the questions, in batches of "
+                    f"{embeddings.batch_size}; cached, so paid once"
+                )
             )
         return 0
     result = build(
@@ -238,7 +248,7 @@ def run_build(args: argparse.Namespace) -> int:
         cache=cache,
         pool_depth=args.pool_depth,
         budget=args.budget,
-        progress=lambda line: print(f"judge: {line}", file=sys.stderr, flush=True),
+        progress=lambda line: print(terminal_text(f"judge: {line}"), file=sys.stderr, flush=True),
     )
     result.write(args.out)
     _print_summary(result, args.out)
@@ -250,33 +260,41 @@ def _print_estimate(corpus: Any, requested: Mapping[Any, int], guess: dict[str, 
         "unknown (model not in the price map)" if guess["cost"] is None else f"${guess['cost']:.4f}"
     )
     print(
-        f"dry run: {counted(sum(requested.values()), 'question')} "
-        f"({', '.join(f'{t} {c}' for t, c in requested.items())}) from "
-        f"{counted(len(corpus.seeds), 'seed chunk')} of {len(corpus.chunks)}"
+        terminal_text(
+            f"dry run: {counted(sum(requested.values()), 'question')} "
+            f"({', '.join(f'{t} {c}' for t, c in requested.items())}) from "
+            f"{counted(len(corpus.seeds), 'seed chunk')} of {len(corpus.chunks)}"
+        )
     )
     print(
-        f"estimate: {counted(guess['requests'], 'request')}, "
-        f"{guess['prompt_tokens']:,} prompt tokens, "
-        f"{guess['completion_tokens']:,} completion tokens, cost {cost} ({guess['note']})"
+        terminal_text(
+            f"estimate: {counted(guess['requests'], 'request')}, "
+            f"{guess['prompt_tokens']:,} prompt tokens, "
+            f"{guess['completion_tokens']:,} completion tokens, cost {cost} ({guess['note']})"
+        )
     )
 
 
 def _print_summary(result: BuildResult, out: str) -> None:
     for qtype, wanted in result.requested.items():
-        print(f"{qtype:<14} {result.accepted[qtype]}/{wanted}")
+        print(terminal_text(f"{qtype:<14} {result.accepted[qtype]}/{wanted}"))
     reasons: dict[str, int] = {}
     for rejected in result.rejected:
         reasons[rejected.reason] = reasons.get(rejected.reason, 0) + 1
     if reasons:
-        print("rejected: " + ", ".join(f"{r} {c}" for r, c in sorted(reasons.items())))
+        print(
+            terminal_text("rejected: " + ", ".join(f"{r} {c}" for r, c in sorted(reasons.items())))
+        )
     total = result.usage["total"]
     cost = "unknown" if total["cost"] is None else f"${total['cost']:.4f}"
     files = ("testset.jsonl", "qrels.txt", "qrels_docs.txt", "queries.tsv", "chunks.jsonl")
     print(
-        f"{counted(len(result.items), 'question')}; {counted(total['requests'], 'request')}, "
-        f"{counted(total['cache_hits'], 'cache hit')}, "
-        f"{total['prompt_tokens'] + total['completion_tokens']:,} tokens, {cost}; "
-        f"wrote {written(out, *files, 'rejected.jsonl', 'manifest.json')}"
+        terminal_text(
+            f"{counted(len(result.items), 'question')}; {counted(total['requests'], 'request')}, "
+            f"{counted(total['cache_hits'], 'cache hit')}, "
+            f"{total['prompt_tokens'] + total['completion_tokens']:,} tokens, {cost}; "
+            f"wrote {written(out, *files, 'rejected.jsonl', 'manifest.json')}"
+        )
     )
     if result.shortfall:
         short = json.dumps(result.shortfall)
@@ -285,4 +303,4 @@ def _print_summary(result: BuildResult, out: str) -> None:
             if result.budget_reached
             else "the corpus or the rounds ran out"
         )
-        print(f"SHORT of the requested questions ({why}): {short}", file=sys.stderr)
+        print(terminal_text(f"SHORT of the requested questions ({why}): {short}"), file=sys.stderr)

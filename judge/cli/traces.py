@@ -11,6 +11,7 @@ from judge.cli.options import runs_path, runs_path_option, trace_mapping, trace_
 from judge.cli.traces_export import add_export_parser
 from judge.errors import JudgeError
 from judge.formatting import terminal_text
+from judge.lines import not_a_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -125,7 +126,9 @@ def judged_sources(args: argparse.Namespace) -> list[str]:
         sources += [store.get(ref).out_dir for ref in refs]
         if args.judged_runs:
             sources += [
-                r.out_dir for r in store.runs() if Path(r.out_dir, "results.jsonl").is_file()
+                r.out_dir
+                for r in store.runs()
+                if not r.damaged and Path(r.out_dir, "results.jsonl").is_file()
             ]
     return sources
 
@@ -151,8 +154,9 @@ def run_extract(args: argparse.Namespace) -> int:
             ) from None
     for path in args.traces:
         if not Path(path).is_file():
-            raise JudgeError(f"{path}: no such trace file")
-    judged = judged_ids(judged_sources(args))
+            raise JudgeError(not_a_file(path, "trace file"))
+    sources = judged_sources(args)
+    judged = judged_ids(sources)
     skipped = args.skipped or str(Path(args.out).parent / "skipped.jsonl")
     summary = extract(
         args.traces,
@@ -160,6 +164,7 @@ def run_extract(args: argparse.Namespace) -> int:
         run=args.run,
         retriever_run=args.retriever_run,
         skipped=skipped,
+        judged_from=sources,
         source=args.source,
         mapping=mapping,
         since=args.since,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from judge.cli.options import runs_path, runs_path_option
@@ -36,7 +37,19 @@ def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     path = runs_path(args)
     with open_existing(path) as store:
-        records = [record.to_dict() for record in store.runs()]
+        records = []
+        for record in store.runs():
+            if record.damaged:
+                print(
+                    terminal_text(
+                        f"judge: warning: run {record.id} in {path} is damaged "
+                        f"({record.damaged}) and is left out of the page: forget it with "
+                        f"judge runs rm {record.id}"
+                    ),
+                    file=sys.stderr,
+                )
+            else:
+                records.append(record.to_dict())
     if not records:
         raise JudgeError(
             f"the run store {path} holds no runs yet: run judge eval or judge experiment"
@@ -54,5 +67,5 @@ def run_view(args: argparse.Namespace) -> int:
         import webbrowser
 
         if not webbrowser.open(index.as_uri()):
-            print(f"judge: note: no web browser to open; open {index} yourself")
+            print(terminal_text(f"judge: note: no web browser to open; open {index} yourself"))
     return 0

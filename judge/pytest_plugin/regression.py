@@ -31,6 +31,8 @@ def baseline_source(baseline: Any, runs: str | os.PathLike[str] | None = None) -
     store = open_existing(path, what)
     try:
         record = store.get(str(baseline)) if baseline is not None else store.baseline()
+        if record is not None:
+            store.check(record)  # a damaged record is refused, naming it
     finally:
         store.close()
     if record is None:

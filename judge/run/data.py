@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, overload
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
 from judge.json_values import lone_surrogate_in
-from judge.lines import bounded_lines
+from judge.lines import bounded_lines, not_a_file
 from judge.samples import Sample
 
 COLUMNS = FieldTable(
@@ -109,7 +109,7 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
     p = Path(text)
     kind = _FILE_TYPES.get(p.suffix.lower())
     if kind is not None and not p.is_file():
-        raise InputFormatError(f"{p}: no such file")
+        raise InputFormatError(not_a_file(p))
     if not p.exists():
         # Never a guess that a missing path is a hub name: a typo must not go to the network.
         raise InputFormatError(
@@ -140,7 +140,8 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
     except InputFormatError:
         raise
     except Exception as exc:  # the readers' own errors: not parseable, not found
-        raise InputFormatError(f"{p}: cannot be read ({type(exc).__name__}: {exc})") from exc
+        said = " ".join(str(exc).split())  # pandas ends its message in a newline
+        raise InputFormatError(f"{p}: cannot be read ({type(exc).__name__}: {said})") from exc
 
 
 def _records_from_hub(source: str) -> tuple[list[dict[str, Any]], str]:
@@ -282,7 +283,7 @@ class JsonlRecords(Sequence[dict[str, Any]]):
         """The records of a .jsonl file, every line checked."""
         p = Path(path)
         if not p.is_file():
-            raise InputFormatError(f"{p}: no such file")
+            raise InputFormatError(not_a_file(p))
         offsets: list[int] = []
         names: dict[str, None] = {}
         offset = 0

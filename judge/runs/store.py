@@ -116,6 +116,8 @@ class RunRecord:
         results_sha256: the sha256 of the results.jsonl the run wrote, or None (recorded by
             an older judge, or from a folder whose summary.json has none): a folder whose
             results.jsonl differs holds another run's rows now.
+        damaged: what is wrong with the stored record when its fields cannot be read (the
+            store's file edited or damaged), else None; the fields hold what could be read.
     """
 
     id: str
@@ -136,6 +138,7 @@ class RunRecord:
     tags: list[str] = field(default_factory=list)
     baseline: bool = False
     results_sha256: str | None = None
+    damaged: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON-able data, field by field (`judge runs list --json`)."""
@@ -158,6 +161,7 @@ class RunRecord:
             "tags": list(self.tags),
             "baseline": self.baseline,
             "results_sha256": self.results_sha256,
+            "damaged": self.damaged,
         }
 
 
@@ -169,10 +173,6 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def _loaded(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 class RunStore:
@@ -325,10 +325,27 @@ class RunStore:
         """Every run's record, oldest first."""
         return self._select()
 
-    def get(self, ref: str) -> RunRecord:
+    def get(self, ref: str, *, damaged: bool = False) -> RunRecord:
         """The run a reference names: its id, a unique prefix of its id (4 characters or
         more), its name (the latest run of that name), or "baseline": the pinned run, else
-        (none pinned) the run named "baseline", so that one can be pinned by its name."""
+        (none pinned) the run named "baseline", so that one can be pinned by its name.
+        A damaged record is refused (`check`) unless damaged=True."""
+        found = self._find(ref)
+        return found if damaged else self.check(found)
+
+    def check(self, record: RunRecord) -> RunRecord:
+        """The record, or RunStoreError when it is damaged: naming the store, the run and
+        what is wrong, and how to forget it."""
+        if record.damaged:
+            raise RunStoreError(
+                f"run {record.id} in the run store {self.path} is damaged ({record.damaged}): "
+                f"its record cannot be used; forget it with judge runs rm {record.id} "
+                "(its output folder stays)"
+            )
+        return record
+
+    def _find(self, ref: str) -> RunRecord:
+        """The run a reference names, damaged or not (see `get`)."""
         if ref == BASELINE:
             found = self.baseline() or next(iter(self._select("WHERE name = ?", (ref,))[-1:]), None)
             if found is None:
@@ -382,8 +399,8 @@ class RunStore:
 
     def remove(self, ref: str) -> RunRecord:
         """Forget a run; its output folder and the judgment cache are left as they are.
-        Returns the record forgotten."""
-        run = self.get(ref)
+        A damaged record is forgotten all the same. Returns the record forgotten."""
+        run = self.get(ref, damaged=True)
         with self._writing() as db:
             db.execute("DELETE FROM tags WHERE run_id = ?", (run.id,))
             db.execute("DELETE FROM runs WHERE id = ?", (run.id,))
@@ -422,23 +439,78 @@ class RunStore:
 
 
 def _record(row: tuple[Any, ...], tags: list[str]) -> RunRecord:
-    return RunRecord(
-        id=row[0],
-        name=row[1],
-        created=row[2],
-        command=row[3],
-        out_dir=row[4],
-        data=row[5],
-        data_sha256=row[6],
-        model=row[7],
-        embeddings=row[8],
-        prompts=_loaded(row[9]) or {},
-        metrics=_loaded(row[10]) or [],
-        summary=_loaded(row[11]) or {},
-        rows=int(row[12]),
-        git=_loaded(row[13]),
-        app=_loaded(row[14]),
+    """A stored row as a record; a row whose fields cannot be read (the file edited or
+    damaged by hand) is a record marked `damaged`, saying what is wrong, with what could be
+    read, so that it can be listed and forgotten."""
+    problems: list[str] = []
+
+    def text(at: int, column: str, *, optional: bool = False) -> Any:
+        value = row[at]
+        if isinstance(value, str) or (optional and value is None):
+            return value
+        problems.append(f"{column} is not text")
+        return None if optional else ("" if value is None else str(value))
+
+    def loaded(at: int, column: str, kind: type, default: Any, check: Any = None) -> Any:
+        if row[at] is None:
+            return default
+        try:
+            value = json.loads(row[at])
+        except (TypeError, ValueError, RecursionError):
+            problems.append(f"{column} is not JSON")
+            return default
+        if value is None:
+            return default
+        wrong = check(value) if check is not None and isinstance(value, kind) else None
+        if not isinstance(value, kind) or wrong:
+            problems.append(wrong or f"{column} is not a JSON {kind.__name__}")
+            return default
+        return value
+
+    def strings(column: str) -> Any:
+        def check(value: Any) -> str | None:
+            items = value.items() if isinstance(value, dict) else [("", v) for v in value]
+            if all(isinstance(k, str) and isinstance(v, str) for k, v in items):
+                return None
+            return f"{column} holds a value that is not text"
+
+        return check
+
+    def summary_check(value: dict[str, Any]) -> str | None:
+        for metric, numbers in value.items():
+            if not isinstance(numbers, dict):
+                return f"summary of {metric} is not a JSON object"
+            for key in ("mean", "ci_low", "ci_high", "scored"):
+                number = numbers.get(key)
+                if number is not None and (
+                    isinstance(number, bool) or not isinstance(number, (int, float))
+                ):
+                    return f"summary {key} of {metric} is not a number: {number!r}"
+        return None
+
+    rows = row[12]
+    if isinstance(rows, bool) or not isinstance(rows, int):
+        problems.append(f"rows is not a whole number: {rows!r}")
+        rows = 0
+    results_sha256 = text(16, "results_sha256", optional=True)
+    made = RunRecord(
+        id=str(row[0]),
+        name=text(1, "name", optional=True),
+        created=text(2, "created"),
+        command=text(3, "command"),
+        out_dir=text(4, "out_dir"),
+        data=text(5, "data"),
+        data_sha256=text(6, "data_sha256"),
+        model=text(7, "model", optional=True),
+        embeddings=text(8, "embeddings", optional=True),
+        prompts=loaded(9, "prompts", dict, {}, strings("prompts")),
+        metrics=loaded(10, "metrics", list, [], strings("metrics")),
+        summary=loaded(11, "summary", dict, {}, summary_check),
+        rows=rows,
+        git=loaded(13, "git", dict, None),
+        app=loaded(14, "app", dict, None),
         tags=tags,
         baseline=bool(row[15]),
-        results_sha256=row[16],
+        results_sha256=results_sha256,
     )
+    return replace(made, damaged="; ".join(problems)) if problems else made

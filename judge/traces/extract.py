@@ -113,10 +113,9 @@ def parse_since(value: str | datetime | date) -> int:
     return unix_ns(moment)
 
 
-def judged_ids(paths: Iterable[PathLike]) -> set[str]:
-    """The trace ids judged before: the `trace_id` (else `id`) of every line of rows.jsonl
-    or results.jsonl files, or of the results.jsonl in a `judge eval` output folder."""
-    ids: set[str] = set()
+def judged_files(paths: Iterable[PathLike]) -> list[Path]:
+    """The files `judged_ids` reads: each path, or the results.jsonl in a folder."""
+    found = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
@@ -127,6 +126,15 @@ def judged_ids(paths: Iterable[PathLike]) -> set[str]:
                 "folder, of traces judged before",
                 path=str(path),
             )
+        found.append(path)
+    return found
+
+
+def judged_ids(paths: Iterable[PathLike]) -> set[str]:
+    """The trace ids judged before: the `trace_id` (else `id`) of every line of rows.jsonl
+    or results.jsonl files, or of the results.jsonl in a `judge eval` output folder."""
+    ids: set[str] = set()
+    for path in judged_files(paths):
         with open(path, "rb") as handle:
             for number, line in bounded_lines(handle, path):
                 if not line.strip():
@@ -384,6 +392,7 @@ def extract(
     run: PathLike | None = None,
     retriever_run: PathLike | None = None,
     skipped: PathLike | None = None,
+    judged_from: Sequence[PathLike] = (),
     **options: Any,
 ) -> ExtractSummary:
     """Write the rows of trace files to `out` (JSONL), and optionally their TREC runs and
@@ -398,6 +407,8 @@ def extract(
             (the same as `run` for a trace without a reranker): `judge compare` the two.
         skipped: skipped.jsonl, one line per trace that gave no row:
             {"trace_id", "reason", "message"}.
+        judged_from: the files or folders the `judged` ids were read from (`judged_ids`):
+            no output may be one of them.
         **options: those of `read_rows` (mapping, since, judged, sample, seed, ...).
 
     The files are written as `judge eval` writes its folder (`OutputFolder`): each folder
@@ -410,6 +421,13 @@ def extract(
     for written in (out, run, retriever_run, skipped):
         if written is not None and Path(written).resolve() in read:
             raise JudgeError(f"{written} is a trace file being read: write the rows elsewhere")
+    judged = {p.resolve() for p in judged_files(judged_from)}
+    for written in (out, run, retriever_run, skipped):
+        if written is not None and Path(written).resolve() in judged:
+            raise JudgeError(
+                f"{written} is a file of traces judged before, being read: writing it would "
+                "lose that record; write the outputs elsewhere"
+            )
     # Published in this order, the rows last: what reads the rows finds the rest there.
     targets = [Path(p) for p in (skipped, run, retriever_run, out) if p is not None]
     if len({p.resolve() for p in targets}) < len(targets):

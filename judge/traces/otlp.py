@@ -53,6 +53,8 @@ def encoding_of(path: PathLike) -> str | None:
     except OSError:
         return None
     stripped = head.lstrip()
+    if not stripped:  # blank lines (or nothing): no request, and a rows file of no rows
+        return None
     if stripped.startswith(b"{"):
         # An OTLP/JSON request starts with its only field (camelCase, or snake_case from
         # protobuf's JSON mapping); "{}" is an empty request.
@@ -232,11 +234,18 @@ def _protobuf(message: bytes, path: PathLike, number: int | None) -> list[Span]:
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                try:  # the ids' lengths are checked as OTLP/JSON's are
+                    ids = (
+                        hex_id(span.trace_id, 16, "traceId"),
+                        hex_id(span.span_id, 8, "spanId"),
+                        hex_id(span.parent_span_id, 8, "parentSpanId") or None,
+                    )
+                except InputFormatError as exc:
+                    which = f"message {number}: " if number is not None else ""
+                    raise InputFormatError(f"{which}{exc}", path=str(path)) from None
                 spans.append(
                     Span(
-                        span.trace_id.hex(),
-                        span.span_id.hex(),
-                        span.parent_span_id.hex() or None,
+                        *ids,
                         span.name,
                         span.start_time_unix_nano,
                         span.end_time_unix_nano,

@@ -117,6 +117,10 @@ def hex_id(value: Any, size: int, what: str) -> str:
     cannot be confused. An empty id is "" (a root span's parent).
     """
     if isinstance(value, bytes):
+        if value and len(value) != size:  # the rule of hex and base64 ids below
+            raise InputFormatError(
+                f"{what} {value.hex()} is {len(value)} bytes, not an id of {size} bytes"
+            )
         return value.hex()
     if not isinstance(value, str):
         raise InputFormatError(f"{what} {value!r} is not an id (hex or base64 text)")

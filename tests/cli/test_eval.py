@@ -218,3 +218,66 @@ def test_a_named_metric_no_row_can_score_is_refused_naming_it(tmp_path, fake_llm
     # What --dry-run says of the same data and metrics: the same problem.
     dry = run(*args, "--dry-run")
     assert dry.returncode == 2 and error.partition(f"{data}: ")[2] in dry.stdout, dry.stdout
+
+
+def test_paths_are_printed_escaped_and_suggested_commands_quoted(tmp_path):
+    from tests.helpers.traces import rag_request
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text(
+        '{"question": "q1", "retrieved_ids": ["a", "b"], "relevance": {"b": 1}}\n'
+        '{"question": "q2", "retrieved_ids": ["c"], "relevance": {"c": 1}}\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "o\x1b]0;T\x07"
+    done = run("eval", data, "--metrics", "mrr", "--out", out, "--no-record")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
+    assert "o\\u001b]0;T\\u0007/results.jsonl" in done.stdout
+
+    traces = tmp_path / "tr\x1b[31m x.jsonl"
+    lonely = {  # a trace of one span that is no RAG step: skipped
+        "resourceSpans": [
+            {"scopeSpans": [{"spans": [{"traceId": "9" * 32, "spanId": "9" * 16, "name": "x"}]}]}
+        ]
+    }
+    traces.write_text(
+        json.dumps(rag_request(1)) + "\n" + json.dumps(lonely) + "\n", encoding="utf-8"
+    )
+    done = run("eval", traces, "--metrics", "mrr", "--out", tmp_path / "t", "--no-record")
+    assert "skipped" in done.stderr, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+    escaped = str(tmp_path / "tr\\u001b[31m x.jsonl")
+    assert f"judge traces extract '{escaped}' -o rows.jsonl" in done.stderr
+
+
+def test_a_path_that_is_no_regular_file_says_what_it_is(tmp_path):
+    folder = tmp_path / "x.jsonl"
+    folder.mkdir()
+    fifo = tmp_path / "f.jsonl"
+    os.mkfifo(fifo)
+    for path, what in ((folder, "is a folder"), (fifo, "is not a regular file")):
+        for args in (
+            ["eval", path, "--metrics", "mrr", "--out", tmp_path / "o"],
+            ["traces", "extract", path, "-o", tmp_path / "rows.jsonl"],
+        ):
+            done = run(*args, timeout=60)
+            assert done.returncode == 2, done.stderr
+            assert what in done.stderr and "no such" not in done.stderr, done.stderr
+
+
+def test_a_jsonl_of_blank_lines_has_no_rows_and_is_no_trace_file(tmp_path):
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n\n  \n", encoding="utf-8")
+    done = run("eval", blank, "--metrics", "mrr", "--out", tmp_path / "o")
+    assert done.returncode == 2 and "no rows to evaluate" in done.stderr, done.stderr
+    assert "trace" not in done.stderr
+
+
+def test_a_csv_parser_error_is_one_line(tmp_path):
+    data = tmp_path / "bad.csv"
+    data.write_text("question,answer\na,b\nc,d,e,f\n", encoding="utf-8")
+    done = run("eval", data, "--metrics", "mrr", "--out", tmp_path / "o")
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "ParserError" in line and line.endswith(")"), line

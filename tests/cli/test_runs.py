@@ -255,3 +255,53 @@ def test_compare_prints_run_folders_with_control_characters_escaped(tmp_path, se
         assert code == 0, err
         assert not any(raw in out + err for raw in RAW), out
         assert "run \\u202eevil\\u001b[2J" in out
+
+
+DAMAGES = [
+    ("summary", "{not json", "summary is not JSON"),
+    ("rows", "many", "rows is not a whole number"),
+    ("summary", '{"mrr": {"mean": 0.5, "ci_low": "x", "ci_high": 0.6, "scored": 2}}', "ci_low"),
+    ("prompts", "[1, 2]", "prompts is not"),
+]
+
+
+@pytest.mark.parametrize(("column", "value", "what"), DAMAGES)
+def test_a_damaged_record_is_shown_as_damaged_and_can_be_forgotten(
+    tmp_path, capsys, column, value, what
+):
+    from tests.helpers.runs import record
+
+    store = tmp_path / "runs.sqlite"
+    with RunStore(store) as runs:
+        good = runs.add(record(name="A", metrics=["mrr"]))
+        bad = runs.add(record(name="B", metrics=["mrr"]))
+    with sqlite3.connect(store) as db:
+        db.execute(f"UPDATE runs SET {column} = ? WHERE name = 'B'", (value,))
+
+    code, out, err = judge(capsys, "runs", "list", "--runs", store)
+    assert code == 0, err
+    row, note = [line for line in out.splitlines() if bad.id in line]
+    assert row.split()[:2] == [bad.id, "B"] and "damaged" in row
+    assert what in note and f"judge runs rm {bad.id}" in note
+    assert good.id in out
+
+    code, out, err = judge(capsys, "runs", "list", "--json", "--runs", store)
+    assert code == 0, err
+    listed = {r["id"]: r for r in json.loads(out)}
+    assert what in listed[bad.id]["damaged"] and listed[good.id]["damaged"] is None
+
+    for args in (["runs", "show", "B"], ["runs", "baseline", "B"], ["runs", "tag", "B", "t"]):
+        code, out, err = judge(capsys, *args, "--runs", store)
+        assert code == 2, (args, out, err)
+        assert str(store) in err and bad.id in err and what in err, err
+        assert "judge runs rm" in err
+
+    code, out, err = judge(capsys, "view", "--out", tmp_path / "v", "--runs", store)
+    assert code == 0, err
+    assert bad.id in err and "damaged" in err
+    page = (tmp_path / "v" / "data.js").read_text(encoding="utf-8")
+    assert good.id in page and bad.id not in page
+
+    code, out, err = judge(capsys, "runs", "rm", "B", "--runs", store)
+    assert code == 0, err
+    assert [r.id for r in stored(store)] == [good.id]

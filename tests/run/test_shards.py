@@ -558,3 +558,24 @@ def test_shard_with_the_python_api_keeps_row_numbers(fake_llm_server):
     assert result.config["data"]["rows"] == 7
     with pytest.raises(JudgeError, match="write it as I/N"):
         evaluate(rows(2), metrics=["mrr"], shard="half")
+
+
+def test_processes_are_capped_at_the_rows_and_a_huge_count_is_refused(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = write_data(tmp_path / "d.jsonl", 3)
+    url = fake_llm_server.base_url
+    full = run(*eval_args(data, url, tmp_path / "c0.sqlite", tmp_path / "full"))
+    assert full.returncode == 0, full.stderr
+    capped = run(*eval_args(data, url, tmp_path / "c1.sqlite", tmp_path / "six", "--processes", 6))
+    assert capped.returncode == 0, capped.stderr
+    assert "--processes 6: 3 rows, so judging in 3 processes" in capped.stderr
+    same_outputs(tmp_path / "full", tmp_path / "six")
+    limit = 4 * (os.cpu_count() or 1)
+    huge = run(
+        *eval_args(data, url, tmp_path / "c0.sqlite", tmp_path / "huge"),
+        "--processes",
+        limit + 1,
+    )
+    assert huge.returncode == 2, huge.stderr
+    assert f"--processes {limit + 1}" in huge.stderr and f"at most {limit}" in huge.stderr
+    assert not (tmp_path / "huge").exists()

@@ -335,3 +335,21 @@ def test_an_extract_that_fails_leaves_the_files_before_it_whole(made, dated, tmp
     # Nothing half-written: the outputs are the first run's, and no temporary file is left.
     assert files(tmp_path) == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".judge-out-")] == []
+
+
+def test_extract_never_writes_over_a_file_of_traces_judged_before(made, tmp_path):
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text('{"trace_id": "abc"}\n', encoding="utf-8")
+    folder = tmp_path / "before"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text('{"id": "def"}\n', encoding="utf-8")
+    for written, source in (
+        (["-o", judged], judged),
+        (["-o", tmp_path / "rows.jsonl", "--skipped", judged], judged),
+        (["-o", folder / "results.jsonl"], folder),
+    ):
+        before = {p: p.read_bytes() for p in (judged, folder / "results.jsonl")}
+        done = run("traces", "extract", made["path"], *written, "--judged", source)
+        assert done.returncode == 2, done.stderr
+        assert "judged before" in done.stderr and "being read" in done.stderr
+        assert {p: p.read_bytes() for p in before} == before

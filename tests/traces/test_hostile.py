@@ -208,3 +208,36 @@ def test_every_run_written_reads_back_as_the_rows_rankings(rankings):
         expected = {r["id"]: r["retrieved_ids"] for r in rows if r["retrieved_ids"]}
         run = read_run(out / "run.trec") if expected else {}
         assert {q: sorted(d, key=d.get, reverse=True) for q, d in run.items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("trace_id", "span_id", "wrong"),
+    [(b"\x01" * 20, b"\x02" * 8, "traceId"), (b"\x01" * 16, b"\x02" * 2, "spanId")],
+)
+def test_ids_of_the_wrong_length_are_refused_in_protobuf_as_in_json(
+    tmp_path, trace_id, span_id, wrong
+):
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = trace_id, span_id, "rag"
+    proto = tmp_path / "traces.binpb"
+    proto.write_bytes(request.SerializeToString())
+    as_json = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {"spans": [{"traceId": trace_id.hex(), "spanId": span_id.hex(), "name": "rag"}]}
+                ]
+            }
+        ]
+    }
+    for path in (proto, write_requests(tmp_path / "traces.jsonl", as_json)):
+        with pytest.raises(InputFormatError) as caught:
+            list(read_rows(path))
+        assert wrong in str(caught.value) and str(path) in str(caught.value)
+        done = extract(tmp_path, path)
+        assert done.returncode == 2 and wrong in done.stderr, done.stderr
