@@ -64,6 +64,13 @@ def _the_table_is_printed(out: Path, done: subprocess.CompletedProcess[str]):
     assert "mrr" in done.stdout  # on the stdout judge was given, whatever the app did to it
 
 
+def _the_gates_decide_and_their_words_reach_stderr(out: Path, done):
+    failed = any((r["app_error"] or {}).get("type") for r in read_jsonl(out / "app_outputs.jsonl"))
+    assert done.returncode == (3 if failed else 0), done.stderr
+    assert ("FAILED unreadable rows" in done.stderr) == failed, done.stderr
+    assert "judge: app " in done.stderr  # the app's line, after the run
+
+
 def _the_gigantic_answer_is_kept(out: Path, done: subprocess.CompletedProcess[str]):
     row = read_jsonl(out / "app_outputs.jsonl")[0]
     assert len(row["answer"]) == 20_000_000
@@ -171,6 +178,23 @@ HOSTILE: dict[str, Hostile] = {
         "    return OK\n",
         both(None),
         check=_the_table_is_printed,
+    ),
+    "os.close(2)": Hostile(
+        "def app(q):\n    try:\n        os.close(2)\n    except OSError:\n        pass\n"
+        "    return OK\n",
+        both(None),
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
+    "os.close(2) and an error": Hostile(
+        "def app(q):\n    try:\n        os.close(2)\n    except OSError:\n        pass\n"
+        "    if q.startswith('Where'):\n        raise ValueError('bad')\n    return OK\n",
+        {"q1": None, "q2": "ValueError"},
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
+    "sys.stderr.close()": Hostile(
+        "def app(q):\n    sys.stderr.close()\n    return OK\n",
+        both(None),
+        check=_the_gates_decide_and_their_words_reach_stderr,
     ),
     # Replies outside the contract, and noise.
     "a reply holding an object JSON cannot hold": Hostile(
@@ -372,6 +396,47 @@ def test_the_users_ctrl_c_still_stops_the_run_whatever_the_app_does(body, tmp_pa
             process.wait()
     assert process.returncode == 130, stderr
     assert "judge: interrupted" in stderr
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "words"),
+    [(signal.SIGINT, 130, "judge: interrupted"), (signal.SIGTERM, 143, "judge: terminated")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_an_app_that_ignores_signals_at_import_is_still_stopped_by_them(
+    signum, code, words, tmp_path
+):
+    marker = tmp_path / "started"
+    source = (
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"def app(q):\n    open({str(marker)!r}, 'a').close()\n    time.sleep(60)\n"
+    )
+    app = write_app(tmp_path / "app", source, {})
+    data = write_testset(tmp_path / "questions.jsonl")
+    command = [sys.executable, "-m", "judge", "experiment", str(data), "--app", f"{app}:app"]
+    process = subprocess.Popen(
+        [*command, "--app-timeout", "120", "--out", str(tmp_path / "out"), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the app was never called"
+            time.sleep(0.05)
+        time.sleep(0.2)
+        process.send_signal(signum)  # the user's, which the app's import turned off
+        stderr = process.communicate(timeout=MARGIN + 1)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == code, stderr
+    assert words in stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
 
 
 def free_port() -> int:
