@@ -48,6 +48,7 @@ class Hostile:
     files: dict[str, str] = field(default_factory=dict)  # more files beside app.py
     check: Callable[[Path, subprocess.CompletedProcess[str]], None] | None = None
     judged: bool = False  # judged by the fake server's model too, not by retrieval alone
+    progress: bool = False  # the progress lines on stderr while the app runs
 
 
 def both(kind: str | None) -> dict[str, str | None]:
@@ -191,6 +192,13 @@ HOSTILE: dict[str, Hostile] = {
         {"q1": None, "q2": "ValueError"},
         check=_the_gates_decide_and_their_words_reach_stderr,
     ),
+    "os.close(2) with progress lines": Hostile(
+        "def app(q):\n    try:\n        os.close(2)\n    except OSError:\n        pass\n"
+        "    time.sleep(0.3)\n    return OK\n",
+        both(None),
+        progress=True,
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
     "sys.stderr.close()": Hostile(
         "def app(q):\n    sys.stderr.close()\n    return OK\n",
         both(None),
@@ -326,7 +334,7 @@ def test_a_hostile_app_ends_as_its_questions_error_or_a_clear_exit_2(
         str(case.timeout),
         "--out",
         "out",  # relative: resolved once, whatever the app does to the working directory
-        "--no-progress",
+        *(["--progress-interval", "0.1"] if case.progress else ["--no-progress"]),
         *judged,
         cwd=work,
         env=env,
