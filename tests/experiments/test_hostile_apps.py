@@ -564,3 +564,25 @@ def test_a_module_target_that_cannot_be_imported_names_its_file_and_line(
         load_target("broken_app_module:app")
     assert "broken_app_module.py, " + said in str(raised.value)
     assert "broken_app_module" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "words"),
+    [(signal.SIGINT, 130, "judge: interrupted"), (signal.SIGTERM, 143, "judge: terminated")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_an_app_that_signals_its_own_process_stops_the_run_in_one_line(
+    signum, code, words, tmp_path
+):
+    body = (
+        "def app(q):\n    if q.startswith('Where'):\n"
+        f"        os.kill(os.getpid(), {int(signum)})\n        time.sleep(1)\n    return OK\n"
+    )
+    app = write_app(tmp_path / "app", body, {})
+    data = write_testset(tmp_path / "questions.jsonl")
+    done = run(
+        "experiment", str(data), "--app", f"{app}:app", "--out", str(tmp_path / "out"),
+        "--no-progress", timeout=60,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip().splitlines() == [words + (" (SIGTERM)" if code == 143 else "")]
