@@ -208,9 +208,14 @@ class _KeptStreams:
             with contextlib.suppress(OSError):  # not open: nothing to keep
                 self.copies[fd] = os.dup(fd)
         self.stderr = sys.stderr
-        self.during: io.TextIOWrapper | None = None
+        self.during: _Unclosed | None = None
         if 2 in self.copies and _is_fd(sys.stderr, 2):
-            self.during = _text_stream(os.dup(2), sys.stderr, closefd=True)
+            self.during = _Unclosed(
+                io.FileIO(os.dup(2), "w"),
+                encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
+                errors=getattr(sys.stderr, "errors", None) or "strict",
+                line_buffering=True,
+            )
             sys.stderr = self.during
 
     def restore(self) -> None:
@@ -218,8 +223,8 @@ class _KeptStreams:
         if self.during is not None:
             if sys.stderr is self.during:
                 sys.stderr = self.stderr
-            with contextlib.suppress(OSError, ValueError):  # closed, or nowhere to flush to
-                self.during.close()
+            with contextlib.suppress(OSError, ValueError):  # nowhere to flush to
+                self.during.close_now()
         for fd, copy in self.copies.items():
             try:
                 same = os.path.sameopenfile(fd, copy)
@@ -232,6 +237,18 @@ class _KeptStreams:
             stream = getattr(sys, name)
             if stream is None or stream.closed or not same:
                 setattr(sys, name, _text_stream(fd, getattr(sys, f"__{name}__"), closefd=False))
+
+
+class _Unclosed(io.TextIOWrapper):
+    """judge's stderr while the app runs, which the app's sys.stderr.close() only flushes:
+    the progress line and judge's messages go on being written."""
+
+    def close(self) -> None:
+        self.flush()
+
+    def close_now(self) -> None:
+        """Close it, once the app has run."""
+        super().close()
 
 
 def _is_fd(stream: Any, fd: int) -> bool:

@@ -199,6 +199,12 @@ HOSTILE: dict[str, Hostile] = {
         progress=True,
         check=_the_gates_decide_and_their_words_reach_stderr,
     ),
+    "sys.stderr.close() with progress lines": Hostile(
+        "def app(q):\n    sys.stderr.close()\n    time.sleep(0.3)\n    return OK\n",
+        both(None),
+        progress=True,
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
     "sys.stderr.close()": Hostile(
         "def app(q):\n    sys.stderr.close()\n    return OK\n",
         both(None),
