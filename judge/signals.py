@@ -56,3 +56,26 @@ def _quiet_about_terminated() -> None:
 
     hook._judge_quiet = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+
+
+def quiet_after_stop() -> None:
+    """After a run stopped by a signal: no report of the coroutines and tasks its event
+    loop left unfinished when the signal cut its clean-up short (asyncio's "Task was
+    destroyed but it is pending!", "Exception ignored in ... Event loop is closed" as they
+    are collected). The run said once that it stopped; those say nothing more."""
+    logging.getLogger("asyncio").addFilter(_NotPending())
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if not (isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
+class _NotPending(logging.Filter):
+    """Drops asyncio's log records about a task destroyed while pending."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Task was destroyed but it is pending")

@@ -4,6 +4,7 @@ outputs, judge them; write what `judge eval` writes, plus app_outputs.jsonl and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import sys
@@ -138,7 +139,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 "the retrieval metrics"
             )
     run_sync(check_judge(llm, embeddings, cache))  # before the app is asked, not after
-    stdout = _kept_stdout()
+    streams = _KeptStreams()
     with OutputFolder(args.out) as folder:
         try:
             result = run_sync(
@@ -163,7 +164,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 "rerun to judge them without asking the app again"
             ) from None
         finally:
-            _restore_stdout(stdout)
+            streams.restore()
             if cache is not None:
                 cache.close()
         say_damaged(result, args.cache, replay=args.replay)
@@ -193,28 +194,76 @@ def app_line(app: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _kept_stdout() -> int | None:
-    """A copy of the stdout file descriptor, kept from the app (None: there is none)."""
-    try:
-        return os.dup(1)
-    except OSError:
-        return None
+class _KeptStreams:
+    """stdout and stderr kept from the app: copies of file descriptors 1 and 2, taken
+    before it runs and put back after, so that the run's table, the gates' words and the
+    exit code they decide reach the user whatever the app closed (sys.stdout, sys.stderr,
+    or descriptor 1 or 2, which a file opened since may then hold). While it runs, judge's
+    own stderr (the progress line, warnings) is a copy of descriptor 2 of its own: one the
+    app closing descriptor 2 does not close, and no file opened since can take."""
+
+    def __init__(self) -> None:
+        self.copies: dict[int, int] = {}
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):  # not open: nothing to keep
+                self.copies[fd] = os.dup(fd)
+        self.stderr = sys.stderr
+        self.during: _Unclosed | None = None
+        if 2 in self.copies and _is_fd(sys.stderr, 2):
+            self.during = _Unclosed(
+                io.FileIO(os.dup(2), "w"),
+                encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
+                errors=getattr(sys.stderr, "errors", None) or "strict",
+                line_buffering=True,
+            )
+            sys.stderr = self.during
+
+    def restore(self) -> None:
+        """Put stdout and stderr back as they were before the app ran."""
+        if self.during is not None:
+            if sys.stderr is self.during:
+                sys.stderr = self.stderr
+            with contextlib.suppress(OSError, ValueError):  # nowhere to flush to
+                self.during.close_now()
+        for fd, copy in self.copies.items():
+            try:
+                same = os.path.sameopenfile(fd, copy)
+            except OSError:  # the descriptor is closed
+                same = False
+            if not same:
+                os.dup2(copy, fd)
+            os.close(copy)
+            name = "stdout" if fd == 1 else "stderr"
+            stream = getattr(sys, name)
+            if stream is None or stream.closed or not same:
+                setattr(sys, name, _text_stream(fd, getattr(sys, f"__{name}__"), closefd=False))
 
 
-def _restore_stdout(kept: int | None) -> None:
-    """stdout as it was before the app ran, for the run's table: the app may have closed
-    sys.stdout, or file descriptor 1 (which a file opened since may then hold)."""
-    if kept is None:
-        return
+class _Unclosed(io.TextIOWrapper):
+    """judge's stderr while the app runs, which the app's sys.stderr.close() only flushes:
+    the progress line and judge's messages go on being written."""
+
+    def close(self) -> None:
+        self.flush()
+
+    def close_now(self) -> None:
+        """Close it, once the app has run."""
+        super().close()
+
+
+def _is_fd(stream: Any, fd: int) -> bool:
+    """Whether stream writes to file descriptor fd (not pytest's capture, say)."""
     try:
-        same = os.path.sameopenfile(1, kept)
-    except OSError:  # descriptor 1 is closed
-        same = False
-    if not same:
-        os.dup2(kept, 1)
-    os.close(kept)
-    if sys.stdout is None or sys.stdout.closed or not same:
-        encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
-        sys.stdout = io.TextIOWrapper(
-            io.FileIO(1, "w", closefd=False), encoding=encoding, line_buffering=True
-        )
+        return bool(stream.fileno() == fd)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _text_stream(fd: int, like: Any, *, closefd: bool) -> io.TextIOWrapper:
+    """A line-buffered text stream on fd, with the encoding and errors of `like`."""
+    return io.TextIOWrapper(
+        io.FileIO(fd, "w", closefd=closefd),
+        encoding=getattr(like, "encoding", None) or "utf-8",
+        errors=getattr(like, "errors", None) or "strict",
+        line_buffering=True,
+    )

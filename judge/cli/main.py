@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Sequence
 
 from judge.errors import JudgeError
-from judge.signals import Terminated, raise_on_sigterm
+from judge.signals import Terminated, quiet_after_stop, raise_on_sigterm
 from judge.version import __version__
 
 
@@ -78,9 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"judge: error: {terminal_text(f'{where}{exc.strerror or exc}')}", file=sys.stderr)
         return EXIT_USAGE
     except Terminated:
+        quiet_after_stop()
         print("judge: terminated (SIGTERM)", file=sys.stderr)
         return EXIT_TERMINATED
     except KeyboardInterrupt:
+        quiet_after_stop()
         print("judge: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception:

@@ -24,7 +24,9 @@ import inspect
 import json
 import math
 import re
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -121,7 +123,30 @@ def load_target(target: str) -> Any:
     """The object a `module:attribute` or `path/to/file.py:attribute` target names
     (the attribute may be dotted: `module:pipeline.ask`). A module that cannot be
     imported (a syntax error, a file that is not UTF-8, an exception at import) is an
-    `AppError` naming its file, line and error: the user's code, not judge's."""
+    `AppError` naming its file, line and error: the user's code, not judge's. The
+    SIGINT and SIGTERM handlers are those from before the import, whatever it set."""
+    # The user's Ctrl-C and a CI's cancel stop the run even when the app's module ignores
+    # them (signal.SIG_IGN at import). Only its import can: calls run in other threads,
+    # where signal.signal raises.
+    kept = _signal_handlers()
+    try:
+        return _load_target(target)
+    finally:
+        for signum, handler in kept.items():
+            if signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """This process's SIGINT and SIGTERM handlers (none outside the main thread, where
+    they cannot be set, or a handler set outside Python, which cannot be put back)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    return {signum: handler for signum, handler in handlers.items() if handler is not None}
+
+
+def _load_target(target: str) -> Any:
     where, sep, attribute = target.rpartition(":")
     if not sep or not where or not attribute:
         raise AppError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from judge.experiments.app import REPLY_FIELDS, App, as_app, load_target
 from judge.experiments.calls import ERROR, CallStats, ProgressFile, Question, ask_all
 from judge.ir import DEFAULT_METRICS
 from judge.ir.trec import read_qrels, write_qrels, write_run
+from judge.json_values import nan_to_null
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.llm.transport import check_config, check_server
@@ -209,8 +211,8 @@ def load_testset(
             if column in dropped or column in (ERROR, "app_latency_s"):
                 continue
             name = renamed.get(column, column)
-            if name not in row:
-                row[name] = value
+            if name not in row:  # a NaN cell is a missing one, as `judge eval` reads it
+                row[name] = nan_to_null(value)
         if labels is not None:
             row.pop("relevance", None)
             if str(ident) in labels:
@@ -230,6 +232,7 @@ def load_testset(
         elif labels is None and not found:
             found = _labels(question(number, record)) is not None
         given = record.get(columns["id"]) if "id" in columns else None
+        _check_finite(source, number, record, columns.get("id", "id"))
         first, numbered = ids.setdefault(
             str(number if given is None else given), (number, given is None)
         )
@@ -244,6 +247,38 @@ def load_testset(
     if labels is None and found:
         return TestSet(questions, source, f"{source} (relevance column)")
     return TestSet(questions, source, os.fspath(qrels) if qrels is not None else None, labels)
+
+
+def _check_finite(source: str, number: int, record: Mapping[str, Any], id_column: str) -> None:
+    """Refuse an infinity in a record (JSON has none to write it as; json.loads reads
+    Infinity and 1e400 as one), and a NaN id (every NaN is 'nan' as text)."""
+    for column, value in record.items():
+        if column == id_column and isinstance(value, float) and not math.isfinite(value):
+            raise InputFormatError(
+                f"{source}: row {number}: its {column!r} is {value}, not an id: give it a "
+                "text or a whole number"
+            )
+        if _infinite(value):
+            raise InputFormatError(
+                f"{source}: row {number}, column {column!r}: an infinite number (Infinity, "
+                "or a number too large for a float such as 1e400) cannot be written as "
+                "JSON: give a finite number or null"
+            )
+
+
+def _infinite(value: Any) -> bool:
+    """Whether a JSON value holds an infinite float, at any depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if math.isinf(item):
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def _same_id(

@@ -48,6 +48,7 @@ class Hostile:
     files: dict[str, str] = field(default_factory=dict)  # more files beside app.py
     check: Callable[[Path, subprocess.CompletedProcess[str]], None] | None = None
     judged: bool = False  # judged by the fake server's model too, not by retrieval alone
+    progress: bool = False  # the progress lines on stderr while the app runs
 
 
 def both(kind: str | None) -> dict[str, str | None]:
@@ -62,6 +63,13 @@ def _the_row_is_kept_as_the_test_set_has_it(out: Path, done: subprocess.Complete
 
 def _the_table_is_printed(out: Path, done: subprocess.CompletedProcess[str]):
     assert "mrr" in done.stdout  # on the stdout judge was given, whatever the app did to it
+
+
+def _the_gates_decide_and_their_words_reach_stderr(out: Path, done):
+    failed = any((r["app_error"] or {}).get("type") for r in read_jsonl(out / "app_outputs.jsonl"))
+    assert done.returncode == (3 if failed else 0), done.stderr
+    assert ("FAILED unreadable rows" in done.stderr) == failed, done.stderr
+    assert "judge: app " in done.stderr  # the app's line, after the run
 
 
 def _the_gigantic_answer_is_kept(out: Path, done: subprocess.CompletedProcess[str]):
@@ -176,6 +184,36 @@ HOSTILE: dict[str, Hostile] = {
         "    return OK\n",
         both(None),
         check=_the_table_is_printed,
+    ),
+    "os.close(2)": Hostile(
+        "def app(q):\n    try:\n        os.close(2)\n    except OSError:\n        pass\n"
+        "    return OK\n",
+        both(None),
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
+    "os.close(2) and an error": Hostile(
+        "def app(q):\n    try:\n        os.close(2)\n    except OSError:\n        pass\n"
+        "    if q.startswith('Where'):\n        raise ValueError('bad')\n    return OK\n",
+        {"q1": None, "q2": "ValueError"},
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
+    "os.close(2) with progress lines": Hostile(
+        "def app(q):\n    try:\n        os.close(2)\n    except OSError:\n        pass\n"
+        "    time.sleep(0.3)\n    return OK\n",
+        both(None),
+        progress=True,
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
+    "sys.stderr.close() with progress lines": Hostile(
+        "def app(q):\n    sys.stderr.close()\n    time.sleep(0.3)\n    return OK\n",
+        both(None),
+        progress=True,
+        check=_the_gates_decide_and_their_words_reach_stderr,
+    ),
+    "sys.stderr.close()": Hostile(
+        "def app(q):\n    sys.stderr.close()\n    return OK\n",
+        both(None),
+        check=_the_gates_decide_and_their_words_reach_stderr,
     ),
     # Replies outside the contract, and noise.
     "a reply holding an object JSON cannot hold": Hostile(
@@ -378,7 +416,7 @@ def test_a_hostile_app_ends_as_its_questions_error_or_a_clear_exit_2(
         str(case.timeout),
         "--out",
         "out",  # relative: resolved once, whatever the app does to the working directory
-        "--no-progress",
+        *(["--progress-interval", "0.1"] if case.progress else ["--no-progress"]),
         *judged,
         cwd=work,
         env=env,
@@ -448,6 +486,47 @@ def test_the_users_ctrl_c_still_stops_the_run_whatever_the_app_does(body, tmp_pa
             process.wait()
     assert process.returncode == 130, stderr
     assert "judge: interrupted" in stderr
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "words"),
+    [(signal.SIGINT, 130, "judge: interrupted"), (signal.SIGTERM, 143, "judge: terminated")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_an_app_that_ignores_signals_at_import_is_still_stopped_by_them(
+    signum, code, words, tmp_path
+):
+    marker = tmp_path / "started"
+    source = (
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"def app(q):\n    open({str(marker)!r}, 'a').close()\n    time.sleep(60)\n"
+    )
+    app = write_app(tmp_path / "app", source, {})
+    data = write_testset(tmp_path / "questions.jsonl")
+    command = [sys.executable, "-m", "judge", "experiment", str(data), "--app", f"{app}:app"]
+    process = subprocess.Popen(
+        [*command, "--app-timeout", "120", "--out", str(tmp_path / "out"), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the app was never called"
+            time.sleep(0.05)
+        time.sleep(0.2)
+        process.send_signal(signum)  # the user's, which the app's import turned off
+        stderr = process.communicate(timeout=MARGIN + 1)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == code, stderr
+    assert words in stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
 
 
 def free_port() -> int:
@@ -567,3 +646,25 @@ def test_a_module_target_that_cannot_be_imported_names_its_file_and_line(
         load_target("broken_app_module:app")
     assert "broken_app_module.py, " + said in str(raised.value)
     assert "broken_app_module" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "words"),
+    [(signal.SIGINT, 130, "judge: interrupted"), (signal.SIGTERM, 143, "judge: terminated")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_an_app_that_signals_its_own_process_stops_the_run_in_one_line(
+    signum, code, words, tmp_path
+):
+    body = (
+        "def app(q):\n    if q.startswith('Where'):\n"
+        f"        os.kill(os.getpid(), {int(signum)})\n        time.sleep(1)\n    return OK\n"
+    )
+    app = write_app(tmp_path / "app", body, {})
+    data = write_testset(tmp_path / "questions.jsonl")
+    done = run(
+        "experiment", str(data), "--app", f"{app}:app", "--out", str(tmp_path / "out"),
+        "--no-progress", timeout=60,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    assert done.stderr.strip().splitlines() == [words + (" (SIGTERM)" if code == 143 else "")]

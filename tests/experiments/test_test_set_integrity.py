@@ -408,3 +408,52 @@ def test_progress_lines_the_app_broke_are_its_errors(replacements, tmp_path, mon
     assert result.config.app["errors"] == {"ProgressLineChanged": kinds.count(kinds[0])}
     assert [r["relevance"] for r in rows] == [q["relevance"] for q in apps.QUESTIONS]
     assert_summary_is_judge_ir(out)
+
+
+# ---- NaN and infinities in a test set: a NaN cell is a missing one, an infinity refused
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_a_nan_cell_is_written_as_null_as_judge_eval_reads_it(tmp_path):
+    lines = [json.dumps(q) for q in apps.QUESTIONS]
+    lines[1] = lines[1][:-1] + ', "weight": NaN, "notes": {"score": NaN}}'  # as json.dumps wrote it
+    data = write_lines(tmp_path / "data.jsonl", lines)
+    out = tmp_path / "out"
+    done = run_cli(
+        "experiment", str(data), "--app", "tests.helpers.apps:answer", "--out", str(out),
+        "--metrics", "mrr", "--no-progress", "--no-record",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = read_jsonl(out / "app_outputs.jsonl")
+    assert rows[1]["weight"] is None and rows[1]["notes"] == {"score": None}
+    assert [r["app_error"] for r in rows] == [None] * len(apps.QUESTIONS)
+    assert_summary_is_judge_ir(out)
+
+
+@pytest.mark.parametrize(
+    ("cell", "shown"),
+    [
+        ('"weight": Infinity', "'weight'"),
+        ('"weight": -1e400', "'weight'"),  # json.loads reads it as -inf
+        ('"notes": {"score": Infinity}', "'notes'"),
+        ('"id": NaN', "'id'"),  # ids are compared as text: every NaN is 'nan'
+        ('"id": 1e400', "'id'"),
+    ],
+)
+def test_an_infinity_or_a_nan_id_is_refused_before_the_app_is_asked(cell, shown, tmp_path):
+    lines = [json.dumps(q) for q in apps.QUESTIONS]
+    row = {k: v for k, v in apps.QUESTIONS[2].items() if not cell.startswith('"id"') or k != "id"}
+    lines[2] = json.dumps(row)[:-1] + ", " + cell + "}"
+    data = write_lines(tmp_path / "data.jsonl", lines)
+    done = run_cli(
+        "experiment", str(data), "--app", "tests.helpers.apps:answer", "--out",
+        str(tmp_path / "out"), "--metrics", "mrr", "--no-progress", "--no-record",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "row 2" in last and shown in last, last
+    assert not (tmp_path / "out").exists()  # refused before any question is asked
