@@ -722,8 +722,8 @@ def _present(columns: Mapping[str, str], rows: Iterable[Row]) -> list[str]:
 async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
     """Refuse a run in which no row can be read, or a metric would score no row for want
     of its fields, as `dry_run` calls such data unusable (`check_scorable` from sync code,
-    `acheck_scorable` awaited): the rows are scored with stand-in replies, no request made, until every
-    metric has scored one (the first row, on good data).
+    `acheck_scorable` awaited): the rows are scored with stand-in replies, no request
+    made, until every metric has scored one (the first row, on good data).
 
     Raises:
         judge.errors.InputFormatError: no row can be read (the first rows' errors); or the
