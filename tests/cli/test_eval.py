@@ -218,3 +218,24 @@ def test_a_named_metric_no_row_can_score_is_refused_naming_it(tmp_path, fake_llm
     # What --dry-run says of the same data and metrics: the same problem.
     dry = run(*args, "--dry-run")
     assert dry.returncode == 2 and error.partition(f"{data}: ")[2] in dry.stdout, dry.stdout
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "summary.json"])
+def test_an_output_never_replaces_the_data_file(tmp_path, fake_llm_server, name):
+    out = tmp_path / "out"
+    out.mkdir()
+    data = out / name
+    row = {"question": "a", "retrieved_ids": ["d1"], "relevance": {"d1": 1}}
+    text = json.dumps([row]) if name.endswith(".json") else json.dumps(row) + "\n"
+    data.write_text(text, encoding="utf-8")
+    before = data.read_bytes()
+    done = run("eval", data, "--metrics", "mrr", "--out", out, "--no-progress")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert str(data) in done.stderr and "another folder" in done.stderr, done.stderr
+    assert data.read_bytes() == before and sorted(p.name for p in out.iterdir()) == [name]
+    # The same file under another name (a link) is the same file.
+    linked = tmp_path / "linked.jsonl"
+    os.link(data, linked)
+    done = run("eval", linked, "--metrics", "mrr", "--out", out, "--no-progress")
+    assert done.returncode == 2 and str(linked) in done.stderr, done.stderr
+    assert data.read_bytes() == before
