@@ -88,7 +88,8 @@ def write_outputs(
             f"({', '.join(result.metrics)})"
         )
     if not isinstance(out, OutputFolder):
-        with OutputFolder(out) as folder:
+        source = result.config.source  # a file it names may not be replaced
+        with OutputFolder(out, inputs=[source] if os.path.isfile(source) else []) as folder:
             return write_outputs(
                 result,
                 folder,
