@@ -239,3 +239,19 @@ def test_an_output_never_replaces_the_data_file(tmp_path, fake_llm_server, name)
     done = run("eval", linked, "--metrics", "mrr", "--out", out, "--no-progress")
     assert done.returncode == 2 and str(linked) in done.stderr, done.stderr
     assert data.read_bytes() == before
+
+
+def test_judged_rows_with_no_score_at_all_never_exit_0(tmp_path, fake_llm_server):
+    # Every judge reply unusable: each row judged, none scored. --max-error-rate 1 lets
+    # any share of failed judges pass, but a metric without a single score is no result.
+    fake_llm_server.chat = lambda body: "no JSON"
+    data = dataset(tmp_path / "d.jsonl", 2)
+    done = run(
+        *eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness"),
+        "--max-error-rate",
+        "1",
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no row was scored for faithfulness" in done.stderr, done.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["no_scores"] == {"metrics": ["faithfulness"], "failed": True}
