@@ -170,7 +170,7 @@ def no_scores_failure(result: EvaluationResult, unscored: Sequence[str]) -> str 
         + ")"
         for metric in unscored
     )
-    return f"no row was scored for {why}: see 'error' and 'reasons' in results.jsonl"
+    return f"no row was scored for {why}: see 'error', 'errors' and 'reasons' in results.jsonl"
 
 
 def error_rate_failure(result: EvaluationResult, max_rate: float) -> str | None:
