@@ -53,6 +53,10 @@ class Sample:
             or not all(isinstance(c, str) for c in contexts)
         ):
             raise InputFormatError("contexts must be a list of strings, in retrieval order")
+        if not any(c.strip() for c in contexts):
+            # Blank contexts only are no contexts, as a blank answer is no answer: nothing
+            # to judge, not a score of 0. Blank ones among others keep their ranks.
+            contexts = ()
         return cls(
             question,
             answer,

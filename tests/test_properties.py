@@ -180,13 +180,13 @@ NAN_REASONS = {"row_error", "empty_answer", "no_contexts", "no_claims", "judge_e
 
 
 def _unscorable(rows: list[dict[str, Any]]) -> bool:
-    """Whether a metric of JUDGED lacks its fields in every readable row (a run is then
-    refused): faithfulness needs an answer and contexts in one row, context_precision
-    contexts. Rows that are all unreadable are the error rate's to report, not this."""
+    """Whether a metric of JUDGED lacks its fields in every readable row, or no row is
+    readable (a run is then refused): faithfulness needs an answer and contexts in one
+    row, context_precision contexts."""
     samples = [r.sample for r in load_rows(rows)[0] if r.sample is not None]
     with_contexts = [s for s in samples if s.contexts]
     answered = [s for s in with_contexts if s.answer is not None and s.answer.strip()]
-    return bool(samples) and not (with_contexts and answered)
+    return not (with_contexts and answered)
 
 
 @settings(

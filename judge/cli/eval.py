@@ -175,7 +175,7 @@ def run_eval(args: argparse.Namespace) -> int:
     options = data_options(args)  # a malformed --column fails before a cache is opened
     metrics, llm, embeddings, cache = _judge_setup(args)
     # Locked for the whole run: the checkpoint lives in the folder too.
-    with OutputFolder(args.out) as folder:
+    with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
         checkpoint = folder.path / ".checkpoint.jsonl"
         try:
             result = evaluate(
@@ -291,6 +291,11 @@ def max_processes() -> int:
     return 4 * (os.cpu_count() or 1)
 
 
+def _data_files(data: object) -> list[str]:
+    """The file DATA names, which no output may replace (none for a folder or hf://)."""
+    return [str(data)] if isinstance(data, (str, os.PathLike)) and os.path.isfile(data) else []
+
+
 def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
     """`judge eval --processes N`: the run planned here, its N shards executed at once by
     `judge.run.processes`, then joined into --out as `judge merge` joins them; returns the
@@ -336,7 +341,8 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
             file=sys.stderr,
         )
     del rows  # each shard loads its own
-    with OutputFolder(args.out) as folder:  # each shard locks its own folder below it
+    # each shard locks its own folder below it
+    with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
         jobs = shard_jobs(
             plan,
             args.data,
@@ -387,7 +393,8 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
     llm, embeddings, _ = model_config(argparse.Namespace(**{**vars(args), "no_cache": True}))
     cache = Path(args.cache)
     metrics = metrics_given(args)
-    with OutputFolder(args.out) as folder:  # only once the options are known to be good
+    # only once the options are known to be good
+    with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
         result = evaluate_file(
             args.data,
             metrics=metrics,

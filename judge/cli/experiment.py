@@ -140,7 +140,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
             )
     run_sync(check_judge(llm, embeddings, cache))  # before the app is asked, not after
     streams = _KeptStreams()
-    with OutputFolder(args.out) as folder:
+    with OutputFolder(args.out, inputs=testset.files()) as folder:
         try:
             result = run_sync(
                 run_experiment(

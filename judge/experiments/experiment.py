@@ -78,6 +78,12 @@ class TestSet:
     qrels_source: str | None
     labels: Mapping[str, Mapping[str, int]] | None = None
 
+    def files(self) -> list[str]:
+        """The files the test set is read from (its questions, its qrels): no output of
+        the experiment may replace them."""
+        named = (self.source, self.qrels_source)
+        return [p for p in named if p is not None and os.path.isfile(p)]
+
     def qrels(self) -> Mapping[str, Mapping[str, int]] | None:
         """The relevance labels by question id (None: there are none); those of a relevance
         column are read from the questions when used, a later row winning for an id."""
@@ -535,7 +541,7 @@ async def aexperiment(
             )
         metrics = list(DEFAULT_METRICS)  # judge ir's: a retrieval-only experiment
     await check_judge(llm, embeddings, cache)
-    with OutputFolder(out) as folder:
+    with OutputFolder(out, inputs=testset.files()) as folder:
         result = await run_experiment(
             loaded,
             testset,

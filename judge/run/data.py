@@ -10,6 +10,7 @@ never stopping the run.
 from __future__ import annotations
 
 import json
+import math
 import os
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -428,23 +429,37 @@ def _list_of_str(value: Any, name: str) -> list[str]:
         try:
             value = json.loads(value) if value.strip() else []
         except json.JSONDecodeError:
-            raise ValueError(f"{name} must be a list of strings (a JSON list in CSV)") from None
+            raise ValueError(
+                f"{name} must be a list of strings (a JSON list in CSV), got {value!r:.80}"
+            ) from None
     if hasattr(value, "tolist"):  # numpy arrays from pandas/parquet
         value = value.tolist()
     if value is None:
         return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list):
         raise ValueError(f"{name} must be a list of strings, got {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            what = "null" if item is None else f"a {type(item).__name__}"
+            raise ValueError(f"{name} must be a list of strings: {name} item {index} is {what}")
     return value
 
 
 def parse_relevance(value: Any) -> dict[str, int]:
     """A row's relevance judgments as {doc_id: grade}: from a list of relevant ids (grade 1),
-    a {doc_id: grade} mapping, or either as JSON text. A None grade is no judgment: Parquet
-    and `datasets` keep every row's mapping in one struct, so a row reads back the other
-    rows' documents with None."""
+    a {doc_id: grade} mapping, or either as JSON text (an empty or blank text: none). A None
+    grade is no judgment: Parquet and `datasets` keep every row's mapping in one struct, so
+    a row reads back the other rows' documents with None."""
     if isinstance(value, str):
-        value = json.loads(value)
+        if not value.strip():  # an empty CSV cell, as an empty retrieved_ids cell
+            return {}
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(
+                "relevance must be a list of relevant ids or a {id: grade} mapping (JSON "
+                f"text in CSV), got {value!r:.80}"
+            ) from None
     if isinstance(value, Mapping):
         grades = {}
         for doc, grade in value.items():
@@ -453,6 +468,7 @@ def parse_relevance(value: Any) -> dict[str, int]:
             if (
                 isinstance(grade, bool)
                 or not isinstance(grade, (int, float))
+                or not math.isfinite(grade)
                 or grade != int(grade)
             ):
                 raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
@@ -500,16 +516,9 @@ def build_rows(
         number = index if numbers is None else numbers[index]
         row = Row(number)
         failure = record.get(APP_ERROR)
-        if failure is not None:
-            ident = record.get(columns.get("id", ""))
-            question = record.get(columns.get("question", ""))
+        if is_app_failure(failure):
             rows.append(
-                Row(
-                    number,
-                    error=app_failure(failure),
-                    id=ident if ident is not None else number,
-                    question=question if isinstance(question, str) else None,
-                )
+                Row(number, error=app_failure(failure), **_identity_of(record, columns, number))
             )
             continue
         try:
@@ -528,11 +537,36 @@ def build_rows(
             )
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             row.error = str(exc) or type(exc).__name__  # InputFormatError is a ValueError
+            # results.jsonl says which row it was, as far as it can be read
+            known = _identity_of(record, columns, number)
+            row.id, row.question = known["id"], known["question"]
         broken = _lone_surrogate(record)
         if broken is not None:  # nothing of the row is kept: none of it can be written
             row = Row(number, error=broken)
         rows.append(row)
     return rows
+
+
+def _identity_of(
+    record: Mapping[str, Any], columns: Mapping[str, str], number: int
+) -> dict[str, Any]:
+    """The id (the row's number when it has none) and question of a row that has no
+    sample, as far as they can be read."""
+    ident = record.get(columns.get("id", ""))
+    question = record.get(columns.get("question", ""))
+    return {
+        "id": ident if isinstance(ident, (str, int)) and not isinstance(ident, bool) else number,
+        "question": question if isinstance(question, str) else None,
+    }
+
+
+def is_app_failure(value: Any) -> bool:
+    """Whether an app_error value records a failure: a failure object (a mapping with a
+    type or message, as judge.experiments writes) or a non-blank string; false, 0, "" and
+    null in a user's own column of that name are no failure."""
+    if isinstance(value, Mapping):
+        return bool(value.get("type") or value.get("message"))
+    return isinstance(value, str) and bool(value.strip())
 
 
 def app_failure(failure: Any) -> str:

@@ -720,22 +720,27 @@ def _present(columns: Mapping[str, str], rows: Iterable[Row]) -> list[str]:
 
 
 async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
-    """Refuse a run in which a metric would score no row for want of its fields, as
-    `dry_run` calls such data unusable (`check_scorable` from sync code, `acheck_scorable`
-    awaited): the rows are scored with stand-in replies, no request made, until every
-    metric has scored one (the first row, on good data).
+    """Refuse a run in which no row can be read, or a metric would score no row for want
+    of its fields, as `dry_run` calls such data unusable (`check_scorable` from sync code,
+    `acheck_scorable` awaited): the rows are scored with stand-in replies, no request
+    made, until every metric has scored one (the first row, on good data).
 
     Raises:
-        judge.errors.InputFormatError: the metrics that would score no row, the columns
-            found and the mapping to make.
+        judge.errors.InputFormatError: no row can be read (the first rows' errors); or the
+            metrics that would score no row, the columns found and the mapping to make.
     """
     checks = {m.name: MetricCheck(m.name, "judged") for m in plan.metrics.judged}
     checks.update({n: MetricCheck(n, "retrieval") for n in plan.metrics.retrieval})
     pending = dict(checks)
     session = StandInSession(None, None)  # no context window: only the fields matter here
+    readable = False
+    unreadable: list[str] = []  # the first rows' errors
     for row in rows:
         if not pending:
             return
+        readable = readable or row.error is None
+        if row.error is not None and len(unreadable) < 3:
+            unreadable.append(f"row {row.number}: {row.error}")
         judged = [m for m in plan.metrics.judged if m.name in pending]
         retrieval = [n for n in plan.metrics.retrieval if n in pending]
         session.counting(Estimate(), set())
@@ -744,6 +749,14 @@ async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
             _count(pending[name], record.reasons.get(name), record.errors.get(name))
             if pending[name].scored:
                 del pending[name]
+    if unreadable and not readable:
+        # No row readable: no metric can score one, whatever max_error_rate allows; as
+        # dry_run calls such data unusable, refused before any request.
+        raise InputFormatError(
+            f"{plan.source}: no row can be read, so no metric can score one ("
+            + "; ".join(unreadable)
+            + "): fix the input or map its columns with column_map={'field': ...}"
+        )
     lacking = [c for c in pending.values() if wanted_fields(c) is not None]
     if lacking:
         others = [name for name in checks if checks[name] not in lacking]

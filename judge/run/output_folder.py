@@ -86,15 +86,33 @@ def write_failure(path: Path, exc: OSError) -> OutputError:
     return OutputError(f"{path}: cannot be written ({reason}); {advice}")
 
 
+# Every file a judge run writes into its output folder (`judge eval`, `judge experiment`,
+# `judge merge`, a shard's): a file the run reads may not be one of them.
+OUTPUT_NAMES = (
+    "results.jsonl",
+    "summary.json",
+    "report.html",
+    "shard.json",
+    ".checkpoint.jsonl",
+    "app_outputs.jsonl",
+    "run.trec",
+    "qrels.txt",
+    "skipped.jsonl",
+)
+
+
 class OutputFolder:
     """The folder of one run's outputs, locked while open.
 
     Args:
         path: the folder; created if absent.
+        inputs: the files the run reads: none may be replaced by an output (refused when
+            the folder is opened, as an `OutputError` naming the file).
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]] = ()):
         self.path = Path(path)
+        self.inputs = [Path(p) for p in inputs]
         self._lock: IO[str] | None = None
         self._pending: dict[str, Path] = {}
         self._created = False
@@ -112,6 +130,8 @@ class OutputFolder:
             raise OutputError(
                 f"{self.path} is a file, not a folder: give the outputs a folder of their own"
             )
+        for name in OUTPUT_NAMES:
+            self._check_inputs(name)
         self._created = not self.path.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -169,8 +189,25 @@ class OutputFolder:
             self._lock.close()  # closing the file releases the lock
             self._lock = None
 
+    def _check_inputs(self, name: str) -> None:
+        """Refuse an output `name` that would replace a file the run reads (the same file,
+        by any path or link to it)."""
+        target = self.path / name
+        for source in self.inputs:
+            try:
+                same = os.path.samefile(source, target)
+            except OSError:  # either is absent (or unreadable): not the same file
+                continue
+            if same:
+                raise OutputError(
+                    f"{source}: this run reads that file and would replace it with its "
+                    f"{name}; give the outputs another folder, or move the file out of "
+                    f"{self.path}"
+                )
+
     def temporary(self, name: str) -> Path:
         """Where to write the output `name` before it is published."""
+        self._check_inputs(name)
         path = self.path / f"{temporary_prefix('out')}{name}"
         self._pending[name] = path
         return path

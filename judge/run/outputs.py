@@ -12,7 +12,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +49,7 @@ class RunOutcome:
         summary: summary.json as written.
         missed: the thresholds missed, as "metric = mean < floor".
         failures: (what, why) of each reason the run is incomplete: "unreadable rows",
-            "replay", "error rate".
+            "replay", "error rate", "no scores" (a metric that scored no row).
         notes: what is worth saying although the run passed (unreadable rows within the
             limit).
     """
@@ -88,7 +88,8 @@ def write_outputs(
             f"({', '.join(result.metrics)})"
         )
     if not isinstance(out, OutputFolder):
-        with OutputFolder(out) as folder:
+        source = result.config.source  # a file it names may not be replaced
+        with OutputFolder(out, inputs=[source] if os.path.isfile(source) else []) as folder:
             return write_outputs(
                 result,
                 folder,
@@ -116,8 +117,10 @@ def write_outputs(
         "rows": len(result.rows) - result.judged_rows,
         "failed": unreadable is not None,
     }
+    unscored = [m for m, s in result.summary.items() if not s.scored] if result.rows else []
     replay_missed = replay_failure(result)
     summary["replay_missed"] = replay_missed is not None
+    summary["no_scores"] = {"metrics": unscored, "failed": bool(unscored)}
     summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
     outputs = ["results.jsonl", "report.html"]
     with folder.writing("report.html") as report_path:
@@ -140,12 +143,34 @@ def write_outputs(
             ("unreadable rows", unreadable),
             ("replay", replay_missed),
             ("error rate", too_many),
+            ("no scores", no_scores_failure(result, unscored)),
         )
         if why
     )
     code = INCOMPLETE if failures else THRESHOLD_MISSED if missed else PASSED
     notes = (unreadable_note,) if unreadable_note else ()
     return RunOutcome(code, folder.path, summary, tuple(missed), failures, notes)
+
+
+def no_scores_failure(result: EvaluationResult, unscored: Sequence[str]) -> str | None:
+    """Why the run fails for metrics that scored no row, whatever the cause: a metric
+    without a single score is no result, whatever max_error_rate allows."""
+    if not unscored:
+        return None
+    why = "; ".join(
+        f"{metric} ("
+        + ", ".join(
+            [f"{n} {r}" for r, n in sorted(result.summary[metric].nan.items())]
+            + (
+                [f"{result.summary[metric].errored} errors"]
+                if result.summary[metric].errored
+                else []
+            )
+        )
+        + ")"
+        for metric in unscored
+    )
+    return f"no row was scored for {why}: see 'error', 'errors' and 'reasons' in results.jsonl"
 
 
 def error_rate_failure(result: EvaluationResult, max_rate: float) -> str | None:

@@ -281,3 +281,40 @@ def test_a_csv_parser_error_is_one_line(tmp_path):
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "ParserError" in line and line.endswith(")"), line
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", "summary.json"])
+def test_an_output_never_replaces_the_data_file(tmp_path, fake_llm_server, name):
+    out = tmp_path / "out"
+    out.mkdir()
+    data = out / name
+    row = {"question": "a", "retrieved_ids": ["d1"], "relevance": {"d1": 1}}
+    text = json.dumps([row]) if name.endswith(".json") else json.dumps(row) + "\n"
+    data.write_text(text, encoding="utf-8")
+    before = data.read_bytes()
+    done = run("eval", data, "--metrics", "mrr", "--out", out, "--no-progress")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert str(data) in done.stderr and "another folder" in done.stderr, done.stderr
+    assert data.read_bytes() == before and sorted(p.name for p in out.iterdir()) == [name]
+    # The same file under another name (a link) is the same file.
+    linked = tmp_path / "linked.jsonl"
+    os.link(data, linked)
+    done = run("eval", linked, "--metrics", "mrr", "--out", out, "--no-progress")
+    assert done.returncode == 2 and str(linked) in done.stderr, done.stderr
+    assert data.read_bytes() == before
+
+
+def test_judged_rows_with_no_score_at_all_never_exit_0(tmp_path, fake_llm_server):
+    # Every judge reply unusable: each row judged, none scored. --max-error-rate 1 lets
+    # any share of failed judges pass, but a metric without a single score is no result.
+    fake_llm_server.chat = lambda body: "no JSON"
+    data = dataset(tmp_path / "d.jsonl", 2)
+    done = run(
+        *eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness"),
+        "--max-error-rate",
+        "1",
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no row was scored for faithfulness" in done.stderr, done.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["no_scores"] == {"metrics": ["faithfulness"], "failed": True}

@@ -253,3 +253,15 @@ def test_an_app_error_reaches_the_terminal_with_its_control_characters_escaped(s
     assert [row["app_error"]["message"] for row in outputs if row["app_error"]] == [
         apps.CONTROL_ERROR
     ]
+
+
+@pytest.mark.parametrize("name", ["app_outputs.jsonl", "results.jsonl"])
+def test_an_experiment_never_replaces_its_test_set(server, tmp_path, name):
+    out = tmp_path / "out"
+    out.mkdir()
+    data = questions(out / name)
+    before = data.read_bytes()
+    done = run(*experiment_args(data, "answer", server, out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert str(data) in done.stderr and "another folder" in done.stderr, done.stderr
+    assert data.read_bytes() == before and [p.name for p in out.iterdir()] == [name]

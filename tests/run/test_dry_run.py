@@ -100,7 +100,9 @@ def test_default_metrics_predict_the_requests_a_run_then_makes(models, server):
         "context_relevance": 4,
     }
     assert dry.usable and dry.problems == []
-    assert dry.unreadable == [(5, "contexts must be a list of strings (a JSON list in CSV)")]
+    assert dry.unreadable == [
+        (5, "contexts must be a list of strings (a JSON list in CSV), got 'not a list'")
+    ]
 
     result = judge.evaluate(ROWS, progress=False, **models)
     assert (server.count(CHAT), server.count(EMBED)) == (DEFAULT_CHAT, DEFAULT_EMBED)

@@ -101,24 +101,30 @@ def debris(folder: Path) -> list[str]:
 
 
 def test_unreadable_rows_fail_the_run_and_are_listed(tmp_path, fake_llm_server):
-    """A CSV whose contexts cells are plain strings makes every row an input error: that
-    run used to print a table of dashes and exit 0."""
+    """A CSV whose contexts cells are plain strings makes those rows input errors: that
+    run used to print a table of dashes and exit 0. When no row at all can be read, the
+    run is refused before any request (exit 2), as --dry-run calls it unusable."""
     fake_llm_server.chat = heuristic_judge
     data = tmp_path / "rows.csv"
-    data.write_text(
-        "question,answer,contexts\n"
+    bad = (
         "Who made X?,Ann made X.,Ann made X.\n"
-        "Who made Y?,Bob made Y.,\"['Bob made Y.', 'Y is old.']\"\n",
-        encoding="utf-8",
+        "Who made Y?,Bob made Y.,\"['Bob made Y.', 'Y is old.']\"\n"
     )
+    data.write_text("question,answer,contexts\n" + bad, encoding="utf-8")
+    done = run(*eval_args(data, fake_llm_server.base_url, tmp_path, tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    assert "no row can be read" in done.stderr
+    assert "row 0: " in done.stderr and "row 1: " in done.stderr
+    assert fake_llm_server.count() == 0
+    good = 'Who made Z?,Cy made Z.,"[""Cy made Z.""]"\n'
+    data.write_text("question,answer,contexts\n" + bad + good, encoding="utf-8")
     done = run(*eval_args(data, fake_llm_server.base_url, tmp_path, tmp_path / "out"))
     assert done.returncode == 3, done.stderr
-    assert "2 of 2 rows could not be read" in done.stderr
+    assert "2 of 3 rows could not be read" in done.stderr
     assert "row 0: " in done.stderr and "row 1: " in done.stderr
     assert "FAILED unreadable rows" in done.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["unreadable_rows"] == {"rows": 2, "failed": True}
-    assert fake_llm_server.count() == 0
     # Within --max-error-rate they are still named on stderr, and the run passes.
     write_rows(tmp_path / "good.jsonl", 3)
     mixed = tmp_path / "mixed.jsonl"

@@ -13,7 +13,7 @@ import pytest
 
 import judge
 from judge.cli.options import DEFAULT_MAX_ERROR_RATE as CLI_DEFAULT
-from judge.errors import JudgeError
+from judge.errors import JudgeError, OutputError
 from judge.run.outputs import (
     DEFAULT_MAX_ERROR_RATE,
     INCOMPLETE,
@@ -136,3 +136,15 @@ def test_written_rows_read_back_from_the_published_file(tmp_path):
     result.write(tmp_path / "out")
     assert Path(tmp_path / "out" / "results.jsonl").is_file()
     assert result.rows[0].scores == {"mrr": 1.0}
+
+
+def test_write_never_replaces_the_data_file(tmp_path):
+    data = tmp_path / "results.jsonl"
+    row = {"question": "a", "retrieved_ids": ["d1"], "relevance": {"d1": 1}}
+    data.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    before = data.read_bytes()
+    result = judge.evaluate(data, metrics=["mrr"], progress=False)
+    with pytest.raises(OutputError, match="another folder"):
+        result.write(tmp_path)
+    assert data.read_bytes() == before
+    assert result.write(tmp_path / "out").passed

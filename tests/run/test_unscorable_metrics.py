@@ -93,12 +93,14 @@ def test_a_metric_scorable_on_some_rows_keeps_its_nan_with_reasons(models, serve
     assert second.reasons["context_recall"] == "no_ground_truth"
 
 
-def test_only_unreadable_rows_are_not_a_field_problem(models, server):
-    # Every row unreadable: the run's error rate speaks (exit 3 in the CLI), not this check.
+def test_only_unreadable_rows_are_refused_as_such_not_as_a_field_problem(models, server):
+    # Every row unreadable: no metric can score one, whatever max_error_rate allows.
     rows = [{"question": "Q?", "answer": "A.", "contexts": "not a list"}]
-    result = judge.evaluate(rows, metrics=["faithfulness"], llm=models["llm"], progress=False)
-    (row,) = result.rows
-    assert row.error and row.reasons == {"faithfulness": "row_error"}
+    with pytest.raises(InputFormatError) as raised:
+        judge.evaluate(rows, metrics=["faithfulness"], llm=models["llm"], progress=False)
+    assert "no row can be read" in str(raised.value) and "row 0: contexts" in str(raised.value)
+    assert "would score no row" not in str(raised.value)
+    assert server.count() == 0
 
 
 def test_retrieval_metrics_without_relevance_are_refused(server):
