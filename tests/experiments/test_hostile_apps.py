@@ -34,6 +34,9 @@ OK = {"answer": "An answer.", "contexts": ["A context."], "retrieved_ids": ["c1"
 """
 TIMEOUT = 1.0  # --app-timeout of the hanging apps
 MARGIN = 4.0  # seconds beyond it a run may take: start-up, writing, a loaded machine
+# An app that spins on in its threads after its timeout shares the GIL with the rest of
+# the run (judging, writing), which so takes about three times as long on a busy machine.
+SPINNING_MARGIN = 10.0
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Hostile:
     errors: dict[str, str | None] = field(default_factory=dict)
     exit_2: tuple[str, ...] = ()
     timeout: float = TIMEOUT
+    margin: float = MARGIN  # seconds past the timeout the whole run may take
     files: dict[str, str] = field(default_factory=dict)  # more files beside app.py
     check: Callable[[Path, subprocess.CompletedProcess[str]], None] | None = None
     judged: bool = False  # judged by the fake server's model too, not by retrieval alone
@@ -93,10 +97,12 @@ HOSTILE: dict[str, Hostile] = {
         "async def app(q):\n    time.sleep(3)\n    return OK\n", both("Timeout")
     ),
     "async app spinning forever": Hostile(
-        "async def app(q):\n    while True:\n        pass\n", both("Timeout")
+        "async def app(q):\n    while True:\n        pass\n",
+        both("Timeout"),
+        margin=SPINNING_MARGIN,
     ),
     "sync app spinning forever": Hostile(
-        "def app(q):\n    while True:\n        pass\n", both("Timeout")
+        "def app(q):\n    while True:\n        pass\n", both("Timeout"), margin=SPINNING_MARGIN
     ),
     "sync app sleeping": Hostile("def app(q):\n    time.sleep(30)\n", both("Timeout")),
     "async app awaiting forever": Hostile(
@@ -433,7 +439,7 @@ def test_a_hostile_app_ends_as_its_questions_error_or_a_clear_exit_2(
         assert not (out / "app_outputs.jsonl").exists()
         return
     assert done.returncode in (0, 3), done.stderr
-    assert seconds < case.timeout + MARGIN, seconds
+    assert seconds < case.timeout + case.margin, seconds
     if case.timeout > TIMEOUT and any(case.errors.values()):  # an error recorded at once,
         assert seconds < MARGIN, seconds  # not after waiting out the (long) timeout
     rows = read_jsonl(out / "app_outputs.jsonl")

@@ -145,7 +145,8 @@ def test_undefined_without_contexts_or_sentences_and_nothing_is_sent(fake_llm_se
     none = judge.score(QUESTION, "A.", [], metrics=["context_focus"], llm=llm)
     blank = judge.score(QUESTION, "A.", ["", "  "], metrics=["context_focus"], llm=llm)
     assert math.isnan(none["context_focus"]) and none.reasons["context_focus"] == "no_contexts"
-    assert math.isnan(blank["context_focus"]) and blank.reasons["context_focus"] == "no_sentences"
+    # Contexts that are all blank are no contexts (issue 37: they were scored, and paid for).
+    assert math.isnan(blank["context_focus"]) and blank.reasons["context_focus"] == "no_contexts"
     assert fake_llm_server.requests == []
 
 
