@@ -67,6 +67,23 @@ def test_a_broken_link_fails_the_strict_build(tmp_path):
     assert "page does not exist" in said and "get-started.md:" in said
 
 
+TEST_COMMAND_BLOCK = re.compile(
+    r'<!-- skip: next "this is the test command itself \(\.ci/run\)" -->\n```sh\n(.*?)\n```'
+)
+
+
+def shown_test_command(text: str) -> list[str]:
+    """The test command blocks of a Markdown text (each marked as `.ci/run`'s command)."""
+    return TEST_COMMAND_BLOCK.findall(text)
+
+
+def test_the_shown_test_command_is_the_one_ci_runs():
+    """README.md, README.zh-CN.md and CONTRIBUTING.md say they show `.ci/run`'s command."""
+    ci = (ROOT / ".ci/run").read_text().strip().splitlines()[-1]
+    for name in ("README.md", "README.zh-CN.md", "CONTRIBUTING.md"):
+        assert shown_test_command((ROOT / name).read_text()) == [ci], name
+
+
 def test_every_page_is_in_the_navigation():
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))

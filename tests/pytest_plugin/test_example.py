@@ -1,4 +1,4 @@
-"""The README's example test file (examples/test_rag_quality.py) run as the README says:
+"""The README's example test file (examples/test_rag_quality.py) run as docs/guides/pytest.md says:
 recorded once, then replayed with nothing sent, held to a pinned baseline run."""
 
 from __future__ import annotations
