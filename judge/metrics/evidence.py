@@ -251,6 +251,26 @@ class CitationCheck:
 
 
 @dataclass(frozen=True)
+class Citation:
+    """A citation marker in the answer: the statement citing, the marker as written, and
+    the context it names (None for a marker naming no context)."""
+
+    statement: str
+    marker: Any
+    context: int | None
+
+    @classmethod
+    def from_json(cls, data: Any) -> Citation:
+        """The value from its JSON object (leniently)."""
+        found = _mapping(data)
+        return cls(_text(found.get("statement")), found.get("marker"), _int(found.get("context")))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object, as the judgments write it."""
+        return {"statement": self.statement, "marker": self.marker, "context": self.context}
+
+
+@dataclass(frozen=True)
 class ContextSentences:
     """The contexts' sentences the question needs: how many each context has, the numbers
     of those needed, the judge's reason, and picks dropped as off the topic."""
@@ -336,6 +356,10 @@ class Evidence:
     def citation_checks(self) -> tuple[CitationCheck, ...]:
         """The checks of the answer's citations naming an existing context."""
         return tuple(map(CitationCheck.from_json, _list(self.data.get(CITATION_CHECKS))))
+
+    def citations(self) -> tuple[Citation, ...]:
+        """The answer's citation markers, in the answer's order."""
+        return tuple(map(Citation.from_json, _list(self.data.get(CITATIONS))))
 
     def context_sentences(self) -> ContextSentences | None:
         """The context sentences the question needs, or None."""

@@ -300,13 +300,22 @@ def citation_findings(metric: str, evidence: Evidence, contexts: Sequence[str]) 
     checks = evidence.citation_checks()
     if not checks:
         return []
+    # The checks are numbered among the citations that name an existing context.
+    checked = [c for c in evidence.citations() if c.context is not None]
+
+    def cited(number: int | None) -> tuple[str, str]:
+        if number is None or not 0 <= number < len(checked):
+            return "", ""
+        return checked[number].statement, _context_name(checked[number].context)
+
     items = tuple(
         Item(
             f"citation {c.check + 1 if c.check is not None else '?'}",
-            "",
+            cited(c.check)[0],
             "supported" if c.supported else "not supported",
             c.supported,
             c.reason,
+            cited(c.check)[1],
         )
         for c in checks
     )

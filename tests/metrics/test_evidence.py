@@ -17,6 +17,7 @@ import judge
 from judge.metrics.custom import judged_metric
 from judge.metrics.evidence import (
     CITATION_CHECKS,
+    CITATIONS,
     CONTEXT_GRADES,
     CONTEXT_SENTENCES,
     CORRECTNESS,
@@ -82,6 +83,7 @@ def test_every_evidence_value_reads_and_writes_back_the_same_json(rows):
     assert ev.reverse_questions().to_json() == data[REVERSE_QUESTIONS]
     assert ev.correctness().to_json() == data[CORRECTNESS]
     assert [c.to_json() for c in ev.citation_checks()] == data[CITATION_CHECKS]
+    assert [c.to_json() for c in ev.citations()] == data[CITATIONS]
     assert ev.context_sentences().to_json() == data[CONTEXT_SENTENCES]
     assert ev.to_json() == data
 
@@ -106,6 +108,12 @@ def test_every_built_in_metric_turns_its_evidence_into_findings(rows):
     bad = [i for i in claims.items if i.ok is False]
     assert [i.text for i in bad] == ["It runs on Mars."]
     assert bad[0].name.startswith("answer claim ")
+    # a citation names the statement citing and the context cited
+    (cites,) = findings_of("citation_accuracy", row.evidence, row.contexts or [])
+    assert [(i.text, i.source) for i in cites.items] == [
+        ("Guido van Rossum created Python.", "context 1"),
+        ("It runs on Mars.", "context 3"),
+    ]
 
 
 def test_the_three_renderers_show_every_metrics_findings(rows):
