@@ -127,18 +127,21 @@ def finding_html(finding: Finding) -> str:
     if not finding.items:
         return f"{title} {escape(finding.summary)}"
     texts = any(i.text for i in finding.items)
+    reasons = any(i.reason for i in finding.items)
     sources = any(i.source for i in finding.items)
     head = (
         "<tr><th>#</th>"
         + ("<th>text</th>" if texts else "")
-        + "<th>verdict</th><th>reason</th>"
+        + "<th>verdict</th>"
+        + ("<th>reason</th>" if reasons else "")
         + ("<th>context</th>" if sources else "")
         + "</tr>"
     )
     rows = "".join(
         f"<tr><td>{escape(i.name)}</td>"
         + (f"<td>{escape(i.text)}</td>" if texts else "")
-        + f"<td{_verdict_css(i.ok)}>{escape(i.verdict)}</td><td>{escape(i.reason)}</td>"
+        + f"<td{_verdict_css(i.ok)}>{escape(i.verdict)}</td>"
+        + (f"<td>{escape(i.reason)}</td>" if reasons else "")
         + (f"<td>{escape(i.source) if i.source else MISSING}</td>" if sources else "")
         + "</tr>"
         for i in finding.items
