@@ -167,10 +167,11 @@ def _shown(findings: list[Finding]) -> set[str]:
     return set(_BESIDE_CONTEXTS).union(*(f.keys for f in findings))
 
 
-def evidence_html(row: ResultRow, *, grades: bool = True) -> str:
-    """The judgments behind a row's scores as HTML: its metrics' findings (the contexts'
-    grades unless shown beside the contexts, `contexts_html`), and the other evidence."""
-    findings = row_findings(row)
+def evidence_html(row: ResultRow, *, grades: bool = True, metrics: list[str] | None = None) -> str:
+    """The judgments behind a row's scores as HTML: the findings of `metrics` (default: those
+    the row was scored on; the contexts' grades unless shown beside the contexts,
+    `contexts_html`), and the other evidence."""
+    findings = row_findings(row, metrics)
     parts = [finding_html(f) for f in findings if grades or not f.keys <= _BESIDE_CONTEXTS]
     parts += _other_html(row, _shown(findings))
     return (
