@@ -55,8 +55,8 @@ def _groups(result: AgreementResult) -> str:
     )
 
 
-def _side(view: dict[str, Any], title: str) -> str:
-    """One row's label, score and inputs, beside the judge's evidence."""
+def _side(view: dict[str, Any], title: str, metric: str) -> str:
+    """One row's label, score and inputs, beside the judge's evidence on `metric`."""
     row = ResultRow(
         view["row"],
         view["id"],
@@ -74,7 +74,7 @@ def _side(view: dict[str, Any], title: str) -> str:
         f"<p><b>question</b> {escape(view['question'] or '')}</p>"
         f"<p><b>ground truth</b> {MISSING if truth is None else escape(truth)}</p>"
         f"<p><b>answer</b> {escape(view['answer'] or '')}</p>{contexts_html(row)}</td>"
-        f"<td>{evidence_html(row, grades=False)}</td></tr>"
+        f"<td>{evidence_html(row, grades=False, metrics=[metric])}</td></tr>"
     )
 
 
@@ -85,13 +85,15 @@ def _disagreements(result: AgreementResult) -> str:
     for d in result.disagreements:
         if "pair" in d:
             summary = f"pair {escape(d['pair'])}: the other row scored {d['margin']:+.3f} higher"
-            body = _side(d["preferred"], "preferred") + _side(d["other"], "other")
+            body = _side(d["preferred"], "preferred", result.metric) + _side(
+                d["other"], "other", result.metric
+            )
         else:
             summary = (
                 f"row {d['row']}: label {d['label']:g}, judge {number(d['score'])} "
                 f"(gap {number(d['gap'])}) · {escape((d['question'] or '')[:100])}"
             )
-            body = _side(d, "row")
+            body = _side(d, "row", result.metric)
         blocks.append(
             f"<details open><summary>{summary}</summary><table><tr><th>label and inputs</th>"
             f"<th>the judge's evidence</th></tr>{body}</table></details>"

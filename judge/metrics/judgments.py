@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from judge import aio
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
+from judge.metrics import evidence as ev
 from judge.metrics.citations import Citation, find_citations
 from judge.metrics.judges import (
     CitationCheck,
@@ -117,10 +118,10 @@ class SampleJudgments:
         claims: dict[str, list[str]] = {"answer": [], "truth": []}
         for (kind, text), found in zip(texts.items(), split, strict=True):
             claims[kind] = [c for c in found if drawn_from(c, text, s.question)]
-            self.evidence[f"{kind}_claims"] = claims[kind]
+            self.evidence[ev.claims_key(kind)] = claims[kind]
             dropped = [c for c in found if c not in claims[kind]]
             if dropped:
-                self.evidence[f"{kind}_claims_not_in_text"] = dropped
+                self.evidence[ev.dropped_claims_key(kind)] = dropped
         return claims
 
     def verdicts(self) -> Awaitable[tuple[list[Verdict], list[Verdict]]]:
@@ -147,11 +148,11 @@ class SampleJudgments:
         own = [*answer, *truth, *self.sample.contexts]  # the data the verify call was given
         for side, verdicts in (("answer", answer_verdicts), ("truth", truth_verdicts)):
             if borrowed := _borrowed(verdicts, own, verify.example_text):
-                self.evidence[f"{side}_verdicts_borrowed"] = borrowed
+                self.evidence[ev.borrowed_key(side)] = borrowed
         if self.verify_answer:
-            self.evidence["answer_verdicts"] = [v.model_dump() for v in answer_verdicts]
+            self.evidence[ev.verdicts_key(ev.ANSWER)] = [v.model_dump() for v in answer_verdicts]
         if self.verify_truth:
-            self.evidence["truth_verdicts"] = [v.model_dump() for v in truth_verdicts]
+            self.evidence[ev.verdicts_key(ev.TRUTH)] = [v.model_dump() for v in truth_verdicts]
         return answer_verdicts, truth_verdicts
 
     def unsourced(self) -> Awaitable[list[list[str]]]:
@@ -163,7 +164,7 @@ class SampleJudgments:
         found = [unsourced_terms(c, list(self.sample.contexts)) for c in claims]
         listed = [{"claim": i, "terms": terms} for i, terms in enumerate(found) if terms]
         if listed:
-            self.evidence["answer_claims_unsourced"] = listed
+            self.evidence[ev.ANSWER_CLAIMS_UNSOURCED] = listed
         return found
 
     def context_grades(self) -> Awaitable[list[ContextGrade]]:
@@ -204,9 +205,9 @@ class SampleJudgments:
             )
         ]
         grades = [g.model_copy(update={"grade": 1}) if g.context in capped else g for g in grades]
-        self.evidence["context_grades"] = [g.model_dump() for g in grades]
+        self.evidence[ev.CONTEXT_GRADES] = [g.model_dump() for g in grades]
         if capped:
-            self.evidence["context_grades_capped"] = capped
+            self.evidence[ev.CONTEXT_GRADES_CAPPED] = capped
         return grades
 
     def needed_sentences(self) -> Awaitable[tuple[int, list[int]]]:
@@ -232,13 +233,13 @@ class SampleJudgments:
         # reference cannot be needed, whatever a small model picked by position.
         topic = f"{s.question}\n{reference or ''}"
         needed = [n for n in picked.needed if shares_content(numbered[n], topic)]
-        self.evidence["context_sentences"] = {
+        self.evidence[ev.CONTEXT_SENTENCES] = {
             "per_context": [len(found) for found in per_context],
             "needed": needed,
             "reason": picked.reason,
         }
         if dropped := [n for n in picked.needed if n not in needed]:
-            self.evidence["context_sentences"]["not_on_topic"] = dropped
+            self.evidence[ev.CONTEXT_SENTENCES]["not_on_topic"] = dropped
         return len(numbered), needed
 
     def reverse(self) -> Awaitable[tuple[ReverseQuestions, list[float]]]:
@@ -262,7 +263,7 @@ class SampleJudgments:
                 [s.question, *generated.questions], ledger=self.ledger
             )
             similarities = cosine_similarities(vectors[0], vectors[1:])
-        self.evidence["reverse_questions"] = {
+        self.evidence[ev.REVERSE_QUESTIONS] = {
             "questions": generated.questions,
             "noncommittal": generated.noncommittal,
             "similarities": similarities,
@@ -298,9 +299,9 @@ class SampleJudgments:
                 for claims, other in sides
             ]
         )
-        self.evidence["correctness"] = {
-            "answer_claims_vs_ground_truth": [v.model_dump() for v in precision],
-            "truth_claims_vs_answer": [v.model_dump() for v in recall],
+        self.evidence[ev.CORRECTNESS] = {
+            ev.ANSWER_VS_TRUTH: [v.model_dump() for v in precision],
+            ev.TRUTH_VS_ANSWER: [v.model_dump() for v in recall],
         }
         return precision, recall
 
@@ -320,10 +321,10 @@ class SampleJudgments:
             ledger=self.ledger,
             prompt=self.prompt("citations"),
         )
-        self.evidence["citations"] = [
+        self.evidence[ev.CITATIONS] = [
             {"statement": c.statement, "marker": c.marker, "context": c.context} for c in found
         ]
-        self.evidence["citation_checks"] = [c.model_dump() for c in checks]
+        self.evidence[ev.CITATION_CHECKS] = [c.model_dump() for c in checks]
         return found, checks
 
 

@@ -8,12 +8,15 @@ machine-readable reason instead of 0 or an exception.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from judge.errors import UnknownMetricError
 from judge.ir.measure_names import cutoff_of, did_you_mean, retrieval_names, valid_names
-from judge.metrics import scorers
+from judge.metrics import findings, scorers
+from judge.metrics.evidence import ANSWER, TRUTH, Evidence
+from judge.metrics.findings import Finding, FindingsOf
 from judge.metrics.judgments import SampleJudgments
 
 NAN = float("nan")
@@ -55,6 +58,8 @@ class Metric:
     variables: frozenset[str] = frozenset()  # sample fields or columns a custom prompt reads
     version: str = ""  # a custom prompt's version (the built-ins' are tracked by name)
     claims_of: frozenset[str] = frozenset()  # texts whose claims it needs: answer, truth
+    # What its evidence says, for reports; by default a custom metric's judge reply.
+    findings: FindingsOf = findings.reply_findings
 
 
 def _blank(text: str | None) -> bool:
@@ -163,6 +168,7 @@ BUILTIN: dict[str, Metric] = {
             _from_verdicts("answer", scorers.faithfulness),
             verifies_answer=True,
             claims_of=frozenset({"answer"}),
+            findings=findings.claims_findings(ANSWER),
         ),
         Metric(
             "faithfulness_strict",
@@ -171,6 +177,7 @@ BUILTIN: dict[str, Metric] = {
             _from_verdicts("answer", scorers.faithfulness, strict=True),
             verifies_answer=True,
             claims_of=frozenset({"answer"}),
+            findings=findings.verdicts_and_unsourced,
         ),
         Metric(
             "answer_relevancy",
@@ -178,11 +185,13 @@ BUILTIN: dict[str, Metric] = {
             "0 for a noncommittal answer",
             _answer_relevancy,
             needs_embeddings=True,
+            findings=findings.reverse_findings,
         ),
         Metric(
             "context_precision",
             "rank-weighted precision of the contexts judged relevant (grade >= 2)",
             _from_grades(lambda g: scorers.context_precision(relevant(g))),
+            findings=findings.grades_findings,
         ),
         Metric(
             "context_recall",
@@ -190,17 +199,20 @@ BUILTIN: dict[str, Metric] = {
             _from_verdicts("truth", scorers.context_recall),
             verifies_truth=True,
             claims_of=frozenset({"truth"}),
+            findings=findings.claims_findings(TRUTH),
         ),
         Metric(
             "context_relevance",
             "share of the contexts judged relevant (grade >= 2)",
             _from_grades(lambda g: scorers.context_relevance(relevant(g))),
+            findings=findings.grades_findings,
         ),
         Metric(
             "context_focus",
             "share of the contexts' sentences needed to answer the question (or to support "
             "the reference): text that does not help lowers it; one request",
             _context_focus,
+            findings=findings.focus_findings,
         ),
         Metric(
             "answer_correctness",
@@ -208,6 +220,7 @@ BUILTIN: dict[str, Metric] = {
             "supported by the answer",
             _answer_correctness,
             claims_of=frozenset({"answer", "truth"}),
+            findings=findings.correctness_findings,
         ),
         Metric(
             "hallucination_rate",
@@ -217,16 +230,19 @@ BUILTIN: dict[str, Metric] = {
             verifies_answer=True,
             higher_is_better=False,
             claims_of=frozenset({"answer"}),
+            findings=findings.claims_findings(ANSWER),
         ),
         Metric(
             "citation_accuracy",
             "share of the answer's citations [n] whose context n supports the citing statement",
             _citation_accuracy,
+            findings=findings.citation_findings,
         ),
         Metric(
             "context_ndcg",
             "nDCG of the retrieved order from the judged grades 0-3 (add @k for a cutoff)",
             _from_grades(scorers.context_ndcg),
+            findings=findings.grades_findings,
         ),
     )
 }
@@ -241,7 +257,12 @@ def get_metric(name: str) -> Metric:
     k = cutoff_of(name, "context_ndcg")
     if k is not None:
         base = BUILTIN["context_ndcg"]
-        return Metric(name, base.description, _from_grades(lambda g: scorers.context_ndcg(g, k)))
+        return Metric(
+            name,
+            base.description,
+            _from_grades(lambda g: scorers.context_ndcg(g, k)),
+            findings=base.findings,
+        )
     raise unknown_metric(name)
 
 
@@ -266,3 +287,23 @@ def higher_is_better(name: str) -> bool:
         return get_metric(name).higher_is_better
     except UnknownMetricError:
         return True
+
+
+def findings_of(
+    metric: str | Metric, evidence: Mapping[str, Any] | None, contexts: Sequence[str] = ()
+) -> list[Finding]:
+    """What a row's evidence says about one metric's score, as findings to format.
+
+    Args:
+        metric: the metric, or its name (a built-in's findings; any other name, a custom
+            metric of a run read back, gets the default: its judge's reply).
+        evidence: the row's evidence object (`ResultRow.evidence`).
+        contexts: the row's contexts, quoted beside their grades.
+    """
+    if isinstance(metric, str):
+        name = metric
+        try:
+            metric = get_metric(name)
+        except UnknownMetricError:
+            return findings.reply_findings(name, Evidence(evidence), contexts)
+    return metric.findings(metric.name, Evidence(evidence), contexts)

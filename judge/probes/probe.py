@@ -20,6 +20,7 @@ from judge.cache.store import Cache
 from judge.errors import InputFormatError, JudgeError
 from judge.llm.config import LLM
 from judge.metrics import scorers
+from judge.metrics.evidence import Evidence
 from judge.metrics.registry import relevant
 from judge.metrics.resolve import MetricLike
 from judge.probes import checks, perturb
@@ -76,9 +77,9 @@ def _expected_precision(result: EvaluationResult, orders: list[list[int]]) -> np
     permuted (NaN where the original run has no grades)."""
     out = np.full(len(orders), math.nan)
     for i, (row, order) in enumerate(zip(result.rows, orders, strict=True)):
-        grades = row.evidence.get("context_grades")
-        if grades and len(grades) == len(order):
-            relevance = relevant([g["grade"] for g in grades])
+        grades = [g.grade for g in Evidence(row.evidence).context_grades()]
+        if grades and len(grades) == len(order) and None not in grades:
+            relevance = relevant([g for g in grades if g is not None])
             out[i] = scorers.context_precision(perturb.reorder(relevance, order))
     return out
 

@@ -9,13 +9,13 @@ the pytest plugin (`judge.pytest_plugin.plugin`) only adds how a failure is show
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from judge.errors import JudgeError
-from judge.formatting import MISSING, counted, number
-from judge.metrics.registry import higher_is_better
+from judge.formatting import counted, number
+from judge.metrics.registry import findings_of, higher_is_better
 
 # How much of a long text a failure message shows.
 _TEXT = 160
@@ -221,91 +221,20 @@ def _check(scored: _Scored, metric: str, bound: Bound, nan_allowed: bool) -> str
 
 
 def evidence_lines(metric: str, evidence: Mapping[str, Any], contexts: list[str]) -> list[str]:
-    """The judge's evidence behind one metric's score, a line a piece, the worst first."""
-    base = metric.split("@", 1)[0]
-    if base in ("faithfulness", "faithfulness_strict", "hallucination_rate"):
-        pieces = _claims(evidence, "answer", "answer claim")
-        if base == "faithfulness_strict":
-            pieces += [
-                f"claim {item['claim'] + 1} names what no context mentions: "
-                f"{', '.join(item['terms'])}"
-                for item in evidence.get("answer_claims_unsourced", [])
-            ]
-    elif base == "context_recall":
-        pieces = _claims(evidence, "truth", "ground-truth claim")
-    elif base in ("context_precision", "context_relevance", "context_ndcg"):
-        pieces = _grades(evidence, contexts)
-    elif base == "answer_relevancy":
-        pieces = _reverse(evidence)
-    elif base == "answer_correctness" and "correctness" in evidence:
-        pieces = [
-            f"{side.replace('_', ' ')}: {_verdict_counts(verdicts)}"
-            for side, verdicts in evidence["correctness"].items()
-        ]
-    elif metric in evidence:  # a custom metric's reply
-        pieces = [_short(str(evidence[metric]), 400)]
-    else:
-        pieces = []
+    """The judge's evidence behind one metric's score, a line a piece: of each finding the
+    items that do not speak for the score, else its summary."""
+    pieces: list[str] = []
+    for finding in findings_of(metric, evidence, contexts):
+        bad = [i for i in finding.items if i.ok is not True]
+        if not bad:
+            pieces.append(_short(finding.summary, 400))
+        for item in bad:
+            text = f": {_short(item.text)!r}" if item.text else ""
+            reason = f" ({_short(item.reason)})" if item.reason else ""
+            pieces.append(f"{item.name} {item.verdict}{text}{reason}")
     if len(pieces) > _PIECES:
         pieces = [*pieces[:_PIECES], f"... and {len(pieces) - _PIECES} more"]
     return pieces or ["(no evidence recorded for this metric)"]
-
-
-def _claims(evidence: Mapping[str, Any], side: str, what: str) -> list[str]:
-    """The claims of one side that the contexts do not support, with the judge's reasons."""
-    claims = evidence.get(f"{side}_claims") or []
-    verdicts = evidence.get(f"{side}_verdicts") or []
-    out = []
-    for verdict in verdicts:
-        if verdict.get("verdict") == "supported":
-            continue
-        index = int(verdict.get("claim", 0))
-        claim = claims[index] if index < len(claims) else "?"
-        out.append(
-            f"{what} {index + 1} {verdict.get('verdict', '?').replace('_', ' ')}: "
-            f"{_short(claim)!r} ({_short(str(verdict.get('reason', '')))})"
-        )
-    if not out and not claims:
-        out.append(f"no {what}s were found")
-    return out
-
-
-def _grades(evidence: Mapping[str, Any], contexts: list[str]) -> list[str]:
-    """The contexts graded irrelevant (grade below 2), with the judge's reasons."""
-    out = []
-    for grade in evidence.get("context_grades") or []:
-        if int(grade.get("grade", 0)) >= 2:
-            continue
-        index = int(grade.get("context", 0))
-        text = f" {_short(contexts[index], 80)!r}" if index < len(contexts) else ""
-        out.append(
-            f"context {index + 1}{text} graded {grade.get('grade')} of 3: "
-            f"{_short(str(grade.get('reason', '')))}"
-        )
-    return out
-
-
-def _reverse(evidence: Mapping[str, Any]) -> list[str]:
-    """The questions the answer would answer, with their similarity to the question."""
-    reverse = evidence.get("reverse_questions")
-    if not reverse:
-        return []
-    if reverse.get("noncommittal"):
-        return ["the judge found the answer noncommittal (it evades the question)"]
-    sims = reverse.get("similarities") or []
-    questions = reverse.get("questions") or []
-    return [
-        f"reverse question {_short(q)!r}, similarity "
-        f"{number(sims[i]) if i < len(sims) else MISSING}"
-        for i, q in enumerate(questions)
-    ]
-
-
-def _verdict_counts(verdicts: Iterable[Mapping[str, Any]]) -> str:
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        counts[v.get("verdict", "?")] = counts.get(v.get("verdict", "?"), 0) + 1
-    return ", ".join(f"{n} {label.replace('_', ' ')}" for label, n in sorted(counts.items()))
 
 
 def _short(text: str, limit: int = _TEXT) -> str:

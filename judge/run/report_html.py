@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from judge.formatting import MISSING, escape, number, page, write_page
-from judge.metrics.registry import JUDGE_ERROR
+from judge.metrics.evidence import CONTEXT_GRADES, CONTEXT_GRADES_CAPPED, Evidence
+from judge.metrics.findings import (
+    ABOUT_ANSWER,
+    ABOUT_CONTEXTS,
+    ABOUT_FIELDS,
+    ABOUT_TRUTH,
+    Finding,
+)
+from judge.metrics.registry import JUDGE_ERROR, findings_of
 from judge.run.rows import ResultRow
 
 if TYPE_CHECKING:
@@ -94,55 +102,56 @@ WORST_ORDER = (
     "not fail (their reasons are counted in the summary)."
 )
 
-_CLAIM_SIDES = (("answer", "answer claims"), ("truth", "ground-truth claims"))
+# The evidence `contexts_html` shows beside the contexts.
+_BESIDE_CONTEXTS = frozenset({CONTEXT_GRADES, CONTEXT_GRADES_CAPPED})
 
 
-def _claims_html(ev: dict[str, Any], side: str, title: str) -> str:
-    """One side's claims beside their verdicts, reasons and supporting context; '' if none."""
-    claims, verdicts = ev.get(f"{side}_claims"), ev.get(f"{side}_verdicts")
-    if not (claims and verdicts):
-        return ""
-    items = "".join(
-        f"<tr><td>{escape(c)}</td>"
-        f"<td class={'ok' if v['verdict'] == 'supported' else 'bad'}>"
-        f"{escape(v['verdict'])}</td><td>{escape(v['reason'])}</td>"
-        f"<td>{MISSING if v['context'] is None else escape(v['context'])}</td></tr>"
-        for c, v in zip(claims, verdicts, strict=False)
+def row_findings(row: ResultRow, metrics: list[str] | None = None) -> list[Finding]:
+    """The findings of every metric of the run (else every metric the row was scored on,
+    by name), each once (metrics reading the same judgments give the same finding)."""
+    found: list[Finding] = []
+    for metric in sorted(row.scores) if metrics is None else metrics:
+        for finding in findings_of(metric, row.evidence, row.contexts or ()):
+            if finding not in found:
+                found.append(finding)
+    return found
+
+
+def _verdict_css(ok: bool | None) -> str:
+    return "" if ok is None else (" class=ok" if ok else " class=bad")
+
+
+def finding_html(finding: Finding) -> str:
+    """One finding: its title, and its items in a table (its summary when it has none)."""
+    title = f"<b>{escape(finding.title)}</b>"
+    if not finding.items:
+        return f"{title} {escape(finding.summary)}"
+    texts = any(i.text for i in finding.items)
+    reasons = any(i.reason for i in finding.items)
+    sources = any(i.source for i in finding.items)
+    head = (
+        "<tr><th>#</th>"
+        + ("<th>text</th>" if texts else "")
+        + "<th>verdict</th>"
+        + ("<th>reason</th>" if reasons else "")
+        + ("<th>context</th>" if sources else "")
+        + "</tr>"
     )
-    return (
-        f"<b>{title}</b><table><tr><th>claim</th><th>verdict</th><th>reason</th>"
-        f"<th>context</th></tr>{items}</table>"
+    rows = "".join(
+        f"<tr><td>{escape(i.name)}</td>"
+        + (f"<td>{escape(i.text)}</td>" if texts else "")
+        + f"<td{_verdict_css(i.ok)}>{escape(i.verdict)}</td>"
+        + (f"<td>{escape(i.reason)}</td>" if reasons else "")
+        + (f"<td>{escape(i.source) if i.source else MISSING}</td>" if sources else "")
+        + "</tr>"
+        for i in finding.items
     )
-
-
-def _grades_html(ev: dict[str, Any]) -> str:
-    if not ev.get("context_grades"):
-        return ""
-    items = "".join(
-        f"<tr><td class=n>{escape(g['context'])}</td><td class=n>{escape(g['grade'])}</td>"
-        f"<td>{escape(g['reason'])}</td></tr>"
-        for g in ev["context_grades"]
-    )
-    return (
-        "<b>context grades</b><table><tr><th>#</th><th>grade</th><th>reason</th></tr>"
-        f"{items}</table>"
-    )
-
-
-def _reverse_html(ev: dict[str, Any]) -> str:
-    rq = ev.get("reverse_questions")
-    if not rq:
-        return ""
-    sims = ", ".join(number(s) for s in rq.get("similarities", []))
-    return (
-        f"<b>reverse questions</b> (noncommittal: {escape(rq['noncommittal'])}): "
-        f"{escape(' | '.join(rq['questions']))} — similarities {sims}"
-    )
+    return f"{title}<table>{head}{rows}</table>"
 
 
 def _other_html(row: ResultRow, shown: set[str]) -> list[str]:
-    """The evidence not in `shown` (custom metrics' replies, correctness, citations) as
-    JSON, and the row's judge errors."""
+    """The evidence not in `shown` (what no finding shows: claims dropped as not drawn from
+    their text, say) as JSON, and the row's judge errors."""
     parts = [
         f"<b>{escape(key)}</b> {escape(json.dumps(value, ensure_ascii=False))}"
         for key, value in row.evidence.items()
@@ -153,22 +162,18 @@ def _other_html(row: ResultRow, shown: set[str]) -> list[str]:
     return parts
 
 
-_KNOWN = {
-    "answer_claims",
-    "truth_claims",
-    "answer_verdicts",
-    "truth_verdicts",
-    "context_grades",
-    "reverse_questions",
-}
+def _shown(findings: list[Finding]) -> set[str]:
+    """The evidence keys the findings (and the contexts' grades) show."""
+    return set(_BESIDE_CONTEXTS).union(*(f.keys for f in findings))
 
 
-def evidence_html(row: ResultRow, *, grades: bool = True) -> str:
-    """The judgments behind a row's scores as HTML: claims and verdicts, grades (unless
-    shown beside the contexts, `contexts_html`), replies."""
-    ev = row.evidence
-    parts = [_claims_html(ev, side, title) for side, title in _CLAIM_SIDES]
-    parts += [_grades_html(ev) if grades else "", _reverse_html(ev), *_other_html(row, _KNOWN)]
+def evidence_html(row: ResultRow, *, grades: bool = True, metrics: list[str] | None = None) -> str:
+    """The judgments behind a row's scores as HTML: the findings of `metrics` (default: those
+    the row was scored on; the contexts' grades unless shown beside the contexts,
+    `contexts_html`), and the other evidence."""
+    findings = row_findings(row, metrics)
+    parts = [finding_html(f) for f in findings if grades or not f.keys <= _BESIDE_CONTEXTS]
+    parts += _other_html(row, _shown(findings))
     return (
         "<br>".join(p for p in parts if p) or "<span class=small>no judgments (see reasons)</span>"
     )
@@ -202,24 +207,25 @@ def contexts_html(row: ResultRow) -> str:
     reason (when a metric of the run graded them)."""
     if not row.contexts:
         return "<p><b>retrieved contexts</b> none</p>"
-    grades = {g.get("context"): g for g in row.evidence.get("context_grades") or []}
-    capped = set(row.evidence.get("context_grades_capped") or [])
+    evidence = Evidence(row.evidence)
+    grades = {g.context: g for g in evidence.context_grades()}
+    capped = evidence.capped_contexts()
     items = []
     for i, text in enumerate(row.contexts):
         g = grades.get(i)
         if g is None:
             grade = f"<td>{MISSING}</td><td></td>"  # not graded by any metric of the run
         else:
-            grade_value = g.get("grade")
-            meaning = GRADE_MEANING.get(grade_value, "") if isinstance(grade_value, int) else ""
+            grade_value = g.raw.get("grade")
+            meaning = GRADE_MEANING.get(g.grade, "") if g.grade is not None else ""
             cap = " (capped at 1: it shares no content with the question or answer)"
-            note = escape(g.get("reason", "")) + (cap if i in capped else "")
-            css = "ok" if grade_value in (2, 3) else "small"
+            note = escape(g.reason) + (cap if i in capped else "")
+            css = "ok" if g.relevant else "small"
             grade = (
                 f"<td class={css}>{escape(grade_value)}"
                 f"{' – ' + meaning if meaning else ''}</td><td>{note}</td>"
             )
-        items.append(f"<tr><td class=n>{i}</td><td>{escape(text)}</td>{grade}</tr>")
+        items.append(f"<tr><td class=n>{i + 1}</td><td>{escape(text)}</td>{grade}</tr>")
     return (
         "<b>retrieved contexts</b> <span class=small>(in retrieval order; the judge's grade: "
         "3 gives the answer, 2 part of it, 1 same subject, 0 unrelated)</span><table><tr>"
@@ -231,22 +237,27 @@ def contexts_html(row: ResultRow) -> str:
 def _sample_html(row: ResultRow, metrics: list[str]) -> str:
     """One worst sample in full: scores, question, contexts with grades, ground truth with
     its claims, answer with its claims, the other judgments and errors."""
-    ev = row.evidence
     mean = _mean(row, metrics)
     headline = "failed" if row.failed else f"mean {number(mean)}"
     ident = f" · id {escape(row.id)}" if row.id is not None and row.id != row.row else ""
     truth = MISSING if row.ground_truth is None else escape(row.ground_truth)
+    findings = [f for f in row_findings(row, metrics) if not f.keys <= _BESIDE_CONTEXTS]
+
+    def about(field: str | None) -> list[str]:
+        return [finding_html(f) for f in findings if f.about == field]
+
     parts = [
         _scores_html(row, metrics),
         f"<p class=bad>{escape(row.error)}</p>" if row.error else "",
         f"<p><b>question</b> {escape(row.question) if row.question is not None else MISSING}</p>",
         contexts_html(row),
+        *about(ABOUT_CONTEXTS),
         f"<p><b>ground truth</b> {truth}</p>",
-        _claims_html(ev, "truth", "ground-truth claims"),
+        *about(ABOUT_TRUTH),
         f"<p><b>answer</b> {escape(row.answer) if row.answer is not None else MISSING}</p>",
-        _claims_html(ev, "answer", "answer claims"),
-        _reverse_html(ev),
-        *_other_html(row, _KNOWN | {"context_grades_capped"}),
+        *about(ABOUT_ANSWER),
+        *[finding_html(f) for f in findings if f.about not in ABOUT_FIELDS],
+        *_other_html(row, _shown(row_findings(row, metrics))),
     ]
     return (
         f"<details open class=sample><summary><b>row {row.row}</b>{ident} · {headline} · "

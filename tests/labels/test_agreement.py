@@ -80,7 +80,7 @@ def test_the_worst_disagreements_come_first_with_the_judges_evidence(server):
     assert claims == [SUPPORTED[0] + ".", UNSUPPORTED[0] + ".", UNSUPPORTED[1] + "."]
     page = render_agreement(result)
     assert "Worst disagreements" in page and "Python was created by Larry Wall." in page
-    assert "not_found" in page and "judge <b>0.333</b>" in page and "label <b>1</b>" in page
+    assert "not found" in page and "judge <b>0.333</b>" in page and "label <b>1</b>" in page
     assert "http" not in page.lower()  # self-contained
 
 

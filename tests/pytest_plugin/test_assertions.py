@@ -61,13 +61,13 @@ def test_a_failing_score_lists_the_unsupported_claims_with_reasons() -> None:
 
 def test_context_metrics_list_the_contexts_graded_irrelevant() -> None:
     text = failure(result(context_precision=0.5), context_precision=0.9)
-    assert "context 2 'Bananas.' graded 0 of 3: about bananas" in text
+    assert "context 2 graded 0 of 3: 'Bananas.' (about bananas)" in text
     assert "context 1" not in text
 
 
 def test_answer_relevancy_lists_the_reverse_questions() -> None:
     text = failure(result(answer_relevancy=0.66), answer_relevancy=0.8)
-    assert "reverse question 'How big is Paris?', similarity 0.420" in text
+    assert "reverse question 2 has similarity 0.420: 'How big is Paris?'" in text
 
 
 def test_a_rate_where_lower_is_better_is_a_maximum() -> None:

@@ -148,7 +148,7 @@ def test_the_report_states_the_order_and_shows_each_worst_sample_in_full():
     # the contexts in retrieval order, each with its grade
     assert graded.index("Context 2.0 text.") < graded.index("Context 2.1 text.")
     assert "3 – gives the answer" in graded and "0 – about something else" in graded
-    assert "not_found" in graded  # the unsupported claim and why
+    assert "not found" in graded  # the unsupported claim and why
     failed = page.samples[1]
     assert "judge_error" in failed and "the reply was not JSON" in failed
     assert "missing question" in page.samples[0]
