@@ -2,11 +2,12 @@
 
 Every row is read as `judge.evaluate` reads it (the same loader, column mapping and row
 errors), the metrics are chosen as a run chooses them, and each row is scored by the real
-metric code against a stand-in session (`StandInSession`): it renders the real prompts,
-counts the requests and their tokens, refuses what the judge's context window would
-refuse, and answers with stand-in replies shaped like a judge's (one claim per sentence of
-the text, one verdict, grade or check per item), so that the requests a reply leads to
-(the verify call after the claims) are counted too. No network client is ever made.
+metric code against a stand-in judge (`judge.run.stand_in.StandInJudge`, a
+`judge.llm.judge.Judge` as `LLMSession` is): it renders the real prompts, counts the
+requests and their tokens, refuses what the judge's context window would refuse, and
+answers with stand-in replies shaped like a judge's (one claim per sentence of the text,
+one verdict, grade or check per item), so that the requests a reply leads to (the verify
+call after the claims) are counted too. No network client is ever made.
 
 Counts are estimates: tokens are `judge.llm.pricing.estimate_tokens` (about four
 characters a token), completion tokens are the size of the stand-in replies, a real
@@ -39,7 +40,7 @@ from judge.run.local import ROW_ERROR, evaluate_row
 from judge.run.plan import RunPlan, check_variables
 from judge.run.score import score_sample
 from judge.run.shard import Shard, parse_shard
-from judge.run.stand_in import NO_STAND_IN, StandInSession
+from judge.run.stand_in import NO_STAND_IN, StandInJudge
 
 # The report types, importable from here as before.
 __all__ = [
@@ -112,7 +113,7 @@ async def adry_run(
         m.name: MetricCheck(m.name, "judged", cannot_run=blocked.get(m.name)) for m in choice.judged
     }
     checks.update({name: MetricCheck(name, "retrieval") for name in retrieval})
-    session = StandInSession(llm, embeddings)
+    session = StandInJudge(llm, embeddings)
     total = Estimate()
     seen: dict[str, set[str]] = {name: set() for name in ["", *checks]}
     rows_over = 0
@@ -254,7 +255,7 @@ async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
     checks = {m.name: MetricCheck(m.name, "judged") for m in plan.metrics.judged}
     checks.update({n: MetricCheck(n, "retrieval") for n in plan.metrics.retrieval})
     pending = dict(checks)
-    session = StandInSession(None, None)  # no context window: only the fields matter here
+    session = StandInJudge(None, None)  # no context window: only the fields matter here
     readable = False
     unreadable: list[str] = []  # the first rows' errors
     for row in rows:

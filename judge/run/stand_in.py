@@ -1,5 +1,5 @@
-"""The dry run's stand-in judge: it renders nothing new and sends nothing, but counts every
-request a run would send and answers with replies shaped like a judge's.
+"""The dry run's stand-in judge: it sends nothing, but counts every request a run would send
+and answers with replies shaped like a judge's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from judge.errors import ContextWindowError, JudgeError
 from judge.json_values import canonical_json, sha256_hex
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import estimate_tokens
-from judge.llm.session import LLMSession, check_window
+from judge.llm.session import check_window
 from judge.llm.usage import UsageLedger
 from judge.metrics.judges import sentences
 from judge.run.estimate import Estimate
@@ -98,10 +98,10 @@ def _stand_in(prompt: str, blocks: Mapping[str, Any], output: type[M]) -> M:
         raise JudgeError(NO_STAND_IN) from None
 
 
-class StandInSession(LLMSession):
-    """A session that sends nothing: it counts each request a run would send into
-    `estimate` (tokens of the rendered messages, the context window checked as a run
-    checks it) and answers with a stand-in reply (`_stand_in`); embeddings are counted
+class StandInJudge:
+    """A `judge.llm.judge.Judge` that sends nothing: it counts each request a run would
+    send into `estimate` (tokens of the rendered messages, the context window checked as a
+    run checks it) and answers with a stand-in reply (`_stand_in`); embeddings are counted
     in batches as a run batches them, and answered with equal vectors.
 
     Args:
@@ -110,7 +110,8 @@ class StandInSession(LLMSession):
     """
 
     def __init__(self, llm: LLM | None, embeddings: Embeddings | None):
-        super().__init__(llm, embeddings=embeddings, cache=None)
+        self.llm = llm
+        self.embeddings = embeddings
         self.estimate = Estimate()
         self.seen: set[str] = set()  # requests and texts counted in this run already
         self._tokens: dict[str, int] = {}
