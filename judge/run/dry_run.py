@@ -23,8 +23,8 @@ from judge.aio import sync_twin
 from judge.errors import ContextWindowError, InputFormatError, JudgeError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.pricing import context_window, token_prices
-from judge.metrics.prompts import load_prompts
-from judge.metrics.registry import JUDGE_ERROR
+from judge.metrics.prompts import Prompt, load_prompts
+from judge.metrics.registry import JUDGE_ERROR, Metric
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
 from judge.run.data import Row, load_rows
 from judge.run.dry_report import (
@@ -118,13 +118,9 @@ async def adry_run(
     seen: dict[str, set[str]] = {name: set() for name in ["", *checks]}
     rows_over = 0
     for row in rows:
-        # The row as a run judges it: every runnable metric at once, judgments shared.
-        session.counting(Estimate(), seen[""])
-        record = await evaluate_row(row, runnable, retrieval, session, prompts)
-        add(total, session.estimate)
-        rows_over += bool(session.estimate.refused)
-        for name in [*(m.name for m in runnable), *retrieval]:
-            _count(checks[name], record.reasons.get(name), record.errors.get(name))
+        estimate = await _judge_row(session, row, runnable, retrieval, prompts, checks, seen[""])
+        add(total, estimate)
+        rows_over += bool(estimate.refused)
         if row.relevance and not row.retrieved_ids:
             for name in retrieval:
                 warned = checks[name].warnings
@@ -163,6 +159,25 @@ async def adry_run(
 
 
 dry_run = sync_twin(adry_run)
+
+
+async def _judge_row(
+    judge: StandInJudge,
+    row: Row,
+    judged: list[Metric],
+    retrieval: list[str],
+    prompts: Mapping[str, Prompt],
+    checks: Mapping[str, MetricCheck],
+    seen: set[str],
+) -> Estimate:
+    """Judge one row as a run judges it, every given metric at once (judgments shared),
+    with stand-in replies, and count each metric's outcome into its check; returns the
+    row's requests and tokens (those in `seen` counted once)."""
+    judge.counting(Estimate(), seen)
+    record = await evaluate_row(row, judged, retrieval, judge, prompts)
+    for name in [*(m.name for m in judged), *retrieval]:
+        _count(checks[name], record.reasons.get(name), record.errors.get(name))
+    return judge.estimate
 
 
 def _choice(
@@ -266,12 +281,8 @@ async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
             unreadable.append(f"row {row.number}: {row.error}")
         judged = [m for m in plan.metrics.judged if m.name in pending]
         retrieval = [n for n in plan.metrics.retrieval if n in pending]
-        session.counting(Estimate(), set())
-        record = await evaluate_row(row, judged, retrieval, session, plan.prompts)
-        for name in [*(m.name for m in judged), *retrieval]:
-            _count(pending[name], record.reasons.get(name), record.errors.get(name))
-            if pending[name].scored:
-                del pending[name]
+        await _judge_row(session, row, judged, retrieval, plan.prompts, pending, set())
+        pending = {name: check for name, check in pending.items() if not check.scored}
     if unreadable and not readable:
         # No row readable: no metric can score one, whatever max_error_rate allows; as
         # dry_run calls such data unusable, refused before any request.
