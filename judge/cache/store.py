@@ -14,8 +14,9 @@ bytes, which lookups read (the same numbers, without parsing thousands of decima
 Every entry carries checksums (crc32, seeded with its key) of its JSON and of its bytes,
 checked on every read: a damaged entry is never served. It counts as a miss (`damaged`
 counts them): a read-write run asks again and rewrites it, a replay raises a `CacheMiss`
-saying it is damaged. `verify_file` and `repair_file` (`judge cache verify|repair`) check
-and mend a whole file, an older format's too.
+saying it is damaged. `judge.cache.integrity.verify_file` and
+`judge.cache.repair.repair_file` (`judge cache verify|repair`) check and mend a whole file,
+an older format's too; how the files are opened is `judge.cache.sqlite`.
 """
 
 from __future__ import annotations
