@@ -1,7 +1,10 @@
 """The package layering of CONTRIBUTING.md's Layout section, held by walking imports with ast.
 
-Imports inside ``if TYPE_CHECKING:`` blocks are skipped: they are not executed, and
-annotating with a higher package's type is not a dependency on it.
+Imports inside ``if TYPE_CHECKING:`` blocks are skipped by the layer check: they are not
+executed, and annotating with a higher package's type is not a dependency on it. The circle
+check counts them: two modules naming each other's types are one job split in two, and a
+circle hidden behind ``TYPE_CHECKING`` becomes an import error the day one of its imports is
+needed at run time.
 """
 
 from __future__ import annotations
@@ -47,25 +50,28 @@ def is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node except those under an ``if TYPE_CHECKING:`` block."""
+def walked_nodes(tree: ast.AST, *, type_checking: bool) -> list[ast.AST]:
+    """Every node, those under an ``if TYPE_CHECKING:`` block only when `type_checking`."""
     found: list[ast.AST] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
         found.append(node)
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and is_type_checking(child.test):
+            if not type_checking and isinstance(child, ast.If) and is_type_checking(child.test):
                 stack.extend(child.orelse)
                 continue
             stack.append(child)
     return found
 
 
-def imported_modules(name: str, package: str, source: str, modules: set[str]) -> set[str]:
-    """The judge modules one module imports, at module level or inside functions."""
+def imported_modules(
+    name: str, package: str, source: str, modules: set[str], *, type_checking: bool = False
+) -> set[str]:
+    """The judge modules one module imports, at module level or inside functions, and with
+    `type_checking` also those imported for type checkers alone."""
     targets: set[str] = set()
-    for node in runtime_nodes(ast.parse(source)):
+    for node in walked_nodes(ast.parse(source), type_checking=type_checking):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -98,14 +104,15 @@ def imported_modules(name: str, package: str, source: str, modules: set[str]) ->
     return resolved
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, type_checking: bool = False) -> dict[str, set[str]]:
     paths = sorted(ROOT.rglob("*.py"))
     modules = {module_name(path) for path in paths}
     graph = {}
     for path in paths:
         name = module_name(path)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        graph[name] = imported_modules(name, package, path.read_text("utf-8"), modules)
+        source = path.read_text("utf-8")
+        graph[name] = imported_modules(name, package, source, modules, type_checking=type_checking)
     return graph
 
 
@@ -174,6 +181,10 @@ def test_no_module_imports_a_circle() -> None:
     assert cycles(import_graph()) == []
 
 
+def test_no_circle_hides_behind_type_checking() -> None:
+    assert cycles(import_graph(type_checking=True)) == []
+
+
 def test_no_arrow_runs_up_or_across_a_layer() -> None:
     wrong = []
     for module, targets in import_graph().items():
@@ -211,6 +222,10 @@ def test_the_walker_sees_imports_inside_functions_and_skips_type_checking() -> N
     }
     found = imported_modules("judge.metrics.custom", "judge.metrics", source, modules)
     assert found == {"judge.run.score", "judge.llm.transport", "judge.errors", "judge.ir.trec"}
+    typed = imported_modules(
+        "judge.metrics.custom", "judge.metrics", source, modules, type_checking=True
+    )
+    assert typed == found | {"judge.cli.main"}
 
 
 def test_a_circle_is_found() -> None:

@@ -15,7 +15,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from judge.cache.store import Cache, CacheEntry
+from judge.cache.entries import CacheEntry
+from judge.cache.store import Cache
 from judge.errors import CacheError
 
 BATCH = 5_000  # entries written per transaction

@@ -87,7 +87,7 @@ def m003_rowid_table_with_vectors(db: sqlite3.Connection) -> None:
 def _m003_vector(response: str) -> bytes | None:
     """Format 3's bytes of an embedding's JSON response: its floats as little-endian
     float64, or None when it is not a list of floats only (then its JSON is read). Frozen
-    with the migration; `judge.cache.store.vector_blob` writes the same for new entries."""
+    with the migration; `judge.cache.entries.vector_blob` writes the same for new entries."""
     try:
         vector = json.loads(response)
     except ValueError:  # a damaged entry does not stop the upgrade; its lookups say so

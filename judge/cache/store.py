@@ -14,8 +14,9 @@ bytes, which lookups read (the same numbers, without parsing thousands of decima
 Every entry carries checksums (crc32, seeded with its key) of its JSON and of its bytes,
 checked on every read: a damaged entry is never served. It counts as a miss (`damaged`
 counts them): a read-write run asks again and rewrites it, a replay raises a `CacheMiss`
-saying it is damaged. `verify_file` and `repair_file` (`judge cache verify|repair`) check
-and mend a whole file, an older format's too.
+saying it is damaged. `judge.cache.integrity.verify_file` and
+`judge.cache.repair.repair_file` (`judge cache verify|repair`) check and mend a whole file,
+an older format's too; how the files are opened is `judge.cache.sqlite`.
 """
 
 from __future__ import annotations
@@ -24,103 +25,49 @@ import contextlib
 import json
 import os
 import sqlite3
-import struct
 import threading
-import time
-import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
-from judge.cache.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, with_server
+from judge.cache.entries import (
+    COLUMNS,
+    READ,
+    CacheEntry,
+    cache_key,
+    checked_entry,
+    checked_response,
+    checksum,
+    damage_of,
+    vector_blob,
+)
+from judge.cache.integrity import Verification, readable_rows, verify_db
+from judge.cache.migrations import SCHEMA_VERSION, migrate, with_server
+from judge.cache.sqlite import (
+    APPLICATION_ID,
+    connect,
+    files_of,
+    is_damage,
+    is_undecodable,
+    use_wal,
+    writable,
+)
 from judge.errors import CacheError, CacheMiss, CacheStoreError
-from judge.json_values import canonical_json, sha256_hex
+from judge.json_values import canonical_json
+
+# CacheEntry and cache_key are the cache's vocabulary, importable from here as before.
+__all__ = ["MODES", "Cache", "CacheEntry", "CacheMode", "Verification", "cache_key"]
 
 CacheMode = Literal["read-write", "replay", "record", "off"]
 MODES: tuple[CacheMode, ...] = ("read-write", "replay", "record", "off")
 
-_APPLICATION_ID = 0x4A444745  # "JDGE": marks a file as a judge cache
-_MMAP_BYTES = 256 * 2**20
-_COLUMNS = (
-    "key, kind, request, response, model, resolved_model, prompt, prompt_version, mode, "
-    "usage, created"
-)
-# What a full read takes: the response as bytes (its checksum is of its UTF-8 bytes, and a
-# text damaged into invalid UTF-8 must be a damaged entry, not an SQLite decoding error).
-_READ = (
-    "key, kind, request, CAST(response AS BLOB), model, resolved_model, prompt,"
-    " prompt_version, mode, usage, created, response_crc, vector_crc, vector"
-)
+
 # The fast path of a hit: an embedding's bytes, else the JSON (see get_response).
 _READ_RESPONSE = (
     "SELECT response_crc, vector_crc, vector, CASE WHEN vector IS NULL THEN"
     " CAST(response AS BLOB) END FROM judgments WHERE key = ?"
 )
-# SQLite's words for a file whose pages are damaged (the others: locked, I/O, full ...).
-_DAMAGE_CODES = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    """One stored judgment (kind "chat") or embedding (kind "embedding")."""
-
-    key: str
-    kind: str
-    request: dict[str, Any]
-    response: Any
-    model: str
-    resolved_model: str | None = None
-    prompt: str | None = None
-    prompt_version: str | None = None
-    mode: str | None = None
-    usage: dict[str, Any] | None = None
-    created: float = 0.0
-
-
-def vector_blob(response: Any) -> bytes | None:
-    """An embedding response's floats as little-endian float64 bytes (stored beside its
-    JSON and read instead), or None when it is not a list of floats only."""
-    if not isinstance(response, list) or not all(type(x) is float for x in response):
-        return None
-    return struct.pack(f"<{len(response)}d", *response)
-
-
-def checksum(key: str | bytes, data: bytes) -> int:
-    """The crc32 of data seeded with the crc32 of its key: an entry's bytes found under
-    another key (a damaged index) do not match either."""
-    seed = zlib.crc32(key if isinstance(key, bytes) else key.encode())
-    return zlib.crc32(data, seed)
-
-
-@dataclass
-class Verification:
-    """What `Cache.verify` found: the entries, the damaged ones by kind of damage (their
-    rowids), SQLite's own integrity check (empty when it says ok), and the file's format
-    (before format 4 there are no checksums: only SQLite's check is made)."""
-
-    entries: int = 0
-    damaged: dict[str, list[int]] = field(default_factory=dict)
-    integrity: list[str] = field(default_factory=list)
-    format: int = SCHEMA_VERSION
-    counted: bool = True  # False when SQLite could not count an older file's entries
-
-    @property
-    def clean(self) -> bool:
-        """Whether nothing is damaged."""
-        return not self.damaged and not self.integrity
-
-    @property
-    def damaged_count(self) -> int:
-        """How many entries are damaged."""
-        return sum(len(rowids) for rowids in self.damaged.values())
-
-
-def cache_key(request: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of the request's key material."""
-    return sha256_hex(canonical_json(request))
 
 
 class Cache:
@@ -174,13 +121,13 @@ class Cache:
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         else:
-            self.read_only = not _writable(self.path)
+            self.read_only = not writable(self.path)
         db: sqlite3.Connection | None = None
         try:
-            db = _connect(self.path, read_only=self.read_only)
+            db = connect(self.path, read_only=self.read_only)
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if app_id != _APPLICATION_ID and tables:
+            if app_id != APPLICATION_ID and tables:
                 raise CacheError(
                     f"{self.path} is an SQLite file but not a judge cache; give --cache a new path"
                 )
@@ -199,10 +146,10 @@ class Cache:
                         "where it is writable (or use a writable copy) to upgrade it"
                     )
                 return db
-            _use_wal(db)
+            use_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             if not tables:
-                db.execute(f"PRAGMA application_id={_APPLICATION_ID}")
+                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             if version < SCHEMA_VERSION:
                 self._migrate(db, version)
         except sqlite3.Error as exc:
@@ -217,7 +164,7 @@ class Cache:
 
     def _open_failure(self, exc: sqlite3.Error) -> str:
         """Why the file could not be opened, in words that do not call a healthy file damaged."""
-        if _is_damage(exc):
+        if is_damage(exc):
             return (
                 f"{self.path} is damaged or not an SQLite file ({exc}); move it away or give "
                 "--cache a new path (`judge cache repair` mends a file with damaged entries)"
@@ -241,7 +188,7 @@ class Cache:
                 advice = (
                     "Another judge process is probably upgrading it now; rerun when it has finished"
                 )
-            elif _is_damage(exc):
+            elif is_damage(exc):
                 raise CacheError(
                     f"{self.path} is damaged: upgrading it from cache format {version} to "
                     f"{SCHEMA_VERSION} could not read some of its pages ({exc}); this process "
@@ -286,7 +233,7 @@ class Cache:
         damaged entry is None too (in replay mode a `CacheMiss` saying so)."""
         if not self.reads:
             return None
-        return self._lookup(f"SELECT {_READ} FROM judgments WHERE key = ?", key, _checked_entry)
+        return self._lookup(f"SELECT {READ} FROM judgments WHERE key = ?", key, checked_entry)
 
     def get_response(self, key: str) -> Any | None:
         """Only the stored response under key (the fast path of a cache hit), or None; an
@@ -297,7 +244,7 @@ class Cache:
         # An embedding's float64 bytes when stored (see migrations.m003_rowid_table_with_vectors):
         # the same floats as its JSON, without parsing the decimals; the JSON is read only
         # when there are no bytes.
-        return self._lookup(_READ_RESPONSE, key, _checked_response)
+        return self._lookup(_READ_RESPONSE, key, checked_response)
 
     def _lookup(
         self,
@@ -344,10 +291,10 @@ class Cache:
         try:
             yield
         except sqlite3.Error as exc:
-            if doing == "reading" and (_is_damage(exc) or _is_undecodable(exc)):
+            if doing == "reading" and (is_damage(exc) or is_undecodable(exc)):
                 raise _Damaged(f"SQLite: {exc}") from exc
             error = CacheStoreError if doing == "writing" else CacheError
-            if _is_damage(exc):  # SQLite refuses to write into damaged pages
+            if is_damage(exc):  # SQLite refuses to write into damaged pages
                 where = path or self.path
                 raise error(
                     f"{where}: {doing} the cache failed: the file is damaged ({exc}); drop "
@@ -402,7 +349,7 @@ class Cache:
         try:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany(
-                f"INSERT OR REPLACE INTO judgments ({_COLUMNS}, vector, response_crc, "
+                f"INSERT OR REPLACE INTO judgments ({COLUMNS}, vector, response_crc, "
                 "vector_crc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
@@ -425,11 +372,11 @@ class Cache:
         )
         try:
             with self._lock:
-                rows = self._db.execute(f"SELECT {_READ} FROM judgments ORDER BY key").fetchall()
+                rows = self._db.execute(f"SELECT {READ} FROM judgments ORDER BY key").fetchall()
         except sqlite3.Error as exc:
             raise CacheError(f"{self.path}: reading the entries failed ({exc}); {mend}") from exc
         for row in rows:
-            entry, why = _checked_entry(row[0], row)
+            entry, why = checked_entry(row[0], row)
             if entry is None:
                 damaged = f"{self.path}: the entry of key {row[0]} is damaged ({why})"
                 raise CacheError(f"{damaged}; {mend}")
@@ -438,7 +385,7 @@ class Cache:
     def verify(self) -> Verification:
         """Check the whole file: SQLite's integrity check, and every entry's checksums."""
         with self._lock:
-            return _verify_db(self._db)
+            return verify_db(self._db)
 
     def repair(self) -> tuple[int, int]:
         """Drop every damaged entry; returns (dropped, kept). When SQLite finds the file
@@ -486,7 +433,7 @@ class Cache:
                     self._db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            if _is_damage(exc):
+            if is_damage(exc):
                 return False
             with self._failing_as_cache_error("writing"):
                 raise
@@ -496,20 +443,20 @@ class Cache:
         """Copy every entry SQLite can read and whose checksums match into a new file, and
         put it in this one's place (the caller holds the lock)."""
         fresh = self.path.with_name(f".{self.path.name}.repairing")
-        for leftover in _files_of(fresh):
+        for leftover in files_of(fresh):
             leftover.unlink(missing_ok=True)
         out = sqlite3.connect(fresh, isolation_level=None)
         try:
-            out.execute(f"PRAGMA application_id={_APPLICATION_ID}")
+            out.execute(f"PRAGMA application_id={APPLICATION_ID}")
             migrate(out)
-            columns = f"{_COLUMNS}, vector, response_crc, vector_crc"
+            columns = f"{COLUMNS}, vector, response_crc, vector_crc"
             out.execute("BEGIN")
-            for row in _readable_rows(self._db, columns):
+            for row in readable_rows(self._db, columns):
                 key, response, vector, response_crc, vector_crc = (
                     row[0], row[3], row[11], row[12], row[13]
                 )  # fmt: skip
                 raw = response.encode() if isinstance(response, str) else response
-                if _damage_of(key.encode(), response_crc, vector_crc, vector, raw) is None:
+                if damage_of(key.encode(), response_crc, vector_crc, vector, raw) is None:
                     out.execute(
                         f"INSERT OR IGNORE INTO judgments ({columns}) VALUES "
                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -520,10 +467,10 @@ class Cache:
         finally:
             out.close()
         self._db.close()
-        for leftover in _files_of(self.path)[1:]:
+        for leftover in files_of(self.path)[1:]:
             leftover.unlink(missing_ok=True)
         os.replace(fresh, self.path)
-        self._db = _connect(self.path, read_only=False)
+        self._db = connect(self.path, read_only=False)
         self._readers[0] = (self.path, self._db)
 
     def export_jsonl(self, path: str | os.PathLike[str], *, reproducible: bool = False) -> int:
@@ -585,153 +532,6 @@ class Cache:
         self.close()
 
 
-def verify_file(path: str | os.PathLike[str]) -> Verification:
-    """Check a cache file without writing to it (an older format is not upgraded): SQLite's
-    integrity check, and from format 4 every entry's checksums.
-
-    Args:
-        path: the cache file (it must exist; it may be read-only).
-    """
-    path = Path(path)
-    try:
-        db = _connect(path, read_only=True)
-    except sqlite3.Error as exc:
-        raise CacheError(f"{path}: cannot be opened to read ({exc})") from exc
-    try:
-        version = _format_of(path, db)
-        if version >= SCHEMA_VERSION:
-            return _verify_db(db)
-        found = Verification(format=version)
-        found.integrity = _integrity(db)
-        try:
-            found.entries = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-        except sqlite3.Error as exc:
-            found.counted = False
-            found.integrity.append(f"counting the entries failed: {exc}")
-        return found
-    finally:
-        db.close()
-
-
-def repair_file(path: str | os.PathLike[str]) -> tuple[int | None, int]:
-    """Drop every damaged entry of a cache file (see `Cache.repair`); returns (dropped,
-    kept), dropped None when SQLite could not count an older file's damaged table. A file
-    in an older format is first rebuilt in the current one from every row SQLite can still
-    read (the upgrade itself gives them their checksums), since its damaged pages would stop
-    the upgrade made on opening it.
-
-    Args:
-        path: the cache file (it must exist and be writable).
-    """
-    path = Path(path)
-    lost: int | None = 0
-    if path.is_file() and _writable(path):
-        db = _connect(path, read_only=False)
-        try:
-            version = _format_of(path, db)
-        except BaseException:
-            db.close()
-            raise
-        if version < SCHEMA_VERSION:
-            lost = _rebuild_old(path, db, version)  # closes db
-        else:
-            db.close()
-    with Cache(path) as cache:
-        dropped, kept = cache.repair()
-    return None if lost is None else dropped + lost, kept
-
-
-def _format_of(path: Path, db: sqlite3.Connection) -> int:
-    """The cache format of a file; a CacheError when it is not a judge cache or is newer."""
-    try:
-        app_id = db.execute("PRAGMA application_id").fetchone()[0]
-        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    except sqlite3.Error as exc:
-        raise CacheError(
-            f"{path} is damaged or not an SQLite file ({exc}); move it away or give --cache "
-            "a new path"
-        ) from exc
-    if app_id != _APPLICATION_ID and tables:
-        raise CacheError(f"{path} is an SQLite file but not a judge cache")
-    if version > SCHEMA_VERSION:
-        raise CacheError(
-            f"{path} was written by a newer judge (cache format {version}; this judge reads "
-            f"formats up to {SCHEMA_VERSION}); upgrade judge"
-        )
-    return version
-
-
-def _integrity(db: sqlite3.Connection) -> list[str]:
-    """SQLite's integrity check: empty when it says ok, else its first messages."""
-    try:
-        messages = [r[0] for r in db.execute("PRAGMA integrity_check(20)")]
-    except sqlite3.Error as exc:
-        return [str(exc)]
-    return [] if messages == ["ok"] else messages
-
-
-def _verify_db(db: sqlite3.Connection) -> Verification:
-    """Verify a format-4 file: SQLite's integrity check, and every entry's checksums."""
-    found = Verification(integrity=_integrity(db))
-    try:
-        for rowid, key, *stored in db.execute(
-            "SELECT rowid, CAST(key AS BLOB), response_crc, vector_crc, vector,"
-            " CAST(response AS BLOB) FROM judgments NOT INDEXED"
-        ):
-            found.entries += 1
-            kind = _damage_of(key, *stored)
-            if kind is not None:
-                found.damaged.setdefault(kind, []).append(rowid)
-    except sqlite3.Error as exc:
-        found.integrity.append(f"reading the entries stopped: {exc}")
-    return found
-
-
-def _rebuild_old(path: Path, db: sqlite3.Connection, version: int) -> int | None:
-    """Put in place of an older-format file a new one holding every row SQLite can read of
-    it, upgraded to the current format; returns how many rows could not be read (None when
-    SQLite could not count them). Closes db."""
-    fresh = path.with_name(f".{path.name}.repairing")
-    for leftover in _files_of(fresh):
-        leftover.unlink(missing_ok=True)
-    out = sqlite3.connect(fresh, isolation_level=None)
-    try:
-        try:  # through the (smaller) index of keys, which may be intact
-            before = int(db.execute("SELECT count(*) FROM judgments").fetchone()[0])
-        except sqlite3.Error:
-            before = None
-        out.execute(f"PRAGMA application_id={_APPLICATION_ID}")
-        for migration in MIGRATIONS[:version]:  # the same table, empty
-            migration(out)
-        out.execute(f"PRAGMA user_version={version}")
-        names = ", ".join(r[1] for r in out.execute("PRAGMA table_info(judgments)"))
-        marks = ", ".join("?" * len(names.split(", ")))
-        # Format 3 has rowids to step by; formats 1 and 2 are keyed by their keys only.
-        rows = _readable_rows(db, names) if version >= 3 else _readable_rows_by_key(db, names)
-        copied = 0
-        out.execute("BEGIN")
-        for row in rows:
-            copied += out.execute(
-                f"INSERT OR IGNORE INTO judgments ({names}) VALUES ({marks})", row
-            ).rowcount
-        out.execute("COMMIT")
-        migrate(out)  # the release's own upgrade: checksums as m004 computes them
-        out.execute("PRAGMA journal_mode=WAL")
-    except BaseException:
-        out.close()
-        db.close()
-        for leftover in _files_of(fresh):
-            leftover.unlink(missing_ok=True)
-        raise
-    out.close()
-    db.close()
-    for leftover in _files_of(path)[1:]:
-        leftover.unlink(missing_ok=True)
-    os.replace(fresh, path)
-    return None if before is None else max(before - copied, 0)
-
-
 def _open_read_only(path: Path) -> sqlite3.Connection:
     """A fallback cache file, checked (and migrated if old) as any cache, then opened
     read-only so that nothing can write to it through this connection."""
@@ -739,81 +539,12 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
         raise CacheError(f"fallback cache {path}: no such file; give an existing cache file")
     Cache(path, mode="off").close()  # refuses a file that is not a judge cache, migrates one
     try:
-        return _connect(path, read_only=True)
+        return connect(path, read_only=True)
     except sqlite3.DatabaseError as exc:
         raise CacheError(
             f"fallback cache {path} cannot be opened read-only ({exc}); make its folder "
             "readable and writable (SQLite keeps a -shm file beside it) or leave it out"
         ) from exc
-
-
-# How long opening waits for another connection's write transaction (the busy timeout).
-_BUSY_SECONDS = 60.0
-
-
-def _use_wal(db: sqlite3.Connection) -> None:
-    """Switch the file to WAL, waiting while another connection writes it. SQLite refuses
-    the switch at once, without its busy wait, while another connection holds a write
-    transaction (another process creating the same new file's tables: two pytest-xdist
-    workers on one new cache), so the wait is here."""
-    deadline = time.monotonic() + _BUSY_SECONDS
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
-    """A connection to a cache file; read-only ones never write (not even a -shm file when
-    the folder is read-only: then the file is opened as immutable, as on read-only media)."""
-    if read_only:
-        wal = path.with_name(path.name + "-wal")
-        flag = "mode=ro"
-        if not os.access(path.parent, os.W_OK) and not (wal.is_file() and wal.stat().st_size):
-            flag = "immutable=1"  # nothing can change it: no -shm file needed
-        db = sqlite3.connect(
-            f"{path.resolve().as_uri()}?{flag}",
-            uri=True,
-            timeout=60,
-            check_same_thread=False,
-            isolation_level=None,
-        )
-    else:
-        db = sqlite3.connect(
-            path, timeout=_BUSY_SECONDS, check_same_thread=False, isolation_level=None
-        )
-    # Lookups read mapped pages instead of copying them in with a system call each:
-    # about half the time of a cache hit on a file larger than SQLite's page cache
-    # in format 2; with format 3's rowid table the gain is smaller (20-26 -> 17-25 us
-    # on a 1.2 GB file), and the mapped pages count in the resident memory.
-    db.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
-    return db
-
-
-def _writable(path: Path) -> bool:
-    """Whether judge may write the cache file: the file, and its folder (SQLite keeps its
-    -wal and -shm files beside it), both writable."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
-
-
-def _files_of(path: Path) -> list[Path]:
-    """A database file and its -wal and -shm files."""
-    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
-
-
-def _is_damage(exc: sqlite3.Error) -> bool:
-    """Whether SQLite found the file's pages damaged (not locked, full or unreadable)."""
-    name = getattr(exc, "sqlite_errorname", "")
-    return name.startswith(_DAMAGE_CODES) or "malformed" in str(exc)
-
-
-def _is_undecodable(exc: sqlite3.Error) -> bool:
-    """A text column holding invalid UTF-8 (raised by Python's sqlite3 when it decodes)."""
-    return isinstance(exc, sqlite3.OperationalError) and "decode" in str(exc)
 
 
 class _Damaged(Exception):
@@ -822,116 +553,3 @@ class _Damaged(Exception):
     def __init__(self, why: str):
         super().__init__(why)
         self.why = why
-
-
-# The kinds of damage `Cache.verify` reports, one line each.
-BAD_RESPONSE = "with a response that does not match its checksum"
-BAD_VECTOR = "with vector bytes that do not match their checksum"
-_WHY = {
-    BAD_RESPONSE: "its response does not match its checksum",
-    BAD_VECTOR: "its vector bytes do not match their checksum",
-}
-
-
-def _damage_of(
-    key: bytes, response_crc: Any, vector_crc: Any, vector: Any, response: Any
-) -> str | None:
-    """The kind of damage of an entry's stored values, or None when they check out."""
-    if vector is not None and not (
-        isinstance(vector, bytes)
-        and len(vector) % 8 == 0
-        and isinstance(vector_crc, int)
-        and checksum(key, vector) == vector_crc
-    ):
-        return BAD_VECTOR
-    if response is not None and not (
-        isinstance(response, bytes)
-        and isinstance(response_crc, int)
-        and checksum(key, response) == response_crc
-    ):
-        return BAD_RESPONSE
-    return None
-
-
-def _checked_response(key: str, row: tuple[Any, ...]) -> tuple[Any, str | None]:
-    """get_response's row checked: (the value, None), or (None, what is damaged). Inlined
-    checks: this is every cache hit's path."""
-    response_crc, vector_crc, vector, response = row
-    seed = zlib.crc32(key.encode())
-    if vector is not None:
-        if type(vector) is not bytes or len(vector) % 8 or zlib.crc32(vector, seed) != vector_crc:
-            return None, _WHY[BAD_VECTOR]
-        return np.frombuffer(vector, dtype="<f8"), None  # no copy, no list of float objects
-    if type(response) is not bytes or zlib.crc32(response, seed) != response_crc:
-        return None, _WHY[BAD_RESPONSE]
-    try:  # decoded first: json.loads of bytes guesses their encoding, in Python code
-        return json.loads(response.decode()), None
-    except ValueError:  # written so (a checksum matches what was stored, even not JSON)
-        return None, "its response is not JSON"
-
-
-def _checked_entry(key: str, row: tuple[Any, ...]) -> tuple[CacheEntry | None, str | None]:
-    """A full row checked: (the entry, None), or (None, what is damaged)."""
-    *columns, response_crc, vector_crc, vector = row
-    damage = _damage_of(key.encode(), response_crc, vector_crc, vector, columns[3])
-    if damage is not None:
-        return None, _WHY[damage]
-    try:
-        return _entry(tuple(columns)), None
-    except (ValueError, TypeError) as exc:
-        return None, f"it is not JSON ({exc})"
-
-
-def _readable_rows(db: sqlite3.Connection, columns: str) -> Iterator[tuple[Any, ...]]:
-    """Every row SQLite can still read, in rowid order, stepping over damaged pages."""
-    try:
-        last = int(db.execute("SELECT max(rowid) FROM judgments").fetchone()[0] or 0)
-    except sqlite3.Error as exc:
-        raise CacheError(f"the cache is too damaged to repair ({exc}); move it away") from exc
-    step = 256
-    for start in range(1, last + 1, step):
-        query = f"SELECT {columns} FROM judgments WHERE rowid BETWEEN ? AND ?"
-        try:
-            yield from db.execute(query, (start, start + step - 1)).fetchall()
-        except sqlite3.Error:  # a damaged page among these: one row at a time
-            for rowid in range(start, start + step):
-                with contextlib.suppress(sqlite3.Error):
-                    yield from db.execute(
-                        f"SELECT {columns} FROM judgments WHERE rowid = ?", (rowid,)
-                    ).fetchall()
-
-
-def _readable_rows_by_key(
-    db: sqlite3.Connection, columns: str, prefix: str = ""
-) -> Iterator[tuple[Any, ...]]:
-    """Every row of a table keyed by hex keys (formats 1 and 2) that SQLite can still read:
-    a range of keys that meets a damaged page is read again in 16 narrower ones, down to
-    keys sharing 4 hex digits (what is left is unreadable)."""
-    if prefix:
-        query = f"SELECT {columns} FROM judgments WHERE key >= ? AND key < ?"
-        params: tuple[str, ...] = (prefix, prefix + "\x7f")  # above every hex digit
-    else:
-        query, params = f"SELECT {columns} FROM judgments", ()
-    try:
-        yield from db.execute(query, params).fetchall()
-    except sqlite3.Error:
-        if len(prefix) < 4:
-            for digit in "0123456789abcdef":
-                yield from _readable_rows_by_key(db, columns, prefix + digit)
-
-
-def _entry(row: tuple[Any, ...]) -> CacheEntry:
-    key, kind, request, response, model, resolved, prompt, version, mode, usage, created = row
-    return CacheEntry(
-        key=key,
-        kind=kind,
-        request=json.loads(request),
-        response=json.loads(response),
-        model=model,
-        resolved_model=resolved,
-        prompt=prompt,
-        prompt_version=version,
-        mode=mode,
-        usage=None if usage is None else json.loads(usage),
-        created=created,
-    )

@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from judge.cache.store import Cache, CacheEntry
+from judge.cache.entries import CacheEntry
+from judge.cache.store import Cache
 from judge.errors import CacheStoreError
 
 

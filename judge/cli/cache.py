@@ -62,8 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run_verify(args: argparse.Namespace) -> int:
     """The `judge cache verify` command: 0 when clean, 2 when anything is damaged."""
+    from judge.cache.integrity import verify_file
     from judge.cache.migrations import SCHEMA_VERSION
-    from judge.cache.store import verify_file
 
     if not Path(args.cache).is_file():
         raise JudgeError(f"{args.cache}: no such cache file")
@@ -103,7 +103,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_repair(args: argparse.Namespace) -> int:
     """The `judge cache repair` command."""
-    from judge.cache.store import repair_file
+    from judge.cache.repair import repair_file
 
     if not Path(args.cache).is_file():
         raise JudgeError(f"{args.cache}: no such cache file")

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
 from judge.experiments.app import RESERVED, App, MalformedReply, parse_reply
@@ -39,7 +39,7 @@ from judge.ir.trec import check_trec_id
 from judge.json_values import canonical_json, escape_surrogates, lone_surrogate_in, sha256_hex
 from judge.lines import LIMIT_VARIABLE, max_line_bytes, shown_limit
 from judge.run.checkpoint import open_for_appending, scan_lines
-from judge.run.data import JsonlRecords, parse_relevance
+from judge.run.data import JsonlRecords, LazySequence, parse_relevance
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
@@ -566,7 +566,7 @@ async def ask_all(
     return OutputRows(questions, answers), stats
 
 
-class _Checked(Sequence[dict[str, Any]]):
+class _Checked(LazySequence[dict[str, Any]]):
     """The app's part of each row as read back from the progress file, each checked again
     when read: the app can write to the file, so a line that is no longer one judge writes
     is that question's error (asked again on the next run), never taken as it reads."""
@@ -582,20 +582,11 @@ class _Checked(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return len(self._rows)
 
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if not -len(self) <= index < len(self):
-            raise IndexError(index)
+    def at(self, number: int) -> dict[str, Any]:
+        """The app's part of row `number`, checked."""
         row: Any
         try:
-            row = self._rows[index]
+            row = self._rows[number]
         except (JudgeError, LookupError, TypeError, ValueError, RecursionError):
             row = None  # no longer a JSON object, or one without a row
         if _written_row(row):
@@ -626,7 +617,7 @@ def _written_row(row: Any) -> bool:
     )
 
 
-class OutputRows(Sequence[dict[str, Any]]):
+class OutputRows(LazySequence[dict[str, Any]]):
     """The output rows: each question's columns (the test set as it is now: its labels
     are never kept with the answers) joined to the app's part of the row, built when used.
 
@@ -642,16 +633,9 @@ class OutputRows(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return len(self._answers)
 
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return _joined(self._questions[index], self._answers[index])
+    def at(self, number: int) -> dict[str, Any]:
+        """The output row of question `number`."""
+        return _joined(self._questions[number], self._answers[number])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for question, answer in zip(self._questions, self._answers, strict=True):

@@ -16,7 +16,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar
 
 from judge.aio import sync_twin
 from judge.cache.store import Cache
@@ -32,6 +32,7 @@ from judge.llm.transport import check_config, check_server
 from judge.metrics.resolve import MetricLike
 from judge.run.data import (
     JsonlRecords,
+    LazySequence,
     Row,
     load_rows_lazily,
     parse_relevance,
@@ -131,7 +132,7 @@ def _labels(question: Question) -> dict[str, int] | None:
         return None
 
 
-class _Questions(Sequence[Question]):
+class _Questions(LazySequence[Question]):
     """A test set's questions, each built from its record when used."""
 
     def __init__(
@@ -145,16 +146,8 @@ class _Questions(Sequence[Question]):
     def __len__(self) -> int:
         return len(self._records)
 
-    @overload
-    def __getitem__(self, index: int) -> Question: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Question]: ...
-
-    def __getitem__(self, index: int | slice) -> Question | list[Question]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        number = range(len(self))[index]
+    def at(self, number: int) -> Question:
+        """Question `number`, built from its record."""
         return self._make(number, self._records[number])
 
     def __iter__(self) -> Iterator[Question]:

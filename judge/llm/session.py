@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from judge.cache.entries import CacheEntry
 from judge.cache.identity import recorded_servers, server_identity
 from judge.cache.memo import DEFAULT_BYTES, ResponseMemo
-from judge.cache.store import Cache, CacheEntry
+from judge.cache.store import Cache
 from judge.cache.write_batch import WriteBatch
 from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.json_values import canonical_json

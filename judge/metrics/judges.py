@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model, model_validator
 
-from judge.llm.session import LLMSession
+from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
 from judge.metrics.prompts import Prompt, load_prompt, reason_key
 
@@ -180,7 +180,7 @@ def _repeats_example(reply: BaseModel, copied: frozenset[str]) -> bool:
 
 
 async def _chat_own_reasons(
-    session: LLMSession,
+    session: Judge,
     prompt: Prompt,
     values: dict[str, Any],
     output: type[M],
@@ -226,7 +226,7 @@ def _given(prompt: Prompt | None, name: str) -> Prompt:
 
 
 async def extract_claims(
-    session: LLMSession,
+    session: Judge,
     *,
     question: str,
     text: str,
@@ -253,7 +253,7 @@ async def extract_claims(
 
 
 async def verify_claims(
-    session: LLMSession,
+    session: Judge,
     *,
     claims: Sequence[str],
     contexts: Sequence[str],
@@ -284,7 +284,7 @@ async def verify_claims(
 
 
 async def reverse_questions(
-    session: LLMSession,
+    session: Judge,
     *,
     answer: str,
     n: int = 3,
@@ -307,7 +307,7 @@ async def reverse_questions(
 
 
 async def grade_contexts(
-    session: LLMSession,
+    session: Judge,
     *,
     question: str,
     contexts: Sequence[str],
@@ -333,7 +333,7 @@ async def grade_contexts(
 
 
 async def select_sentences(
-    session: LLMSession,
+    session: Judge,
     *,
     question: str,
     sentences: Sequence[str],
@@ -364,7 +364,7 @@ async def select_sentences(
 
 
 async def check_citations(
-    session: LLMSession,
+    session: Judge,
     *,
     checks: Sequence[tuple[str, int]],
     contexts: Sequence[str],

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from judge import aio
-from judge.llm.session import LLMSession
+from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
 from judge.metrics import evidence as ev
 from judge.metrics.citations import Citation, find_citations
@@ -54,7 +54,7 @@ class SampleJudgments:
     """
 
     sample: Sample
-    session: LLMSession
+    session: Judge
     verify_answer: bool = False
     verify_truth: bool = False
     claim_texts: frozenset[str] = frozenset({"answer", "truth"})  # whose claims to split

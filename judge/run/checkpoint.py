@@ -11,10 +11,11 @@ import weakref
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, overload
+from typing import BinaryIO
 
 from judge.json_values import dumps_nan_as_null
 from judge.lines import bounded_lines
+from judge.run.data import LazySequence
 from judge.run.output_folder import temporary_prefix, write_failure
 from judge.run.rows import ResultRow
 
@@ -22,7 +23,7 @@ _RESULT_KEY = '"result": '
 _ROW_KEY = ', "row": '
 
 
-class RowFile(Sequence[ResultRow]):
+class RowFile(LazySequence[ResultRow]):
     """Result rows read lazily from a JSON-lines file, one line per row at known offsets.
 
     Each access parses its line again, so iterating twice reads the file twice; the file
@@ -60,16 +61,9 @@ class RowFile(Sequence[ResultRow]):
     def __len__(self) -> int:
         return len(self._offsets)
 
-    @overload
-    def __getitem__(self, index: int) -> ResultRow: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[ResultRow]: ...
-
-    def __getitem__(self, index: int | slice) -> ResultRow | list[ResultRow]:
-        if isinstance(index, slice):
-            return [self._read(o) for o in self._offsets[index]]
-        return self._read(self._offsets[index])
+    def at(self, number: int) -> ResultRow:
+        """Row `number`, read from its line."""
+        return self._read(self._offsets[number])
 
     def __iter__(self) -> Iterator[ResultRow]:
         with open(self.path, "rb") as lines:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import math
 import os
+from abc import abstractmethod
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO, TypeVar, overload
 
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
@@ -251,7 +252,31 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, part
 
 
-class JsonlRecords(Sequence[dict[str, Any]]):
+T = TypeVar("T")
+
+
+class LazySequence(Sequence[T]):
+    """A sequence whose items are built when used: a subclass gives `__len__` and `at` (an
+    item by its number from 0), and may give a faster `__iter__`; negative indexes, the
+    bounds and slices (a list) are handled here."""
+
+    @abstractmethod
+    def at(self, number: int) -> T:
+        """The item numbered `number`, from 0 to len - 1."""
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self.at(i) for i in range(*index.indices(len(self)))]
+        return self.at(range(len(self))[index])
+
+
+class JsonlRecords(LazySequence[dict[str, Any]]):
     """The records of a JSON-lines file read when used, from the byte offsets of its lines:
     memory holds 8 bytes a record, whatever the records hold.
 
@@ -314,17 +339,10 @@ class JsonlRecords(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return len(self._offsets)
 
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+    def at(self, number: int) -> dict[str, Any]:
+        """The record numbered `number`, parsed from its line."""
         with self._open() as lines:
-            lines.seek(self._offsets[index])
+            lines.seek(self._offsets[number])
             return self._parsed(lines.readline())
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -375,7 +393,7 @@ def _record(line: bytes, path: Path, number: int | None) -> dict[str, Any]:
     return record
 
 
-class LazyRows(Sequence[Row]):
+class LazyRows(LazySequence[Row]):
     """The rows of a JSON-lines file, each built from its line when used (see
     `JsonlRecords`): what `load_rows` gives, without holding every row."""
 
@@ -386,16 +404,8 @@ class LazyRows(Sequence[Row]):
     def __len__(self) -> int:
         return len(self.records)
 
-    @overload
-    def __getitem__(self, index: int) -> Row: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Row]: ...
-
-    def __getitem__(self, index: int | slice) -> Row | list[Row]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        number = range(len(self))[index]
+    def at(self, number: int) -> Row:
+        """The row numbered `number`, built from its line."""
         return build_rows([self.records[number]], self.columns, [number])[0]
 
     def __iter__(self) -> Iterator[Row]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from judge import ir
 from judge.aio import gather_or_cancel
+from judge.llm.judge import Judge
 from judge.llm.session import LLMSession
 from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
@@ -186,7 +187,7 @@ async def evaluate_row(
     row: Row,
     judged: list[Metric],
     retrieval: list[str],
-    session: LLMSession | None,
+    session: Judge | None,
     prompts: Mapping[str, Prompt] | None = None,
 ) -> ResultRow:
     """One input row judged and scored: the row `judge eval` writes to results.jsonl, with

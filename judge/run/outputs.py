@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from judge.errors import JudgeError, is_replay_miss
 from judge.run.checkpoint import RowFile
@@ -23,11 +23,9 @@ from judge.run.data import APP_FAILED
 from judge.run.diagnose import diagnose
 from judge.run.output_folder import OutputFolder, file_sha256
 from judge.run.report_html import write_report
+from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
 from judge.run.shard import SHARD_FILE, write_shard_record
-
-if TYPE_CHECKING:
-    from judge.run.results import EvaluationResult
 
 PASSED = 0
 THRESHOLD_MISSED = 1  # a fail_under threshold was missed (`judge eval`'s exit 1)
@@ -68,7 +66,7 @@ class RunOutcome:
 
 
 def write_outputs(
-    result: EvaluationResult,
+    result: ResultView,
     out: OutputFolder | str | os.PathLike[str],
     *,
     fail_under: Mapping[str, float] | None = None,
@@ -128,7 +126,9 @@ def write_outputs(
     if result.config.shard is not None:
         outputs.append(SHARD_FILE)
         with folder.writing(SHARD_FILE) as record_path:
-            write_shard_record(result, record_path, digest)  # what `judge merge` reads
+            write_shard_record(  # what `judge merge` reads
+                result.config.shard, result.config.run, result.tally, record_path, digest
+            )
     with folder.writing("summary.json") as summary_path:
         summary_path.write_text(
             json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -152,7 +152,7 @@ def write_outputs(
     return RunOutcome(code, folder.path, summary, tuple(missed), failures, notes)
 
 
-def no_scores_failure(result: EvaluationResult, unscored: Sequence[str]) -> str | None:
+def no_scores_failure(result: ResultView, unscored: Sequence[str]) -> str | None:
     """Why the run fails for metrics that scored no row, whatever the cause: a metric
     without a single score is no result, whatever max_error_rate allows."""
     if not unscored:
@@ -173,7 +173,7 @@ def no_scores_failure(result: EvaluationResult, unscored: Sequence[str]) -> str 
     return f"no row was scored for {why}: see 'error', 'errors' and 'reasons' in results.jsonl"
 
 
-def error_rate_failure(result: EvaluationResult, max_rate: float) -> str | None:
+def error_rate_failure(result: ResultView, max_rate: float) -> str | None:
     """Why the run fails for its judge errors, or None."""
     rate = result.judge_error_rate
     if not rate > max_rate:
@@ -206,7 +206,7 @@ def _first(
     return found
 
 
-def unreadable_failure(result: EvaluationResult, max_rate: float) -> tuple[str | None, str | None]:
+def unreadable_failure(result: ResultView, max_rate: float) -> tuple[str | None, str | None]:
     """(a note on the rows that could not be read, why the run fails for them) or Nones.
 
     Unreadable rows (bad input: no question, contexts not a list...; in an experiment's
@@ -245,7 +245,7 @@ def unreadable_failure(result: EvaluationResult, max_rate: float) -> tuple[str |
     return note, (f"{what} ({rate:.1%}) could not be read, over max_error_rate {max_rate:g}: {fix}")
 
 
-def replay_failure(result: EvaluationResult) -> str | None:
+def replay_failure(result: ResultView) -> str | None:
     """Why a strict replay fails: a judgment was not in the cache (or damaged there). A
     replay that misses is not a replay, whatever max_error_rate allows."""
     if result.config.cache_mode != "replay" or not result.rows_with_judge_errors:

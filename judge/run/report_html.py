@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import TYPE_CHECKING
 
 from judge.formatting import MISSING, escape, number, page, write_page
 from judge.metrics.evidence import CONTEXT_GRADES, CONTEXT_GRADES_CAPPED, Evidence
@@ -17,10 +16,8 @@ from judge.metrics.findings import (
     Finding,
 )
 from judge.metrics.registry import JUDGE_ERROR, findings_of
+from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
-
-if TYPE_CHECKING:
-    from judge.run.results import EvaluationResult
 
 
 def histogram_svg(values: list[float], title: str, bins: int = 10, left_out: int = 0) -> str:
@@ -71,7 +68,7 @@ def histogram_svg(values: list[float], title: str, bins: int = 10, left_out: int
     )
 
 
-def _summary_table(result: EvaluationResult) -> str:
+def _summary_table(result: ResultView) -> str:
     rows = []
     for s in result.summary.values():
         nan = ", ".join(f"{escape(k)}: {v}" for k, v in s.nan.items()) or MISSING
@@ -267,21 +264,21 @@ def _sample_html(row: ResultRow, metrics: list[str]) -> str:
     )
 
 
-def _worst(result: EvaluationResult, limit: int = 10) -> str:
+def _worst(result: ResultView, limit: int = 10) -> str:
     blocks = [_sample_html(row, result.metrics) for row in result.worst(limit)]
     if not blocks:
         blocks = ["<p>No row scored below 1 and none failed.</p>"]
     return f"<p class=small>{escape(WORST_ORDER)}</p>" + "".join(blocks)
 
 
-def _diagnosis(result: EvaluationResult) -> str:
+def _diagnosis(result: ResultView) -> str:
     from judge.run.diagnose import diagnose
 
     findings = diagnose({m: s.mean for m, s in result.summary.items()})
     return "".join(f"<li>{escape(f)}</li>" for f in findings) or "<li>nothing stands out</li>"
 
 
-def render_report(result: EvaluationResult) -> str:
+def render_report(result: ResultView) -> str:
     """The HTML text of the report."""
     rows = len(result.rows)
     plots = "".join(
@@ -310,6 +307,6 @@ def render_report(result: EvaluationResult) -> str:
     )
 
 
-def write_report(result: EvaluationResult, path: str | os.PathLike[str]) -> None:
+def write_report(result: ResultView, path: str | os.PathLike[str]) -> None:
     """Write report.html for an EvaluationResult."""
     write_page(render_report(result), path)

@@ -14,6 +14,7 @@ from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.llm.config import LLM, Embeddings
+from judge.llm.judge import Judge
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
 from judge.metrics.judgments import SampleJudgments
@@ -81,7 +82,7 @@ def make_session(
 async def score_sample(
     sample: Sample,
     metrics: list[Metric],
-    session: LLMSession,
+    session: Judge,
     *,
     reverse_n: int = 3,
     prompts: Mapping[str, Prompt] | None = None,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from judge.errors import JudgeError
 
 if TYPE_CHECKING:
-    from judge.run.results import EvaluationResult
+    from judge.run.rows import RowTally
 
 _SPEC = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -65,19 +65,18 @@ def parse_shard(spec: str | Shard) -> Shard:
 SHARD_FILE = "shard.json"
 
 
-def write_shard_record(result: EvaluationResult, path: Path, results_sha256: str) -> None:
-    """Write a finished shard's `shard.json` (to path): its run, its shard, the sha256 of
-    its results.jsonl and the tally of its rows, which `judge merge` reads instead of
-    parsing every row while the hash matches."""
-    spec = result.config.shard
-    if spec is None:
-        raise ValueError("a shard record is written for a shard's run only")
+def write_shard_record(
+    spec: Shard, run: str, tally: RowTally, path: Path, results_sha256: str
+) -> None:
+    """Write a finished shard's `shard.json` (to path): its run (fingerprint), its shard, the
+    sha256 of its results.jsonl and the tally of its rows, which `judge merge` reads instead
+    of parsing every row while the hash matches."""
     record = {
         "format": 1,
-        "run": result.config.run,
+        "run": run,
         "shard": {"index": spec.index, "count": spec.count},
         "results_sha256": results_sha256,
-        "tally": result.tally.to_json(),
+        "tally": tally.to_json(),
     }
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))  # NaN are null
     path.write_text(text + "\n", encoding="utf-8")

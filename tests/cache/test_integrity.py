@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
+import judge.cache.entries
 import judge.cache.migrations
-import judge.cache.store
 from judge.aio import run_sync
 from judge.cache.migrations import SCHEMA_VERSION
 from judge.cache.store import Cache, CacheEntry, cache_key
@@ -206,7 +206,7 @@ def format_3_file(path: Path, entries: list[CacheEntry], raw: list[tuple[Any, ..
             json.dumps(e.request),
             json.dumps(e.response),
             e.model,
-            judge.cache.store.vector_blob(e.response) if e.kind == "embedding" else None,
+            judge.cache.entries.vector_blob(e.response) if e.kind == "embedding" else None,
         )
         for e in entries
     ]
@@ -229,7 +229,7 @@ def test_format_4_adds_checksums_to_a_format_3_file(tmp_path):
                 "{}",
                 "[1.0]",
                 "e",
-                judge.cache.store.vector_blob([2.0]),
+                judge.cache.entries.vector_blob([2.0]),
             ),
         ],
     )

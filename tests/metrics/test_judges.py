@@ -268,7 +268,7 @@ def test_a_recorded_reply_that_fails_todays_checks_is_asked_again(
     judge.score(QUESTION, ANSWER, CONTEXTS, metrics=["faithfulness"], cache=path, **models)
     # As if recorded when the schema allowed it: one verdict short for three claims (with
     # its checksum, as judge wrote it: an edit without one is a damaged entry).
-    from judge.cache.store import checksum
+    from judge.cache.entries import checksum
 
     with sqlite3.connect(path) as db:
         where = "WHERE prompt = 'verify'"
