@@ -207,10 +207,7 @@ def load_results(source: Any) -> tuple[list[ResultRow], str]:
     path = folder.results
     if not path.is_file():
         raise InputFormatError(f"{path}: no such results file (judge eval writes results.jsonl)")
-    rows = [
-        ResultRow.from_json({"row": line_number - 1, **row})
-        for line_number, _, row in folder.rows()
-    ]
+    rows = [row for _, _, row in folder.rows()]
     return rows, str(path)
 
 

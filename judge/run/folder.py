@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import warnings
@@ -19,6 +20,7 @@ from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
 from judge.lines import bounded_lines
+from judge.run.rows import ResultRow, RowTally
 from judge.runs.record import record_of
 from judge.runs.store import RunRecord, RunStore, default_runs_path
 
@@ -76,6 +78,8 @@ class RunChangedError(InputFormatError):
     store's record) vouches for: changed after the run was written."""
 
 
+# A mean summary.json states and the mean of its rows differ in the last digits at most.
+MEAN_TOLERANCE = 1e-9
 REWRITE = (
     "rerun the evaluation into this folder (it resumes from its checkpoint), or restore "
     "the files the run wrote"
@@ -219,28 +223,63 @@ class RunFolder:
         if recorded is not None and digest.hexdigest() != recorded:
             raise RunChangedError(self._changed(summary, count, by))
 
-    def rows(self, recorded: str | None = None) -> Iterator[tuple[int, int, dict[str, Any]]]:
-        """(line number, offset, JSON object) of every row of results.jsonl, read one at a time
-        and checked as `lines` checks them (a row that is not a results row is an
-        `InputFormatError`, unless the file is not the one the run wrote: then it is the
-        `RunChangedError`, which says so)."""
+    def rows(self, recorded: str | None = None) -> Iterator[tuple[int, int, ResultRow]]:
+        """(line number, offset, row) of every row of results.jsonl, read one at a time and
+        checked as `lines` checks them; then summary.json's row count and means are
+        checked against the rows (a `RunChangedError` for an edited summary). A line that
+        is not a results row is an `InputFormatError`, unless the file is not the one the
+        run wrote: then it is the `RunChangedError`, which says so."""
         error: InputFormatError | None = None
+        summary = self.read_summary() if self.checked else None
+        metrics = (summary or {}).get("config", {}).get("metrics")
+        tally = RowTally([str(m) for m in metrics]) if isinstance(metrics, list) else None
         for number, (offset, line) in enumerate(self.lines(recorded), 1):
             if error is not None or not line.strip():
                 continue  # the rest is read all the same: its sha256 tells what happened
             try:
                 data = json.loads(line, strict=False)
-            except ValueError as exc:
-                error = InputFormatError(f"not JSON ({exc})", path=str(self.results), line=number)
-                continue
-            if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+                if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+                    raise ValueError("no scores")
+                row = ResultRow.from_json({"row": number - 1, **data})
+            except (ValueError, KeyError, TypeError) as exc:
                 error = InputFormatError(
-                    "not a judge results row (no scores)", path=str(self.results), line=number
+                    f"not a judge results row ({exc})", path=str(self.results), line=number
                 )
                 continue
-            yield number, offset, data
+            if tally is not None:
+                tally.add(row)
+            yield number, offset, row
         if error is not None:
             raise error
+        if summary is not None:
+            self.check_summary(summary, tally)
+
+    def check_summary(self, summary: dict[str, Any], tally: RowTally | None) -> None:
+        """Refuse a summary.json whose row count or means are not those of the rows
+        (`tally`; None when the summary names no metrics: nothing to check)."""
+        if tally is None:
+            return
+        changed = ""
+        rows = summary.get("rows")
+        if isinstance(rows, int) and rows != tally.rows:
+            changed = f"says {rows} rows, its {RESULTS} holds {tally.rows}"
+        stated = summary.get("metrics")
+        for metric, entry in stated.items() if isinstance(stated, dict) else ():
+            if changed or not isinstance(entry, dict) or metric not in tally.nan:
+                continue
+            value = entry.get("mean")
+            mean = math.nan if value is None else float(value)
+            scores = tally.defined(metric)
+            computed = float(scores.mean()) if scores.size else math.nan
+            same = (math.isnan(mean) and math.isnan(computed)) or (
+                abs(mean - computed) <= MEAN_TOLERANCE
+            )
+            if not same:
+                changed = f"says the mean of {metric} is {mean:g}, its {RESULTS} gives {computed:g}"
+        if changed:
+            raise RunChangedError(
+                f"{SUMMARY} of {self.path} {changed}: it was changed after the run; {REWRITE}"
+            )
 
     def _changed(self, summary: dict[str, Any] | None, count: int, by: str) -> str:
         """What changed, in words, for a results.jsonl whose sha256 is not the recorded one."""
@@ -249,9 +288,11 @@ class RunFolder:
             what = f"it holds {count} rows, the run wrote {rows}"
         else:
             what = "its bytes differ from those the run wrote"
+        whose = f"its {SUMMARY} was written with" if by == SUMMARY else "the run wrote"
         return (
             f"{RESULTS} of {self.path} does not match the sha256 recorded in {by} "
-            f"({what}): it was changed after the run; {REWRITE}"
+            f"({what}): it is not the file {whose} (it was changed after the run, or a run "
+            f"was stopped while writing its outputs); {REWRITE}"
         )
 
     def record(

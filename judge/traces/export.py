@@ -427,8 +427,8 @@ def read_results(path: str | os.PathLike[str]) -> Iterator[ResultRow]:
             f"{path}: no results.jsonl there; give the --out folder of `judge eval` (or "
             "`judge experiment`) or its results.jsonl"
         )
-    for _, _, data in folder.rows():
-        yield ResultRow.from_json(data)
+    for _, _, row in folder.rows():
+        yield row
 
 
 def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
