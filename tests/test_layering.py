@@ -26,8 +26,9 @@ LAYERS: list[set[str]] = [
     {"llm"},
     {"ir"},
     {"metrics"},
+    {"runs"},  # the run store: `judge.run.folder` records runs in it
     {"run"},
-    {"comparison", "labels", "testset", "experiments", "runs", "traces"},
+    {"comparison", "labels", "testset", "experiments", "traces"},
     {"probes", "view"},
     {"ray", "testing"},
     {"cli"},

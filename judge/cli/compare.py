@@ -98,9 +98,9 @@ def run_sources(refs: list[str], args: argparse.Namespace) -> list[str]:
 def _checked(record: RunRecord, ref: str) -> str:
     """The output folder of a recorded run, refused when a later run wrote into it since
     (its rows are another run's); a note when a record of an older judge cannot tell."""
-    from judge.runs.record import results_changed
+    from judge.run.folder import RunFolder
 
-    changed = results_changed(record)
+    changed = RunFolder(record.out_dir).results_changed(record.results_sha256)
     named = f"run {record.id}" + (f" ({record.name})" if record.name else "")
     if changed:
         raise JudgeError(
@@ -132,9 +132,11 @@ def _open_store(args: argparse.Namespace, ref: str) -> RunStore:
 def _same_source(a: str, b: str) -> bool:
     """Whether two sources are the same evaluation (a folder and its results.jsonl are)."""
 
+    from judge.run.folder import RunFolder
+
     def results(source: str) -> Path:
         path = Path(source)
-        return (path / "results.jsonl" if path.is_dir() else path).resolve()
+        return (RunFolder(path).results if path.is_dir() else path).resolve()
 
     return results(a) == results(b)
 

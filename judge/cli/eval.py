@@ -143,6 +143,7 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     """The `judge eval` command."""
     from judge.run.evaluate import evaluate
+    from judge.run.folder import RunFolder
     from judge.run.output_folder import OutputFolder
     from judge.run.shard import parse_shard
 
@@ -176,7 +177,7 @@ def run_eval(args: argparse.Namespace) -> int:
     metrics, llm, embeddings, cache = _judge_setup(args)
     # Locked for the whole run: the checkpoint lives in the folder too.
     with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
-        checkpoint = folder.path / ".checkpoint.jsonl"
+        checkpoint = RunFolder(folder.path).checkpoint
         try:
             result = evaluate(
                 args.data,

@@ -58,6 +58,7 @@ def finish_run(
     "results.jsonl")` already (judge merge). The run's checkpoint is deleted: the run is
     complete."""
     from judge.cli.words import cli_words
+    from judge.run.folder import RunFolder
     from judge.run.outputs import write_outputs
 
     outcome = write_outputs(
@@ -68,7 +69,7 @@ def finish_run(
         results_written=results_written,
     )
     out = outcome.folder
-    checkpoint = out / ".checkpoint.jsonl"
+    checkpoint = RunFolder(out).checkpoint
     if checkpoint.exists():
         checkpoint.unlink()  # results.jsonl has every row
     print(terminal_text(result.table()))
@@ -109,6 +110,7 @@ def merge_into(
     """Join the shards' outputs into the (open) output folder as `judge merge` does;
     returns the exit code. With `cache` (`judge eval --processes`: the shards' cache), the
     joined run's notes and damaged cache entries are said as a plain run says them."""
+    from judge.run.folder import RESULTS
     from judge.run.merge import merge_shards
 
     out = folder.path
@@ -116,7 +118,7 @@ def merge_into(
         raise JudgeError(f"{out} is a shard's directory; give the merged run its own directory")
     # The joined lines are results.jsonl as it is (270 MB for 100,000 rows): written once,
     # under the name the folder publishes them from.
-    with folder.writing("results.jsonl") as joined:
+    with folder.writing(RESULTS) as joined:
         result = merge_shards(shard_dirs, joined)
         if cache is not None:
             say_damaged(result, cache, replay=replay)
@@ -132,7 +134,7 @@ def record_run(args: argparse.Namespace, out: Path, command: str) -> None:
     import sqlite3
 
     from judge.cli.words import cli_words
-    from judge.runs.record import record_folder
+    from judge.run.folder import record_folder
     from judge.runs.store import RunStore
 
     if getattr(args, "no_record", False) or getattr(args, "shard", None) is not None:
@@ -158,6 +160,7 @@ def export_scores(
 ) -> None:
     """Write or send the events of a run's results (a folder or results.jsonl) linked to
     their traces, to every destination the command line gives."""
+    from judge.run.folder import RunFolder
     from judge.traces.export import (
         evaluation_events,
         phoenix_evaluations,
@@ -168,7 +171,7 @@ def export_scores(
     )
 
     limits = threshold_map(args.threshold)
-    results_file = results / "results.jsonl" if results.is_dir() else results
+    results_file = RunFolder(results).results if results.is_dir() else results
     events = evaluation_events(read_results(results), links, thresholds=limits)
     for note in events.notes():
         print(terminal_text(f"judge: note: {note}"), file=sys.stderr)

@@ -166,7 +166,7 @@ def runs_table(records: list[RunRecord]) -> str:
 
 def describe(record: RunRecord) -> str:
     """The text of `judge runs show`: every field, and the metrics with their intervals."""
-    from judge.runs.record import results_changed
+    from judge.run.folder import RunFolder
 
     gone = "  (not there now: moved or deleted)"
     changed = "  (changed since recorded: its results.jsonl is a later run's now)"
@@ -179,7 +179,7 @@ def describe(record: RunRecord) -> str:
             "outputs",
             record.out_dir
             + (gone if not Path(record.out_dir).is_dir() else "")
-            + (changed if results_changed(record) else ""),
+            + (changed if RunFolder(record.out_dir).results_changed(record.results_sha256) else ""),
         ),
         ("data", f"{record.data} (sha256 {record.data_sha256[:16]})"),
         ("rows", str(record.rows)),

@@ -115,6 +115,7 @@ def judged_sources(args: argparse.Namespace) -> list[str]:
     refs = [p for p in args.judged if not Path(p).exists()]
     if not refs and not args.judged_runs:
         return sources
+    from judge.run.folder import RunFolder
     from judge.runs.store import open_existing
 
     needed = (
@@ -128,7 +129,7 @@ def judged_sources(args: argparse.Namespace) -> list[str]:
             sources += [
                 r.out_dir
                 for r in store.runs()
-                if not r.damaged and Path(r.out_dir, "results.jsonl").is_file()
+                if not r.damaged and RunFolder(r.out_dir).results.is_file()
             ]
     return sources
 
@@ -155,9 +156,11 @@ def run_extract(args: argparse.Namespace) -> int:
     for path in args.traces:
         if not Path(path).is_file():
             raise JudgeError(not_a_file(path, "trace file"))
+    from judge.run.folder import RunFolder
+
     sources = judged_sources(args)
     judged = judged_ids(sources)
-    skipped = args.skipped or str(Path(args.out).parent / "skipped.jsonl")
+    skipped = args.skipped or str(RunFolder(Path(args.out).parent).skipped)
     summary = extract(
         args.traces,
         args.out,

@@ -10,7 +10,6 @@ left out, and so are pairs where either side is NaN for that metric.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -24,8 +23,7 @@ from judge.errors import InputFormatError
 from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
-from judge.run.data import loads_json, text_lines
-from judge.run.output_folder import check_results_hash
+from judge.run.folder import RunFolder
 from judge.run.rows import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
@@ -205,28 +203,11 @@ def load_results(source: Any) -> tuple[list[ResultRow], str]:
     """Rows of an EvaluationResult, a results.jsonl file, or a directory holding one."""
     if hasattr(source, "rows"):
         return list(source.rows), "result"
-    path = Path(source)
-    if path.is_dir():
-        path = path / "results.jsonl"
+    folder = RunFolder.of(source)  # a run's folder: its summary vouches for its rows
+    path = folder.results
     if not path.is_file():
         raise InputFormatError(f"{path}: no such results file (judge eval writes results.jsonl)")
-    data = path.read_bytes()
-    summary = path.with_name("summary.json")
-    if summary.is_file():  # judge eval's output folder: the summary vouches for its rows
-        try:
-            recorded = json.loads(summary.read_text(encoding="utf-8"))
-        except ValueError:
-            raise InputFormatError(f"{summary}: not JSON; rerun the evaluation") from None
-        check_results_hash(recorded, hashlib.sha256(data).hexdigest(), path.parent)
-    rows = []
-    for line_number, line in text_lines(data.decode("utf-8")):
-        try:
-            row = loads_json(line)
-        except json.JSONDecodeError as exc:
-            raise InputFormatError(f"{path}:{line_number}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("scores"), dict):
-            raise InputFormatError(f"{path}:{line_number}: not a judge results row (no scores)")
-        rows.append(ResultRow.from_json({"row": line_number - 1, **row}))
+    rows = [row for _, _, row in folder.rows()]
     return rows, str(path)
 
 

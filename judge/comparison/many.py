@@ -32,6 +32,7 @@ from judge.errors import InputFormatError, JudgeError
 from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
+from judge.run.folder import RunFolder
 from judge.run.rows import MetricSummary, ResultRow, RowTally
 from judge.stats import holm
 
@@ -311,7 +312,7 @@ def _path_parts(source: Any) -> tuple[str, ...]:
         return ()
     path = Path(os.path.abspath(source))
     if not path.is_dir():
-        path = path.parent if path.name == "results.jsonl" else path.with_suffix("")
+        path = path.parent if RunFolder.is_results_file(path) else path.with_suffix("")
     return path.parts[1:]  # not the root
 
 

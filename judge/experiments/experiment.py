@@ -40,15 +40,21 @@ from judge.run.data import (
     resolve_columns,
 )
 from judge.run.evaluate import aevaluate_rows
+from judge.run.folder import (
+    APP_OUTPUTS,
+    APP_PROGRESS,
+    CHECKPOINT,
+    QRELS,
+    RUN_TREC,
+    record_written,
+)
 from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
 from judge.run.score import judge_models
 
-APP_OUTPUTS = "app_outputs.jsonl"
-PROGRESS_FILE = ".app_outputs.jsonl"  # the calls finished so far, for a resumed run
-CHECKPOINT = ".checkpoint.jsonl"  # judge eval's: the rows judged so far
+PROGRESS_FILE = APP_PROGRESS  # the calls finished so far, for a resumed run
 TESTSET_FILE = "testset.jsonl"  # a `judge testset build` folder holds it, with qrels.txt
 DEFAULT_APP_CONCURRENCY = 8
 DEFAULT_APP_TIMEOUT = 120.0
@@ -429,11 +435,11 @@ def write_rankings(
     )
     if not labels:
         return []  # no question the app answered has labels: nothing to score
-    with folder.writing("run.trec") as path:
+    with folder.writing(RUN_TREC) as path:
         write_run(run, path, tag="app")
-    with folder.writing("qrels.txt") as path:
+    with folder.writing(QRELS) as path:
         write_qrels(labels, path)
-    return ["run.trec", "qrels.txt"]
+    return [RUN_TREC, QRELS]
 
 
 def _scored(row: Row) -> dict[str, int] | None:
@@ -482,6 +488,7 @@ async def aexperiment(
     concurrency: int | None = None,
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
+    record: bool = True,
 ) -> EvaluationResult:
     """Run the user's RAG app on every question of a test set, keep its outputs, judge them.
 
@@ -512,6 +519,9 @@ async def aexperiment(
         app_timeout: seconds one app call may take; a slower call is that question's
             app error (a sync app's thread is left to finish on its own).
         progress, progress_interval: as for `judge.evaluate`.
+        record: record the run in the run store ($JUDGE_RUNS, else .judge/runs.sqlite),
+            as `judge experiment` does, so `judge runs` and `judge view` show it; False
+            skips it (`--no-record`).
 
     Returns:
         The `EvaluationResult` of the app's outputs; `result.config.app` records the app
@@ -551,6 +561,8 @@ async def aexperiment(
         )
         write_outputs(result, folder)
         finished(folder.path)
+    if record:
+        record_written(out, command="experiment")
     return result
 
 

@@ -120,7 +120,7 @@ def write_report(folder: Path, settings: Mapping[str, Any] | None = None) -> Pat
     )
     result = EvaluationResult(rows, list(metrics), config, usage)
     try:
-        result.write(folder, max_error_rate=1.0)
+        result.write(folder, max_error_rate=1.0, record=False)
     except OSError as exc:
         raise JudgeError(f"--judge-report {folder}: cannot be written ({exc})") from None
     shutil.rmtree(parts, ignore_errors=True)

@@ -28,10 +28,10 @@ from typing import Any
 from judge.errors import InputFormatError
 from judge.run.checkpoint import RowFile, scan_lines
 from judge.run.config import RunConfig
-from judge.run.output_folder import check_results_hash, file_sha256
+from judge.run.folder import RunFolder, check_results_hash, file_sha256
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
-from judge.run.shard import SHARD_FILE, Shard
+from judge.run.shard import Shard
 
 # Settings every shard must share, in the order they are compared (the first difference
 # found is the one reported); "run" covers the rest (servers, custom metric versions).
@@ -43,8 +43,9 @@ class ShardOutput:
 
     def __init__(self, directory: str | os.PathLike[str]):
         self.dir = Path(directory)
-        summary = self.dir / "summary.json"
-        self.results = self.dir / "results.jsonl"
+        self.folder = RunFolder(self.dir)
+        summary = self.folder.summary_file
+        self.results = self.folder.results
         if not summary.is_file() or not self.results.is_file():
             raise InputFormatError(
                 f"{self.dir}: no summary.json and results.jsonl; give the --out directory "
@@ -71,7 +72,7 @@ class ShardOutput:
         """The tally its `shard.json` records, if that file belongs to this shard's run and
         results.jsonl is still the file it was recorded from; else None."""
         try:
-            record = json.loads((self.dir / SHARD_FILE).read_text(encoding="utf-8"))
+            record = json.loads(self.folder.shard_record.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None  # none (written by an older judge), or unreadable: parse the rows
         if not isinstance(record, dict) or record.get("format") != 1:

@@ -15,19 +15,29 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from judge.errors import InputFormatError, OutputError
+from judge.errors import OutputError
+from judge.run.folder import OUTPUT_NAMES, check_results_hash, file_sha256
 
 if sys.platform != "win32":  # on Windows two runs on one folder are not stopped
     import fcntl
+
+__all__ = [
+    "OUTPUT_NAMES",
+    "OutputFolder",
+    "check_results_hash",
+    "file_sha256",
+    "remove_debris",
+    "temporary_prefix",
+    "write_failure",
+]
 
 LOCK_NAME = ".judge.lock"
 OUTPUT_PREFIX = ".judge-out-"
@@ -84,21 +94,6 @@ def write_failure(path: Path, exc: OSError) -> OutputError:
     else:
         advice = "check the disk and the folder, then rerun"
     return OutputError(f"{path}: cannot be written ({reason}); {advice}")
-
-
-# Every file a judge run writes into its output folder (`judge eval`, `judge experiment`,
-# `judge merge`, a shard's): a file the run reads may not be one of them.
-OUTPUT_NAMES = (
-    "results.jsonl",
-    "summary.json",
-    "report.html",
-    "shard.json",
-    ".checkpoint.jsonl",
-    "app_outputs.jsonl",
-    "run.trec",
-    "qrels.txt",
-    "skipped.jsonl",
-)
 
 
 class OutputFolder:
@@ -243,25 +238,3 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def check_results_hash(summary: Any, results_sha256: str, where: Path) -> None:
-    """Refuse a results.jsonl that is not the one its summary.json was written with (a
-    run stopped between publishing the two, or a file edited or cut short since). A
-    summary of an older judge records no hash and is taken as it is."""
-    recorded = summary.get("results_sha256") if isinstance(summary, dict) else None
-    if recorded is not None and recorded != results_sha256:
-        raise InputFormatError(
-            f"{where}: results.jsonl is not the file its summary.json was written with "
-            "(a run was stopped while writing its outputs, or the file was changed since); "
-            "rerun the evaluation into this folder (it resumes from its checkpoint)"
-        )

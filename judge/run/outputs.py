@@ -21,6 +21,7 @@ from judge.errors import JudgeError, is_replay_miss
 from judge.run.checkpoint import RowFile
 from judge.run.data import APP_FAILED
 from judge.run.diagnose import diagnose
+from judge.run.folder import REPORT, RESULTS, SUMMARY, RunFolder
 from judge.run.output_folder import OutputFolder, file_sha256
 from judge.run.report_html import write_report
 from judge.run.result_view import ResultView
@@ -96,7 +97,7 @@ def write_outputs(
                 results_written=results_written,
             )
     folder = out
-    with folder.writing("results.jsonl") as results_path:
+    with folder.writing(RESULTS) as results_path:
         # judge merge joined the rows into this very file already
         written = results_written
         digest = file_sha256(results_path) if written else result.write_jsonl(results_path)
@@ -120,8 +121,8 @@ def write_outputs(
     summary["replay_missed"] = replay_missed is not None
     summary["no_scores"] = {"metrics": unscored, "failed": bool(unscored)}
     summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
-    outputs = ["results.jsonl", "report.html"]
-    with folder.writing("report.html") as report_path:
+    outputs = [RESULTS, REPORT]
+    with folder.writing(REPORT) as report_path:
         write_report(result, report_path)
     if result.config.shard is not None:
         outputs.append(SHARD_FILE)
@@ -129,14 +130,14 @@ def write_outputs(
             write_shard_record(  # what `judge merge` reads
                 result.config.shard, result.config.run, result.tally, record_path, digest
             )
-    with folder.writing("summary.json") as summary_path:
+    with folder.writing(SUMMARY) as summary_path:
         summary_path.write_text(
             json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
-    outputs.append("summary.json")  # last: its hash vouches for the files before it
+    outputs.append(SUMMARY)  # last: its hash vouches for the files before it
     folder.publish(outputs)
     if isinstance(result.rows, RowFile) and result.rows.path == results_path:
-        result.rows.renamed(folder.path / "results.jsonl")
+        result.rows.renamed(RunFolder(folder.path).results)
     failures = tuple(
         (what, why)
         for what, why in (

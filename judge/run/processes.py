@@ -35,6 +35,7 @@ from typing import Any, cast
 from judge.aio import run_sync
 from judge.errors import InputFormatError, JudgeError
 from judge.json_values import sha256_hex
+from judge.run.folder import RunFolder
 from judge.run.plan import RunPlan, row_hash
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.shard import Shard
@@ -133,7 +134,7 @@ def judge_shard(job: ShardJob) -> None:
                     rows,
                     hashes,
                     session,
-                    checkpoint=folder.path / ".checkpoint.jsonl",
+                    checkpoint=RunFolder(folder.path).checkpoint,
                     progress=job.progress,
                     progress_interval=job.progress_interval,
                 )

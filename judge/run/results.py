@@ -18,6 +18,7 @@ from typing import Any
 from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.run.config import RunConfig
+from judge.run.folder import record_written
 from judge.run.outputs import RunOutcome, write_outputs
 from judge.run.rows import MetricSummary, ResultRow, RowTally
 
@@ -158,6 +159,7 @@ class EvaluationResult:
         *,
         fail_under: Mapping[str, float] | None = None,
         max_error_rate: float = 0.05,
+        record: bool = True,
     ) -> RunOutcome:
         """Write the folder `judge eval` writes (results.jsonl, report.html, summary.json,
         and a shard's shard.json), byte for byte, and apply its gates.
@@ -171,12 +173,19 @@ class EvaluationResult:
             fail_under: metric -> the lowest mean that passes (`--fail-under`).
             max_error_rate: the largest share of judged rows with a failed judge, and of
                 all rows that could not be read, that passes (`--max-error-rate`).
+            record: record the run in the run store ($JUDGE_RUNS, else
+                .judge/runs.sqlite), as `judge eval` does, so `judge runs` and `judge view`
+                show it (a shard's is not recorded: `judge merge` records the whole run);
+                False skips it (`--no-record`).
 
         Returns:
             A `judge.run.outputs.RunOutcome`: `code` is `judge eval`'s exit code (0
             passed, 1 a threshold missed, 3 scores missing), with the reasons.
         """
-        return write_outputs(self, out, fail_under=fail_under, max_error_rate=max_error_rate)
+        outcome = write_outputs(self, out, fail_under=fail_under, max_error_rate=max_error_rate)
+        if record and self.config.shard is None:
+            record_written(outcome.folder, command="python")
+        return outcome
 
     def write_csv(self, path: str | os.PathLike[str]) -> None:
         """The flat rows as CSV (contexts as a JSON list); a text cell a spreadsheet would

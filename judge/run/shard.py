@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from judge.errors import JudgeError
+from judge.run.folder import SHARD
 
 if TYPE_CHECKING:
     from judge.run.rows import RowTally
@@ -62,7 +63,7 @@ def parse_shard(spec: str | Shard) -> Shard:
     return Shard(int(match[1]), int(match[2]))
 
 
-SHARD_FILE = "shard.json"
+SHARD_FILE = SHARD
 
 
 def write_shard_record(

@@ -99,7 +99,7 @@ class RunRecord:
         id: 12 lowercase hex characters, unique in the store.
         name: the name given with --name, or None.
         created: when it was recorded, ISO 8601 UTC to the second.
-        command: "eval", "experiment" or "merge".
+        command: "eval", "experiment", "merge", or "python" (`EvaluationResult.write`).
         out_dir: the absolute path of the run's output folder.
         data: where the rows came from (summary.json's config.source).
         data_sha256: the hash of the rows' inputs (config.data.sha256).

@@ -25,6 +25,7 @@ from judge.formatting import counted
 from judge.ir.trec import check_trec_id
 from judge.json_values import escape_surrogates, lone_surrogate_in
 from judge.lines import bounded_lines
+from judge.run.folder import RunFolder
 from judge.run.output_folder import OutputFolder
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assemble
 from judge.traces.langfuse import is_langfuse, read_langfuse
@@ -119,7 +120,7 @@ def judged_files(paths: Iterable[PathLike]) -> list[Path]:
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            path = path / "results.jsonl"
+            path = RunFolder(path).results
         if not path.is_file():
             raise InputFormatError(
                 "no such file: give a rows.jsonl or results.jsonl, or a judge eval output "

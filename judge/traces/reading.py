@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
+from judge.run.folder import RunFolder
 from judge.run.rows import ResultRow
 
 
@@ -18,22 +19,14 @@ def read_results(path: str | os.PathLike[str]) -> Iterator[ResultRow]:
     Args:
         path: a `judge eval` output folder (its results.jsonl) or a results.jsonl file.
     """
-    target = Path(path)
-    if target.is_dir():
-        target = target / "results.jsonl"
-    if not target.is_file():
+    folder = RunFolder.of(path)  # a run's folder: read back with its sha256 checked
+    if not folder.results.is_file():
         raise JudgeError(
             f"{path}: no results.jsonl there; give the --out folder of `judge eval` (or "
             "`judge experiment`) or its results.jsonl"
         )
-    for number, data in _json_lines(target):
-        if not isinstance(data, dict) or "scores" not in data:
-            raise InputFormatError(
-                "not a results.jsonl row (no scores): give the results of `judge eval`",
-                path=str(target),
-                line=number,
-            )
-        yield ResultRow.from_json(data)
+    for _, _, row in folder.rows():
+        yield row
 
 
 def read_rows(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

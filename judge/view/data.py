@@ -4,15 +4,15 @@ built so that the page needs nothing but its own folder."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from judge.errors import InputFormatError
+from judge.errors import InputFormatError, JudgeError
 from judge.json_values import nan_to_null
+from judge.run.folder import RunChangedError, RunFolder
 
 # An answer longer than this is cut in the page's data: the drill-down shows answers side
 # by side, and a run of long answers would otherwise make data.js as big as results.jsonl.
@@ -116,37 +116,37 @@ def run_results(out_dir: str | None, results_sha256: str | None = None) -> dict[
     folder = Path(out_dir)
     if not folder.is_dir():
         return {"status": "missing", "message": f"the run's folder {folder} is gone"}
-    path = folder / "results.jsonl"
+    run = RunFolder(folder)
+    path = run.results
     if not path.is_file():
         return {"status": "missing", "message": f"the run's folder {folder} has no results.jsonl"}
     rows: list[dict[str, Any]] = []
     skipped = 0
-    digest = hashlib.sha256()
-    error = None
+    error: Exception | None = None
     try:
-        with path.open("rb") as lines:  # line by line: the file may be large
-            for number, raw in enumerate(lines, 1):
-                digest.update(raw)
-                if error is not None or not raw.strip():
-                    continue  # a file that is not the run's is hashed whole all the same
-                try:
-                    row = _row(raw.decode("utf-8"), path, number)
-                except (InputFormatError, UnicodeDecodeError) as exc:
-                    error = exc
-                    continue
-                if row is None:
-                    skipped += 1
-                else:
-                    rows.append(row)
-    except OSError as exc:
-        return {"status": "unreadable", "message": f"{exc}"}
-    if results_sha256 is not None and digest.hexdigest() != results_sha256:
+        # line by line (the file may be large), checked against the recorded sha256, else
+        # the one its summary.json records
+        for number, (_, raw) in enumerate(run.lines(results_sha256), 1):
+            if error is not None or not raw.strip():
+                continue  # a file that is not the run's is hashed whole all the same
+            try:
+                row = _row(raw.decode("utf-8"), path, number)
+            except (InputFormatError, UnicodeDecodeError) as exc:
+                error = exc
+                continue
+            if row is None:
+                skipped += 1
+            else:
+                rows.append(row)
+    except RunChangedError as exc:
         return {
             "status": "changed",
             "message": f"folder changed since recorded: {path} is not the file this run "
-            "wrote (a later run was given the same output folder); its rows are another "
-            "run's and are not shown",
+            "wrote (a later run was given the same output folder, or the file was edited); "
+            f"its rows are not shown: {exc}",
         }
+    except (OSError, JudgeError) as exc:
+        return {"status": "unreadable", "message": f"{exc}"}
     if error is not None:
         return {"status": "unreadable", "message": f"{error}"}
     return {

@@ -13,7 +13,8 @@ import pytest
 
 import judge
 from judge.errors import JudgeError
-from judge.runs.record import git_state, record_folder
+from judge.run.folder import record_folder
+from judge.runs.record import git_state
 from judge.runs.store import RunStore
 
 ROWS = [
@@ -138,7 +139,7 @@ def test_an_experiments_app_is_recorded(written_run, tmp_path):
 
 def test_a_folder_without_a_summary_is_refused(tmp_path):
     with RunStore(tmp_path / "runs.sqlite") as store:
-        with pytest.raises(JudgeError, match=r"has no summary\.json: record the output folder"):
+        with pytest.raises(JudgeError, match=r"has no summary\.json: give the output folder"):
             record_folder(store, tmp_path, command="eval")
         (tmp_path / "summary.json").write_text("{not json")
         with pytest.raises(JudgeError, match="is not JSON"):
