@@ -33,14 +33,18 @@ from judge.metrics.resolve import MetricLike
 from judge.run.data import (
     JsonlRecords,
     Row,
+    build_rows,
     load_rows_lazily,
     parse_relevance,
     read_records,
     resolve_columns,
 )
+from judge.run.dry_run import acheck_scorable
 from judge.run.evaluate import aevaluate_rows
+from judge.run.gates import Gates
 from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
+from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
 from judge.run.score import judge_models
@@ -388,6 +392,43 @@ async def run_experiment(
         app=app_record(app, stats, testset, app_concurrency, app_timeout),
     )
     return result
+
+
+# What the app's reply stands in as when the test set is checked before the app is asked.
+_STAND_IN = {
+    "answer": "The app's answer.",
+    "contexts": ["A context the app retrieved."],
+}
+
+
+async def check_testset(
+    testset: TestSet,
+    *,
+    metrics: Sequence[MetricLike] | None = None,
+    llm: LLM | LLMSession | None = None,
+    embeddings: Embeddings | None = None,
+    gates: Gates | None = None,
+) -> None:
+    """Refuse, before the app is asked (and the judge paid), metrics that the test set
+    cannot feed, and gates naming a metric the run does not compute: each question is
+    judged as the app's output would be, with a stand-in answer, contexts and ranking and
+    stand-in replies of the judge (no request), until every metric scored one.
+
+    Raises:
+        judge.errors.InputFormatError: the metrics that would score no row, the column
+            they need (ground_truth, relevance labels...) and how to leave them out.
+        judge.errors.JudgeError: a gate names a metric the run does not compute.
+    """
+    trec = testset.qrels_source is not None
+    reply = {**_STAND_IN, "retrieved_ids": ["stand-in"]} if trec else _STAND_IN
+    records = [{**question.columns, **reply} for question in testset.questions]
+    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), None)
+    rows = build_rows(records, columns)
+    chat, embedder = judge_models(llm, embeddings, None)
+    plan, _ = plan_run(
+        rows, columns, testset.source, metrics=metrics, llm=chat, embeddings=embedder, gates=gates
+    )
+    await acheck_scorable(plan, rows)
 
 
 async def check_judge(

@@ -9,25 +9,20 @@ the same files, byte for byte, and the same verdict.
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.errors import JudgeError
 from judge.run.checkpoint import RowFile
 from judge.run.diagnose import diagnose
 from judge.run.gates import (
     DEFAULT_MAX_ERROR_RATE,
-    INCOMPLETE,
     PASSED,
-    THRESHOLD_MISSED,
-    error_rate_failure,
-    no_scores_failure,
-    replay_failure,
-    unreadable_failure,
+    Bound,
+    Gates,
+    as_gates,
 )
 from judge.run.output_folder import OutputFolder, file_sha256
 from judge.run.report_html import write_report
@@ -70,6 +65,7 @@ def write_outputs(
     result: EvaluationResult,
     out: OutputFolder | str | os.PathLike[str],
     *,
+    gates: Gates | Iterable[str | Bound] | None = None,
     fail_under: Mapping[str, float] | None = None,
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     results_written: bool = False,
@@ -77,25 +73,12 @@ def write_outputs(
     """Write the run's outputs into a folder and apply its gates (see
     `EvaluationResult.write`); with results_written, the rows are already in
     `out.temporary("results.jsonl")` (judge merge joins them there)."""
-    if not 0 <= max_error_rate <= 1:  # also rejects nan
-        raise JudgeError(f"max_error_rate {max_error_rate}: give a share from 0 to 1")
-    thresholds = dict(fail_under or {})
-    unknown = [metric for metric in thresholds if metric not in result.summary]
-    if unknown:
-        raise JudgeError(
-            f"fail_under: {', '.join(unknown)} not among the metrics computed "
-            f"({', '.join(result.metrics)})"
-        )
+    checked = as_gates(gates, fail_under, max_error_rate)
+    checked.check_metrics(result.summary)
     if not isinstance(out, OutputFolder):
         source = result.config.source  # a file it names may not be replaced
         with OutputFolder(out, inputs=[source] if os.path.isfile(source) else []) as folder:
-            return write_outputs(
-                result,
-                folder,
-                fail_under=thresholds,
-                max_error_rate=max_error_rate,
-                results_written=results_written,
-            )
+            return write_outputs(result, folder, gates=checked, results_written=results_written)
     folder = out
     with folder.writing("results.jsonl") as results_path:
         # judge merge joined the rows into this very file already
@@ -103,23 +86,17 @@ def write_outputs(
         digest = file_sha256(results_path) if written else result.write_jsonl(results_path)
     summary = result.summary_dict()
     summary["results_sha256"] = digest  # readers refuse a results.jsonl that differs
-    missed = []
-    for metric, floor in thresholds.items():
-        mean = result.summary[metric].mean
-        if not mean >= floor:  # a NaN mean (nothing scored) misses every threshold
-            missed.append(f"{metric} = {'n/a' if math.isnan(mean) else f'{mean:.4f}'} < {floor}")
-    summary["thresholds"] = {"required": thresholds, "missed": missed}
-    too_many = error_rate_failure(result, max_error_rate)
-    summary["judge_errors"].update(max_rate=max_error_rate, failed=too_many is not None)
-    unreadable_note, unreadable = unreadable_failure(result, max_error_rate)
+    verdict = checked.verdict(result)
+    summary["thresholds"] = checked.summary(verdict.missed)
+    summary["judge_errors"].update(
+        max_rate=checked.max_error_rate, failed=verdict.error_rate_failed
+    )
     summary["unreadable_rows"] = {
         "rows": len(result.rows) - result.judged_rows,
-        "failed": unreadable is not None,
+        "failed": verdict.unreadable_failed,
     }
-    unscored = [m for m, s in result.summary.items() if not s.scored] if result.rows else []
-    replay_missed = replay_failure(result)
-    summary["replay_missed"] = replay_missed is not None
-    summary["no_scores"] = {"metrics": unscored, "failed": bool(unscored)}
+    summary["replay_missed"] = verdict.replay_missed
+    summary["no_scores"] = {"metrics": list(verdict.unscored), "failed": bool(verdict.unscored)}
     summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
     outputs = ["results.jsonl", "report.html"]
     with folder.writing("report.html") as report_path:
@@ -136,16 +113,6 @@ def write_outputs(
     folder.publish(outputs)
     if isinstance(result.rows, RowFile) and result.rows.path == results_path:
         result.rows.renamed(folder.path / "results.jsonl")
-    failures = tuple(
-        (what, why)
-        for what, why in (
-            ("unreadable rows", unreadable),
-            ("replay", replay_missed),
-            ("error rate", too_many),
-            ("no scores", no_scores_failure(result, unscored)),
-        )
-        if why
+    return RunOutcome(
+        verdict.code, folder.path, summary, verdict.missed, verdict.failures, verdict.notes
     )
-    code = INCOMPLETE if failures else THRESHOLD_MISSED if missed else PASSED
-    notes = (unreadable_note,) if unreadable_note else ()
-    return RunOutcome(code, folder.path, summary, tuple(missed), failures, notes)
