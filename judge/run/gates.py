@@ -113,7 +113,7 @@ def parse_gate(text: str, words: GateWords = PYTHON_WORDS) -> Bound:
     value = _number(found.group("value")) if found else math.nan
     if found is None or math.isnan(value):
         raise JudgeError(
-            f"{words.gate} {text!r}: write a gate as METRIC>=VALUE (a floor) or "
+            f"{words.gate_example(text)}: write a gate as METRIC>=VALUE (a floor) or "
             f"METRIC<=VALUE (a cap), e.g. {words.gate_example('faithfulness>=0.8')} or "
             f"{words.gate_example('hallucination_rate<=0.05')}"
         )
