@@ -421,14 +421,42 @@ async def check_testset(
     """
     trec = testset.qrels_source is not None
     reply = {**_STAND_IN, "retrieved_ids": ["stand-in"]} if trec else _STAND_IN
-    records = [{**question.columns, **reply} for question in testset.questions]
-    columns = resolve_columns(dict.fromkeys(k for r in records for k in r), None)
-    rows = build_rows(records, columns)
+    names = dict.fromkeys(k for question in testset.questions for k in question.columns)
+    columns = resolve_columns([*names, *reply], None)
+    rows = _StandInRows(testset.questions, columns, reply)
     chat, embedder = judge_models(llm, embeddings, None)
     plan, _ = plan_run(
-        rows, columns, testset.source, metrics=metrics, llm=chat, embeddings=embedder, gates=gates
+        None, columns, testset.source, metrics=metrics, llm=chat, embeddings=embedder, gates=gates
     )
     await acheck_scorable(plan, rows)
+
+
+class _StandInRows(Sequence[Row]):
+    """The test set's rows as the app's outputs would make them, each built when used
+    (a JSON-lines test set is never held whole)."""
+
+    def __init__(
+        self, questions: Sequence[Question], columns: Mapping[str, str], reply: Mapping[str, Any]
+    ):
+        self._questions = questions
+        self._columns = columns
+        self._reply = reply
+
+    def __len__(self) -> int:
+        return len(self._questions)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        question = self._questions[index]
+        record = {**question.columns, **self._reply}
+        return build_rows([record], self._columns, [question.number])[0]
 
 
 async def check_judge(
