@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from judge.pytest_plugin.regression import assert_no_regression
     from judge.run.dry_run import DryRun, adry_run, dry_run
     from judge.run.evaluate import aevaluate, evaluate
+    from judge.run.gates import Gates
     from judge.run.load import load_run
     from judge.run.results import EvaluationResult
     from judge.run.rows import ResultRow
@@ -51,6 +52,7 @@ _LAZY = {
     "DryRun": "judge.run.dry_run",
     "aevaluate": "judge.run.evaluate",
     "EvaluationResult": "judge.run.results",
+    "Gates": "judge.run.gates",
     "load_run": "judge.run.load",
     "ResultRow": "judge.run.rows",
     "Metric": "judge.metrics.registry",
@@ -80,6 +82,7 @@ __all__ = [
     "DryRun",
     "Embeddings",
     "EvaluationResult",
+    "Gates",
     "InputFormatError",
     "JudgeError",
     "Metric",

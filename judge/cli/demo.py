@@ -60,6 +60,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
     from judge.run.evaluate import evaluate
+    from judge.run.gates import Gates
     from judge.testing.fixtures import FIXTURE_SERVER
 
     source = demo_dir()
@@ -93,4 +94,4 @@ def run_demo(args: argparse.Namespace) -> int:
         source=f"judge demo ({source.name}/samples.json)",
         cache=TEMPORARY_CACHE,  # not the path: it is gone once the run ends
     )
-    return finish_run(result, Path(args.out), {})
+    return finish_run(result, Path(args.out), Gates())

@@ -24,12 +24,12 @@ from judge.cli.options import (
     destination_options,
     destinations,
     gate_options,
+    gates_of,
     metrics_given,
     model_config,
     model_options,
     models_of,
     runs_options,
-    thresholds,
     trace_mapping,
     trace_source_options,
 )
@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load lite
     from judge.cache.store import Cache
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.resolve import MetricLike
+    from judge.run.gates import Gates
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "eval",
         help="evaluate a dataset of RAG samples (LLM-judged and retrieval)",
         description="Evaluate every row of DATA and write results, summary and "
-        "report to --out. Exit codes: 0 passed; 1 a --fail-under threshold was missed; "
+        "report to --out. Exit codes: 0 passed; 1 a --gate (or --fail-under) was missed; "
         "2 a usage, input, configuration, cache or output error (a metric no row can "
         "score for want of its columns, API key missing or refused, unknown model, no "
         "server at --api-base, a full or read-only disk, another run on --out: the run "
@@ -147,7 +148,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.output_folder import OutputFolder
     from judge.run.shard import parse_shard
 
-    required = thresholds(args.fail_under, args.max_error_rate)
+    gates = gates_of(args)
     read_trace_rows(args)
     if destinations(args):
         if args.trace_links is None:
@@ -169,9 +170,9 @@ def run_eval(args: argparse.Namespace) -> int:
             "of this machine); more processes than that only compete for the cores"
         )
     if args.processes > 1:
-        return run_in_processes(args, required)
+        return run_in_processes(args, gates)
     if args.ray or args.ray_address:
-        return run_on_ray(args, required)
+        return run_on_ray(args, gates)
     shard = parse_shard(args.shard) if args.shard is not None else None
     options = data_options(args)  # a malformed --column fails before a cache is opened
     metrics, llm, embeddings, cache = _judge_setup(args)
@@ -187,6 +188,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 cache=cache,
                 checkpoint=checkpoint,
                 shard=shard,
+                gates=gates,
                 **options,
             )
         except (LLMConfigError, CacheStoreError) as exc:  # the run stopped: it cannot work
@@ -195,7 +197,7 @@ def run_eval(args: argparse.Namespace) -> int:
             raise type(exc)(f"{exc}{resume}") from None
         say_damaged(result, args.cache, replay=args.replay)
         say_notes(result)
-        code = finish_run(result, folder, required, args.max_error_rate)
+        code = finish_run(result, folder, gates)
     record_run(args, folder.path, "eval")  # not a shard's: judge merge records those
     if destinations(args):  # whatever the gates said: the scores are the traces' news
         export_scores(args, folder.path, args.trace_links, f"the traces of {args.trace_file}")
@@ -297,7 +299,7 @@ def _data_files(data: object) -> list[str]:
     return [str(data)] if isinstance(data, (str, os.PathLike)) and os.path.isfile(data) else []
 
 
-def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> int:
+def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
     """`judge eval --processes N`: the run planned here, its N shards executed at once by
     `judge.run.processes`, then joined into --out as `judge merge` joins them; returns the
     exit code of the joined run."""
@@ -331,6 +333,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         llm=llm,
         embeddings=embeddings,
         metric_modules=args.metrics_module,
+        gates=gates,
     )
     check_scorable(plan, rows)  # as judge.evaluate checks it: before any shard starts
     # A shard holds at least one row: no process is started to judge nothing.
@@ -365,8 +368,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
         code = merge_into(
             folder,
             [job.out for job in jobs],
-            required,
-            args.max_error_rate,
+            gates,
             cache=args.cache,
             replay=args.replay,
         )
@@ -375,7 +377,7 @@ def run_in_processes(args: argparse.Namespace, required: dict[str, float]) -> in
     return code
 
 
-def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
+def run_on_ray(args: argparse.Namespace, gates: Gates) -> int:
     """`judge eval --ray`: the rows judged by Ray actors and written as a plain run's;
     returns the exit code."""
     from judge.ray.caches import ActorCaches
@@ -411,7 +413,8 @@ def run_on_ray(args: argparse.Namespace, required: dict[str, float]) -> int:
             rows_dir=folder.path,
             progress=not args.no_progress,
             column_map=column_map(args),
+            gates=gates,
         )
-        code = finish_run(result, folder, required, args.max_error_rate)
+        code = finish_run(result, folder, gates)
     record_run(args, folder.path, "eval")
     return code

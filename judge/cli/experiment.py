@@ -15,12 +15,12 @@ from judge.cli.options import (
     check_retrieval_only,
     data_options,
     gate_options,
+    gates_of,
     metrics_given,
     model_config,
     model_options,
     runs_options,
     runs_path,
-    thresholds,
 )
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.formatting import counted, terminal_text
@@ -104,13 +104,14 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     from judge.experiments.app import as_app, load_target
     from judge.experiments.experiment import (
         check_judge,
+        check_testset,
         finished,
         load_testset,
         run_experiment,
     )
     from judge.run.output_folder import OutputFolder
 
-    required = thresholds(args.fail_under, args.max_error_rate)
+    gates = gates_of(args)
     if args.app_concurrency < 1:
         raise JudgeError(f"--app-concurrency {args.app_concurrency}: give at least 1")
     if not args.app_timeout > 0:
@@ -138,7 +139,9 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 "or relevance labels (--qrels, a test set folder, a relevance column) for "
                 "the retrieval metrics"
             )
-    run_sync(check_judge(llm, embeddings, cache))  # before the app is asked, not after
+    # before the app is asked, not after
+    run_sync(check_testset(testset, metrics=metrics, llm=llm, embeddings=embeddings, gates=gates))
+    run_sync(check_judge(llm, embeddings, cache))
     streams = _KeptStreams()
     with OutputFolder(args.out, inputs=testset.files()) as folder:
         try:
@@ -169,7 +172,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
                 cache.close()
         say_damaged(result, args.cache, replay=args.replay)
         say_notes(result)
-        code = finish_run(result, folder, required, args.max_error_rate)
+        code = finish_run(result, folder, gates)
         finished(folder.path)
     record_run(args, folder.path, "experiment")
     if result.config.app is not None:

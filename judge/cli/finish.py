@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge.cli.options import DEFAULT_MAX_ERROR_RATE, runs_path, threshold_map
+from judge.cli.options import runs_path, threshold_map
 from judge.errors import JudgeError
 from judge.formatting import counted, shell_word, terminal_text
 
 if TYPE_CHECKING:
+    from judge.run.gates import Gates
     from judge.run.output_folder import OutputFolder
 
 
@@ -47,8 +48,7 @@ def say_damaged(result: Any, cache: str, *, replay: bool) -> None:
 def finish_run(
     result: Any,
     folder: OutputFolder | Path,
-    thresholds: dict[str, float],
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    gates: Gates,
     *,
     results_written: bool = False,
 ) -> int:
@@ -61,13 +61,7 @@ def finish_run(
     from judge.run.folder import RunFolder
     from judge.run.outputs import write_outputs
 
-    outcome = write_outputs(
-        result,
-        folder,
-        fail_under=thresholds,
-        max_error_rate=max_error_rate,
-        results_written=results_written,
-    )
+    outcome = write_outputs(result, folder, gates=gates, results_written=results_written)
     out = outcome.folder
     checkpoint = RunFolder(out).checkpoint
     if checkpoint.exists():
@@ -87,7 +81,7 @@ def finish_run(
         print(
             f"judge errors in {result.rows_with_judge_errors} of "
             f"{counted(result.judged_rows, 'judged row')} ({result.judge_error_rate:.1%}; "
-            f"--max-error-rate {max_error_rate:g})"
+            f"--max-error-rate {gates.max_error_rate:g})"
         )
     for note in outcome.notes:
         print(terminal_text(cli_words(note)), file=sys.stderr)
@@ -101,8 +95,7 @@ def finish_run(
 def merge_into(
     folder: OutputFolder,
     shard_dirs: Sequence[str | Path],
-    required: dict[str, float],
-    max_error_rate: float,
+    gates: Gates,
     *,
     cache: str | None = None,
     replay: bool = False,
@@ -123,7 +116,7 @@ def merge_into(
         if cache is not None:
             say_damaged(result, cache, replay=replay)
             say_notes(result)
-    return finish_run(result, folder, required, max_error_rate, results_written=True)
+    return finish_run(result, folder, gates, results_written=True)
 
 
 def record_run(args: argparse.Namespace, out: Path, command: str) -> None:

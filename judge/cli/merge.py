@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from judge.cli.finish import merge_into, record_run
-from judge.cli.options import gate_options, runs_options, thresholds
+from judge.cli.options import gate_options, gates_of, runs_options
 
 if TYPE_CHECKING:
     pass
@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "report.html, computed from the joined rows as an unsharded run's. Shards with "
         "other metrics, models, prompts, servers or data are refused. config.seconds and "
         "config.resumed_rows are summed over the shards, usage too. Exit codes as judge eval: "
-        "0 passed; 1 a --fail-under threshold was missed; 2 an error; 3 over --max-error-rate.",
+        "0 passed; 1 a --gate (or --fail-under) was missed; 2 an error; 3 over --max-error-rate.",
     )
     p.add_argument("out", metavar="OUT", help="output directory of the joined run")
     p.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="a shard's --out directory")
@@ -35,8 +35,8 @@ def run_merge(args: argparse.Namespace) -> int:
     """The `judge merge` command."""
     from judge.run.output_folder import OutputFolder
 
-    required = thresholds(args.fail_under, args.max_error_rate)
+    gates = gates_of(args)
     with OutputFolder(args.out) as folder:
-        code = merge_into(folder, args.shards, required, args.max_error_rate)
+        code = merge_into(folder, args.shards, gates)
     record_run(args, folder.path, "merge")
     return code

@@ -18,19 +18,32 @@ if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load lite
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.registry import Metric
     from judge.metrics.resolve import MetricLike
+    from judge.run.gates import Gates
 
 # The default of --max-error-rate: see judge.run.outputs (kept in step by a test).
 DEFAULT_MAX_ERROR_RATE = 0.05
 
 
 def gate_options(p: argparse.ArgumentParser) -> None:
-    """Add --fail-under and --max-error-rate, the gates of a finished run (exit 1 and 3)."""
+    """Add --gate, --fail-under and --max-error-rate, the gates of a finished run (exit 1
+    and 3); `gates_of` reads them into one `judge.run.gates.Gates`."""
+    p.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="'METRIC>=VALUE'",
+        help="exit 1 unless the metric's mean is at least (METRIC>=VALUE) or at most "
+        "(METRIC<=VALUE) VALUE, e.g. --gate 'faithfulness>=0.8' --gate "
+        "'hallucination_rate<=0.05' (repeatable; quote it for the shell)",
+    )
     p.add_argument(
         "--fail-under",
         action="append",
         default=[],
         metavar="METRIC=VALUE",
-        help="exit 1 if the metric's mean is below VALUE (repeatable)",
+        help="exit 1 if the metric's mean is below VALUE, for a metric where higher is "
+        "better: --gate 'METRIC>=VALUE' (repeatable); a metric where lower is better "
+        "(hallucination_rate) takes --gate 'METRIC<=VALUE'",
     )
     p.add_argument(
         "--max-error-rate",
@@ -41,6 +54,23 @@ def gate_options(p: argparse.ArgumentParser) -> None:
         "judged rows, or rows could not be read in more than this share of all rows: "
         f"their scores are then missing from the means (default {DEFAULT_MAX_ERROR_RATE}; "
         "1 turns the check off; a --replay that misses fails whatever this says)",
+    )
+
+
+def gates_of(args: argparse.Namespace) -> Gates:
+    """The --gate, --fail-under and --max-error-rate of a command, checked, as one value."""
+    from judge.run.gates import CLI_WORDS, Gates
+
+    floors: dict[str, float] = {}
+    for metric, value in _pairs(args.fail_under, "--fail-under").items():
+        try:
+            floors[metric] = float(value)
+        except ValueError:
+            raise JudgeError(
+                f"--fail-under needs a number: {metric}={value} (e.g. faithfulness=0.8)"
+            ) from None
+    return Gates.of(
+        args.gate, fail_under=floors, max_error_rate=args.max_error_rate, words=CLI_WORDS
     )
 
 
@@ -182,16 +212,6 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
             raise JudgeError(f"{what} {item!r}: write it as NAME=VALUE")
         out[key.strip()] = value.strip()
     return out
-
-
-def thresholds(items: list[str], max_error_rate: float) -> dict[str, float]:
-    """The --fail-under thresholds by metric, after checking them and --max-error-rate."""
-    if not 0 <= max_error_rate <= 1:  # also rejects nan
-        raise JudgeError(f"--max-error-rate {max_error_rate}: give a share from 0 to 1")
-    try:
-        return {k: float(v) for k, v in _pairs(items, "--fail-under").items()}
-    except ValueError as exc:
-        raise JudgeError(f"--fail-under needs a number: {exc}") from None
 
 
 def metric_names(args: argparse.Namespace) -> list[str] | None:

@@ -34,11 +34,13 @@ from judge.run.data import (
     JsonlRecords,
     LazySequence,
     Row,
+    build_rows,
     load_rows_lazily,
     parse_relevance,
     read_records,
     resolve_columns,
 )
+from judge.run.dry_run import acheck_scorable
 from judge.run.evaluate import aevaluate_rows
 from judge.run.folder import (
     APP_OUTPUTS,
@@ -48,8 +50,10 @@ from judge.run.folder import (
     RUN_TREC,
     record_written,
 )
+from judge.run.gates import Gates
 from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
+from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
 from judge.run.score import judge_models
@@ -387,6 +391,63 @@ async def run_experiment(
         app=app_record(app, stats, testset, app_concurrency, app_timeout),
     )
     return result
+
+
+# What the app's reply stands in as when the test set is checked before the app is asked.
+_STAND_IN = {
+    "answer": "The app's answer.",
+    "contexts": ["A context the app retrieved."],
+}
+
+
+async def check_testset(
+    testset: TestSet,
+    *,
+    metrics: Sequence[MetricLike] | None = None,
+    llm: LLM | LLMSession | None = None,
+    embeddings: Embeddings | None = None,
+    gates: Gates | None = None,
+) -> None:
+    """Refuse, before the app is asked (and the judge paid), metrics that the test set
+    cannot feed, and gates naming a metric the run does not compute: each question is
+    judged as the app's output would be, with a stand-in answer, contexts and ranking and
+    stand-in replies of the judge (no request), until every metric scored one.
+
+    Raises:
+        judge.errors.InputFormatError: the metrics that would score no row, the column
+            they need (ground_truth, relevance labels...) and how to leave them out.
+        judge.errors.JudgeError: a gate names a metric the run does not compute.
+    """
+    trec = testset.qrels_source is not None
+    reply = {**_STAND_IN, "retrieved_ids": ["stand-in"]} if trec else _STAND_IN
+    names = dict.fromkeys(k for question in testset.questions for k in question.columns)
+    columns = resolve_columns([*names, *reply], None)
+    rows = _StandInRows(testset.questions, columns, reply)
+    chat, embedder = judge_models(llm, embeddings, None)
+    plan, _ = plan_run(
+        None, columns, testset.source, metrics=metrics, llm=chat, embeddings=embedder, gates=gates
+    )
+    await acheck_scorable(plan, rows)
+
+
+class _StandInRows(LazySequence[Row]):
+    """The test set's rows as the app's outputs would make them, each built when used
+    (a JSON-lines test set is never held whole)."""
+
+    def __init__(
+        self, questions: Sequence[Question], columns: Mapping[str, str], reply: Mapping[str, Any]
+    ):
+        self._questions = questions
+        self._columns = columns
+        self._reply = reply
+
+    def __len__(self) -> int:
+        return len(self._questions)
+
+    def at(self, number: int) -> Row:
+        question = self._questions[number]
+        record = {**question.columns, **self._reply}
+        return build_rows([record], self._columns, [question.number])[0]
 
 
 async def check_judge(

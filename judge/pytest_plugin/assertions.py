@@ -9,13 +9,15 @@ the pytest plugin (`judge.pytest_plugin.plugin`) only adds how a failure is show
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from judge.errors import JudgeError
 from judge.formatting import counted, number
 from judge.metrics.registry import findings_of, higher_is_better
+from judge.run.gates import DEFAULT_MAX_ERROR_RATE, Gates, good_side
+from judge.run.gates import Bound as Gate
 
 # How much of a long text a failure message shows.
 _TEXT = 160
@@ -246,17 +248,22 @@ def assert_evaluation(
     result: Any,
     fail_under: Mapping[str, float | Bound] | None = None,
     *,
-    max_error_rate: float = 0.05,
+    gates: Gates | Iterable[str] = (),
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     allow_nan: bool | Collection[str] = False,
 ) -> None:
-    """Fail unless a whole evaluation's means meet their thresholds and few judges failed.
+    """Fail unless a whole evaluation meets its gates, as `judge eval --gate` judges it.
 
     Args:
         result: an `EvaluationResult` (`judge.evaluate`, `rag_judge.evaluate`).
-        fail_under: `{metric: lowest mean that passes}`, as `judge eval --fail-under`
-            (a number is a maximum for metrics where lower is better; `judge.at_most`
-            states it).
-        max_error_rate: the largest share of judged rows with a failed judge that passes.
+        fail_under: `{metric: threshold}`: a number is a minimum for metrics where higher
+            is better and a maximum for those where lower is (hallucination_rate);
+            `judge.at_least(x)` and `judge.at_most(x)` say it explicitly.
+        gates: bounds as `judge eval --gate` takes them, e.g. `["faithfulness>=0.8",
+            "hallucination_rate<=0.05"]`, or a `judge.Gates` (its max_error_rate then
+            replaces `max_error_rate`).
+        max_error_rate: the largest share of judged rows with a failed judge, and of all
+            rows that could not be read, that passes.
         allow_nan: True, or the metrics whose undefined rows (NaN: no claims, no
             contexts, no ground truth) may be left out of the mean; by default a metric
             with undefined rows fails, naming their reasons, as a mean over the rest could
@@ -264,7 +271,9 @@ def assert_evaluation(
 
     Raises:
         ScoreAssertionError: naming each mean that missed with its 95% interval and the
-            rows scored, the undefined rows, and the judge error rate when it is too high.
+            rows scored, the undefined rows, and why the run is incomplete as `judge
+            eval` says it (exit 3): the judge error rate or unreadable rows over
+            max_error_rate, a strict replay's misses, a metric that scored no row.
     """
     __tracebackhide__ = True
     summary = getattr(result, "summary", None)
@@ -273,11 +282,12 @@ def assert_evaluation(
             f"assert_evaluation takes the result of judge.evaluate (or rag_judge.evaluate), "
             f"not {type(result).__name__}; for one sample use judge.assert_scores"
         )
-    wanted = bounds(fail_under, {}) if fail_under else {}
+    checked = _gates(gates, fail_under, max_error_rate)
     allowed = _allowed(allow_nan)
     failures: list[str] = []
     lines: list[str] = []
-    for metric, bound in wanted.items():
+    for bound in checked.bounds:
+        metric = bound.metric
         stats = summary.get(metric)
         if stats is None:
             failures.append(metric)
@@ -285,7 +295,8 @@ def assert_evaluation(
             continue
         shown = (
             f"  {metric}: mean {number(stats.mean)} [{number(stats.ci_low)}, "
-            f"{number(stats.ci_high)}] over {counted(stats.scored, 'row')}, threshold {bound}"
+            f"{number(stats.ci_high)}] over {counted(stats.scored, 'row')}, threshold "
+            f"{'<=' if bound.at_most else '>='} {bound.value:g}"
         )
         undefined = sum(stats.nan.values())
         if undefined and metric not in allowed:
@@ -295,18 +306,46 @@ def assert_evaluation(
                 f"{shown}; {counted(undefined, 'row')} undefined ({reasons}); pass allow_nan=True "
                 f"(or allow_nan={{{metric!r}}}) to judge the mean of the rest"
             )
-        elif math.isnan(stats.mean) or not bound.passes(stats.mean):
+        elif not bound.passes(stats.mean):  # a NaN mean never passes
             failures.append(metric)
             lines.append(shown)
     rate = float(result.judge_error_rate)
-    if rate > max_error_rate:
+    if rate > checked.max_error_rate:
         failures.append("judge_error_rate")
         lines.append(
             f"  judge_error_rate: {rate:.1%} of judged rows had a failed judge, over "
-            f"max_error_rate {max_error_rate:g}; see 'errors' in the rows"
+            f"max_error_rate {checked.max_error_rate:g}; see 'errors' in the rows"
         )
+    if hasattr(result, "config"):  # a run's result: the rules of an incomplete run
+        for what, why in checked.verdict(result).failures:
+            if what != "error rate":  # said above, with the rows' word for it
+                failures.append(what)
+                lines.append(f"  {what}: {why}")
     if failures:
         raise ScoreAssertionError(
             f"the evaluation failed {counted(len(failures), 'check')}\n" + "\n".join(lines),
             failures,
         )
+
+
+def _gates(
+    gates: Gates | Iterable[str],
+    fail_under: Mapping[str, float | Bound] | None,
+    max_error_rate: float,
+) -> Gates:
+    """assert_evaluation's gates: the strings (or Gates) and the mapping's thresholds, a
+    plain number on the metric's good side."""
+    if isinstance(gates, Gates):
+        if fail_under or max_error_rate != DEFAULT_MAX_ERROR_RATE:
+            raise JudgeError(
+                "gates= is a judge.Gates: give its bounds and max_error_rate in it, or give "
+                "gates= as strings such as ['faithfulness>=0.8']"
+            )
+        return gates
+    mapped = [
+        Gate(metric, value.value, value.at_most)
+        if isinstance(value, Bound)
+        else good_side(metric, _threshold(value, metric))
+        for metric, value in (fail_under or {}).items()
+    ]
+    return Gates.of([*Gates.of(gates).bounds, *mapped], max_error_rate=max_error_rate)

@@ -18,6 +18,7 @@ from judge.metrics.resolve import MetricLike
 from judge.ray.actor import NUMBER, JudgeSpec, RowJudge
 from judge.ray.caches import ActorCaches
 from judge.run.data import Row, resolve_columns
+from judge.run.gates import Gates
 from judge.run.plan import RunPlan, plan_run
 
 DEFAULT_CONCURRENCY = 2
@@ -46,16 +47,20 @@ def ray_plan(
     source: str,
     models: tuple[LLM | None, Embeddings | None],
     rows: Sequence[Row] | None = None,
+    gates: Gates | None = None,
 ) -> tuple[RunPlan, list[str]]:
-    """The run's plan (and its rows' hashes), as `judge.evaluate` makes it; each actor
-    opens its own session, so the judge is an `LLM`, never a shared session."""
+    """The run's plan (and its rows' hashes), as `judge.evaluate` makes it (`gates`
+    checked against its metrics); each actor opens its own session, so the judge is an
+    `LLM`, never a shared session."""
     llm, embeddings = models
     if llm is not None and not isinstance(llm, LLM):
         raise JudgeError(
             "judge.ray.evaluate needs llm=judge.LLM(model=...): each actor opens its own "
             "session, so an LLMSession cannot be shared"
         )
-    return plan_run(rows, columns, source, metrics=metrics, llm=llm, embeddings=embeddings)
+    return plan_run(
+        rows, columns, source, metrics=metrics, llm=llm, embeddings=embeddings, gates=gates
+    )
 
 
 def make_spec(

@@ -34,6 +34,7 @@ from judge.ray.evaluate import (
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import build_rows, read_records, resolve_columns
 from judge.run.dry_run import check_scorable
+from judge.run.gates import Gates
 from judge.run.merge import sum_usage
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
@@ -93,6 +94,7 @@ def evaluate_file(
     address: str | None = None,
     rows_dir: str | os.PathLike[str] | None = None,
     progress: bool = True,
+    gates: Gates | None = None,
 ) -> EvaluationResult:
     """Judge every row of `data` on Ray; the result a plain `judge.evaluate` would give.
 
@@ -105,6 +107,8 @@ def evaluate_file(
         rows_dir: where the rows are kept while the result is used (default the
             system's temporary directory).
         progress: show Ray Data's progress bars on stderr.
+        gates: as for `judge.evaluate`: one naming a metric the run does not compute is
+            refused before Ray starts.
     """
     ray = require_ray()
     records, source = read_records(data)
@@ -112,7 +116,7 @@ def evaluate_file(
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)
     rows = build_rows(records, columns)
-    plan, hashes = ray_plan(metrics, columns, source, (llm, embeddings), rows)
+    plan, hashes = ray_plan(metrics, columns, source, (llm, embeddings), rows, gates)
     check_scorable(plan, rows)  # as judge.evaluate checks it: before Ray starts
     del rows  # the actors build their own
     spec = make_spec(plan, caches, NUMBER, packed=True)

@@ -18,6 +18,7 @@ from judge.metrics.resolve import MetricLike
 from judge.run import local
 from judge.run.data import Row, load_rows
 from judge.run.dry_run import acheck_scorable
+from judge.run.gates import Gates
 from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
@@ -38,6 +39,7 @@ async def aevaluate(
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
     shard: str | Shard | None = None,
+    gates: Gates | None = None,
 ) -> EvaluationResult:
     """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
 
@@ -63,6 +65,9 @@ async def aevaluate(
         progress_interval: seconds between status lines when stderr is not a terminal.
         shard: `"I/N"` (or a `judge.run.shard.Shard`): judge only the rows whose number
             modulo N is I-1, keeping their numbers; `judge merge` joins the N outputs.
+        gates: the `judge.Gates` the result will be held to (`result.write(out,
+            gates=...)`): a gate naming a metric the run does not compute is refused
+            before any row is judged.
 
     Returns:
         An `EvaluationResult`: rows in input order and a summary per metric; a judge that
@@ -99,6 +104,7 @@ async def aevaluate(
         progress_interval=progress_interval,
         shard=part,
         refuse_unscorable=True,
+        gates=gates,
     )
 
 
@@ -117,6 +123,7 @@ async def aevaluate_rows(
     progress_interval: float = DEFAULT_INTERVAL,
     shard: Shard | None = None,
     refuse_unscorable: bool = False,
+    gates: Gates | None = None,
 ) -> EvaluationResult:
     """`aevaluate` of rows already loaded (`judge.run.data.load_rows`, or `load_rows_lazily`
     to hold none of them): rows, columns and source as those give them; with
@@ -131,6 +138,7 @@ async def aevaluate_rows(
         llm=models[0],
         embeddings=models[1],
         shard=shard,
+        gates=gates,
     )
     if refuse_unscorable:
         await acheck_scorable(plan, rows)

@@ -30,6 +30,7 @@ from judge.metrics.registry import Metric
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
 from judge.run.config import RunConfig
 from judge.run.data import Row
+from judge.run.gates import Gates
 from judge.run.shard import Shard
 from judge.samples import Sample
 
@@ -139,6 +140,7 @@ def plan_run(
     custom: Mapping[str, Metric] | None = None,
     shard: Shard | None = None,
     metric_modules: Sequence[str] = (),
+    gates: Gates | None = None,
 ) -> tuple[RunPlan, list[str]]:
     """The plan of a run over loaded rows, and each row's input hash (for the checkpoint).
 
@@ -153,6 +155,8 @@ def plan_run(
         custom: metrics by name that `metrics` may name.
         shard: the rows to judge, or None for all.
         metric_modules: where `custom` came from (see `RunPlan.metric_modules`).
+        gates: the gates the run will be held to: one naming a metric the run does not
+            compute is refused here, before any row is judged.
 
     Raises:
         judge.errors.UnknownMetricError, judge.errors.InputFormatError: as
@@ -166,6 +170,8 @@ def plan_run(
         embeddings=embeddings is not None,
         custom=custom,
     )
+    if gates is not None:
+        gates.check_metrics(choice.names)
     if rows is not None:
         check_variables(list(choice.judged), rows)
     prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them

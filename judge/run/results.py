@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.run.config import RunConfig
 from judge.run.folder import record_written
+from judge.run.gates import Gates
 from judge.run.outputs import RunOutcome, write_outputs
 from judge.run.rows import MetricSummary, ResultRow, RowTally
 
@@ -157,6 +158,7 @@ class EvaluationResult:
         self,
         out: str | os.PathLike[str],
         *,
+        gates: Gates | Iterable[str] | None = None,
         fail_under: Mapping[str, float] | None = None,
         max_error_rate: float = 0.05,
         record: bool = True,
@@ -170,7 +172,12 @@ class EvaluationResult:
 
         Args:
             out: the folder; created if absent.
-            fail_under: metric -> the lowest mean that passes (`--fail-under`).
+            gates: bounds on the means as `judge eval --gate` takes them, e.g.
+                `["faithfulness>=0.8", "hallucination_rate<=0.05"]`, or a `judge.Gates`
+                (then without fail_under and max_error_rate). A gate naming a metric the
+                run did not compute is an error, and nothing is written.
+            fail_under: metric -> the lowest mean that passes (`--fail-under`); refused
+                for a metric where lower is better (cap it with a gate instead).
             max_error_rate: the largest share of judged rows with a failed judge, and of
                 all rows that could not be read, that passes (`--max-error-rate`).
             record: record the run in the run store ($JUDGE_RUNS, else
@@ -182,7 +189,9 @@ class EvaluationResult:
             A `judge.run.outputs.RunOutcome`: `code` is `judge eval`'s exit code (0
             passed, 1 a threshold missed, 3 scores missing), with the reasons.
         """
-        outcome = write_outputs(self, out, fail_under=fail_under, max_error_rate=max_error_rate)
+        outcome = write_outputs(
+            self, out, gates=gates, fail_under=fail_under, max_error_rate=max_error_rate
+        )
         if record and self.config.shard is None:
             record_written(outcome.folder, command="python")
         return outcome

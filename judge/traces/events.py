@@ -47,7 +47,8 @@ from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import counted
-from judge.metrics.registry import JUDGE_ERROR, higher_is_better
+from judge.metrics.registry import JUDGE_ERROR
+from judge.run.gates import good_side
 from judge.run.rows import ResultRow
 from judge.traces.explanations import explain, shorten
 
@@ -269,8 +270,7 @@ def _event(
     if not math.isnan(value):
         label = None
         if threshold is not None:
-            good = value >= threshold if higher_is_better(metric) else value <= threshold
-            label = PASS if good else FAIL
+            label = PASS if good_side(metric, threshold).passes(value) else FAIL
         return EvaluationEvent(
             row_id, link.trace_id, link.span_id, metric, value, label, explain(metric, row)
         )

@@ -73,7 +73,8 @@ def test_thresholds_set_the_exit_code(tmp_path, fake_llm_server):
     [
         (["--fail-under", "faithfulness"], "write it as NAME=VALUE"),
         (["--fail-under", "faithfulness=high"], "needs a number"),
-        (["--fail-under", "bleu=0.5"], "not among the metrics computed"),
+        (["--fail-under", "bleu=0.5"], "a gate names bleu, which the run does not compute"),
+        (["--gate", "faithfulness=0.5"], "write a gate as METRIC>=VALUE (a floor)"),
         (["--metrics", "faithfulness,nope"], "unknown metric 'nope'"),
         (["--column", "question"], "write it as NAME=VALUE"),
         (["--replay", "--no-cache"], "not allowed with argument"),

@@ -14,13 +14,8 @@ import pytest
 import judge
 from judge.cli.options import DEFAULT_MAX_ERROR_RATE as CLI_DEFAULT
 from judge.errors import JudgeError, OutputError
-from judge.run.outputs import (
-    DEFAULT_MAX_ERROR_RATE,
-    INCOMPLETE,
-    PASSED,
-    THRESHOLD_MISSED,
-    RunOutcome,
-)
+from judge.run.gates import DEFAULT_MAX_ERROR_RATE, INCOMPLETE, PASSED, THRESHOLD_MISSED
+from judge.run.outputs import RunOutcome
 from judge.testing import heuristic_judge
 
 
@@ -100,6 +95,7 @@ def test_python_writes_the_folder_judge_eval_writes(tmp_path, fake_llm_server):
         assert timeless(py) == timeless(cli), name
     assert json.loads((tmp_path / "py" / "summary.json").read_text())["thresholds"] == {
         "required": {"faithfulness": 0.1},
+        "gates": ["faithfulness>=0.1"],
         "missed": [],
     }
 
@@ -116,7 +112,7 @@ def test_the_outcome_says_what_failed(tmp_path):
     assert incomplete.code == INCOMPLETE  # wins over the missed threshold
     assert [what for what, _ in incomplete.failures] == ["unreadable rows"]
     assert "max_error_rate 0.05" in incomplete.failures[0][1]  # Python's words
-    with pytest.raises(JudgeError, match="fail_under: recall not among the metrics computed"):
+    with pytest.raises(JudgeError, match="a gate names recall, which the run does not compute"):
         result.write(tmp_path / "c", fail_under={"recall": 0.5})
     with pytest.raises(JudgeError, match="max_error_rate 2: give a share from 0 to 1"):
         result.write(tmp_path / "c", max_error_rate=2)

@@ -17,6 +17,7 @@ from judge.cache.store import Cache, cache_key
 from judge.cli.finish import finish_run
 from judge.llm.session import LLMSession
 from judge.run.evaluate import evaluate
+from judge.run.gates import Gates
 from judge.testing import heuristic_judge
 
 TOPICS = ["Python", "Rust", "SQLite"]
@@ -61,7 +62,7 @@ def run(tmp_path: Path, name: str, models: dict, cache: Path, memo_bytes: int) -
     assert session.cache is not None
     session.cache.close()
     out = tmp_path / name
-    finish_run(result, out, {}, max_error_rate=1.0)
+    finish_run(result, out, Gates(max_error_rate=1.0))
     return out, session.cache.hits
 
 

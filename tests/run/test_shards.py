@@ -18,6 +18,7 @@ from judge.cli.finish import finish_run
 from judge.errors import CacheError, InputFormatError, JudgeError
 from judge.llm.config import LLM
 from judge.run.evaluate import evaluate
+from judge.run.gates import Gates
 from judge.run.merge import merge_shards
 from judge.run.processes import ShardCrash
 from judge.run.results import EvaluationResult, ResultRow
@@ -252,7 +253,7 @@ def shard_outputs(tmp_path: Path, url: str, specs: dict[str, dict], n: int = 7) 
             shard=settings["shard"],
             progress=False,
         )
-        finish_run(result, tmp_path / name, {})
+        finish_run(result, tmp_path / name, Gates())
         dirs.append(tmp_path / name)
     return dirs
 
@@ -309,7 +310,7 @@ def test_missing_duplicated_and_mismatched_shards_are_refused(tmp_path, fake_llm
             progress=False,
         ),
         tmp_path / "whole",
-        {},
+        Gates(),
     )
     with pytest.raises(InputFormatError, match="run without --shard"):
         merge_shards([tmp_path / "whole"], out)

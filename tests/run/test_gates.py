@@ -1,0 +1,122 @@
+"""`judge.run.gates.Gates`: gate strings parsed with their direction, errors in the
+caller's words, --fail-under floors refused on a metric where lower is better, and the
+bounds applied to means."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+import judge
+from judge.errors import JudgeError
+from judge.pytest_plugin.assertions import ScoreAssertionError
+from judge.run.gates import CLI_WORDS, Bound, Gates, good_side, parse_gate
+from judge.run.results import EvaluationResult
+from judge.run.rows import ResultRow
+
+CONFIG = {
+    "source": "test", "columns": {}, "metrics": ["faithfulness", "hallucination_rate"],
+    "model": None, "embeddings": None, "structured_output": None, "prompts": {},
+    "cache": None, "cache_mode": None, "run": "x", "data_rows": 4, "data_sha256": "y",
+}  # fmt: skip
+
+
+def evaluation(faithfulness: float, hallucination: float) -> EvaluationResult:
+    rows = [
+        ResultRow(
+            i, f"q{i}", "q", "a", ["c"],
+            scores={"faithfulness": faithfulness, "hallucination_rate": hallucination},
+        )
+        for i in range(4)
+    ]  # fmt: skip
+    return EvaluationResult(rows, ["faithfulness", "hallucination_rate"], CONFIG, {})
+
+
+def test_gate_strings_carry_their_direction() -> None:
+    assert parse_gate("faithfulness>=0.8") == Bound("faithfulness", 0.8)
+    assert parse_gate(" hallucination_rate <= 0.05 ") == Bound("hallucination_rate", 0.05, True)
+    assert parse_gate("ndcg@10>=0.5") == Bound("ndcg@10", 0.5)
+    assert str(parse_gate("hallucination_rate<=0.05")) == "hallucination_rate<=0.05"
+    cap = parse_gate("hallucination_rate<=0.05")
+    assert cap.passes(0.02) and cap.passes(0.05) and not cap.passes(0.2)
+    assert not cap.passes(math.nan) and not Bound("faithfulness", 0.5).passes(math.nan)
+
+
+@pytest.mark.parametrize("text", ["faithfulness=0.8", "faithfulness>0.8", ">=0.8", "f>=high"])
+def test_a_malformed_gate_says_how_to_write_one_in_the_callers_words(text: str) -> None:
+    with pytest.raises(JudgeError, match=r"gates=\['.*'\]: write a gate as METRIC>=VALUE") as py:
+        Gates.of([text])
+    assert "gates=['hallucination_rate<=0.05']" in str(py.value)
+    with pytest.raises(JudgeError, match=r"--gate '.*': write a gate as METRIC>=VALUE") as cli:
+        Gates.of([text], words=CLI_WORDS)
+    assert "--gate 'hallucination_rate<=0.05'" in str(cli.value)
+
+
+def test_a_floor_on_a_lower_is_better_metric_is_refused_naming_the_cap() -> None:
+    with pytest.raises(JudgeError) as cli:
+        Gates.of(fail_under={"hallucination_rate": 0.1}, words=CLI_WORDS)
+    assert str(cli.value) == (
+        "--fail-under hallucination_rate=0.1: lower is better for hallucination_rate, so a "
+        "floor would fail the runs that are good; cap it with --gate 'hallucination_rate<=0.1'"
+    )
+    with pytest.raises(JudgeError, match=r"cap it with gates=\['hallucination_rate<=0.1'\]"):
+        evaluation(1.0, 0.0).write("never", fail_under={"hallucination_rate": 0.1})
+    assert Gates.of(fail_under={"faithfulness": 0.8}).bounds == (Bound("faithfulness", 0.8),)
+
+
+def test_the_gates_are_one_frozen_value() -> None:
+    gates = Gates.of(["faithfulness>=0.8"], max_error_rate=0.1)
+    assert gates == Gates((Bound("faithfulness", 0.8),), 0.1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gates.max_error_rate = 0.5  # type: ignore[misc]
+    with pytest.raises(JudgeError, match="--max-error-rate 2: give a share from 0 to 1"):
+        Gates(max_error_rate=2, words=CLI_WORDS)
+    with pytest.raises(JudgeError, match="give a list of gates"):
+        Gates.of("faithfulness>=0.8")  # type: ignore[arg-type]
+
+
+def test_a_number_is_on_the_metrics_good_side() -> None:
+    assert good_side("faithfulness", 0.8) == Bound("faithfulness", 0.8)
+    assert good_side("hallucination_rate", 0.1) == Bound("hallucination_rate", 0.1, True)
+
+
+@pytest.mark.parametrize(
+    ("faithfulness", "hallucination", "passes"),
+    [(1.0, 0.02, True), (1.0, 0.5, False), (0.5, 0.0, False)],
+)
+def test_assert_evaluation_and_write_give_one_verdict(
+    tmp_path, faithfulness: float, hallucination: float, passes: bool
+) -> None:
+    result = evaluation(faithfulness, hallucination)
+    gates = ["faithfulness>=0.8", "hallucination_rate<=0.1"]
+    outcome = result.write(tmp_path / "out", gates=gates)
+    assert outcome.passed is passes
+    try:
+        judge.assert_evaluation(result, gates=gates)
+        asserted = True
+    except ScoreAssertionError:
+        asserted = False
+    assert asserted is passes
+    # the mapping form, a number on each metric's good side, agrees
+    mapping = {"faithfulness": 0.8, "hallucination_rate": 0.1}
+    try:
+        judge.assert_evaluation(result, fail_under=mapping)
+        mapped = True
+    except ScoreAssertionError:
+        mapped = False
+    assert mapped is passes
+
+
+def test_a_missed_cap_is_said_with_its_direction(tmp_path) -> None:
+    outcome = evaluation(1.0, 0.5).write(tmp_path / "out", gates=["hallucination_rate<=0.1"])
+    assert outcome.code == 1
+    assert outcome.missed == ("hallucination_rate = 0.5000 > 0.1",)
+    assert outcome.summary["thresholds"] == {
+        "required": {},
+        "gates": ["hallucination_rate<=0.1"],
+        "missed": ["hallucination_rate = 0.5000 > 0.1"],
+    }
+    with pytest.raises(ScoreAssertionError, match=r"hallucination_rate: mean 0.500 .* <= 0.1"):
+        judge.assert_evaluation(evaluation(1.0, 0.5), gates=["hallucination_rate<=0.1"])
