@@ -1,15 +1,23 @@
-"""The run options `judge.evaluate` takes and the functions built on it pass through
-(`judge.agreement`, `judge.probe`): one typed bundle, `**options: Unpack[RunOptions]`."""
+"""How a run is made: `RunSpec`, the one value each front end builds once (`judge.evaluate`,
+`judge.experiment`, the CLI) and planning and the executors read; and `RunOptions`, the
+keyword arguments of it that `judge.evaluate` takes and the functions built on it pass
+through (`judge.agreement`, `judge.probe`): `**options: Unpack[RunOptions]`."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypedDict
 
 from judge.cache.store import Cache
-from judge.llm.config import Embeddings
+from judge.llm.config import LLM, Embeddings
+from judge.llm.session import LLMSession
+from judge.metrics.resolve import MetricLike
+from judge.run.progress import DEFAULT_INTERVAL
+from judge.run.score import judge_models, make_session
+from judge.run.shard import Shard, parse_shard
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -29,4 +37,76 @@ class RunOptions(TypedDict, total=False):
     progress_interval: float
 
 
-__all__ = ["RunOptions", "Unpack"]
+@dataclass(frozen=True)
+class RunSpec:
+    """What the user decided about a run, besides its data: built once by a front end from
+    its keyword arguments or flags (`RunSpec.of`), read by planning and the executors.
+
+    Attributes:
+        metrics: names or `Metric` objects; None for the default metrics.
+        llm: the judge model (or a session of one); None for retrieval metrics alone.
+        embeddings: the embedding model, or None.
+        cache: a `Cache` or its path, or None.
+        concurrency: samples in flight at once; None: the judge's `max_concurrency`.
+        checkpoint: the JSONL file finished rows are appended to, or None.
+        progress: whether progress is shown on stderr.
+        progress_interval: seconds between status lines when stderr is not a terminal.
+        shard: the rows this run judges (None: all of them).
+    """
+
+    metrics: Sequence[MetricLike] | None = None
+    llm: LLM | LLMSession | None = None
+    embeddings: Embeddings | None = None
+    cache: Cache | str | os.PathLike[str] | None = None
+    concurrency: int | None = None
+    checkpoint: str | os.PathLike[str] | None = None
+    progress: bool = True
+    progress_interval: float = DEFAULT_INTERVAL
+    shard: Shard | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        metrics: Sequence[MetricLike] | None = None,
+        llm: LLM | LLMSession | None = None,
+        embeddings: Embeddings | None = None,
+        cache: Cache | str | os.PathLike[str] | None = None,
+        concurrency: int | None = None,
+        checkpoint: str | os.PathLike[str] | None = None,
+        progress: bool = True,
+        progress_interval: float = DEFAULT_INTERVAL,
+        shard: str | Shard | None = None,
+    ) -> RunSpec:
+        """The spec of `judge.evaluate`'s keyword arguments (which document them),
+        checked: a malformed shard, or models beside a session that has its own, fail
+        here, before any data is read."""
+        part = parse_shard(shard) if shard is not None else None
+        judge_models(llm, embeddings, cache)
+        return cls(
+            metrics=metrics,
+            llm=llm,
+            embeddings=embeddings,
+            cache=cache,
+            concurrency=concurrency,
+            checkpoint=checkpoint,
+            progress=progress,
+            progress_interval=progress_interval,
+            shard=part,
+        )
+
+    def models(self) -> tuple[LLM | None, Embeddings | None]:
+        """The judge and embedding models (a session's own when `llm` is one)."""
+        return judge_models(self.llm, self.embeddings, self.cache)
+
+    def session(self) -> LLMSession | None:
+        """The session to judge with: `llm` itself when it is one, else a new one the
+        caller closes (`owns_session`); None without a judge model."""
+        return make_session(self.llm, self.embeddings, self.cache) if self.llm else None
+
+    def owns_session(self, session: LLMSession | None) -> bool:
+        """Whether the caller made `session` (and so closes it), rather than the user."""
+        return session is not None and session is not self.llm
+
+
+__all__ = ["RunOptions", "RunSpec", "Unpack"]

@@ -110,6 +110,7 @@ def judge_shard(job: ShardJob) -> None:
     from judge.llm.session import LLMSession
     from judge.run import local
     from judge.run.data import load_rows
+    from judge.run.options import RunSpec
     from judge.run.output_folder import OutputFolder
     from judge.run.outputs import write_outputs
 
@@ -133,9 +134,11 @@ def judge_shard(job: ShardJob) -> None:
                     rows,
                     hashes,
                     session,
-                    checkpoint=folder.path / ".checkpoint.jsonl",
-                    progress=job.progress,
-                    progress_interval=job.progress_interval,
+                    RunSpec(
+                        checkpoint=folder.path / ".checkpoint.jsonl",
+                        progress=job.progress,
+                        progress_interval=job.progress_interval,
+                    ),
                 )
             )
         finally:
