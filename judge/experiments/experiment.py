@@ -527,7 +527,7 @@ async def aexperiment(
     testset = load_testset(data, column_map=column_map, qrels=qrels)
     if llm is None:
         metrics = _retrieval_only(metrics, testset)
-    spec = RunSpec.of(
+    spec = RunSpec(
         metrics=metrics,
         llm=llm,
         embeddings=embeddings,

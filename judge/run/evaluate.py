@@ -83,7 +83,7 @@ async def aevaluate(
             cancelling requests in flight; rows finished before it are in the checkpoint
             and their judgments in the cache, so a rerun after the fix resumes them.
     """
-    spec = RunSpec.of(
+    spec = RunSpec(
         metrics=metrics,
         llm=llm,
         embeddings=embeddings,
@@ -118,7 +118,7 @@ async def aevaluate_rows(
         metrics=spec.metrics,
         llm=llm,
         embeddings=embeddings,
-        shard=spec.shard,
+        shard=spec.part,
     )
     if refuse_unscorable:
         await acheck_scorable(plan, rows)

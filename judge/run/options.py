@@ -40,7 +40,7 @@ class RunOptions(TypedDict, total=False):
 @dataclass(frozen=True)
 class RunSpec:
     """What the user decided about a run, besides its data: built once by a front end from
-    its keyword arguments or flags (`RunSpec.of`), read by planning and the executors.
+    its keyword arguments or flags, read by planning and the executors.
 
     Attributes:
         metrics: names or `Metric` objects; None for the default metrics.
@@ -51,7 +51,8 @@ class RunSpec:
         checkpoint: the JSONL file finished rows are appended to, or None.
         progress: whether progress is shown on stderr.
         progress_interval: seconds between status lines when stderr is not a terminal.
-        shard: the rows this run judges (None: all of them).
+        shard: the rows this run judges (None: all of them): a `Shard`, or "I/N" (as
+            `judge.evaluate` takes it), made a `Shard` when the spec is made.
     """
 
     metrics: Sequence[MetricLike] | None = None
@@ -62,38 +63,20 @@ class RunSpec:
     checkpoint: str | os.PathLike[str] | None = None
     progress: bool = True
     progress_interval: float = DEFAULT_INTERVAL
-    shard: Shard | None = None
+    shard: Shard | str | None = None  # "I/N" is parsed into a Shard
 
-    @classmethod
-    def of(
-        cls,
-        *,
-        metrics: Sequence[MetricLike] | None = None,
-        llm: LLM | LLMSession | None = None,
-        embeddings: Embeddings | None = None,
-        cache: Cache | str | os.PathLike[str] | None = None,
-        concurrency: int | None = None,
-        checkpoint: str | os.PathLike[str] | None = None,
-        progress: bool = True,
-        progress_interval: float = DEFAULT_INTERVAL,
-        shard: str | Shard | None = None,
-    ) -> RunSpec:
-        """The spec of `judge.evaluate`'s keyword arguments (which document them),
-        checked: a malformed shard, or models beside a session that has its own, fail
-        here, before any data is read."""
-        part = parse_shard(shard) if shard is not None else None
-        judge_models(llm, embeddings, cache)
-        return cls(
-            metrics=metrics,
-            llm=llm,
-            embeddings=embeddings,
-            cache=cache,
-            concurrency=concurrency,
-            checkpoint=checkpoint,
-            progress=progress,
-            progress_interval=progress_interval,
-            shard=part,
-        )
+    def __post_init__(self) -> None:
+        # Checked once, before any data is read: a malformed shard ("I/N" parsed here),
+        # models beside a session that has its own.
+        if isinstance(self.shard, str):
+            object.__setattr__(self, "shard", parse_shard(self.shard))
+        judge_models(self.llm, self.embeddings, self.cache)
+
+    @property
+    def part(self) -> Shard | None:
+        """The shard, as a `Shard` (None: every row)."""
+        assert not isinstance(self.shard, str)  # parsed when the spec was made
+        return self.shard
 
     def models(self) -> tuple[LLM | None, Embeddings | None]:
         """The judge and embedding models (a session's own when `llm` is one)."""

@@ -110,7 +110,7 @@ def test_a_metric_with_no_score_never_passes_the_gates(tmp_path, models, server)
             rows,
             columns,
             source,
-            RunSpec.of(metrics=["faithfulness"], llm=models["llm"], progress=False),
+            RunSpec(metrics=["faithfulness"], llm=models["llm"], progress=False),
         )
     )
     outcome = result.write(tmp_path / "out", max_error_rate=1)
