@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from judge.errors import JudgeError
 from judge.run.progress import DEFAULT_INTERVAL
@@ -221,7 +221,15 @@ def column_map(args: argparse.Namespace) -> dict[str, str] | None:
     return _pairs(args.column, "--column") or None
 
 
-def data_options(args: argparse.Namespace) -> dict[str, Any]:
+class DataOptions(TypedDict):
+    """The column and progress options of `model_options`, as `judge.evaluate` takes them."""
+
+    column_map: dict[str, str] | None
+    progress: bool
+    progress_interval: float
+
+
+def data_options(args: argparse.Namespace) -> DataOptions:
     """column_map, progress and progress_interval for `judge.evaluate`."""
     return {
         "column_map": column_map(args),
