@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from judge.cli.finish import (
     export_scores,
@@ -17,6 +19,7 @@ from judge.cli.finish import (
     say_notes,
 )
 from judge.cli.options import (
+    JudgeOptions,
     check_destinations,
     check_retrieval_only,
     column_map,
@@ -25,8 +28,8 @@ from judge.cli.options import (
     destinations,
     gate_options,
     gates_of,
+    judge_options,
     metrics_given,
-    model_config,
     model_options,
     models_of,
     runs_options,
@@ -149,9 +152,10 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.shard import parse_shard
 
     gates = gates_of(args)
-    read_trace_rows(args)
+    traces = read_trace_rows(args)
+    data = traces.rows if traces is not None else args.data
     if destinations(args):
-        if args.trace_links is None:
+        if traces is None:
             raise JudgeError(
                 f"--otlp-json, --export-otlp and --phoenix send the scores back beside the "
                 f"traces they judge, and {args.data} holds no traces: give a trace file, or "
@@ -159,7 +163,7 @@ def run_eval(args: argparse.Namespace) -> int:
             )
         check_destinations(args)
     if args.dry_run:
-        return run_dry(args)
+        return run_dry(args, data)
     if args.format != "text":
         raise JudgeError("--format json goes with --dry-run (a run writes summary.json to --out)")
     if args.processes < 1:
@@ -175,13 +179,14 @@ def run_eval(args: argparse.Namespace) -> int:
         return run_on_ray(args, gates)
     shard = parse_shard(args.shard) if args.shard is not None else None
     options = data_options(args)  # a malformed --column fails before a cache is opened
-    metrics, llm, embeddings, cache = _judge_setup(args)
+    judge = judge_options(args)
+    metrics, llm, embeddings, cache = _judge_setup(args, judge)
     # Locked for the whole run: the checkpoint lives in the folder too.
-    with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
+    with OutputFolder(args.out, inputs=_data_files(data)) as folder:
         checkpoint = RunFolder(folder.path).checkpoint
         try:
             result = evaluate(
-                args.data,
+                data,
                 metrics=metrics,
                 llm=llm,
                 embeddings=embeddings,
@@ -195,27 +200,34 @@ def run_eval(args: argparse.Namespace) -> int:
             kept = checkpoint.is_file() and checkpoint.stat().st_size > 0
             resume = "; the rows finished before it are kept: rerun to resume" if kept else ""
             raise type(exc)(f"{exc}{resume}") from None
-        say_damaged(result, args.cache, replay=args.replay)
+        say_damaged(result, judge.cache, replay=judge.replay)
         say_notes(result)
         code = finish_run(result, folder, gates)
     record_run(args, folder.path, "eval")  # not a shard's: judge merge records those
-    if destinations(args):  # whatever the gates said: the scores are the traces' news
-        export_scores(args, folder.path, args.trace_links, f"the traces of {args.trace_file}")
+    if traces is not None and destinations(args):  # whatever the gates said: the traces' news
+        export_scores(args, folder.path, traces.links, f"the traces of {args.data}")
     return code
 
 
-def read_trace_rows(args: argparse.Namespace) -> None:
-    """With --from, or a trace file as DATA (OTLP, Phoenix, Langfuse): DATA becomes the
-    rows read from the traces (`judge.traces.extract.read_rows`), one per trace; the
-    traces that gave none are counted on stderr."""
+@dataclass(frozen=True)
+class TraceRows:
+    """The rows of a trace file given as DATA, one per trace, and their traces."""
+
+    rows: list[dict[str, Any]]
+    links: dict[str, Any]
+
+
+def read_trace_rows(args: argparse.Namespace) -> TraceRows | None:
+    """With --from, or a trace file as DATA (OTLP, Phoenix, Langfuse): the rows read
+    from the traces (`judge.traces.extract.read_rows`), one per trace, the traces that
+    gave none counted on stderr; None when DATA holds no traces."""
     from judge.traces.export import trace_links
     from judge.traces.extract import ExtractSummary, read_rows, source_of
 
-    args.trace_links = None  # the rows' traces, when DATA holds traces
     # A rows file is none of these: their columns (traceId, context.span_id) differ.
     given = args.source is not None or args.map
     if not given and not (Path(str(args.data)).is_file() and source_of(args.data)):
-        return
+        return None
     if args.processes > 1 or args.ray or args.ray_address or args.shard is not None:
         raise JudgeError(
             f"{args.data} holds traces: --processes, --shard and --ray read rows files; write "
@@ -235,12 +247,10 @@ def read_trace_rows(args: argparse.Namespace) -> None:
         )
     if not rows:
         raise JudgeError(f"{args.data}: no trace gave a row (see the reasons above)")
-    args.trace_links = trace_links(rows, path=str(args.data))
-    args.trace_file = args.data
-    args.data = rows
+    return TraceRows(rows, trace_links(rows, path=str(args.data)))
 
 
-def run_dry(args: argparse.Namespace) -> int:
+def run_dry(args: argparse.Namespace, data: Any) -> int:
     """`judge eval --dry-run`: the data checked and the run estimated, nothing sent or
     written; 0 when the data is usable, else a `judge: error:` line (exit 2)."""
     import json
@@ -250,7 +260,7 @@ def run_dry(args: argparse.Namespace) -> int:
 
     llm, embeddings = models_of(args)
     result = dry_run(
-        args.data,
+        data,
         metrics=metrics_given(args),
         llm=llm,
         embeddings=embeddings,
@@ -276,15 +286,15 @@ def run_dry(args: argparse.Namespace) -> int:
 
 
 def _judge_setup(
-    args: argparse.Namespace,
+    args: argparse.Namespace, judge: JudgeOptions
 ) -> tuple[list[MetricLike] | None, LLM | None, Embeddings | None, Cache | None]:
     """(metrics, judge model, embedding model, opened cache) of `judge eval`'s options;
-    without --model only retrieval metrics are allowed, and no cache is opened."""
+    without a model only retrieval metrics are allowed, and no cache is opened."""
     metrics = metrics_given(args)
-    if not args.model:
+    if not judge.settings.model:
         check_retrieval_only(metrics)
         return metrics, None, None, None
-    llm, embeddings, cache = model_config(args)
+    llm, embeddings, cache = judge.open()
     return metrics, llm, embeddings, cache
 
 
@@ -319,11 +329,12 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
     if args.ray or args.ray_address:
         raise JudgeError("--processes cannot be used with --ray: Ray has its own actors")
     options = data_options(args)  # a malformed --column fails before a cache is opened
-    metrics, llm, embeddings, opened = _judge_setup(args)
+    judge = judge_options(args)
+    metrics, llm, embeddings, opened = _judge_setup(args, judge)
     cache: str | None = None
     if opened is not None:  # an older cache file upgraded once here, not in every shard
         opened.close()
-        cache = args.cache
+        cache = judge.cache
     rows, columns, source = load_rows(args.data, options["column_map"])
     plan, _ = plan_run(
         rows,
@@ -354,7 +365,7 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
             count,
             column_map=options["column_map"],
             cache=cache,
-            cache_mode="replay" if args.replay else "read-write",
+            cache_mode=judge.cache_mode,
             progress=options["progress"],
             progress_interval=options["progress_interval"],
         )
@@ -369,8 +380,8 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
             folder,
             [job.out for job in jobs],
             gates,
-            cache=args.cache,
-            replay=args.replay,
+            cache=judge.cache,
+            replay=judge.replay,
         )
         shutil.rmtree(folder.path / SHARDS_DIR)  # joined: results.jsonl holds every row
     record_run(args, folder.path, "eval")  # one run, however many processes judged it
@@ -393,8 +404,9 @@ def run_on_ray(args: argparse.Namespace, gates: Gates) -> int:
     if args.ray_actors < 1:
         raise JudgeError(f"--ray-actors {args.ray_actors}: give at least 1")
     require_ray()  # before reading the data: say at once that the extra is missing
-    llm, embeddings, _ = model_config(argparse.Namespace(**{**vars(args), "no_cache": True}))
-    cache = Path(args.cache)
+    judge = judge_options(args)
+    llm, embeddings, _ = dataclasses.replace(judge, no_cache=True).open()
+    cache = Path(judge.cache)
     metrics = metrics_given(args)
     # only once the options are known to be good
     with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
@@ -404,9 +416,9 @@ def run_on_ray(args: argparse.Namespace, gates: Gates) -> int:
             llm=llm,
             embeddings=embeddings,
             caches=ActorCaches.of(
-                None if args.no_cache else cache.with_name(cache.stem + ".ray"),
-                "replay" if args.replay else "read-write",
-                [] if args.no_cache else [cache],
+                None if judge.no_cache else cache.with_name(cache.stem + ".ray"),
+                judge.cache_mode,
+                [] if judge.no_cache else [cache],
             ),
             actors=args.ray_actors,
             address=args.ray_address,

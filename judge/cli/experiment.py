@@ -8,6 +8,7 @@ import contextlib
 import io
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from judge.cli.finish import finish_run, record_run, say_damaged, say_notes
@@ -16,13 +17,13 @@ from judge.cli.options import (
     data_options,
     gate_options,
     gates_of,
+    judge_options,
     metrics_given,
-    model_config,
     model_options,
     runs_options,
     runs_path,
 )
-from judge.errors import CacheStoreError, JudgeError, LLMConfigError
+from judge.errors import JudgeError
 from judge.formatting import counted, terminal_text
 
 
@@ -99,17 +100,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run_experiment_command(args: argparse.Namespace) -> int:
-    """The `judge experiment` command."""
+    """The `judge experiment` command: `judge.experiments.aexperiment` with the command
+    line's options, its gates applied and its verdict printed as the run is written."""
     from judge.aio import run_sync
-    from judge.experiments.app import as_app, load_target
-    from judge.experiments.experiment import (
-        check_judge,
-        check_testset,
-        finished,
-        load_testset,
-        run_experiment,
-    )
+    from judge.experiments.experiment import aexperiment
     from judge.run.output_folder import OutputFolder
+    from judge.run.results import EvaluationResult
 
     gates = gates_of(args)
     if args.app_concurrency < 1:
@@ -118,66 +114,57 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         raise JudgeError(f"--app-timeout {args.app_timeout}: give a positive number of seconds")
     options = data_options(args)
     # Every path resolved once, before the app runs: an app may change the working directory.
-    args.out = os.path.abspath(args.out)
-    args.runs = str(runs_path(args).absolute())
-    args.cache = os.path.abspath(args.cache)
-    testset = load_testset(args.data, column_map=options["column_map"], qrels=args.qrels)
-    app = as_app(load_target(args.app), args.app)
+    out = Path(os.path.abspath(args.out))
+    runs = runs_path(args).absolute()
+    judge = judge_options(args).absolute()
     metrics = metrics_given(args)
     llm = embeddings = cache = None
-    if args.model:
-        llm, embeddings, cache = model_config(args)
-    else:
-        if metrics is None:  # judge ir's defaults: a retrieval-only experiment
-            from judge.ir import DEFAULT_METRICS
-
-            metrics = list(DEFAULT_METRICS)
+    if judge.settings.model:
+        llm, embeddings, cache = judge.open()
+    elif metrics is not None:
         check_retrieval_only(metrics)
-        if testset.qrels_source is None:
-            raise JudgeError(
-                "nothing to judge without --model: give --model for the LLM-judged metrics, "
-                "or relevance labels (--qrels, a test set folder, a relevance column) for "
-                "the retrieval metrics"
-            )
-    # before the app is asked, not after
-    run_sync(check_testset(testset, metrics=metrics, llm=llm, embeddings=embeddings, gates=gates))
-    run_sync(check_judge(llm, embeddings, cache))
     streams = _KeptStreams()
-    with OutputFolder(args.out, inputs=testset.files()) as folder:
-        try:
-            result = run_sync(
-                run_experiment(
-                    app,
-                    testset,
-                    folder,
-                    metrics=metrics,
-                    llm=llm,
-                    embeddings=embeddings,
-                    cache=cache,
-                    app_concurrency=args.app_concurrency,
-                    app_timeout=args.app_timeout,
-                    concurrency=args.concurrency,
-                    progress=options["progress"],
-                    progress_interval=options["progress_interval"],
-                )
-            )
-        except (LLMConfigError, CacheStoreError) as exc:  # the judging cannot work
-            raise type(exc)(
-                f"{exc}; the app's outputs are kept in {folder.path}/app_outputs.jsonl: "
-                "rerun to judge them without asking the app again"
-            ) from None
-        finally:
-            streams.restore()
-            if cache is not None:
-                cache.close()
-        say_damaged(result, args.cache, replay=args.replay)
+    codes: list[int] = []
+
+    def write(result: EvaluationResult, folder: OutputFolder) -> None:
+        """The run written with the command's gates, once the app and the judge are done."""
+        streams.restore()
+        if cache is not None:
+            cache.close()
+        say_damaged(result, judge.cache, replay=judge.replay)
         say_notes(result)
-        code = finish_run(result, folder, gates)
-        finished(folder.path)
-    record_run(args, folder.path, "experiment")
+        codes.append(finish_run(result, folder, gates))
+
+    try:
+        result = run_sync(
+            aexperiment(
+                args.app,
+                args.data,
+                out=out,
+                metrics=metrics,
+                llm=llm,
+                embeddings=embeddings,
+                cache=cache,
+                column_map=options["column_map"],
+                qrels=args.qrels,
+                app_concurrency=args.app_concurrency,
+                app_timeout=args.app_timeout,
+                concurrency=judge.settings.concurrency,
+                progress=options["progress"],
+                progress_interval=options["progress_interval"],
+                gates=gates,
+                write=write,
+                record=False,  # recorded below, in the store --runs names
+            )
+        )
+    finally:
+        streams.restore()
+        if cache is not None:
+            cache.close()
+    record_run(args, out, "experiment", runs=runs)
     if result.config.app is not None:
         print(terminal_text(app_line(result.config.app)), file=sys.stderr)
-    return code
+    return codes[0]
 
 
 def app_line(app: dict[str, Any]) -> str:
@@ -222,7 +209,8 @@ class _KeptStreams:
             sys.stderr = self.during
 
     def restore(self) -> None:
-        """Put stdout and stderr back as they were before the app ran."""
+        """Put stdout and stderr back as they were before the app ran (once; later calls
+        do nothing)."""
         if self.during is not None:
             if sys.stderr is self.during:
                 sys.stderr = self.stderr
@@ -240,6 +228,8 @@ class _KeptStreams:
             stream = getattr(sys, name)
             if stream is None or stream.closed or not same:
                 setattr(sys, name, _text_stream(fd, getattr(sys, f"__{name}__"), closefd=False))
+        self.copies.clear()
+        self.during = None
 
 
 class _Unclosed(io.TextIOWrapper):

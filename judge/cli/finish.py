@@ -119,11 +119,13 @@ def merge_into(
     return finish_run(result, folder, gates, results_written=True)
 
 
-def record_run(args: argparse.Namespace, out: Path, command: str) -> None:
-    """Record the finished run of the folder `out` in the run store (--runs), and say so
-    on stderr; nothing with --no-record or for one shard (`judge merge` records the
-    joined run). A store that cannot take the record is a warning: the run's outputs are
-    written, and its exit code stays the run's."""
+def record_run(
+    args: argparse.Namespace, out: Path, command: str, *, runs: Path | None = None
+) -> None:
+    """Record the finished run of the folder `out` in the run store (`runs`, default
+    --runs), and say so on stderr; nothing with --no-record or for one shard (`judge
+    merge` records the joined run). A store that cannot take the record is a warning:
+    the run's outputs are written, and its exit code stays the run's."""
     import sqlite3
 
     from judge.cli.words import cli_words
@@ -132,7 +134,7 @@ def record_run(args: argparse.Namespace, out: Path, command: str) -> None:
 
     if getattr(args, "no_record", False) or getattr(args, "shard", None) is not None:
         return
-    path = runs_path(args)
+    path = runs if runs is not None else runs_path(args)
     try:
         with RunStore(path) as store:
             record = record_folder(store, out, command=command, name=getattr(args, "name", None))

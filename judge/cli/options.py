@@ -4,21 +4,24 @@ the judge model and cache, columns, custom metrics, retrieval metric names, the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from judge.errors import JudgeError
 from judge.run.progress import DEFAULT_INTERVAL
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
-    from judge.cache.store import Cache
+    from judge.cache.store import Cache, CacheMode
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.registry import Metric
     from judge.metrics.resolve import MetricLike
     from judge.run.gates import Gates
+    from judge.run.settings import Settings
 
 # The default of --max-error-rate: see judge.run.outputs (kept in step by a test).
 DEFAULT_MAX_ERROR_RATE = 0.05
@@ -125,17 +128,25 @@ def model_options(p: argparse.ArgumentParser) -> None:
 
 
 def llm_options(p: argparse.ArgumentParser) -> None:
-    """The model, server, cache (--replay) and request options of every LLM command."""
-    p.add_argument("--model", help="judge model, any litellm name (e.g. openai/gpt-4o-mini)")
+    """The model, server, cache (--replay) and request options of every LLM command; each
+    not given is read from JUDGE_<NAME>, then ./pyproject.toml's [tool.judge], then the
+    default of judge.LLM (`judge_options` reads them, through `judge.run.settings`)."""
+    from judge.run.settings import BY_NAME
+
+    def default(name: str) -> str:
+        return f"{BY_NAME[name].default:g}" if name != "cache" else BY_NAME[name].default
+
+    p.add_argument(
+        "--model",
+        help="judge model, any litellm name (e.g. openai/gpt-4o-mini); this option and those "
+        "below not given are read from the environment (JUDGE_MODEL, JUDGE_CONCURRENCY, ...), "
+        "then from ./pyproject.toml's [tool.judge] (model, concurrency, ...)",
+    )
     p.add_argument("--api-base", help="server URL, e.g. http://localhost:8000/v1 for vLLM")
     p.add_argument("--api-key", help="API key (default: the provider's environment variable)")
     p.add_argument("--embedding-model", help="embedding model (needed for answer_relevancy)")
     p.add_argument("--embedding-api-base", help="embedding server URL (default --api-base)")
-    p.add_argument(
-        "--cache",
-        default=".judge/cache.sqlite",
-        help="judgment cache (default .judge/cache.sqlite)",
-    )
+    p.add_argument("--cache", help=f"judgment cache (default {default('cache')})")
     cache_use = p.add_mutually_exclusive_group()
     cache_use.add_argument(
         "--replay",
@@ -159,13 +170,19 @@ def llm_options(p: argparse.ArgumentParser) -> None:
         help="the judge model's input limit in tokens (default: litellm's price map; set it "
         "for a local model): a longer request is not sent, its metric a judge error",
     )
-    p.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        help=f"requests in flight (default {default('concurrency')})",
+    )
+    p.add_argument(
+        "--timeout", type=float, help=f"seconds per request (default {default('timeout')})"
+    )
     p.add_argument(
         "--max-retries",
         type=int,
-        default=6,
-        help="retries of a rate-limited, failed or timed-out request (default 6)",
+        help="retries of a rate-limited, failed or timed-out request "
+        f"(default {default('max_retries')})",
     )
 
 
@@ -224,7 +241,15 @@ def column_map(args: argparse.Namespace) -> dict[str, str] | None:
     return _pairs(args.column, "--column") or None
 
 
-def data_options(args: argparse.Namespace) -> dict[str, Any]:
+class DataOptions(TypedDict):
+    """The column and progress options of `model_options`, as `judge.evaluate` takes them."""
+
+    column_map: dict[str, str] | None
+    progress: bool
+    progress_interval: float
+
+
+def data_options(args: argparse.Namespace) -> DataOptions:
     """column_map, progress and progress_interval for `judge.evaluate`."""
     return {
         "column_map": column_map(args),
@@ -262,61 +287,107 @@ def metrics_given(args: argparse.Namespace) -> list[MetricLike] | None:
     return chosen_metrics(metric_names(args), custom_metrics(args))
 
 
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The `llm_options` of a command, read once: the resolved settings (flags, then
+    JUDGE_*, then [tool.judge], then judge.LLM's defaults), the key and the cache's use.
+
+    Attributes:
+        settings: the model, server, cache and request settings.
+        api_key: --api-key, else JUDGE_API_KEY, else None (the provider's variable).
+        replay: --replay: judgments only from the cache.
+        no_cache: --no-cache: no cache at all.
+    """
+
+    settings: Settings
+    api_key: str | None
+    replay: bool
+    no_cache: bool
+
+    @property
+    def cache(self) -> str:
+        """The cache file."""
+        return self.settings.cache
+
+    @property
+    def cache_mode(self) -> CacheMode:
+        """How the cache is used: "replay" or "read-write"."""
+        return "replay" if self.replay else "read-write"
+
+    def absolute(self) -> JudgeOptions:
+        """The same options with the cache's path made absolute (before an app that may
+        change the working directory runs)."""
+        settings = dataclasses.replace(self.settings, cache=os.path.abspath(self.cache))
+        return dataclasses.replace(self, settings=settings)
+
+    def models(self) -> tuple[LLM | None, Embeddings | None]:
+        """(LLM or None, Embeddings or None), with no cache opened and nothing called; the
+        LLM is None when no model is set."""
+        s = self.settings
+        if s.embedding_api_base and not s.embedding_model:
+            raise JudgeError("--embedding-api-base needs --embedding-model (the embedding model)")
+        if s.context_window is not None and s.context_window < 1:
+            raise JudgeError(f"--context-window {s.context_window}: give a number of tokens")
+        return s.llm(self.api_key), s.embeddings(self.api_key)
+
+    def open(self) -> tuple[LLM, Embeddings | None, Cache | None]:
+        """(LLM, Embeddings or None, the opened Cache or None); a model is required."""
+        from judge.cache.store import Cache
+
+        if not self.settings.model:
+            raise JudgeError("--model is required (the judge model; there is no default)")
+        llm, embeddings = self.models()
+        assert llm is not None  # a model is set
+        if self.replay and not self.no_cache and not Path(self.cache).is_file():
+            # Nothing to replay from; creating an empty file would only hide the mistake.
+            raise JudgeError(
+                f"--cache {self.cache} does not exist: --replay reads judgments recorded "
+                "before. Give the --cache that holds them, or record them first with a run "
+                "without --replay"
+            )
+        cache = None if self.no_cache else Cache(self.cache, mode=self.cache_mode)
+        return llm, embeddings, cache
+
+
+def judge_options(args: argparse.Namespace) -> JudgeOptions:
+    """The `llm_options` of the command line as a `JudgeOptions`; a server named only by
+    ./pyproject.toml's [tool.judge] is not used (said on stderr): the folder a command
+    runs in does not choose where the user's API key is sent."""
+    import sys
+
+    from judge.formatting import terminal_text
+    from judge.run.settings import SETTINGS, ignored_servers, resolve_settings
+
+    pyproject = Path("pyproject.toml")
+    flags = {s.name: getattr(args, s.name, None) for s in SETTINGS}
+    settings = resolve_settings(flags, pyproject=pyproject, file_servers=False)
+    for key in ignored_servers(pyproject, settings):
+        flag = f"--{key}"
+        print(
+            terminal_text(
+                f"judge: note: {pyproject} [tool.judge] {key} is not used: a project's file "
+                f"does not choose where your API key is sent; give {flag} or "
+                f"JUDGE_{key.upper().replace('-', '_')}"
+            ),
+            file=sys.stderr,
+        )
+    return JudgeOptions(
+        settings=settings,
+        api_key=args.api_key or os.environ.get("JUDGE_API_KEY") or None,
+        replay=bool(getattr(args, "replay", False)),
+        no_cache=bool(getattr(args, "no_cache", False)),
+    )
+
+
 def model_config(args: argparse.Namespace) -> tuple[LLM, Embeddings | None, Cache | None]:
     """(LLM, Embeddings or None, Cache or None) from the `model_options` arguments."""
-    from judge.cache.store import Cache
-
-    if not args.model:
-        raise JudgeError("--model is required (the judge model; there is no default)")
-    llm, embeddings = models_of(args)
-    assert llm is not None  # --model is given
-    if args.replay and not args.no_cache and not Path(args.cache).is_file():
-        # Nothing to replay from; creating an empty file would only hide the mistake.
-        raise JudgeError(
-            f"--cache {args.cache} does not exist: --replay reads judgments recorded before. "
-            "Give the --cache that holds them, or record them first with a run without --replay"
-        )
-    cache = (
-        None if args.no_cache else Cache(args.cache, mode="replay" if args.replay else "read-write")
-    )
-    return llm, embeddings, cache
+    return judge_options(args).open()
 
 
 def models_of(args: argparse.Namespace) -> tuple[LLM | None, Embeddings | None]:
     """(LLM or None, Embeddings or None) from the `model_options` arguments, with no cache
-    opened and nothing called; the LLM is None when no --model is given."""
-    from judge.llm.config import LLM, Embeddings
-
-    if args.embedding_api_base and not args.embedding_model:
-        raise JudgeError("--embedding-api-base needs --embedding-model (the embedding model)")
-    key = args.api_key or os.environ.get("JUDGE_API_KEY")
-    if args.context_window is not None and args.context_window < 1:
-        raise JudgeError(f"--context-window {args.context_window}: give a number of tokens")
-    llm = (
-        LLM(
-            model=args.model,
-            api_base=args.api_base,
-            api_key=key,
-            timeout=args.timeout,
-            max_retries=args.max_retries,
-            max_concurrency=max(1, args.concurrency),
-            context_window=args.context_window,
-            cache_as=args.cache_as,
-        )
-        if args.model
-        else None
-    )
-    embeddings = (
-        Embeddings(
-            model=args.embedding_model,
-            api_base=args.embedding_api_base or args.api_base,
-            api_key=key,
-            cache_as=args.cache_as,
-        )
-        if args.embedding_model
-        else None
-    )
-    return llm, embeddings
+    opened and nothing called; the LLM is None when no model is set."""
+    return judge_options(args).models()
 
 
 def check_retrieval_only(metrics: Sequence[MetricLike] | None) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from judge.aio import sync_twin
 from judge.cache.store import Cache
-from judge.errors import InputFormatError, JudgeError
+from judge.errors import CacheStoreError, InputFormatError, JudgeError, LLMConfigError
 from judge.experiments.app import REPLY_FIELDS, App, as_app, load_target
 from judge.experiments.calls import ERROR, CallStats, ProgressFile, Question, ask_all
 from judge.ir import DEFAULT_METRICS
@@ -51,6 +51,7 @@ from judge.run.folder import (
     record_written,
 )
 from judge.run.gates import Gates
+from judge.run.options import RunSpec
 from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
 from judge.run.plan import plan_run
@@ -335,19 +336,14 @@ async def run_experiment(
     app: App,
     testset: TestSet,
     folder: OutputFolder,
+    spec: RunSpec,
     *,
-    metrics: Sequence[MetricLike] | None = None,
-    llm: LLM | LLMSession | None = None,
-    embeddings: Embeddings | None = None,
-    cache: Cache | str | os.PathLike[str] | None = None,
     app_concurrency: int = DEFAULT_APP_CONCURRENCY,
     app_timeout: float = DEFAULT_APP_TIMEOUT,
-    concurrency: int | None = None,
-    progress: bool = True,
-    progress_interval: float = DEFAULT_INTERVAL,
 ) -> EvaluationResult:
-    """Ask the app, write its outputs into the (open) folder, judge them; the judged
-    folder's results.jsonl, summary.json and report.html are the caller's to write."""
+    """Ask the app, write its outputs into the (open) folder, judge them as the spec says
+    (its checkpoint is the folder's); the judged folder's results.jsonl, summary.json and
+    report.html are the caller's to write."""
     # With relevance labels the rows' ids are written to run.trec and qrels.txt.
     trec = testset.qrels_source is not None
     progress_file = ProgressFile(folder.path / PROGRESS_FILE, app, trec=trec)
@@ -357,8 +353,8 @@ async def run_experiment(
         progress_file,
         concurrency=app_concurrency,
         timeout=app_timeout,
-        progress=progress,
-        progress_interval=progress_interval,
+        progress=spec.progress,
+        progress_interval=spec.progress_interval,
     )
     published = [APP_OUTPUTS]
     with folder.writing(APP_OUTPUTS) as outputs:
@@ -373,19 +369,8 @@ async def run_experiment(
         # metrics are still the run's, every row failing with its app error (counted,
         # and gated by max_error_rate), not refused for a column no row could have.
         columns = {**columns, "retrieved_ids": "retrieved_ids"}
-    result = await aevaluate_rows(
-        loaded,
-        columns,
-        source,
-        metrics=metrics,
-        llm=llm,
-        embeddings=embeddings,
-        cache=cache,
-        concurrency=concurrency,
-        checkpoint=folder.path / CHECKPOINT,
-        progress=progress,
-        progress_interval=progress_interval,
-    )
+    judged = dataclasses.replace(spec, checkpoint=folder.path / CHECKPOINT)
+    result = await aevaluate_rows(loaded, columns, source, judged)
     result.config = dataclasses.replace(
         result.config,
         app=app_record(app, stats, testset, app_concurrency, app_timeout),
@@ -549,7 +534,9 @@ async def aexperiment(
     concurrency: int | None = None,
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
+    gates: Gates | None = None,
     record: bool = True,
+    write: Callable[[EvaluationResult, OutputFolder], object] | None = None,
 ) -> EvaluationResult:
     """Run the user's RAG app on every question of a test set, keep its outputs, judge them.
 
@@ -580,9 +567,16 @@ async def aexperiment(
         app_timeout: seconds one app call may take; a slower call is that question's
             app error (a sync app's thread is left to finish on its own).
         progress, progress_interval: as for `judge.evaluate`.
+        gates: the gates the run will be held to: one naming a metric the run does not
+            compute, or a metric the test set cannot feed, is refused before the app is
+            asked; `write` applies them (the default writes with none but the default
+            error rate).
         record: record the run in the run store ($JUDGE_RUNS, else .judge/runs.sqlite),
             as `judge experiment` does, so `judge runs` and `judge view` show it; False
             skips it (`--no-record`).
+        write: what writes the judged run into the output folder while it is still
+            locked (`judge experiment` writes it with its gates and prints its verdict);
+            default `judge.run.outputs.write_outputs` with the default gates.
 
     Returns:
         The `EvaluationResult` of the app's outputs; `result.config.app` records the app
@@ -590,41 +584,75 @@ async def aexperiment(
         latency). A question the app failed on is a row error (its metrics NaN, counted
         against `max_error_rate` when the result is written with gates).
     """
+    if app_concurrency < 1:
+        raise JudgeError(f"app_concurrency={app_concurrency}: give at least 1")
+    if not app_timeout > 0:
+        raise JudgeError(f"app_timeout={app_timeout}: give a positive number of seconds")
     loaded = as_app(load_target(app), app) if isinstance(app, str) else as_app(app)
     # Paths resolved once, before the app runs: an app may change the working directory.
     out = os.path.abspath(out)
     if isinstance(cache, (str, os.PathLike)):
         cache = os.path.abspath(cache)
     testset = load_testset(data, column_map=column_map, qrels=qrels)
-    if llm is None and metrics is None:
-        if testset.qrels_source is None:
-            raise JudgeError(
-                "no metric to compute: give llm (the judge model) for the LLM-judged "
-                "metrics, or relevance labels (qrels, or a test set with them) for "
-                "retrieval metrics"
-            )
-        metrics = list(DEFAULT_METRICS)  # judge ir's: a retrieval-only experiment
+    if llm is None:
+        metrics = _retrieval_only(metrics, testset)
+    spec = RunSpec(
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        cache=cache,
+        concurrency=concurrency,
+        progress=progress,
+        progress_interval=progress_interval,
+        gates=gates,
+    )
+    # the test set and the judge checked before the app is asked, not after
+    await check_testset(testset, metrics=metrics, llm=llm, embeddings=embeddings, gates=gates)
     await check_judge(llm, embeddings, cache)
     with OutputFolder(out, inputs=testset.files()) as folder:
-        result = await run_experiment(
-            loaded,
-            testset,
-            folder,
-            metrics=metrics,
-            llm=llm,
-            embeddings=embeddings,
-            cache=cache,
-            app_concurrency=app_concurrency,
-            app_timeout=app_timeout,
-            concurrency=concurrency,
-            progress=progress,
-            progress_interval=progress_interval,
-        )
-        write_outputs(result, folder)
+        try:
+            result = await run_experiment(
+                loaded,
+                testset,
+                folder,
+                spec,
+                app_concurrency=app_concurrency,
+                app_timeout=app_timeout,
+            )
+        except (LLMConfigError, CacheStoreError) as exc:  # the judging cannot work
+            raise type(exc)(
+                f"{exc}; the app's outputs are kept in {folder.path}/{APP_OUTPUTS}: "
+                "rerun to judge them without asking the app again"
+            ) from None
+        if write is None:
+            write_outputs(result, folder, gates=gates)
+        else:
+            write(result, folder)
         finished(folder.path)
     if record:
         record_written(out, command="experiment")
     return result
+
+
+def _retrieval_only(metrics: Sequence[MetricLike] | None, testset: TestSet) -> list[MetricLike]:
+    """The metrics of an experiment without a judge model: retrieval ones alone (judge ir's
+    default when none are named), and relevance labels to score them with; refused before
+    the app is asked otherwise."""
+    from judge.metrics.resolve import NO_JUDGE_MODEL, split_metrics
+
+    if testset.qrels_source is None:
+        raise JudgeError(
+            "nothing to judge: give llm=judge.LLM(model=...) for the LLM-judged metrics, or "
+            "relevance labels (qrels=, a test set folder, a relevance column) for the "
+            "retrieval metrics"
+        )
+    if metrics is None:
+        return list(DEFAULT_METRICS)  # judge ir's: a retrieval-only experiment
+    judged = split_metrics(metrics, has_retrieval=True)[0] or []
+    if judged:
+        listed = ", ".join(m if isinstance(m, str) else m.name for m in judged)
+        raise JudgeError(f"{NO_JUDGE_MODEL}: {listed}")
+    return list(metrics)
 
 
 experiment = sync_twin(aexperiment)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from judge.cache.identity import has_credentials, server_identity, without_credentials
 from judge.errors import JudgeError
-from judge.llm.structured import MODES, StructuredMode
+
+if TYPE_CHECKING:  # the command line reads these defaults without loading pydantic
+    from judge.llm.structured import StructuredMode
 
 # What docs and examples write in place of a model's name: "...", "<model>", "{model}".
 _PLACEHOLDER = re.compile(r"\.{2,}|…|<[^<>]*>|\{[^{}]*\}")
@@ -87,6 +89,8 @@ class LLM:
     cache_as: str | None = None
 
     def __post_init__(self) -> None:
+        from judge.llm.structured import MODES
+
         if self.structured_output != "auto" and self.structured_output not in MODES:
             raise JudgeError(
                 f"structured_output {self.structured_output!r} is not 'auto' or one of "

@@ -5,10 +5,12 @@ Inert unless used: importing this module loads pytest and nothing of judge's LLM
 the model, the cache and litellm are loaded when a test first asks for `rag_judge`, so a
 suite that never does pays nothing.
 
-Where each setting comes from, first found wins: the command line (`--judge-model`), the
-ini options (`judge_model` in `[tool.pytest.ini_options]`, pytest.ini, tox.ini), then
-`[tool.judge]` of the rootdir's pyproject.toml (`model`); relative paths in the files are
-relative to the rootdir. The cache defaults to `.judge/cache.sqlite` under the rootdir.
+Where each setting comes from, first found wins (`judge.run.settings`, as for the command
+line): the command line (`--judge-model`), the environment (`JUDGE_MODEL`), the ini
+options (`judge_model` in `[tool.pytest.ini_options]`, pytest.ini, tox.ini), then
+`[tool.judge]` of the rootdir's pyproject.toml (`model`), then `judge.LLM`'s defaults;
+relative paths in the files are relative to the rootdir. The cache defaults to
+`.judge/cache.sqlite` under the rootdir.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ SETTINGS = (
     ("embedding_model", "the embedding model, for answer_relevancy"),
     ("cache", "the judgment cache (default .judge/cache.sqlite under the rootdir)"),
     ("cache_as", "the server identity the recordings are keyed under (see judge eval --cache-as)"),
+    ("concurrency", "the judge's requests in flight at once (default: judge.LLM's)"),
 )
+TYPES = {"concurrency": int}  # the settings that are not strings
 PROPERTY = "judge."  # the prefix of the JUnit XML properties the plugin adds
 USAGE_PROPERTY = "judge.usage."  # a test's usage: apart from the scores, whatever a metric's name
 USAGE = ("samples", "requests", "cache_hits", "prompt_tokens", "completion_tokens")
@@ -45,7 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The plugin's options, on the command line and in the ini file."""
     group = parser.getgroup("judge", "judge: RAG quality assertions (the rag_judge fixture)")
     for name, text in SETTINGS:
-        group.addoption(f"--judge-{name.replace('_', '-')}", dest=f"judge_{name}", help=text)
+        group.addoption(
+            f"--judge-{name.replace('_', '-')}",
+            dest=f"judge_{name}",
+            type=TYPES.get(name, str),
+            help=text,
+        )
         parser.addini(f"judge_{name}", text)
     group.addoption(
         "--judge-replay",
@@ -102,34 +111,33 @@ class JudgeState:
         self.worker = getattr(config, "workerinput", {}).get("workerid")
 
     def settings(self) -> JudgeSettings:
-        """The judge's settings from the command line, the ini file and [tool.judge]."""
-        from judge.metrics.custom import project_table
+        """The judge's settings from the command line, the environment, the ini file and
+        [tool.judge] (`judge.run.settings.resolve_settings`)."""
         from judge.pytest_plugin.rag_judge import JudgeSettings
+        from judge.run.settings import resolve_settings
 
         root = self.config.rootpath
-        project = project_table(root / "pyproject.toml")
-        found: dict[str, Any] = {}
-        for name, _ in SETTINGS:
-            given = self.config.getoption(f"judge_{name}")
-            if given is not None:
-                found[name] = given
-                continue
-            value = self.config.getini(f"judge_{name}") or project.get(name.replace("_", "-"))
-            if value:
-                if not isinstance(value, str):
-                    raise JudgeError(
-                        f"[tool.judge] {name.replace('_', '-')} must be a string, not {value!r}"
-                    )
-                found[name] = str(root / value) if name == "cache" else value
+        pyproject = root / "pyproject.toml"
+        names = [name for name, _ in SETTINGS]
+        resolved = resolve_settings(
+            {name: self.config.getoption(f"judge_{name}") for name in names},
+            ini={name: self.config.getini(f"judge_{name}") for name in names},
+            pyproject=pyproject,
+        )
         mode: Mode = "read-write"
         if self.config.getoption("judge_replay"):
             mode = "replay"
         elif self.config.getoption("judge_record"):
             mode = "record"
-        cache = Path(found.pop("cache", root / ".judge" / "cache.sqlite"))
-        pyproject = root / "pyproject.toml"
         return JudgeSettings(
-            **found, cache=cache, mode=mode, project=pyproject if pyproject.is_file() else None
+            model=resolved.model,
+            api_base=resolved.api_base,
+            embedding_model=resolved.embedding_model,
+            cache=Path(resolved.cache),
+            cache_as=resolved.cache_as,
+            concurrency=resolved.concurrency,
+            mode=mode,
+            project=pyproject if pyproject.is_file() else None,
         )
 
     def open_judge(self) -> RagJudge:
@@ -269,19 +277,13 @@ class JudgeState:
             return f"--judge-report {self.report_dir}: no test judged anything; not written"
         return None
 
-    def report_settings(self) -> dict[str, Any]:
-        """What summary.json's config says of the judge; from the settings when they can
-        be read (a session that never judged may have none)."""
+    def report_settings(self) -> JudgeSettings | None:
+        """The judge's settings for the report's summary.json, when they can be read (a
+        session that never judged may have none)."""
         try:
-            settings = self.settings()
+            return self.settings()
         except JudgeError:
-            return {}
-        return {
-            "model": settings.model,
-            "embedding_model": settings.embedding_model,
-            "cache": str(settings.cache),
-            "mode": settings.mode,
-        }
+            return None
 
     def mode_name(self) -> str:
         """How the cache was used, as the summary says it."""

@@ -9,6 +9,7 @@ and the session's connections and the cache's batched writes stay on one loop al
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import threading
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
@@ -47,6 +48,7 @@ PYTEST_FLAGS = {
     "api_base": "--judge-api-base",
     "cache": "--judge-cache",
     "cache_as": "--judge-cache-as",
+    "concurrency": "--judge-concurrency",
 }
 PYTEST_EMBEDDINGS = {"model": "--judge-embedding-model", "api_base": "--judge-api-base"}
 # The CLI's flags some library messages name (the cache's: "give --cache a new path"), as
@@ -57,6 +59,7 @@ CLI_OPTIONS = {
     "--embedding-model": "--judge-embedding-model",
     "--cache": "--judge-cache",
     "--cache-as": "--judge-cache-as",
+    "--concurrency": "--judge-concurrency",
     "--replay": "--judge-replay",
 }
 _CLI_OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*(?![\w-])")
@@ -82,6 +85,8 @@ class JudgeSettings:
             answer_relevancy.
         cache: the cache file (`--judge-cache`).
         cache_as: the server identity the recordings are keyed under (`--judge-cache-as`).
+        concurrency: the judge's requests in flight at once (`--judge-concurrency`); None:
+            `judge.LLM`'s default.
         mode: "read-write" (hits are replayed, misses asked and stored), "replay"
             (`--judge-replay`: a miss fails the test, nothing is sent) or "record"
             (`--judge-record`: every judgment asked again and stored).
@@ -94,8 +99,25 @@ class JudgeSettings:
     embedding_model: str | None = None
     cache: Path = Path(".judge/cache.sqlite")
     cache_as: str | None = None
+    concurrency: int | None = None
     mode: Mode = "read-write"
     project: Path | None = None
+
+    def models(self) -> tuple[LLM | None, Embeddings | None]:
+        """The judge and embedding models these settings name (None: not set)."""
+        from judge.llm.config import LLM, Embeddings
+
+        llm = None
+        if self.model:
+            llm = LLM(model=self.model, api_base=self.api_base, cache_as=self.cache_as)
+            if self.concurrency is not None:
+                llm = dataclasses.replace(llm, max_concurrency=max(1, self.concurrency))
+        embeddings = (
+            Embeddings(model=self.embedding_model, api_base=self.api_base, cache_as=self.cache_as)
+            if self.embedding_model
+            else None
+        )
+        return llm, embeddings
 
 
 Listener = Callable[[str, Any], None]
@@ -112,28 +134,16 @@ class RagJudge:
         if settings.model is None:
             raise JudgeError(
                 "rag_judge needs a judge model: pass --judge-model (e.g. "
-                "--judge-model openai/gpt-4o-mini), or set judge_model in pytest's ini "
-                "options, or model in pyproject.toml's [tool.judge]"
+                "--judge-model openai/gpt-4o-mini), or set JUDGE_MODEL, judge_model in "
+                "pytest's ini options, or model in pyproject.toml's [tool.judge]"
             )
         from judge.cache.store import Cache
-        from judge.llm.config import LLM, Embeddings
         from judge.llm.session import LLMSession
 
         self.settings = settings
-        self.llm: LLM = LLM(
-            model=settings.model,
-            api_base=settings.api_base,
-            cache_as=settings.cache_as,
-        )
-        self.embeddings: Embeddings | None = (
-            Embeddings(
-                model=settings.embedding_model,
-                api_base=settings.api_base,
-                cache_as=settings.cache_as,
-            )
-            if settings.embedding_model
-            else None
-        )
+        llm, self.embeddings = settings.models()
+        assert llm is not None  # a model is set
+        self.llm: LLM = llm
         if settings.mode == "replay" and not settings.cache.is_file():
             raise JudgeError(
                 f"--judge-cache {settings.cache} does not exist: --judge-replay reads "

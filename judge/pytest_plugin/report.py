@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge.errors import JudgeError
 from judge.json_values import canonical_json, dumps_nan_as_null, sha256_hex
 from judge.llm.usage import COUNTED
+
+if TYPE_CHECKING:
+    from judge.pytest_plugin.rag_judge import JudgeSettings
+    from judge.run.config import RunConfig
 
 PARTS = ".parts"
 
@@ -47,12 +50,21 @@ def write_part(folder: Path, worker: str, nodeid: str, call: int, kind: str, res
         ]
     else:
         rows = list(result.rows)
+    # The metrics in the order the test named them (a row's scores are written sorted):
+    # the run's fingerprint follows it, as judge eval's follows --metrics.
+    names = list(result.scores) if kind == "sample" else list(result.metrics)
     suffix = f"#{call}" if call > 1 else ""
     with open(parts / f"{worker}.jsonl", "a", encoding="utf-8") as out:
         for number, row in enumerate(rows):
             # A row's id names the test that judged it (and the row's own id, of many).
             row.id = f"{nodeid}{suffix}" if kind == "sample" else f"{nodeid}{suffix}::{row.id}"
-            line = {"nodeid": nodeid, "call": call, "number": number, "row": row.json_fields()}
+            line = {
+                "nodeid": nodeid,
+                "call": call,
+                "number": number,
+                "metrics": names,
+                "row": row.json_fields(),
+            }
             out.write(dumps_nan_as_null(line) + "\n")
 
 
@@ -61,18 +73,16 @@ def clear_parts(folder: Path) -> None:
     shutil.rmtree(folder / PARTS, ignore_errors=True)
 
 
-def write_report(folder: Path, settings: Mapping[str, Any] | None = None) -> Path | None:
+def write_report(folder: Path, settings: JudgeSettings | None = None) -> Path | None:
     """Join the part files under `folder` into `judge eval`'s output folder there; None
     when no test judged anything. The parts are removed once the folder is written.
 
     Args:
         folder: the `--judge-report` folder.
-        settings: the judge's settings as summary.json's config names them (model,
-            embedding_model, cache, mode).
+        settings: the judge's settings (None: unknown); summary.json's config is derived
+            from them and the metrics judged as `judge eval`'s is (`report_config`), so
+            the same settings give the same run fingerprint.
     """
-    from judge.metrics.prompts import load_prompts
-    from judge.run.config import RunConfig
-    from judge.run.plan import prompt_versions
     from judge.run.results import EvaluationResult
     from judge.run.rows import ResultRow
 
@@ -96,28 +106,14 @@ def write_report(folder: Path, settings: Mapping[str, Any] | None = None) -> Pat
         data["row"] = number
         row = ResultRow.from_json(data)
         rows.append(row)
-        metrics.update(dict.fromkeys(row.scores))
+        metrics.update(dict.fromkeys(entry.get("metrics") or row.scores))
         total = (row.usage or {}).get("total", {})
         for name in COUNTED:
             usage[name] += total.get(name, 0) or 0
         priced = priced and total.get("cost") is not None
     usage["cost"] = usage["known_cost"] if priced else None
-    given = dict(settings or {})
     inputs = [[r.id, r.question, r.answer, r.contexts, r.ground_truth] for r in rows]
-    config = RunConfig(
-        source="pytest",
-        columns={},
-        metrics=list(metrics),
-        model=given.get("model"),
-        embeddings=given.get("embedding_model"),
-        structured_output=None,
-        prompts=prompt_versions(load_prompts()),
-        cache=given.get("cache"),
-        cache_mode=given.get("mode"),
-        run=sha256_hex(canonical_json({"metrics": list(metrics), "model": given.get("model")})),
-        data_rows=len(rows),
-        data_sha256=sha256_hex(canonical_json(inputs)),
-    )
+    config = report_config(list(metrics), settings, len(rows), sha256_hex(canonical_json(inputs)))
     result = EvaluationResult(rows, list(metrics), config, usage)
     try:
         result.write(folder, max_error_rate=1.0, record=False)
@@ -125,3 +121,49 @@ def write_report(folder: Path, settings: Mapping[str, Any] | None = None) -> Pat
         raise JudgeError(f"--judge-report {folder}: cannot be written ({exc})") from None
     shutil.rmtree(parts, ignore_errors=True)
     return folder
+
+
+def report_config(
+    metrics: list[str], settings: JudgeSettings | None, rows: int, data_sha256: str
+) -> RunConfig:
+    """summary.json's config of the report: the plan of a run of these metrics with the
+    session's models (`judge.run.plan.plan_run`, as every run's), its fingerprint the one
+    `judge eval` gives the same metrics, models and servers. A metric no name resolves
+    to (a `Metric` object a test passed) is listed but left out of the fingerprint."""
+    import dataclasses
+
+    from judge.metrics.plugins import extra_metrics
+    from judge.metrics.resolve import named_metric, split_metrics
+    from judge.run.plan import plan_run
+
+    llm, embeddings = settings.models() if settings is not None else (None, None)
+    project = settings.project if settings is not None else None
+    custom = {n: x.metric for n, x in extra_metrics([str(project)] if project else []).items()}
+    retrieval = split_metrics(metrics, has_retrieval=True)[1]
+
+    def resolvable(name: str) -> bool:
+        if name in retrieval:
+            return True
+        if llm is None:  # no judge model: no judged metric can be planned
+            return False
+        try:
+            return name in custom or named_metric(name) is not None
+        except JudgeError:
+            return False
+
+    known = [name for name in metrics if resolvable(name)]
+    plan, _ = plan_run(
+        None,
+        {"retrieved_ids": "retrieved_ids"},  # the retrieval metrics the tests computed
+        "pytest",
+        metrics=[custom.get(name, name) for name in known],
+        llm=llm,
+        embeddings=embeddings,
+    )
+    config = plan.config(
+        cache=str(settings.cache) if settings is not None else None,
+        cache_mode=settings.mode if settings is not None else None,
+    )
+    return dataclasses.replace(
+        config, columns={}, metrics=metrics, data_rows=rows, data_sha256=data_sha256
+    )

@@ -19,11 +19,11 @@ from judge.run import local
 from judge.run.data import Row, load_rows
 from judge.run.dry_run import acheck_scorable
 from judge.run.gates import Gates
+from judge.run.options import RunSpec
 from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
-from judge.run.score import judge_models, make_session
-from judge.run.shard import Shard, parse_shard
+from judge.run.shard import Shard
 
 
 async def aevaluate(
@@ -88,12 +88,7 @@ async def aevaluate(
             cancelling requests in flight; rows finished before it are in the checkpoint
             and their judgments in the cache, so a rerun after the fix resumes them.
     """
-    part = parse_shard(shard) if shard is not None else None  # a bad spec fails before loading
-    rows, columns, source = load_rows(data, column_map)
-    return await aevaluate_rows(
-        rows,
-        columns,
-        source,
+    spec = RunSpec(
         metrics=metrics,
         llm=llm,
         embeddings=embeddings,
@@ -102,60 +97,44 @@ async def aevaluate(
         checkpoint=checkpoint,
         progress=progress,
         progress_interval=progress_interval,
-        shard=part,
-        refuse_unscorable=True,
+        shard=shard,
         gates=gates,
-    )
+    )  # checked before the data is read
+    rows, columns, source = load_rows(data, column_map)
+    return await aevaluate_rows(rows, columns, source, spec, refuse_unscorable=True)
 
 
 async def aevaluate_rows(
     rows: Sequence[Row],
     columns: Mapping[str, str],
     source: str,
+    spec: RunSpec,
     *,
-    metrics: Sequence[MetricLike] | None = None,
-    llm: LLM | LLMSession | None = None,
-    embeddings: Embeddings | None = None,
-    cache: Cache | str | os.PathLike[str] | None = None,
-    concurrency: int | None = None,
-    checkpoint: str | os.PathLike[str] | None = None,
-    progress: bool = True,
-    progress_interval: float = DEFAULT_INTERVAL,
-    shard: Shard | None = None,
     refuse_unscorable: bool = False,
-    gates: Gates | None = None,
 ) -> EvaluationResult:
     """`aevaluate` of rows already loaded (`judge.run.data.load_rows`, or `load_rows_lazily`
-    to hold none of them): rows, columns and source as those give them; with
-    `refuse_unscorable` (as `aevaluate` does) a metric no row can score for want of its
-    fields is an `InputFormatError` before any request; the rest as for `aevaluate`."""
-    models = judge_models(llm, embeddings, cache)
+    to hold none of them) with the run's spec: rows, columns and source as those give them;
+    with `refuse_unscorable` (as `aevaluate` does) a metric no row can score for want of
+    its fields is an `InputFormatError` before any request."""
+    llm, embeddings = spec.models()
     plan, hashes = plan_run(
         rows,
         columns,
         source,
-        metrics=metrics,
-        llm=models[0],
-        embeddings=models[1],
-        shard=shard,
-        gates=gates,
+        metrics=spec.metrics,
+        llm=llm,
+        embeddings=embeddings,
+        shard=spec.part,
+        gates=spec.gates,
     )
     if refuse_unscorable:
         await acheck_scorable(plan, rows)
-    session = make_session(llm, embeddings, cache) if llm is not None else None
+    session = spec.session()
     try:
-        return await local.execute(
-            plan,
-            rows,
-            hashes,
-            session,
-            checkpoint=checkpoint,
-            concurrency=concurrency,
-            progress=progress,
-            progress_interval=progress_interval,
-        )
+        return await local.execute(plan, rows, hashes, session, spec)
     finally:
-        if session is not None and session is not llm:  # ours: close its connections
+        if spec.owns_session(session):  # ours: close its connections
+            assert session is not None
             await session.aclose()
 
 

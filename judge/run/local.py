@@ -8,7 +8,6 @@ import bisect
 import itertools
 import json
 import math
-import os
 import time
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -22,8 +21,9 @@ from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row
+from judge.run.options import RunSpec
 from judge.run.plan import RunPlan
-from judge.run.progress import DEFAULT_INTERVAL, Progress
+from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
 from judge.run.score import score_sample
@@ -43,11 +43,7 @@ async def execute(
     rows: Sequence[Row],
     hashes: Sequence[str],
     session: LLMSession | None,
-    *,
-    checkpoint: str | os.PathLike[str] | None = None,
-    concurrency: int | None = None,
-    progress: bool = True,
-    progress_interval: float = DEFAULT_INTERVAL,
+    spec: RunSpec,
 ) -> EvaluationResult:
     """Judge the plan's rows (those of its shard) in this process.
 
@@ -56,11 +52,11 @@ async def execute(
         rows: the input rows; hashes: each one's input hash (`plan_run` gives both).
         session: the judge's session (its models are the plan's), None for retrieval
             metrics alone. The caller closes it.
-        checkpoint: a JSONL file where finished rows are appended; rows of the same plan
-            found there are not judged again.
-        concurrency: rows in flight at once; default the judge's `max_concurrency`.
-        progress, progress_interval: as for `judge.evaluate`.
+        spec: the run's checkpoint (rows of the same plan found there are not judged
+            again), concurrency (rows in flight; default the judge's `max_concurrency`)
+            and progress, as for `judge.evaluate`.
     """
+    checkpoint, concurrency = spec.checkpoint, spec.concurrency
     judged, retrieval = list(plan.metrics.judged), list(plan.metrics.retrieval)
     names = plan.names
     # Finished rows go to disk as they finish and are read back when asked: memory holds
@@ -100,8 +96,8 @@ async def execute(
     bar = Progress(
         len(mine),
         session,
-        mode=None if progress else "off",
-        interval=progress_interval,
+        mode=None if spec.progress else "off",
+        interval=spec.progress_interval,
         resumed=resumed,
     )
     pending = (

@@ -111,6 +111,7 @@ def judge_shard(job: ShardJob) -> None:
     from judge.llm.session import LLMSession
     from judge.run import local
     from judge.run.data import load_rows
+    from judge.run.options import RunSpec
     from judge.run.output_folder import OutputFolder
     from judge.run.outputs import write_outputs
 
@@ -134,9 +135,11 @@ def judge_shard(job: ShardJob) -> None:
                     rows,
                     hashes,
                     session,
-                    checkpoint=RunFolder(folder.path).checkpoint,
-                    progress=job.progress,
-                    progress_interval=job.progress_interval,
+                    RunSpec(
+                        checkpoint=RunFolder(folder.path).checkpoint,
+                        progress=job.progress,
+                        progress_interval=job.progress_interval,
+                    ),
                 )
             )
         finally:

@@ -102,11 +102,15 @@ def test_a_metric_with_no_score_never_passes_the_gates(tmp_path, models, server)
     # Rows judged, none scored (all unreadable, past the refusal: judge.evaluate_rows
     # without refuse_unscorable, as an experiment whose app failed on every question).
     from judge.run.evaluate import aevaluate_rows
+    from judge.run.options import RunSpec
 
     rows, columns, source = load_rows([{"question": "q", "answer": 5, "contexts": ["c"]}] * 2)
     result = asyncio.run(
         aevaluate_rows(
-            rows, columns, source, metrics=["faithfulness"], llm=models["llm"], progress=False
+            rows,
+            columns,
+            source,
+            RunSpec(metrics=["faithfulness"], llm=models["llm"], progress=False),
         )
     )
     outcome = result.write(tmp_path / "out", max_error_rate=1)

@@ -13,6 +13,7 @@ from judge.aio import run_sync
 from judge.errors import InputFormatError
 from judge.run.data import load_rows, load_rows_lazily
 from judge.run.evaluate import aevaluate_rows, evaluate
+from judge.run.options import RunSpec
 
 ROWS = [
     {
@@ -72,7 +73,7 @@ def test_a_run_over_lazy_rows_writes_what_a_run_over_loaded_rows_writes(models, 
     path = write(tmp_path / "data.jsonl", ROWS * 3, blank=False)
     eager = evaluate(path, progress=False, **models)
     eager.write(tmp_path / "eager")
-    lazy = run_sync(aevaluate_rows(*load_rows_lazily(path), progress=False, **models))
+    lazy = run_sync(aevaluate_rows(*load_rows_lazily(path), RunSpec(progress=False, **models)))
     lazy.write(tmp_path / "lazy")
     assert (tmp_path / "lazy" / "results.jsonl").read_bytes() == (
         tmp_path / "eager" / "results.jsonl"
