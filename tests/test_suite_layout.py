@@ -55,15 +55,9 @@ def test_test_modules_sit_at_the_top_or_in_a_folder_named_after_a_subpackage():
     assert without_init == [], "each folder of tests/ needs an __init__.py (unique test ids)"
 
 
-def test_ci_runs_the_readmes_test_command_on_parallel_workers():
-    """`.ci/run` runs the test command of the READMEs and CONTRIBUTING.md, exactly, and that
-    command spreads the suite over pytest-xdist workers (CI must stay under 10 minutes)."""
-    root = TESTS.parent
-    ci = (root / ".ci/run").read_text(encoding="utf-8").strip().splitlines()[-1]
-    commands = {
-        name: [ln for ln in (root / name).read_text(encoding="utf-8").splitlines() if ln == ci]
-        for name in ("README.md", "README.zh-CN.md", "CONTRIBUTING.md")
-    }
-    assert {name: len(lines) for name, lines in commands.items()} == dict.fromkeys(commands, 1)
+def test_ci_spreads_the_suite_over_parallel_workers():
+    """CI must stay under 10 minutes: `.ci/run`'s pytest runs on pytest-xdist workers (the
+    READMEs and CONTRIBUTING.md show the same command: tests/test_docs.py holds them)."""
+    ci = (TESTS.parent / ".ci/run").read_text(encoding="utf-8").strip().splitlines()[-1]
     pytest_args = ci.rsplit("&&", 1)[-1].split()
     assert pytest_args[0] == ".venv/bin/pytest" and "-n" in pytest_args

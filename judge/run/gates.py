@@ -12,42 +12,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from judge.errors import JudgeError, is_replay_miss
 from judge.metrics.registry import higher_is_better
-from judge.run.config import RunConfig
 from judge.run.data import APP_FAILED
+from judge.run.result_view import ResultView
 from judge.run.rows import MetricSummary, ResultRow
-
-
-class RunResult(Protocol):
-    """What the gates read of a run's result (a `judge.run.results.EvaluationResult`)."""
-
-    @property
-    def rows(self) -> Sequence[ResultRow]:
-        """The rows, in input order."""
-
-    @property
-    def summary(self) -> Mapping[str, MetricSummary]:
-        """Each metric's summary."""
-
-    @property
-    def config(self) -> RunConfig:
-        """The run's configuration."""
-
-    @property
-    def judged_rows(self) -> int:
-        """The rows whose input was good."""
-
-    @property
-    def rows_with_judge_errors(self) -> int:
-        """The judged rows where a judge failed."""
-
-    @property
-    def judge_error_rate(self) -> float:
-        """Their share of the judged rows."""
-
 
 PASSED = 0
 THRESHOLD_MISSED = 1  # a fail_under threshold was missed (`judge eval`'s exit 1)
@@ -242,7 +213,7 @@ class Gates:
         }
         return [b.missed(means[b.metric]) for b in self.bounds if not b.passes(means[b.metric])]
 
-    def verdict(self, result: RunResult) -> Verdict:
+    def verdict(self, result: ResultView) -> Verdict:
         """Every gate applied to a finished run (a bound on a metric the run did not
         compute is missed: `check_metrics` refuses it first where that is an error)."""
         missed = self.missed(result.summary)
@@ -273,7 +244,7 @@ class Gates:
         )
 
 
-def no_scores_failure(result: RunResult, unscored: Sequence[str]) -> str | None:
+def no_scores_failure(result: ResultView, unscored: Sequence[str]) -> str | None:
     """Why the run fails for metrics that scored no row, whatever the cause: a metric
     without a single score is no result, whatever max_error_rate allows."""
     if not unscored:
@@ -294,7 +265,7 @@ def no_scores_failure(result: RunResult, unscored: Sequence[str]) -> str | None:
     return f"no row was scored for {why}: see 'error', 'errors' and 'reasons' in results.jsonl"
 
 
-def error_rate_failure(result: RunResult, max_rate: float) -> str | None:
+def error_rate_failure(result: ResultView, max_rate: float) -> str | None:
     """Why the run fails for its judge errors, or None."""
     rate = result.judge_error_rate
     if not rate > max_rate:
@@ -327,7 +298,7 @@ def _first(
     return found
 
 
-def unreadable_failure(result: RunResult, max_rate: float) -> tuple[str | None, str | None]:
+def unreadable_failure(result: ResultView, max_rate: float) -> tuple[str | None, str | None]:
     """(a note on the rows that could not be read, why the run fails for them) or Nones.
 
     Unreadable rows (bad input: no question, contexts not a list...; in an experiment's
@@ -366,7 +337,7 @@ def unreadable_failure(result: RunResult, max_rate: float) -> tuple[str | None, 
     return note, (f"{what} ({rate:.1%}) could not be read, over max_error_rate {max_rate:g}: {fix}")
 
 
-def replay_failure(result: RunResult) -> str | None:
+def replay_failure(result: ResultView) -> str | None:
     """Why a strict replay fails: a judgment was not in the cache (or damaged there). A
     replay that misses is not a replay, whatever max_error_rate allows."""
     if result.config.cache_mode != "replay" or not result.rows_with_judge_errors:
