@@ -512,7 +512,7 @@ def threshold_map(items: list[str]) -> dict[str, float]:
             number = float(value)
         except ValueError:
             number = math.nan
-        if not sep or not metric.strip() or math.isnan(number):
+        if not sep or not metric.strip() or not math.isfinite(number):
             raise JudgeError(
                 f"--threshold {item!r}: write it as METRIC=NUMBER, e.g. faithfulness=0.8"
             )

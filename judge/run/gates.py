@@ -82,7 +82,7 @@ def parse_gate(text: str, words: GateWords = PYTHON_WORDS) -> Bound:
     """A `METRIC>=VALUE` or `METRIC<=VALUE` string as a `Bound`."""
     found = _GATE.fullmatch(text) if isinstance(text, str) else None
     value = _number(found.group("value")) if found else math.nan
-    if found is None or math.isnan(value):
+    if found is None or not math.isfinite(value):  # ±inf passes or fails every run
         raise JudgeError(
             f"{words.gate_example(text)}: write a gate as METRIC>=VALUE (a floor) or "
             f"METRIC<=VALUE (a cap), e.g. {words.gate_example('faithfulness>=0.8')} or "
@@ -149,6 +149,12 @@ class Gates:
             raise JudgeError(  # also rejects nan
                 f"{self.words.max_error_rate} {rate}: give a share from 0 to 1"
             )
+        for bound in self.bounds:  # ±inf passes or fails every run, and is not JSON
+            if not math.isfinite(bound.value):
+                raise JudgeError(
+                    f"{self.words.gate_example(str(bound))}: give a finite number, e.g. "
+                    f"{self.words.gate_example('faithfulness>=0.8')}"
+                )
 
     @classmethod
     def of(
@@ -175,8 +181,10 @@ class Gates:
         bounds = [g if isinstance(g, Bound) else parse_gate(g, words) for g in gates]
         for metric, value in (fail_under or {}).items():
             number = value if isinstance(value, (int, float)) else math.nan
-            if isinstance(value, bool) or math.isnan(number):
-                raise JudgeError(f"{words.fail_under} {metric}: give a number, not {value!r}")
+            if isinstance(value, bool) or not math.isfinite(number):
+                raise JudgeError(
+                    f"{words.fail_under} {metric}: give a finite number, not {value!r}"
+                )
             bounds.append(floor(metric, float(number), words))
         return cls(tuple(bounds), max_error_rate, words)
 

@@ -120,3 +120,17 @@ def test_a_missed_cap_is_said_with_its_direction(tmp_path) -> None:
     }
     with pytest.raises(ScoreAssertionError, match=r"hallucination_rate: mean 0.500 .* <= 0.1"):
         judge.assert_evaluation(evaluation(1.0, 0.5), gates=["hallucination_rate<=0.1"])
+
+
+@pytest.mark.parametrize(
+    "text", ["faithfulness>=-inf", "hallucination_rate<=inf", "faithfulness>=1e999", "f>=Infinity"]
+)
+def test_a_gate_that_cannot_fail_or_pass_is_refused(text: str) -> None:
+    """A bound of ±inf passes or fails every run whatever its scores, and summary.json
+    would record it as -Infinity, which is not JSON."""
+    with pytest.raises(JudgeError, match="write a gate as METRIC>=VALUE"):
+        Gates.of([text], words=CLI_WORDS)
+    with pytest.raises(JudgeError, match="fail_under faithfulness: give a finite number"):
+        Gates.of(fail_under={"faithfulness": -math.inf})
+    with pytest.raises(JudgeError, match=r"faithfulness>=-inf'\]: give a finite number"):
+        Gates.of([Bound("faithfulness", -math.inf)])
