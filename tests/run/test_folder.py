@@ -73,10 +73,19 @@ def summary_edited(out: Path) -> None:
     path.write_text(json.dumps(summary, indent=2))
 
 
+def mean_not_a_number(out: Path) -> None:
+    path = out / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["metrics"]["ndcg@10"]["mean"] = "high"  # read as a number, it was a traceback
+    summary["metrics"]["mrr"]["mean"] = [0.9]
+    path.write_text(json.dumps(summary, indent=2))
+
+
 TAMPERINGS: dict[str, tuple[Callable[[Path], None], str]] = {
     "one byte changed": (one_byte_changed, r"its bytes differ from those the run wrote"),
     "a row removed": (a_row_removed, r"it holds 5 rows, the run wrote 6"),
     "summary.json edited": (summary_edited, r"says the mean of ndcg@10 is 0\.99"),
+    "a mean not a number": (mean_not_a_number, r"says the mean of ndcg@10 is 'high'"),
 }
 tamperings = pytest.mark.parametrize("tamper, said", TAMPERINGS.values(), ids=list(TAMPERINGS))
 
