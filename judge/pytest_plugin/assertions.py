@@ -282,7 +282,9 @@ def assert_evaluation(
             f"assert_evaluation takes the result of judge.evaluate (or rag_judge.evaluate), "
             f"not {type(result).__name__}; for one sample use judge.assert_scores"
         )
-    checked = _gates(gates, fail_under, max_error_rate)
+    config = getattr(result, "config", None)
+    lower = list(getattr(config, "lower_is_better", None) or [])
+    checked = _gates(gates, fail_under, max_error_rate, lower)
     allowed = _allowed(allow_nan)
     failures: list[str] = []
     lines: list[str] = []
@@ -332,6 +334,7 @@ def _gates(
     gates: Gates | Iterable[str],
     fail_under: Mapping[str, float | Bound] | None,
     max_error_rate: float,
+    lower_is_better: Collection[str] = (),
 ) -> Gates:
     """assert_evaluation's gates: the strings (or Gates) and the mapping's thresholds, a
     plain number on the metric's good side."""
@@ -345,7 +348,7 @@ def _gates(
     mapped = [
         Gate(metric, value.value, value.at_most)
         if isinstance(value, Bound)
-        else good_side(metric, _threshold(value, metric))
+        else good_side(metric, _threshold(value, metric), lower_is_better)
         for metric, value in (fail_under or {}).items()
     ]
     return Gates.of([*Gates.of(gates).bounds, *mapped], max_error_rate=max_error_rate)

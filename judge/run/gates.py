@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,8 @@ class Bound:
     metric: str
     value: float
     at_most: bool = False
+    # a --fail-under/fail_under floor: refused on a metric where lower is better
+    floor: bool = field(default=False, compare=False, repr=False)
 
     def passes(self, score: float) -> bool:
         """Whether the score meets the bound; an undefined (NaN) score never does."""
@@ -72,10 +74,12 @@ class Bound:
         return f"{self.metric}{'<=' if self.at_most else '>='}{self.value:g}"
 
 
-def good_side(metric: str, value: float) -> Bound:
+def good_side(metric: str, value: float, lower_is_better: Collection[str] = ()) -> Bound:
     """The bound on the metric's good side: a floor where higher is better, a cap where
-    lower is (the trace export's --threshold, a plain number of assert_evaluation)."""
-    return Bound(metric, value, at_most=not higher_is_better(metric))
+    lower is (the trace export's --threshold, a plain number of assert_evaluation);
+    `lower_is_better` names the run's own metrics where lower is (`RunConfig`'s), which
+    the built-ins' registry does not know."""
+    return Bound(metric, value, at_most=metric in lower_is_better or not higher_is_better(metric))
 
 
 def parse_gate(text: str, words: GateWords = PYTHON_WORDS) -> Bound:
@@ -95,12 +99,17 @@ def floor(metric: str, value: float, words: GateWords = PYTHON_WORDS) -> Bound:
     """A `--fail-under METRIC=VALUE` floor; refused on a metric where lower is better,
     which a floor would fail for being good."""
     if not higher_is_better(metric):
-        raise JudgeError(
-            f"{words.fail_under} {metric}={value:g}: lower is better for {metric}, so a "
-            f"floor would fail the runs that are good; cap it with "
-            f"{words.gate_example(f'{metric}<={value:g}')}"
-        )
-    return Bound(metric, value)
+        raise _no_floor(metric, value, words)
+    return Bound(metric, value, floor=True)
+
+
+def _no_floor(metric: str, value: float, words: GateWords) -> JudgeError:
+    """The error of a fail_under floor on a metric where lower is better."""
+    return JudgeError(
+        f"{words.fail_under} {metric}={value:g}: lower is better for {metric}, so a "
+        f"floor would fail the runs that are good; cap it with "
+        f"{words.gate_example(f'{metric}<={value:g}')}"
+    )
 
 
 def _number(text: str) -> float:
@@ -193,8 +202,13 @@ class Gates:
         """The metrics the bounds name, each once, in order."""
         return tuple(dict.fromkeys(b.metric for b in self.bounds))
 
-    def check_metrics(self, computed: Iterable[str]) -> None:
-        """Refuse gates on metrics the run does not compute, before any row is judged."""
+    def check_metrics(self, computed: Iterable[str], lower_is_better: Collection[str] = ()) -> None:
+        """Refuse gates on metrics the run does not compute, and fail_under floors on
+        `lower_is_better` (the run's own metrics where lower is better, which `floor`
+        cannot know), before any row is judged."""
+        for bound in self.bounds:
+            if bound.floor and bound.metric in lower_is_better:
+                raise _no_floor(bound.metric, bound.value, self.words)
         names = list(computed)
         unknown = [m for m in self.metrics if m not in names]
         if unknown:

@@ -5,7 +5,9 @@ bounds applied to means."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 
 import pytest
 
@@ -15,6 +17,7 @@ from judge.pytest_plugin.assertions import ScoreAssertionError
 from judge.run.gates import CLI_WORDS, Bound, Gates, good_side, parse_gate
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
+from tests.helpers.cli import run
 
 CONFIG = {
     "source": "test", "columns": {}, "metrics": ["faithfulness", "hallucination_rate"],
@@ -134,3 +137,53 @@ def test_a_gate_that_cannot_fail_or_pass_is_refused(text: str) -> None:
         Gates.of(fail_under={"faithfulness": -math.inf})
     with pytest.raises(JudgeError, match=r"faithfulness>=-inf'\]: give a finite number"):
         Gates.of([Bound("faithfulness", -math.inf)])
+
+
+WORDS_MODULE = """
+from judge.metrics.registry import Metric, MetricScore
+
+
+async def words(judgments):
+    return MetricScore(min(1.0, len(judgments.sample.answer.split()) / 10))
+
+
+answer_words = Metric("answer_words", "answer length", words, higher_is_better=False)
+"""
+LONG_ANSWER = {"question": "Q?", "answer": "one two three four five six seven eight nine"}
+
+
+def test_a_custom_metric_where_lower_is_better_takes_no_floor(tmp_path, fake_llm_server):
+    """A metric of the user's own where lower is better (answer_words: 0.9 is bad) passed
+    `fail_under={'answer_words': 0.5}` and a plain number of assert_evaluation as a floor:
+    a green run on the bad side, while assert_scores capped the same metric."""
+    module = tmp_path / "words_metric.py"
+    module.write_text(WORDS_MODULE)
+    namespace: dict = {"__name__": "words_metric"}
+    exec(compile(WORDS_MODULE, str(module), "exec"), namespace)
+    llm = judge.LLM("openai/m", api_base=fake_llm_server.base_url, api_key="k")
+    rows = [{**LONG_ANSWER, "contexts": ["c"]}]
+    result = judge.evaluate(
+        rows, metrics=[namespace["answer_words"]], llm=llm, cache=None, progress=False
+    )
+    assert result.summary["answer_words"].mean == pytest.approx(0.9)
+    with pytest.raises(JudgeError, match="lower is better for answer_words"):
+        result.write(tmp_path / "out", fail_under={"answer_words": 0.5}, record=False)
+    with pytest.raises(ScoreAssertionError, match=r"threshold <= 0\.5"):
+        judge.assert_evaluation(result, fail_under={"answer_words": 0.5})
+    assert result.write(tmp_path / "out", gates=["answer_words<=0.5"], record=False).code == 1
+    loaded = judge.load_run(tmp_path / "out")  # the direction is read back with the run
+    with pytest.raises(ScoreAssertionError, match=r"threshold <= 0\.5"):
+        judge.assert_evaluation(loaded, fail_under={"answer_words": 0.5})
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({**LONG_ANSWER, "contexts": ["c"]}) + "\n")
+    args = ["--model", "openai/m", "--api-base", fake_llm_server.base_url, "--no-cache"]
+    done = run(
+        "eval", data, *args, "--metrics-module", module, "--metrics", "answer_words",
+        "--out", tmp_path / "cli", "--no-progress", "--no-record",
+        "--fail-under", "answer_words=0.5",
+        env={**os.environ, "OPENAI_API_KEY": "x"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "judge: error: --fail-under answer_words=0.5: lower is better" in done.stderr
+    assert not (tmp_path / "cli").exists()
