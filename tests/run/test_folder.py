@@ -213,3 +213,14 @@ def test_judge_experiment_from_python_is_recorded(tmp_path, run_store):
     with RunStore(run_store) as store:
         (record,) = store.runs()
     assert record.command == "experiment" and record.out_dir == str((tmp_path / "exp").resolve())
+
+
+def test_load_run_refuses_a_results_file_no_summary_vouches_for(tmp_path):
+    """A copy of results.jsonl edited beside the run was read unchecked and given the
+    folder's summary.json config: a run's fingerprint on rows it never wrote."""
+    out = written(tmp_path, record=False)
+    edited = out / "edited.jsonl"
+    edited.write_bytes((out / "results.jsonl").read_bytes().replace(b"Guido", b"Hugo!"))
+    with pytest.raises(JudgeError, match=r"edited\.jsonl is not a run's results\.jsonl"):
+        judge.load_run(edited)
+    assert judge.load_run(out / "results.jsonl").summary == judge.load_run(out).summary
