@@ -100,7 +100,8 @@ def test_a_context_window_given_refuses_long_rows(tmp_path, fake_llm_server):
     done = run(*args, "--context-window", "100")
     assert done.returncode == 2
     assert "context window 100 tokens" in done.stdout and "over_context_window" in done.stdout
-    assert run(*args, "--context-window", "0").stderr.startswith("judge: error: --context-window 0")
+    refused = run(*args, "--context-window", "0").stderr
+    assert refused.startswith("judge: error: --context-window must be at least 1, not 0")
 
 
 def test_format_json_needs_dry_run(tmp_path, fake_llm_server):
