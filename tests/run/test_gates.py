@@ -187,3 +187,14 @@ def test_a_custom_metric_where_lower_is_better_takes_no_floor(tmp_path, fake_llm
     assert done.returncode == 2, done.stderr
     assert "judge: error: --fail-under answer_words=0.5: lower is better" in done.stderr
     assert not (tmp_path / "cli").exists()
+
+
+def test_summary_json_requires_the_highest_of_two_floors_on_a_metric(tmp_path) -> None:
+    """Two floors on one metric: the run is held to both, so the one that binds is the
+    higher; summary.json's "required" recorded the last given (0.1) while the run failed
+    for missing 0.9."""
+    gates = Gates.of(["faithfulness>=0.9", "faithfulness>=0.1", "hallucination_rate<=0.5"])
+    assert gates.summary([])["required"] == {"faithfulness": 0.9}
+    outcome = evaluation(0.5, 0.2).write(tmp_path / "out", gates=gates, record=False)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert outcome.code == 1 and summary["thresholds"]["required"] == {"faithfulness": 0.9}
