@@ -198,3 +198,28 @@ def test_summary_json_requires_the_highest_of_two_floors_on_a_metric(tmp_path) -
     outcome = evaluation(0.5, 0.2).write(tmp_path / "out", gates=gates, record=False)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert outcome.code == 1 and summary["thresholds"]["required"] == {"faithfulness": 0.9}
+
+
+def test_the_trace_export_labels_a_custom_lower_is_better_metric_on_its_good_side(
+    tmp_path, fake_llm_server
+):
+    """`judge traces export --threshold answer_words=0.5` labelled a row of 0.9 (bad: lower
+    is better) "pass", reading the threshold as a floor, where the gates cap it."""
+    namespace: dict = {"__name__": "words_metric"}
+    exec(compile(WORDS_MODULE, "words_metric.py", "exec"), namespace)
+    llm = judge.LLM("openai/m", api_base=fake_llm_server.base_url, api_key="k")
+    rows = [{**LONG_ANSWER, "contexts": ["c"], "trace_id": "1" * 32, "span_id": "2" * 16}]
+    result = judge.evaluate(
+        rows, metrics=[namespace["answer_words"]], llm=llm, cache=None, progress=False
+    )
+    result.write(tmp_path / "out", record=False)
+    rows_file = tmp_path / "rows.jsonl"
+    rows_file.write_text(json.dumps(rows[0]) + "\n")
+    events = tmp_path / "events.jsonl"
+    done = run(
+        "traces", "export", tmp_path / "out", "--rows", rows_file, "--otlp-json", events,
+        "--threshold", "answer_words=0.5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = events.read_text()
+    assert '"fail"' in text and '"pass"' not in text
