@@ -198,6 +198,7 @@ def resolve_settings(
             f"{pyproject}: {TOOL_TABLE} api-key: a key does not belong in a file kept with "
             f"the code; set {ENV_PREFIX}API_KEY or the provider's variable instead"
         )
+    _check_keys(table, pyproject)
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for s in SETTINGS:
@@ -226,6 +227,27 @@ def resolve_settings(
                 default = str(root / default)
             values[s.name], origin[s.name] = default, "default"
     return Settings(**values, origin=origin)
+
+
+# The keys of [tool.judge] read elsewhere: the modules of the project's own metrics.
+OTHER_KEYS = ("metrics-modules",)
+
+
+def _check_keys(table: Mapping[str, Any], pyproject: Path | None) -> None:
+    """Refuse a key of [tool.judge] that no setting has: a misspelt key (or `max_retries`
+    for `max-retries`) would leave the default the user meant to change."""
+    import difflib
+
+    known = [s.key for s in SETTINGS] + list(OTHER_KEYS)
+    for key in table:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key).replace("_", "-"), known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise JudgeError(
+            f"{pyproject}: {TOOL_TABLE} {key}: no such setting{hint}; the keys are "
+            f"{', '.join(known)}"
+        )
 
 
 def ignored_servers(pyproject: Path | None, settings: Settings) -> list[str]:

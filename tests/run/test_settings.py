@@ -149,3 +149,19 @@ def test_a_pyproject_whose_tool_is_not_a_table_is_an_error(tmp_path, body):
     path.write_text(body, encoding="utf-8")
     with pytest.raises(JudgeError, match=r"must be a table"):
         resolve_settings({}, environ={}, pyproject=path)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("concurency = 2\n", r"concurency: no such setting \(did you mean concurrency\?\)"),
+        ("max_retries = 1\n", r"max_retries: no such setting \(did you mean max-retries\?\)"),
+    ],
+)
+def test_an_unknown_key_of_tool_judge_is_named_not_ignored(tmp_path, body, said):
+    """A misspelt key (or the keyword's underscore for the key's dash) was ignored: the
+    run went on with the default the user meant to change."""
+    with pytest.raises(JudgeError, match=said):
+        resolve_settings({}, environ={}, pyproject=pyproject(tmp_path, body))
+    ok = pyproject(tmp_path, 'metrics-modules = ["m.py"]\nmax-retries = 1\n')
+    assert resolve_settings({}, environ={}, pyproject=ok).max_retries == 1
