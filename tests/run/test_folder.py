@@ -224,3 +224,17 @@ def test_load_run_refuses_a_results_file_no_summary_vouches_for(tmp_path):
     with pytest.raises(JudgeError, match=r"edited\.jsonl is not a run's results\.jsonl"):
         judge.load_run(edited)
     assert judge.load_run(out / "results.jsonl").summary == judge.load_run(out).summary
+
+
+def test_a_folder_as_judge_runs_is_named_as_the_variable_and_the_run_is_written(
+    tmp_path, monkeypatch
+):
+    """JUDGE_RUNS set to a folder: the run is written all the same, and the warning names
+    the variable the user set (it said runs='...', a keyword the user never gave)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    monkeypatch.setenv("JUDGE_RUNS", str(folder))
+    with pytest.warns(UserWarning, match=r"JUDGE_RUNS=.* is a folder, not a run store file"):
+        out = written(tmp_path)
+    assert judge.load_run(out).summary["mrr"].scored == 6
+    assert list(folder.iterdir()) == []
