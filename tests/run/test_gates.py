@@ -223,3 +223,29 @@ def test_the_trace_export_labels_a_custom_lower_is_better_metric_on_its_good_sid
     assert done.returncode == 0, done.stderr
     text = events.read_text()
     assert '"fail"' in text and '"pass"' not in text
+
+
+def test_judge_compare_reads_a_custom_metric_where_lower_is_better_as_such(
+    tmp_path, fake_llm_server
+):
+    """B's answers are longer (answer_words up from 0.2 to 0.9: worse, lower is better):
+    `judge compare --fail-on-regression` exited 0, counting it as an improvement."""
+    namespace: dict = {"__name__": "words_metric"}
+    exec(compile(WORDS_MODULE, "words_metric.py", "exec"), namespace)
+    llm = judge.LLM("openai/m", api_base=fake_llm_server.base_url, api_key="k")
+    for name, answer in (("a", "two words"), ("b", LONG_ANSWER["answer"])):
+        rows = [
+            {"id": f"q{i}", "question": f"Q{i}?", "answer": answer, "contexts": ["c"]}
+            for i in range(12)
+        ]
+        result = judge.evaluate(
+            rows, metrics=[namespace["answer_words"]], llm=llm, cache=None, progress=False
+        )
+        result.write(tmp_path / name, record=False)
+    done = run("compare", tmp_path / "a", tmp_path / "b", "--fail-on-regression")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "REGRESSION" in done.stdout + done.stderr
+    many = run("compare", tmp_path / "a", tmp_path / "b", tmp_path / "b", "--fail-on-regression")
+    assert many.returncode == 1, many.stdout + many.stderr
+    better = run("compare", tmp_path / "b", tmp_path / "a", "--fail-on-regression")
+    assert better.returncode == 0, better.stdout + better.stderr
