@@ -27,6 +27,8 @@ INCOMPLETE = 3  # scores are missing: judge errors, unreadable rows, a replay's 
 # the missing rows shift a [0, 1] metric's mean by up to their share (see judge_error_rate).
 DEFAULT_MAX_ERROR_RATE = 0.05
 SHOWN_ROWS = 3  # rows named for a failure that concerns many
+# A mean this close to a bound is on it: summing floats is off in the last digits.
+ROUNDING = 1e-9
 _GATE = re.compile(
     r"\s*(?P<metric>[^<>=\s](?:[^<>=]*[^<>=\s])?)\s*(?P<op>>=|<=)\s*(?P<value>\S+)\s*"
 )
@@ -62,7 +64,11 @@ class Bound:
     floor: bool = field(default=False, compare=False, repr=False)
 
     def passes(self, score: float) -> bool:
-        """Whether the score meets the bound; an undefined (NaN) score never does."""
+        """Whether the score meets the bound; an undefined (NaN) score never does. A mean
+        off the bound by float rounding alone meets it (three rows of 0.7 have the mean
+        0.6999999999999998)."""
+        if math.isclose(score, self.value, rel_tol=ROUNDING, abs_tol=ROUNDING):
+            return True
         return score <= self.value if self.at_most else score >= self.value
 
     def missed(self, mean: float) -> str:

@@ -249,3 +249,17 @@ def test_judge_compare_reads_a_custom_metric_where_lower_is_better_as_such(
     assert many.returncode == 1, many.stdout + many.stderr
     better = run("compare", tmp_path / "b", tmp_path / "a", "--fail-on-regression")
     assert better.returncode == 0, better.stdout + better.stderr
+
+
+def test_a_mean_equal_to_the_bound_passes_whatever_the_float_rounding(tmp_path) -> None:
+    """Three rows of faithfulness 0.7 have the mean 0.6999999999999998 in floats: the gate
+    faithfulness>=0.7 failed, saying "faithfulness = 0.7000 < 0.7"."""
+    result = evaluation(0.7, 0.7)
+    rows = [dataclasses.replace(r, scores={"faithfulness": 0.7}) for r in result.rows[:3]]
+    three = EvaluationResult(rows, ["faithfulness"], {**CONFIG, "metrics": ["faithfulness"]}, {})
+    assert three.summary["faithfulness"].mean != 0.7  # the rounding this is about
+    gates = ["faithfulness>=0.7", "faithfulness<=0.7"]
+    assert Gates.of(gates).verdict(three).code == 0
+    judge.assert_evaluation(three, gates=gates)
+    assert three.write(tmp_path / "out", gates=gates, record=False).code == 0
+    assert not Bound("faithfulness", 0.7).passes(0.6999)  # a real miss still misses
