@@ -74,6 +74,8 @@ class Bound:
     def missed(self, mean: float) -> str:
         """The bound missed by `mean`, as summary.json and `judge eval` say it."""
         shown = "n/a" if math.isnan(mean) else f"{mean:.4f}"
+        if shown != "n/a" and float(shown) == self.value:  # not "0.7000 < 0.7"
+            shown = f"{mean:.10g}"
         return f"{self.metric} = {shown} {'>' if self.at_most else '<'} {self.value:g}"
 
     def __str__(self) -> str:

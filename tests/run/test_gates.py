@@ -263,3 +263,9 @@ def test_a_mean_equal_to_the_bound_passes_whatever_the_float_rounding(tmp_path) 
     judge.assert_evaluation(three, gates=gates)
     assert three.write(tmp_path / "out", gates=gates, record=False).code == 0
     assert not Bound("faithfulness", 0.7).passes(0.6999)  # a real miss still misses
+
+
+def test_a_miss_rounded_onto_the_bound_is_shown_with_the_digits_that_miss() -> None:
+    assert Bound("faithfulness", 0.7).missed(0.69996) == "faithfulness = 0.69996 < 0.7"
+    assert Bound("faithfulness", 0.7).missed(0.5) == "faithfulness = 0.5000 < 0.7"
+    assert Bound("h", 0.05, True).missed(math.nan) == "h = n/a > 0.05"
