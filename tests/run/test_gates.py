@@ -269,3 +269,37 @@ def test_a_miss_rounded_onto_the_bound_is_shown_with_the_digits_that_miss() -> N
     assert Bound("faithfulness", 0.7).missed(0.69996) == "faithfulness = 0.69996 < 0.7"
     assert Bound("faithfulness", 0.7).missed(0.5) == "faithfulness = 0.5000 < 0.7"
     assert Bound("h", 0.05, True).missed(math.nan) == "h = n/a > 0.05"
+
+
+IR_ROWS = [{"id": "q1", "question": "Q?", "retrieved_ids": ["d1", "d2"], "relevance": ["d1"]}]
+
+
+def test_evaluate_and_experiment_take_gates_as_strings_like_every_python_front_end(tmp_path):
+    """`result.write(gates=[...])` and `assert_evaluation(gates=[...])` take strings;
+    `judge.evaluate(gates=[...])` and `judge.experiment(gates=[...])` failed with
+    AttributeError: 'list' object has no attribute 'check_metrics'."""
+    with pytest.raises(JudgeError, match="a gate names ndcg@10, which the run does not"):
+        judge.evaluate(IR_ROWS, metrics=["mrr"], gates=["ndcg@10>=0.1"], progress=False)
+    with pytest.raises(JudgeError, match="give a list of gates"):
+        judge.evaluate(IR_ROWS, metrics=["mrr"], gates="mrr>=0.1", progress=False)
+    assert judge.evaluate(IR_ROWS, metrics=["mrr"], gates=["mrr>=0.5"], progress=False)
+
+    testset = tmp_path / "testset.jsonl"
+    testset.write_text(json.dumps({"id": "q1", "question": "Q?", "relevance": ["d1"]}) + "\n")
+    asked: list[str] = []
+
+    def app(question: str) -> dict:
+        asked.append(question)
+        return {"answer": "A.", "contexts": ["c"], "retrieved_ids": ["d1"]}
+
+    with pytest.raises(JudgeError, match="a gate names ndcg@10, which the run does not"):
+        judge.experiment(
+            app, testset, out=tmp_path / "exp", metrics=["mrr"], gates=["ndcg@10>=0.1"],
+            progress=False, record=False,
+        )  # fmt: skip
+    assert asked == []  # refused before the app was asked
+    result = judge.experiment(
+        app, testset, out=tmp_path / "exp", metrics=["mrr"], gates=["mrr>=0.5"],
+        progress=False, record=False,
+    )  # fmt: skip
+    assert result.summary["mrr"].mean == 1.0
