@@ -65,6 +65,12 @@ def gates_of(args: argparse.Namespace) -> Gates:
     from judge.run.gates import CLI_WORDS, Gates
 
     floors: dict[str, float] = {}
+    for item in args.fail_under:
+        if item.partition("=")[0].rstrip().endswith(("<", ">")):  # a gate's syntax
+            raise JudgeError(
+                f"--fail-under {item!r}: write it as METRIC=VALUE (e.g. faithfulness=0.8), "
+                f"or give it as --gate {item!r}"
+            )
     for metric, value in _pairs(args.fail_under, "--fail-under").items():
         try:
             floors[metric] = float(value)

@@ -303,3 +303,16 @@ def test_evaluate_and_experiment_take_gates_as_strings_like_every_python_front_e
         progress=False, record=False,
     )  # fmt: skip
     assert result.summary["mrr"].mean == 1.0
+
+
+@pytest.mark.parametrize("item", ["faithfulness>=0.8", "hallucination_rate<=0.1"])
+def test_a_gate_given_to_fail_under_is_pointed_to_gate(item: str) -> None:
+    """--fail-under 'faithfulness>=0.8' was read as a floor on a metric named
+    'faithfulness>', refused as a metric the run does not compute."""
+    import argparse
+
+    from judge.cli.options import gates_of
+
+    args = argparse.Namespace(gate=[], fail_under=[item], max_error_rate=0.05)
+    with pytest.raises(JudgeError, match=rf"--fail-under '{item}': .* --gate '{item}'"):
+        gates_of(args)
