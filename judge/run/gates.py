@@ -74,12 +74,18 @@ class Bound:
     def missed(self, mean: float) -> str:
         """The bound missed by `mean`, as summary.json and `judge eval` say it."""
         shown = "n/a" if math.isnan(mean) else f"{mean:.4f}"
-        if shown != "n/a" and float(shown) == self.value:  # not "0.7000 < 0.7"
+        if shown != "n/a" and float(shown) == float(_shown(self.value)):  # not "0.85 < 0.85"
             shown = f"{mean:.10g}"
-        return f"{self.metric} = {shown} {'>' if self.at_most else '<'} {self.value:g}"
+        return f"{self.metric} = {shown} {'>' if self.at_most else '<'} {_shown(self.value)}"
 
     def __str__(self) -> str:
-        return f"{self.metric}{'<=' if self.at_most else '>='}{self.value:g}"
+        return f"{self.metric}{'<=' if self.at_most else '>='}{_shown(self.value)}"
+
+
+def _shown(value: float) -> str:
+    """A bound's value with every digit it was given (0.8500001 is not 0.85), shortest."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def good_side(metric: str, value: float, lower_is_better: Collection[str] = ()) -> Bound:

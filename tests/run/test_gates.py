@@ -316,3 +316,14 @@ def test_a_gate_given_to_fail_under_is_pointed_to_gate(item: str) -> None:
     args = argparse.Namespace(gate=[], fail_under=[item], max_error_rate=0.05)
     with pytest.raises(JudgeError, match=rf"--fail-under '{item}': .* --gate '{item}'"):
         gates_of(args)
+
+
+def test_a_bound_is_recorded_and_said_with_every_digit_it_was_given() -> None:
+    """gate faithfulness>=0.8500001 was recorded in summary.json as faithfulness>=0.85 and
+    a mean of 0.85 missed it as "faithfulness = 0.8500 < 0.85"."""
+    bound = parse_gate("faithfulness>=0.8500001")
+    assert str(bound) == "faithfulness>=0.8500001"
+    assert bound.missed(0.85) == "faithfulness = 0.8500 < 0.8500001"
+    assert Gates.of([bound]).summary([])["gates"] == ["faithfulness>=0.8500001"]
+    assert str(parse_gate("faithfulness>=0.8")) == "faithfulness>=0.8"
+    assert str(parse_gate("answer_words<=10")) == "answer_words<=10"
