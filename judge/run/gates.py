@@ -126,6 +126,15 @@ def _no_floor(metric: str, value: float, words: GateWords) -> JudgeError:
     )
 
 
+def check_fail_under(fail_under: object, words: GateWords = PYTHON_WORDS) -> None:
+    """Refuse a fail_under that is not a mapping of metric to number."""
+    if fail_under is not None and not isinstance(fail_under, Mapping):
+        raise JudgeError(
+            f"{words.fail_under}={fail_under!r}: give a mapping of metric to its lowest "
+            f"mean, e.g. {words.fail_under}={{'faithfulness': 0.8}}"
+        )
+
+
 def _number(text: str) -> float:
     try:
         return float(text)
@@ -202,6 +211,7 @@ class Gates:
                 f"{words.gate} {gates!r}: give a list of gates, e.g. {words.gate_example(gates)}"
             )
         bounds = [g if isinstance(g, Bound) else parse_gate(g, words) for g in gates]
+        check_fail_under(fail_under, words)
         for metric, value in (fail_under or {}).items():
             number = value if isinstance(value, (int, float)) else math.nan
             if isinstance(value, bool) or not math.isfinite(number):

@@ -327,3 +327,20 @@ def test_a_bound_is_recorded_and_said_with_every_digit_it_was_given() -> None:
     assert Gates.of([bound]).summary([])["gates"] == ["faithfulness>=0.8500001"]
     assert str(parse_gate("faithfulness>=0.8")) == "faithfulness>=0.8"
     assert str(parse_gate("answer_words<=10")) == "answer_words<=10"
+
+
+@pytest.mark.parametrize("fail_under", [[("faithfulness", 0.5)], 0.5])
+def test_fail_under_not_a_mapping_is_refused_in_python_words(tmp_path, fail_under) -> None:
+    """fail_under=[('faithfulness', 0.5)] or 0.5: AttributeError: ... no attribute 'items'."""
+    result = evaluation(0.9, 0.1)
+    with pytest.raises(JudgeError, match=r"fail_under=.*: give a mapping of metric to"):
+        result.write(tmp_path / "out", fail_under=fail_under, record=False)
+    with pytest.raises(JudgeError, match=r"fail_under=.*: give a mapping of metric to"):
+        judge.assert_evaluation(result, fail_under=fail_under)
+
+
+def test_assert_evaluation_takes_gates_none_as_write_does(tmp_path) -> None:
+    """gates=None: TypeError: 'NoneType' object is not iterable (write takes it)."""
+    result = evaluation(0.9, 0.1)
+    judge.assert_evaluation(result, gates=None, fail_under={"faithfulness": 0.5})
+    assert result.write(tmp_path / "out", gates=None, record=False).code == 0
