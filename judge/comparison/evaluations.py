@@ -25,6 +25,7 @@ from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
+from judge.run.gates import users_metrics
 from judge.run.rows import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
@@ -232,7 +233,7 @@ def lower_is_better(source: Any) -> list[str]:
         folder = RunFolder.of(source)
         config = folder.read_summary()["config"] if folder.checked else {}
     found = config.get("lower_is_better") if isinstance(config, Mapping) else None
-    return [str(m) for m in found or []]
+    return users_metrics(str(m) for m in found or [])
 
 
 def match_key(rows_a: list[ResultRow], rows_b: list[ResultRow]) -> str:

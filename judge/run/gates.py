@@ -93,7 +93,30 @@ def good_side(metric: str, value: float, lower_is_better: Collection[str] = ()) 
     lower is (the trace export's --threshold, a plain number of assert_evaluation);
     `lower_is_better` names the run's own metrics where lower is (`RunConfig`'s), which
     the built-ins' registry does not know."""
-    return Bound(metric, value, at_most=metric in lower_is_better or not higher_is_better(metric))
+    own = metric in users_metrics(lower_is_better)
+    return Bound(metric, value, at_most=own or not higher_is_better(metric))
+
+
+def users_metrics(names: Iterable[str]) -> list[str]:
+    """The names that are no metric of judge's own: a `lower_is_better` read from a
+    summary.json (which results.jsonl's sha256 does not cover) cannot turn a built-in
+    metric's direction, which is judge's."""
+    from judge.ir.measure_names import parse_measure
+    from judge.metrics.registry import get_metric
+
+    own = []
+    for name in names:
+        try:
+            get_metric(name)
+            continue
+        except JudgeError:
+            pass
+        try:
+            parse_measure(name)
+            continue
+        except JudgeError:
+            own.append(name)
+    return own
 
 
 def parse_gate(text: str, words: GateWords = PYTHON_WORDS) -> Bound:
@@ -230,8 +253,9 @@ class Gates:
         """Refuse gates on metrics the run does not compute, and fail_under floors on
         `lower_is_better` (the run's own metrics where lower is better, which `floor`
         cannot know), before any row is judged."""
+        lower = users_metrics(lower_is_better)
         for bound in self.bounds:
-            if bound.floor and bound.metric in lower_is_better:
+            if bound.floor and bound.metric in lower:
                 raise _no_floor(bound.metric, bound.value, self.words)
         names = list(computed)
         unknown = [m for m in self.metrics if m not in names]

@@ -238,3 +238,24 @@ def test_a_folder_as_judge_runs_is_named_as_the_variable_and_the_run_is_written(
         out = written(tmp_path)
     assert judge.load_run(out).summary["mrr"].scored == 6
     assert list(folder.iterdir()) == []
+
+
+def test_a_summary_json_cannot_turn_a_built_in_metric_upside_down(tmp_path):
+    """summary.json's config.lower_is_better is not covered by results.jsonl's sha256: an
+    edit naming mrr there made compare count a drop of mrr as a gain, and a plain
+    threshold of assert_evaluation a cap. A built-in's direction is judge's own."""
+    good = written(tmp_path, record=False)
+    bad = tmp_path / "bad"
+    worse = [{**r, "retrieved_ids": ["d9", "d8", "d1", "d3"]} for r in rows(12)]
+    judge.evaluate(rows(12), metrics=["ndcg@10", "mrr"], progress=False).write(good, record=False)
+    judge.evaluate(worse, metrics=["ndcg@10", "mrr"], progress=False).write(bad, record=False)
+    path = bad / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["config"]["lower_is_better"] = ["mrr", "ndcg@10"]
+    path.write_text(json.dumps(summary, indent=2))
+    loaded = judge.load_run(bad)
+    assert loaded.summary["mrr"].mean < 0.5
+    with pytest.raises(AssertionError, match="mrr"):
+        judge.assert_evaluation(loaded, fail_under={"mrr": 0.9})
+    done = run("compare", good, bad, "--fail-on-regression")
+    assert done.returncode == 1, done.stdout + done.stderr
