@@ -120,3 +120,24 @@ def test_the_first_step_runs_in_a_copy_of_the_callers_context():
         assert await future == "coroutine"
 
     asyncio.run(main())
+
+
+def test_a_metric_whose_function_has_no_module_is_scored_as_a_users():
+    """A metric defined by exec() (a notebook's cell runner, a config loader) has a
+    compute whose __module__ is None: judge.evaluate failed with an AttributeError."""
+    import judge
+
+    namespace: dict = {}
+    exec(
+        "from judge.metrics.registry import Metric, MetricScore\n"
+        "async def one(judgments):\n    return MetricScore(1.0)\n"
+        "metric = Metric('always_one', 'one', one)\n",
+        namespace,
+    )
+    assert namespace["one"].__module__ is None
+    llm = judge.LLM("openai/m", api_base="http://127.0.0.1:9/v1", api_key="k")
+    rows = [{"question": "Q?", "answer": "A.", "contexts": ["c"]}]
+    result = judge.evaluate(
+        rows, metrics=[namespace["metric"]], llm=llm, cache=None, progress=False
+    )
+    assert result.summary["always_one"].mean == 1.0

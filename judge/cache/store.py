@@ -119,7 +119,14 @@ class Cache:
 
     def _open(self) -> sqlite3.Connection:
         if not self.path.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CacheError(
+                    f"{self.path}: the cache's folder {self.path.parent} cannot be made "
+                    f"({exc.strerror or exc}): give a --cache in a writable folder, or "
+                    "--no-cache"
+                ) from None
         else:
             self.read_only = not writable(self.path)
         db: sqlite3.Connection | None = None

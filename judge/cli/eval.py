@@ -163,7 +163,7 @@ def run_eval(args: argparse.Namespace) -> int:
             )
         check_destinations(args)
     if args.dry_run:
-        return run_dry(args, data)
+        return run_dry(args, data, gates)
     if args.format != "text":
         raise JudgeError("--format json goes with --dry-run (a run writes summary.json to --out)")
     if args.processes < 1:
@@ -250,24 +250,30 @@ def read_trace_rows(args: argparse.Namespace) -> TraceRows | None:
     return TraceRows(rows, trace_links(rows, path=str(args.data)))
 
 
-def run_dry(args: argparse.Namespace, data: Any) -> int:
+def run_dry(args: argparse.Namespace, data: Any, gates: Gates) -> int:
     """`judge eval --dry-run`: the data checked and the run estimated, nothing sent or
-    written; 0 when the data is usable, else a `judge: error:` line (exit 2)."""
+    written; 0 when the data is usable, else a `judge: error:` line (exit 2), as for a
+    gate the run would refuse."""
     import json
 
     from judge.cli.words import cli_words
+    from judge.metrics.registry import Metric
     from judge.run.dry_run import dry_run
+    from judge.run.plan import own_lower_is_better
 
     llm, embeddings = models_of(args)
+    metrics = metrics_given(args)
     result = dry_run(
         data,
-        metrics=metrics_given(args),
+        metrics=metrics,
         llm=llm,
         embeddings=embeddings,
         column_map=column_map(args),
         shard=args.shard,
         max_error_rate=args.max_error_rate,
     )
+    own = [m for m in metrics or [] if isinstance(m, Metric)]
+    gates.check_metrics([m.name for m in result.metrics], own_lower_is_better(own))
     if args.format == "json":
         shown = result.to_dict()
         shown["problems"] = [cli_words(p) for p in shown["problems"]]

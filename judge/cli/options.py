@@ -65,6 +65,12 @@ def gates_of(args: argparse.Namespace) -> Gates:
     from judge.run.gates import CLI_WORDS, Gates
 
     floors: dict[str, float] = {}
+    for item in args.fail_under:
+        if item.partition("=")[0].rstrip().endswith(("<", ">")):  # a gate's syntax
+            raise JudgeError(
+                f"--fail-under {item!r}: write it as METRIC=VALUE (e.g. faithfulness=0.8), "
+                f"or give it as --gate {item!r}"
+            )
     for metric, value in _pairs(args.fail_under, "--fail-under").items():
         try:
             floors[metric] = float(value)
@@ -512,7 +518,7 @@ def threshold_map(items: list[str]) -> dict[str, float]:
             number = float(value)
         except ValueError:
             number = math.nan
-        if not sep or not metric.strip() or math.isnan(number):
+        if not sep or not metric.strip() or not math.isfinite(number):
             raise JudgeError(
                 f"--threshold {item!r}: write it as METRIC=NUMBER, e.g. faithfulness=0.8"
             )

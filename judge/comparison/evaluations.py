@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
+from judge.run.gates import users_metrics
 from judge.run.rows import ResultRow
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
@@ -127,8 +129,11 @@ class Comparison:
         return "\n".join(lines)
 
 
-def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> MetricComparison:
-    """Statistics of one metric over paired values (NaN or None on either side is left out)."""
+def compare_one(
+    metric: str, a: list[float | None], b: list[float | None], *, lower: bool = False
+) -> MetricComparison:
+    """Statistics of one metric over paired values (NaN or None on either side is left
+    out); `lower`: a metric of the runs' own where lower is better (see `lower_is_better`)."""
     pairs = [
         (x, y)
         for x, y in zip(a, b, strict=True)
@@ -138,7 +143,7 @@ def compare_one(metric: str, a: list[float | None], b: list[float | None]) -> Me
     xb = np.array([p[1] for p in pairs], dtype=np.float64)
     diff = xb - xa
     low, high = bootstrap_ci(diff)
-    better_up = higher_is_better(metric)
+    better_up = higher_is_better(metric) and not lower
     return MetricComparison(
         metric=metric,
         n=len(pairs),
@@ -163,8 +168,10 @@ def compare_scores(
     *,
     label_a: str = "A",
     label_b: str = "B",
+    lower_is_better: Collection[str] = (),
 ) -> Comparison:
-    """Compare per-sample scores already matched by key."""
+    """Compare per-sample scores already matched by key; `lower_is_better` names the
+    runs' own metrics where lower is better (built-ins' directions are known)."""
     keys = [k for k in a if k in b]
     if not keys:
         raise InputFormatError(f"{label_a} and {label_b} share no sample: nothing to compare")
@@ -172,7 +179,13 @@ def compare_scores(
         first_a, first_b = next(iter(a.values())), next(iter(b.values()))
         metrics = [m for m in first_a if m in first_b]
     results = {
-        m: compare_one(m, [a[k].get(m) for k in keys], [b[k].get(m) for k in keys]) for m in metrics
+        m: compare_one(
+            m,
+            [a[k].get(m) for k in keys],
+            [b[k].get(m) for k in keys],
+            lower=m in lower_is_better,
+        )
+        for m in metrics
     }
     adjusted = holm([r.p_value for r in results.values()])
     results = {m: _with_adjusted(r, p) for (m, r), p in zip(results.items(), adjusted, strict=True)}
@@ -209,6 +222,18 @@ def load_results(source: Any) -> tuple[list[ResultRow], str]:
         raise InputFormatError(f"{path}: no such results file (judge eval writes results.jsonl)")
     rows = [row for _, _, row in folder.rows()]
     return rows, str(path)
+
+
+def lower_is_better(source: Any) -> list[str]:
+    """The metrics of its own where lower is better that a run recorded (its config's
+    `lower_is_better`: the registry knows only the built-ins' directions); [] for a
+    results file no summary.json vouches for."""
+    config = getattr(source, "config", None)
+    if config is None:
+        folder = RunFolder.of(source)
+        config = folder.read_summary()["config"] if folder.checked else {}
+    found = config.get("lower_is_better") if isinstance(config, Mapping) else None
+    return users_metrics(str(m) for m in found or [])
 
 
 def match_key(rows_a: list[ResultRow], rows_b: list[ResultRow]) -> str:
@@ -250,6 +275,7 @@ def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
         metrics,
         label_a=label_a,
         label_b=label_b,
+        lower_is_better={*lower_is_better(a), *lower_is_better(b)},
     )
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import math
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from judge.comparison.evaluations import (
     compare_scores,
     keyed_scores,
     load_results,
+    lower_is_better,
     match_key,
 )
 from judge.errors import InputFormatError, JudgeError
@@ -317,7 +318,10 @@ def _path_parts(source: Any) -> tuple[str, ...]:
 
 
 def question_diffs(
-    baseline: dict[str, ResultRow], run: dict[str, ResultRow], metrics: Sequence[str]
+    baseline: dict[str, ResultRow],
+    run: dict[str, ResultRow],
+    metrics: Sequence[str],
+    lower: Collection[str] = (),
 ) -> tuple[list[QuestionDiff], list[QuestionDiff]]:
     """The shared questions that got worse (largest drop first) and better (largest gain
     first) on any metric; a question can be in both. NaN on either side is no change."""
@@ -331,7 +335,8 @@ def question_diffs(
             a, b = base_row.scores.get(m), run_row.scores.get(m)
             if a is None or b is None or math.isnan(a) or math.isnan(b):
                 continue
-            changes.append(MetricChange(m, float(a), float(b), higher_is_better(m)))
+            rises = higher_is_better(m) and m not in lower  # lower: the runs' own (config)
+            changes.append(MetricChange(m, float(a), float(b), rises))
         down = sorted((c for c in changes if c.gain < -EPSILON), key=lambda c: c.gain)
         up = sorted((c for c in changes if c.gain > EPSILON), key=lambda c: -c.gain)
         if down or up:
@@ -377,6 +382,7 @@ def compare_many(
     labels = run_labels(sources, names)
     loaded = [load_results(s) for s in sources]
     row_sets = [rows for rows, _ in loaded]
+    lower = {m for source in sources for m in lower_is_better(source)}
     chosen = list(metrics) if metrics else _shared_metrics(row_sets)
     if not chosen:
         raise InputFormatError(
@@ -399,8 +405,9 @@ def compare_many(
             chosen,
             label_a=labels[0],
             label_b=label,
+            lower_is_better=lower,
         )
-        worse, better = question_diffs(_by_key(base_rows, key), _by_key(rows, key), chosen)
+        worse, better = question_diffs(_by_key(base_rows, key), _by_key(rows, key), chosen, lower)
         versus.append(RunVersusBaseline(label, key, comparison, worse, better))
     tests = _adjust_across_runs(versus)
     return ManyComparison(labels[0], chosen, summaries, versus, tests)

@@ -50,7 +50,7 @@ from judge.run.folder import (
     RUN_TREC,
     record_written,
 )
-from judge.run.gates import Gates
+from judge.run.gates import Bound, Gates, as_gates
 from judge.run.options import RunSpec
 from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
@@ -534,7 +534,7 @@ async def aexperiment(
     concurrency: int | None = None,
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
-    gates: Gates | None = None,
+    gates: Gates | Iterable[str | Bound] | None = None,
     record: bool = True,
     write: Callable[[EvaluationResult, OutputFolder], object] | None = None,
 ) -> EvaluationResult:
@@ -567,7 +567,8 @@ async def aexperiment(
         app_timeout: seconds one app call may take; a slower call is that question's
             app error (a sync app's thread is left to finish on its own).
         progress, progress_interval: as for `judge.evaluate`.
-        gates: the gates the run will be held to: one naming a metric the run does not
+        gates: the gates the run will be held to (strings such as
+            `["faithfulness>=0.8"]`, or a `judge.Gates`): one naming a metric the run does not
             compute, or a metric the test set cannot feed, is refused before the app is
             asked; `write` applies them (the default writes with none but the default
             error rate).
@@ -588,6 +589,7 @@ async def aexperiment(
         raise JudgeError(f"app_concurrency={app_concurrency}: give at least 1")
     if not app_timeout > 0:
         raise JudgeError(f"app_timeout={app_timeout}: give a positive number of seconds")
+    gates = None if gates is None else as_gates(gates)
     loaded = as_app(load_target(app), app) if isinstance(app, str) else as_app(app)
     # Paths resolved once, before the app runs: an app may change the working directory.
     out = os.path.abspath(out)

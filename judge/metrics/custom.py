@@ -157,7 +157,8 @@ def project_table(path: Path = Path("pyproject.toml")) -> dict[str, Any]:
         config = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise JudgeError(f"{path}: cannot be read as TOML ({exc})") from None
-    table = config.get("tool", {}).get("judge", {})
+    tool = config.get("tool", {})
+    table = tool.get("judge", {}) if isinstance(tool, dict) else None
     if not isinstance(table, dict):
         raise JudgeError(f"{path}: [tool.judge] must be a table")
     return table

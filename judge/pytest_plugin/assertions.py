@@ -16,7 +16,7 @@ from typing import Any
 from judge.errors import JudgeError
 from judge.formatting import counted, number
 from judge.metrics.registry import findings_of, higher_is_better
-from judge.run.gates import DEFAULT_MAX_ERROR_RATE, Gates, good_side
+from judge.run.gates import DEFAULT_MAX_ERROR_RATE, Gates, check_fail_under, good_side
 from judge.run.gates import Bound as Gate
 
 # How much of a long text a failure message shows.
@@ -248,7 +248,7 @@ def assert_evaluation(
     result: Any,
     fail_under: Mapping[str, float | Bound] | None = None,
     *,
-    gates: Gates | Iterable[str] = (),
+    gates: Gates | Iterable[str] | None = (),
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     allow_nan: bool | Collection[str] = False,
 ) -> None:
@@ -282,7 +282,9 @@ def assert_evaluation(
             f"assert_evaluation takes the result of judge.evaluate (or rag_judge.evaluate), "
             f"not {type(result).__name__}; for one sample use judge.assert_scores"
         )
-    checked = _gates(gates, fail_under, max_error_rate)
+    config = getattr(result, "config", None)
+    lower = list(getattr(config, "lower_is_better", None) or [])
+    checked = _gates(gates, fail_under, max_error_rate, lower)
     allowed = _allowed(allow_nan)
     failures: list[str] = []
     lines: list[str] = []
@@ -329,9 +331,10 @@ def assert_evaluation(
 
 
 def _gates(
-    gates: Gates | Iterable[str],
+    gates: Gates | Iterable[str] | None,
     fail_under: Mapping[str, float | Bound] | None,
     max_error_rate: float,
+    lower_is_better: Collection[str] = (),
 ) -> Gates:
     """assert_evaluation's gates: the strings (or Gates) and the mapping's thresholds, a
     plain number on the metric's good side."""
@@ -342,10 +345,11 @@ def _gates(
                 "gates= as strings such as ['faithfulness>=0.8']"
             )
         return gates
+    check_fail_under(fail_under)
     mapped = [
         Gate(metric, value.value, value.at_most)
         if isinstance(value, Bound)
-        else good_side(metric, _threshold(value, metric))
+        else good_side(metric, _threshold(value, metric), lower_is_better)
         for metric, value in (fail_under or {}).items()
     ]
-    return Gates.of([*Gates.of(gates).bounds, *mapped], max_error_rate=max_error_rate)
+    return Gates.of([*Gates.of(gates or ()).bounds, *mapped], max_error_rate=max_error_rate)

@@ -123,6 +123,7 @@ class JudgeState:
             {name: self.config.getoption(f"judge_{name}") for name in names},
             ini={name: self.config.getini(f"judge_{name}") for name in names},
             pyproject=pyproject,
+            flag_prefix="--judge-",
         )
         mode: Mode = "read-write"
         if self.config.getoption("judge_replay"):

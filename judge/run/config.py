@@ -39,6 +39,8 @@ class RunConfig(Mapping[str, Any]):
         ray: {"address", "actors"} of a run on Ray, or None.
         cache_damaged: damaged cache entries found (and not used) in this run.
         app: an experiment's app and its calls (`judge.experiments`), None for a file.
+        lower_is_better: the run's metrics of its own (not built-in) where lower is
+            better, which the gates read a plain threshold of as a cap.
     """
 
     source: str
@@ -60,6 +62,7 @@ class RunConfig(Mapping[str, Any]):
     ray: dict[str, Any] | None = None
     cache_damaged: int = 0
     app: dict[str, Any] | None = None
+    lower_is_better: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """summary.json's `config`: the keys of a plain run in their order; `ray` after
@@ -88,6 +91,8 @@ class RunConfig(Mapping[str, Any]):
             out["cache_damaged"] = self.cache_damaged
         if self.app is not None:
             out["app"] = dict(self.app)
+        if self.lower_is_better:
+            out["lower_is_better"] = list(self.lower_is_better)
         return out
 
     @classmethod
@@ -115,6 +120,7 @@ class RunConfig(Mapping[str, Any]):
             ray=dict(data["ray"]) if data.get("ray") is not None else None,
             cache_damaged=int(data.get("cache_damaged", 0)),
             app=dict(data["app"]) if data.get("app") is not None else None,
+            lower_is_better=[str(m) for m in data.get("lower_is_better") or []],
         )
 
     # The mapping of the JSON form, for readers written against summary.json's dict.

@@ -7,7 +7,7 @@ this process (`judge.run.local`), several (`judge.run.processes`) or Ray (`judge
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from judge.aio import sync_twin
@@ -18,7 +18,7 @@ from judge.metrics.resolve import MetricLike
 from judge.run import local
 from judge.run.data import Row, load_rows
 from judge.run.dry_run import acheck_scorable
-from judge.run.gates import Gates
+from judge.run.gates import Bound, Gates, as_gates
 from judge.run.options import RunSpec
 from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
@@ -39,7 +39,7 @@ async def aevaluate(
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
     shard: str | Shard | None = None,
-    gates: Gates | None = None,
+    gates: Gates | Iterable[str | Bound] | None = None,
 ) -> EvaluationResult:
     """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
 
@@ -65,9 +65,9 @@ async def aevaluate(
         progress_interval: seconds between status lines when stderr is not a terminal.
         shard: `"I/N"` (or a `judge.run.shard.Shard`): judge only the rows whose number
             modulo N is I-1, keeping their numbers; `judge merge` joins the N outputs.
-        gates: the `judge.Gates` the result will be held to (`result.write(out,
-            gates=...)`): a gate naming a metric the run does not compute is refused
-            before any row is judged.
+        gates: the gates the result will be held to (`result.write(out, gates=...)`),
+            as strings such as `["faithfulness>=0.8"]` or a `judge.Gates`: a gate naming
+            a metric the run does not compute is refused before any row is judged.
 
     Returns:
         An `EvaluationResult`: rows in input order and a summary per metric; a judge that
@@ -98,7 +98,7 @@ async def aevaluate(
         progress=progress,
         progress_interval=progress_interval,
         shard=shard,
-        gates=gates,
+        gates=None if gates is None else as_gates(gates),
     )  # checked before the data is read
     rows, columns, source = load_rows(data, column_map)
     return await aevaluate_rows(rows, columns, source, spec, refuse_unscorable=True)

@@ -268,9 +268,14 @@ class RunFolder:
             if changed or not isinstance(entry, dict) or metric not in tally.nan:
                 continue
             value = entry.get("mean")
-            mean = math.nan if value is None else float(value)
             scores = tally.defined(metric)
             computed = float(scores.mean()) if scores.size else math.nan
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):  # not a number, not null: no judge wrote it
+                changed = f"says the mean of {metric} is {value!r}, not a number"
+                continue
+            mean = math.nan if value is None else float(value)
             same = (math.isnan(mean) and math.isnan(computed)) or (
                 abs(mean - computed) <= MEAN_TOLERANCE
             )

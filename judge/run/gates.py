@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ INCOMPLETE = 3  # scores are missing: judge errors, unreadable rows, a replay's 
 # the missing rows shift a [0, 1] metric's mean by up to their share (see judge_error_rate).
 DEFAULT_MAX_ERROR_RATE = 0.05
 SHOWN_ROWS = 3  # rows named for a failure that concerns many
+# A mean this close to a bound is on it: summing floats is off in the last digits.
+ROUNDING = 1e-9
 _GATE = re.compile(
     r"\s*(?P<metric>[^<>=\s](?:[^<>=]*[^<>=\s])?)\s*(?P<op>>=|<=)\s*(?P<value>\S+)\s*"
 )
@@ -58,31 +60,70 @@ class Bound:
     metric: str
     value: float
     at_most: bool = False
+    # a --fail-under/fail_under floor: refused on a metric where lower is better
+    floor: bool = field(default=False, compare=False, repr=False)
 
     def passes(self, score: float) -> bool:
-        """Whether the score meets the bound; an undefined (NaN) score never does."""
+        """Whether the score meets the bound; an undefined (NaN) score never does. A mean
+        off the bound by float rounding alone meets it (three rows of 0.7 have the mean
+        0.6999999999999998)."""
+        if math.isclose(score, self.value, rel_tol=ROUNDING, abs_tol=ROUNDING):
+            return True
         return score <= self.value if self.at_most else score >= self.value
 
     def missed(self, mean: float) -> str:
         """The bound missed by `mean`, as summary.json and `judge eval` say it."""
         shown = "n/a" if math.isnan(mean) else f"{mean:.4f}"
-        return f"{self.metric} = {shown} {'>' if self.at_most else '<'} {self.value:g}"
+        if shown != "n/a" and float(shown) == float(_shown(self.value)):  # not "0.85 < 0.85"
+            shown = f"{mean:.10g}"
+        return f"{self.metric} = {shown} {'>' if self.at_most else '<'} {_shown(self.value)}"
 
     def __str__(self) -> str:
-        return f"{self.metric}{'<=' if self.at_most else '>='}{self.value:g}"
+        return f"{self.metric}{'<=' if self.at_most else '>='}{_shown(self.value)}"
 
 
-def good_side(metric: str, value: float) -> Bound:
+def _shown(value: float) -> str:
+    """A bound's value with every digit it was given (0.8500001 is not 0.85), shortest."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
+def good_side(metric: str, value: float, lower_is_better: Collection[str] = ()) -> Bound:
     """The bound on the metric's good side: a floor where higher is better, a cap where
-    lower is (the trace export's --threshold, a plain number of assert_evaluation)."""
-    return Bound(metric, value, at_most=not higher_is_better(metric))
+    lower is (the trace export's --threshold, a plain number of assert_evaluation);
+    `lower_is_better` names the run's own metrics where lower is (`RunConfig`'s), which
+    the built-ins' registry does not know."""
+    own = metric in users_metrics(lower_is_better)
+    return Bound(metric, value, at_most=own or not higher_is_better(metric))
+
+
+def users_metrics(names: Iterable[str]) -> list[str]:
+    """The names that are no metric of judge's own: a `lower_is_better` read from a
+    summary.json (which results.jsonl's sha256 does not cover) cannot turn a built-in
+    metric's direction, which is judge's."""
+    from judge.ir.measure_names import parse_measure
+    from judge.metrics.registry import get_metric
+
+    own = []
+    for name in names:
+        try:
+            get_metric(name)
+            continue
+        except JudgeError:
+            pass
+        try:
+            parse_measure(name)
+            continue
+        except JudgeError:
+            own.append(name)
+    return own
 
 
 def parse_gate(text: str, words: GateWords = PYTHON_WORDS) -> Bound:
     """A `METRIC>=VALUE` or `METRIC<=VALUE` string as a `Bound`."""
     found = _GATE.fullmatch(text) if isinstance(text, str) else None
     value = _number(found.group("value")) if found else math.nan
-    if found is None or math.isnan(value):
+    if found is None or not math.isfinite(value):  # ±inf passes or fails every run
         raise JudgeError(
             f"{words.gate_example(text)}: write a gate as METRIC>=VALUE (a floor) or "
             f"METRIC<=VALUE (a cap), e.g. {words.gate_example('faithfulness>=0.8')} or "
@@ -95,12 +136,26 @@ def floor(metric: str, value: float, words: GateWords = PYTHON_WORDS) -> Bound:
     """A `--fail-under METRIC=VALUE` floor; refused on a metric where lower is better,
     which a floor would fail for being good."""
     if not higher_is_better(metric):
+        raise _no_floor(metric, value, words)
+    return Bound(metric, value, floor=True)
+
+
+def _no_floor(metric: str, value: float, words: GateWords) -> JudgeError:
+    """The error of a fail_under floor on a metric where lower is better."""
+    return JudgeError(
+        f"{words.fail_under} {metric}={value:g}: lower is better for {metric}, so a "
+        f"floor would fail the runs that are good; cap it with "
+        f"{words.gate_example(f'{metric}<={value:g}')}"
+    )
+
+
+def check_fail_under(fail_under: object, words: GateWords = PYTHON_WORDS) -> None:
+    """Refuse a fail_under that is not a mapping of metric to number."""
+    if fail_under is not None and not isinstance(fail_under, Mapping):
         raise JudgeError(
-            f"{words.fail_under} {metric}={value:g}: lower is better for {metric}, so a "
-            f"floor would fail the runs that are good; cap it with "
-            f"{words.gate_example(f'{metric}<={value:g}')}"
+            f"{words.fail_under}={fail_under!r}: give a mapping of metric to its lowest "
+            f"mean, e.g. {words.fail_under}={{'faithfulness': 0.8}}"
         )
-    return Bound(metric, value)
 
 
 def _number(text: str) -> float:
@@ -149,6 +204,12 @@ class Gates:
             raise JudgeError(  # also rejects nan
                 f"{self.words.max_error_rate} {rate}: give a share from 0 to 1"
             )
+        for bound in self.bounds:  # ±inf passes or fails every run, and is not JSON
+            if not math.isfinite(bound.value):
+                raise JudgeError(
+                    f"{self.words.gate_example(str(bound))}: give a finite number, e.g. "
+                    f"{self.words.gate_example('faithfulness>=0.8')}"
+                )
 
     @classmethod
     def of(
@@ -173,10 +234,13 @@ class Gates:
                 f"{words.gate} {gates!r}: give a list of gates, e.g. {words.gate_example(gates)}"
             )
         bounds = [g if isinstance(g, Bound) else parse_gate(g, words) for g in gates]
+        check_fail_under(fail_under, words)
         for metric, value in (fail_under or {}).items():
             number = value if isinstance(value, (int, float)) else math.nan
-            if isinstance(value, bool) or math.isnan(number):
-                raise JudgeError(f"{words.fail_under} {metric}: give a number, not {value!r}")
+            if isinstance(value, bool) or not math.isfinite(number):
+                raise JudgeError(
+                    f"{words.fail_under} {metric}: give a finite number, not {value!r}"
+                )
             bounds.append(floor(metric, float(number), words))
         return cls(tuple(bounds), max_error_rate, words)
 
@@ -185,8 +249,14 @@ class Gates:
         """The metrics the bounds name, each once, in order."""
         return tuple(dict.fromkeys(b.metric for b in self.bounds))
 
-    def check_metrics(self, computed: Iterable[str]) -> None:
-        """Refuse gates on metrics the run does not compute, before any row is judged."""
+    def check_metrics(self, computed: Iterable[str], lower_is_better: Collection[str] = ()) -> None:
+        """Refuse gates on metrics the run does not compute, and fail_under floors on
+        `lower_is_better` (the run's own metrics where lower is better, which `floor`
+        cannot know), before any row is judged."""
+        lower = users_metrics(lower_is_better)
+        for bound in self.bounds:
+            if bound.floor and bound.metric in lower:
+                raise _no_floor(bound.metric, bound.value, self.words)
         names = list(computed)
         unknown = [m for m in self.metrics if m not in names]
         if unknown:
@@ -198,9 +268,14 @@ class Gates:
             )
 
     def summary(self, missed: Sequence[str]) -> dict[str, Any]:
-        """The gates as summary.json records them ("required": the floors by metric)."""
+        """The gates as summary.json records them ("required": the floor by metric, the
+        highest where a metric has several: the run is held to every one)."""
+        required: dict[str, float] = {}
+        for b in self.bounds:
+            if not b.at_most:
+                required[b.metric] = max(b.value, required.get(b.metric, b.value))
         return {
-            "required": {b.metric: b.value for b in self.bounds if not b.at_most},
+            "required": required,
             "gates": [str(b) for b in self.bounds],
             "missed": list(missed),
         }

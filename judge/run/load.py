@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from judge.errors import JudgeError
 from judge.run.checkpoint import RowFile
 from judge.run.folder import REWRITE, RunChangedError, RunFolder
 from judge.run.results import EvaluationResult
@@ -42,6 +43,12 @@ def load_run(
     source = Path(path_or_run_id)
     recorded = None  # the run store's hash of the results.jsonl the run wrote
     if source.exists():
+        if not source.is_dir() and not RunFolder.is_results_file(source):
+            raise JudgeError(
+                f"load_run: {source} is not a run's results.jsonl: no summary.json vouches "
+                "for its rows; give the run's output folder (or its results.jsonl), or read "
+                "another results file with judge compare"
+            )
         folder = RunFolder.of(source)
         where = str(folder.path)
     else:

@@ -73,7 +73,7 @@ def write_outputs(
     `EvaluationResult.write`); with results_written, the rows are already in
     `out.temporary("results.jsonl")` (judge merge joins them there)."""
     checked = as_gates(gates, fail_under, max_error_rate)
-    checked.check_metrics(result.summary)
+    checked.check_metrics(result.summary, result.config.lower_is_better)
     if not isinstance(out, OutputFolder):
         source = result.config.source  # a file it names may not be replaced
         with OutputFolder(out, inputs=[source] if os.path.isfile(source) else []) as folder:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from judge.errors import InputFormatError, JudgeError
 from judge.json_values import canonical_json, sha256_hex
 from judge.llm.config import LLM, Embeddings
 from judge.metrics.prompts import Prompt, load_prompts
-from judge.metrics.registry import Metric
+from judge.metrics.registry import Metric, higher_is_better
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
 from judge.run.config import RunConfig
 from judge.run.data import Row
@@ -95,6 +95,7 @@ class RunPlan:
             data_sha256=self.data_sha256,
             notes=notes,
             shard=self.shard,
+            lower_is_better=own_lower_is_better(self.metrics.judged),
             **recorded,
         )
 
@@ -171,7 +172,7 @@ def plan_run(
         custom=custom,
     )
     if gates is not None:
-        gates.check_metrics(choice.names)
+        gates.check_metrics(choice.names, own_lower_is_better(choice.judged))
     if rows is not None:
         check_variables(list(choice.judged), rows)
     prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them
@@ -190,6 +191,12 @@ def plan_run(
         metric_modules=tuple(metric_modules),
     )
     return plan, hashes
+
+
+def own_lower_is_better(metrics: Iterable[Metric]) -> list[str]:
+    """The metrics where lower is better that the built-ins' registry does not know as
+    such (a user's own): the gates read their plain thresholds as caps."""
+    return [m.name for m in metrics if not m.higher_is_better and higher_is_better(m.name)]
 
 
 def check_variables(judged: list[Metric], rows: Sequence[Row]) -> None:

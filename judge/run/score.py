@@ -136,7 +136,7 @@ def _builtin(metric: Metric) -> bool:
     """Whether judge's own code computes the metric, so it may be started eagerly (up to
     its first wait, inside the caller's task): a user's compute might enter something that
     belongs to one task, such as a timeout, before it first waits."""
-    return getattr(metric.compute, "__module__", "").startswith("judge.metrics.")
+    return (getattr(metric.compute, "__module__", None) or "").startswith("judge.metrics.")
 
 
 async def ascore(

@@ -10,6 +10,7 @@ relative to that file's folder.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ class Setting:
     default: Any
     path: bool = False  # a file's path: a relative one is relative to where it was given
     server: bool = False  # where requests (and the API key) go: see `resolve_settings`
+    minimum: float | None = None  # the smallest value taken (a number's)
+    above: bool = False  # the minimum itself is not taken (a timeout of 0 seconds)
 
     @property
     def env(self) -> str:
@@ -58,10 +61,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("embedding_api_base", str, None, server=True),
     Setting("cache", str, str(DEFAULT_CACHE), path=True),
     Setting("cache_as", str, None),
-    Setting("concurrency", int, _default(LLM, "max_concurrency")),
-    Setting("timeout", float, _default(LLM, "timeout")),
-    Setting("max_retries", int, _default(LLM, "max_retries")),
-    Setting("context_window", int, None),
+    Setting("concurrency", int, _default(LLM, "max_concurrency"), minimum=1),
+    Setting("timeout", float, _default(LLM, "timeout"), minimum=0, above=True),
+    Setting("max_retries", int, _default(LLM, "max_retries"), minimum=0),
+    Setting("context_window", int, None, minimum=1),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -139,7 +142,21 @@ def _converted(setting: Setting, value: Any, where: str) -> Any:
         raise JudgeError(f"{where} must be {what}, not {value!r}") from None
     if setting.kind is int and isinstance(value, float) and value != number:
         raise JudgeError(f"{where} must be a whole number, not {value!r}")
+    _check_range(setting, number, value, where)
     return number
+
+
+def _check_range(setting: Setting, number: Any, given: Any, where: str) -> None:
+    """Refuse a number below the setting's minimum (or not finite), naming where it was
+    given: JUDGE_CONCURRENCY=0 is not one request at a time, nor JUDGE_TIMEOUT=nan none."""
+    low = setting.minimum
+    if low is None or not isinstance(number, (int, float)) or isinstance(number, bool):
+        return
+    if setting.above:
+        if not (math.isfinite(number) and number > low):
+            raise JudgeError(f"{where} must be a finite number above {low:g}, not {given!r}")
+    elif not number >= low:
+        raise JudgeError(f"{where} must be at least {low:g}, not {given!r}")
 
 
 def resolve_settings(
@@ -149,6 +166,7 @@ def resolve_settings(
     ini: Mapping[str, Any] | None = None,
     pyproject: Path | None = Path("pyproject.toml"),
     file_servers: bool = True,
+    flag_prefix: str = "--",
 ) -> Settings:
     """The settings, each from the first place that gives it: `flags` (a value of None
     is not given), the environment (`JUDGE_MODEL`, ...), `ini` (pytest's ini options),
@@ -164,6 +182,7 @@ def resolve_settings(
         file_servers: whether the files may name the servers (`api-base`,
             `embedding-api-base`): the command line run in a folder it was given does
             not send the user's API key where a file of that folder says.
+        flag_prefix: how the caller's flags start, for errors (`--judge-` under pytest).
 
     Raises:
         judge.errors.JudgeError: a value of the environment or a file is not of its
@@ -179,6 +198,7 @@ def resolve_settings(
             f"{pyproject}: {TOOL_TABLE} api-key: a key does not belong in a file kept with "
             f"the code; set {ENV_PREFIX}API_KEY or the provider's variable instead"
         )
+    _check_keys(table, pyproject)
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for s in SETTINGS:
@@ -193,7 +213,9 @@ def resolve_settings(
         for name, value, where in layers:
             if value is None:
                 continue
-            if name != "flag":
+            if name == "flag":
+                _check_range(s, value, value, f"{flag_prefix}{s.key}")
+            else:
                 value = _converted(s, value, where)
                 if s.path and name in ("ini", "pyproject"):
                     value = str(root / value)
@@ -205,6 +227,27 @@ def resolve_settings(
                 default = str(root / default)
             values[s.name], origin[s.name] = default, "default"
     return Settings(**values, origin=origin)
+
+
+# The keys of [tool.judge] read elsewhere: the modules of the project's own metrics.
+OTHER_KEYS = ("metrics-modules",)
+
+
+def _check_keys(table: Mapping[str, Any], pyproject: Path | None) -> None:
+    """Refuse a key of [tool.judge] that no setting has: a misspelt key (or `max_retries`
+    for `max-retries`) would leave the default the user meant to change."""
+    import difflib
+
+    known = [s.key for s in SETTINGS] + list(OTHER_KEYS)
+    for key in table:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key).replace("_", "-"), known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise JudgeError(
+            f"{pyproject}: {TOOL_TABLE} {key}: no such setting{hint}; the keys are "
+            f"{', '.join(known)}"
+        )
 
 
 def ignored_servers(pyproject: Path | None, settings: Settings) -> list[str]:

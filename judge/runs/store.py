@@ -75,8 +75,10 @@ def open_existing(path: Path, context: str = "") -> RunStore:
 def not_a_folder(path: Path) -> None:
     """Refuse a folder given as the run store, which is one file in it."""
     if path.is_dir():
+        env = os.environ.get(RUNS_ENV)  # the variable the user set, else the keyword/flag
+        given = RUNS_ENV if env and Path(env) == path else "runs"
         raise RunStoreError(
-            f"runs={str(path)!r} is a folder, not a run store file: give the store's file, "
+            f"{given}={str(path)!r} is a folder, not a run store file: give the store's file, "
             f"such as {path / 'runs.sqlite'} (the default is {DEFAULT_RUNS})"
         )
 

@@ -41,14 +41,14 @@ import contextlib
 import math
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import counted
 from judge.metrics.registry import JUDGE_ERROR
-from judge.run.gates import good_side
+from judge.run.gates import Bound, good_side
 from judge.run.rows import ResultRow
 from judge.traces.explanations import explain, shorten
 
@@ -218,6 +218,7 @@ def evaluation_events(
     rows: Iterable[Mapping[str, Any]] | Mapping[str, TraceLink | None],
     *,
     thresholds: Mapping[str, float] | None = None,
+    lower_is_better: Collection[str] = (),
 ) -> EvaluationEvents:
     """The `gen_ai.evaluation.result` events of a run's results, each linked to the trace and
     span its row came from (joined by row id).
@@ -228,6 +229,8 @@ def evaluation_events(
             `trace_links`.
         thresholds: metric -> the score at which a row passes; gives the events of that
             metric the label `pass` or `fail` (on the metric's good side).
+        lower_is_better: the run's own metrics where lower is better (its summary.json
+            config's `lower_is_better`): their thresholds are caps, as the built-ins'.
 
     Returns:
         The events, and the result rows left out by why (`EvaluationEvents.skipped`).
@@ -252,7 +255,9 @@ def evaluation_events(
         if link.unlinked_span is not None and row.scores:
             out.trace_only.append(row_id)
         for metric in sorted(row.scores):
-            out.events.append(_event(row, row_id, link, metric, limits.get(metric)))
+            threshold = limits.get(metric)
+            bound = None if threshold is None else good_side(metric, threshold, lower_is_better)
+            out.events.append(_event(row, row_id, link, metric, bound))
     unknown = sorted(set(limits) - seen)
     if unknown and out.events:
         raise JudgeError(
@@ -263,14 +268,14 @@ def evaluation_events(
 
 
 def _event(
-    row: ResultRow, row_id: str, link: TraceLink, metric: str, threshold: float | None
+    row: ResultRow, row_id: str, link: TraceLink, metric: str, bound: Bound | None
 ) -> EvaluationEvent:
-    """The event of one metric on one row."""
+    """The event of one metric on one row, labelled against its bound if it has one."""
     value = float(row.scores[metric])
     if not math.isnan(value):
         label = None
-        if threshold is not None:
-            label = PASS if good_side(metric, threshold).passes(value) else FAIL
+        if bound is not None:
+            label = PASS if bound.passes(value) else FAIL
         return EvaluationEvent(
             row_id, link.trace_id, link.span_id, metric, value, label, explain(metric, row)
         )

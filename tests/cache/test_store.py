@@ -127,3 +127,12 @@ def test_cache_mode_is_checked_on_every_assignment(tmp_path):
         assert cache.reads and not cache.stores
         cache.mode = "off"
         assert not cache.reads and not cache.stores
+
+
+def test_a_cache_whose_folder_cannot_be_made_says_it_is_the_cache(tmp_path):
+    """A cache under a file (or /proc) failed with a bare OSError: the CLI said only
+    "judge: error: .../x: Not a directory", naming neither the cache nor the fix."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(CacheError, match=r"the cache's folder .* cannot be made .*--no-cache"):
+        Cache(blocker / "sub" / "cache.sqlite")

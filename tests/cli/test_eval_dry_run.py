@@ -100,11 +100,26 @@ def test_a_context_window_given_refuses_long_rows(tmp_path, fake_llm_server):
     done = run(*args, "--context-window", "100")
     assert done.returncode == 2
     assert "context window 100 tokens" in done.stdout and "over_context_window" in done.stdout
-    assert run(*args, "--context-window", "0").stderr.startswith("judge: error: --context-window 0")
+    refused = run(*args, "--context-window", "0").stderr
+    assert refused.startswith("judge: error: --context-window must be at least 1, not 0")
 
 
 def test_format_json_needs_dry_run(tmp_path, fake_llm_server):
     data = dataset(tmp_path / "data.jsonl", 1)
     done = run("eval", str(data), "--model", "openai/x", "--format", "json")
     assert done.returncode == 2 and "--format json goes with --dry-run" in done.stderr
+    assert fake_llm_server.count() == 0
+
+
+def test_a_gate_the_run_would_refuse_is_refused_by_the_dry_run(tmp_path, fake_llm_server):
+    """--dry-run said "usable: a run over this data would work" (exit 0) while the run it
+    stands for is refused (exit 2) for a gate on a metric it does not compute."""
+    data = dataset(tmp_path / "data.jsonl", 2)
+    args = dry_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness")
+    done = run(*args, "--gate", "answer_relevancy>=0.5")
+    assert done.returncode == 2, done.stdout
+    assert "judge: error: a gate names answer_relevancy, which the run does not compute" in (
+        done.stderr
+    )
+    assert run(*args, "--gate", "faithfulness>=0.5").returncode == 0
     assert fake_llm_server.count() == 0

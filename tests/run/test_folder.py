@@ -73,10 +73,19 @@ def summary_edited(out: Path) -> None:
     path.write_text(json.dumps(summary, indent=2))
 
 
+def mean_not_a_number(out: Path) -> None:
+    path = out / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["metrics"]["ndcg@10"]["mean"] = "high"  # read as a number, it was a traceback
+    summary["metrics"]["mrr"]["mean"] = [0.9]
+    path.write_text(json.dumps(summary, indent=2))
+
+
 TAMPERINGS: dict[str, tuple[Callable[[Path], None], str]] = {
     "one byte changed": (one_byte_changed, r"its bytes differ from those the run wrote"),
     "a row removed": (a_row_removed, r"it holds 5 rows, the run wrote 6"),
     "summary.json edited": (summary_edited, r"says the mean of ndcg@10 is 0\.99"),
+    "a mean not a number": (mean_not_a_number, r"says the mean of ndcg@10 is 'high'"),
 }
 tamperings = pytest.mark.parametrize("tamper, said", TAMPERINGS.values(), ids=list(TAMPERINGS))
 
@@ -204,3 +213,49 @@ def test_judge_experiment_from_python_is_recorded(tmp_path, run_store):
     with RunStore(run_store) as store:
         (record,) = store.runs()
     assert record.command == "experiment" and record.out_dir == str((tmp_path / "exp").resolve())
+
+
+def test_load_run_refuses_a_results_file_no_summary_vouches_for(tmp_path):
+    """A copy of results.jsonl edited beside the run was read unchecked and given the
+    folder's summary.json config: a run's fingerprint on rows it never wrote."""
+    out = written(tmp_path, record=False)
+    edited = out / "edited.jsonl"
+    edited.write_bytes((out / "results.jsonl").read_bytes().replace(b"Guido", b"Hugo!"))
+    with pytest.raises(JudgeError, match=r"edited\.jsonl is not a run's results\.jsonl"):
+        judge.load_run(edited)
+    assert judge.load_run(out / "results.jsonl").summary == judge.load_run(out).summary
+
+
+def test_a_folder_as_judge_runs_is_named_as_the_variable_and_the_run_is_written(
+    tmp_path, monkeypatch
+):
+    """JUDGE_RUNS set to a folder: the run is written all the same, and the warning names
+    the variable the user set (it said runs='...', a keyword the user never gave)."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    monkeypatch.setenv("JUDGE_RUNS", str(folder))
+    with pytest.warns(UserWarning, match=r"JUDGE_RUNS=.* is a folder, not a run store file"):
+        out = written(tmp_path)
+    assert judge.load_run(out).summary["mrr"].scored == 6
+    assert list(folder.iterdir()) == []
+
+
+def test_a_summary_json_cannot_turn_a_built_in_metric_upside_down(tmp_path):
+    """summary.json's config.lower_is_better is not covered by results.jsonl's sha256: an
+    edit naming mrr there made compare count a drop of mrr as a gain, and a plain
+    threshold of assert_evaluation a cap. A built-in's direction is judge's own."""
+    good = written(tmp_path, record=False)
+    bad = tmp_path / "bad"
+    worse = [{**r, "retrieved_ids": ["d9", "d8", "d1", "d3"]} for r in rows(12)]
+    judge.evaluate(rows(12), metrics=["ndcg@10", "mrr"], progress=False).write(good, record=False)
+    judge.evaluate(worse, metrics=["ndcg@10", "mrr"], progress=False).write(bad, record=False)
+    path = bad / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["config"]["lower_is_better"] = ["mrr", "ndcg@10"]
+    path.write_text(json.dumps(summary, indent=2))
+    loaded = judge.load_run(bad)
+    assert loaded.summary["mrr"].mean < 0.5
+    with pytest.raises(AssertionError, match="mrr"):
+        judge.assert_evaluation(loaded, fail_under={"mrr": 0.9})
+    done = run("compare", good, bad, "--fail-on-regression")
+    assert done.returncode == 1, done.stdout + done.stderr

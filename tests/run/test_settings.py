@@ -111,3 +111,57 @@ def test_the_servers_of_a_file_are_left_out_when_asked(tmp_path):
         {}, environ={"JUDGE_API_BASE": "http://mine/v1"}, pyproject=path, file_servers=False
     )
     assert given.api_base == "http://mine/v1"
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"JUDGE_CONCURRENCY": "0"}, r"JUDGE_CONCURRENCY must be at least 1, not '0'"),
+        ({"JUDGE_CONCURRENCY": "-1"}, r"JUDGE_CONCURRENCY must be at least 1, not '-1'"),
+        ({"JUDGE_TIMEOUT": "-1"}, r"JUDGE_TIMEOUT must be a finite number above 0"),
+        ({"JUDGE_TIMEOUT": "nan"}, r"JUDGE_TIMEOUT must be a finite number above 0"),
+        ({"JUDGE_TIMEOUT": "inf"}, r"JUDGE_TIMEOUT must be a finite number above 0"),
+        ({"JUDGE_MAX_RETRIES": "-1"}, r"JUDGE_MAX_RETRIES must be at least 0, not '-1'"),
+        ({"JUDGE_CONTEXT_WINDOW": "0"}, r"JUDGE_CONTEXT_WINDOW must be at least 1, not '0'"),
+    ],
+)
+def test_a_value_out_of_range_is_named_where_it_was_given(env, said):
+    """JUDGE_CONCURRENCY=0 ran with 1 request at a time, JUDGE_TIMEOUT=-1 and nan were
+    taken, and JUDGE_CONTEXT_WINDOW=0 was refused as --context-window: the variable the
+    user set is the one to name."""
+    with pytest.raises(JudgeError, match=said):
+        resolve_settings({}, environ=env, pyproject=None)
+
+
+def test_a_file_or_flag_out_of_range_is_named_where_it_was_given(tmp_path):
+    path = pyproject(tmp_path, "concurrency = 0\n")
+    with pytest.raises(JudgeError, match=r"\[tool.judge\] concurrency must be at least 1"):
+        resolve_settings({}, environ={}, pyproject=path)
+    with pytest.raises(JudgeError, match=r"--concurrency must be at least 1, not 0"):
+        resolve_settings({"concurrency": 0}, environ={}, pyproject=None)
+    with pytest.raises(JudgeError, match=r"--judge-concurrency must be at least 1, not -2"):
+        resolve_settings({"concurrency": -2}, environ={}, pyproject=None, flag_prefix="--judge-")
+
+
+@pytest.mark.parametrize("body", ["tool = 3\n", "[tool]\njudge = [1]\n"])
+def test_a_pyproject_whose_tool_is_not_a_table_is_an_error(tmp_path, body):
+    path = tmp_path / "pyproject.toml"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(JudgeError, match=r"must be a table"):
+        resolve_settings({}, environ={}, pyproject=path)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("concurency = 2\n", r"concurency: no such setting \(did you mean concurrency\?\)"),
+        ("max_retries = 1\n", r"max_retries: no such setting \(did you mean max-retries\?\)"),
+    ],
+)
+def test_an_unknown_key_of_tool_judge_is_named_not_ignored(tmp_path, body, said):
+    """A misspelt key (or the keyword's underscore for the key's dash) was ignored: the
+    run went on with the default the user meant to change."""
+    with pytest.raises(JudgeError, match=said):
+        resolve_settings({}, environ={}, pyproject=pyproject(tmp_path, body))
+    ok = pyproject(tmp_path, 'metrics-modules = ["m.py"]\nmax-retries = 1\n')
+    assert resolve_settings({}, environ={}, pyproject=ok).max_retries == 1
