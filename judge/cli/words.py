@@ -31,6 +31,7 @@ FLAGS = {
     "app_timeout": "--app-timeout",
     "qrels": "--qrels",
     "runs": "--runs",
+    "shard": "--shard",
     "thresholds": "--threshold",  # judge traces export
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.

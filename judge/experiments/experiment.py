@@ -570,8 +570,9 @@ async def aexperiment(
         gates: the gates the run will be held to (strings such as
             `["faithfulness>=0.8"]`, or a `judge.Gates`): one naming a metric the run does not
             compute, or a metric the test set cannot feed, is refused before the app is
-            asked; `write` applies them (the default writes with none but the default
-            error rate).
+            asked. The folder's summary.json records them and their verdict; to fail on
+            a missed one, call `judge.assert_evaluation(result, gates=...)`. A `write`
+            given writes the folder instead, and applies the gates itself.
         record: record the run in the run store ($JUDGE_RUNS, else .judge/runs.sqlite),
             as `judge experiment` does, so `judge runs` and `judge view` show it; False
             skips it (`--no-record`).

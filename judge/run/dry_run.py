@@ -95,7 +95,7 @@ async def adry_run(
     """
     if not 0 <= max_error_rate <= 1:  # also rejects nan
         raise JudgeError(f"max_error_rate {max_error_rate}: give a share from 0 to 1")
-    part = parse_shard(shard) if isinstance(shard, str) else shard
+    part = parse_shard(shard) if shard is not None else None
     rows, columns, source = load_rows(data, column_map)
     if part is not None:
         rows = [r for r in rows if part.holds(r.number)]

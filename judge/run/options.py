@@ -72,7 +72,7 @@ class RunSpec:
     def __post_init__(self) -> None:
         # Checked once, before any data is read: a malformed shard ("I/N" parsed here),
         # models beside a session that has its own.
-        if isinstance(self.shard, str):
+        if self.shard is not None:
             object.__setattr__(self, "shard", parse_shard(self.shard))
         judge_models(self.llm, self.embeddings, self.cache)
 

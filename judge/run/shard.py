@@ -50,15 +50,15 @@ class Shard:
         return len(range(self.index - 1, rows, self.count))
 
 
-def parse_shard(spec: str | Shard) -> Shard:
-    """A Shard from its text `I/N` (I from 1 to N)."""
+def parse_shard(spec: object) -> Shard:
+    """A Shard from its text `I/N` (I from 1 to N), or the Shard itself."""
     if isinstance(spec, Shard):
         return spec
-    match = _SPEC.fullmatch(spec)
-    if match is None:
+    match = _SPEC.fullmatch(spec) if isinstance(spec, str) else None
+    if match is None:  # the keyword's words: the CLI shows them as --shard (judge.cli.words)
         raise JudgeError(
-            f"--shard {spec!r}: write it as I/N, the shard number and the number of shards, "
-            "e.g. --shard 1/4 for the first of four"
+            f"shard={spec!r}: write it as I/N, the shard number and the number of shards, "
+            "e.g. shard='1/4' for the first of four"
         )
     return Shard(int(match[1]), int(match[2]))
 

@@ -557,8 +557,12 @@ def test_shard_with_the_python_api_keeps_row_numbers(fake_llm_server):
         "count": 3,
     }
     assert result.config["data"]["rows"] == 7
-    with pytest.raises(JudgeError, match="write it as I/N"):
+    with pytest.raises(JudgeError, match="write it as I/N") as raised:
         evaluate(rows(2), metrics=["mrr"], shard="half")
+    assert "shard='half'" in str(raised.value)  # a Python caller's words, not --shard
+    for wrong in [(1, 2), 2, ["1/2"]]:  # not "I/N" nor a Shard: an error, not AttributeError
+        with pytest.raises(JudgeError, match=r"shard=.*write it as I/N"):
+            evaluate(rows(2), metrics=["mrr"], shard=wrong)
 
 
 def test_processes_are_capped_at_the_rows_and_a_huge_count_is_refused(tmp_path, fake_llm_server):
