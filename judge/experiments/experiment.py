@@ -57,7 +57,6 @@ from judge.run.outputs import write_outputs
 from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.results import EvaluationResult
-from judge.run.score import judge_models
 
 PROGRESS_FILE = APP_PROGRESS  # the calls finished so far, for a resumed run
 TESTSET_FILE = "testset.jsonl"  # a `judge testset build` folder holds it, with qrels.txt
@@ -385,14 +384,7 @@ _STAND_IN = {
 }
 
 
-async def check_testset(
-    testset: TestSet,
-    *,
-    metrics: Sequence[MetricLike] | None = None,
-    llm: LLM | LLMSession | None = None,
-    embeddings: Embeddings | None = None,
-    gates: Gates | None = None,
-) -> None:
+async def check_testset(testset: TestSet, spec: RunSpec) -> None:
     """Refuse, before the app is asked (and the judge paid), metrics that the test set
     cannot feed, and gates naming a metric the run does not compute: each question is
     judged as the app's output would be, with a stand-in answer, contexts and ranking and
@@ -408,9 +400,15 @@ async def check_testset(
     names = dict.fromkeys(k for question in testset.questions for k in question.columns)
     columns = resolve_columns([*names, *reply], None)
     rows = _StandInRows(testset.questions, columns, reply)
-    chat, embedder = judge_models(llm, embeddings, None)
+    chat, embedder = spec.models()
     plan, _ = plan_run(
-        None, columns, testset.source, metrics=metrics, llm=chat, embeddings=embedder, gates=gates
+        None,
+        columns,
+        testset.source,
+        metrics=spec.metrics,
+        llm=chat,
+        embeddings=embedder,
+        gates=spec.gates,
     )
     await acheck_scorable(plan, rows)
 
@@ -435,22 +433,18 @@ class _StandInRows(LazySequence[Row]):
         return build_rows([record], self._columns, [question.number])[0]
 
 
-async def check_judge(
-    llm: LLM | LLMSession | None,
-    embeddings: Embeddings | None = None,
-    cache: Cache | str | os.PathLike[str] | None = None,
-) -> None:
+async def check_judge(spec: RunSpec) -> None:
     """Refuse, before the app is asked, a judge whose every request would fail for want
     of a key, a route or a server: no API key, a model litellm cannot route, an
     OpenAI-compatible server that cannot be reached or refuses the key (one request,
     none in a replay from the cache): `LLMConfigError`, as the first judging request
     would raise it after the app answered every question."""
-    chat, embedder = judge_models(llm, embeddings, cache)
+    chat, embedder = spec.models()
     if chat is not None:
         check_config(chat, "model={!r}")
     if embedder is not None:
         check_config(embedder, "Embeddings(model={!r})")
-    store = llm.cache if isinstance(llm, LLMSession) else cache
+    store = spec.llm.cache if isinstance(spec.llm, LLMSession) else spec.cache
     if chat is not None and not (isinstance(store, Cache) and store.mode == "replay"):
         await check_server(chat)
 
@@ -578,7 +572,7 @@ async def aexperiment(
             skips it (`--no-record`).
         write: what writes the judged run into the output folder while it is still
             locked (`judge experiment` writes it with its gates and prints its verdict);
-            default `judge.run.outputs.write_outputs` with the default gates.
+            default `judge.run.outputs.write_outputs` with `gates`.
 
     Returns:
         The `EvaluationResult` of the app's outputs; `result.config.app` records the app
@@ -610,8 +604,8 @@ async def aexperiment(
         gates=gates,
     )
     # the test set and the judge checked before the app is asked, not after
-    await check_testset(testset, metrics=metrics, llm=llm, embeddings=embeddings, gates=gates)
-    await check_judge(llm, embeddings, cache)
+    await check_testset(testset, spec)
+    await check_judge(spec)
     with OutputFolder(out, inputs=testset.files()) as folder:
         try:
             result = await run_experiment(
