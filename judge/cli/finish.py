@@ -167,9 +167,7 @@ def export_scores(
 
     limits = threshold_map(args.threshold)
     results_file = RunFolder(results).results if results.is_dir() else results
-    run = RunFolder.of(results)  # its own metrics where lower is better, from summary.json
-    config = run.read_summary()["config"] if run.checked else {}
-    lower = [str(m) for m in config.get("lower_is_better") or []]
+    lower = RunFolder.of(results).lower_is_better()
     events = evaluation_events(
         read_results(results), links, thresholds=limits, lower_is_better=lower
     )

@@ -230,8 +230,7 @@ def lower_is_better(source: Any) -> list[str]:
     results file no summary.json vouches for."""
     config = getattr(source, "config", None)
     if config is None:
-        folder = RunFolder.of(source)
-        config = folder.read_summary()["config"] if folder.checked else {}
+        return users_metrics(RunFolder.of(source).lower_is_better())
     found = config.get("lower_is_better") if isinstance(config, Mapping) else None
     return users_metrics(str(m) for m in found or [])
 

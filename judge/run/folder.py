@@ -187,6 +187,12 @@ class RunFolder:
             raise JudgeError(f"{path} has no config: is it a judge run's summary?")
         return summary
 
+    def lower_is_better(self) -> list[str]:
+        """The metrics of the run's own where lower is better, as its summary.json's
+        config records them; [] when no summary.json vouches for the rows."""
+        config = self.read_summary()["config"] if self.checked else {}
+        return [str(m) for m in config.get("lower_is_better") or []]
+
     def results_sha256(self) -> str:
         """The sha256 of results.jsonl as it is now."""
         return file_sha256(self.results)
