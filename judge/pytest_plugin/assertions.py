@@ -16,7 +16,13 @@ from typing import Any
 from judge.errors import JudgeError
 from judge.formatting import counted, number
 from judge.metrics.registry import findings_of, higher_is_better
-from judge.run.gates import DEFAULT_MAX_ERROR_RATE, Gates, check_fail_under, good_side
+from judge.run.gates import (
+    DEFAULT_MAX_ERROR_RATE,
+    Gates,
+    check_fail_under,
+    given_whole,
+    good_side,
+)
 from judge.run.gates import Bound as Gate
 
 # How much of a long text a failure message shows.
@@ -339,12 +345,7 @@ def _gates(
     """assert_evaluation's gates: the strings (or Gates) and the mapping's thresholds, a
     plain number on the metric's good side."""
     if isinstance(gates, Gates):
-        if fail_under or max_error_rate != DEFAULT_MAX_ERROR_RATE:
-            raise JudgeError(
-                "gates= is a judge.Gates: give its bounds and max_error_rate in it, or give "
-                "gates= as strings such as ['faithfulness>=0.8']"
-            )
-        return gates
+        return given_whole(gates, bool(fail_under), max_error_rate)
     check_fail_under(fail_under)
     mapped = [
         Gate(metric, value.value, value.at_most)

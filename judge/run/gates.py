@@ -441,10 +441,16 @@ def as_gates(
 ) -> Gates:
     """The gates of a Python call's `gates=`, `fail_under=` and `max_error_rate=`."""
     if isinstance(gates, Gates):
-        if fail_under or max_error_rate != DEFAULT_MAX_ERROR_RATE:
-            raise JudgeError(
-                "gates= is a judge.Gates: give fail_under and max_error_rate in it, or give "
-                "gates= as strings such as ['faithfulness>=0.8']"
-            )
-        return gates
+        return given_whole(gates, bool(fail_under), max_error_rate)
     return Gates.of(gates or (), fail_under=fail_under, max_error_rate=max_error_rate)
+
+
+def given_whole(gates: Gates, fail_under_given: bool, max_error_rate: float) -> Gates:
+    """A `judge.Gates` given as `gates=`: it holds the bounds and the error rate itself, so
+    a `fail_under=` or `max_error_rate=` beside it is refused, not silently dropped."""
+    if fail_under_given or max_error_rate != DEFAULT_MAX_ERROR_RATE:
+        raise JudgeError(
+            "gates= is a judge.Gates: give its bounds (fail_under's too) and max_error_rate "
+            "in it, or give gates= as strings such as ['faithfulness>=0.8']"
+        )
+    return gates
