@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,18 +17,13 @@ from judge.llm.config import LLM, Embeddings
 from judge.llm.transport import endpoint_for
 from judge.metrics.registry import get_metric
 from judge.testing import heuristic_judge
+from tests.helpers.cli import run as run_judge
 
 SECRET = "sk-traps-secret-0123456789"
 
 
 def run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        **kwargs,
-    )
+    return run_judge(*args, timeout=180, **kwargs)
 
 
 def rows(n: int = 3, *, retrieval: bool = False) -> list[dict]:

@@ -10,7 +10,6 @@ import math
 import os
 import sqlite3
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.run.evaluate import evaluate
 from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.cli import run
 
 
 class Verdict(BaseModel):
@@ -256,9 +256,7 @@ def test_format_4_adds_checksums_to_a_format_3_file(tmp_path):
 
 
 def judge_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *args], capture_output=True, text=True, cwd=cwd
-    )
+    return run(*args, cwd=cwd)
 
 
 def test_cache_verify_and_repair(tmp_path):

@@ -1,13 +1,14 @@
-"""The `judge` command, run as a user runs it: a subprocess of the installed console script."""
+"""The `judge` command, run as a user runs it (`tests.helpers.cli.run`)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 TREC = ROOT / "fixtures" / "ir-conformance" / "trec_eval_test"
@@ -15,12 +16,7 @@ DEMO = ROOT / "examples"
 
 
 def judge(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run(*args)
 
 
 def trec_eval_output(name: str) -> dict[tuple[str, str], str]:

@@ -6,7 +6,6 @@ import itertools
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from judge.comparison.trec_runs import compare_runs, lost_from_top_k
 from judge.errors import InputFormatError
 from judge.run.diagnose import diagnose
 from judge.stats import bootstrap_ci, holm, permutation_p_value
+from tests.helpers.cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 TREC = ROOT / "fixtures" / "ir-conformance" / "trec_eval_test"
@@ -153,9 +153,7 @@ def test_compare_results_files_by_id_or_question(tmp_path):
 
 
 def judge_cli(*args) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *map(str, args)], capture_output=True, text=True
-    )
+    return run(*args)
 
 
 def test_cli_json_keys_and_fail_on_regression(tmp_path):

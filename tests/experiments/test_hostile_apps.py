@@ -427,6 +427,9 @@ def test_a_hostile_app_ends_as_its_questions_error_or_a_clear_exit_2(
         cwd=work,
         env=env,
         timeout=case.timeout + 60,
+        # Files beside the app may shadow what judge imports: only a new interpreter has
+        # not imported it already.
+        fresh=bool(case.files),
     )
     seconds = time.monotonic() - started
     assert done.returncode != 70 and "internal error" not in done.stderr, done.stderr

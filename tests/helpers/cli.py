@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from judge.testing import FakeLLMServer
 
+from .cli_fork import run_judge, start
+
+start()  # the forking servers import while the tests are collected
+
 
 def run(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *map(str, args)], capture_output=True, text=True, **kwargs
-    )
+    """`python -m judge ARGS`, output captured as text (forked from a warm interpreter)."""
+    return run_judge([str(a) for a in args], **kwargs)
 
 
 def rows(n: int) -> list[dict]:

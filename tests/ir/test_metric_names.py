@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from judge.ir import measure_names as measures
 from judge.ir.measure_names import parse_measure
 from judge.llm.config import LLM
 from judge.metrics.resolve import named_metric
+from tests.helpers.cli import run as run_judge
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -25,12 +25,7 @@ HUGE = "ndcg@1000000000000000000000"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return run_judge(*args, timeout=180)
 
 
 def rows(n: int = 2) -> list[dict]:

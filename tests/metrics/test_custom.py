@@ -17,6 +17,7 @@ from judge.cache.store import Cache
 from judge.errors import InputFormatError, JudgeError
 from judge.metrics.custom import judged_metric
 from judge.testing import FIXTURE_SERVER, FakeLLMServer, recorded_chat
+from tests.helpers.cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -214,13 +215,7 @@ def test_a_scorer_that_returns_a_non_number():
 def judge_in(folder: Path, *args: str, env: dict[str, str] | None = None):
     """`judge ARGS` run in folder (where its ./pyproject.toml is)."""
     environ = {k: v for k, v in os.environ.items() if k != "JUDGE_METRICS_MODULES"}
-    return subprocess.run(
-        [sys.executable, "-m", "judge", *args],
-        capture_output=True,
-        text=True,
-        cwd=folder,
-        env={**environ, **(env or {})},
-    )
+    return run(*args, cwd=folder, env={**environ, **(env or {})})
 
 
 # A metrics module of an untrusted checkout: importing it leaves a mark.

@@ -26,18 +26,13 @@ from judge.cli.main import EXIT_INTERNAL, EXIT_TERMINATED, main
 from judge.comparison.evaluations import compare
 from judge.errors import InputFormatError
 from judge.testing import heuristic_judge
+from tests.helpers.cli import run as run_judge
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-m", "judge", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        **kwargs,
-    )
+    return run_judge(*map(str, args), timeout=120, **kwargs)
 
 
 def patched(tmp_path: Path, code: str) -> dict[str, str]:
