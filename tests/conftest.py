@@ -42,3 +42,18 @@ def experiment_folders_agree_with_judge_ir(request: pytest.FixtureRequest):
     yield
     for root in roots:
         check_experiment_folders(root)
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_kept():
+    """A test leaves SIGINT and SIGTERM as it found them: a process it starts later inherits
+    an ignored signal (a Ctrl-C test would then wait out its timeout), and so would a
+    process another test starts after it on the same worker."""
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    after = {s: signal.getsignal(s) for s in before}
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+    assert after == before, f"the test left the signal handlers changed: {after} (was {before})"

@@ -17,25 +17,28 @@ under different hash seeds, as two fresh interpreters would.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import json
 import os
 import select
 import selectors
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 HEADER = struct.Struct("!I")
 SERVER_SOURCE = Path(__file__).with_name("cli_zygote.py")
 HANDLED = {"env", "cwd", "timeout", "input", "check"}
-STARTUP_NAMES = ("LANG", "LC_ALL", "LC_CTYPE")
 
 
 class Server:
@@ -43,7 +46,6 @@ class Server:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
-        self.environ = dict(os.environ)
         self.process = subprocess.Popen(
             [sys.executable, "-c", SERVER_SOURCE.read_text(), str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
@@ -64,12 +66,6 @@ class Server:
         if not self.ready and (block or select.select([self.socket], [], [], 0)[0]):
             self.ready = self.receive()["ready"]
         return self.ready
-
-    def starts_like(self, env: dict[str, str]) -> bool:
-        """Whether a child with `env` would start as a new interpreter given `env` would."""
-        names = {n for n in (*env, *self.environ) if n.startswith("PYTHON")}
-        names.update(STARTUP_NAMES)
-        return all(env.get(n) == self.environ.get(n) for n in names)
 
     def send(self, request: dict[str, Any], fds: list[int]) -> None:
         data = json.dumps(request).encode()
@@ -161,13 +157,10 @@ def run_judge(
     if fresh:
         return subprocess.run(command, capture_output=True, text=True, **kwargs)
     try:
-        server = _server()
-        if not server.starts_like(env):
-            return subprocess.run(command, capture_output=True, text=True, **kwargs)
-        kwargs.pop("env", None)
-        return _forked(server, command, env, **kwargs)
+        forked = _forked(_server(), command, env, **{k: v for k, v in kwargs.items() if k != "env"})
     finally:
         _lock.release()
+    return forked or subprocess.run(command, capture_output=True, text=True, **kwargs)
 
 
 def _forked(
@@ -179,7 +172,8 @@ def _forked(
     timeout: float | None = None,
     input: str | None = None,
     check: bool = False,
-) -> subprocess.CompletedProcess[str]:
+) -> subprocess.CompletedProcess[str] | None:
+    """The run of `command` in a child of `server`; None if it must run in a new one."""
     stdin_read, stdin_write = os.pipe() if input is not None else (_inherited_stdin(), -1)
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
@@ -187,7 +181,13 @@ def _forked(
     server.send(request, [stdin_read, out_write, err_write])
     for fd in (stdin_read, out_write, err_write):
         os.close(fd)
-    pid = server.receive()["pid"]
+    answer = server.receive()
+    if "pid" not in answer:  # a new interpreter must run it
+        for fd in (stdin_write, out_read, err_read):
+            if fd != -1:
+                os.close(fd)
+        return None
+    pid = answer["pid"]
     deadline = None if timeout is None else time.monotonic() + timeout
     outputs: dict[int, bytearray] = {out_read: bytearray(), err_read: bytearray()}
     pending = (input or "").encode()
@@ -248,3 +248,79 @@ def _text(data: bytearray) -> str:
     import io
 
     return io.TextIOWrapper(io.BytesIO(bytes(data)), newline=None).read()
+
+
+SHIM = """#!{python} -IS
+# `judge` for the shell blocks of the docs: asks the forking server on descriptor
+# $JUDGE_TESTS_FORK_FD to run it with this process's stdin, stdout, stderr, environment and
+# folder, and exits as the child did; without that server, the real `judge` runs.
+import fcntl, json, os, signal, socket, struct, sys
+
+REAL = {real!r}
+fd = os.environ.pop("JUDGE_TESTS_FORK_FD", None)
+lock = os.environ.pop("JUDGE_TESTS_FORK_LOCK", None)
+if fd is None:
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+HEADER = struct.Struct("!I")
+server = socket.socket(fileno=int(fd))
+
+
+def receive():
+    data = b""
+    while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack(data[:4])[0]:
+        more = server.recv(65536)
+        if not more:
+            sys.exit("judge: the forking server of the tests closed")
+        data += more
+    return json.loads(data[HEADER.size:])
+
+
+with open(lock, "w") as held:
+    fcntl.flock(held, fcntl.LOCK_EX)  # one conversation with the server at a time
+    request = json.dumps(dict(argv=sys.argv[1:], env=dict(os.environ), cwd=os.getcwd())).encode()
+    message = HEADER.pack(len(request)) + request
+    sent = socket.send_fds(server, [message[:4096]], [0, 1, 2])
+    server.sendall(message[sent:])
+    answer = receive()
+    if "pid" not in answer:
+        os.execv(REAL, [REAL, *sys.argv[1:]])
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda n, _f, pid=answer["pid"]: os.kill(pid, n))
+    code = receive()["returncode"]
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
+@functools.cache
+def _shim_folder() -> Path:
+    """A folder of this process's own holding the `judge` of SHIM."""
+    folder = Path(tempfile.mkdtemp(prefix="judge-tests-shim-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    real = Path(sys.executable).with_name("judge")
+    (folder / "judge").write_text(SHIM.format(python=sys.executable, real=str(real)))
+    (folder / "judge").chmod(0o755)
+    return folder
+
+
+@contextlib.contextmanager
+def judge_forked_in_shells() -> Iterator[tuple[dict[str, str], list[int]]]:
+    """What a shell needs for its `judge` to be forked from a warm server: environment
+    entries (PATH first) and the descriptors to pass, while the server is this caller's."""
+    if os.environ.get("JUDGE_TESTS_FRESH_CLI") == "1":
+        yield {}, []
+        return
+    folder = _shim_folder()
+    with _lock:
+        server = _server()
+        fd = server.socket.fileno()
+        yield (
+            {
+                "PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}",
+                "JUDGE_TESTS_FORK_FD": str(fd),
+                "JUDGE_TESTS_FORK_LOCK": str(folder / "judge.lock"),
+            },
+            [fd],
+        )

@@ -7,7 +7,8 @@ object (argv, env, cwd) with three file descriptors (stdin, stdout, stderr); for
 forks a child that takes those descriptors as 0, 1 and 2, the environment and the working
 directory, and runs `judge` as `-m` would (runpy, `sys.path[0]` the working directory). The
 server says when it is ready, then answers each request with the child's pid, and with its
-exit code when it ends.
+exit code when it ends; or with "fresh" when the request's environment differs from the
+server's in what Python reads at start (PYTHON*, the locale): a new interpreter must run it.
 
 It reads no file of the project but `judge` itself, and exits when the socket closes.
 """
@@ -31,6 +32,7 @@ from judge.cli.main import build_parser
 
 build_parser()  # imports every command's module
 
+STARTED_WITH = dict(os.environ)
 PARENT = socket.socket(fileno=int(sys.argv[1]))
 HEADER = struct.Struct("!I")
 
@@ -53,6 +55,14 @@ def receive() -> tuple[dict, list[int]] | None:
             return None
         body += more
     return json.loads(body), fds
+
+
+def starts_like(env: dict[str, str]) -> bool:
+    """Whether a child given `env` starts as a new interpreter given `env` would: the same
+    variables Python reads at start (PYTHON*, the locale's) as this server had."""
+    names = {n for n in (*env, *STARTED_WITH) if n.startswith("PYTHON")}
+    names.update(("LANG", "LC_ALL", "LC_CTYPE"))
+    return all(env.get(n) == STARTED_WITH.get(n) for n in names)
 
 
 def become(request: dict, fds: list[int]) -> None:
@@ -114,6 +124,11 @@ def serve() -> None:
         if received is None:
             return
         request, fds = received
+        if not starts_like(request["env"]):
+            for fd in fds:
+                os.close(fd)
+            send({"fresh": True})
+            continue
         pid = os.fork()
         if pid == 0:
             become(request, fds)

@@ -37,6 +37,7 @@ from sybil import Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.cli_fork import judge_forked_in_shells
 from tests.helpers.experiments import check_experiment_folders
 
 if sys.version_info >= (3, 11):
@@ -73,15 +74,19 @@ def run_python(example: Example) -> None:
 
 
 def run_sh(example: Example) -> None:
-    """Run a sh block with bash in its file's directory; fail on a non-zero exit."""
+    """Run a sh block with bash in its file's directory; fail on a non-zero exit. Its
+    `judge` commands are forked from a warm server (tests/helpers/cli_fork.py)."""
     script = _local(example.parsed, example)
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=SH_TIMEOUT,
-        check=False,
-    )
+    with judge_forked_in_shells() as (env, fds):
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=SH_TIMEOUT,
+            check=False,
+            env={**os.environ, **env},
+            pass_fds=fds,
+        )
     if done.returncode != 0:
         raise AssertionError(
             f"exit {done.returncode} from the sh block at line {example.line}:\n{script}\n"
