@@ -28,8 +28,8 @@ from judge.ir.ranking import (
     rank_arrays,
 )
 from judge.ir.run_stream import rank_run_file
-from judge.ir.trec import read_qrels_by_line, read_run_by_line
-from judge.ir.trec_columns import Kind, PathLike, TrecColumns, query_groups, read_columns
+from judge.ir.trec import PathLike, read_qrels_by_line, read_run_by_line
+from judge.ir.trec_columns import Kind, TrecColumns, query_groups, read_columns
 
 _VALUES = methodcaller("values")
 _BITS = 22

@@ -24,8 +24,8 @@ import numpy as np
 
 from judge.ir.arrow import mix, take
 from judge.ir.ranking import RankedJudgments, RunArrays, rank_arrays
+from judge.ir.trec import PathLike
 from judge.ir.trec_columns import (
-    PathLike,
     TrecColumns,
     Unsuitable,
     chunks,

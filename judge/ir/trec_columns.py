@@ -20,9 +20,9 @@ from typing import Any, Literal
 import numpy as np
 
 from judge.ir.arrow import mix, string_hashes, take, to_numpy
+from judge.ir.trec import PathLike
 from judge.threads import map_ahead
 
-PathLike = str | os.PathLike[str]
 Kind = Literal["qrels", "run"]
 
 # Bytes handed to pyarrow at a time: big enough for its threads, small enough that the
