@@ -226,7 +226,10 @@ class _Stream:
         # (+ 0.0 makes -0.0 into 0.0: equal scores, so the same key.)
         score_bits = (lines.scores + 0.0).view(np.uint64)
         key = mix(score_bits ^ mix(lines.query.astype(np.uint64)))
-        candidates = np.flatnonzero(np.isin(key, key[positive]))
+        # (Binary searches in the few positive keys: np.isin would sort every line's key.)
+        wanted = np.sort(key[positive])
+        at = np.minimum(np.searchsorted(wanted, key), wanted.size - 1)
+        candidates = np.flatnonzero(wanted[at] == key)
         values, counts = np.unique(key[candidates], return_counts=True)
         shared = candidates[np.isin(key[candidates], values[counts > 1])]
         if not shared.size:
