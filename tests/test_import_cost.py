@@ -27,6 +27,25 @@ def test_judge_ir_loads_no_llm_or_dataset_library():
     assert result.stdout.strip().splitlines()[-1] == "none"
 
 
+SMALL_CHECK = """
+import sys, runpy
+sys.argv = ["judge", "ir", {qrels!r}, {run!r}, "-m", "map,ndcg@10"]
+try:
+    runpy.run_module("judge", run_name="__main__")
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+print(sorted(m for m in ("numpy", "pyarrow", "judge.cli.eval") if m in sys.modules))
+"""
+
+
+def test_judge_ir_on_small_files_imports_only_what_it_needs():
+    # numpy and pyarrow were most of its start-up time; the other commands' modules too.
+    code = SMALL_CHECK.format(qrels=str(DEMO / "qrels.txt"), run=str(DEMO / "run_dense.txt"))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_import_judge_loads_no_llm_library():
     code = "import sys, judge, judge.ir, judge.cli; print('litellm' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

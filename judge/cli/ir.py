@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 import warnings
 
@@ -12,6 +14,7 @@ from judge.cli.output import output_options
 from judge.errors import CoverageWarning
 from judge.formatting import terminal_text
 from judge.ir.measure_names import DEFAULT_METRICS
+from judge.ir.result import QueryScores, result_of
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,13 +54,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run_ir)
 
 
+def _small_scores(args: argparse.Namespace, metrics: list[str]) -> QueryScores | None:
+    """The scores of small files, computed without numpy (its import would be most of
+    the time); None for big files or what is not a regular file."""
+    from judge.ir.measure_names import parse_measures
+    from judge.ir.small import SMALL_BYTES, score_small
+    from judge.ir.trec import read_qrels_by_line, read_run_by_line
+
+    try:
+        sizes = [os.stat(path) for path in (args.qrels, args.run)]
+    except OSError:
+        return None  # the reader says what is wrong
+    if (
+        not all(stat.S_ISREG(s.st_mode) for s in sizes)
+        or sum(s.st_size for s in sizes) > SMALL_BYTES
+    ):
+        return None
+    parse_measures(metrics)  # a bad metric name is reported before a bad file, as below
+    qrels = read_qrels_by_line(args.qrels)
+    run = read_run_by_line(args.run)
+    return score_small(qrels, run, metrics, relevance_level=args.relevance_level)
+
+
 def run_ir(args: argparse.Namespace) -> int:
     """The `judge ir` command."""
-    from judge.ir.evaluate import result_of, score_queries
-
     metrics = metrics_of(args) or list(DEFAULT_METRICS)
-    # Paths, not dicts: big files are read straight into the arrays the metrics use.
-    scores = score_queries(args.qrels, args.run, metrics, relevance_level=args.relevance_level)
+    scores = _small_scores(args, metrics)
+    if scores is None:
+        from judge.ir.evaluate import score_queries
+
+        # Paths, not dicts: big files are read straight into the arrays the metrics use.
+        scores = score_queries(args.qrels, args.run, metrics, relevance_level=args.relevance_level)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CoverageWarning)
         means = result_of(scores)

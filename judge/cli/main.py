@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 import threading
@@ -13,9 +14,32 @@ from judge.errors import JudgeError
 from judge.signals import Terminated, quiet_after_stop, raise_on_sigterm
 from judge.version import __version__
 
+# Every command, in the order `judge --help` lists them; each is the module judge.cli.<name>.
+COMMANDS = (
+    "ir",
+    "eval",
+    "experiment",
+    "merge",
+    "demo",
+    "compare",
+    "agreement",
+    "probe",
+    "metrics",
+    "cache",
+    "testset",
+    "view",
+    "runs",
+    "traces",
+)
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the `judge` command."""
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the `judge` command.
+
+    Args:
+        command: register only this command (the one being run): the others' modules
+            are not imported, so `judge ir` on a small file starts in a few tens of ms.
+    """
     parser = argparse.ArgumentParser(
         prog="judge",
         description="Measure the quality of retrieval-augmented generation (RAG) systems.",
@@ -23,26 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"judge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Each command module is imported here, not at the top: `judge ir` stays light.
-    from judge.cli import (
-        agreement,
-        cache,
-        compare,
-        demo,
-        eval,
-        experiment,
-        ir,
-        merge,
-        metrics,
-        probe,
-        runs,
-        testset,
-        traces,
-        view,
-    )
-
-    commands = (ir, eval, experiment, merge, demo, compare, agreement, probe, metrics, cache)
-    for command in (*commands, testset, view, runs, traces):
-        command.add_parser(sub)
+    for name in (command,) if command in COMMANDS else COMMANDS:
+        importlib.import_module(f"judge.cli.{name}").add_parser(sub)
     return parser
 
 
@@ -54,8 +60,11 @@ EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM): what `timeout` and CI cancels 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `judge` console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    # The command is the first argument (options before it are judge's own: --help,
+    # --version, which need every command).
+    parser = build_parser(given[0] if given else None)
+    args = parser.parse_args(given)
     if not hasattr(args, "func"):
         parser.print_help()
         return EXIT_USAGE

@@ -1,6 +1,9 @@
-"""Retrieval metrics computed exactly as trec_eval computes them, vectorised with numpy."""
+"""Retrieval metrics computed exactly as trec_eval computes them, vectorised with numpy.
 
-from judge.ir.evaluate import IRResult, QueryScores, evaluate, score_queries
+Importing this package is cheap: numpy is imported when metrics are first computed.
+"""
+
+from judge.ir.evaluate import evaluate, score_queries
 from judge.ir.measure_names import (
     DEFAULT_METRICS,
     Measure,
@@ -18,6 +21,7 @@ from judge.ir.ranked_list import (
     recall_at_k,
     reciprocal_rank,
 )
+from judge.ir.result import IRResult, QueryScores
 from judge.ir.trec import read_qrels, read_run, write_qrels, write_run
 
 __all__ = [

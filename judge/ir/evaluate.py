@@ -1,45 +1,24 @@
-"""`judge.ir.evaluate`: trec_eval-exact retrieval metrics over a set of queries."""
+"""`judge.ir.evaluate`: trec_eval-exact retrieval metrics over a set of queries.
+
+numpy is imported when metrics are computed, not with this module: `judge ir` on small
+files computes without it, and `judge.ir` imports this module.
+"""
 
 from __future__ import annotations
 
-import math
 import os
-import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-import numpy as np
-
-from judge.errors import CoverageWarning, InputFormatError, JudgeError
-from judge.formatting import counted
-from judge.ir.from_dicts import rank_judged
+from judge.errors import InputFormatError, JudgeError
 from judge.ir.measure_names import parse_measures
-from judge.ir.per_query import MetricTable
-from judge.ir.rank_columns import rank_sources
-from judge.ir.ranking import Qrels, Run
-from judge.ir.trec_columns import PathLike
+from judge.ir.result import IRResult as IRResult  # (these three are public here too)
+from judge.ir.result import QueryScores as QueryScores
+from judge.ir.result import result
+from judge.ir.result import result_of as result_of
+from judge.ir.trec import PathLike
 
-
-class IRResult(dict):  # type: ignore[type-arg]
-    """A plain dict of results that also says which queries were missing or ignored.
-
-    Attributes:
-        missing_queries: judged queries with no results in the run; they score 0 and count.
-        unjudged_queries: run queries with no judgments; they are ignored.
-    """
-
-    missing_queries: tuple[str, ...] = ()
-    unjudged_queries: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class QueryScores:
-    """Per-query metric values, in sorted query order, and the coverage of the run."""
-
-    qids: list[str]
-    values: dict[str, np.ndarray]
-    missing_queries: tuple[str, ...]  # judged, absent from the run: they score 0
-    unjudged_queries: tuple[str, ...]  # in the run without judgments: ignored
+Qrels = Mapping[str, Mapping[str, int]]
+Run = Mapping[str, Mapping[str, float]]
 
 
 def score_queries(
@@ -71,6 +50,12 @@ def _score(
     if isinstance(relevance_level, bool) or not isinstance(relevance_level, int):
         raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
     measures = parse_measures(list(metrics) if not isinstance(metrics, str) else metrics)
+    import numpy as np
+
+    from judge.ir.from_dicts import rank_judged
+    from judge.ir.per_query import MetricTable
+    from judge.ir.rank_columns import rank_sources
+
     if isinstance(qrels, Mapping) and isinstance(run, Mapping):
         ranked, unjudged = rank_judged(qrels, run)
     elif isinstance(qrels, (Mapping, str, os.PathLike)) and isinstance(
@@ -129,55 +114,4 @@ def evaluate(
     """
     # Means do not depend on the order of queries (fsum is correctly rounded): no sort.
     scores = _score(qrels, run, metrics, relevance_level, in_order=per_query)
-    return _result(scores, per_query, stacklevel=4)
-
-
-def result_of(scores: QueryScores, *, per_query: bool = False) -> IRResult:
-    """The `evaluate` result of per-query scores: means, or values per query.
-
-    Args:
-        scores: from `score_queries`.
-        per_query: `{query_id: {metric: value}}` instead of `{metric: mean}`.
-    """
-    return _result(scores, per_query, stacklevel=4)
-
-
-def _result(scores: QueryScores, per_query: bool, stacklevel: int) -> IRResult:
-    qids = scores.qids
-    if per_query:
-        columns = {name: array.tolist() for name, array in scores.values.items()}
-        result = IRResult(
-            (q, {name: column[i] for name, column in columns.items()}) for i, q in enumerate(qids)
-        )
-    else:
-        # fsum is correctly rounded, so the mean does not depend on the order of queries.
-        result = IRResult(
-            (name, math.fsum(a.tolist()) / len(qids)) for name, a in scores.values.items()
-        )
-    result.missing_queries = scores.missing_queries
-    result.unjudged_queries = scores.unjudged_queries
-    _warn_coverage(result, len(qids), stacklevel)
-    return result
-
-
-def _examples(queries: tuple[str, ...]) -> str:
-    shown = ", ".join(repr(q) for q in queries[:5])
-    return shown + (f", ... ({len(queries)} in all)" if len(queries) > 5 else "")
-
-
-def _warn_coverage(result: IRResult, judged: int, stacklevel: int) -> None:
-    if result.missing_queries:
-        warnings.warn(
-            f"{len(result.missing_queries)} of {judged} judged queries have no results in the "
-            f"run and score 0 (they count in the mean): {_examples(result.missing_queries)}",
-            CoverageWarning,
-            stacklevel=stacklevel,
-        )
-    if result.unjudged_queries:
-        warnings.warn(
-            f"{counted(len(result.unjudged_queries), 'run query', 'run queries')} without "
-            "judgments, ignored: "
-            f"{_examples(result.unjudged_queries)}",
-            CoverageWarning,
-            stacklevel=stacklevel,
-        )
+    return result(scores, per_query, stacklevel=4)

@@ -9,6 +9,8 @@ out to the queries. Grades too wide for a table of counts are laid out by sortin
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # Patterns numbered through a dense table when it has at most this many slots per query.
@@ -16,8 +18,18 @@ _DENSE_SLOTS_PER_QUERY = 4
 
 
 def discount(rank: np.ndarray) -> np.ndarray:
-    """trec_eval's log2(rank + 1) discount of 1-based ranks."""
-    return np.log2(rank.astype(np.float64) + 1.0)
+    """trec_eval's log2(rank + 1) discount of 1-based ranks, from the C library's log2 as
+    trec_eval's (numpy's own log2 differs from it in the last bit for some ranks: 1620)."""
+    if not rank.size:
+        return np.empty(0, dtype=np.float64)
+    top = int(rank.max())
+    if top <= rank.size + 1024:  # a table of every rank up to the largest
+        table = np.array([math.log2(r + 1.0) for r in range(top + 1)])
+        logs: np.ndarray = table[rank]
+        return logs
+    distinct, inverse = np.unique(rank, return_inverse=True)
+    by_rank: np.ndarray = np.array([math.log2(r + 1.0) for r in distinct.tolist()])
+    return by_rank[inverse.reshape(rank.shape)]
 
 
 def gain(grades: np.ndarray, exponential: bool) -> np.ndarray:

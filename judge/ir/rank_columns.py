@@ -27,8 +27,9 @@ from judge.ir.ranking import (
     as_float_array,
     rank_arrays,
 )
-from judge.ir.trec import read_qrels_by_line, read_run_by_line
-from judge.ir.trec_columns import Kind, PathLike, TrecColumns, query_groups, read_columns
+from judge.ir.run_stream import rank_run_file
+from judge.ir.trec import PathLike, read_qrels_by_line, read_run_by_line
+from judge.ir.trec_columns import Kind, TrecColumns, query_groups, read_columns
 
 _VALUES = methodcaller("values")
 _BITS = 22
@@ -47,6 +48,11 @@ def rank_sources(
         run: a run dict or the path of a run file.
     """
     judged = _columns(qrels, "qrels")
+    if judged is not None and not isinstance(run, Mapping):
+        # A run file grouped by query is ranked as it is read, keeping only its scores.
+        streamed = rank_run_file(judged, run)
+        if streamed is not None:
+            return streamed
     retrieved = _columns(run, "run") if judged is not None else None
     if judged is not None and retrieved is not None:
         ranked = rank_columns(judged, retrieved)

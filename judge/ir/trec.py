@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from judge.errors import InputFormatError
-from judge.ir.trec_columns import PathLike, read_columns, to_dicts
+
+PathLike = str | os.PathLike[str]
 
 
 def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
@@ -37,6 +39,8 @@ def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
         `{query_id: {doc_id: grade}}`. A malformed line or a doc judged twice for one query
         raises `InputFormatError` naming the file and line.
     """
+    from judge.ir.trec_columns import read_columns, to_dicts  # numpy: not for the line reader
+
     columns = read_columns(path, "qrels")
     return to_dicts(columns) if columns is not None else read_qrels_by_line(path)
 
@@ -52,6 +56,8 @@ def read_run(path: PathLike) -> dict[str, dict[str, float]]:
         `{query_id: {doc_id: score}}`. A malformed line, a score that is not a finite or
         infinite number, or a doc listed twice for one query raises `InputFormatError`.
     """
+    from judge.ir.trec_columns import read_columns, to_dicts
+
     columns = read_columns(path, "run")
     return to_dicts(columns) if columns is not None else read_run_by_line(path)
 

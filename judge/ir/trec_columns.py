@@ -20,9 +20,9 @@ from typing import Any, Literal
 import numpy as np
 
 from judge.ir.arrow import mix, string_hashes, take, to_numpy
+from judge.ir.trec import PathLike
 from judge.threads import map_ahead
 
-PathLike = str | os.PathLike[str]
 Kind = Literal["qrels", "run"]
 
 # Bytes handed to pyarrow at a time: big enough for its threads, small enough that the
@@ -53,7 +53,7 @@ class TrecColumns:
     keys: np.ndarray
 
 
-class _Unsuitable(Exception):
+class Unsuitable(Exception):
     """The fast path cannot read this file exactly; the line reader will."""
 
 
@@ -75,7 +75,7 @@ def read_columns(path: PathLike, kind: Kind) -> TrecColumns | None:
             return None
         with open(path, "rb") as handle:
             return _read(handle, kind)
-    except (OSError, _Unsuitable, pa.ArrowException):  # pyarrow's: a malformed line
+    except (OSError, Unsuitable, pa.ArrowException):  # pyarrow's: a malformed line
         return None
 
 
@@ -123,9 +123,9 @@ def _read(handle: Any, kind: Kind) -> TrecColumns:
     # A chunk is parsed (pyarrow and numpy, mostly without the GIL) in a thread while the
     # next is read and the one before is numbered and stored here: they overlap on a second
     # core. Chunks are stored in file order, so queries are numbered as they first appear.
-    parsed = map_ahead(lambda chunk: (chunk[1], _parse(*chunk, kind)), _chunks(handle, kind))
+    parsed = map_ahead(lambda chunk: (chunk[1], parse_chunk(*chunk, kind)), chunks(handle, kind))
     with contextlib.closing(parsed):  # however this ends, the parsing thread is done
-        for cut, piece in parsed:  # the parser's _Unsuitable is raised here
+        for cut, piece in parsed:  # the parser's Unsuitable is raised here
             if piece is not None:
                 _store(built, cut, piece, query_ids)
     if not built.n:
@@ -133,13 +133,13 @@ def _read(handle: Any, kind: Kind) -> TrecColumns:
     query, values, keys = (array[: built.n] for array in built.arrays)
     ordered = np.sort(keys)
     if np.any(ordered[1:] == ordered[:-1]):  # a doc twice for a query (or a hash collision)
-        raise _Unsuitable
+        raise Unsuitable
     del ordered
     docs = pa.chunked_array(built.docs, pa.string())
     return TrecColumns(list(query_ids), query, docs, values, keys)
 
 
-def _chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, bytes, int]]:
+def chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, bytes, int]]:
     """(block, where its last whole line ends, separator, fields) of each chunk of the
     file, in order; nothing when the first chunk's layout is not one the fast path reads."""
     layout: tuple[bytes, int] | None = None
@@ -189,7 +189,7 @@ def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
             separator = b"\t" if b"\t" in line else b" "
             fields = line.count(separator) + 1
             if fields < 5 if kind == "run" else fields != 4:
-                raise _Unsuitable
+                raise Unsuitable
             return separator, fields
         start = end
     return None
@@ -200,7 +200,7 @@ def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
 _Piece = tuple[Any, np.ndarray, list[Any], np.ndarray, np.ndarray]
 
 
-def _parse(block: bytes, cut: int, separator: bytes, fields: int, kind: Kind) -> _Piece | None:
+def parse_chunk(block: bytes, cut: int, separator: bytes, fields: int, kind: Kind) -> _Piece | None:
     """The lines `block[:cut]`, parsed (see `_Piece`); None if blank. Touches no shared
     state: it runs in a thread beside the caller."""
     import pyarrow as pa
@@ -210,7 +210,7 @@ def _parse(block: bytes, cut: int, separator: bytes, fields: int, kind: Kind) ->
     other = b" " if separator == b"\t" else b"\t"
     # (The bytes past `cut` are checked too: they are the start of the next chunk.)
     if not block.isascii() or any(c in block for c in (other, *_OTHER_WHITESPACE)):
-        raise _Unsuitable
+        raise Unsuitable
     names = [f"f{i}" for i in range(fields)]
     value = "f4" if kind == "run" else "f3"
     types = {n: pa.string() for n in names} | ({"f4": pa.float64()} if kind == "run" else {})
@@ -236,17 +236,17 @@ def _parse(block: bytes, cut: int, separator: bytes, fields: int, kind: Kind) ->
             for column in table.column(name).chunks:
                 offsets = to_numpy(column, np.int32, extra=1)
                 if np.any(offsets[1:] == offsets[:-1]):
-                    raise _Unsuitable
+                    raise Unsuitable
     values = table.column(value)
     if kind == "run":
         scores = _join(values, np.float64)
         if np.isnan(scores).any():
-            raise _Unsuitable
+            raise Unsuitable
     else:
         # int() reads signs, underscores and other digits differently from pyarrow: plain
         # decimal integers only, then pyarrow's cast refuses what does not fit in 64 bits.
         if not pc.all(pc.match_substring_regex(values, r"^-?[0-9]+$")).as_py():
-            raise _Unsuitable
+            raise Unsuitable
         scores = _join(pc.cast(values, pa.int64()), np.int64)
     queries, docs = table.column("f0"), table.column("f2").chunks
     distinct = pc.unique(queries)

@@ -34,7 +34,7 @@ def test_a_failed_parse_leaves_no_reference_to_the_chunk_in_pyarrows_threads(
     held = 0
     for _ in range(150):
         try:
-            columns._parse(block, cut, b" ", 6, "run")
+            columns.parse_chunk(block, cut, b" ", 6, "run")
         except pa.ArrowInvalid:
             pass
         else:

@@ -254,3 +254,23 @@ def test_tab_separated_files_take_the_fast_path(tmp_path: Path) -> None:
     path.write_text("1048585\t0\t7187158\t1\n2\t0\td\t0\n")
     assert read_columns(path, "qrels") is not None
     assert read_qrels(path) == {"1048585": {"7187158": 1}, "2": {"d": 0}}
+
+
+def test_a_grouped_run_is_ranked_as_it_is_read(tmp_path: Path, monkeypatch: Any) -> None:
+    import judge.ir.run_stream as run_stream
+
+    qrels, run = write_big(tmp_path)  # every query's lines together, many exact ties
+    expected = quiet(read_qrels_by_line(qrels), read_run_by_line(run))
+    monkeypatch.setattr(columns, "_CHUNK_BYTES", 256)  # queries (and ties) cross chunks
+    judged = read_columns(qrels, "qrels")
+    assert judged is not None
+    assert run_stream.rank_run_file(judged, run) is not None
+    assert quiet(qrels, run) == expected
+    lines = run.read_text().splitlines()
+    run.write_text("\n".join(lines[::2] + lines[1::2]) + "\n")  # each query's lines apart
+    assert run_stream.rank_run_file(judged, run) is None  # read whole instead, same values
+    assert quiet(qrels, run) == expected
+    run.write_text("\n".join([*lines[:6], lines[5], *lines[6:]]) + "\n")  # a doc twice
+    assert run_stream.rank_run_file(judged, run) is None
+    with pytest.raises(InputFormatError, match="appears twice"):
+        evaluate(qrels, run, ["map"])
