@@ -28,7 +28,7 @@ from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.json_values import canonical_json
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import context_window, estimate_tokens
-from judge.llm.request_keys import KeyTemplate, messages_json, schema_text
+from judge.llm.request_keys import KeyTemplate, schema_text
 from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
 from judge.llm.structured import (
     MODES,
@@ -173,7 +173,7 @@ class LLMSession:
         """
         llm = self._need_llm()
         server = server_identity(llm.model, llm.api_base, llm.cache_as)
-        key = self._chat_keys(llm, server, output, n, prompt).key(messages_json(messages))
+        key = self._chat_keys(llm, server, output, n, prompt).messages_key(messages)
         usage = self._tally(label, ledger)
         cached = self._lookup(key, label, sample, ("chat", llm.model, server))
         if cached is not None:
