@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from judge.json_values import sha256_hex
 from judge.llm.usage import Usage, UsageLedger
 from judge.metrics.overlap import _CJK_CHAR, _TOKEN, content_tokens
-from judge.metrics.scorers import cosine_similarities
+from judge.metrics.scorers import answer_relevancy, cosine_similarities
 from judge.run.data import Row
 from judge.run.plan import row_hash
 from judge.samples import Sample
@@ -46,6 +46,16 @@ def test_cosine_similarities_equal_those_through_linalg_norm_to_the_bit(size):
     assert cosine_similarities(query, with_zero) == plain_cosines(query, with_zero)
     assert cosine_similarities(query, with_zero)[0] == 0.0
     assert cosine_similarities(zero, others) == [0.0] * len(others)
+
+
+def test_answer_relevancy_equals_numpy_s_mean_to_the_bit():
+    rng = random.Random(3)
+    for size in [1, 2, 3, 5, 7, 8, 9, 17, 100, 1000]:
+        for _ in range(20):
+            similarities = [rng.uniform(-1, 1) for _ in range(size)]
+            got = answer_relevancy(similarities)
+            assert got == float(np.mean(np.asarray(similarities, dtype=np.float64)))
+            assert type(got) is float
 
 
 @pytest.mark.parametrize(
