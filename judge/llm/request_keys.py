@@ -62,8 +62,11 @@ class KeyTemplate:
     def messages_key(self, messages: Sequence[Any]) -> str:
         """`key(messages_json(messages))`: the same text hashed, but the head with the first
         message is hashed once per first message (a few are kept), not for every key."""
-        if not messages or not all(_plain(m) for m in messages):
-            return self.key(messages_json(messages))  # another shape: encoded as it is
+        for message in messages:
+            if not _plain(message):
+                return self.key(messages_json(messages))  # another shape: encoded as it is
+        if not messages:
+            return self.key("[]")
         first = messages[0]
         found = (first["content"], first["role"])
         digest = self._after_first.get(found)
