@@ -33,6 +33,12 @@ replay is run first and the merged results.jsonl, summary.json and report.html m
 its own byte for byte, but for config.seconds (each run's own time; the merge's is the
 sum of its shards').
 
+The I/O floor is what any replay must pay, measured in its own process after the
+one-process replay: parsing each input line (json.loads) and encoding and writing each
+result row as results.jsonl holds it (json.dumps with sorted keys; the rows are taken from
+the replay's results.jsonl outside the measured time, and the file written must equal it
+byte for byte). The replay's CPU over the floor's is printed (goal: under 4x).
+
 The machine's load (from /proc/loadavg) is printed beside the figures: on a shared
 machine wall time says more about the others than about judge; compare CPU, or ratios
 measured in one go.
@@ -82,6 +88,38 @@ MEASURED = (
     "print('CPU_S', cpu, file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
+
+# The I/O floor (see the module docstring): CPU seconds of reading the input and writing
+# the results, and nothing else; the result rows are parsed outside the measured time.
+FLOOR = (
+    "import json, sys, time\n"
+    "source, results, out = sys.argv[1:4]\n"
+    "spent = 0.0\n"
+    "with open(source, 'rb') as rows, open(results, 'rb') as done:\n"
+    "    written = open(out, 'w', encoding='utf-8')\n"
+    "    for line, result in zip(rows, done, strict=True):\n"
+    "        row = json.loads(result)\n"
+    "        start = time.process_time()\n"
+    "        json.loads(line)\n"
+    "        written.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + '\\n')\n"
+    "        spent += time.process_time() - start\n"
+    "    start = time.process_time()\n"
+    "    written.close()\n"
+    "    spent += time.process_time() - start\n"
+    "print('FLOOR_CPU_S', spent)\n"
+)
+
+
+def io_floor(root: Path, out: str) -> float:
+    """CPU seconds of the I/O floor of the replay written to root/out (see FLOOR)."""
+    written = root / "floor.jsonl"
+    command = [sys.executable, "-c", FLOOR, str(root / "rows.jsonl")]
+    command += [str(root / out / "results.jsonl"), str(written)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    if written.read_bytes() != (root / out / "results.jsonl").read_bytes():
+        raise SystemExit("the I/O floor wrote other bytes than the replay's results.jsonl")
+    written.unlink()
+    return float(done.stdout.split()[-1])
 
 
 def sample(i: int, number: int, project: int | None = None) -> dict:
@@ -382,6 +420,13 @@ def run(args: argparse.Namespace, root: Path, server: FakeLLMServer) -> None:
             f"({cpu / args.rows * 1000:.2f} ms a row), {args.rows / seconds:,.0f} rows/s; "
             f"peak RSS {mib:,.0f} MiB; load {before} -> {load()}; results.jsonl "
             f"{results:,.0f} MiB; rows in summary {summary['rows']:,}"
+        )
+        before = load()
+        floor = io_floor(root, "replay")
+        print(
+            f"I/O floor (parse the input, encode and write results.jsonl): {floor:.1f} s "
+            f"CPU; the replay's CPU is {cpu / floor:.1f}x it (goal under 4x); load "
+            f"{before} -> {load()}"
         )
     if args.shards:
         before = load()

@@ -7,7 +7,9 @@ together from the texts of the values: an output schema's is made once per model
 prompt's system message, the same for every row, is escaped once per run. A `KeyTemplate`
 goes further for requests that differ in one value only (one judge's messages, one
 model's texts to embed): the text around that value is laid out once, and the hash of
-the text before it is computed once and copied for every key.
+the text before it is computed once and copied for every key. For messages, the hash
+goes on through the first message (a prompt's system message, kilobytes long and the same
+for every row), so a key hashes only the row's own text.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class KeyTemplate:
             text += after
         self._head = hashlib.sha256(head.encode("utf-8"))
         self._tail = text.encode("utf-8")
+        # The hash of the head and a first message's text, by that message's (content, role).
+        self._after_first: dict[tuple[str, str], Any] = {}
 
     def key(self, value_json: str) -> str:
         """The key of the request whose value under the template's name has this
@@ -54,6 +58,34 @@ class KeyTemplate:
         digest.update(value_json.encode("utf-8"))
         digest.update(self._tail)
         return digest.hexdigest()
+
+    def messages_key(self, messages: Sequence[Any]) -> str:
+        """`key(messages_json(messages))`: the same text hashed, but the head with the first
+        message is hashed once per first message (a few are kept), not for every key."""
+        for message in messages:
+            if not _plain(message):
+                return self.key(messages_json(messages))  # another shape: encoded as it is
+        if not messages:
+            return self.key("[]")
+        first = messages[0]
+        found = (first["content"], first["role"])
+        digest = self._after_first.get(found)
+        if digest is None:
+            if len(self._after_first) >= _FIRST_MESSAGES:  # a bound, not a working size
+                self._after_first.clear()
+            digest = self._head.copy()
+            digest.update(f"[{_message_json(first)}".encode())
+            self._after_first[found] = digest
+        digest = digest.copy()
+        rest = "".join(["," + _message_json(m) for m in messages[1:]])
+        digest.update(f"{rest}]".encode())
+        digest.update(self._tail)
+        return digest.hexdigest()
+
+
+# First messages remembered per template: a prompt has one system message (or a few, when
+# a variable is in it); more means messages that differ from the first, as a caller's own.
+_FIRST_MESSAGES = 16
 
 
 def _pieces(fixed: Mapping[str, Any], names: tuple[str, ...]) -> list[str]:
@@ -81,19 +113,24 @@ def _pieces(fixed: Mapping[str, Any], names: tuple[str, ...]) -> list[str]:
 
 def messages_json(messages: Sequence[Any]) -> str:
     """canonical_json(list(messages)), each message's text escaped once while it recurs."""
-    parts = []
-    for message in messages:
-        if not (
-            type(message) is dict
-            and len(message) == 2
-            and type(message.get("role")) is str
-            and type(message.get("content")) is str
-        ):
-            return canonical_json(list(messages))  # another shape: encoded as it is
-        parts.append(
-            f'{{"content":{_text_json(message["content"])},"role":{_text_json(message["role"])}}}'
-        )
-    return "[" + ",".join(parts) + "]"
+    if not all(_plain(m) for m in messages):
+        return canonical_json(list(messages))  # another shape: encoded as it is
+    return "[" + ",".join([_message_json(m) for m in messages]) + "]"
+
+
+def _plain(message: Any) -> bool:
+    """Whether a message is a dict of a text role and a text content, and nothing else."""
+    return (
+        type(message) is dict
+        and len(message) == 2
+        and type(message.get("role")) is str
+        and type(message.get("content")) is str
+    )
+
+
+def _message_json(message: dict[str, str]) -> str:
+    """The canonical JSON of a plain message (see `_plain`)."""
+    return f'{{"content":{_text_json(message["content"])},"role":{_text_json(message["role"])}}}'
 
 
 @functools.lru_cache(maxsize=64)

@@ -28,7 +28,7 @@ from judge.errors import CacheMiss, ContextWindowError, JudgeError
 from judge.json_values import canonical_json
 from judge.llm.config import LLM, Embeddings, PromptRef
 from judge.llm.pricing import context_window, estimate_tokens
-from judge.llm.request_keys import KeyTemplate, messages_json, schema_text
+from judge.llm.request_keys import KeyTemplate, schema_text
 from judge.llm.retry import Endpoint, call_with_retries, is_format_rejection
 from judge.llm.structured import (
     MODES,
@@ -86,6 +86,7 @@ class LLMSession:
         self._transport: Transport | None = None
         self._endpoints: dict[tuple[str, str | None], Endpoint] = {}
         self._key_templates: dict[tuple[Any, ...], KeyTemplate] = {}
+        self._same_objects: dict[tuple[Any, ...], tuple[LLM, Any, KeyTemplate]] = {}
         self._elsewhere: dict[tuple[str, str, str], str] = {}  # replay-miss hints, by origin
         # The hints naming cache_as, once each: a run shows them beside its results.
         self.replay_hints: list[str] = []
@@ -173,17 +174,21 @@ class LLMSession:
         """
         llm = self._need_llm()
         server = server_identity(llm.model, llm.api_base, llm.cache_as)
-        key = self._chat_keys(llm, server, output, n, prompt).key(messages_json(messages))
-        usage = self._tally(label, ledger)
-        cached = self._lookup(key, label, sample, ("chat", llm.model, server))
+        key = self._chat_keys(llm, server, output, n, prompt).messages_key(messages)
+        cached = self._lookup(key, label, sample, "chat", llm.model, server)
         if cached is not None:
             try:
-                replies = [output.model_validate(item) for item in cached["choices"]]
+                # The validator itself: model_validate's wrapper costs as much again here.
+                validate = output.__pydantic_validator__.validate_python
+                replies = [validate(item) for item in cached["choices"]]
             except (ValidationError, KeyError, TypeError) as exc:  # a reply of another shape
                 self._stale(key, label, sample, exc)  # asked again below, or a CacheMiss
             else:
-                usage.count("cache_hits")
+                self.usage.of(label).cache_hits += 1
+                if ledger is not None:
+                    ledger.of(label).cache_hits += 1
                 return replies
+        usage = self._tally(label, ledger)
 
         async def call() -> list[M]:
             replies, entry = await self._call_chat(list(messages), output, n, usage, label)
@@ -214,6 +219,12 @@ class LLMSession:
         """The key template of a judge's requests: one per output model, prompt and n (and
         settings), laid out on first use (the material's fixed values cost more to encode
         and hash on every call than the messages)."""
+        # Found first by the very objects of the last calls (a frozen LLM's settings cannot
+        # change; a session given another LLM, or another PromptRef, takes the long way).
+        seen = (id(llm), server, output, n, type(n), id(prompt))
+        found = self._same_objects.get(seen)
+        if found is not None and found[0] is llm and found[1] is prompt:
+            return found[2]
         exact = (_exactly(llm.temperature), _exactly(llm.seed), _exactly(llm.max_tokens))
         spec = (server, llm.model, exact, output, n, type(n), prompt)
         template = self._key_templates.get(spec)
@@ -221,6 +232,10 @@ class LLMSession:
             material = _chat_material(llm, server, None, output, n, prompt)
             template = KeyTemplate(material, "messages", {"schema": schema_text(output)})
             self._remember_template(spec, template)
+        if len(self._same_objects) >= _KEY_TEMPLATES:
+            self._same_objects.clear()
+        # The entry holds llm and prompt, so their ids are not reused while it is kept.
+        self._same_objects[seen] = (llm, prompt, template)
         return template
 
     def _remember_template(self, spec: tuple[Any, ...], template: KeyTemplate) -> None:
@@ -259,11 +274,11 @@ class LLMSession:
         return self.llm
 
     def _lookup(
-        self, key: str, label: str, sample: str | None, origin: tuple[str, str, str]
+        self, key: str, label: str, sample: str | None, kind: str, model: str, server: str
     ) -> Any | None:
         """The cached response under key, or None; in replay mode a miss is an error.
-        `origin` is the request's (kind, model, server), named when a miss may have been
-        recorded under another server.
+        The request's kind, model and server are named when a miss may have been recorded
+        under another server.
 
         A response read once in this run is remembered (decoded) while the memo's budget
         allows; the caller must not change what it gets.
@@ -285,7 +300,7 @@ class LLMSession:
             where = f" for sample {sample!r}" if sample is not None else ""
             raise CacheMiss(
                 f"replay mode: no recorded judgment of {label!r}{where} (key {key[:16]}); "
-                f"nothing was sent. {self._recorded_elsewhere(*origin)}",
+                f"nothing was sent. {self._recorded_elsewhere(kind, model, server)}",
                 key=key,
             )
         return entry
@@ -423,7 +438,7 @@ class LLMSession:
         todo: dict[str, dict[str, Any]] = {}
         waiting: dict[str, asyncio.Future[Any]] = {}
         for key, text in zip(keys, texts, strict=True):
-            entry = self._lookup(key, label, None, ("embedding", config.model, server))
+            entry = self._lookup(key, label, None, "embedding", config.model, server)
             if entry is not None:
                 vectors[key] = entry
                 usage.count("cache_hits")

@@ -40,8 +40,9 @@ class Usage:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain numbers for reports (cost None when unknown)."""
-        out: dict[str, Any] = {name: getattr(self, name) for name in COUNTED}
-        out["cost"] = self.cost
+        fields = self.__dict__  # not getattr: every row's usage is written per judge
+        out: dict[str, Any] = {name: fields[name] for name in COUNTED}
+        out["cost"] = None if out["unpriced_requests"] else out["known_cost"]
         return out
 
 
@@ -65,9 +66,11 @@ class UsageLedger:
     def total(self) -> Usage:
         """The sum over all judges."""
         out = Usage()
+        sums = out.__dict__  # not getattr and setattr: asked for every row
         for usage in self.by_label.values():
+            fields = usage.__dict__
             for name in COUNTED:  # added in order, not sum(): floats add up as they always did
-                setattr(out, name, getattr(out, name) + getattr(usage, name))
+                sums[name] += fields[name]
         return out
 
 

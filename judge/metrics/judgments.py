@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -69,16 +69,13 @@ class SampleJudgments:
         found = self.prompts.get(name)
         return load_prompt(name) if found is None else found
 
-    def _once(self, name: str, make: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+    def _once(self, name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> Awaitable[T]:
         """The future of `name`, started on first request (eagerly: a judgment found in the
         cache is done at once) and shared afterwards."""
-        if name not in self._tasks:
-
-            async def run() -> T:
-                return await make()
-
-            self._tasks[name] = aio.start_eagerly(run())
-        return self._tasks[name]
+        found = self._tasks.get(name)
+        if found is None:
+            found = self._tasks[name] = aio.start_eagerly(make())
+        return found
 
     async def answer_claims(self) -> list[str]:
         """Claims of the answer."""

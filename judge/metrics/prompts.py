@@ -120,12 +120,26 @@ class Prompt:
         return replace(self, version=f"{self.version}-no-examples", system="\n".join(kept))
 
     @functools.cached_property
-    def _pieces(self) -> tuple[list[str], list[str]]:
-        """System and user text split at their variables: [text, name, text, name, text]."""
-        return _VARIABLE.split(self.system), _VARIABLE.split(self.user)
+    def _pieces(self) -> tuple[_Pieces, _Pieces]:
+        """System and user text split at their variables: the text before the first, then
+        each variable's name with the text after it."""
+        return _split(self.system), _split(self.user)
 
     def render(self, **values: Any) -> list[dict[str, str]]:
         """Chat messages with every variable filled; a missing or unknown name is an error."""
+        if values.keys() != self.variables:
+            self._refuse(values)
+        encoded = {name: data_json(value) for name, value in values.items()}
+        (system, in_system), (user, in_user) = self._pieces
+        # A section without variables is the same text, the same object, for every row.
+        if in_system:
+            system += "".join([encoded[name] + after for name, after in in_system])
+        if in_user:
+            user += "".join([encoded[name] + after for name, after in in_user])
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _refuse(self, values: dict[str, Any]) -> None:
+        """The PromptError of values that miss or exceed the prompt's variables."""
         missing = self.variables - values.keys()
         extra = values.keys() - self.variables
         if missing or extra:
@@ -135,17 +149,15 @@ class Prompt:
             if extra:
                 problems.append(f"not in the prompt: {', '.join(sorted(extra))}")
             raise PromptError(f"prompt {self.name!r}: {'; '.join(problems)}")
-        encoded = {name: data_json(value) for name, value in values.items()}
-        system, user = self._pieces
 
-        def fill(pieces: list[str]) -> str:
-            # Odd pieces are variable names (the split's groups), even ones the text between.
-            return "".join([encoded[p] if i % 2 else p for i, p in enumerate(pieces)])
 
-        return [
-            {"role": "system", "content": fill(system)},
-            {"role": "user", "content": fill(user)},
-        ]
+# A section's text before its first variable, then (name, text after it) per variable.
+_Pieces = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _split(text: str) -> _Pieces:
+    pieces = _VARIABLE.split(text)  # [text, name, text, name, text]: names are the groups
+    return pieces[0], tuple(zip(pieces[1::2], pieces[2::2], strict=True))
 
 
 def reason_key(reason: str) -> str:

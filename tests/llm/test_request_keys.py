@@ -91,3 +91,39 @@ def test_a_list_among_the_fixed_values_is_encoded_as_it_is():
     material = {"kind": "chat", "stop": ["\n\n", "END"], "options": {"b": 1, "a": [0.0]}}
     key = KeyTemplate(material, "messages").key(messages_json(MESSAGES))
     assert key == cache_key({**material, "messages": MESSAGES})
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        MESSAGES,
+        MESSAGES[:1],
+        [*MESSAGES, {"role": "assistant", "content": "a reply"}, MESSAGES[1]],
+        [],
+        [{"role": "user", "content": "x", "name": "extra key"}],
+        [MESSAGES[0], {"role": "user", "content": None}],
+        ({"role": "user", "content": "a tuple of messages"},),
+    ],
+)
+def test_a_messages_key_equals_the_canonical_key_of_the_request(messages):
+    """The key built from a first message hashed once (a prompt's system message) is the
+    canonical key of the whole request, byte for byte: existing caches still hit."""
+    material = {"kind": "chat", "model": "openai/m", "schema": schema_of(ContextGrade)}
+    template = KeyTemplate(material, "messages", {"schema": schema_text(ContextGrade)})
+    expected = cache_key({**material, "messages": list(messages)})
+    assert template.messages_key(messages) == expected
+    assert template.messages_key(messages) == expected  # again, from the remembered hash
+
+
+def test_a_messages_key_follows_each_row_after_the_same_first_message():
+    material = {"kind": "chat", "model": "openai/m", "n": 1}
+    template = KeyTemplate(material, "messages")
+    keys = set()
+    for i in range(40):  # more first messages than are remembered, and back again
+        first = {"role": "system", "content": f"prompt {i % 20} «中»"}
+        for row in ("a", 'b "quoted"', "c\n"):
+            messages = [first, {"role": "user", "content": row}]
+            key = template.messages_key(messages)
+            assert key == cache_key({**material, "messages": messages})
+            keys.add(key)
+    assert len(keys) == 60

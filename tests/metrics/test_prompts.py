@@ -44,6 +44,32 @@ def test_render_fills_by_name_and_rejects_missing_or_unknown():
         prompt.render(a="x", n=3, b=1)
 
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in prompts_dir().glob("*.txt")))
+def test_render_gives_each_variable_its_data_json_in_place(name):
+    """Every built-in prompt, its sections laid out once, renders what substituting each
+    {{name}} with its data block's JSON gives (what the cache keys of recorded judgments
+    were made from), a variable repeated or in the system section included."""
+    prompt = load_prompt(name)
+    values = {
+        variable: [f"{variable} «中» <b>&", {"n": 1.5, "q": '"'}, None] if i % 2 else f"{i} {{x}}"
+        for i, variable in enumerate(sorted(prompt.variables))
+    }
+
+    def substituted(text: str) -> str:
+        return re.sub(r"\{\{(\w+)\}\}", lambda m: data_json(values[m.group(1)]), text)
+
+    for _ in range(2):  # the second time from the pieces laid out by the first
+        assert prompt.render(**values) == [
+            {"role": "system", "content": substituted(prompt.system)},
+            {"role": "user", "content": substituted(prompt.user)},
+        ]
+    twice = parse_prompt("<<<system>>>\n{{a}} and {{a}}\n<<<user>>>\n{{a}}{{b}}.\n", "t")
+    assert twice.render(a=1, b="x") == [
+        {"role": "system", "content": "1 and 1"},
+        {"role": "user", "content": '1"x".'},
+    ]
+
+
 @pytest.mark.parametrize(
     "hostile",
     [

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from judge.json_values import sha256_hex
 from judge.llm.usage import Usage, UsageLedger
-from judge.metrics.overlap import content_tokens
-from judge.metrics.scorers import cosine_similarities
+from judge.metrics.overlap import _CJK_CHAR, _TOKEN, content_tokens
+from judge.metrics.scorers import answer_relevancy, cosine_similarities
 from judge.run.data import Row
 from judge.run.plan import row_hash
 from judge.samples import Sample
@@ -46,6 +48,16 @@ def test_cosine_similarities_equal_those_through_linalg_norm_to_the_bit(size):
     assert cosine_similarities(zero, others) == [0.0] * len(others)
 
 
+def test_answer_relevancy_equals_numpy_s_mean_to_the_bit():
+    rng = random.Random(3)
+    for size in [1, 2, 3, 5, 7, 8, 9, 17, 100, 1000]:
+        for _ in range(20):
+            similarities = [rng.uniform(-1, 1) for _ in range(size)]
+            got = answer_relevancy(similarities)
+            assert got == float(np.mean(np.asarray(similarities, dtype=np.float64)))
+            assert type(got) is float
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [
@@ -61,6 +73,25 @@ def test_cosine_similarities_equal_those_through_linalg_norm_to_the_bit(size):
 )
 def test_content_tokens_are_the_numbers_long_words_and_cjk_characters(text, words):
     assert content_tokens(text) == frozenset(words.split())
+
+
+def plain_content_tokens(text: str) -> frozenset[str]:
+    """content_tokens as it was written first: one tokeniser for every text."""
+    tokens = _TOKEN.findall(text.lower())
+    return frozenset(t for t in tokens if len(t) >= 4 or _CJK_CHAR.match(t) or _digit(t))
+
+
+def _digit(token: str) -> bool:
+    return any(c.isdigit() for c in token)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab_1 ².,\u212aΣ中é\n", max_size=40))
+def test_content_tokens_equal_the_single_tokeniser_s(text):
+    """ASCII text is split by a simpler pattern: the words are the same (underscores,
+    the Kelvin sign that lowers to ASCII, CJK and accents included)."""
+    content_tokens.cache_clear()
+    assert content_tokens(text) == plain_content_tokens(text)
 
 
 @dataclass
