@@ -16,6 +16,7 @@ fails if a metric's prompt changed in between.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
 from judge.run.config import RunConfig
 from judge.run.data import Row
 from judge.run.gates import Gates
+from judge.run.inputs import InputRows
 from judge.run.shard import Shard
 from judge.samples import Sample
 
@@ -48,7 +50,9 @@ class RunPlan:
         prompts: the built-in prompts every row is judged with.
         fingerprint: a hash of the metrics, models, servers and prompt versions.
         data_rows: the number of input rows.
-        data_sha256: a hash of every row's inputs, in order.
+        data_sha256: a hash of every row's inputs, in order; None when the rows are read
+            as the run goes (`judge.run.inputs.InputRows`): the executor computes it on
+            the way (`DataDigest`) and records it in the config.
         shard: the rows this run judges (None: all of them).
         metric_modules: the files or modules custom metrics were loaded from
             (`--metrics-module`), so the plan can be sent to another process.
@@ -62,7 +66,7 @@ class RunPlan:
     prompts: dict[str, Prompt]
     fingerprint: str
     data_rows: int
-    data_sha256: str
+    data_sha256: str | None
     shard: Shard | None = None
     metric_modules: tuple[str, ...] = ()
 
@@ -78,8 +82,12 @@ class RunPlan:
     def config(self, **recorded: Any) -> RunConfig:
         """The run's `RunConfig`: this plan's choices, plus what execution recorded
         (structured_output, cache, cache_mode, resumed_rows, seconds, notes, ray,
-        cache_damaged); the plan's notes come first."""
+        cache_damaged, and data_sha256 when the plan has none); the plan's notes come
+        first."""
         notes = [*self.metrics.notes, *recorded.pop("notes", [])]
+        data_sha256 = recorded.pop("data_sha256", None) or self.data_sha256
+        if data_sha256 is None:
+            raise ValueError("the plan's data hash is computed by its run: give data_sha256")
         return RunConfig(
             source=self.source,
             columns=dict(self.columns),
@@ -92,7 +100,7 @@ class RunPlan:
             cache_mode=recorded.pop("cache_mode", None),
             run=self.fingerprint,
             data_rows=self.data_rows,
-            data_sha256=self.data_sha256,
+            data_sha256=data_sha256,
             notes=notes,
             shard=self.shard,
             lower_is_better=own_lower_is_better(self.metrics.judged),
@@ -131,7 +139,7 @@ def _restored(
 
 
 def plan_run(
-    rows: Sequence[Row] | None,
+    rows: Sequence[Row] | InputRows | None,
     columns: Mapping[str, str],
     source: str,
     *,
@@ -146,8 +154,11 @@ def plan_run(
     """The plan of a run over loaded rows, and each row's input hash (for the checkpoint).
 
     Args:
-        rows: the input rows (`judge.run.data.load_rows`); None when they are not here
-            (a Ray dataset: the actors check each batch, and the plan holds no data hash).
+        rows: the input rows (`judge.run.data.load_rows`); or `judge.run.inputs.InputRows`,
+            read as the run goes: then no row is read here, the hashes are not returned
+            and the plan's `data_sha256` is None (its run computes it); None when they
+            are not here (a Ray dataset: the actors check each batch, and the plan holds
+            no data hash).
         columns: field -> column, as `load_rows` resolved them.
         source: where the rows came from.
         metrics: names, `Metric` objects or None for the default, as for `judge.evaluate`.
@@ -176,7 +187,8 @@ def plan_run(
     if rows is not None:
         check_variables(list(choice.judged), rows)
     prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them
-    hashes = [row_hash(r) for r in rows or ()]
+    streamed = isinstance(rows, InputRows)
+    hashes = [] if streamed else [row_hash(r) for r in rows or ()]
     plan = RunPlan(
         source=source,
         columns=dict(columns),
@@ -185,8 +197,8 @@ def plan_run(
         embeddings=embeddings,
         prompts=dict(prompts),
         fingerprint=run_fingerprint(choice, llm, embeddings, prompts),
-        data_rows=len(hashes),
-        data_sha256=sha256_hex("".join(hashes)),
+        data_rows=len(rows) if streamed else len(hashes),  # type: ignore[arg-type]
+        data_sha256=None if streamed else sha256_hex("".join(hashes)),
         shard=shard,
         metric_modules=tuple(metric_modules),
     )
@@ -199,12 +211,19 @@ def own_lower_is_better(metrics: Iterable[Metric]) -> list[str]:
     return [m.name for m in metrics if not m.higher_is_better and higher_is_better(m.name)]
 
 
-def check_variables(judged: list[Metric], rows: Sequence[Row]) -> None:
-    """A custom metric's prompt variable that no row can fill is an error before any call."""
+def check_variables(judged: list[Metric], rows: Sequence[Row] | InputRows) -> None:
+    """A custom metric's prompt variable that no row can fill is an error before any call.
+
+    Rows read as the run goes (`InputRows`) are not read here: the columns no field reads
+    are the samples' extras (those of a row that cannot be read count too, where loaded
+    rows count only readable rows' columns)."""
     known = {"question", "answer", "contexts", "ground_truth", "id"}
     if not any(metric.variables - known for metric in judged):
         return  # the rows are not read (they may be read from their file when used)
-    present = known | {k for r in rows if r.sample for k in r.sample.extra}
+    if isinstance(rows, InputRows):
+        present = known | set(rows.extra_columns())
+    else:
+        present = known | {k for r in rows if r.sample for k in r.sample.extra}
     for metric in judged:
         lacking = sorted(metric.variables - present)
         if lacking:
@@ -267,3 +286,34 @@ def _sample_fields(sample: Sample) -> dict[str, Any]:
 
 
 _SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
+
+
+class DataDigest:
+    """`data_sha256` computed on the way: the sha256 of every row's `row_hash`, in order, as
+    `plan_run` computes it of loaded rows (`sha256_hex("".join(hashes))`), fed a row at a
+    time so no hash is kept."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self.rows = 0
+
+    def add(self, row: Row, digest: str | None = None) -> str:
+        """Count a row (the next in input order); returns its hash (`digest` if given)."""
+        digest = row_hash(row) if digest is None else digest
+        self._sha.update(digest.encode("ascii"))
+        self.rows += 1
+        return digest
+
+    def hexdigest(self, rows: int) -> str:
+        """The data hash, once all `rows` rows were added.
+
+        Raises:
+            judge.errors.InputFormatError: another number of rows was read (the input
+                changed while it was read).
+        """
+        if self.rows != rows:
+            raise InputFormatError(
+                f"the input gave {self.rows} rows where it had {rows} when the run started: "
+                "it changed while the run read it; run again on the input as it is now"
+            )
+        return self._sha.hexdigest()
