@@ -45,6 +45,7 @@ from judge.run.data import (
     read_records,
     resolve_columns,
 )
+from judge.run.digest import DataDigest
 from judge.run.shard import Shard
 
 # Rows converted at once from a DataFrame, a CSV file or a Parquet row group: bounds the
@@ -424,8 +425,6 @@ class InputRows:
     def data_sha256(self) -> str:
         """The hash of every row's inputs, in order (`judge.run.plan.data_digest`), read
         in a pass of its own: for a plan that must hold it before any row is judged."""
-        from judge.run.plan import DataDigest
-
         digest = DataDigest()
         for row in self:
             digest.add(row)

@@ -21,9 +21,10 @@ from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row
+from judge.run.digest import DataDigest, row_hash
 from judge.run.inputs import InputRows
 from judge.run.options import RunSpec
-from judge.run.plan import DataDigest, RunPlan, row_hash
+from judge.run.plan import RunPlan
 from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
