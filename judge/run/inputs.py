@@ -178,7 +178,7 @@ class FileRecords(Records):
         return cannot_read(self.path, exc)
 
 
-class JsonlRecords(FileRecords):
+class JsonLinesRecords(FileRecords):
     """The records of a JSON-lines file: the pre-pass parses every line (refusing the file
     as `load_rows` does) and keeps only the names and the count; a read parses the lines
     it gives, and a shard's read finds its lines by counting the others at the byte level,
@@ -348,7 +348,7 @@ def records_of(data: Any) -> Records:
             return DatasetRecords(dataset_of_hub(text), text)
         path, kind = checked_path(text)
         if path.suffix.lower() == ".jsonl":
-            return JsonlRecords(path)
+            return JsonLinesRecords(path)
         if kind == "csv":
             return CsvRecords(path)
         if kind == "parquet" and not _has_features(path):
