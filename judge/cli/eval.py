@@ -321,8 +321,8 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
     exit code of the joined run."""
     import shutil
 
-    from judge.run.data import load_rows
     from judge.run.dry_run import check_scorable
+    from judge.run.inputs import open_input
     from judge.run.output_folder import OutputFolder
     from judge.run.plan import plan_run
     from judge.run.processes import SHARDS_DIR, run_shards, shard_jobs
@@ -341,11 +341,11 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
     if opened is not None:  # an older cache file upgraded once here, not in every shard
         opened.close()
         cache = judge.cache
-    rows, columns, source = load_rows(args.data, options["column_map"])
+    rows = open_input(args.data, options["column_map"])  # names and count: no row kept
     plan, _ = plan_run(
         rows,
-        columns,
-        source,
+        rows.columns,
+        rows.source,
         metrics=metrics,
         llm=llm,
         embeddings=embeddings,
@@ -353,6 +353,9 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
         gates=gates,
     )
     check_scorable(plan, rows)  # as judge.evaluate checks it: before any shard starts
+    # Every shard's summary holds the whole input's hash: computed here, in a pass that
+    # keeps nothing of the rows, so each shard reads only its own rows.
+    plan = dataclasses.replace(plan, data_sha256=rows.data_sha256())
     # A shard holds at least one row: no process is started to judge nothing.
     count = min(args.processes, len(rows))
     if count < args.processes:
@@ -361,7 +364,6 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
             f"judging in {counted(count, 'process', 'processes')}",
             file=sys.stderr,
         )
-    del rows  # each shard loads its own
     # each shard locks its own folder below it
     with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
         jobs = shard_jobs(
@@ -374,6 +376,7 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
             cache_mode=judge.cache_mode,
             progress=options["progress"],
             progress_interval=options["progress_interval"],
+            identity=rows.records.identity(),
         )
         if options["progress"]:
             print(

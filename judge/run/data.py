@@ -107,7 +107,32 @@ HUB = "hf://"  # the only way to name a dataset on the Hugging Face hub
 def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], str]:
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(HUB):
-        return _records_from_hub(text)
+        return read_records(dataset_of_hub(text))[0], text
+    p, kind = checked_path(text)
+    try:
+        if kind == "json":
+            return _read_json(p), str(p)
+        if kind == "csv":
+            import pandas
+
+            frame = pandas.read_csv(p, keep_default_na=False, dtype=str)
+            return frame.to_dict(orient="records"), str(p)
+        return read_records(dataset_of_file(p, kind))[0], str(p)
+    except InputFormatError:
+        raise
+    except Exception as exc:  # the readers' own errors: not parseable, not found
+        raise cannot_read(p, exc) from exc
+
+
+def cannot_read(path: Path, exc: Exception) -> InputFormatError:
+    """The error of a file a reader (pandas, pyarrow, datasets) refused, with its words."""
+    said = " ".join(str(exc).split())  # pandas ends its message in a newline
+    return InputFormatError(f"{path}: cannot be read ({type(exc).__name__}: {said})")
+
+
+def checked_path(text: str) -> tuple[Path, str | None]:
+    """A data path and its kind ("json", "csv", "parquet"; None for a dataset folder),
+    refused when it is no such file or folder, or of a type judge does not read."""
     p = Path(text)
     kind = _FILE_TYPES.get(p.suffix.lower())
     if kind is not None and not p.is_file():
@@ -123,31 +148,22 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
             f"{p}: unsupported file type {p.suffix or '(no suffix)'!r} "
             "(use .jsonl, .json, .csv or .parquet)"
         )
-    try:
-        if kind == "json":
-            return _read_json(p), str(p)
-        if kind == "csv":
-            import pandas
-
-            frame = pandas.read_csv(p, keep_default_na=False, dtype=str)
-            return frame.to_dict(orient="records"), str(p)
-        import datasets  # parquet files and dataset directories
-
-        loaded = (
-            datasets.load_dataset("parquet", data_files=str(p), split="train")
-            if kind == "parquet"
-            else datasets.load_from_disk(str(p))
-        )
-        return read_records(loaded)[0], str(p)
-    except InputFormatError:
-        raise
-    except Exception as exc:  # the readers' own errors: not parseable, not found
-        said = " ".join(str(exc).split())  # pandas ends its message in a newline
-        raise InputFormatError(f"{p}: cannot be read ({type(exc).__name__}: {said})") from exc
+    return p, kind
 
 
-def _records_from_hub(source: str) -> tuple[list[dict[str, Any]], str]:
-    """The rows of hf://owner/name or hf://owner/name:split, from the Hugging Face hub."""
+def dataset_of_file(path: Path, kind: str | None) -> Any:
+    """The `datasets.Dataset` of a Parquet file or a saved dataset folder (memory-mapped,
+    not read); the reader's own errors are raised as they are."""
+    import datasets
+
+    if kind == "parquet":
+        return datasets.load_dataset("parquet", data_files=str(path), split="train")
+    return datasets.load_from_disk(str(path))
+
+
+def dataset_of_hub(source: str) -> Any:
+    """The `datasets.Dataset` of hf://owner/name or hf://owner/name:split, from the Hugging
+    Face hub (memory-mapped from its cache, not read)."""
     name, _, split = source[len(HUB) :].partition(":")
     if not name:
         raise InputFormatError(f"{source}: name the dataset, e.g. {HUB}owner/name")
@@ -163,7 +179,7 @@ def _records_from_hub(source: str) -> tuple[list[dict[str, Any]], str]:
             f"{source} holds several splits ({', '.join(splits)}); name one, "
             f"e.g. {HUB}{name}:{splits[0]}"
         )
-    return read_records(loaded)[0], source
+    return loaded
 
 
 def text_lines(text: str) -> Iterator[tuple[int, str]]:

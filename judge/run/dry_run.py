@@ -257,7 +257,7 @@ def _present(columns: Mapping[str, str], rows: Iterable[Row]) -> list[str]:
     return list(dict.fromkeys([*columns.values(), *extra]))
 
 
-async def acheck_scorable(plan: RunPlan, rows: Sequence[Row]) -> None:
+async def acheck_scorable(plan: RunPlan, rows: Iterable[Row]) -> None:
     """Refuse a run in which no row can be read, or a metric would score no row for want
     of its fields, as `dry_run` calls such data unusable (`check_scorable` from sync code,
     `acheck_scorable` awaited): the rows are scored with stand-in replies, no request

@@ -16,9 +16,10 @@ from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
 from judge.metrics.resolve import MetricLike
 from judge.run import local
-from judge.run.data import Row, load_rows
+from judge.run.data import Row
 from judge.run.dry_run import acheck_scorable
 from judge.run.gates import Bound, Gates, as_gates
+from judge.run.inputs import InputRows, open_input
 from judge.run.options import RunSpec
 from judge.run.plan import plan_run
 from judge.run.progress import DEFAULT_INTERVAL
@@ -100,12 +101,13 @@ async def aevaluate(
         shard=shard,
         gates=None if gates is None else as_gates(gates),
     )  # checked before the data is read
-    rows, columns, source = load_rows(data, column_map)
-    return await aevaluate_rows(rows, columns, source, spec, refuse_unscorable=True)
+    # Read as the run consumes them: memory holds the rows in flight, not all of them.
+    rows = open_input(data, column_map)
+    return await aevaluate_rows(rows, rows.columns, rows.source, spec, refuse_unscorable=True)
 
 
 async def aevaluate_rows(
-    rows: Sequence[Row],
+    rows: Sequence[Row] | InputRows,
     columns: Mapping[str, str],
     source: str,
     spec: RunSpec,
@@ -113,9 +115,10 @@ async def aevaluate_rows(
     refuse_unscorable: bool = False,
 ) -> EvaluationResult:
     """`aevaluate` of rows already loaded (`judge.run.data.load_rows`, or `load_rows_lazily`
-    to hold none of them) with the run's spec: rows, columns and source as those give them;
-    with `refuse_unscorable` (as `aevaluate` does) a metric no row can score for want of
-    its fields is an `InputFormatError` before any request."""
+    or `judge.run.inputs.open_input` to hold none of them) with the run's spec: rows,
+    columns and source as those give them; with `refuse_unscorable` (as `aevaluate` does)
+    a metric no row can score for want of its fields is an `InputFormatError` before any
+    request."""
     llm, embeddings = spec.models()
     plan, hashes = plan_run(
         rows,
@@ -131,7 +134,7 @@ async def aevaluate_rows(
         await acheck_scorable(plan, rows)
     session = spec.session()
     try:
-        return await local.execute(plan, rows, hashes, session, spec)
+        return await local.execute(plan, rows, session, spec, hashes=hashes or None)
     finally:
         if spec.owns_session(session):  # ours: close its connections
             assert session is not None

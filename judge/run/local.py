@@ -10,7 +10,7 @@ import json
 import math
 import time
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from judge import ir
@@ -21,6 +21,8 @@ from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row
+from judge.run.digest import DataDigest, row_hash
+from judge.run.inputs import InputRows
 from judge.run.options import RunSpec
 from judge.run.plan import RunPlan
 from judge.run.progress import Progress
@@ -40,21 +42,30 @@ TURN_SECONDS = 0.05
 
 async def execute(
     plan: RunPlan,
-    rows: Sequence[Row],
-    hashes: Sequence[str],
+    rows: Sequence[Row] | InputRows,
     session: LLMSession | None,
     spec: RunSpec,
+    hashes: Sequence[str] | None = None,
 ) -> EvaluationResult:
     """Judge the plan's rows (those of its shard) in this process.
 
+    Rows read as the run goes (`judge.run.inputs.InputRows`) are read once (twice when a
+    checkpoint has rows of this run: once to find them, once to judge the others), in
+    order, each row built when a worker takes it; when the plan has no `data_sha256`
+    every input row is hashed on the way (a shard's other rows are built only for that)
+    and the config records the hash; when it has one (a shard of `judge eval
+    --processes`, whose parent hashed the rows) only the shard's rows are read.
+
     Args:
         plan: the run, as `judge.run.plan.plan_run` made it from these rows.
-        rows: the input rows; hashes: each one's input hash (`plan_run` gives both).
+        rows: the input rows, loaded or read as the run goes.
         session: the judge's session (its models are the plan's), None for retrieval
             metrics alone. The caller closes it.
         spec: the run's checkpoint (rows of the same plan found there are not judged
             again), concurrency (rows in flight; default the judge's `max_concurrency`)
             and progress, as for `judge.evaluate`.
+        hashes: each row's input hash, by row number, when `plan_run` gave them (loaded
+            rows); None: computed as the rows are read.
     """
     checkpoint, concurrency = spec.checkpoint, spec.concurrency
     judged, retrieval = list(plan.metrics.judged), list(plan.metrics.retrieval)
@@ -71,19 +82,18 @@ async def execute(
     done = store.load() if store else {}
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
-    # Only numbers are kept of the rows: `rows` may read each row from its file when used
-    # (`judge.run.data.LazyRows`), so a run holds the rows being judged, not all of them.
-    mine = array("q", (r.number for r in rows if plan.holds(r)))
+    # Nothing is kept of the rows but where each one's result goes: `rows` may read each
+    # row from its input when used (`InputRows`, `judge.run.data.LazyRows`), so a run holds
+    # the rows being judged, not all of them.
+    size, place = _places(plan, rows)
     # The summary's counts are gathered as rows finish, each at its place in input order,
     # so the rows are not read back for it.
-    place = _positions(mine)
-    tally = RowTally(names, size=len(mine))
-    offsets = array("q", [-1]) * len(mine)  # where each finished row is in the spill file
+    tally = RowTally(names, size=size)
+    offsets = array("q", [-1]) * size  # where each finished row is in the spill file
+    digest = DataDigest() if plan.data_sha256 is None else None
     resumed = 0
-    for row in rows if done else ():  # each row read again: only when some are done
-        if not plan.holds(row):
-            continue
-        offset = done.get((row.number, hashes[row.number]))
+    for row, input_hash in _mine(plan, rows, hashes, None) if done else ():
+        offset = done.get((row.number, input_hash))
         if offset is not None and store:  # counted by Progress(resumed=...)
             # Encoded again, as this run writes rows (results.jsonl is cut from these lines).
             line = json.loads(store.line_at(offset))
@@ -92,27 +102,29 @@ async def execute(
             tally.add(record, at=at)
             offsets[at] = spill.write(spill.encode(row.number, line["input"], record))
             resumed += 1
-    todo = len(mine) - resumed
+    todo = size - resumed
     bar = Progress(
-        len(mine),
+        size,
         session,
         mode=None if spec.progress else "off",
         interval=spec.progress_interval,
         resumed=resumed,
     )
     pending = (
-        row for row in rows if plan.holds(row) and (row.number, hashes[row.number]) not in done
+        (row, input_hash)
+        for row, input_hash in _mine(plan, rows, hashes, digest)
+        if (row.number, input_hash) not in done
     )
 
     async def worker() -> None:
         # A fixed pool of workers takes rows one by one: a task per row would hold a
         # coroutine for each of 100,000 rows at once.
         turn = time.monotonic() + TURN_SECONDS
-        for row in pending:
+        for row, input_hash in pending:
             record = await evaluate_row(row, judged, retrieval, session, plan.prompts)
             at = place(row.number)
             tally.add(record, at=at)
-            line = spill.encode(row.number, hashes[row.number], record)
+            line = spill.encode(row.number, input_hash, record)
             if store:
                 store.write(line)
             offsets[at] = spill.write(line)
@@ -136,7 +148,10 @@ async def execute(
         bar.close()
     finished = spill.rows(offsets, names)
     usage = session.usage.total().as_dict() if session else {}
+    # Every row went through the workers' generator, so through the digest.
+    recorded = {} if digest is None else {"data_sha256": digest.hexdigest(plan.data_rows)}
     config = plan.config(
+        **recorded,
         structured_output=session.mode if session else None,
         cache=str(cache.path) if cache is not None else None,
         cache_mode=cache.mode if cache is not None else None,
@@ -147,6 +162,39 @@ async def execute(
         cache_damaged=cache.damaged - damaged if cache is not None else 0,
     )
     return EvaluationResult(finished, names, config, usage, tally=tally)
+
+
+def _places(plan: RunPlan, rows: Sequence[Row] | InputRows) -> tuple[int, Callable[[int], int]]:
+    """How many rows this run judges, and a row's number -> its place among them: by
+    arithmetic for rows read as the run goes (numbered 0, 1, ... by position, a shard
+    holding every count-th), so nothing is kept per row; else from the loaded rows."""
+    if isinstance(rows, InputRows):
+        shard = plan.shard
+        if shard is None:
+            return len(rows), lambda number: number
+        return shard.size(len(rows)), lambda number: number // shard.count
+    mine = array("q", (r.number for r in rows if plan.holds(r)))
+    return len(mine), _positions(mine)
+
+
+def _mine(
+    plan: RunPlan,
+    rows: Sequence[Row] | InputRows,
+    hashes: Sequence[str] | None,
+    digest: DataDigest | None,
+) -> Iterator[tuple[Row, str]]:
+    """(row, its input hash) of the rows this run judges, in input order; with a digest,
+    every input row is read and hashed into it on the way (the others only for that)."""
+    if digest is None and isinstance(rows, InputRows):
+        held: Iterable[Row] = rows.only(plan.shard)  # the others are not even parsed
+    else:
+        held = rows
+    for row in held:
+        known = hashes[row.number] if hashes is not None else None
+        if digest is not None:
+            known = digest.add(row, known)
+        if plan.holds(row):
+            yield row, known if known is not None else row_hash(row)
 
 
 def _positions(numbers: Sequence[int]) -> Callable[[int], int]:

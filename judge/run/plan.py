@@ -16,7 +16,6 @@ fails if a metric's prompt changed in between.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +29,10 @@ from judge.metrics.registry import Metric, higher_is_better
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
 from judge.run.config import RunConfig
 from judge.run.data import Row
+from judge.run.digest import row_hash
 from judge.run.gates import Gates
+from judge.run.inputs import InputRows
 from judge.run.shard import Shard
-from judge.samples import Sample
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,9 @@ class RunPlan:
         prompts: the built-in prompts every row is judged with.
         fingerprint: a hash of the metrics, models, servers and prompt versions.
         data_rows: the number of input rows.
-        data_sha256: a hash of every row's inputs, in order.
+        data_sha256: a hash of every row's inputs, in order; None when the rows are read
+            as the run goes (`judge.run.inputs.InputRows`): the executor computes it on
+            the way (`DataDigest`) and records it in the config.
         shard: the rows this run judges (None: all of them).
         metric_modules: the files or modules custom metrics were loaded from
             (`--metrics-module`), so the plan can be sent to another process.
@@ -62,7 +64,7 @@ class RunPlan:
     prompts: dict[str, Prompt]
     fingerprint: str
     data_rows: int
-    data_sha256: str
+    data_sha256: str | None
     shard: Shard | None = None
     metric_modules: tuple[str, ...] = ()
 
@@ -78,8 +80,12 @@ class RunPlan:
     def config(self, **recorded: Any) -> RunConfig:
         """The run's `RunConfig`: this plan's choices, plus what execution recorded
         (structured_output, cache, cache_mode, resumed_rows, seconds, notes, ray,
-        cache_damaged); the plan's notes come first."""
+        cache_damaged, and data_sha256 when the plan has none); the plan's notes come
+        first."""
         notes = [*self.metrics.notes, *recorded.pop("notes", [])]
+        data_sha256 = recorded.pop("data_sha256", None) or self.data_sha256
+        if data_sha256 is None:
+            raise ValueError("the plan's data hash is computed by its run: give data_sha256")
         return RunConfig(
             source=self.source,
             columns=dict(self.columns),
@@ -92,7 +98,7 @@ class RunPlan:
             cache_mode=recorded.pop("cache_mode", None),
             run=self.fingerprint,
             data_rows=self.data_rows,
-            data_sha256=self.data_sha256,
+            data_sha256=data_sha256,
             notes=notes,
             shard=self.shard,
             lower_is_better=own_lower_is_better(self.metrics.judged),
@@ -131,7 +137,7 @@ def _restored(
 
 
 def plan_run(
-    rows: Sequence[Row] | None,
+    rows: Sequence[Row] | InputRows | None,
     columns: Mapping[str, str],
     source: str,
     *,
@@ -146,8 +152,11 @@ def plan_run(
     """The plan of a run over loaded rows, and each row's input hash (for the checkpoint).
 
     Args:
-        rows: the input rows (`judge.run.data.load_rows`); None when they are not here
-            (a Ray dataset: the actors check each batch, and the plan holds no data hash).
+        rows: the input rows (`judge.run.data.load_rows`); or `judge.run.inputs.InputRows`,
+            read as the run goes: then no row is read here, the hashes are not returned
+            and the plan's `data_sha256` is None (its run computes it); None when they
+            are not here (a Ray dataset: the actors check each batch, and the plan holds
+            no data hash).
         columns: field -> column, as `load_rows` resolved them.
         source: where the rows came from.
         metrics: names, `Metric` objects or None for the default, as for `judge.evaluate`.
@@ -176,7 +185,8 @@ def plan_run(
     if rows is not None:
         check_variables(list(choice.judged), rows)
     prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them
-    hashes = [row_hash(r) for r in rows or ()]
+    streamed = isinstance(rows, InputRows)
+    hashes = [] if streamed else [row_hash(r) for r in rows or ()]
     plan = RunPlan(
         source=source,
         columns=dict(columns),
@@ -185,8 +195,8 @@ def plan_run(
         embeddings=embeddings,
         prompts=dict(prompts),
         fingerprint=run_fingerprint(choice, llm, embeddings, prompts),
-        data_rows=len(hashes),
-        data_sha256=sha256_hex("".join(hashes)),
+        data_rows=len(rows) if streamed else len(hashes),  # type: ignore[arg-type]
+        data_sha256=None if streamed else sha256_hex("".join(hashes)),
         shard=shard,
         metric_modules=tuple(metric_modules),
     )
@@ -199,12 +209,19 @@ def own_lower_is_better(metrics: Iterable[Metric]) -> list[str]:
     return [m.name for m in metrics if not m.higher_is_better and higher_is_better(m.name)]
 
 
-def check_variables(judged: list[Metric], rows: Sequence[Row]) -> None:
-    """A custom metric's prompt variable that no row can fill is an error before any call."""
+def check_variables(judged: list[Metric], rows: Sequence[Row] | InputRows) -> None:
+    """A custom metric's prompt variable that no row can fill is an error before any call.
+
+    Rows read as the run goes (`InputRows`) are not read here: the columns no field reads
+    are the samples' extras (those of a row that cannot be read count too, where loaded
+    rows count only readable rows' columns)."""
     known = {"question", "answer", "contexts", "ground_truth", "id"}
     if not any(metric.variables - known for metric in judged):
         return  # the rows are not read (they may be read from their file when used)
-    present = known | {k for r in rows if r.sample for k in r.sample.extra}
+    if isinstance(rows, InputRows):
+        present = known | set(rows.extra_columns())
+    else:
+        present = known | {k for r in rows if r.sample for k in r.sample.extra}
     for metric in judged:
         lacking = sorted(metric.variables - present)
         if lacking:
@@ -243,27 +260,3 @@ def run_fingerprint(
 def prompt_versions(prompts: Mapping[str, Prompt]) -> dict[str, str]:
     """Name -> version of a run's built-in prompts, as its summary and fingerprint hold them."""
     return {name: prompt.version for name, prompt in prompts.items()}
-
-
-def row_hash(row: Row) -> str:
-    """A fingerprint of a row's inputs. Extra columns may hold NaN, dates or other values
-    JSON cannot encode exactly: they are hashed through their text, never rejected."""
-    data = {
-        "sample": _sample_fields(row.sample) if row.sample else None,
-        "error": row.error,
-        "retrieved_ids": row.retrieved_ids,
-        "relevance": row.relevance,
-    }
-    return sha256_hex(json.dumps(data, sort_keys=True, ensure_ascii=False, default=repr))
-
-
-def _sample_fields(sample: Sample) -> dict[str, Any]:
-    """dataclasses.asdict(sample), without its deep copy when the fields hold plain text
-    (extra columns may hold anything: they take the copy, which also turns dataclasses
-    inside them into dicts)."""
-    if sample.extra:
-        return dataclasses.asdict(sample)
-    return {name: getattr(sample, name) for name in _SAMPLE_FIELDS}
-
-
-_SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))

@@ -6,9 +6,12 @@ and written as a shard's folder (results.jsonl, summary.json, shard.json) under
 OUT/.shards/I-of-N, all of them sharing the cache file; the caller then joins them as
 `judge merge` does, so results.jsonl, summary.json and report.html are those of an
 unsharded run (`config.seconds` is the shards' summed time). A child receives the plan,
-never re-plans: it loads the rows of the same file and refuses them if they are not the
-rows the plan was made from. Each shard keeps its checkpoint until the join has
-succeeded, so a stopped run resumes every shard where it was.
+never re-plans: it reads only its own rows of the same input (`judge.run.inputs`: by
+position, a JSON-lines file's other lines counted but not parsed), after checking that the
+input is the one the plan was made from (a file's inode, size and modification time, a
+dataset's fingerprint): the parent hashed every row into the plan's `data_sha256` before
+the shards started, so no shard reads the rows of another. Each shard keeps its
+checkpoint until the join has succeeded, so a stopped run resumes every shard where it was.
 
 The shards die with their parent, however it ends (SIGTERM from `timeout` or a CI cancel,
 SIGKILL from the OOM killer): left running, they would go on sending paid requests and
@@ -34,9 +37,8 @@ from typing import Any, cast
 
 from judge.aio import run_sync
 from judge.errors import InputFormatError, JudgeError
-from judge.json_values import sha256_hex
 from judge.run.folder import RunFolder
-from judge.run.plan import RunPlan, row_hash
+from judge.run.plan import RunPlan
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.shard import Shard
 from judge.signals import Terminated, raise_on_sigterm
@@ -49,8 +51,9 @@ class ShardJob:
     """One shard's work, sent to its process.
 
     Attributes:
-        plan: the run's plan, with this shard.
+        plan: the run's plan, with this shard (and the data hash).
         data: the input file the plan was made from.
+        identity: the input's identity when the plan was made (`Records.identity`).
         column_map: the column mapping the plan's columns were resolved with.
         out: the shard's folder.
         cache: the cache file every shard shares, or None.
@@ -67,6 +70,7 @@ class ShardJob:
     cache_mode: str = "read-write"
     progress: bool = False
     progress_interval: float = DEFAULT_INTERVAL
+    identity: str | None = None
 
     @property
     def label(self) -> str:
@@ -86,9 +90,10 @@ def shard_jobs(
     cache_mode: str = "read-write",
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
+    identity: str | None = None,
 ) -> list[ShardJob]:
     """The plan split into `count` shards written under out/.shards, progress from the
-    first alone."""
+    first alone; `identity` is the input's when the plan was made (the shards check it)."""
     return [
         ShardJob(
             dataclasses.replace(plan, shard=Shard(i, count)),
@@ -99,6 +104,7 @@ def shard_jobs(
             cache_mode,
             progress and i == 1,
             progress_interval,
+            identity,
         )
         for i in range(1, count + 1)
     ]
@@ -110,19 +116,23 @@ def judge_shard(job: ShardJob) -> None:
     from judge.cache.store import Cache
     from judge.llm.session import LLMSession
     from judge.run import local
-    from judge.run.data import load_rows
+    from judge.run.inputs import open_input, reopen_input
     from judge.run.options import RunSpec
     from judge.run.output_folder import OutputFolder
     from judge.run.outputs import write_outputs
 
     plan = job.plan
-    rows, columns, _ = load_rows(job.data, job.column_map)
-    hashes = [row_hash(r) for r in rows]
-    if columns != plan.columns or sha256_hex("".join(hashes)) != plan.data_sha256:
-        raise InputFormatError(
-            f"{job.data} changed while the run was starting: its rows are not those the "
-            "run was planned on; run the command again"
-        )
+    if plan.data_sha256 is None:  # a bug: the shards would each hash every row
+        raise ValueError("a shard's plan holds the data hash")
+    if job.identity is not None:
+        rows = reopen_input(job.data, plan.columns, plan.data_rows, job.identity)
+    else:  # nothing tells the input is the one planned on: its rows are hashed again
+        rows = open_input(job.data, job.column_map)
+        if rows.columns != plan.columns or rows.data_sha256() != plan.data_sha256:
+            raise InputFormatError(
+                f"{job.data} changed while the run was starting: its rows are not those "
+                "the run was planned on; run the command again"
+            )
     session = None
     if plan.llm is not None:
         cache = None if job.cache is None else Cache(job.cache, mode=job.cache_mode)  # type: ignore[arg-type]
@@ -133,7 +143,6 @@ def judge_shard(job: ShardJob) -> None:
                 local.execute(
                     plan,
                     rows,
-                    hashes,
                     session,
                     RunSpec(
                         checkpoint=RunFolder(folder.path).checkpoint,

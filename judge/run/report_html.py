@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
+
+import numpy as np
 
 from judge.formatting import MISSING, escape, number, page, write_page
 from judge.metrics.evidence import CONTEXT_GRADES, CONTEXT_GRADES_CAPPED, Evidence
@@ -20,15 +23,18 @@ from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
 
 
-def histogram_svg(values: list[float], title: str, bins: int = 10, left_out: int = 0) -> str:
+def histogram_svg(
+    values: Sequence[float] | np.ndarray, title: str, bins: int = 10, left_out: int = 0
+) -> str:
     """An inline SVG histogram of values in [0, 1] (values outside are clipped; the last bin
     holds 1.0): a count over every bar that has rows, the bin edges on the x axis, "rows" up
     the y axis, and in the title how many values it shows and how many NaN were left out."""
     width, height = 300, 170
     left, right, top, bottom = 34, 10, 30, 40  # the plot area's margins
-    counts = [0] * bins
-    for v in values:
-        counts[min(bins - 1, max(0, int(v * bins)))] += 1
+    # Counted in numpy, not over a list of Python floats: a million rows' scores as a list
+    # would be the largest thing a run holds. The bin is int(v * bins), clipped.
+    scaled = np.clip(np.asarray(values, dtype=np.float64) * bins, 0, bins - 1)
+    counts = np.bincount(scaled.astype(np.int64), minlength=bins).tolist()
     most = max(counts) or 1
     bar = (width - left - right) / bins
     floor = height - bottom
@@ -282,7 +288,7 @@ def render_report(result: ResultView) -> str:
     """The HTML text of the report."""
     rows = len(result.rows)
     plots = "".join(
-        histogram_svg(result.scores(m), m, left_out=rows - result.summary[m].scored)
+        histogram_svg(result.tally.defined(m), m, left_out=rows - result.summary[m].scored)
         for m in result.metrics
     )
     usage = result.usage or {}
