@@ -46,14 +46,37 @@ def experiment_folders_agree_with_judge_ir(request: pytest.FixtureRequest):
 
 @pytest.fixture(autouse=True)
 def signal_handlers_kept():
-    """A test leaves SIGINT and SIGTERM as it found them: a process it starts later inherits
-    an ignored signal (a Ctrl-C test would then wait out its timeout), and so would a
-    process another test starts after it on the same worker."""
+    """A test leaves SIGINT and SIGTERM as it found them, in Python and in the kernel (the
+    signals this thread ignores and blocks): a process started later inherits an ignored or
+    blocked signal, and a Ctrl-C test on the same worker would wait out its timeout."""
     import signal
 
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    kernel = _kernel_signals()
+    first = _FIRST_KERNEL_SIGNALS.setdefault("state", kernel)
+    assert kernel == first, f"before this test (an import or a fixture): {kernel}, was {first}"
     yield
     after = {s: signal.getsignal(s) for s in before}
     for signum, handler in before.items():
         signal.signal(signum, handler)
     assert after == before, f"the test left the signal handlers changed: {after} (was {before})"
+    assert _kernel_signals() == kernel, f"the test left {_kernel_signals()} (was {kernel})"
+
+
+_FIRST_KERNEL_SIGNALS: dict[str, dict[str, str]] = {}
+
+
+def _kernel_signals() -> dict[str, str]:
+    """This thread's ignored and blocked signal masks, as the kernel reports them."""
+    import threading
+    from pathlib import Path
+
+    try:
+        text = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
+    except OSError:  # not Linux
+        return {}
+    return {
+        line.split(":")[0]: line.split()[1]
+        for line in text.splitlines()
+        if line.startswith(("SigIgn:", "SigBlk:"))
+    }
