@@ -47,8 +47,11 @@ def experiment_folders_agree_with_judge_ir(request: pytest.FixtureRequest):
 @pytest.fixture(autouse=True)
 def signal_handlers_kept():
     """A test leaves SIGINT and SIGTERM as it found them, in Python and in the kernel (the
-    signals this thread ignores and blocks): a process started later inherits an ignored or
-    blocked signal, and a Ctrl-C test on the same worker would wait out its timeout."""
+    signals this thread ignores and blocks), and every test starts with those the first one
+    saw: a process started later inherits an ignored or blocked signal, and the Ctrl-C tests
+    of a judge process would wait out their timeouts. (A suite started as a background job
+    of a shell without job control, `cmd &` in a script, ignores SIGINT and SIGQUIT from its
+    start: those tests fail there, rightly; run it in the foreground.)"""
     import signal
 
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -20,8 +20,10 @@ from typing import Any, Literal
 import numpy as np
 
 from judge.ir.arrow import mix, string_hashes, take, to_numpy
-from judge.ir.trec import PathLike
 from judge.threads import map_ahead
+
+# Its own, not judge.ir.trec's: judge.ir.trec imports this module (an import circle).
+PathLike = str | os.PathLike[str]
 
 Kind = Literal["qrels", "run"]
 
