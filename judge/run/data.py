@@ -227,28 +227,28 @@ def _read_json(path: Path) -> list[dict[str, Any]]:
                     "not an object with one field per column"
                 )
         return value
-    rows = []
-    for number, line in _jsonl_lines(path):
-        if line.strip():
-            try:
-                record = loads_json(line)
-            except RecursionError:
-                raise InputFormatError(f"{path}:{number}: {NESTED}") from None
-            except ValueError as exc:  # not JSON, an integer of 5,000 digits
-                raise InputFormatError(f"{path}:{number}: not JSON ({exc})") from exc
-            if not isinstance(record, dict):
-                raise InputFormatError(
-                    f"{path}:{number}: a {type(record).__name__}, not an "
-                    "object with one field per column"
-                )
-            rows.append(record)
-    return rows
+    return [json_record(line, path, number) for number, line in jsonl_lines(path) if line.strip()]
+
+
+def json_record(text: str, path: Path, number: int) -> dict[str, Any]:
+    """One JSON-lines record, or the InputFormatError naming its file and line."""
+    try:
+        record = loads_json(text)
+    except RecursionError:
+        raise InputFormatError(f"{path}:{number}: {NESTED}") from None
+    except ValueError as exc:  # not JSON, an integer of 5,000 digits
+        raise InputFormatError(f"{path}:{number}: not JSON ({exc})") from exc
+    if not isinstance(record, dict):
+        raise InputFormatError(
+            f"{path}:{number}: a {type(record).__name__}, not an object with one field per column"
+        )
+    return record
 
 
 NESTED = "JSON nested too deeply (arrays or objects inside one another past Python's limit)"
 
 
-def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(number from 1, text) of the lines of a JSON-lines file as text mode splits them
     (on \\n, \\r\\n and \\r), each read with the line limit (`judge.lines`): a file of
     one endless line is refused, not read into memory."""
@@ -318,7 +318,7 @@ class JsonlRecords(LazySequence[dict[str, Any]]):
         self.names = tuple(names)
         self.field = field
         self._offsets = array("q", offsets)
-        self._identity = identity if identity is not None else _identity(path)
+        self._identity = identity if identity is not None else file_identity(path)
 
     @classmethod
     def scan(cls, path: str | os.PathLike[str]) -> JsonlRecords:
@@ -329,7 +329,7 @@ class JsonlRecords(LazySequence[dict[str, Any]]):
         offsets: list[int] = []
         names: dict[str, None] = {}
         offset = 0
-        identity = _identity(p)
+        identity = file_identity(p)
         with p.open("rb") as lines:
             for number, line in bounded_lines(lines, p):
                 if b"\r" in line.rstrip(b"\r\n"):
@@ -342,14 +342,14 @@ class JsonlRecords(LazySequence[dict[str, Any]]):
                     offsets.append(offset)
                     names.update(dict.fromkeys(record))
                 offset += len(line)
-        if _identity(p) != identity:
-            raise _changed(p)
+        if file_identity(p) != identity:
+            raise changed_error(p)
         return cls(p, offsets, list(names), identity)
 
     def _open(self) -> BinaryIO:
         """The file, checked to be the one scanned: its lines are read at their offsets."""
-        if _identity(self.path) != self._identity:
-            raise _changed(self.path)
+        if file_identity(self.path) != self._identity:
+            raise changed_error(self.path)
         return self.path.open("rb")
 
     def __len__(self) -> int:
@@ -372,13 +372,14 @@ class JsonlRecords(LazySequence[dict[str, Any]]):
         return record if self.field is None else record[self.field]
 
 
-def _identity(path: Path) -> tuple[int, ...]:
+def file_identity(path: Path) -> tuple[int, ...]:
     """What tells that a file changed: its inode, size and modification time (ns)."""
     stat = path.stat()
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
-def _changed(path: Path) -> InputFormatError:
+def changed_error(path: Path) -> InputFormatError:
+    """The error of an input file that changed while its rows were read."""
     return InputFormatError(
         f"{path} changed since it was read: its rows are read from it as they are used, "
         "so it must stay as it is during the run; rerun on the file as it is now (copy it "

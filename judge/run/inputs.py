@@ -31,17 +31,16 @@ from judge.errors import InputFormatError
 from judge.lines import bounded_lines
 from judge.run.data import (
     HUB,
-    NESTED,
     Row,
-    _changed,
-    _identity,
-    _jsonl_lines,
     build_rows,
     cannot_read,
+    changed_error,
     checked_path,
     dataset_of_file,
     dataset_of_hub,
-    loads_json,
+    file_identity,
+    json_record,
+    jsonl_lines,
     read_records,
     resolve_columns,
 )
@@ -157,11 +156,11 @@ class FileRecords(Records):
 
     def identity(self) -> str | None:
         """The file's inode, size and modification time (ns)."""
-        return ":".join(map(str, _identity(self.path)))
+        return ":".join(map(str, file_identity(self.path)))
 
     def _unchanged(self, identity: str | None) -> None:
         if self.identity() != identity:
-            raise _changed(self.path)
+            raise changed_error(self.path)
 
     def _reading(self) -> str | None:
         """The identity a read must see throughout: the scanned one, else the present."""
@@ -189,9 +188,9 @@ class JsonLinesRecords(FileRecords):
         identity = self._scanning()
         names: dict[str, None] = {}
         count = 0
-        for number, line in _jsonl_lines(self.path):
+        for number, line in jsonl_lines(self.path):
             if line.strip():
-                names.update(dict.fromkeys(_object(line, self.path, number)))
+                names.update(dict.fromkeys(json_record(line, self.path, number)))
                 count += 1
         self._unchanged(identity)
         return list(names), count
@@ -209,7 +208,7 @@ class JsonLinesRecords(FileRecords):
                         raise InputFormatError(f"{self.path}:{line}: not UTF-8 ({exc})") from None
                     if not text.strip():
                         continue
-                    yield number, _object(text, self.path, line)
+                    yield number, json_record(text, self.path, line)
                 elif _blank(raw):
                     continue
                 number += 1
@@ -217,7 +216,7 @@ class JsonLinesRecords(FileRecords):
 
 
 def _lines(handle: Any, path: Path) -> Iterator[tuple[int, bytes]]:
-    """(number from 1, bytes) of a JSON-lines file's lines as `_jsonl_lines` splits them
+    """(number from 1, bytes) of a JSON-lines file's lines as `jsonl_lines` splits them
     (on \\n, \\r\\n and \\r), undecoded; a line's newline is left on it."""
     number = 0
     for _, raw in bounded_lines(handle, path):
@@ -242,21 +241,6 @@ def _blank(raw: bytes) -> bool:
     if stripped[:1] == b"{":
         return False
     return not raw.decode("utf-8", "replace").strip()
-
-
-def _object(text: str, path: Path, number: int) -> dict[str, Any]:
-    """One JSON-lines record, refused as `load_rows` refuses it."""
-    try:
-        record = loads_json(text)
-    except RecursionError:
-        raise InputFormatError(f"{path}:{number}: {NESTED}") from None
-    except ValueError as exc:  # not JSON, an integer of 5,000 digits
-        raise InputFormatError(f"{path}:{number}: not JSON ({exc})") from exc
-    if not isinstance(record, dict):
-        raise InputFormatError(
-            f"{path}:{number}: a {type(record).__name__}, not an object with one field per column"
-        )
-    return record
 
 
 class CsvRecords(FileRecords):
