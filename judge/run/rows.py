@@ -28,6 +28,10 @@ def _score_json(value: float | None) -> float | None:
     return None if number != number else number
 
 
+# Fields written only for a conversation's turns.
+_TURN_FIELDS = ("conversation_id", "turn")
+
+
 @dataclass
 class ResultRow:
     """One evaluated input row: its inputs, a score per metric and what lies behind each.
@@ -45,6 +49,9 @@ class ResultRow:
         errors: metric -> the message of the judge failure behind a `judge_error`.
         evidence: the judgments behind the scores (claims, verdicts, grades, replies).
         usage: requests, cache hits, tokens and cost of this row.
+        conversation_id: the conversation an assistant turn belongs to (None for a row that
+            is not a turn of one); turns of one conversation are resampled together.
+        turn: the turn's 1-based position among the conversation's messages.
     """
 
     row: int
@@ -59,6 +66,8 @@ class ResultRow:
     errors: dict[str, str] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
+    conversation_id: str | None = None
+    turn: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -81,6 +90,10 @@ class ResultRow:
         # Not dataclasses.asdict: it deep-copies every leaf of the evidence, which cost
         # more than judging a cached row.
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        # A row that is no conversation's turn is written as before conversations existed.
+        for name in _TURN_FIELDS:
+            if data[name] is None:
+                del data[name]
         data["scores"] = {m: _score_json(v) for m, v in self.scores.items()}
         return data
 
