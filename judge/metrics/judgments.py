@@ -11,14 +11,17 @@ from judge import aio
 from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
 from judge.metrics import evidence as ev
+from judge.metrics import turns
 from judge.metrics.citations import Citation, find_citations
 from judge.metrics.judges import (
     CitationCheck,
     ContextGrade,
     NeededSentences,
+    RetentionVerdict,
     ReverseQuestions,
     Verdict,
     check_citations,
+    check_retention,
     context_sentences,
     extract_claims,
     grade_contexts,
@@ -38,6 +41,10 @@ from judge.metrics.scorers import cosine_similarities
 from judge.samples import Sample
 
 T = TypeVar("T")
+
+# The messages before a turn's question that answer relevancy compares the answer's reverse
+# questions with, besides the question: the exchange a follow-up continues.
+RELEVANCY_MESSAGES = 2
 
 
 def _filled(text: str | None) -> bool:
@@ -62,6 +69,11 @@ class SampleJudgments:
     ledger: UsageLedger | None = None  # the sample's own usage record
     prompts: Mapping[str, Prompt] = field(default_factory=dict)  # the run's; else read now
     evidence: dict[str, Any] = field(default_factory=dict)
+    # For a conversation's turn: the judgments of its earlier turns, by turn, shared by
+    # every turn of the chain so each earlier turn is judged once (`earlier_turn`).
+    earlier: dict[int, SampleJudgments] = field(default_factory=dict)
+    # For a turn, once verified: each answer claim's source (turns.CONTEXTS, HISTORY, None).
+    sources: list[str | None] = field(default_factory=list)
     _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
 
     def prompt(self, name: str) -> Prompt:
@@ -102,7 +114,7 @@ class SampleJudgments:
                 aio.start_eagerly(
                     extract_claims(
                         self.session,
-                        question=s.question,
+                        question=s.question_in_context(),
                         text=text,
                         sample=s.id,
                         ledger=self.ledger,
@@ -114,7 +126,7 @@ class SampleJudgments:
         )
         claims: dict[str, list[str]] = {"answer": [], "truth": []}
         for (kind, text), found in zip(texts.items(), split, strict=True):
-            claims[kind] = [c for c in found if drawn_from(c, text, s.question)]
+            claims[kind] = [c for c in found if drawn_from(c, text, s.question_in_context())]
             self.evidence[ev.claims_key(kind)] = claims[kind]
             dropped = [c for c in found if c not in claims[kind]]
             if dropped:
@@ -126,6 +138,8 @@ class SampleJudgments:
         return self._once("verdicts", self._verify)
 
     async def _verify(self) -> tuple[list[Verdict], list[Verdict]]:
+        if self.sample.in_conversation:
+            return await self._verify_turn()
         answer = await self.answer_claims() if self.verify_answer else []
         truth = await self.truth_claims() if self.verify_truth else []
         verify = self.prompt("verify")
@@ -143,14 +157,135 @@ class SampleJudgments:
             v.model_copy(update={"claim": i}) for i, v in enumerate(combined[len(answer) :])
         ]
         own = [*answer, *truth, *self.sample.contexts]  # the data the verify call was given
+        self._record_verdicts(answer_verdicts, truth_verdicts, own)
+        return answer_verdicts, truth_verdicts
+
+    def _record_verdicts(
+        self,
+        answer_verdicts: list[Verdict],
+        truth_verdicts: list[Verdict],
+        own: list[str],
+        sources: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """The verdicts in the evidence, with those borrowing the prompt example's words;
+        for a turn, each answer verdict's source (`sources`: per answer claim)."""
+        verify = self.prompt("verify")
         for side, verdicts in (("answer", answer_verdicts), ("truth", truth_verdicts)):
             if borrowed := _borrowed(verdicts, own, verify.example_text):
                 self.evidence[ev.borrowed_key(side)] = borrowed
         if self.verify_answer:
-            self.evidence[ev.verdicts_key(ev.ANSWER)] = [v.model_dump() for v in answer_verdicts]
+            dumped = [v.model_dump() for v in answer_verdicts]
+            for verdict, source in zip(dumped, sources or [], strict=False):
+                verdict.update(source)
+                if source["source"] == turns.HISTORY:  # what a report names as its source
+                    verdict["context"] = turns.history_name(source)
+            self.evidence[ev.verdicts_key(ev.ANSWER)] = dumped
         if self.verify_truth:
             self.evidence[ev.verdicts_key(ev.TRUTH)] = [v.model_dump() for v in truth_verdicts]
+
+    async def _verify_turn(self) -> tuple[list[Verdict], list[Verdict]]:
+        """A turn's verdicts: the answer's claims against the turn's contexts and the
+        conversation before it (one call), the ground truth's against the contexts alone
+        (context recall asks what retrieval found; another call when both are asked)."""
+        contexts = list(self.sample.contexts)
+        answer, truth = await aio.gather_or_cancel(
+            [
+                aio.start_eagerly(self.answer_claims() if self.verify_answer else _none()),
+                aio.start_eagerly(self.truth_claims() if self.verify_truth else _none()),
+            ]
+        )
+        said = await self.conversation_said()
+        evidence = [*contexts, *(item.text for item in said)]
+        answer_verdicts, truth_verdicts = await aio.gather_or_cancel(
+            [
+                aio.start_eagerly(self._verify_against(answer, evidence)),
+                aio.start_eagerly(self._verify_against(truth, contexts)),
+            ]
+        )
+        sources = [turns.source_of(v.context, len(contexts), said) for v in answer_verdicts]
+        answer_verdicts = [
+            v.model_copy(update={"context": None}) if src["source"] == turns.HISTORY else v
+            for v, src in zip(answer_verdicts, sources, strict=True)
+        ]
+        own = [*answer, *truth, *evidence]
+        self._record_verdicts(answer_verdicts, truth_verdicts, own, sources)
+        self.sources = [src["source"] for src in sources]
         return answer_verdicts, truth_verdicts
+
+    async def _verify_against(self, claims: list[str], evidence: list[str]) -> list[Verdict]:
+        if not claims:
+            return []
+        return await verify_claims(
+            self.session,
+            claims=claims,
+            contexts=evidence,
+            sample=self.sample.id,
+            ledger=self.ledger,
+            prompt=self.prompt("verify"),
+        )
+
+    def conversation_said(self) -> Awaitable[list[turns.Said]]:
+        """What the conversation before a turn says, as evidence for its claims: every
+        user, system and tool message, and the claims of earlier answers that were
+        themselves supported (by their contexts or their own conversation)."""
+        return self._once("conversation_said", self._conversation_said)
+
+    async def _conversation_said(self) -> list[turns.Said]:
+        history = self.sample.history
+        earlier = {i: self.earlier_turn(i) for i in range(len(history))}
+        supported = await aio.gather_or_cancel(
+            [
+                aio.start_eagerly(j.supported_claims() if j is not None else _none())
+                for j in earlier.values()
+            ]
+        )
+        return turns.said_before(history, supported)
+
+    def earlier_turn(self, index: int) -> SampleJudgments | None:
+        """The judgments of the turn answered by `history[index]` (None if it answered
+        nothing), made once along the conversation: its own row makes the same requests,
+        so they come from the cache (or the request in flight)."""
+        message = self.sample.history[index]
+        found = self.earlier.get(message.turn)
+        if found is None:
+            sample = self.sample.earlier_turn(index)
+            if sample is None:
+                return None
+            found = self.earlier[message.turn] = SampleJudgments(
+                sample,
+                self.session,
+                verify_answer=True,
+                claim_texts=frozenset({"answer"}),
+                ledger=self.ledger,
+                prompts=self.prompts,
+                earlier=self.earlier,
+            )
+        return found
+
+    async def supported_claims(self) -> list[str]:
+        """The answer's claims judged supported (a turn's, against its contexts and the
+        conversation before it)."""
+        answer_verdicts, _ = await self.verdicts()
+        claims = await self.answer_claims()
+        return [claims[v.claim] for v in answer_verdicts if v.verdict == "supported"]
+
+    def retention(self) -> Awaitable[list[RetentionVerdict]]:
+        """What a turn's answer does with each of the user's messages before its question."""
+        return self._once("retention", self._retention)
+
+    async def _retention(self) -> list[RetentionVerdict]:
+        s = self.sample
+        earlier = [m.content for m in turns.earlier_user_messages(s.history)]
+        verdicts = await check_retention(
+            self.session,
+            earlier=earlier,
+            answer=s.answer or "",
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("retention"),
+        )
+        self.evidence[ev.RETENTION] = [v.model_dump() for v in verdicts]
+        return verdicts
 
     def unsourced(self) -> Awaitable[list[list[str]]]:
         """Per answer claim, its numbers and names that no context mentions."""
@@ -158,7 +293,10 @@ class SampleJudgments:
 
     async def _unsourced(self) -> list[list[str]]:
         claims = await self.answer_claims()
-        found = [unsourced_terms(c, list(self.sample.contexts)) for c in claims]
+        sources = list(self.sample.contexts)
+        if self.sample.in_conversation:  # what the conversation said is a source too
+            sources += [item.text for item in await self.conversation_said()]
+        found = [unsourced_terms(c, sources) for c in claims]
         listed = [{"claim": i, "terms": terms} for i, terms in enumerate(found) if terms]
         if listed:
             self.evidence[ev.ANSWER_CLAIMS_UNSOURCED] = listed
@@ -173,7 +311,7 @@ class SampleJudgments:
         reference = s.ground_truth if s.ground_truth is not None else s.answer
         grades = await grade_contexts(
             self.session,
-            question=s.question,
+            question=s.question_in_context(),
             contexts=s.contexts,
             reference=reference,
             sample=s.id,
@@ -188,7 +326,7 @@ class SampleJudgments:
         # height "above sea level", for the boiling point at sea level). Not asked of the
         # answer standing in for a missing ground truth: a context that refutes a wrong
         # answer is still the one that answers the question.
-        topic = f"{s.question}\n{reference or ''}"
+        topic = f"{s.question_in_context()}\n{reference or ''}"
         capped = [
             g.context
             for g in grades
@@ -197,7 +335,9 @@ class SampleJudgments:
                 shares_content(s.contexts[g.context], topic)
                 and (
                     s.ground_truth is None
-                    or holds_answer_words(s.contexts[g.context], s.ground_truth, s.question)
+                    or holds_answer_words(
+                        s.contexts[g.context], s.ground_truth, s.question_in_context()
+                    )
                 )
             )
         ]
@@ -219,7 +359,7 @@ class SampleJudgments:
         numbered = [text for found in per_context for text in found]
         picked: NeededSentences = await select_sentences(
             self.session,
-            question=s.question,
+            question=s.question_in_context(),
             sentences=numbered,
             reference=reference,
             sample=s.id,
@@ -228,7 +368,7 @@ class SampleJudgments:
         )
         # As with grades: a sentence sharing no content word with the question or the
         # reference cannot be needed, whatever a small model picked by position.
-        topic = f"{s.question}\n{reference or ''}"
+        topic = f"{s.question_in_context()}\n{reference or ''}"
         needed = [n for n in picked.needed if shares_content(numbered[n], topic)]
         self.evidence[ev.CONTEXT_SENTENCES] = {
             "per_context": [len(found) for found in per_context],
@@ -257,7 +397,8 @@ class SampleJudgments:
             similarities: list[float] = []
         else:
             vectors = await self.session.embed_array(
-                [s.question, *generated.questions], ledger=self.ledger
+                [s.question_in_context(RELEVANCY_MESSAGES), *generated.questions],
+                ledger=self.ledger,
             )
             similarities = cosine_similarities(vectors[0], vectors[1:])
         self.evidence[ev.REVERSE_QUESTIONS] = {
@@ -323,6 +464,10 @@ class SampleJudgments:
         ]
         self.evidence[ev.CITATION_CHECKS] = [c.model_dump() for c in checks]
         return found, checks
+
+
+async def _none() -> list[Any]:
+    return []
 
 
 def _borrowed(verdicts: list[Verdict], own: list[str], example: str) -> list[dict[str, Any]]:

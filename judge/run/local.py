@@ -223,7 +223,15 @@ def _result_row(row: Row) -> ResultRow:
     if s is None:
         return ResultRow(row.number, row.id, row.question, error=row.error)
     return ResultRow(
-        row.number, s.id, s.question, s.answer, list(s.contexts), s.ground_truth, row.error
+        row.number,
+        s.id,
+        s.question,
+        s.answer,
+        list(s.contexts),
+        s.ground_truth,
+        row.error,
+        conversation_id=s.conversation_id,
+        turn=s.turn,
     )
 
 
