@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -51,6 +52,33 @@ def _filled(text: str | None) -> bool:
     return text is not None and bool(text.strip())
 
 
+class Conversations:
+    """A run's shared judgments of conversation turns (`SampleJudgments.own_turn`), by
+    conversation, so a later turn rests on an earlier one without asking for it again, even
+    with no cache. The most recently used conversations are kept: a conversation's turns
+    are rows next to each other, and one dropped is only asked again (or read from the
+    cache), never judged differently.
+
+    Args:
+        limit: the conversations kept.
+    """
+
+    def __init__(self, limit: int = 256):
+        self.limit = limit
+        self._turns: OrderedDict[str, dict[int, SampleJudgments]] = OrderedDict()
+
+    def of(self, conversation_id: str) -> dict[int, SampleJudgments]:
+        """The shared judgments of one conversation's turns, by turn."""
+        found = self._turns.get(conversation_id)
+        if found is None:
+            found = self._turns[conversation_id] = {}
+            while len(self._turns) > self.limit:
+                self._turns.popitem(last=False)
+        else:
+            self._turns.move_to_end(conversation_id)
+        return found
+
+
 @dataclass
 class SampleJudgments:
     """Lazily made, shared judgments of one sample.
@@ -72,8 +100,12 @@ class SampleJudgments:
     # For a conversation's turn: the judgments of its earlier turns, by turn, shared by
     # every turn of the chain so each earlier turn is judged once (`earlier_turn`).
     earlier: dict[int, SampleJudgments] = field(default_factory=dict)
-    # For a turn, once verified: each answer claim's source (turns.CONTEXTS, HISTORY, None).
+    # For a turn, once verified: each answer claim's source (turns.CONTEXTS, HISTORY, None),
+    # and the same with the conversation's turn and role (`turns.source_of`).
     sources: list[str | None] = field(default_factory=list)
+    claim_sources: list[dict[str, Any]] = field(default_factory=list)
+    # The judgments of a turn's answer alone, shared by the turns after it (`own_turn`).
+    is_turn_core: bool = False
     _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
 
     def prompt(self, name: str) -> Prompt:
@@ -109,6 +141,10 @@ class SampleJudgments:
             for kind, text in (("answer", s.answer), ("truth", s.ground_truth))
             if kind in self.claim_texts and text is not None and _filled(text)
         }
+        # A turn's answer claims are its conversation's to share (later turns rest on them).
+        shared = None
+        if s.in_conversation and not self.is_turn_core and texts.pop("answer", ""):
+            shared = self.own_turn()
         split = await aio.gather_or_cancel(
             [
                 aio.start_eagerly(
@@ -123,15 +159,46 @@ class SampleJudgments:
                 )
                 for text in texts.values()
             ]
+            + ([aio.start_eagerly(shared.answer_claims())] if shared is not None else [])
         )
         claims: dict[str, list[str]] = {"answer": [], "truth": []}
-        for (kind, text), found in zip(texts.items(), split, strict=True):
+        for (kind, text), found in zip(texts.items(), split, strict=False):
             claims[kind] = [c for c in found if drawn_from(c, text, s.question_in_context())]
             self.evidence[ev.claims_key(kind)] = claims[kind]
             dropped = [c for c in found if c not in claims[kind]]
             if dropped:
                 self.evidence[ev.dropped_claims_key(kind)] = dropped
+        if shared is not None:
+            claims["answer"] = split[-1]
+            for key in (ev.claims_key(ev.ANSWER), ev.dropped_claims_key(ev.ANSWER)):
+                if key in shared.evidence:
+                    self.evidence[key] = shared.evidence[key]
         return claims
+
+    def own_turn(self) -> SampleJudgments:
+        """The judgments of this turn's answer that later turns rest on (its claims, and
+        their verdicts against its contexts and conversation): shared along the
+        conversation (`earlier`), so they are made once however many turns need them."""
+        if self.is_turn_core:
+            return self
+        turn = self.sample.turn
+        assert turn is not None, "only a conversation's turn has a turn of its own"
+        found = self.earlier.get(turn)
+        if found is None:
+            found = self.earlier[turn] = self._turn_core(self.sample)
+        return found
+
+    def _turn_core(self, sample: Sample) -> SampleJudgments:
+        return SampleJudgments(
+            sample,
+            self.session,
+            verify_answer=True,
+            claim_texts=frozenset({"answer"}),
+            ledger=self.ledger,
+            prompts=self.prompts,
+            earlier=self.earlier,
+            is_turn_core=True,
+        )
 
     def verdicts(self) -> Awaitable[tuple[list[Verdict], list[Verdict]]]:
         """(verdicts of the answer's claims, verdicts of the ground truth's claims)."""
@@ -185,31 +252,32 @@ class SampleJudgments:
 
     async def _verify_turn(self) -> tuple[list[Verdict], list[Verdict]]:
         """A turn's verdicts: the answer's claims against the turn's contexts and the
-        conversation before it (one call), the ground truth's against the contexts alone
-        (context recall asks what retrieval found; another call when both are asked)."""
+        conversation before it (one call, shared with later turns: `own_turn`), the ground
+        truth's against the contexts alone (context recall asks what retrieval found;
+        another call when both are asked)."""
         contexts = list(self.sample.contexts)
-        answer, truth = await aio.gather_or_cancel(
-            [
-                aio.start_eagerly(self.answer_claims() if self.verify_answer else _none()),
-                aio.start_eagerly(self.truth_claims() if self.verify_truth else _none()),
-            ]
-        )
-        said = await self.conversation_said()
-        evidence = [*contexts, *(item.text for item in said)]
-        answer_verdicts, truth_verdicts = await aio.gather_or_cancel(
-            [
-                aio.start_eagerly(self._verify_against(answer, evidence)),
-                aio.start_eagerly(self._verify_against(truth, contexts)),
-            ]
-        )
-        sources = [turns.source_of(v.context, len(contexts), said) for v in answer_verdicts]
-        answer_verdicts = [
-            v.model_copy(update={"context": None}) if src["source"] == turns.HISTORY else v
-            for v, src in zip(answer_verdicts, sources, strict=True)
-        ]
-        own = [*answer, *truth, *evidence]
-        self._record_verdicts(answer_verdicts, truth_verdicts, own, sources)
-        self.sources = [src["source"] for src in sources]
+        if self.is_turn_core:
+            answer = await self.answer_claims()
+            said = await self.conversation_said()
+            found = await self._verify_against(answer, [*contexts, *(i.text for i in said)])
+            sources = [turns.source_of(v.context, len(contexts), said) for v in found]
+            self.sources = [src["source"] for src in sources]
+            self.claim_sources = sources
+            return [
+                v.model_copy(update={"context": None}) if src["source"] == turns.HISTORY else v
+                for v, src in zip(found, sources, strict=True)
+            ], []
+        core = self.own_turn()
+        truth = await self.truth_claims() if self.verify_truth else []
+        answering = aio.start_eagerly(_answer_verdicts(core if self.verify_answer else None))
+        checking = aio.start_eagerly(self._verify_against(truth, contexts))
+        await aio.gather_or_cancel([answering, checking])
+        answer_verdicts, truth_verdicts = answering.result(), checking.result()
+        answer = await self.answer_claims() if self.verify_answer else []
+        said = await core.conversation_said() if self.verify_answer else []
+        self.sources = list(core.sources)
+        own = [*answer, *truth, *contexts, *(i.text for i in said)]
+        self._record_verdicts(answer_verdicts, truth_verdicts, own, core.claim_sources)
         return answer_verdicts, truth_verdicts
 
     async def _verify_against(self, claims: list[str], evidence: list[str]) -> list[Verdict]:
@@ -231,6 +299,8 @@ class SampleJudgments:
         return self._once("conversation_said", self._conversation_said)
 
     async def _conversation_said(self) -> list[turns.Said]:
+        if not self.is_turn_core:
+            return await self.own_turn().conversation_said()
         history = self.sample.history
         earlier = {i: self.earlier_turn(i) for i in range(len(history))}
         supported = await aio.gather_or_cancel(
@@ -242,24 +312,15 @@ class SampleJudgments:
         return turns.said_before(history, supported)
 
     def earlier_turn(self, index: int) -> SampleJudgments | None:
-        """The judgments of the turn answered by `history[index]` (None if it answered
-        nothing), made once along the conversation: its own row makes the same requests,
-        so they come from the cache (or the request in flight)."""
+        """The shared judgments (`own_turn`) of the turn answered by `history[index]` (None
+        if it answered nothing), made once along the conversation."""
         message = self.sample.history[index]
         found = self.earlier.get(message.turn)
         if found is None:
             sample = self.sample.earlier_turn(index)
             if sample is None:
                 return None
-            found = self.earlier[message.turn] = SampleJudgments(
-                sample,
-                self.session,
-                verify_answer=True,
-                claim_texts=frozenset({"answer"}),
-                ledger=self.ledger,
-                prompts=self.prompts,
-                earlier=self.earlier,
-            )
+            found = self.earlier[message.turn] = self._turn_core(sample)
         return found
 
     async def supported_claims(self) -> list[str]:
@@ -468,6 +529,11 @@ class SampleJudgments:
 
 async def _none() -> list[Any]:
     return []
+
+
+async def _answer_verdicts(core: SampleJudgments | None) -> list[Verdict]:
+    """A turn's answer verdicts, from its shared judgments (none when not asked for)."""
+    return [] if core is None else (await core.verdicts())[0]
 
 
 def _borrowed(verdicts: list[Verdict], own: list[str], example: str) -> list[dict[str, Any]]:

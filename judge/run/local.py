@@ -17,6 +17,7 @@ from judge import ir
 from judge.aio import gather_or_cancel
 from judge.llm.judge import Judge
 from judge.llm.session import LLMSession
+from judge.metrics.judgments import Conversations
 from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
 from judge.run.checkpoint import Checkpoint
@@ -116,12 +117,16 @@ async def execute(
         if (row.number, input_hash) not in done
     )
 
+    conversations = Conversations()
+
     async def worker() -> None:
         # A fixed pool of workers takes rows one by one: a task per row would hold a
         # coroutine for each of 100,000 rows at once.
         turn = time.monotonic() + TURN_SECONDS
         for row, input_hash in pending:
-            record = await evaluate_row(row, judged, retrieval, session, plan.prompts)
+            record = await evaluate_row(
+                row, judged, retrieval, session, plan.prompts, conversations
+            )
             at = place(row.number)
             tally.add(record, at=at)
             line = spill.encode(row.number, input_hash, record)
@@ -241,9 +246,11 @@ async def evaluate_row(
     retrieval: list[str],
     session: Judge | None,
     prompts: Mapping[str, Prompt] | None = None,
+    conversations: Conversations | None = None,
 ) -> ResultRow:
     """One input row judged and scored: the row `judge eval` writes to results.jsonl, with
-    the run's built-in prompts (`load_prompts()`; else read when used)."""
+    the run's built-in prompts (`load_prompts()`; else read when used) and, for the turns
+    of conversations, the run's shared judgments of earlier turns (`conversations`)."""
     record = _result_row(row)
     names = [m.name for m in judged] + retrieval
     if row.sample is None:
@@ -251,7 +258,9 @@ async def evaluate_row(
         record.reasons = dict.fromkeys(names, ROW_ERROR)
         return record
     if session and judged:
-        result = await score_sample(row.sample, judged, session, prompts=prompts)
+        result = await score_sample(
+            row.sample, judged, session, prompts=prompts, conversations=conversations
+        )
         record.scores = dict(result.scores)
         record.reasons = dict(result.reasons)
         record.errors, record.evidence, record.usage = result.errors, result.evidence, result.usage
