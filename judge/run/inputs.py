@@ -75,6 +75,13 @@ class Records(ABC):
         """What tells that the input changed since it was scanned (None: nothing does)."""
         return None
 
+    def changed(self, count: int) -> InputFormatError:
+        """The error of a read that gave more than the `count` records the scan found."""
+        return InputFormatError(
+            f"{self.source} changed since it was read: it holds more than the {count} rows "
+            "it had when the run started; run again on the input as it is now"
+        )
+
 
 def _held(shard: Shard | None, number: int) -> bool:
     return shard is None or shard.holds(number)
@@ -161,6 +168,10 @@ class FileRecords(Records):
     def _unchanged(self, identity: str | None) -> None:
         if self.identity() != identity:
             raise changed_error(self.path)
+
+    def changed(self, count: int) -> InputFormatError:
+        """A file that grew changed as any other change does."""
+        return changed_error(self.path)
 
     def _reading(self) -> str | None:
         """The identity a read must see throughout: the scanned one, else the present."""
@@ -399,6 +410,10 @@ class InputRows:
     def only(self, shard: Shard | None) -> Iterator[Row]:
         """The rows a shard holds (every row for None), the others not built."""
         for number, record in self.records.read(shard):
+            if number >= self._count:
+                # Rows appended since the pre-pass: refused before one is judged, as the
+                # row count (a shard's size, the tally, the data hash) is the scanned one.
+                raise self.records.changed(self._count)
             yield build_rows([record], self.columns, [number])[0]
 
     def extra_columns(self) -> list[str]:

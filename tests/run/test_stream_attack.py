@@ -64,13 +64,10 @@ def on_first_row(monkeypatch: Any, action: Any) -> None:
     monkeypatch.setattr(local, "evaluate_row", hooked)
 
 
-# DEFECT: rows appended to the input while the run reads it are yielded past the count the
-# pre-pass found; the worker then indexes its per-row arrays with them and the run dies
-# with "IndexError: array assignment index out of range" (after judging the extra row, a
-# paid request with an LLM judge) instead of the InputFormatError "changed since it was
-# read" every other change gets. Should be: the read stops at the counted rows (or checks
-# the identity before yielding one past them) and raises InputFormatError.
-@pytest.mark.xfail(strict=True, raises=IndexError, reason="append mid-run: IndexError")
+# Rows appended to the input while the run reads it were yielded past the count the
+# pre-pass found, and the run died with "IndexError: array assignment index out of range"
+# after judging the extra row (a paid request with an LLM judge): a row past the count is
+# refused before it is judged, with the error every other change gets.
 @pytest.mark.parametrize("kind", ["jsonl", "csv"])
 def test_rows_appended_during_the_run_are_refused_as_a_change(
     tmp_path: Path, monkeypatch: Any, kind: str
