@@ -173,11 +173,24 @@ class FileRecords(Records):
         """A file that grew changed as any other change does."""
         return changed_error(self.path)
 
-    def _reading(self) -> str | None:
-        """The identity a read must see throughout: the scanned one, else the present."""
+    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The file's records (`_records`), the file checked before and after: a record
+        that cannot be read now is blamed on a change when the file changed (the scan
+        read it: a file cut short leaves a cut line, which is not the line's fault)."""
+        # The identity a read must see throughout: the scanned one, else the present.
         identity = self.identity() if self.expected is None else self.expected
         self._unchanged(identity)
-        return identity
+        try:
+            yield from self._records(shard)
+        except InputFormatError:
+            if self.identity() != identity:
+                raise changed_error(self.path) from None
+            raise
+        self._unchanged(identity)
+
+    @abstractmethod
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """`read` of the format, the file's identity left to `read`."""
 
     def _scanning(self) -> str | None:
         """The identity a scan must see throughout, kept for the reads after it."""
@@ -206,16 +219,15 @@ class JsonLinesRecords(FileRecords):
         self._unchanged(identity)
         return list(names), count
 
-    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """The records of the lines, the blank ones skipped (as `load_rows` does)."""
-        identity = self._reading()
         number = 0
         with self.path.open("rb") as handle:
             for line, raw in _lines(handle, self.path):
                 if _held(shard, number):
                     try:
                         text = raw.decode("utf-8")
-                    except UnicodeDecodeError as exc:  # checked by the scan: changed since
+                    except UnicodeDecodeError as exc:
                         raise InputFormatError(f"{self.path}:{line}: not UTF-8 ({exc})") from None
                     if not text.strip():
                         continue
@@ -223,7 +235,6 @@ class JsonLinesRecords(FileRecords):
                 elif _blank(raw):
                     continue
                 number += 1
-        self._unchanged(identity)
 
 
 def _lines(handle: Any, path: Path) -> Iterator[tuple[int, bytes]]:
@@ -281,17 +292,15 @@ class CsvRecords(FileRecords):
         self._unchanged(identity)
         return names, count
 
-    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each record as `DataFrame.to_dict(orient="records")` gives it; a shard's alone
         are converted."""
-        identity = self._reading()
         start = 0
         for chunk in self._chunks():
             numbers = [n for n in range(start, start + len(chunk)) if _held(shard, n)]
             taken = chunk if shard is None else chunk.iloc[[n - start for n in numbers]]
             yield from zip(numbers, taken.to_dict(orient="records"), strict=True)
             start += len(chunk)
-        self._unchanged(identity)
 
 
 class ParquetRecords(FileRecords):
@@ -312,12 +321,11 @@ class ParquetRecords(FileRecords):
         parquet = self._file()
         return list(dict.fromkeys(parquet.schema_arrow.names)), parquet.metadata.num_rows
 
-    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each record as `datasets` reads it (`Table.to_pylist`); a shard's alone are
         converted."""
         import pyarrow
 
-        identity = self._reading()
         start = 0
         try:
             for batch in self._file().iter_batches(batch_size=BATCH):
@@ -331,7 +339,6 @@ class ParquetRecords(FileRecords):
             raise
         except Exception as exc:  # a damaged row group
             raise self._cannot(exc) from exc
-        self._unchanged(identity)
 
 
 def records_of(data: Any) -> Records:

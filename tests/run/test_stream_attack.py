@@ -89,13 +89,11 @@ def test_rows_appended_during_the_run_are_refused_as_a_change(
         evaluate(path, metrics=RETRIEVAL, progress=False, concurrency=1)
 
 
-# DEFECT: a file truncated in place while the judging pass reads it is refused, but with the
-# wrong error: the reader parses the cut line it finds and says "d.jsonl:14: not JSON
+# A file truncated in place while the judging pass read it was refused with the wrong
+# error: the reader parsed the cut line it found and said "d.jsonl:14: not JSON
 # (Unterminated string ...)", sending the user to a line that is fine (or gone), when the
-# pre-pass had parsed every line. Should be: a record the pre-pass accepted that fails now
-# means the file changed: check the identity before blaming the line ("changed since it
-# was read"), as the UTF-8 branch of JsonLinesRecords.read already assumes.
-@pytest.mark.xfail(strict=True, reason="truncation mid-read blames a line: 'not JSON'")
+# pre-pass had parsed every line. A record that fails now is blamed on the change when the
+# file changed.
 def test_a_file_cut_short_during_the_run_is_refused(tmp_path: Path, monkeypatch: Any) -> None:
     path = write_jsonl(tmp_path / "d.jsonl", 40)
     on_first_row(monkeypatch, lambda: write_jsonl(path, 5))
