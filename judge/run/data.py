@@ -373,9 +373,12 @@ class JsonlRecords(LazySequence[dict[str, Any]]):
 
 
 def file_identity(path: Path) -> tuple[int, ...]:
-    """What tells that a file changed: its inode, size and modification time (ns)."""
+    """What tells that a file changed: its inode, size, modification time and change time
+    (ns). The change time moves on every write and no user can set it back, so a file
+    rewritten in place at the same size with its modification time restored (`cp -p`,
+    `touch -r`, `rsync --inplace -t`) is seen too."""
     stat = path.stat()
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 def changed_error(path: Path) -> InputFormatError:

@@ -162,7 +162,7 @@ class FileRecords(Records):
         self.expected: str | None = None
 
     def identity(self) -> str | None:
-        """The file's inode, size and modification time (ns)."""
+        """The file's inode, size, modification and change times (`file_identity`)."""
         return ":".join(map(str, file_identity(self.path)))
 
     def _unchanged(self, identity: str | None) -> None:

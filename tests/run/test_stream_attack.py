@@ -117,15 +117,12 @@ def test_a_file_replaced_by_another_during_the_run_is_refused(
         evaluate(path, metrics=RETRIEVAL, progress=False, concurrency=1)
 
 
-# DEFECT: a file rewritten in place during the run (same inode, same size) with its
-# modification time put back (`cp -p`, `touch -r`, `rsync --inplace -t`, a restore from
-# a backup) passes the inode/size/mtime check: the run judges its first rows from the old
-# content and the rest from the new, and reports success with a data_sha256 of that mix.
-# The change time (st_ctime_ns), which no user can set back, moves on every such write:
-# the identity should hold it. (tests/run/test_inputs.py's
-# test_a_shard_parses_only_its_own_lines uses this very hole on purpose, to prove that a
-# shard does not parse the other shards' lines: it would need another way to show it.)
-@pytest.mark.xfail(strict=True, reason="same-size in-place rewrite with mtime kept: unseen")
+# A file rewritten in place during the run (same inode, same size) with its modification
+# time put back (`cp -p`, `touch -r`, `rsync --inplace -t`, a restore from a backup)
+# passed the inode/size/mtime check: the run judged its first rows from the old content
+# and the rest from the new, and reported success with a data_sha256 of that mix. The
+# change time (st_ctime_ns), which no user can set back and which moves on every such
+# write, is part of the identity.
 def test_a_file_rewritten_in_place_with_its_time_kept_is_refused(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
