@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import InputFormatError
-from judge.lines import bounded_lines
+from judge.lines import universal_lines
 from judge.run.data import (
     HUB,
     Row,
@@ -223,7 +223,7 @@ class JsonLinesRecords(FileRecords):
         """The records of the lines, the blank ones skipped (as `load_rows` does)."""
         number = 0
         with self.path.open("rb") as handle:
-            for line, raw in _lines(handle, self.path):
+            for line, raw in universal_lines(handle, self.path):
                 if _held(shard, number):
                     try:
                         text = raw.decode("utf-8")
@@ -235,23 +235,6 @@ class JsonLinesRecords(FileRecords):
                 elif _blank(raw):
                     continue
                 number += 1
-
-
-def _lines(handle: Any, path: Path) -> Iterator[tuple[int, bytes]]:
-    """(number from 1, bytes) of a JSON-lines file's lines as `jsonl_lines` splits them
-    (on \\n, \\r\\n and \\r), undecoded; a line's newline is left on it."""
-    number = 0
-    for _, raw in bounded_lines(handle, path):
-        if b"\r" not in raw:
-            number += 1
-            yield number, raw
-            continue
-        parts = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        if raw.endswith((b"\n", b"\r")):
-            parts.pop()
-        for part in parts:
-            number += 1
-            yield number, part
 
 
 def _blank(raw: bytes) -> bool:

@@ -143,14 +143,12 @@ def test_a_file_rewritten_in_place_with_its_time_kept_is_refused(
     pytest.fail(f"the run judged a mix of two files (ids starting {sorted(ids)}) and passed")
 
 
-# DEFECT (older than the streaming work, which kept it): a JSON-lines file with old Mac
-# line endings (CR alone) is read with readline(), which splits on LF only, so the whole
-# file is one "line": a CR-only file bigger than the line limit (JUDGE_MAX_LINE_MB, 64 MiB
-# by default) is refused as "the line is longer than ..." though every record is short,
-# and a smaller one is held whole in memory by the pre-pass and by the judging pass, so
-# memory is not flat. Should be: split on CR too while reading (as the pre-pass already
-# splits the text it got) and apply the limit to each record.
-@pytest.mark.xfail(strict=True, raises=InputFormatError, reason="CR-only file = one line")
+# A JSON-lines file with old Mac line endings (CR alone) was read with readline(), which
+# splits on LF only, so the whole file was one "line": a CR-only file bigger than the line
+# limit (JUDGE_MAX_LINE_MB, 64 MiB by default) was refused as "the line is longer than
+# ..." though every record is short, and a smaller one was held whole in memory by the
+# pre-pass and by the judging pass. Lines are split on CR too as they are read
+# (`judge.lines.universal_lines`), and the limit applies to each.
 def test_a_cr_only_file_bigger_than_the_line_limit_is_read(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
