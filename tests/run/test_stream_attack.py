@@ -250,14 +250,12 @@ def test_processes_on_no_rows_is_the_error_one_process_gives(tmp_path: Path) -> 
         assert done.returncode == 2 and "no rows to evaluate" in done.stderr, done.stderr
 
 
-# DEFECT (older than the streaming work): a .jsonl file of blank lines, one of them of
-# Unicode spaces (an ideographic space U+3000, as an editor in a CJK locale leaves), is
-# taken for an OTLP protobuf trace file by the trace sniffing of `judge eval`
-# (judge.traces.extract.source_of): "not an OTLP protobuf request (... Wire format was
-# corrupt)", and with --processes "holds traces: --processes ... read rows files". The
-# rows reader counts such lines as blank. Should be: "no rows to evaluate", as for a file
-# of ASCII blank lines (a .jsonl of no JSON object is no protobuf).
-@pytest.mark.xfail(strict=True, reason="blank Unicode-space lines sniffed as OTLP protobuf")
+# A .jsonl file of blank lines, one of them of Unicode spaces (an ideographic space
+# U+3000, as an editor in a CJK locale leaves), was taken for an OTLP protobuf trace file
+# by the trace sniffing of `judge eval` (judge.traces.extract.source_of): "not an OTLP
+# protobuf request (... Wire format was corrupt)", and with --processes "holds traces:
+# --processes ... read rows files". The rows reader counts such lines as blank: the
+# sniffing does too, so it is "no rows to evaluate", as for ASCII blank lines.
 @pytest.mark.parametrize("extra", [[], ["--processes", "2"]], ids=["one", "processes"])
 def test_blank_lines_of_unicode_spaces_are_no_rows_not_traces(
     tmp_path: Path, extra: list[str]
