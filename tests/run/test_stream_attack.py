@@ -1,7 +1,7 @@
 """Attacks on inputs read as the run consumes them (`judge.run.inputs`): a file changed
 between the pre-pass and the judging pass, odd line endings and characters, shards of
-tiny inputs, and the dry run's view of the same files. Tests marked xfail record a defect
-(the comment above each says what is wrong); the others hold what was found to work."""
+tiny inputs, and the dry run's view of the same files. The tests whose comment says what
+was wrong hold the fix of a defect found so; the others hold what was found to work."""
 
 from __future__ import annotations
 
@@ -288,19 +288,18 @@ def _parquet_with_a_map_column(path: Path) -> Path:
     return path
 
 
-# DEFECT: `judge eval --dry-run` (judge.run.dry_run) still reads a Parquet file through
-# `load_rows`, i.e. through `datasets`, while the run itself now reads it with pyarrow
-# (`ParquetRecords`): a file with empty row groups (a writer flushed with nothing pending)
-# or a map-typed column is judged fine by `judge eval` but refused by `judge eval
-# --dry-run` ("cannot be read (DatasetGenerationError ...)" / "does not have a datasets
-# dtype equivalent"), and `judge.dry_run` says the same. The dry run is documented to say
-# of the data what the run would. Should be: the dry run reads the input as the run does
-# (`open_input`), which would also keep its memory flat.
-@pytest.mark.xfail(strict=True, raises=InputFormatError, reason="dry run refuses what eval reads")
+# `judge eval --dry-run` (judge.run.dry_run) read a Parquet file through `load_rows`, i.e.
+# through `datasets`, while the run itself reads it with pyarrow (`ParquetRecords`): a
+# file with empty row groups (a writer flushed with nothing pending) or a map-typed
+# column was judged fine by `judge eval` but refused by `judge eval --dry-run` ("cannot be
+# read (DatasetGenerationError ...)" / "does not have a datasets dtype equivalent"), and
+# by `judge.dry_run`. The dry run reads the input as the run does (`open_input`).
 @pytest.mark.parametrize("make", [_parquet_with_empty_row_groups, _parquet_with_a_map_column])
 def test_the_dry_run_reads_the_parquet_files_the_run_reads(tmp_path: Path, make: Any) -> None:
     from judge.run.dry_run import dry_run
 
     path = make(tmp_path / "d.parquet")
-    assert len(list(open_input(path))) >= 2  # the run reads it
-    dry_run(path, metrics=["faithfulness"])
+    read = list(open_input(path))  # the run reads it
+    assert len(read) >= 2
+    result = dry_run(path, metrics=["faithfulness"])
+    assert result.rows == len(read) and not result.unreadable
