@@ -88,6 +88,58 @@ def bounded_lines(
         yield number, line
 
 
+# The most bytes read at once while looking for a line's end: a line longer than that is
+# read in pieces, so a file of lines ended by "\r" alone costs this much memory, not the
+# limit's worth.
+_PIECE = 1 << 20
+
+
+def universal_lines(
+    handle: IO[bytes], path: str | os.PathLike[str], limit: int | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """(number from 1, line with its line end) of every line of a binary file, split as
+    Python's text mode splits them (universal newlines): on b"\\n", b"\\r\\n" and a
+    b"\\r" alone (an old Mac file), never on the other characters `str.splitlines` takes
+    for line ends. A line longer than `limit` bytes without its line end (default:
+    `max_line_bytes()`) raises `InputFormatError` naming the file and line.
+
+    Splitting bytes, not text, gives the lines of the decoded text: "\\r" and "\\n" are
+    never part of a UTF-8 sequence.
+    """
+    limit = max_line_bytes() if limit is None else limit
+    number = 0
+    parts: list[bytes] = []  # the line being read, as read so far
+    size = 0
+    while data := handle.readline(_PIECE):
+        if not parts and data[-1:] == b"\n" and len(data) <= limit + 1:
+            cr = data.find(b"\r")
+            if cr < 0 or cr == len(data) - 2:  # one whole line, ended by "\n" or "\r\n"
+                number += 1
+                yield number, data
+                continue
+        for piece in data.splitlines(keepends=True):
+            if parts and parts[-1][-1:] == b"\r":  # an end "\r": "\r\n" if "\n" follows
+                if piece[:1] == b"\n":
+                    parts.append(b"\n")
+                    piece = piece[1:]
+                number += 1
+                yield number, b"".join(parts)
+                parts, size = [], 0
+                if not piece:
+                    continue
+            parts.append(piece)
+            size += len(piece)
+            ended = piece[-1:] in (b"\n", b"\r")
+            if size - ended - piece.endswith(b"\r\n") > limit:
+                raise too_long(path, limit, line=number + 1)
+            if piece[-1:] == b"\n":
+                number += 1
+                yield number, b"".join(parts)
+                parts, size = [], 0
+    if parts:
+        yield number + 1, b"".join(parts)
+
+
 def read_bounded(
     handle: IO[bytes], path: str | os.PathLike[str], what: str, limit: int | None = None
 ) -> bytes:

@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         type=int,
         default=1,
         metavar="LEVEL",
-        help="smallest grade that counts as relevant (default 1)",
+        help="smallest grade that counts as relevant, 1 or more (default 1)",
     )
     output_options(p)
     p.add_argument(

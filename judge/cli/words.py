@@ -63,6 +63,7 @@ _PHRASES = (
     ("column_map:", "--column:"),
     ("fail_under:", "--fail-under:"),
     ("max_error_rate ", "--max-error-rate "),
+    ("relevance_level ", "--relevance-level "),  # judge ir, judge compare: -l
 )
 _SAFE = re.compile(r"[\w./@:+,-]*\w[\w./@:+,-]*")  # shown without quotes: no shell meaning
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from judge.errors import InputFormatError, JudgeError
-from judge.ir.measure_names import parse_measures
+from judge.errors import InputFormatError
+from judge.ir.measure_names import check_relevance_level, parse_measures
 from judge.ir.result import IRResult as IRResult  # (these three are public here too)
 from judge.ir.result import QueryScores as QueryScores
 from judge.ir.result import result
@@ -47,8 +47,7 @@ def _score(
     in_order: bool,
 ) -> QueryScores:
     """score_queries; `in_order=False` leaves queries in the order ranked (for means)."""
-    if isinstance(relevance_level, bool) or not isinstance(relevance_level, int):
-        raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
+    check_relevance_level(relevance_level)
     measures = parse_measures(list(metrics) if not isinstance(metrics, str) else metrics)
     import numpy as np
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from judge.errors import UnknownMetricError
+from judge.errors import JudgeError, UnknownMetricError
 
 
 class MeasureFormError(UnknownMetricError):
@@ -194,3 +194,22 @@ def parse_measures(names: str | list[str] | tuple[str, ...]) -> list[Measure]:
     if not measures:
         raise UnknownMetricError(f"no metric given; valid names: {', '.join(valid_names())}")
     return measures
+
+
+def check_relevance_level(level: int) -> None:
+    """Refuse a relevance level that is not an integer of at least 1.
+
+    trec_eval's `-l 0` counts every judged document as relevant (grade 0 too), and a
+    negative level also the retrieved documents not judged at all (its P and MAP then
+    count them relevant while its recall and MAP denominators do not); judge ranks only
+    positively graded documents, so it would give other values: it refuses them.
+    """
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise JudgeError(f"relevance_level must be an integer, got {level!r}")
+    if level < 1:
+        raise JudgeError(
+            f"relevance_level {level}: give 1 or more, the smallest grade that counts as "
+            "relevant (trec_eval's -l 0 counts the documents judged non-relevant as "
+            "relevant, and a level below 0 those not judged too: judge does not compute "
+            "those)"
+        )

@@ -12,8 +12,8 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 
-from judge.errors import InputFormatError, JudgeError
-from judge.ir.measure_names import Measure, parse_measures
+from judge.errors import InputFormatError
+from judge.ir.measure_names import Measure, check_relevance_level, parse_measures
 from judge.ir.result import QueryScores
 
 # Below this many bytes of qrels and run together, `judge ir` computes in plain Python.
@@ -34,8 +34,7 @@ def score_small(
         metrics: metric names.
         relevance_level: smallest grade that counts as relevant.
     """
-    if isinstance(relevance_level, bool) or not isinstance(relevance_level, int):
-        raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
+    check_relevance_level(relevance_level)
     measures = parse_measures(metrics)
     if not qrels:
         raise InputFormatError("qrels has no queries: there is nothing to evaluate against")

@@ -29,7 +29,7 @@ from judge.conversations import (
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
 from judge.json_values import lone_surrogate_in
-from judge.lines import bounded_lines, not_a_file
+from judge.lines import bounded_lines, not_a_file, universal_lines
 from judge.samples import ROLES, Message, Sample
 
 COLUMNS = FieldTable(
@@ -275,23 +275,17 @@ NESTED = "JSON nested too deeply (arrays or objects inside one another past Pyth
 
 
 def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(number from 1, text) of the lines of a JSON-lines file as text mode splits them
-    (on \\n, \\r\\n and \\r), each read with the line limit (`judge.lines`): a file of
-    one endless line is refused, not read into memory."""
-    number = 0
+    """(number from 1, text without its line end) of the lines of a JSON-lines file as
+    text mode splits them (on \\n, \\r\\n and \\r: `judge.lines.universal_lines`), each
+    read with the line limit: a file of one endless line is refused, not read into
+    memory."""
     with path.open("rb") as handle:
-        for _, raw in bounded_lines(handle, path):
+        for number, raw in universal_lines(handle, path):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputFormatError(f"{path}:{number + 1}: not UTF-8 ({exc})") from None
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-            parts = text.split("\n")
-            if text.endswith("\n"):
-                parts.pop()
-            for part in parts:
-                number += 1
-                yield number, part
+                raise InputFormatError(f"{path}:{number}: not UTF-8 ({exc})") from None
+            yield number, text.rstrip("\r\n")
 
 
 T = TypeVar("T")
@@ -399,9 +393,12 @@ class JsonlRecords(LazySequence[dict[str, Any]]):
 
 
 def file_identity(path: Path) -> tuple[int, ...]:
-    """What tells that a file changed: its inode, size and modification time (ns)."""
+    """What tells that a file changed: its inode, size, modification time and change time
+    (ns). The change time moves on every write and no user can set it back, so a file
+    rewritten in place at the same size with its modification time restored (`cp -p`,
+    `touch -r`, `rsync --inplace -t`) is seen too."""
     stat = path.stat()
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
 
 
 def changed_error(path: Path) -> InputFormatError:

@@ -1,13 +1,14 @@
 """`judge.dry_run`: what a run over some data would do, found without a single request.
 
-Every row is read as `judge.evaluate` reads it (the same loader, column mapping and row
-errors), the metrics are chosen as a run chooses them, and each row is scored by the real
-metric code against a stand-in judge (`judge.run.stand_in.StandInJudge`, a
-`judge.llm.judge.Judge` as `LLMSession` is): it renders the real prompts, counts the
-requests and their tokens, refuses what the judge's context window would refuse, and
-answers with stand-in replies shaped like a judge's (one claim per sentence of the text,
-one verdict, grade or check per item), so that the requests a reply leads to (the verify
-call after the claims) are counted too. No network client is ever made.
+Every row is read as `judge.evaluate` reads it (the same reader,
+`judge.run.inputs.open_input`, column mapping and row errors, one row at a time), the
+metrics are chosen as a run chooses them, and each row is scored by the real metric code
+against a stand-in judge (`judge.run.stand_in.StandInJudge`, a `judge.llm.judge.Judge`
+as `LLMSession` is): it renders the real prompts, counts the requests and their tokens,
+refuses what the judge's context window would refuse, and answers with stand-in replies
+shaped like a judge's (one claim per sentence of the text, one verdict, grade or check
+per item), so that the requests a reply leads to (the verify call after the claims) are
+counted too. No network client is ever made.
 
 Counts are estimates: tokens are `judge.llm.pricing.estimate_tokens` (about four
 characters a token), completion tokens are the size of the stand-in replies, a real
@@ -26,7 +27,7 @@ from judge.llm.pricing import context_window, token_prices
 from judge.metrics.prompts import Prompt, load_prompts
 from judge.metrics.registry import JUDGE_ERROR, Metric
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
-from judge.run.data import Row, load_rows
+from judge.run.data import Row
 from judge.run.dry_report import (
     NO_RETRIEVED_IDS,
     OVER_CONTEXT_WINDOW,
@@ -36,6 +37,7 @@ from judge.run.dry_report import (
     wanted_fields,
 )
 from judge.run.estimate import Estimate, add
+from judge.run.inputs import InputRows, open_input
 from judge.run.local import ROW_ERROR, evaluate_row
 from judge.run.plan import RunPlan, check_variables
 from judge.run.score import score_sample
@@ -96,9 +98,9 @@ async def adry_run(
     if not 0 <= max_error_rate <= 1:  # also rejects nan
         raise JudgeError(f"max_error_rate {max_error_rate}: give a share from 0 to 1")
     part = parse_shard(shard) if shard is not None else None
-    rows, columns, source = load_rows(data, column_map)
-    if part is not None:
-        rows = [r for r in rows if part.holds(r.number)]
+    # Read as a run reads it: the same files accepted and refused, no row held.
+    rows = open_input(data, column_map)
+    columns = rows.columns
     choice = _choice(metrics, "retrieved_ids" in columns, embeddings)
     check_variables(list(choice.judged), rows)
     blocked = {
@@ -117,7 +119,12 @@ async def adry_run(
     total = Estimate()
     seen: dict[str, set[str]] = {name: set() for name in ["", *checks]}
     rows_over = 0
-    for row in rows:
+    count = 0
+    unreadable: list[tuple[int, str]] = []
+    for row in rows.only(part):
+        count += 1
+        if row.sample is None:
+            unreadable.append((row.number, row.error or ""))
         estimate = await _judge_row(session, row, runnable, retrieval, prompts, checks, seen[""])
         add(total, estimate)
         rows_over += bool(estimate.refused)
@@ -140,10 +147,9 @@ async def adry_run(
     total.priced(llm, embeddings)
     for check in checks.values():
         check.estimate.priced(llm, embeddings)
-    unreadable = [(r.number, r.error or "") for r in rows if r.sample is None]
     result = DryRun(
-        source=source,
-        rows=len(rows),
+        source=rows.source,
+        rows=count,
         unreadable=unreadable,
         model=llm.model if llm else None,
         embedding_model=embeddings.model if embeddings else None,
@@ -251,8 +257,11 @@ def _problems(
     return problems
 
 
-def _present(columns: Mapping[str, str], rows: Iterable[Row]) -> list[str]:
-    """The data's column names: those of the fields, then the other columns of the rows."""
+def _present(columns: Mapping[str, str], rows: Iterable[Row] | InputRows) -> list[str]:
+    """The data's column names: those of the fields, then the other columns of the rows
+    (of rows read as the run goes, the columns no field reads: they are not read again)."""
+    if isinstance(rows, InputRows):
+        return list(dict.fromkeys([*columns.values(), *rows.extra_columns()]))
     extra = (k for r in rows if r.sample is not None for k in r.sample.extra)
     return list(dict.fromkeys([*columns.values(), *extra]))
 

@@ -34,7 +34,7 @@ from judge.conversations import (
     is_flat_turns,
 )
 from judge.errors import InputFormatError
-from judge.lines import bounded_lines
+from judge.lines import universal_lines
 from judge.run.data import (
     HUB,
     Row,
@@ -80,6 +80,13 @@ class Records(ABC):
     def identity(self) -> str | None:
         """What tells that the input changed since it was scanned (None: nothing does)."""
         return None
+
+    def changed(self, count: int) -> InputFormatError:
+        """The error of a read that gave more than the `count` records the scan found."""
+        return InputFormatError(
+            f"{self.source} changed since it was read: it holds more than the {count} rows "
+            "it had when the run started; run again on the input as it is now"
+        )
 
 
 def _held(shard: Shard | None, number: int) -> bool:
@@ -161,18 +168,35 @@ class FileRecords(Records):
         self.expected: str | None = None
 
     def identity(self) -> str | None:
-        """The file's inode, size and modification time (ns)."""
+        """The file's inode, size, modification and change times (`file_identity`)."""
         return ":".join(map(str, file_identity(self.path)))
 
     def _unchanged(self, identity: str | None) -> None:
         if self.identity() != identity:
             raise changed_error(self.path)
 
-    def _reading(self) -> str | None:
-        """The identity a read must see throughout: the scanned one, else the present."""
+    def changed(self, count: int) -> InputFormatError:
+        """A file that grew changed as any other change does."""
+        return changed_error(self.path)
+
+    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The file's records (`_records`), the file checked before and after: a record
+        that cannot be read now is blamed on a change when the file changed (the scan
+        read it: a file cut short leaves a cut line, which is not the line's fault)."""
+        # The identity a read must see throughout: the scanned one, else the present.
         identity = self.identity() if self.expected is None else self.expected
         self._unchanged(identity)
-        return identity
+        try:
+            yield from self._records(shard)
+        except InputFormatError:
+            if self.identity() != identity:
+                raise changed_error(self.path) from None
+            raise
+        self._unchanged(identity)
+
+    @abstractmethod
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """`read` of the format, the file's identity left to `read`."""
 
     def _scanning(self) -> str | None:
         """The identity a scan must see throughout, kept for the reads after it."""
@@ -201,16 +225,15 @@ class JsonLinesRecords(FileRecords):
         self._unchanged(identity)
         return list(names), count
 
-    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """The records of the lines, the blank ones skipped (as `load_rows` does)."""
-        identity = self._reading()
         number = 0
         with self.path.open("rb") as handle:
-            for line, raw in _lines(handle, self.path):
+            for line, raw in universal_lines(handle, self.path):
                 if _held(shard, number):
                     try:
                         text = raw.decode("utf-8")
-                    except UnicodeDecodeError as exc:  # checked by the scan: changed since
+                    except UnicodeDecodeError as exc:
                         raise InputFormatError(f"{self.path}:{line}: not UTF-8 ({exc})") from None
                     if not text.strip():
                         continue
@@ -218,24 +241,6 @@ class JsonLinesRecords(FileRecords):
                 elif _blank(raw):
                     continue
                 number += 1
-        self._unchanged(identity)
-
-
-def _lines(handle: Any, path: Path) -> Iterator[tuple[int, bytes]]:
-    """(number from 1, bytes) of a JSON-lines file's lines as `jsonl_lines` splits them
-    (on \\n, \\r\\n and \\r), undecoded; a line's newline is left on it."""
-    number = 0
-    for _, raw in bounded_lines(handle, path):
-        if b"\r" not in raw:
-            number += 1
-            yield number, raw
-            continue
-        parts = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        if raw.endswith((b"\n", b"\r")):
-            parts.pop()
-        for part in parts:
-            number += 1
-            yield number, part
 
 
 def _blank(raw: bytes) -> bool:
@@ -276,17 +281,15 @@ class CsvRecords(FileRecords):
         self._unchanged(identity)
         return names, count
 
-    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each record as `DataFrame.to_dict(orient="records")` gives it; a shard's alone
         are converted."""
-        identity = self._reading()
         start = 0
         for chunk in self._chunks():
             numbers = [n for n in range(start, start + len(chunk)) if _held(shard, n)]
             taken = chunk if shard is None else chunk.iloc[[n - start for n in numbers]]
             yield from zip(numbers, taken.to_dict(orient="records"), strict=True)
             start += len(chunk)
-        self._unchanged(identity)
 
 
 class ParquetRecords(FileRecords):
@@ -307,12 +310,11 @@ class ParquetRecords(FileRecords):
         parquet = self._file()
         return list(dict.fromkeys(parquet.schema_arrow.names)), parquet.metadata.num_rows
 
-    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _records(self, shard: Shard | None) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each record as `datasets` reads it (`Table.to_pylist`); a shard's alone are
         converted."""
         import pyarrow
 
-        identity = self._reading()
         start = 0
         try:
             for batch in self._file().iter_batches(batch_size=BATCH):
@@ -326,7 +328,6 @@ class ParquetRecords(FileRecords):
             raise
         except Exception as exc:  # a damaged row group
             raise self._cannot(exc) from exc
-        self._unchanged(identity)
 
 
 class ConversationRecords(Records):
@@ -478,6 +479,10 @@ class InputRows:
     def only(self, shard: Shard | None) -> Iterator[Row]:
         """The rows a shard holds (every row for None), the others not built."""
         for number, record in self.records.read(shard):
+            if number >= self._count:
+                # Rows appended since the pre-pass: refused before one is judged, as the
+                # row count (a shard's size, the tally, the data hash) is the scanned one.
+                raise self.records.changed(self._count)
             yield build_rows([record], self.columns, [number])[0]
 
     def extra_columns(self) -> list[str]:

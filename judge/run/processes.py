@@ -8,8 +8,8 @@ OUT/.shards/I-of-N, all of them sharing the cache file; the caller then joins th
 unsharded run (`config.seconds` is the shards' summed time). A child receives the plan,
 never re-plans: it reads only its own rows of the same input (`judge.run.inputs`: by
 position, a JSON-lines file's other lines counted but not parsed), after checking that the
-input is the one the plan was made from (a file's inode, size and modification time, a
-dataset's fingerprint): the parent hashed every row into the plan's `data_sha256` before
+input is the one the plan was made from (a file's inode, size, modification and change
+times, a dataset's fingerprint): the parent hashed every row into the plan's `data_sha256` before
 the shards started, so no shard reads the rows of another. Each shard keeps its
 checkpoint until the join has succeeded, so a stopped run resumes every shard where it was.
 

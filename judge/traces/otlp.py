@@ -19,6 +19,7 @@ Protobuf needs `opentelemetry-proto` (the extra `judge[traces]`); JSON needs not
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Iterator
@@ -53,8 +54,8 @@ def encoding_of(path: PathLike) -> str | None:
     except OSError:
         return None
     stripped = head.lstrip()
-    if not stripped:  # blank lines (or nothing): no request, and a rows file of no rows
-        return None
+    if not stripped or _blank(stripped):
+        return None  # blank lines (or nothing): no request, and a rows file of no rows
     if stripped.startswith(b"{"):
         # An OTLP/JSON request starts with its only field (camelCase, or snake_case from
         # protobuf's JSON mapping); "{}" is an empty request.
@@ -67,6 +68,17 @@ def encoding_of(path: PathLike) -> str | None:
     if head[:1] == b"\n":  # field 1 (resource_spans), length-delimited
         return _PROTO
     return None
+
+
+def _blank(head: bytes) -> bool:
+    """Whether a file's first bytes are blank as `str.strip` sees text: Unicode spaces too
+    (an ideographic space U+3000, as an editor in a CJK locale leaves), which the rows
+    readers take for blank lines; a character cut at the end of the head is left out."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(head)
+    except UnicodeDecodeError:  # protobuf, or no text
+        return False
+    return not text.strip()
 
 
 def is_otlp(path: PathLike) -> bool:

@@ -6,8 +6,10 @@ import warnings
 
 import pytest
 
-from judge.errors import CoverageWarning, UnknownMetricError
+from judge.cli.main import main
+from judge.errors import CoverageWarning, JudgeError, UnknownMetricError
 from judge.ir import Measure, evaluate, parse_measure, parse_measures, valid_names
+from judge.ir.small import score_small
 
 
 @pytest.mark.parametrize(
@@ -81,6 +83,30 @@ def test_relevance_level_sets_relevance_but_not_ndcg_gains():
     at_one = evaluate(qrels, run, ["ndcg"])
     assert at_two["P@1"] == 0.0 and at_two["mrr"] == 0.5
     assert at_two["ndcg"] == at_one["ndcg"]  # gains are the raw grades at any level
+
+
+def test_a_relevance_level_below_one_is_refused_where_trec_eval_counts_more(tmp_path, capsys):
+    # trec_eval 10.0 on these (form_res_rels.c: a doc is relevant when its grade >= -l, a
+    # doc not judged has grade -1): -l 1 gives P_1 0, recip_rank 0.5, map 0.5; -l 0 counts
+    # "a" (judged 0) relevant: P_1 1, recip_rank 1, map 1; -l -1 counts "c" (not judged)
+    # too, in P and MAP's sum but not in num_rel: map 1.5. judge ranks only positively
+    # graded documents (at 0 it gave P@1 0 and map 0.25, matching neither): refused.
+    qrels = {"q": {"a": 0, "b": 1}}
+    run = {"q": {"a": 3.0, "b": 2.0, "c": 1.0}}
+    assert dict(evaluate(qrels, run, ["P@1", "mrr", "map"])) == {"P@1": 0, "mrr": 0.5, "map": 0.5}
+    (tmp_path / "qrels").write_text("q 0 a 0\nq 0 b 1\n")
+    (tmp_path / "run").write_text("q Q0 a 1 3 t\nq Q0 b 2 2 t\nq Q0 c 3 1 t\n")
+    for level in (0, -1):
+        said = f"relevance_level {level}: give 1 or more"
+        with pytest.raises(JudgeError, match=said):
+            evaluate(qrels, run, ["P@1"], relevance_level=level)
+        with pytest.raises(JudgeError, match=said):
+            score_small(qrels, run, ["P@1"], relevance_level=level)
+        for flag in ("-l", "--relevance-level"):
+            assert (
+                main(["ir", str(tmp_path / "qrels"), str(tmp_path / "run"), flag, str(level)]) == 2
+            )
+            assert f"--relevance-level {level}: give 1 or more" in capsys.readouterr().err
 
 
 def test_missing_and_unjudged_queries_are_reported_and_counted():

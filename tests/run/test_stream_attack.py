@@ -1,7 +1,7 @@
 """Attacks on inputs read as the run consumes them (`judge.run.inputs`): a file changed
 between the pre-pass and the judging pass, odd line endings and characters, shards of
-tiny inputs, and the dry run's view of the same files. Tests marked xfail record a defect
-(the comment above each says what is wrong); the others hold what was found to work."""
+tiny inputs, and the dry run's view of the same files. The tests whose comment says what
+was wrong hold the fix of a defect found so; the others hold what was found to work."""
 
 from __future__ import annotations
 
@@ -64,13 +64,10 @@ def on_first_row(monkeypatch: Any, action: Any) -> None:
     monkeypatch.setattr(local, "evaluate_row", hooked)
 
 
-# DEFECT: rows appended to the input while the run reads it are yielded past the count the
-# pre-pass found; the worker then indexes its per-row arrays with them and the run dies
-# with "IndexError: array assignment index out of range" (after judging the extra row, a
-# paid request with an LLM judge) instead of the InputFormatError "changed since it was
-# read" every other change gets. Should be: the read stops at the counted rows (or checks
-# the identity before yielding one past them) and raises InputFormatError.
-@pytest.mark.xfail(strict=True, raises=IndexError, reason="append mid-run: IndexError")
+# Rows appended to the input while the run reads it were yielded past the count the
+# pre-pass found, and the run died with "IndexError: array assignment index out of range"
+# after judging the extra row (a paid request with an LLM judge): a row past the count is
+# refused before it is judged, with the error every other change gets.
 @pytest.mark.parametrize("kind", ["jsonl", "csv"])
 def test_rows_appended_during_the_run_are_refused_as_a_change(
     tmp_path: Path, monkeypatch: Any, kind: str
@@ -92,13 +89,11 @@ def test_rows_appended_during_the_run_are_refused_as_a_change(
         evaluate(path, metrics=RETRIEVAL, progress=False, concurrency=1)
 
 
-# DEFECT: a file truncated in place while the judging pass reads it is refused, but with the
-# wrong error: the reader parses the cut line it finds and says "d.jsonl:14: not JSON
+# A file truncated in place while the judging pass read it was refused with the wrong
+# error: the reader parsed the cut line it found and said "d.jsonl:14: not JSON
 # (Unterminated string ...)", sending the user to a line that is fine (or gone), when the
-# pre-pass had parsed every line. Should be: a record the pre-pass accepted that fails now
-# means the file changed: check the identity before blaming the line ("changed since it
-# was read"), as the UTF-8 branch of JsonLinesRecords.read already assumes.
-@pytest.mark.xfail(strict=True, reason="truncation mid-read blames a line: 'not JSON'")
+# pre-pass had parsed every line. A record that fails now is blamed on the change when the
+# file changed.
 def test_a_file_cut_short_during_the_run_is_refused(tmp_path: Path, monkeypatch: Any) -> None:
     path = write_jsonl(tmp_path / "d.jsonl", 40)
     on_first_row(monkeypatch, lambda: write_jsonl(path, 5))
@@ -122,15 +117,12 @@ def test_a_file_replaced_by_another_during_the_run_is_refused(
         evaluate(path, metrics=RETRIEVAL, progress=False, concurrency=1)
 
 
-# DEFECT: a file rewritten in place during the run (same inode, same size) with its
-# modification time put back (`cp -p`, `touch -r`, `rsync --inplace -t`, a restore from
-# a backup) passes the inode/size/mtime check: the run judges its first rows from the old
-# content and the rest from the new, and reports success with a data_sha256 of that mix.
-# The change time (st_ctime_ns), which no user can set back, moves on every such write:
-# the identity should hold it. (tests/run/test_inputs.py's
-# test_a_shard_parses_only_its_own_lines uses this very hole on purpose, to prove that a
-# shard does not parse the other shards' lines: it would need another way to show it.)
-@pytest.mark.xfail(strict=True, reason="same-size in-place rewrite with mtime kept: unseen")
+# A file rewritten in place during the run (same inode, same size) with its modification
+# time put back (`cp -p`, `touch -r`, `rsync --inplace -t`, a restore from a backup)
+# passed the inode/size/mtime check: the run judged its first rows from the old content
+# and the rest from the new, and reported success with a data_sha256 of that mix. The
+# change time (st_ctime_ns), which no user can set back and which moves on every such
+# write, is part of the identity.
 def test_a_file_rewritten_in_place_with_its_time_kept_is_refused(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -151,14 +143,12 @@ def test_a_file_rewritten_in_place_with_its_time_kept_is_refused(
     pytest.fail(f"the run judged a mix of two files (ids starting {sorted(ids)}) and passed")
 
 
-# DEFECT (older than the streaming work, which kept it): a JSON-lines file with old Mac
-# line endings (CR alone) is read with readline(), which splits on LF only, so the whole
-# file is one "line": a CR-only file bigger than the line limit (JUDGE_MAX_LINE_MB, 64 MiB
-# by default) is refused as "the line is longer than ..." though every record is short,
-# and a smaller one is held whole in memory by the pre-pass and by the judging pass, so
-# memory is not flat. Should be: split on CR too while reading (as the pre-pass already
-# splits the text it got) and apply the limit to each record.
-@pytest.mark.xfail(strict=True, raises=InputFormatError, reason="CR-only file = one line")
+# A JSON-lines file with old Mac line endings (CR alone) was read with readline(), which
+# splits on LF only, so the whole file was one "line": a CR-only file bigger than the line
+# limit (JUDGE_MAX_LINE_MB, 64 MiB by default) was refused as "the line is longer than
+# ..." though every record is short, and a smaller one was held whole in memory by the
+# pre-pass and by the judging pass. Lines are split on CR too as they are read
+# (`judge.lines.universal_lines`), and the limit applies to each.
 def test_a_cr_only_file_bigger_than_the_line_limit_is_read(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -260,14 +250,12 @@ def test_processes_on_no_rows_is_the_error_one_process_gives(tmp_path: Path) -> 
         assert done.returncode == 2 and "no rows to evaluate" in done.stderr, done.stderr
 
 
-# DEFECT (older than the streaming work): a .jsonl file of blank lines, one of them of
-# Unicode spaces (an ideographic space U+3000, as an editor in a CJK locale leaves), is
-# taken for an OTLP protobuf trace file by the trace sniffing of `judge eval`
-# (judge.traces.extract.source_of): "not an OTLP protobuf request (... Wire format was
-# corrupt)", and with --processes "holds traces: --processes ... read rows files". The
-# rows reader counts such lines as blank. Should be: "no rows to evaluate", as for a file
-# of ASCII blank lines (a .jsonl of no JSON object is no protobuf).
-@pytest.mark.xfail(strict=True, reason="blank Unicode-space lines sniffed as OTLP protobuf")
+# A .jsonl file of blank lines, one of them of Unicode spaces (an ideographic space
+# U+3000, as an editor in a CJK locale leaves), was taken for an OTLP protobuf trace file
+# by the trace sniffing of `judge eval` (judge.traces.extract.source_of): "not an OTLP
+# protobuf request (... Wire format was corrupt)", and with --processes "holds traces:
+# --processes ... read rows files". The rows reader counts such lines as blank: the
+# sniffing does too, so it is "no rows to evaluate", as for ASCII blank lines.
 @pytest.mark.parametrize("extra", [[], ["--processes", "2"]], ids=["one", "processes"])
 def test_blank_lines_of_unicode_spaces_are_no_rows_not_traces(
     tmp_path: Path, extra: list[str]
@@ -300,19 +288,18 @@ def _parquet_with_a_map_column(path: Path) -> Path:
     return path
 
 
-# DEFECT: `judge eval --dry-run` (judge.run.dry_run) still reads a Parquet file through
-# `load_rows`, i.e. through `datasets`, while the run itself now reads it with pyarrow
-# (`ParquetRecords`): a file with empty row groups (a writer flushed with nothing pending)
-# or a map-typed column is judged fine by `judge eval` but refused by `judge eval
-# --dry-run` ("cannot be read (DatasetGenerationError ...)" / "does not have a datasets
-# dtype equivalent"), and `judge.dry_run` says the same. The dry run is documented to say
-# of the data what the run would. Should be: the dry run reads the input as the run does
-# (`open_input`), which would also keep its memory flat.
-@pytest.mark.xfail(strict=True, raises=InputFormatError, reason="dry run refuses what eval reads")
+# `judge eval --dry-run` (judge.run.dry_run) read a Parquet file through `load_rows`, i.e.
+# through `datasets`, while the run itself reads it with pyarrow (`ParquetRecords`): a
+# file with empty row groups (a writer flushed with nothing pending) or a map-typed
+# column was judged fine by `judge eval` but refused by `judge eval --dry-run` ("cannot be
+# read (DatasetGenerationError ...)" / "does not have a datasets dtype equivalent"), and
+# by `judge.dry_run`. The dry run reads the input as the run does (`open_input`).
 @pytest.mark.parametrize("make", [_parquet_with_empty_row_groups, _parquet_with_a_map_column])
 def test_the_dry_run_reads_the_parquet_files_the_run_reads(tmp_path: Path, make: Any) -> None:
     from judge.run.dry_run import dry_run
 
     path = make(tmp_path / "d.parquet")
-    assert len(list(open_input(path))) >= 2  # the run reads it
-    dry_run(path, metrics=["faithfulness"])
+    read = list(open_input(path))  # the run reads it
+    assert len(read) >= 2
+    result = dry_run(path, metrics=["faithfulness"])
+    assert result.rows == len(read) and not result.unreadable

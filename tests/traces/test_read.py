@@ -83,6 +83,12 @@ def test_encodings_are_told_by_content_not_by_name(made, tmp_path):
     assert encoding_of(not_traces) is None
     with pytest.raises(InputFormatError, match="not an OTLP trace file"):
         list(read_requests(not_traces))
+    # Blank lines of Unicode spaces are blank, as the rows readers take them, even with a
+    # character cut at the end of the bytes sniffed (4,096): not a protobuf request.
+    blank = tmp_path / "blank.jsonl"
+    for text in ("\n \r\n\u3000\n", "\n\n" + "\u3000" * 2000):
+        blank.write_text(text, encoding="utf-8")
+        assert encoding_of(blank) is None
 
 
 def test_one_protobuf_request_per_file_as_the_http_exporter_sends_it(made):
