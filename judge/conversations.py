@@ -34,6 +34,8 @@ TURNS_KEYS = ("turns", "messages")
 RAGAS_MESSAGES = "user_input"
 ID_KEYS = ("id", "conversation_id", "session_id")
 REFERENCE_KEYS = ("reference", "expected_outcome")
+# The keys a conversation record has one of.
+CONVERSATION_KEYS = (*TURNS_KEYS, RAGAS_MESSAGES)
 # The turn record's name for the conversation's reference: `reference` would be read as
 # the turn's ground truth (RAGAS's name for it).
 CONVERSATION_REFERENCE = "conversation_reference"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.conversations import (
+    CONVERSATION_KEYS,
     conversation_rows,
     flat_turn_records,
     is_conversation,
@@ -397,6 +398,8 @@ def as_conversations(records: Records, names: Sequence[str]) -> Records | None:
     or is a flat table of turns (`names`, its column names, say so); else None."""
     if is_flat_turns(names):
         return FlatTurnRecords(records)
+    if not any(key in names for key in CONVERSATION_KEYS):  # no record can be one
+        return None
     first = next(iter(records.read()), None)
     if first is not None and is_conversation(first[1]):
         return ConversationRecords(records)
@@ -540,6 +543,8 @@ def reopen_input(
             f"{records.source} changed while the run was starting: its rows are not those "
             "the run was planned on; run the command again"
         )
-    first = next(iter(records.read()), None)  # its names tell a flat table of turns
-    turns = as_conversations(records, list(first[1]) if first else [])
+    turns = None
+    if "history" in columns:  # turns, of conversations or of a flat table: which, says a record
+        first = next(iter(records.read()), None)
+        turns = as_conversations(records, list(first[1]) if first else [])
     return InputRows(turns or records, columns, [], count)
