@@ -13,6 +13,13 @@ from judge.run.report_html import contexts_html, evidence_html
 from judge.run.rows import ResultRow
 
 
+def _resampled_note(comparison: Comparison) -> str:
+    """' CI and p resampled by conversation (...).' for turns of conversations; else ''."""
+    if comparison.resampled is None:
+        return ""
+    return f" CI and p {escape(str(comparison.resampled))}."
+
+
 def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
     """Sorted per-sample deltas (B - A) as bars around zero, an inline SVG, with the scale at
     the left (+max, 0, -max) and the largest |Δ| in the title ("every Δ is 0" when none moved;
@@ -83,7 +90,8 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         f"{len(comparison.keys)} paired samples; unmatched {len(comparison.unmatched_a)} in A, "
         f"{len(comparison.unmatched_b)} in B. Δ = B - A; 95% paired bootstrap CI; two-sided "
         f"paired randomisation test; Holm-Bonferroni adjustment; significant at p < {ALPHA}."
-        "</p><table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
+        f"{_resampled_note(comparison)}</p>"
+        "<table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
         "<th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th><th>verdict</th></tr>"
         f"{''.join(rows)}</table>{lost_html}<h2>Diagnosis of B</h2><ul>{notes}</ul>"
         f"<h2>Per-sample deltas</h2><div class=plots>{plots}</div>",
@@ -200,7 +208,7 @@ def render_many(many: ManyComparison) -> str:
             f"<h2>{escape(v.label)} vs {escape(many.baseline)}</h2>"
             f"<p class=small>{len(c.keys)} paired samples (matched by {escape(v.matched_by)}); "
             f"unmatched {len(c.unmatched_a)} in the baseline, {len(c.unmatched_b)} in the run. "
-            "Δ = run - baseline over the paired samples.</p>"
+            f"Δ = run - baseline over the paired samples.{_resampled_note(c)}</p>"
             f"<h3>Significant changes</h3><ul>{changes or '<li>none</li>'}</ul>"
             "<table><tr><th>metric</th><th>baseline</th><th>run</th><th>Δ</th>"
             "<th>95% CI of Δ</th><th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th>"
