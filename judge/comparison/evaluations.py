@@ -318,7 +318,7 @@ def paired_conversations(
             if not r.error:
                 sample = ("sample", str(getattr(r, key)))
                 if r.conversation_id is not None:
-                    parent[root(sample)] = root((side, r.conversation_id))
+                    parent[root(sample)] = root((side, str(r.conversation_id)))
                 else:
                     root(sample)
     numbers: dict[Hashable, int] = {}

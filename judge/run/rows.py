@@ -222,12 +222,11 @@ class RowTally:
             self.row_failed.append(row.failed)
         else:
             self.row_failed[at] = row.failed
-        self._add_turn(row, position)
+        if row.conversation_id is not None or self._conversation is not None:
+            self._add_turn(row, position)
 
     def _add_turn(self, row: ResultRow, position: int) -> None:
         """Record the row's conversation and turn, once any row is a conversation's turn."""
-        if row.conversation_id is None and self._conversation is None:
-            return
         if self._conversation is None or self._turn is None:
             # The first turn: the rows before it (or all, in a sized tally) are no turns.
             length = self._size if self._sized else position
