@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from judge.cli.finish import finish_run
+from judge.llm.config import LLM
+from judge.run.evaluate import evaluate
+from judge.run.gates import Gates
+from judge.run.merge import merge_shards
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
 from judge.stats import bootstrap_ci, bootstrap_cis, cluster_bootstrap_cis
+from judge.testing import heuristic_judge
+from tests.helpers.shards import rows as shard_rows
 
 
 def tally_of(rows: list[ResultRow], metrics: list[str]) -> RowTally:
@@ -187,3 +195,58 @@ def test_the_report_shows_the_means_by_turn_only_for_conversations(tmp_path):
     assert "Mean by turn position" not in html and "resampled" not in html
     summary = json.loads((tmp_path / "plain" / "summary.json").read_text(encoding="utf-8"))
     assert "by_turn" not in summary and "resampled" not in summary
+
+
+def test_judge_merge_of_conversation_shards_gives_the_one_process_summary(
+    tmp_path, fake_llm_server, monkeypatch
+):
+    """Shards of a conversations' run (its turns dealt round-robin, so a conversation's
+    turns land in several shards), merged from their recorded tallies or by parsing their
+    rows, give the summary of the same rows in one process."""
+    fake_llm_server.chat = heuristic_judge
+    n, count = 12, 3
+
+    def as_turns(rows: list[ResultRow]) -> list[ResultRow]:
+        for row in rows:  # conversations of 4 turns: rows 0-3, 4-7, 8-11
+            row.conversation_id, row.turn = f"chat{row.row // 4}", 2 * (row.row % 4) + 2
+        return rows
+
+    dirs = []
+    for i in range(1, count + 1):
+        sharded = evaluate(
+            shard_rows(n),
+            metrics=["faithfulness", "context_recall"],
+            llm=LLM("openai/judge", api_base=fake_llm_server.base_url, api_key="k"),
+            cache=tmp_path / "cache.sqlite",
+            shard=f"{i}/{count}",
+            progress=False,
+        )
+        turns = EvaluationResult(
+            as_turns(list(sharded.rows)), sharded.metrics, sharded.config, sharded.usage
+        )
+        finish_run(turns, tmp_path / f"s{i}", Gates())
+        dirs.append(tmp_path / f"s{i}")
+        record = json.loads((tmp_path / f"s{i}" / "shard.json").read_text(encoding="utf-8"))
+        assert record["tally"]["conversation_ids"] == ["chat0", "chat1", "chat2"]
+    rows = as_turns([row for d in dirs for row in written_rows(d)])
+    rows.sort(key=lambda r: r.row)
+    whole = EvaluationResult(rows, ["faithfulness", "context_recall"], {}, {})
+    assert whole.summary["faithfulness"].scored > 4  # something to resample
+    with monkeypatch.context() as m:  # from the shards' recorded tallies, no row parsed
+        m.setattr(ResultRow, "from_json", lambda data: pytest.fail("a row was parsed"))
+        fast = merge_shards(dirs, tmp_path / "fast.jsonl")
+    for d in dirs:  # without the records: every row parsed
+        (d / "shard.json").unlink()
+    parsed = merge_shards(dirs, tmp_path / "parsed.jsonl")
+    for merged in (fast, parsed):
+        assert merged.summary == whole.summary
+        assert merged.tally.resampling() == whole.tally.resampling()
+        assert merged.summary_dict()["by_turn"] == whole.summary_dict()["by_turn"]
+    assert str(whole.tally.resampling()) == "resampled by conversation (3 conversations, 12 turns)"
+
+
+def written_rows(folder: Path) -> list[ResultRow]:
+    return [
+        ResultRow.from_json(json.loads(line))
+        for line in (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
