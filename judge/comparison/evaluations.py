@@ -32,7 +32,7 @@ from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
 from judge.run.gates import users_metrics
-from judge.run.rows import Resampling, ResultRow
+from judge.run.rows import Resampling, ResultRow, RowTally
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
 Scores = dict[str, dict[str, float]]  # sample key -> metric -> value (NaN: undefined)
@@ -84,6 +84,8 @@ class Comparison:
     extra: dict[str, Any] = field(default_factory=dict)
     # what the statistics resampled: None (rows) unless the rows are turns of conversations
     resampled: Resampling | None = None
+    # the means by turn position (`turn_deltas`), when both sides' rows are turns
+    by_turn: list[dict[str, Any]] = field(default_factory=list)
 
     def diagnosis_b(self) -> list[str]:
         """What B's means suggest to fix first (retrieval first), as report.html says it."""
@@ -112,6 +114,7 @@ class Comparison:
                 for name, m in self.metrics.items()
             },
             **({"resampled": self.resampled.to_json()} if self.resampled else {}),
+            **({"by_turn": self.by_turn} if self.by_turn else {}),
             **self.extra,
             "diagnosis_b": self.diagnosis_b(),
         }
@@ -143,7 +146,72 @@ class Comparison:
         )
         if self.resampled is not None:
             lines.append(f"CI and p {self.resampled}.")
+        if self.by_turn:
+            lines += ["", *self._turn_table()]
         return "\n".join(lines)
+
+    def _turn_table(self) -> list[str]:
+        """Each metric's Δ by turn position, as lines of text."""
+        cells = " ".join(f"{'turn ' + str(t['position']):>8}" for t in self.by_turn)
+        lines = [
+            "Δ by turn position (each conversation's turns in order of `turn`, in B)",
+            f"{'metric':<20} {cells}",
+            f"{'pairs':<20} " + " ".join(f"{t['pairs']:>8}" for t in self.by_turn),
+        ]
+        for metric in self.metrics:
+            deltas = " ".join(
+                f"{number(t['metrics'][metric]['delta'], sign='+'):>8}" for t in self.by_turn
+            )
+            lines.append(f"{metric:<20} {deltas}")
+        return lines
+
+
+def turn_deltas(
+    a: Scores, b: Scores, keys: Sequence[str], positions: Mapping[str, int], metrics: list[str]
+) -> list[dict[str, Any]]:
+    """Per turn position (`positions`: key -> position from 1, as `RowTally.turn_positions`
+    ranks turns), the pairs there and per metric both means and their difference over the
+    pairs defined on both sides (`n`; NaN means when none)."""
+    last = max((positions.get(k, 0) for k in keys), default=0)
+    out = []
+    for position in range(1, last + 1):
+        here = [k for k in keys if positions.get(k) == position]
+        entry: dict[str, Any] = {"position": position, "pairs": len(here), "metrics": {}}
+        for metric in metrics:
+            pairs = [(a[k].get(metric), b[k].get(metric)) for k in here]
+            kept = np.array(
+                [
+                    (x, y)
+                    for x, y in pairs
+                    if x is not None and y is not None and not (math.isnan(x) or math.isnan(y))
+                ],
+                dtype=np.float64,
+            ).reshape(-1, 2)
+            mean_a, mean_b = kept.mean(axis=0) if kept.size else (math.nan, math.nan)
+            entry["metrics"][metric] = {
+                "n": int(kept.shape[0]),
+                "mean_a": float(mean_a),
+                "mean_b": float(mean_b),
+                "delta": float(mean_b - mean_a),
+            }
+        out.append(entry)
+    return out
+
+
+def turn_positions(rows: list[ResultRow], key: str) -> dict[str, int]:
+    """Each judged turn's position in its conversation (1, 2, ...), by `key`; {} when no
+    row is a turn."""
+    tally = RowTally([])
+    for row in rows:
+        tally.add(row)
+    positions = tally.turn_positions()
+    if positions is None:
+        return {}
+    return {
+        str(getattr(r, key)): int(p)
+        for r, p in zip(rows, positions, strict=True)
+        if p > 0 and not r.error
+    }
 
 
 def compare_one(
@@ -343,15 +411,22 @@ def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
     rows_a, label_a = load_results(a)
     rows_b, label_b = load_results(b)
     key = match_key(rows_a, rows_b)
-    return compare_scores(
-        keyed_scores(rows_a, key),
-        keyed_scores(rows_b, key),
+    scores_a, scores_b = keyed_scores(rows_a, key), keyed_scores(rows_b, key)
+    conversations = paired_conversations(rows_a, rows_b, key)
+    comparison = compare_scores(
+        scores_a,
+        scores_b,
         metrics,
         label_a=label_a,
         label_b=label_b,
         lower_is_better={*lower_is_better(a), *lower_is_better(b)},
-        conversations=paired_conversations(rows_a, rows_b, key),
+        conversations=conversations,
     )
+    if conversations is not None:  # B's turns give the positions: B is the run judged
+        positions = turn_positions(rows_b, key)
+        chosen = list(comparison.metrics)
+        comparison.by_turn = turn_deltas(scores_a, scores_b, comparison.keys, positions, chosen)
+    return comparison
 
 
 class ToDict(Protocol):

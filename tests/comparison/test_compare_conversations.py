@@ -91,6 +91,7 @@ def test_rows_that_are_no_turns_compare_as_before(tmp_path):
         assert "resampled" not in result.table()
         assert "resampled" not in result.to_dict()
         assert "conversations" not in result.to_dict()["metrics"]["faithfulness"]
+        assert "by_turn" not in result.to_dict() and "turn position" not in result.table()
 
 
 def test_conversations_joined_by_either_run_are_one_unit(tmp_path):
@@ -132,3 +133,26 @@ def test_the_regression_gate_resamples_conversations(tmp_path, capsys):
     plain_b = write_turns(tmp_path / "pb.jsonl", b, conversations=False)
     with pytest.raises(ScoreAssertionError, match="significantly worse"):
         judge.assert_no_regression(plain_b, plain_a)
+
+
+def test_compare_breaks_the_differences_down_by_turn_position(tmp_path):
+    a = np.array([[0.5, 0.5, 0.5], [0.25, 0.75, 0.5]])
+    b = np.array([[0.5, 0.75, 1.0], [0.25, 0.25, 0.5]])
+    base, other = write_turns(tmp_path / "a.jsonl", a), write_turns(tmp_path / "b.jsonl", b)
+    lines = other.read_text().splitlines(keepends=True)
+    # B's rows out of order and one turn unscored: positions come from `turn`, not rows.
+    undefined = json.loads(lines[2])
+    undefined["scores"]["faithfulness"] = None
+    other.write_text(
+        "".join([lines[4], lines[0], json.dumps(undefined) + "\n", lines[1], lines[3], lines[5]])
+    )
+    result = compare(base, other)
+    assert [(t["position"], t["pairs"]) for t in result.by_turn] == [(1, 2), (2, 2), (3, 2)]
+    third = result.by_turn[2]["metrics"]["faithfulness"]
+    assert third == {"n": 1, "mean_a": 0.5, "mean_b": 0.5, "delta": 0.0}  # c0's unscored
+    second = result.by_turn[1]["metrics"]["faithfulness"]
+    assert second == {"n": 2, "mean_a": 0.625, "mean_b": 0.5, "delta": -0.125}
+    assert result.to_dict()["by_turn"] == result.by_turn
+    table = result.table()
+    assert "Δ by turn position" in table
+    assert "faithfulness           +0.000   -0.125   +0.000" in table
