@@ -236,7 +236,8 @@ class RowTally:
         if row.conversation_id is not None:
             key = str(row.conversation_id)
             number = self._conversation_ids.setdefault(key, len(self._conversation_ids))
-            turn = NO_TURN if row.turn is None else int(row.turn)
+            # only orders a conversation's turns: one a 4-byte slot cannot hold orders first
+            turn = row.turn if isinstance(row.turn, int) and 0 <= row.turn < 2**31 else NO_TURN
         if self._sized:
             self._conversation[position] = number
             self._turn[position] = turn
