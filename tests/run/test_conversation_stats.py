@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import judge
 from judge.cli.finish import finish_run
 from judge.llm.config import LLM
+from judge.pytest_plugin.assertions import ScoreAssertionError
 from judge.run.evaluate import evaluate
 from judge.run.gates import Gates
 from judge.run.merge import merge_shards
@@ -250,3 +252,16 @@ def written_rows(folder: Path) -> list[ResultRow]:
         ResultRow.from_json(json.loads(line))
         for line in (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
     ]
+
+
+def test_a_failed_assert_evaluation_says_the_intervals_resampled_conversations():
+    rows = correlated(seed=1, conversations=4, turns=2)
+    with pytest.raises(ScoreAssertionError) as caught:
+        judge.assert_evaluation(EvaluationResult(rows, ["m"], {}, {}), fail_under={"m": 0.99})
+    assert "(the intervals resampled by conversation (4 conversations, 8 turns)" in str(
+        caught.value
+    )
+    with pytest.raises(ScoreAssertionError) as caught:
+        plain = EvaluationResult(as_plain_rows(rows), ["m"], {}, {})
+        judge.assert_evaluation(plain, fail_under={"m": 0.99})
+    assert "resampled" not in str(caught.value)
