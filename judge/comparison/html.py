@@ -64,6 +64,28 @@ def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
     )
 
 
+def _turns_html(comparison: Comparison) -> str:
+    """Each metric's Δ by turn position, for two runs of conversations' turns; else ''."""
+    if not comparison.by_turn:
+        return ""
+    head = "".join(f"<th>turn {t['position']}</th>" for t in comparison.by_turn)
+    pairs = "".join(f"<td class=n>{t['pairs']}</td>" for t in comparison.by_turn)
+    rows = "".join(
+        f"<tr><td><code>{escape(m)}</code></td>"
+        + "".join(
+            f"<td class=n>{number(t['metrics'][m]['delta'], sign='+')}</td>"
+            for t in comparison.by_turn
+        )
+        + "</tr>"
+        for m in comparison.metrics
+    )
+    return (
+        "<h2>Δ by turn position</h2><p class=small>Position k holds each conversation's k-th "
+        "judged turn in B (its turns in order of <code>turn</code>).</p>"
+        f"<table><tr><th>metric</th>{head}</tr><tr><td>pairs</td>{pairs}</tr>{rows}</table>"
+    )
+
+
 def render_compare(comparison: Comparison, findings: list[str]) -> str:
     """The HTML text of the comparison page."""
     rows = [_stats_row(m, marked=False) for m in comparison.metrics.values()]
@@ -93,7 +115,8 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         f"{_resampled_note(comparison)}</p>"
         "<table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
         "<th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th><th>verdict</th></tr>"
-        f"{''.join(rows)}</table>{lost_html}<h2>Diagnosis of B</h2><ul>{notes}</ul>"
+        f"{''.join(rows)}</table>{_turns_html(comparison)}{lost_html}"
+        f"<h2>Diagnosis of B</h2><ul>{notes}</ul>"
         f"<h2>Per-sample deltas</h2><div class=plots>{plots}</div>",
     )
 

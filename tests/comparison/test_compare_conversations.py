@@ -156,3 +156,13 @@ def test_compare_breaks_the_differences_down_by_turn_position(tmp_path):
     table = result.table()
     assert "Δ by turn position" in table
     assert "faithfulness           +0.000   -0.125   +0.000" in table
+    run("compare", base, other, "--out", tmp_path / "cmp")
+    html = (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")
+    assert "<h2>Δ by turn position</h2>" in html and "<td class=n>-0.125</td>" in html
+    run("compare", base, base, "--out", tmp_path / "same")
+    html = (tmp_path / "same" / "compare.html").read_text(encoding="utf-8")
+    assert "resampled by conversation" in html
+    plain = write_turns(tmp_path / "p.jsonl", a, conversations=False)
+    run("compare", plain, plain, "--out", tmp_path / "plain")
+    html = (tmp_path / "plain" / "compare.html").read_text(encoding="utf-8")
+    assert "turn position" not in html and "resampled" not in html
