@@ -362,6 +362,7 @@ def test_hostile_session_ids(tmp_path):
         {"stringValue": "nul\u0000"},
         {"stringValue": "Lyon—été"},  # Unicode is an id like any other
         {"intValue": "7"},  # the same session as the first
+        {"stringValue": "half \ud800"},  # a lone surrogate: no Unicode, no file holds it
     ]
     path = write_otlp(tmp_path / "t.jsonl", [otlp_turn(n, v) for n, v in enumerate(values)])
     out = tmp_path / "s.jsonl"
@@ -379,6 +380,7 @@ def test_hostile_session_ids(tmp_path):
         "4": "unfit_session",
         "5": "unfit_session",
         "6": "unfit_session",
+        "9": "not_unicode",
     }
     messages = [s["message"] for s in jsonl(tmp_path / "skipped.jsonl")]
     assert any("'a\\nb'" in m and "control character" in m for m in messages)
