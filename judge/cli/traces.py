@@ -1,5 +1,6 @@
-"""`judge traces extract TRACES... -o rows.jsonl`: production traces as `judge eval` rows,
-the traces that gave none in skipped.jsonl, and TREC runs of their retrieval spans."""
+"""`judge traces extract TRACES... -o rows.jsonl`: production traces as `judge eval` rows
+(or, with --sessions, conversations), the traces that gave none in skipped.jsonl, and TREC
+runs of their retrieval spans."""
 
 from __future__ import annotations
 
@@ -40,6 +41,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     e.add_argument("traces", nargs="+", metavar="TRACES", help="trace files, read in order")
     e.add_argument("-o", "--out", required=True, metavar="PATH", help="the rows (JSONL) to write")
+    e.add_argument(
+        "--sessions",
+        action="store_true",
+        help="write conversations instead of rows: one line per session (session.id, "
+        'gen_ai.conversation.id): {"id", "turns": [user question, assistant answer with '
+        "contexts, retrieved_ids, trace_id, query], ...}, each trace one turn in start "
+        "order; a trace without a session id is skipped (no_session). --since, --judged "
+        "and --sample then choose sessions: a session kept has all its turns",
+    )
     e.add_argument(
         "--run",
         metavar="PATH",
@@ -175,6 +185,7 @@ def run_extract(args: argparse.Namespace) -> int:
         sample=args.sample,
         seed=args.seed,
         linger=linger,
+        sessions=args.sessions,
     )
     for line in summary.lines():
         line = line.replace("before since", "before --since").replace("linger", "--linger")
@@ -182,5 +193,6 @@ def run_extract(args: argparse.Namespace) -> int:
     wrote = [args.out, *(p for p in (args.run, args.retriever_run) if p), skipped]
     print(terminal_text(f"wrote {', '.join(wrote)}"))
     if not summary.rows:
-        print("judge: note: no trace gave a row: see the reasons above", file=sys.stderr)
+        what = "a turn of a session" if args.sessions else "a row"
+        print(f"judge: note: no trace gave {what}: see the reasons above", file=sys.stderr)
     return 0

@@ -276,3 +276,20 @@ def trace_row(
         "token_counts": {"prompt": prompt, "completion": completion, "total": total},
         "session_id": session,
     }
+
+
+def retriever_query(spans: Sequence[Span], question: str) -> str | None:
+    """The query the trace's first retriever span (in start order) was given, when it is
+    recorded (`input.value`; GenAI: `gen_ai.retrieval.query.text`) and is not the question
+    (a chat app rewrites a turn into a standalone query); else None."""
+    retrievers = sorted(
+        (span for span in spans if oi.kind_of(span) == oi.RETRIEVER),
+        key=lambda span: (span.start_ns, span.span_id),
+    )
+    for span in retrievers:
+        query = span.attributes.get(oi.GEN_AI_RETRIEVAL_QUERY)
+        if not isinstance(query, str):
+            query = oi.question_of(span)
+        if query is not None and query.strip():
+            return None if query.strip() == question.strip() else query
+    return None
