@@ -1,0 +1,640 @@
+"""An agent's traces hop by hop: each retriever span's documents scored against relevance
+labels with `judge.ir`'s exact metrics, where a gold document was found and lost, and the
+tool calls against the expected ones (`judge.metrics.tools`).
+
+The Python twin of `judge traces hops`. In a trace (read by the readers of `judge traces
+extract`: OTLP, Phoenix, Langfuse):
+
+- a hop is a retriever span (OpenInference RETRIEVER, GenAI operation "retrieval"), in
+  start order; its ranking is its documents in the order recorded (a repeated id once, a
+  document without an id left out), as `judge traces extract --retriever-run` ranks them;
+- the generator is the trace's last LLM span (in start order); its input is the documents
+  it lists (`input.documents`, by id) or else the text of its prompt (input.value,
+  llm.input_messages, llm.prompts, llm.prompt_template.variables, gen_ai.input.messages):
+  a document is in it when its content (as a hop recorded it, white space collapsed) is
+  found in that text;
+- the tool calls are the tool spans (OpenInference or Langfuse TOOL, GenAI execute_tool),
+  in start order.
+
+Per trace, with gold documents those graded at least `relevance_level`:
+
+- `first_gold_hop`: the first hop that retrieved a gold document;
+- `lost_at_hop`: the hop after which a gold document was no longer passed on: a gold
+  document retrieved at that hop, absent from every later hop and from the generator's
+  input (the earliest such hop; every such document in `lost`);
+- `generator_saw_gold`: whether a gold document is in the generator's input.
+
+Each is null with a reason (`REASONS`) when it cannot be said.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge.errors import CoverageWarning, InputFormatError, JudgeError
+from judge.ir.trec import check_trec_id
+from judge.metrics.tools import (
+    TOOL_METRICS,
+    ToolCall,
+    ToolCallScores,
+    parse_tool_calls,
+    score_tool_calls,
+    tool_call,
+)
+from judge.traces import openinference as oi
+from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace
+from judge.traces.extract import read_traces
+from judge.traces.rows import forest_order
+from judge.traces.spans import Span
+
+PathLike = str | os.PathLike[str]
+
+# Why a per-trace field is null.
+NO_RELEVANCE_JUDGMENTS = "no_relevance_judgments"  # no labels for the trace (by id or question)
+NO_GOLD = "no_gold"  # its labels grade no document at relevance_level or above
+NO_HOPS = "no_hops"  # the trace has no retriever span
+NO_GOLD_RETRIEVED = "no_gold_retrieved"  # no hop retrieved a gold document
+NONE_LOST = "none_lost"  # every gold document retrieved reached the generator
+NO_GENERATOR_INPUT = "no_generator_input"  # no LLM span, or one that records no input
+NO_DOCUMENT_CONTENTS = "no_document_contents"  # prompt text only, and no gold content to find
+REASONS = {
+    NO_RELEVANCE_JUDGMENTS: "no relevance labels for the trace: not by its id (--qrels), nor "
+    "by its question (--rows)",
+    NO_GOLD: "its labels grade no document at the relevance level or above",
+    NO_HOPS: "the trace has no retriever span",
+    NO_GOLD_RETRIEVED: "no hop retrieved a gold document",
+    NONE_LOST: "every gold document retrieved reached the generator's input",
+    NO_GENERATOR_INPUT: "the trace has no LLM span, or its last one records no input "
+    "(input.documents, input.value, llm.input_messages, ...): what the generator saw is unknown",
+    NO_DOCUMENT_CONTENTS: "the generator's input is recorded as text only, and the hops "
+    "recorded no content of the gold documents they retrieved, to look for in it",
+}
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One retriever span: its ranked document ids and the contents it recorded."""
+
+    span_id: str
+    name: str
+    ids: list[str]
+    contents: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class AgentTrace:
+    """What `judge traces hops` reads of one trace.
+
+    Args:
+        trace_id: the trace's id.
+        question: the question (as `judge traces extract` reads it), or None.
+        hops: the retriever spans, in start order.
+        generator_ids: the ids of the documents the generator lists in its input
+            (`input.documents`), or None when it lists none.
+        generator_text: the texts of the generator's input, white space collapsed, or
+            None when there is no LLM span or it records no input.
+        tool_calls: the tool spans' calls, in start order.
+    """
+
+    trace_id: str
+    question: str | None
+    hops: list[Hop]
+    generator_ids: list[str] | None = None
+    generator_text: list[str] | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def generator_saw(self, doc_id: str) -> bool | None:
+        """Whether a document is in the generator's input; None when that is unknown."""
+        if self.generator_ids is not None:
+            return doc_id in self.generator_ids
+        if self.generator_text is None:
+            return None
+        content = next((h.contents[doc_id] for h in self.hops if h.contents.get(doc_id)), None)
+        if content is None:
+            return None
+        return any(content in text for text in self.generator_text)
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _question(spans: Sequence[Span]) -> str | None:
+    """The question as `trace_row` finds it: the input of the first span, from the roots
+    down, that is no retriever, reranker, LLM or embedding span."""
+    for span in spans:
+        if oi.kind_of(span) in (oi.RETRIEVER, oi.RERANKER, oi.LLM, "EMBEDDING"):
+            continue
+        question = oi.question_of(span)
+        if question is not None:
+            return question
+    return None
+
+
+def agent_trace(trace: Trace) -> AgentTrace:
+    """The hops, generator input and tool calls of one trace (`read_traces` gives them)."""
+    spans = forest_order(trace.spans)
+    by_start = sorted(spans, key=lambda s: s.start_ns)  # stable: the forest order in a tie
+    hops = []
+    for span in by_start:
+        if oi.kind_of(span) != oi.RETRIEVER:
+            continue
+        docs = oi.retrieved(span, oi.RETRIEVER)
+        ids = list(dict.fromkeys(str(d["id"]) for d in docs if d.get("id") is not None))
+        contents: dict[str, str] = {}
+        for doc in docs:
+            content = doc.get("content")
+            if doc.get("id") is not None and isinstance(content, str) and content.strip():
+                contents.setdefault(str(doc["id"]), _collapsed(content))
+        hops.append(Hop(span.span_id, span.name, ids, contents))
+    llms = [span for span in by_start if oi.kind_of(span) == oi.LLM]
+    generator_ids = generator_text = None
+    if llms:
+        listed = oi.documents(llms[-1], oi.INPUT_DOCUMENTS)
+        if any(d.get("id") is not None for d in listed):
+            generator_ids = [str(d["id"]) for d in listed if d.get("id") is not None]
+        texts = [_collapsed(t) for t in oi.input_texts(llms[-1])]
+        if any(texts):
+            generator_text = [t for t in texts if t]
+    calls = [tool_call(oi.tool_call_of(span)) for span in by_start if oi.is_tool(span)]
+    return AgentTrace(trace.trace_id, _question(spans), hops, generator_ids, generator_text, calls)
+
+
+def read_agent_traces(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    source: str | None = None,
+    linger: int = DEFAULT_LINGER,
+    counts: AssemblyCounts | None = None,
+) -> Iterator[AgentTrace]:
+    """The agent traces of trace files, streamed (the readers of `judge traces extract`)."""
+    path_list = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    for trace in read_traces(path_list, linger=linger, counts=counts, source=source):
+        yield agent_trace(trace)
+
+
+def question_key(question: str) -> str:
+    """A question as labels are looked up by it: white space collapsed."""
+    return _collapsed(question)
+
+
+@dataclass
+class Labels:
+    """Relevance labels and expected tool calls, by trace id and by question."""
+
+    relevance_by_trace: dict[str, dict[str, int]] = field(default_factory=dict)
+    relevance_by_question: dict[str, dict[str, int]] = field(default_factory=dict)
+    tools_by_trace: dict[str, list[ToolCall]] = field(default_factory=dict)
+    tools_by_question: dict[str, list[ToolCall]] = field(default_factory=dict)
+
+    def relevance(self, trace: AgentTrace) -> dict[str, int] | None:
+        """The trace's relevance labels: by its id, else by its question; None if none."""
+        found = self.relevance_by_trace.get(trace.trace_id)
+        if found is None and trace.question is not None:
+            found = self.relevance_by_question.get(question_key(trace.question))
+        return found or None
+
+    def expected_tools(self, trace: AgentTrace) -> list[ToolCall] | None:
+        """The trace's expected tool calls: by its id, else by its question; None if none."""
+        found = self.tools_by_trace.get(trace.trace_id)
+        if found is None and trace.question is not None:
+            found = self.tools_by_question.get(question_key(trace.question))
+        return found
+
+    @property
+    def has_tools(self) -> bool:
+        """Whether any expected tool calls are given."""
+        return bool(self.tools_by_trace or self.tools_by_question)
+
+
+def _keep(table: dict[str, Any], key: str, value: Any, what: str, where: str) -> None:
+    """Put a label in its table; the same key with other labels is an error."""
+    if key in table and table[key] != value:
+        raise InputFormatError(f"{what} {key!r} has two different labels", path=where)
+    table[key] = value
+
+
+def read_labels(
+    *,
+    qrels: PathLike | None = None,
+    rows: PathLike | None = None,
+    expected_tools: PathLike | None = None,
+) -> Labels:
+    """The labels of `judge traces hops`.
+
+    Args:
+        qrels: a TREC qrels file whose query ids are trace ids.
+        rows: a test set (JSONL, JSON, CSV, Parquet, as `judge eval` reads it) with a
+            question column and a relevance column (relevant ids, or {id: grade}) and/or an
+            `expected_tools` column; a `trace_id` column, when present, keys a row by trace.
+        expected_tools: JSON lines {"trace_id" (or "question"), "expected_tools": [...]}.
+    """
+    labels = Labels()
+    if qrels is not None:
+        from judge.ir.trec import read_qrels
+
+        labels.relevance_by_trace.update(read_qrels(qrels))
+    if rows is not None:
+        _rows_labels(rows, labels)
+    if expected_tools is not None:
+        from judge.traces.reading import read_rows
+
+        where = str(expected_tools)
+        for number, record in enumerate(read_rows(expected_tools), 1):
+            try:
+                calls = parse_tool_calls(
+                    record.get("expected_tools"), "expected_tools", strict=True
+                )
+            except ValueError as exc:
+                raise InputFormatError(str(exc), path=where, line=number) from None
+            if calls is None:
+                raise InputFormatError(
+                    "no expected_tools: give a list of {name, arguments}", path=where, line=number
+                )
+            if record.get("trace_id") is not None:
+                _keep(labels.tools_by_trace, str(record["trace_id"]), calls, "trace", where)
+            elif isinstance(record.get("question"), str):
+                key = question_key(record["question"])
+                _keep(labels.tools_by_question, key, calls, "question", where)
+            else:
+                raise InputFormatError(
+                    "give the trace_id (or the question) the expected tools are for",
+                    path=where,
+                    line=number,
+                )
+    return labels
+
+
+def _rows_labels(path: PathLike, labels: Labels) -> None:
+    from judge.run.data import parse_relevance, read_records, resolve_columns
+
+    records, source = read_records(path)
+    names = dict.fromkeys(k for r in records for k in r)
+    columns = resolve_columns(names, None, source)
+    relevance_column = columns.get("relevance")
+    tools_column = "expected_tools" if "expected_tools" in names else None
+    if relevance_column is None and tools_column is None:
+        raise InputFormatError(
+            f"{source}: no relevance column (relevance, qrels, relevant_ids, "
+            "reference_context_ids) nor expected_tools: nothing to score the traces with"
+        )
+    question_column = columns["question"]
+    for number, record in enumerate(records, 1):
+        question = record.get(question_column)
+        trace_id = record.get("trace_id")
+        if not isinstance(question, str) and trace_id is None:
+            continue
+        try:
+            relevance = (
+                parse_relevance(record[relevance_column])
+                if relevance_column is not None and record.get(relevance_column) is not None
+                else None
+            )
+            tools = (
+                parse_tool_calls(record.get(tools_column), "expected_tools", strict=True)
+                if tools_column is not None
+                else None
+            )
+        except ValueError as exc:
+            raise InputFormatError(f"row {number}: {exc}", path=source) from None
+        for value, by_trace, by_question, what in (
+            (relevance, labels.relevance_by_trace, labels.relevance_by_question, "relevance"),
+            (tools, labels.tools_by_trace, labels.tools_by_question, "expected_tools"),
+        ):
+            if value is None:
+                continue
+            if trace_id is not None:
+                _keep(by_trace, str(trace_id), value, f"{what} of trace", source)
+            elif isinstance(question, str):
+                _keep(by_question, question_key(question), value, f"{what} of question", source)
+
+
+@dataclass
+class HopRow:
+    """One hop index's line of the table: the traces that have that hop, the metric means
+    over them, and how many of those retrieved a gold document there."""
+
+    hop: int
+    traces: int
+    metrics: dict[str, float]
+    gold_found: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as JSON values."""
+        return {
+            "hop": self.hop,
+            "traces": self.traces,
+            "gold_found": self.gold_found,
+            "metrics": dict(self.metrics),
+        }
+
+
+@dataclass
+class HopsReport:
+    """What `hops` found: the table per hop index, a record per trace, and counts."""
+
+    metrics: list[str]
+    relevance_level: int
+    per_hop: list[HopRow] = field(default_factory=list)
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    tools: dict[str, Any] | None = None
+    qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # the labels scored
+    runs: list[dict[str, list[str]]] = field(default_factory=list)  # per hop: trace -> ids
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON values (without the per-trace records)."""
+        out: dict[str, Any] = {
+            "metrics": list(self.metrics),
+            "relevance_level": self.relevance_level,
+            "per_hop": [row.to_dict() for row in self.per_hop],
+            "counts": dict(sorted(self.counts.items())),
+        }
+        if self.tools is not None:
+            out["tools"] = self.tools
+        return out
+
+
+def _unfit(trace: AgentTrace) -> str | None:
+    """Why a trace's ids cannot go in a TREC file (white space, control characters, empty):
+    its message; None when they can."""
+    try:
+        check_trec_id(trace.trace_id, "the trace id")
+        for hop in trace.hops:
+            for doc in hop.ids:
+                check_trec_id(doc, f"document id of trace {trace.trace_id}")
+    except InputFormatError as exc:
+        return str(exc)
+    return None
+
+
+def diagnose(trace: AgentTrace, gold: Iterable[str]) -> dict[str, Any]:
+    """Where the trace's gold documents were found and lost, and whether the generator saw
+    one: `first_gold_hop`, `lost_at_hop`, `lost` [{doc_id, hop}], `generator_saw_gold`,
+    with `reasons` for the fields that are null (hops numbered from 1)."""
+    gold_set = set(gold)
+    reasons: dict[str, str] = {}
+    out: dict[str, Any] = {"first_gold_hop": None, "lost_at_hop": None, "lost": []}
+    last_hop: dict[str, int] = {}
+    for number, hop in enumerate(trace.hops, 1):
+        for doc in hop.ids:
+            if doc in gold_set:
+                if out["first_gold_hop"] is None:
+                    out["first_gold_hop"] = number
+                last_hop[doc] = number
+    if not trace.hops:
+        reasons["first_gold_hop"] = reasons["lost_at_hop"] = NO_HOPS
+    elif out["first_gold_hop"] is None:
+        reasons["first_gold_hop"] = reasons["lost_at_hop"] = NO_GOLD_RETRIEVED
+    # What the generator saw of the gold: by the ids it lists, else by the gold documents'
+    # contents in its prompt (those never retrieved have no content to look for).
+    if trace.generator_ids is not None:
+        seen_any: bool | None = bool(gold_set & set(trace.generator_ids))
+    else:
+        looked = [trace.generator_saw(doc) for doc in sorted(last_hop)]
+        if trace.generator_text is None:
+            seen_any = None
+            reasons["generator_saw_gold"] = NO_GENERATOR_INPUT
+        elif True in looked:
+            seen_any = True
+        elif None in looked or not looked:
+            seen_any = None
+            reasons["generator_saw_gold"] = NO_DOCUMENT_CONTENTS
+        else:
+            seen_any = False
+    out["generator_saw_gold"] = seen_any
+    if last_hop:
+        unknown = None
+        for doc, at in sorted(last_hop.items(), key=lambda item: (item[1], item[0])):
+            saw = trace.generator_saw(doc)
+            if saw is None:
+                unknown = (
+                    NO_GENERATOR_INPUT if trace.generator_text is None else NO_DOCUMENT_CONTENTS
+                )
+            elif not saw:
+                out["lost"].append({"doc_id": doc, "hop": at})
+        if out["lost"]:
+            out["lost_at_hop"] = out["lost"][0]["hop"]
+        else:
+            reasons["lost_at_hop"] = unknown or NONE_LOST
+    out["reasons"] = reasons
+    return out
+
+
+def hops(
+    traces: Iterable[AgentTrace],
+    labels: Labels,
+    metrics: Sequence[str],
+    *,
+    relevance_level: int = 1,
+) -> HopsReport:
+    """Score every hop of every trace, diagnose each trace, and score its tool calls.
+
+    Args:
+        traces: the traces (`read_agent_traces`).
+        labels: the relevance labels and expected tool calls (`read_labels`).
+        metrics: `judge.ir` metric names (`ndcg@10`, `recall@5`, ...).
+        relevance_level: the smallest grade that counts as relevant (gold).
+
+    Returns:
+        A `HopsReport`: per hop index, the mean of each metric over the traces that have
+        that hop (trec_eval's values: `judge ir` on the hop's run and qrels gives them);
+        per trace, each hop's ids and scores, `first_gold_hop`, `lost_at_hop`, `lost`,
+        `generator_saw_gold` and, with expected tools, the tool-call scores.
+    """
+    from judge.ir.measure_names import parse_measures
+
+    if isinstance(relevance_level, bool) or not isinstance(relevance_level, int):
+        raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
+    names = [m.name for m in parse_measures(list(metrics))]
+    report = HopsReport(names, relevance_level)
+    tool_scores: list[ToolCallScores] = []
+    for trace in traces:
+        report.counts["traces"] += 1
+        record: dict[str, Any] = {"trace_id": trace.trace_id, "question": trace.question}
+        unfit = _unfit(trace)
+        if unfit is not None:
+            report.counts["unfit_id"] += 1
+            record.update(skipped="unfit_id", message=unfit)
+            report.traces.append(record)
+            continue
+        record["hops"] = [
+            {"hop": n, "span_id": h.span_id, "name": h.name, "ids": h.ids}
+            for n, h in enumerate(trace.hops, 1)
+        ]
+        relevance = labels.relevance(trace)
+        if relevance is None:
+            report.counts[NO_RELEVANCE_JUDGMENTS] += 1
+            record["reasons"] = {"relevance": NO_RELEVANCE_JUDGMENTS}
+        else:
+            gold = sorted(doc for doc, grade in relevance.items() if grade >= relevance_level)
+            record["gold"] = gold
+            record.update(diagnose(trace, gold))
+            if not gold:
+                record["reasons"]["relevance"] = NO_GOLD
+            report.qrels[trace.trace_id] = dict(relevance)
+            for n, hop in enumerate(trace.hops):
+                while len(report.runs) <= n:
+                    report.runs.append({})
+                report.runs[n][trace.trace_id] = hop.ids
+                record["hops"][n]["gold"] = [doc for doc in hop.ids if doc in set(gold)]
+        if not trace.hops:
+            report.counts[NO_HOPS] += 1
+        if labels.has_tools or trace.tool_calls:
+            scores = score_tool_calls(trace.tool_calls, labels.expected_tools(trace))
+            record["tools"] = scores.to_dict()
+            if labels.has_tools:
+                tool_scores.append(scores)
+        report.traces.append(record)
+    _score_hops(report)
+    if labels.has_tools:
+        report.tools = _tool_summary(tool_scores)
+    return report
+
+
+def _score_hops(report: HopsReport) -> None:
+    """The per-hop table, and each hop's scores in its trace's record."""
+    from judge.ir.evaluate import score_queries
+    from judge.ir.result import result_of
+
+    records = {r["trace_id"]: r for r in report.traces if "hops" in r}
+    for number, run in enumerate(report.runs, 1):
+        qrels = {trace: report.qrels[trace] for trace in run}
+        ranked = {trace: _scored(ids) for trace, ids in run.items() if ids}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CoverageWarning)  # a hop that found nothing: 0
+            scores = score_queries(
+                qrels, ranked, report.metrics, relevance_level=report.relevance_level
+            )
+            means = result_of(scores)
+            per_trace = result_of(scores, per_query=True)
+        for trace, values in per_trace.items():
+            records[trace]["hops"][number - 1]["metrics"] = dict(values)
+        found = sum(1 for trace in run if records[trace]["hops"][number - 1]["gold"])
+        report.per_hop.append(HopRow(number, len(scores.qids), dict(means), found))
+
+
+def _scored(ids: Sequence[str]) -> dict[str, float]:
+    """A ranking as run scores that keep its order (n, n-1, ...), as the TREC runs hold it."""
+    return {doc: float(len(ids) - rank) for rank, doc in enumerate(ids)}
+
+
+def _tool_summary(scores: Sequence[ToolCallScores]) -> dict[str, Any]:
+    """Each tool metric's mean over the traces where it is defined, their count, and the
+    reasons of the others."""
+    out: dict[str, Any] = {}
+    for name in TOOL_METRICS:
+        values = [s.scores[name] for s in scores if not math.isnan(s.scores[name])]
+        reasons = Counter(s.reasons[name] for s in scores if name in s.reasons)
+        out[name] = {
+            "mean": math.fsum(values) / len(values) if values else None,
+            "traces": len(values),
+            "reasons": dict(sorted(reasons.items())),
+        }
+    return out
+
+
+def write_trec_runs(report: HopsReport, folder: PathLike) -> list[str]:
+    """Write the hops as TREC files in `folder`: `hop-N.run` (qid = trace id, the hop's
+    ranking), `hop-N.qrels` (the labels of the traces that have hop N: `judge ir
+    hop-N.qrels hop-N.run` gives the table's line N) and `qrels` (every labelled trace: a
+    trace without hop N scores 0 there, for `judge compare --qrels qrels hop-1.run
+    hop-2.run`); the names written."""
+    from judge.run.output_folder import OutputFolder
+    from judge.traces.extract import write_run_lines
+
+    names = ["qrels"]
+    with OutputFolder(folder) as out:
+        with out.writing("qrels") as path:
+            _write_qrels(path, report.qrels)
+        for number, run in enumerate(report.runs, 1):
+            with out.writing(f"hop-{number}.qrels") as path:
+                _write_qrels(path, {trace: report.qrels[trace] for trace in run})
+            with out.writing(f"hop-{number}.run") as path, open(path, "w", encoding="utf-8") as f:
+                for trace, ids in run.items():
+                    write_run_lines(f, trace, ids)
+            names += [f"hop-{number}.qrels", f"hop-{number}.run"]
+        out.publish(names)
+        # A hop file of an earlier report with more hops would pass for one of this one.
+        for stale in Path(folder).glob("hop-*.*"):
+            if stale.name not in names and re.fullmatch(r"hop-[0-9]+\.(run|qrels)", stale.name):
+                stale.unlink()
+    return names
+
+
+def _write_qrels(path: Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    from judge.ir.trec import write_qrels
+
+    write_qrels(qrels, path)
+
+
+def write_traces(report: HopsReport, path: PathLike) -> None:
+    """The per-trace records as JSON lines (NaN scores as null), written whole."""
+    from judge.json_values import dumps_nan_as_null
+    from judge.run.output_folder import OutputFolder
+
+    target = Path(path)
+    with OutputFolder(target.parent) as out:
+        with (
+            out.writing(target.name) as temporary,
+            open(temporary, "w", encoding="utf-8") as handle,
+        ):
+            for record in report.traces:
+                handle.write(dumps_nan_as_null(record) + "\n")
+        out.publish([target.name])
+
+
+def hop_table(report: HopsReport, digits: int = 4) -> str:
+    """The per-hop table as text: hop, traces, traces with a gold document there, means."""
+    header = ["hop", "traces", "gold_found", *report.metrics]
+    lines = [header]
+    for row in report.per_hop:
+        values = [f"{row.metrics[m]:.{digits}f}" for m in report.metrics]
+        lines.append([str(row.hop), str(row.traces), str(row.gold_found), *values])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
+        for line in lines
+    )
+
+
+def summary_lines(report: HopsReport) -> list[str]:
+    """The diagnosis counted over the labelled traces, and the tool scores, as sentences."""
+    labelled = [r for r in report.traces if "gold" in r]
+    out = []
+    first = Counter(r["first_gold_hop"] for r in labelled)
+    if labelled:
+        found = ", ".join(f"hop {h}: {n}" for h, n in sorted((k, v) for k, v in first.items() if k))
+        out.append(
+            f"first gold document retrieved at {found or 'no hop'}; never: {first[None]} "
+            f"(of {len(labelled)} labelled traces)"
+        )
+        lost = Counter(r["lost_at_hop"] for r in labelled if r["lost_at_hop"] is not None)
+        if lost:
+            out.append(
+                "gold document lost after "
+                + ", ".join(f"hop {h}: {n}" for h, n in sorted(lost.items()))
+            )
+        saw = Counter(r["generator_saw_gold"] for r in labelled)
+        out.append(
+            f"the generator saw a gold document in {saw[True]} traces, not in {saw[False]}, "
+            f"unknown in {saw[None]}"
+        )
+    for reason in (NO_RELEVANCE_JUDGMENTS, NO_HOPS, "unfit_id"):
+        if report.counts[reason]:
+            out.append(f"{report.counts[reason]} traces: {reason}")
+    if report.tools is not None:
+        parts = []
+        for name, entry in report.tools.items():
+            mean = "–" if entry["mean"] is None else f"{entry['mean']:.4f}"
+            parts.append(f"{name} {mean} (n={entry['traces']})")
+        out.append("tool calls: " + ", ".join(parts))
+    return out
