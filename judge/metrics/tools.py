@@ -39,6 +39,12 @@ TOOL_CALL_RECALL = "tool_call_recall"
 TOOL_ARGUMENT_MATCH = "tool_argument_match"
 TOOL_CALL_ORDER = "tool_call_order"
 TOOL_METRICS = (TOOL_CALL_PRECISION, TOOL_CALL_RECALL, TOOL_ARGUMENT_MATCH, TOOL_CALL_ORDER)
+DESCRIPTIONS = {
+    TOOL_CALL_PRECISION: "tool calls matching an expected one (by name) / calls made",
+    TOOL_CALL_RECALL: "expected tool calls made (by name) / calls expected",
+    TOOL_ARGUMENT_MATCH: "matched calls whose arguments equal the expected ones as JSON",
+    TOOL_CALL_ORDER: "matched calls in the expected order (longest common subsequence)",
+}
 
 # NaN reasons.
 NO_EXPECTED_TOOLS = "no_expected_tools"  # the row or trace gives no expected_tools
