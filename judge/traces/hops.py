@@ -476,6 +476,7 @@ def hops(
             record["reasons"] = {"relevance": NO_RELEVANCE_JUDGMENTS}
         else:
             gold = sorted(doc for doc, grade in relevance.items() if grade >= relevance_level)
+            gold_set = set(gold)
             record["gold"] = gold
             record.update(diagnose(trace, gold))
             if not gold:
@@ -485,7 +486,7 @@ def hops(
                 while len(report.runs) <= n:
                     report.runs.append({})
                 report.runs[n][trace.trace_id] = hop.ids
-                record["hops"][n]["gold"] = [doc for doc in hop.ids if doc in set(gold)]
+                record["hops"][n]["gold"] = [doc for doc in hop.ids if doc in gold_set]
         if not trace.hops:
             report.counts[NO_HOPS] += 1
         if labels.has_tools or trace.tool_calls:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge.ir.trec import write_qrels
+from judge.metrics.tools import parse_tool_calls
 from judge.traces import openinference as oi
 from judge.traces.extract import read_rows
 from judge.traces.hops import hops, read_agent_traces, read_labels
@@ -310,3 +311,68 @@ def test_the_conventions_names_are_the_packages():
     assert oi.LLM_PROMPT_TEMPLATE_VARIABLES == SpanAttributes.LLM_PROMPT_TEMPLATE_VARIABLES
     assert oi.GEN_AI_TOOL_NAME == g.GEN_AI_TOOL_NAME
     assert oi.GEN_AI_TOOL_CALL_ARGUMENTS == g.GEN_AI_TOOL_CALL_ARGUMENTS
+
+
+def test_a_trace_whose_ids_a_trec_file_cannot_hold_is_left_out_and_said(tmp_path):
+    from tests.helpers.traces import rag_request
+
+    path = tmp_path / "traces.jsonl"
+    requests = [rag_request(0, doc_ids=("d1", "d 2")), rag_request(1, doc_ids=("d1",))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+    qrels = {f"{n + 1:032x}": {"d1": 1} for n in range(2)}
+    labels = read_labels()
+    labels.relevance_by_trace.update(qrels)
+    report = hops(read_agent_traces(path), labels, ["recall@10"])
+    first, second = report.traces
+    assert first["skipped"] == "unfit_id" and "d 2" in first["message"]
+    assert "hops" not in first
+    assert second["first_gold_hop"] == 1
+    assert report.counts["unfit_id"] == 1
+    assert [(row.hop, row.traces) for row in report.per_hop] == [(1, 1)]
+
+
+def test_langfuse_tool_and_generation_observations_are_read(tmp_path):
+    def observation(n: int, kind: str, name: str, **fields) -> dict:
+        return {
+            "id": f"o{n}", "traceId": "t1", "type": kind, "name": name,
+            "parentObservationId": None if n == 0 else "o0",
+            "startTime": f"2026-12-01T10:00:0{n}Z", "endTime": f"2026-12-01T10:00:0{n}.5Z",
+            **fields,
+        }  # fmt: skip
+
+    docs = [{"id": "a", "page_content": "Alpha text."}, {"id": "b", "page_content": "Beta."}]
+    observations = [
+        observation(0, "SPAN", "agent", input="What is alpha?", output="Alpha."),
+        observation(1, "RETRIEVER", "search", input="alpha", output=docs),
+        observation(2, "TOOL", "lookup", input={"key": "alpha", "n": 1.0}),
+        observation(3, "RETRIEVER", "search", input="beta", output=docs[1:]),
+        observation(4, "GENERATION", "llm", input=[{"role": "user", "content": "Beta."}]),
+    ]
+    path = tmp_path / "observations.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in observations), encoding="utf-8")
+    labels = read_labels()
+    labels.relevance_by_trace["t1"] = {"a": 1}
+    labels.tools_by_trace["t1"] = parse_tool_calls(
+        [{"name": "lookup", "arguments": {"n": 1, "key": "alpha"}}]
+    )
+    (record,) = hops(read_agent_traces(path, source="langfuse"), labels, ["recall@10"]).traces
+    assert [h["ids"] for h in record["hops"]] == [["a", "b"], ["b"]]
+    assert (record["first_gold_hop"], record["lost_at_hop"]) == (
+        1,
+        1,
+    )  # "Alpha text." not in the prompt
+    assert record["generator_saw_gold"] is False
+    assert record["tools"]["scores"]["tool_argument_match"] == 1.0
+
+
+def test_rows_that_label_one_question_twice_differently_are_refused(tmp_path):
+    from judge.errors import InputFormatError
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"question": "Q?", "relevance": ["a"]}) + "\n"
+        + json.dumps({"question": " Q? ", "relevance": ["b"]}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    with pytest.raises(InputFormatError, match="has two different labels"):
+        read_labels(rows=rows)
