@@ -94,15 +94,7 @@ def add_hops_parser(actions: argparse._SubParsersAction) -> None:  # type: ignor
 def run_hops(args: argparse.Namespace) -> int:
     """The `judge traces hops` command."""
     from judge.traces.assemble import DEFAULT_LINGER
-    from judge.traces.hops import (
-        hop_table,
-        hops,
-        read_agent_traces,
-        read_labels,
-        summary_lines,
-        write_traces,
-        write_trec_runs,
-    )
+    from judge.traces.hops import hop_table, hops, read_agent_traces, read_labels, summary_lines
 
     if args.qrels is None and args.rows is None and args.expected_tools is None:
         raise JudgeError(
@@ -128,13 +120,21 @@ def run_hops(args: argparse.Namespace) -> int:
     labels = read_labels(qrels=args.qrels, rows=args.rows, expected_tools=args.expected_tools)
     metrics = metrics_of(args) or list(DEFAULT_METRICS)
     traces = read_agent_traces(args.traces, source=args.source, linger=linger)
-    report = hops(traces, labels, metrics, relevance_level=args.relevance_level)
-    wrote = []
-    if args.output is not None:
-        write_traces(report, args.output)
-        wrote.append(args.output)
+    report = hops(
+        traces,
+        labels,
+        metrics,
+        relevance_level=args.relevance_level,
+        output=args.output,
+        trec_runs=args.trec_runs,
+        on_record=lambda record: None,  # written to --output, or not wanted: not kept
+    )
+    wrote = [args.output] if args.output is not None else []
     if args.trec_runs is not None:
-        names = write_trec_runs(report, args.trec_runs)
+        names = [
+            "qrels",
+            *(f"hop-{row.hop}.{k}" for row in report.per_hop for k in ("qrels", "run")),
+        ]
         wrote.append(f"{Path(args.trec_runs) / names[0]}, " + ", ".join(names[1:]))
     if args.format == "json":
         json.dump(report.to_dict(), sys.stdout, indent=2, allow_nan=False)

@@ -29,22 +29,22 @@ Each is null with a reason (`REASONS`) when it cannot be said.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-import warnings
+from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from judge.errors import CoverageWarning, InputFormatError, JudgeError
+from judge.errors import InputFormatError, JudgeError
 from judge.ir.trec import check_trec_id
 from judge.metrics.tools import (
     TOOL_METRICS,
     ToolCall,
-    ToolCallScores,
     parse_tool_calls,
     score_tool_calls,
     tool_call,
@@ -339,16 +339,19 @@ class HopRow:
 
 @dataclass
 class HopsReport:
-    """What `hops` found: the table per hop index, a record per trace, and counts."""
+    """What `hops` found: the table per hop index, counts, the diagnosis and tool scores
+    summed over the traces, and the per-trace records when no `on_record` took them."""
 
     metrics: list[str]
     relevance_level: int
     per_hop: list[HopRow] = field(default_factory=list)
     traces: list[dict[str, Any]] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
+    first_gold_hop: Counter[int | None] = field(default_factory=Counter)
+    lost_at_hop: Counter[int] = field(default_factory=Counter)
+    generator_saw_gold: Counter[bool | None] = field(default_factory=Counter)
+    unknown_generator: Counter[str] = field(default_factory=Counter)
     tools: dict[str, Any] | None = None
-    qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # the labels scored
-    runs: list[dict[str, list[str]]] = field(default_factory=list)  # per hop: trace -> ids
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON values (without the per-trace records)."""
@@ -357,10 +360,22 @@ class HopsReport:
             "relevance_level": self.relevance_level,
             "per_hop": [row.to_dict() for row in self.per_hop],
             "counts": dict(sorted(self.counts.items())),
+            "first_gold_hop": {
+                str(k): v for k, v in sorted(self.first_gold_hop.items(), key=_none_last)
+            },
+            "lost_at_hop": {str(k): v for k, v in sorted(self.lost_at_hop.items())},
+            "generator_saw_gold": {
+                str(k).lower(): self.generator_saw_gold[k] for k in (True, False, None)
+            },
+            "generator_unknown": dict(sorted(self.unknown_generator.items())),
         }
         if self.tools is not None:
             out["tools"] = self.tools
         return out
+
+
+def _none_last(item: tuple[int | None, int]) -> tuple[bool, int]:
+    return item[0] is None, item[0] or 0
 
 
 def _unfit(trace: AgentTrace) -> str | None:
@@ -435,14 +450,30 @@ def hops(
     metrics: Sequence[str],
     *,
     relevance_level: int = 1,
+    output: PathLike | None = None,
+    trec_runs: PathLike | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    chunk: int = 4096,
 ) -> HopsReport:
-    """Score every hop of every trace, diagnose each trace, and score its tool calls.
+    """Score every hop of every trace, diagnose each trace, and score its tool calls,
+    streamed: the traces are scored a chunk at a time, memory holding the chunk and each
+    hop's scores (8 bytes a metric and trace), not the traces.
 
     Args:
         traces: the traces (`read_agent_traces`).
         labels: the relevance labels and expected tool calls (`read_labels`).
         metrics: `judge.ir` metric names (`ndcg@10`, `recall@5`, ...).
         relevance_level: the smallest grade that counts as relevant (gold).
+        output: a JSON-lines file where to write each trace's record (NaN as null), in
+            the order read.
+        trec_runs: a folder where to write, per hop N, `hop-N.run` (qid = the trace id,
+            the hop's ranking) and `hop-N.qrels` (the labels of the traces that have hop
+            N: `judge ir` on the two gives the table's line N), and `qrels` (every
+            labelled trace: a trace without hop N scores 0 there, as trec_eval -c counts
+            it). Hop files of an earlier report with more hops are removed.
+        on_record: called with each trace's record, in the order read. Without `output`
+            or `on_record`, the records are kept in the report's `traces`.
+        chunk: traces scored at a time.
 
     Returns:
         A `HopsReport`: per hop index, the mean of each metric over the traces that have
@@ -456,71 +487,157 @@ def hops(
         raise JudgeError(f"relevance_level must be an integer, got {relevance_level!r}")
     names = [m.name for m in parse_measures(list(metrics))]
     report = HopsReport(names, relevance_level)
-    tool_scores: list[ToolCallScores] = []
-    for trace in traces:
+    state = _State(report, labels)
+    with contextlib.ExitStack() as stack:
+        files = stack.enter_context(_HopFiles(trec_runs)) if trec_runs is not None else None
+        records = stack.enter_context(_Records(output)) if output is not None else None
+        sinks: list[Callable[[dict[str, Any]], None]] = []
+        if on_record is not None:
+            sinks.append(on_record)
+        if records is not None:
+            sinks.append(records.write)
+
+        def emit(record: dict[str, Any]) -> None:
+            for sink in sinks or [report.traces.append]:
+                sink(record)
+
+        pending: list[tuple[dict[str, Any], AgentTrace, dict[str, int] | None]] = []
+        for trace in traces:
+            pending.append(state.record(trace))
+            if len(pending) >= chunk:
+                _score_chunk(pending, state, files)
+                for record, _, _ in pending:
+                    emit(record)
+                pending.clear()
+        _score_chunk(pending, state, files)
+        for record, _, _ in pending:
+            emit(record)
+        if records is not None:
+            records.publish()
+        if files is not None:
+            files.publish(len(state.values))
+    for number, values in enumerate(state.values, 1):
+        count = len(values[names[0]])
+        means = {name: math.fsum(values[name]) / count for name in names}  # as judge ir
+        report.per_hop.append(HopRow(number, count, means, state.gold_found[number - 1]))
+    if labels.has_tools:
+        report.tools = state.tool_summary()
+    return report
+
+
+class _State:
+    """What `hops` keeps across chunks: each hop's per-trace values, counts, tool scores."""
+
+    def __init__(self, report: HopsReport, labels: Labels) -> None:
+        self.report = report
+        self.labels = labels
+        self.values: list[dict[str, array[float]]] = []  # per hop: metric -> per trace
+        self.gold_found: list[int] = []
+        self.seen: set[str] = set()
+        self.tool_values: dict[str, array[float]] = {name: array("d") for name in TOOL_METRICS}
+        self.tool_reasons: dict[str, Counter[str]] = {name: Counter() for name in TOOL_METRICS}
+
+    def record(self, trace: AgentTrace) -> tuple[dict[str, Any], AgentTrace, dict[str, int] | None]:
+        """A trace's record, without its hops' scores; its relevance when it is scored."""
+        report = self.report
         report.counts["traces"] += 1
         record: dict[str, Any] = {"trace_id": trace.trace_id, "question": trace.question}
         unfit = _unfit(trace)
+        if unfit is None and trace.trace_id in self.seen:
+            unfit = f"trace {trace.trace_id} was read before (its spans came too late)"
+            record.update(skipped="duplicate_trace", message=unfit)
+            report.counts["duplicate_trace"] += 1
+            return record, trace, None
         if unfit is not None:
             report.counts["unfit_id"] += 1
             record.update(skipped="unfit_id", message=unfit)
-            report.traces.append(record)
-            continue
+            return record, trace, None
+        self.seen.add(trace.trace_id)
         record["hops"] = [
             {"hop": n, "span_id": h.span_id, "name": h.name, "ids": h.ids}
             for n, h in enumerate(trace.hops, 1)
         ]
-        relevance = labels.relevance(trace)
+        relevance = self.labels.relevance(trace)
         if relevance is None:
             report.counts[NO_RELEVANCE_JUDGMENTS] += 1
             record["reasons"] = {"relevance": NO_RELEVANCE_JUDGMENTS}
         else:
-            gold = sorted(doc for doc, grade in relevance.items() if grade >= relevance_level)
+            level = report.relevance_level
+            gold = sorted(doc for doc, grade in relevance.items() if grade >= level)
             gold_set = set(gold)
             record["gold"] = gold
             record.update(diagnose(trace, gold))
             if not gold:
                 record["reasons"]["relevance"] = NO_GOLD
-            report.qrels[trace.trace_id] = dict(relevance)
-            for n, hop in enumerate(trace.hops):
-                while len(report.runs) <= n:
-                    report.runs.append({})
-                report.runs[n][trace.trace_id] = hop.ids
-                record["hops"][n]["gold"] = [doc for doc in hop.ids if doc in gold_set]
+            for entry in record["hops"]:
+                entry["gold"] = [doc for doc in entry["ids"] if doc in gold_set]
+            report.counts["labelled"] += 1
+            report.first_gold_hop[record["first_gold_hop"]] += 1
+            if record["lost_at_hop"] is not None:
+                report.lost_at_hop[record["lost_at_hop"]] += 1
+            report.generator_saw_gold[record["generator_saw_gold"]] += 1
+            if record["generator_saw_gold"] is None:
+                report.unknown_generator[record["reasons"]["generator_saw_gold"]] += 1
         if not trace.hops:
             report.counts[NO_HOPS] += 1
-        if labels.has_tools or trace.tool_calls:
-            scores = score_tool_calls(trace.tool_calls, labels.expected_tools(trace))
+        if self.labels.has_tools or trace.tool_calls:
+            scores = score_tool_calls(trace.tool_calls, self.labels.expected_tools(trace))
             record["tools"] = scores.to_dict()
-            if labels.has_tools:
-                tool_scores.append(scores)
-        report.traces.append(record)
-    _score_hops(report)
-    if labels.has_tools:
-        report.tools = _tool_summary(tool_scores)
-    return report
+            if self.labels.has_tools:
+                for name in TOOL_METRICS:
+                    if name in scores.reasons:
+                        self.tool_reasons[name][scores.reasons[name]] += 1
+                    else:
+                        self.tool_values[name].append(scores.scores[name])
+        return record, trace, relevance
+
+    def tool_summary(self) -> dict[str, Any]:
+        """Each tool metric's mean over the traces where it is defined, their count, and
+        the reasons of the others."""
+        return {
+            name: {
+                "mean": math.fsum(values) / len(values) if values else None,
+                "traces": len(values),
+                "reasons": dict(sorted(self.tool_reasons[name].items())),
+            }
+            for name, values in self.tool_values.items()
+        }
 
 
-def _score_hops(report: HopsReport) -> None:
-    """The per-hop table, and each hop's scores in its trace's record."""
+def _score_chunk(
+    pending: Sequence[tuple[dict[str, Any], AgentTrace, dict[str, int] | None]],
+    state: _State,
+    files: _HopFiles | None,
+) -> None:
+    """Score a chunk's hops, a hop index at a time, into their records and the state."""
     from judge.ir.evaluate import score_queries
-    from judge.ir.result import result_of
 
-    records = {r["trace_id"]: r for r in report.traces if "hops" in r}
-    for number, run in enumerate(report.runs, 1):
-        qrels = {trace: report.qrels[trace] for trace in run}
-        ranked = {trace: _scored(ids) for trace, ids in run.items() if ids}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CoverageWarning)  # a hop that found nothing: 0
-            scores = score_queries(
-                qrels, ranked, report.metrics, relevance_level=report.relevance_level
-            )
-            means = result_of(scores)
-            per_trace = result_of(scores, per_query=True)
-        for trace, values in per_trace.items():
-            records[trace]["hops"][number - 1]["metrics"] = dict(values)
-        found = sum(1 for trace in run if records[trace]["hops"][number - 1]["gold"])
-        report.per_hop.append(HopRow(number, len(scores.qids), dict(means), found))
+    labelled = [(record, trace, rel) for record, trace, rel in pending if rel is not None]
+    if files is not None:
+        for _, trace, relevance in labelled:
+            files.qrels(0, trace.trace_id, relevance)
+    names = state.report.metrics
+    depth = max((len(trace.hops) for _, trace, _ in labelled), default=0)
+    for n in range(depth):
+        having = [(r, t, rel) for r, t, rel in labelled if len(t.hops) > n]
+        qrels = {t.trace_id: rel for _, t, rel in having}
+        ranked = {t.trace_id: _scored(t.hops[n].ids) for _, t, _ in having if t.hops[n].ids}
+        scores = score_queries(qrels, ranked, names, relevance_level=state.report.relevance_level)
+        place = {qid: i for i, qid in enumerate(scores.qids)}
+        columns = {name: scores.values[name].tolist() for name in names}
+        while len(state.values) <= n:
+            state.values.append({name: array("d") for name in names})
+            state.gold_found.append(0)
+        for record, trace, relevance in having:
+            i = place[trace.trace_id]
+            values = {name: columns[name][i] for name in names}
+            record["hops"][n]["metrics"] = values
+            for name in names:
+                state.values[n][name].append(values[name])
+            state.gold_found[n] += bool(record["hops"][n]["gold"])
+            if files is not None:
+                files.qrels(n + 1, trace.trace_id, relevance)
+                files.run(n + 1, trace.trace_id, trace.hops[n].ids)
 
 
 def _scored(ids: Sequence[str]) -> dict[str, float]:
@@ -528,69 +645,93 @@ def _scored(ids: Sequence[str]) -> dict[str, float]:
     return {doc: float(len(ids) - rank) for rank, doc in enumerate(ids)}
 
 
-def _tool_summary(scores: Sequence[ToolCallScores]) -> dict[str, Any]:
-    """Each tool metric's mean over the traces where it is defined, their count, and the
-    reasons of the others."""
-    out: dict[str, Any] = {}
-    for name in TOOL_METRICS:
-        values = [s.scores[name] for s in scores if not math.isnan(s.scores[name])]
-        reasons = Counter(s.reasons[name] for s in scores if name in s.reasons)
-        out[name] = {
-            "mean": math.fsum(values) / len(values) if values else None,
-            "traces": len(values),
-            "reasons": dict(sorted(reasons.items())),
-        }
-    return out
+class _HopFiles:
+    """The TREC files of `write_trec_runs`, written as the chunks are scored, under
+    temporary names, and published whole at the end (`OutputFolder`)."""
 
+    def __init__(self, folder: PathLike) -> None:
+        from judge.run.output_folder import OutputFolder
 
-def write_trec_runs(report: HopsReport, folder: PathLike) -> list[str]:
-    """Write the hops as TREC files in `folder`: `hop-N.run` (qid = trace id, the hop's
-    ranking), `hop-N.qrels` (the labels of the traces that have hop N: `judge ir
-    hop-N.qrels hop-N.run` gives the table's line N) and `qrels` (every labelled trace: a
-    trace without hop N scores 0 there, for `judge compare --qrels qrels hop-1.run
-    hop-2.run`); the names written."""
-    from judge.run.output_folder import OutputFolder
-    from judge.traces.extract import write_run_lines
+        self.folder = OutputFolder(folder)
+        self.stack = contextlib.ExitStack()
+        self.handles: dict[str, IO[str]] = {}
 
-    names = ["qrels"]
-    with OutputFolder(folder) as out:
-        with out.writing("qrels") as path:
-            _write_qrels(path, report.qrels)
-        for number, run in enumerate(report.runs, 1):
-            with out.writing(f"hop-{number}.qrels") as path:
-                _write_qrels(path, {trace: report.qrels[trace] for trace in run})
-            with out.writing(f"hop-{number}.run") as path, open(path, "w", encoding="utf-8") as f:
-                for trace, ids in run.items():
-                    write_run_lines(f, trace, ids)
-            names += [f"hop-{number}.qrels", f"hop-{number}.run"]
-        out.publish(names)
-        # A hop file of an earlier report with more hops would pass for one of this one.
-        for stale in Path(folder).glob("hop-*.*"):
+    def __enter__(self) -> _HopFiles:
+        self.stack.enter_context(self.folder)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def _handle(self, name: str) -> IO[str]:
+        if name not in self.handles:
+            path = self.stack.enter_context(self.folder.writing(name))
+            handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 (the stack closes it)
+            self.handles[name] = self.stack.enter_context(handle)
+        return self.handles[name]
+
+    def qrels(self, hop: int, trace_id: str, relevance: Mapping[str, int]) -> None:
+        """A trace's labels into `qrels` (hop 0) or `hop-N.qrels`, docs sorted."""
+        out = self._handle("qrels" if hop == 0 else f"hop-{hop}.qrels")
+        for doc in sorted(relevance):
+            check_trec_id(doc, f"judged document id of trace {trace_id}")
+            out.write(f"{trace_id} 0 {doc} {int(relevance[doc])}\n")
+
+    def run(self, hop: int, trace_id: str, ids: Sequence[str]) -> None:
+        """A hop's ranking into `hop-N.run`."""
+        from judge.traces.extract import write_run_lines
+
+        out = self._handle(f"hop-{hop}.run")
+        write_run_lines(out, trace_id, ids)
+
+    def publish(self, depth: int) -> None:
+        """Close the files, publish them, and remove the hop files of an earlier report
+        with more hops (they would pass for this one's)."""
+        self._handle("qrels")  # even when no trace is labelled: an empty file, not a stale one
+        names = ["qrels"]
+        for hop in range(1, depth + 1):
+            self._handle(f"hop-{hop}.qrels")
+            self._handle(f"hop-{hop}.run")  # a hop that found nothing: an empty run
+            names += [f"hop-{hop}.qrels", f"hop-{hop}.run"]
+        for handle in self.handles.values():
+            handle.close()  # flushed (a full disk says so here), before the renames
+        self.folder.publish(names)
+        for stale in self.folder.path.glob("hop-*.*"):
             if stale.name not in names and re.fullmatch(r"hop-[0-9]+\.(run|qrels)", stale.name):
                 stale.unlink()
-    return names
 
 
-def _write_qrels(path: Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
-    from judge.ir.trec import write_qrels
+class _Records:
+    """The per-trace records as JSON lines (NaN as null), written under a temporary name
+    and published whole at the end (`OutputFolder`)."""
 
-    write_qrels(qrels, path)
+    def __init__(self, path: PathLike) -> None:
+        from judge.run.output_folder import OutputFolder
 
+        self.path = Path(path)
+        self.folder = OutputFolder(self.path.parent)
+        self.stack = contextlib.ExitStack()
 
-def write_traces(report: HopsReport, path: PathLike) -> None:
-    """The per-trace records as JSON lines (NaN scores as null), written whole."""
-    from judge.json_values import dumps_nan_as_null
-    from judge.run.output_folder import OutputFolder
+    def __enter__(self) -> _Records:
+        from judge.json_values import dumps_nan_as_null
 
-    target = Path(path)
-    with OutputFolder(target.parent) as out:
-        with (
-            out.writing(target.name) as temporary,
-            open(temporary, "w", encoding="utf-8") as handle,
-        ):
-            for record in report.traces:
-                handle.write(dumps_nan_as_null(record) + "\n")
-        out.publish([target.name])
+        self.stack.enter_context(self.folder)
+        temporary = self.stack.enter_context(self.folder.writing(self.path.name))
+        self.handle = self.stack.enter_context(open(temporary, "w", encoding="utf-8"))
+        self.dumps = dumps_nan_as_null
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stack.close()
+
+    def write(self, record: dict[str, Any]) -> None:
+        """One record's line."""
+        self.handle.write(self.dumps(record) + "\n")
+
+    def publish(self) -> None:
+        """Close the file and move it into place."""
+        self.handle.close()
+        self.folder.publish([self.path.name])
 
 
 def hop_table(report: HopsReport, digits: int = 4) -> str:
@@ -609,27 +750,27 @@ def hop_table(report: HopsReport, digits: int = 4) -> str:
 
 def summary_lines(report: HopsReport) -> list[str]:
     """The diagnosis counted over the labelled traces, and the tool scores, as sentences."""
-    labelled = [r for r in report.traces if "gold" in r]
     out = []
-    first = Counter(r["first_gold_hop"] for r in labelled)
+    labelled = report.counts["labelled"]
     if labelled:
+        first = report.first_gold_hop
         found = ", ".join(f"hop {h}: {n}" for h, n in sorted((k, v) for k, v in first.items() if k))
         out.append(
             f"first gold document retrieved at {found or 'no hop'}; never: {first[None]} "
-            f"(of {len(labelled)} labelled traces)"
+            f"(of {labelled} labelled traces)"
         )
-        lost = Counter(r["lost_at_hop"] for r in labelled if r["lost_at_hop"] is not None)
-        if lost:
+        if report.lost_at_hop:
             out.append(
                 "gold document lost after "
-                + ", ".join(f"hop {h}: {n}" for h, n in sorted(lost.items()))
+                + ", ".join(f"hop {h}: {n}" for h, n in sorted(report.lost_at_hop.items()))
             )
-        saw = Counter(r["generator_saw_gold"] for r in labelled)
+        saw = report.generator_saw_gold
+        unknown = ", ".join(f"{n} {r}" for r, n in sorted(report.unknown_generator.items()))
         out.append(
             f"the generator saw a gold document in {saw[True]} traces, not in {saw[False]}, "
-            f"unknown in {saw[None]}"
+            f"unknown in {saw[None]}" + (f" ({unknown})" if unknown else "")
         )
-    for reason in (NO_RELEVANCE_JUDGMENTS, NO_HOPS, "unfit_id"):
+    for reason in (NO_RELEVANCE_JUDGMENTS, NO_HOPS, "unfit_id", "duplicate_trace"):
         if report.counts[reason]:
             out.append(f"{report.counts[reason]} traces: {reason}")
     if report.tools is not None:
