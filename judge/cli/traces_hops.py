@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -114,9 +115,27 @@ def run_hops(args: argparse.Namespace) -> int:
     linger = DEFAULT_LINGER if args.linger is None else args.linger
     if linger < 0:
         raise JudgeError(f"--linger {args.linger}: give a number of spans, 0 or more")
-    read = {Path(p).resolve() for p in [*args.traces, args.qrels, args.rows] if p}
+    read = {
+        Path(p).resolve() for p in [*args.traces, args.qrels, args.rows, args.expected_tools] if p
+    }
     if args.output is not None and Path(args.output).resolve() in read:
         raise JudgeError(f"--output {args.output} is a file being read: write it elsewhere")
+    if args.trec_runs is not None:
+        folder = Path(args.trec_runs).resolve()
+        if any(path.parent == folder for path in read):
+            raise JudgeError(
+                f"--trec-runs {args.trec_runs} holds a file being read: give the TREC files "
+                "a folder of their own"
+            )
+        output = Path(args.output).resolve() if args.output is not None else None
+        if (
+            output is not None
+            and output.parent == folder
+            and re.fullmatch(r"qrels|hop-[0-9]+\.(run|qrels)", output.name)
+        ):
+            raise JudgeError(
+                f"--output {args.output} is a name --trec-runs writes there: name it otherwise"
+            )
     labels = read_labels(qrels=args.qrels, rows=args.rows, expected_tools=args.expected_tools)
     metrics = metrics_of(args) or list(DEFAULT_METRICS)
     traces = read_agent_traces(args.traces, source=args.source, linger=linger)

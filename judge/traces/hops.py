@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from judge.errors import InputFormatError, JudgeError
 from judge.ir.trec import check_trec_id
@@ -54,6 +54,9 @@ from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace
 from judge.traces.extract import read_traces
 from judge.traces.rows import forest_order
 from judge.traces.spans import Span
+
+if TYPE_CHECKING:
+    from judge.run.output_folder import OutputFolder
 
 PathLike = str | os.PathLike[str]
 
@@ -490,7 +493,13 @@ def hops(
     state = _State(report, labels)
     with contextlib.ExitStack() as stack:
         files = stack.enter_context(_HopFiles(trec_runs)) if trec_runs is not None else None
-        records = stack.enter_context(_Records(output)) if output is not None else None
+        records = None
+        if output is not None:
+            # In the folder of the TREC files: that folder's lock is already held, here.
+            folder = files.folder if files is not None else None
+            if folder is not None and Path(output).parent.resolve() != folder.path.resolve():
+                folder = None
+            records = stack.enter_context(_Records(output, folder))
         sinks: list[Callable[[dict[str, Any]], None]] = []
         if on_record is not None:
             sinks.append(on_record)
@@ -646,7 +655,7 @@ def _scored(ids: Sequence[str]) -> dict[str, float]:
 
 
 class _HopFiles:
-    """The TREC files of `write_trec_runs`, written as the chunks are scored, under
+    """The TREC files of `hops(trec_runs=...)`, written as the chunks are scored, under
     temporary names, and published whole at the end (`OutputFolder`)."""
 
     def __init__(self, folder: PathLike) -> None:
@@ -705,17 +714,19 @@ class _Records:
     """The per-trace records as JSON lines (NaN as null), written under a temporary name
     and published whole at the end (`OutputFolder`)."""
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, folder: OutputFolder | None = None) -> None:
         from judge.run.output_folder import OutputFolder
 
         self.path = Path(path)
-        self.folder = OutputFolder(self.path.parent)
+        self.own = folder is None  # else the folder is open already, and closed by its owner
+        self.folder = OutputFolder(self.path.parent) if folder is None else folder
         self.stack = contextlib.ExitStack()
 
     def __enter__(self) -> _Records:
         from judge.json_values import dumps_nan_as_null
 
-        self.stack.enter_context(self.folder)
+        if self.own:
+            self.stack.enter_context(self.folder)
         temporary = self.stack.enter_context(self.folder.writing(self.path.name))
         self.handle = self.stack.enter_context(open(temporary, "w", encoding="utf-8"))
         self.dumps = dumps_nan_as_null

@@ -376,3 +376,26 @@ def test_rows_that_label_one_question_twice_differently_are_refused(tmp_path):
     )  # fmt: skip
     with pytest.raises(InputFormatError, match="has two different labels"):
         read_labels(rows=rows)
+
+
+def test_chunks_change_nothing(made):
+    whole = report_of(made)
+    labels = read_labels(qrels=made["qrels"], expected_tools=made["tools"])
+    chunked = hops(read_agent_traces(made["traces"]), labels, METRICS, chunk=2)
+    assert chunked.traces == whole.traces
+    assert chunked.per_hop == whole.per_hop and chunked.tools == whole.tools
+    assert chunked.to_dict() == whole.to_dict()
+
+
+def test_the_records_may_go_in_the_folder_of_the_trec_files_under_a_name_of_their_own(
+    made, tmp_path
+):
+    out = tmp_path / "hops"
+    args = ["traces", "hops", made["traces"], "--qrels", made["qrels"], "--trec-runs", out]
+    done = run(*args, "--output", out / "hops.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert len((out / "hops.jsonl").read_text().splitlines()) == 6
+    clash = run(*args, "--output", out / "hop-1.run")
+    assert clash.returncode == 2 and "is a name --trec-runs writes there" in clash.stderr
+    inside = run(*args[:-2], "--trec-runs", made["folder"])
+    assert inside.returncode == 2 and "holds a file being read" in inside.stderr
