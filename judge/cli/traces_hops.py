@@ -48,6 +48,13 @@ def add_hops_parser(actions: argparse._SubParsersAction) -> None:  # type: ignor
         metavar="FILE",
         help="JSON lines {trace_id (or question), expected_tools: [{name, arguments}]}",
     )
+    h.add_argument(
+        "--results",
+        metavar="RUN",
+        help="a judge eval output (folder or results.jsonl) of the same traces, with "
+        "faithfulness (or another metric that verifies the answer's claims): each claim is "
+        "attributed to the hop whose document supported it",
+    )
     metric_option(
         h,
         f"retrieval metric, repeatable or comma-separated (default: {','.join(DEFAULT_METRICS)})",
@@ -97,10 +104,10 @@ def run_hops(args: argparse.Namespace) -> int:
     from judge.traces.assemble import DEFAULT_LINGER
     from judge.traces.hops import hop_table, hops, read_agent_traces, read_labels, summary_lines
 
-    if args.qrels is None and args.rows is None and args.expected_tools is None:
+    if all(p is None for p in (args.qrels, args.rows, args.expected_tools, args.results)):
         raise JudgeError(
             "give the labels to score the hops with: --qrels FILE (by trace id) or --rows "
-            "FILE (by question), and/or --expected-tools FILE"
+            "FILE (by question), and/or --expected-tools FILE, and/or --results RUN"
         )
     for path in args.traces:
         if not Path(path).is_file():
@@ -137,6 +144,10 @@ def run_hops(args: argparse.Namespace) -> int:
                 f"--output {args.output} is a name --trec-runs writes there: name it otherwise"
             )
     labels = read_labels(qrels=args.qrels, rows=args.rows, expected_tools=args.expected_tools)
+    if args.results is not None:
+        from judge.traces.hops import read_claims
+
+        read_claims(args.results, labels)
     metrics = metrics_of(args) or list(DEFAULT_METRICS)
     traces = read_agent_traces(args.traces, source=args.source, linger=linger)
     report = hops(

@@ -68,6 +68,8 @@ NO_GOLD_RETRIEVED = "no_gold_retrieved"  # no hop retrieved a gold document
 NONE_LOST = "none_lost"  # every gold document retrieved reached the generator
 NO_GENERATOR_INPUT = "no_generator_input"  # no LLM span, or one that records no input
 NO_DOCUMENT_CONTENTS = "no_document_contents"  # prompt text only, and no gold content to find
+NOT_SUPPORTED = "not_supported"  # a claim no context supports: no hop to attribute it to
+CONTEXT_NOT_IN_HOPS = "context_not_in_hops"  # its supporting context is no hop's document
 REASONS = {
     NO_RELEVANCE_JUDGMENTS: "no relevance labels for the trace: not by its id (--qrels), nor "
     "by its question (--rows)",
@@ -79,6 +81,10 @@ REASONS = {
     "(input.documents, input.value, llm.input_messages, ...): what the generator saw is unknown",
     NO_DOCUMENT_CONTENTS: "the generator's input is recorded as text only, and the hops "
     "recorded no content of the gold documents they retrieved, to look for in it",
+    NOT_SUPPORTED: "the claim is not supported by a context (or its verdict names none): "
+    "no hop to attribute it to",
+    CONTEXT_NOT_IN_HOPS: "the context that supports the claim is no document a hop recorded "
+    "(a reranker's, or one without content)",
 }
 
 
@@ -197,6 +203,8 @@ class Labels:
     relevance_by_question: dict[str, dict[str, int]] = field(default_factory=dict)
     tools_by_trace: dict[str, list[ToolCall]] = field(default_factory=dict)
     tools_by_question: dict[str, list[ToolCall]] = field(default_factory=dict)
+    # trace id -> its answer's claims as a judge eval run verified them (`read_claims`)
+    claims_by_trace: dict[str, list[JudgedClaim]] = field(default_factory=dict)
 
     def relevance(self, trace: AgentTrace) -> dict[str, int] | None:
         """The trace's relevance labels: by its id, else by its question; None if none."""
@@ -216,6 +224,77 @@ class Labels:
     def has_tools(self) -> bool:
         """Whether any expected tool calls are given."""
         return bool(self.tools_by_trace or self.tools_by_question)
+
+
+@dataclass(frozen=True)
+class JudgedClaim:
+    """One claim of a trace's answer as a `judge eval` run verified it: its verdict, the
+    number of the context that supports it, and that context's text (white space
+    collapsed), when one does."""
+
+    claim: str
+    verdict: str
+    context: int | None
+    text: str | None
+
+
+def read_claims(results: PathLike, labels: Labels) -> None:
+    """The answer claims of a `judge eval` run of the traces (its folder or results.jsonl),
+    by trace id (the row's id), into `labels.claims_by_trace`: a claim's hop is found by
+    the text of the context that supports it, among the hops' documents."""
+    from judge.metrics.evidence import Evidence
+    from judge.traces.reading import read_results
+
+    for row in read_results(results):
+        if row.id is None:
+            continue
+        claims = Evidence(row.evidence).claims("answer")
+        if claims is None:
+            continue
+        contexts = row.contexts or []
+        judged = []
+        for number, text in enumerate(claims.claims):
+            verdict = next((v for v in claims.verdicts or () if v.claim == number), None)
+            index = verdict.context if verdict is not None and verdict.ok else None
+            if not isinstance(index, int) or isinstance(index, bool):
+                index = None
+            context = contexts[index] if index is not None and 0 <= index < len(contexts) else None
+            judged.append(
+                JudgedClaim(
+                    text,
+                    verdict.verdict if verdict is not None else "not_verified",
+                    index,
+                    _collapsed(context) if isinstance(context, str) else None,
+                )
+            )
+        labels.claims_by_trace[str(row.id)] = judged
+
+
+def attribute_claims(trace: AgentTrace, claims: Sequence[JudgedClaim]) -> list[dict[str, Any]]:
+    """Each claim with the hop whose documents supported it: the first hop that retrieved
+    the document whose content is the supporting context's text (`hop` null, with a
+    `reason`, for a claim not supported, or supported by a context no hop recorded)."""
+    by_content: dict[str, tuple[str, int]] = {}
+    for number, hop in enumerate(trace.hops, 1):
+        for doc, content in hop.contents.items():
+            by_content.setdefault(content, (doc, number))
+    out = []
+    for claim in claims:
+        entry: dict[str, Any] = {
+            "claim": claim.claim,
+            "verdict": claim.verdict,
+            "context": claim.context,
+            "doc_id": None,
+            "hop": None,
+        }
+        if claim.text is None:
+            entry["reason"] = NOT_SUPPORTED
+        elif claim.text in by_content:
+            entry["doc_id"], entry["hop"] = by_content[claim.text]
+        else:
+            entry["reason"] = CONTEXT_NOT_IN_HOPS
+        out.append(entry)
+    return out
 
 
 def _keep(table: dict[str, Any], key: str, value: Any, what: str, where: str) -> None:
@@ -354,6 +433,7 @@ class HopsReport:
     lost_at_hop: Counter[int] = field(default_factory=Counter)
     generator_saw_gold: Counter[bool | None] = field(default_factory=Counter)
     unknown_generator: Counter[str] = field(default_factory=Counter)
+    claims_by_hop: Counter[int | str] = field(default_factory=Counter)
     tools: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -372,6 +452,10 @@ class HopsReport:
             },
             "generator_unknown": dict(sorted(self.unknown_generator.items())),
         }
+        if self.claims_by_hop:
+            out["claims_by_hop"] = {
+                str(k): v for k, v in sorted(self.claims_by_hop.items(), key=lambda i: str(i[0]))
+            }
         if self.tools is not None:
             out["tools"] = self.tools
         return out
@@ -589,6 +673,11 @@ class _State:
                 report.unknown_generator[record["reasons"]["generator_saw_gold"]] += 1
         if not trace.hops:
             report.counts[NO_HOPS] += 1
+        judged = self.labels.claims_by_trace.get(trace.trace_id)
+        if judged is not None:
+            record["claims"] = attribute_claims(trace, judged)
+            for claim in record["claims"]:
+                report.claims_by_hop[claim["hop"] or claim["reason"]] += 1
         if self.labels.has_tools or trace.tool_calls:
             scores = score_tool_calls(trace.tool_calls, self.labels.expected_tools(trace))
             record["tools"] = scores.to_dict()
@@ -784,6 +873,16 @@ def summary_lines(report: HopsReport) -> list[str]:
     for reason in (NO_RELEVANCE_JUDGMENTS, NO_HOPS, "unfit_id", "duplicate_trace"):
         if report.counts[reason]:
             out.append(f"{report.counts[reason]} traces: {reason}")
+    if report.claims_by_hop:
+        hops_of = sorted(k for k in report.claims_by_hop if isinstance(k, int))
+        others = sorted(k for k in report.claims_by_hop if isinstance(k, str))
+        out.append(
+            "answer claims supported by "
+            + ", ".join(
+                [f"hop {h}: {report.claims_by_hop[h]}" for h in hops_of]
+                + [f"{r}: {report.claims_by_hop[r]}" for r in others]
+            )
+        )
     if report.tools is not None:
         parts = []
         for name, entry in report.tools.items():

@@ -79,13 +79,13 @@ def generator(
         )
 
 
-def agent(tracer: Any, question: str, body: Any) -> str:
-    """A root CHAIN span (the agent) around body(); its trace id as hex."""
+def agent(tracer: Any, question: str, body: Any, answer: str = "an answer") -> str:
+    """A root AGENT span around body(); its trace id as hex."""
     with tracer.start_as_current_span("agent") as span:
         span.set_attribute(KIND, OpenInferenceSpanKindValues.AGENT.value)
         span.set_attribute(SpanAttributes.INPUT_VALUE, question)
         body()
-        span.set_attribute(SpanAttributes.OUTPUT_VALUE, "an answer")
+        span.set_attribute(SpanAttributes.OUTPUT_VALUE, answer)
         return format(span.get_span_context().trace_id, "032x")
 
 

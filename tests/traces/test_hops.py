@@ -399,3 +399,56 @@ def test_the_records_may_go_in_the_folder_of_the_trec_files_under_a_name_of_thei
     assert clash.returncode == 2 and "is a name --trec-runs writes there" in clash.stderr
     inside = run(*args[:-2], "--trec-runs", made["folder"])
     assert inside.returncode == 2 and "holds a file being read" in inside.stderr
+
+
+def test_each_claim_is_attributed_to_the_hop_whose_document_supported_it(tmp_path):
+    """A real `judge eval` of the trace file (faithfulness, the fake server's heuristic
+    judge: a claim is supported by the first context holding all its words), then `judge
+    traces hops --results`: one claim from hop 1's document, one from hop 2's, one
+    supported by nothing."""
+    from judge.testing import FakeLLMServer
+    from tests.helpers.agent_spans import agent, generator, hop
+    from tests.helpers.judging import judge_handler
+    from tests.helpers.rag_spans import DOCS
+
+    answer = f"{DOCS['d1']} {DOCS['d3']} The moon is made of cheese."
+    ids: dict[str, str] = {}
+
+    def produce(provider) -> None:
+        t = provider.get_tracer("tests.claims")
+
+        def body() -> None:
+            hop(t, "river 1", ["d1", "d2"])
+            hop(t, "river 3", ["d3"])
+            generator(t, answer, prompt_docs=["d1", "d3"])
+
+        ids["trace"] = agent(t, "Rivers 1 and 3?", body, answer=answer)
+
+    traces = write_json_lines(export(produce), tmp_path / "traces.jsonl")
+    with FakeLLMServer() as server:
+        server.chat = judge_handler
+        done = run(
+            "eval", traces, "--model", "openai/judge", "--api-base", server.base_url,
+            "--api-key", "k", "--cache", tmp_path / "cache.sqlite", "--out", tmp_path / "out",
+            "--metrics", "faithfulness", "--no-progress", "--no-record",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = hops(read_agent_traces(traces), _claims_of(tmp_path / "out"), METRICS)
+    (record,) = report.traces
+    assert [(c["hop"], c["doc_id"], c.get("reason")) for c in record["claims"]] == [
+        (1, "d1", None),
+        (2, "d3", None),
+        (None, None, "not_supported"),
+    ]
+    assert report.claims_by_hop == {1: 1, 2: 1, "not_supported": 1}
+    shown = run("traces", "hops", traces, "--results", tmp_path / "out")
+    assert shown.returncode == 0, shown.stderr
+    assert "answer claims supported by hop 1: 1, hop 2: 1, not_supported: 1" in shown.stdout
+
+
+def _claims_of(results: Path):
+    from judge.traces.hops import read_claims
+
+    labels = read_labels()
+    read_claims(results, labels)
+    return labels
