@@ -444,7 +444,8 @@ class HopsReport:
             "per_hop": [row.to_dict() for row in self.per_hop],
             "counts": dict(sorted(self.counts.items())),
             "first_gold_hop": {
-                str(k): v for k, v in sorted(self.first_gold_hop.items(), key=_none_last)
+                "never" if k is None else str(k): v
+                for k, v in sorted(self.first_gold_hop.items(), key=_none_last)
             },
             "lost_at_hop": {str(k): v for k, v in sorted(self.lost_at_hop.items())},
             "generator_saw_gold": {

@@ -452,3 +452,17 @@ def _claims_of(results: Path):
     labels = read_labels()
     read_claims(results, labels)
     return labels
+
+
+def test_the_json_summary_counts_the_diagnosis(made, tmp_path):
+    done = run("traces", "hops", made["traces"], "--qrels", made["qrels"], "--format", "json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["first_gold_hop"] == {"1": 4, "never": 1}
+    assert summary["lost_at_hop"] == {"1": 1, "2": 1}
+    assert summary["generator_saw_gold"] == {"true": 1, "false": 2, "none": 2}
+    assert summary["generator_unknown"] == {"no_document_contents": 1, "no_generator_input": 1}
+    assert summary["counts"] == {
+        "labelled": 5, "no_relevance_judgments": 1, "traces": 6,
+    }  # fmt: skip
+    assert "tools" not in summary  # no expected tools given
