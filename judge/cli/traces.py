@@ -10,6 +10,7 @@ from pathlib import Path
 
 from judge.cli.options import runs_path, runs_path_option, trace_mapping, trace_source_options
 from judge.cli.traces_export import add_export_parser
+from judge.cli.traces_hops import add_hops_parser
 from judge.errors import JudgeError
 from judge.formatting import terminal_text
 from judge.lines import not_a_file
@@ -116,6 +117,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     e.set_defaults(func=run_extract)
     add_export_parser(actions)
+    add_hops_parser(actions)
 
 
 def judged_sources(args: argparse.Namespace) -> list[str]:

@@ -18,6 +18,7 @@ from judge.metrics import findings, scorers, turns
 from judge.metrics.evidence import ANSWER, TRUTH, Evidence
 from judge.metrics.findings import Finding, FindingsOf
 from judge.metrics.judgments import SampleJudgments
+from judge.metrics.tools import TOOL_METRICS
 
 NAN = float("nan")
 
@@ -321,10 +322,10 @@ def unknown_metric(name: str, others: Iterable[str] = ()) -> UnknownMetricError:
     others = list(others)
     given = name.rpartition("@")[2] if "@" in name else ""
     ndcg = [f"context_ndcg@{given}"] if given.isdigit() and int(given) > 0 else []
-    close = did_you_mean(name, [*BUILTIN, *ndcg, *others, *retrieval_names(name)])
+    close = did_you_mean(name, [*BUILTIN, *ndcg, *TOOL_METRICS, *others, *retrieval_names(name)])
     if close is not None:
         return UnknownMetricError(f"unknown metric {name!r}; did you mean {close!r}?")
-    valid = ", ".join([*BUILTIN, "context_ndcg@k", *others, *valid_names()])
+    valid = ", ".join([*BUILTIN, "context_ndcg@k", *TOOL_METRICS, *others, *valid_names()])
     return UnknownMetricError(
         f"unknown metric {name!r}; valid names: {valid} (k a positive integer)"
     )

@@ -65,7 +65,7 @@ def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
-def _ordered(spans: Sequence[Span]) -> list[Span]:
+def forest_order(spans: Sequence[Span]) -> list[Span]:
     """The spans as one forest, depth first: the roots (spans without a parent, or whose
     parent is not among the spans) in start order, each span's children in start order.
     Each span once, however many times it was given."""
@@ -121,7 +121,7 @@ def trace_row(
         mapping: field -> attribute for custom instrumentation (`check_mapping`).
     """
     trace_id = root.trace_id
-    ordered = _ordered(spans)
+    ordered = forest_order(spans)
     mapping = mapping or {}
     kinds = [(span, oi.kind_of(span)) for span in ordered]
 
