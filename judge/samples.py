@@ -1,4 +1,5 @@
-"""`Sample`: the inputs of one RAG interaction, the type every entry point builds rows into."""
+"""`Sample`: the inputs of one RAG interaction, the type every entry point builds rows into;
+`Message`: one message of the conversation before a sample that is a chat's turn."""
 
 from __future__ import annotations
 
@@ -8,10 +9,52 @@ from typing import Any
 
 from judge.errors import InputFormatError
 
+ROLES = ("user", "assistant", "system", "tool")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a conversation, as the turns after it see it.
+
+    Args:
+        role: user, assistant, system or tool.
+        content: its text.
+        turn: its 1-based position in the conversation.
+        contexts: what the assistant's retriever gave it for this message (assistant only).
+    """
+
+    role: str
+    content: str
+    turn: int
+    contexts: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The message as a turn record's `history` holds it (contexts only when given)."""
+        data: dict[str, Any] = {"role": self.role, "content": self.content, "turn": self.turn}
+        if self.contexts:
+            data["contexts"] = list(self.contexts)
+        return data
+
+
+def said(message: Message) -> bool:
+    """Whether an assistant message says something (one that only calls tools does not)."""
+    return bool(message.content.strip())
+
+
+def question_start(history: Sequence[Message]) -> int:
+    """Where the question of the turn after `history` starts: just after the assistant
+    last said something (the user's messages since then are the question)."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if message.role == "assistant" and said(message):
+            return index + 1
+    return 0
+
 
 @dataclass(frozen=True)
 class Sample:
-    """The inputs of one RAG interaction (contexts in retrieval order)."""
+    """The inputs of one RAG interaction (contexts in retrieval order); for a turn of a
+    conversation, the messages before it and its position (`turn` is None otherwise)."""
 
     question: str
     answer: str | None = None
@@ -19,6 +62,32 @@ class Sample:
     ground_truth: str | None = None
     id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # other columns, for custom metrics
+    history: tuple[Message, ...] = ()
+    turn: int | None = None
+    conversation_id: str | None = None
+
+    @property
+    def in_conversation(self) -> bool:
+        """Whether the sample is an assistant turn of a conversation."""
+        return self.turn is not None
+
+    def question_in_context(self, messages: int = 4) -> str:
+        """The question as the judges read it: for a turn, the last `messages` messages of
+        the conversation before the question, then the question; else the question alone.
+
+        A follow-up ("and how much is it?") means nothing alone: the judges that read the
+        question (claims, grades, sentences) get the exchange it follows. A few messages,
+        not all, so a long chat does not make every request long; the verdicts see every
+        earlier user message and supported claim (`judge.metrics.turns`).
+        """
+        if not self.in_conversation or messages <= 0:
+            return self.question
+        before = self.history[: question_start(self.history)]
+        shown = [m for m in before if m.role == "user" or (m.role == "assistant" and said(m))]
+        if not shown:
+            return self.question
+        lines = [f"{m.role}: {m.content}" for m in shown[-messages:]]
+        return "Conversation so far:\n" + "\n".join(lines) + f"\nQuestion now: {self.question}"
 
     def value(self, name: str) -> Any:
         """A field by name (question, answer, ...) or an extra column; None if absent."""
@@ -26,6 +95,27 @@ class Sample:
             value = getattr(self, name)
             return list(value) if name == "contexts" else value
         return self.extra.get(name)
+
+    def earlier_turn(self, index: int) -> Sample | None:
+        """The turn of the assistant message `history[index]`, as its own row holds it;
+        None when it answered no question (a greeting) or said nothing."""
+        message = self.history[index]
+        if message.role != "assistant" or not said(message):
+            return None
+        before = self.history[:index]
+        start = question_start(before)
+        asked = [m.content for m in before[start:] if m.role == "user"]
+        if not asked:
+            return None
+        return Sample(
+            "\n\n".join(asked),
+            message.content,
+            message.contexts if any(c.strip() for c in message.contexts) else (),
+            id=f"{self.conversation_id}#{message.turn}",
+            history=before,
+            turn=message.turn,
+            conversation_id=self.conversation_id,
+        )
 
     @classmethod
     def create(
@@ -36,6 +126,9 @@ class Sample:
         ground_truth: Any = None,
         id: Any = None,
         extra: dict[str, Any] | None = None,
+        history: Sequence[Message] = (),
+        turn: int | None = None,
+        conversation_id: str | None = None,
     ) -> Sample:
         """Check the types of user input and build a sample; bad input is a clear error."""
         if not isinstance(question, str) or not question.strip():
@@ -64,4 +157,7 @@ class Sample:
             ground_truth,
             None if id is None else str(id),
             dict(extra or {}),
+            tuple(history),
+            turn,
+            conversation_id,
         )

@@ -21,7 +21,7 @@ ROOT = Path(judge.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "json_values", "version"},
     {"aio", "formatting", "threads", "fields", "spreadsheet", "samples", "signals", "lines"},
-    {"stats"},
+    {"stats", "conversations"},
     {"cache"},
     {"llm"},
     {"ir"},

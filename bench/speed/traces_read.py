@@ -10,7 +10,12 @@ process reads it with `judge.traces.extract.read_rows` (what `judge traces extra
 max RSS). The same with 10x fewer traces: the peak should be the same (goal: under 60 s
 on one core for 100,000 traces, memory flat).
 
+`--sessions` reads them as `judge traces extract --sessions` does (`conversations`: the
+traces are in 1,000 sessions, interleaved over the 7 days, spooled to SQLite and read back
+a session at a time): memory should stay flat there too.
+
     python -m bench.speed.traces_read [--traces 100000] [--small 10000] [--keep DIR]
+        [--sessions]
 """
 
 from __future__ import annotations
@@ -150,13 +155,17 @@ def write(path: Path, traces: int) -> int:
     return path.stat().st_size
 
 
-def child(path: str) -> None:
-    """Read the file into rows in this process; print the figures as JSON."""
-    from judge.traces.extract import ExtractSummary, read_rows
+def child(path: str, sessions: bool = False) -> None:
+    """Read the file into rows (or conversations) in this process; print the figures as
+    JSON."""
+    from judge.traces.extract import ExtractSummary, conversations, read_rows
 
     summary = ExtractSummary()
     started, cpu = time.perf_counter(), time.process_time()
-    rows = sum(1 for _ in read_rows(path, summary=summary))
+    if sessions:
+        rows = sum(len(c.traces) for c in conversations(path, summary=summary))
+    else:
+        rows = sum(1 for _ in read_rows(path, summary=summary))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
@@ -166,9 +175,10 @@ def child(path: str) -> None:
     )
 
 
-def measure(path: Path) -> dict[str, Any]:
+def measure(path: Path, sessions: bool = False) -> dict[str, Any]:
+    flag = ["--sessions"] if sessions else []
     done = subprocess.run(
-        [sys.executable, "-m", "bench.speed.traces_read", "--child", str(path)],
+        [sys.executable, "-m", "bench.speed.traces_read", *flag, "--child", str(path)],
         capture_output=True,
         text=True,
         check=True,
@@ -193,10 +203,13 @@ def main() -> None:
         help="write the trace files (OTLP/JSON lines) into DIR and keep them; default: a "
         "temporary folder, removed at the end",
     )
+    parser.add_argument(
+        "--sessions", action="store_true", help="read the traces as conversations by session"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.sessions)
         return
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.keep or scratch)
@@ -205,7 +218,7 @@ def main() -> None:
         for traces in (args.small, args.traces):
             path = folder / f"traces_{traces}.jsonl"
             size = write(path, traces)
-            result = measure(path)
+            result = measure(path, args.sessions)
             assert result["rows"] == traces, result
             figures[traces] = result
             print(
@@ -213,6 +226,7 @@ def main() -> None:
                 f"{result['wall_s']:6.1f} s wall, {result['cpu_s']:6.1f} s CPU "
                 f"({result['spans'] / result['cpu_s']:,.0f} spans/s), "
                 f"peak {result['peak_mib']:.0f} MiB, {result['rows']:,} rows"
+                + (f" in {result['sessions']:,} sessions" if args.sessions else "")
             )
         small, big = figures[args.small], figures[args.traces]
         print(

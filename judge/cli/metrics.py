@@ -11,9 +11,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     """Register the metrics subcommand."""
     m = sub.add_parser(
         "metrics",
-        help="list the metrics: built-in, retrieval, plugins and custom",
+        help="list the metrics: built-in, retrieval, tool calls, plugins and custom",
         description="List every metric judge can compute: the built-in LLM-judged ones, "
-        "the retrieval ones (parameterised as ndcg@10), installed plugins and the metrics "
+        "the retrieval ones (parameterised as ndcg@10), the tool-call ones, installed plugins "
+        "and the metrics "
         "of --metrics-module, each with its definition.",
     )
     module_option(m)
@@ -25,6 +26,7 @@ def run_metrics(args: argparse.Namespace) -> int:
     from judge.ir.measure_names import FAMILIES
     from judge.metrics.plugins import extra_metrics
     from judge.metrics.registry import BUILTIN
+    from judge.metrics.tools import DESCRIPTIONS
 
     rows = [(m.name, "LLM-judged", m.higher_is_better, m.description) for m in BUILTIN.values()]
     extra = extra_metrics(args.metrics_module).values()
@@ -46,6 +48,7 @@ def run_metrics(args: argparse.Namespace) -> int:
         )
         for f, (c, d) in FAMILIES.items()
     ]
+    rows += [(name, "tool calls", True, text) for name, text in DESCRIPTIONS.items()]
     for name, kind, up, description in rows:
         print(f"{name:<22} {kind:<24} {'higher' if up else 'lower':<7} {description}")
     return 0

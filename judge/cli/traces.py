@@ -1,5 +1,6 @@
-"""`judge traces extract TRACES... -o rows.jsonl`: production traces as `judge eval` rows,
-the traces that gave none in skipped.jsonl, and TREC runs of their retrieval spans."""
+"""`judge traces extract TRACES... -o rows.jsonl`: production traces as `judge eval` rows
+(or, with --sessions, conversations), the traces that gave none in skipped.jsonl, and TREC
+runs of their retrieval spans."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from judge.cli.options import runs_path, runs_path_option, trace_mapping, trace_source_options
 from judge.cli.traces_export import add_export_parser
+from judge.cli.traces_hops import add_hops_parser
 from judge.errors import JudgeError
 from judge.formatting import terminal_text
 from judge.lines import not_a_file
@@ -40,6 +42,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     e.add_argument("traces", nargs="+", metavar="TRACES", help="trace files, read in order")
     e.add_argument("-o", "--out", required=True, metavar="PATH", help="the rows (JSONL) to write")
+    e.add_argument(
+        "--sessions",
+        action="store_true",
+        help="write conversations instead of rows: one line per session (session.id, "
+        'gen_ai.conversation.id): {"id", "turns": [user question, assistant answer with '
+        "contexts, retrieved_ids, trace_id, query], ...}, each trace one turn in start "
+        "order; a trace without a session id is skipped (no_session). --since, --judged "
+        "and --sample then choose sessions: a session kept has all its turns",
+    )
     e.add_argument(
         "--run",
         metavar="PATH",
@@ -106,6 +117,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     e.set_defaults(func=run_extract)
     add_export_parser(actions)
+    add_hops_parser(actions)
 
 
 def judged_sources(args: argparse.Namespace) -> list[str]:
@@ -175,6 +187,7 @@ def run_extract(args: argparse.Namespace) -> int:
         sample=args.sample,
         seed=args.seed,
         linger=linger,
+        sessions=args.sessions,
     )
     for line in summary.lines():
         line = line.replace("before since", "before --since").replace("linger", "--linger")
@@ -182,5 +195,6 @@ def run_extract(args: argparse.Namespace) -> int:
     wrote = [args.out, *(p for p in (args.run, args.retriever_run) if p), skipped]
     print(terminal_text(f"wrote {', '.join(wrote)}"))
     if not summary.rows:
-        print("judge: note: no trace gave a row: see the reasons above", file=sys.stderr)
+        what = "a turn of a session" if args.sessions else "a row"
+        print(f"judge: note: no trace gave {what}: see the reasons above", file=sys.stderr)
     return 0

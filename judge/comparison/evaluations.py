@@ -5,6 +5,12 @@ bootstrap interval, a two-sided paired randomisation test, wins / ties / losses,
 Holm-Bonferroni adjusted p-values across the metrics compared. Samples are matched by
 id (or, when ids do not match, by identical question); unmatched ones are reported and
 left out, and so are pairs where either side is NaN for that metric.
+
+When the rows of both evaluations are turns of conversations (they carry
+`conversation_id`), the bootstrap and the randomisation test resample conversations, not
+turns: the turns of one chat are not independent (`judge.stats.cluster_bootstrap_cis`).
+The pairs are still matched by id; the conversations are those of either side (pairs
+whose conversations are joined by either run are one unit).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,7 +32,7 @@ from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
 from judge.run.gates import users_metrics
-from judge.run.rows import ResultRow
+from judge.run.rows import Resampling, ResultRow, RowTally
 from judge.stats import bootstrap_ci, holm, permutation_p_value
 
 Scores = dict[str, dict[str, float]]  # sample key -> metric -> value (NaN: undefined)
@@ -50,6 +56,8 @@ class MetricComparison:
     ties: int
     losses: int
     higher_is_better: bool = True
+    # the conversations its pairs belong to, when conversations were resampled; else None
+    conversations: int | None = None
 
     @property
     def significant(self) -> bool:
@@ -74,6 +82,10 @@ class Comparison:
     unmatched_a: list[str] = field(default_factory=list)
     unmatched_b: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # what the statistics resampled: None (rows) unless the rows are turns of conversations
+    resampled: Resampling | None = None
+    # the means by turn position (`turn_deltas`), when both sides' rows are turns
+    by_turn: list[dict[str, Any]] = field(default_factory=list)
 
     def diagnosis_b(self) -> list[str]:
         """What B's means suggest to fix first (retrieval first), as report.html says it."""
@@ -94,9 +106,15 @@ class Comparison:
             "unmatched_a": self.unmatched_a,
             "unmatched_b": self.unmatched_b,
             "metrics": {
-                name: {k: v for k, v in asdict(m).items() if k != "metric"}
+                name: {
+                    k: v
+                    for k, v in asdict(m).items()
+                    if k != "metric" and not (k == "conversations" and v is None)
+                }
                 for name, m in self.metrics.items()
             },
+            **({"resampled": self.resampled.to_json()} if self.resampled else {}),
+            **({"by_turn": self.by_turn} if self.by_turn else {}),
             **self.extra,
             "diagnosis_b": self.diagnosis_b(),
         }
@@ -126,23 +144,98 @@ class Comparison:
             f"(p < {ALPHA}). Unmatched: {len(self.unmatched_a)} in A, "
             f"{len(self.unmatched_b)} in B."
         )
+        if self.resampled is not None:
+            lines.append(f"CI and p {self.resampled}.")
+        if self.by_turn:
+            lines += ["", *self._turn_table()]
         return "\n".join(lines)
+
+    def _turn_table(self) -> list[str]:
+        """Each metric's Δ by turn position, as lines of text."""
+        cells = " ".join(f"{'turn ' + str(t['position']):>8}" for t in self.by_turn)
+        lines = [
+            "Δ by turn position (each conversation's turns in order of `turn`, in B)",
+            f"{'metric':<20} {cells}",
+            f"{'pairs':<20} " + " ".join(f"{t['pairs']:>8}" for t in self.by_turn),
+        ]
+        for metric in self.metrics:
+            deltas = " ".join(
+                f"{number(t['metrics'][metric]['delta'], sign='+'):>8}" for t in self.by_turn
+            )
+            lines.append(f"{metric:<20} {deltas}")
+        return lines
+
+
+def turn_deltas(
+    a: Scores, b: Scores, keys: Sequence[str], positions: Mapping[str, int], metrics: list[str]
+) -> list[dict[str, Any]]:
+    """Per turn position (`positions`: key -> position from 1, as `RowTally.turn_positions`
+    ranks turns), the pairs there and per metric both means and their difference over the
+    pairs defined on both sides (`n`; NaN means when none)."""
+    last = max((positions.get(k, 0) for k in keys), default=0)
+    out = []
+    for position in range(1, last + 1):
+        here = [k for k in keys if positions.get(k) == position]
+        entry: dict[str, Any] = {"position": position, "pairs": len(here), "metrics": {}}
+        for metric in metrics:
+            pairs = [(a[k].get(metric), b[k].get(metric)) for k in here]
+            kept = np.array(
+                [
+                    (x, y)
+                    for x, y in pairs
+                    if x is not None and y is not None and not (math.isnan(x) or math.isnan(y))
+                ],
+                dtype=np.float64,
+            ).reshape(-1, 2)
+            mean_a, mean_b = kept.mean(axis=0) if kept.size else (math.nan, math.nan)
+            entry["metrics"][metric] = {
+                "n": int(kept.shape[0]),
+                "mean_a": float(mean_a),
+                "mean_b": float(mean_b),
+                "delta": float(mean_b - mean_a),
+            }
+        out.append(entry)
+    return out
+
+
+def turn_positions(rows: list[ResultRow], key: str) -> dict[str, int]:
+    """Each judged turn's position in its conversation (1, 2, ...), by `key`; {} when no
+    row is a turn."""
+    tally = RowTally([])
+    for row in rows:
+        tally.add(row)
+    positions = tally.turn_positions()
+    if positions is None:
+        return {}
+    return {
+        str(getattr(r, key)): int(p)
+        for r, p in zip(rows, positions, strict=True)
+        if p > 0 and not r.error
+    }
 
 
 def compare_one(
-    metric: str, a: list[float | None], b: list[float | None], *, lower: bool = False
+    metric: str,
+    a: list[float | None],
+    b: list[float | None],
+    *,
+    lower: bool = False,
+    clusters: Sequence[Hashable] | None = None,
 ) -> MetricComparison:
     """Statistics of one metric over paired values (NaN or None on either side is left
-    out); `lower`: a metric of the runs' own where lower is better (see `lower_is_better`)."""
-    pairs = [
-        (x, y)
-        for x, y in zip(a, b, strict=True)
+    out); `lower`: a metric of the runs' own where lower is better (see `lower_is_better`);
+    `clusters`: the conversation of each pair, to resample conversations, not pairs."""
+    kept = [
+        i
+        for i, (x, y) in enumerate(zip(a, b, strict=True))
         if x is not None and y is not None and not (math.isnan(x) or math.isnan(y))
     ]
+    pairs = [(a[i], b[i]) for i in kept]
     xa = np.array([p[0] for p in pairs], dtype=np.float64)
     xb = np.array([p[1] for p in pairs], dtype=np.float64)
     diff = xb - xa
-    low, high = bootstrap_ci(diff)
+    groups = None if clusters is None else _numbered([clusters[i] for i in kept])
+    low, high = bootstrap_ci(diff, clusters=groups)
     better_up = higher_is_better(metric) and not lower
     return MetricComparison(
         metric=metric,
@@ -152,13 +245,20 @@ def compare_one(
         delta=float(diff.mean()) if pairs else math.nan,
         ci_low=low,
         ci_high=high,
-        p_value=permutation_p_value(diff),
+        p_value=permutation_p_value(diff, clusters=groups),
         p_adjusted=math.nan,
         wins=int((diff > 0).sum()) if better_up else int((diff < 0).sum()),
         ties=int((diff == 0).sum()),
         losses=int((diff < 0).sum()) if better_up else int((diff > 0).sum()),
         higher_is_better=better_up,
+        conversations=None if groups is None else len(set(groups.tolist())),
     )
+
+
+def _numbered(labels: Sequence[Hashable]) -> np.ndarray:
+    """Each label's number among the distinct labels, in order of first occurrence."""
+    numbers: dict[Hashable, int] = {}
+    return np.array([numbers.setdefault(x, len(numbers)) for x in labels], dtype=np.int64)
 
 
 def compare_scores(
@@ -169,21 +269,26 @@ def compare_scores(
     label_a: str = "A",
     label_b: str = "B",
     lower_is_better: Collection[str] = (),
+    conversations: Mapping[str, Hashable] | None = None,
 ) -> Comparison:
     """Compare per-sample scores already matched by key; `lower_is_better` names the
-    runs' own metrics where lower is better (built-ins' directions are known)."""
+    runs' own metrics where lower is better (built-ins' directions are known);
+    `conversations` gives each key's conversation (`paired_conversations`): conversations
+    are then resampled, not samples."""
     keys = [k for k in a if k in b]
     if not keys:
         raise InputFormatError(f"{label_a} and {label_b} share no sample: nothing to compare")
     if metrics is None:
         first_a, first_b = next(iter(a.values())), next(iter(b.values()))
         metrics = [m for m in first_a if m in first_b]
+    clusters = None if conversations is None else [conversations[k] for k in keys]
     results = {
         m: compare_one(
             m,
             [a[k].get(m) for k in keys],
             [b[k].get(m) for k in keys],
             lower=m in lower_is_better,
+            clusters=clusters,
         )
         for m in metrics
     }
@@ -198,6 +303,9 @@ def compare_scores(
         deltas,
         unmatched_a=[k for k in a if k not in b],
         unmatched_b=[k for k in b if k not in a],
+        resampled=None
+        if clusters is None
+        else Resampling("conversation", len(set(clusters)), len(keys)),
     )
 
 
@@ -254,6 +362,41 @@ def keyed_scores(rows: list[ResultRow], key: str) -> Scores:
     return {str(getattr(r, key)): r.scores for r in rows if not r.error}
 
 
+def paired_conversations(
+    rows_a: list[ResultRow], rows_b: list[ResultRow], key: str
+) -> dict[str, int] | None:
+    """The conversation of each judged sample (by `key`, as `keyed_scores` keys them),
+    numbered: samples whose conversations either run joins are one conversation, and a
+    sample that is no turn on either side is one of its own; None unless both runs' rows
+    are turns of conversations (then samples are resampled, as always)."""
+    if not any(r.conversation_id is not None for r in rows_a) or not any(
+        r.conversation_id is not None for r in rows_b
+    ):
+        return None
+    parent: dict[Hashable, Hashable] = {}
+
+    def root(node: Hashable) -> Hashable:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]  # path halving
+            node = parent[node]
+        return node
+
+    for side, rows in (("a", rows_a), ("b", rows_b)):
+        for r in rows:
+            if not r.error:
+                sample = ("sample", str(getattr(r, key)))
+                if r.conversation_id is not None:
+                    parent[root(sample)] = root((side, str(r.conversation_id)))
+                else:
+                    root(sample)
+    numbers: dict[Hashable, int] = {}
+    return {
+        str(node[1]): numbers.setdefault(root(node), len(numbers))
+        for node in list(parent)
+        if isinstance(node, tuple) and node[0] == "sample"
+    }
+
+
 def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
     """Compare two evaluations of the same samples (B against A).
 
@@ -268,14 +411,22 @@ def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
     rows_a, label_a = load_results(a)
     rows_b, label_b = load_results(b)
     key = match_key(rows_a, rows_b)
-    return compare_scores(
-        keyed_scores(rows_a, key),
-        keyed_scores(rows_b, key),
+    scores_a, scores_b = keyed_scores(rows_a, key), keyed_scores(rows_b, key)
+    conversations = paired_conversations(rows_a, rows_b, key)
+    comparison = compare_scores(
+        scores_a,
+        scores_b,
         metrics,
         label_a=label_a,
         label_b=label_b,
         lower_is_better={*lower_is_better(a), *lower_is_better(b)},
+        conversations=conversations,
     )
+    if conversations is not None:  # B's turns give the positions: B is the run judged
+        positions = turn_positions(rows_b, key)
+        chosen = list(comparison.metrics)
+        comparison.by_turn = turn_deltas(scores_a, scores_b, comparison.keys, positions, chosen)
+    return comparison
 
 
 class ToDict(Protocol):

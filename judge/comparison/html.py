@@ -13,6 +13,13 @@ from judge.run.report_html import contexts_html, evidence_html
 from judge.run.rows import ResultRow
 
 
+def _resampled_note(comparison: Comparison) -> str:
+    """' CI and p resampled by conversation (...).' for turns of conversations; else ''."""
+    if comparison.resampled is None:
+        return ""
+    return f" CI and p {escape(str(comparison.resampled))}."
+
+
 def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
     """Sorted per-sample deltas (B - A) as bars around zero, an inline SVG, with the scale at
     the left (+max, 0, -max) and the largest |Δ| in the title ("every Δ is 0" when none moved;
@@ -57,6 +64,28 @@ def delta_plot(metric: str, deltas: list[float], keys: list[str]) -> str:
     )
 
 
+def _turns_html(comparison: Comparison) -> str:
+    """Each metric's Δ by turn position, for two runs of conversations' turns; else ''."""
+    if not comparison.by_turn:
+        return ""
+    head = "".join(f"<th>turn {t['position']}</th>" for t in comparison.by_turn)
+    pairs = "".join(f"<td class=n>{t['pairs']}</td>" for t in comparison.by_turn)
+    rows = "".join(
+        f"<tr><td><code>{escape(m)}</code></td>"
+        + "".join(
+            f"<td class=n>{number(t['metrics'][m]['delta'], sign='+')}</td>"
+            for t in comparison.by_turn
+        )
+        + "</tr>"
+        for m in comparison.metrics
+    )
+    return (
+        "<h2>Δ by turn position</h2><p class=small>Position k holds each conversation's k-th "
+        "judged turn in B (its turns in order of <code>turn</code>).</p>"
+        f"<table><tr><th>metric</th>{head}</tr><tr><td>pairs</td>{pairs}</tr>{rows}</table>"
+    )
+
+
 def render_compare(comparison: Comparison, findings: list[str]) -> str:
     """The HTML text of the comparison page."""
     rows = [_stats_row(m, marked=False) for m in comparison.metrics.values()]
@@ -83,9 +112,11 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         f"{len(comparison.keys)} paired samples; unmatched {len(comparison.unmatched_a)} in A, "
         f"{len(comparison.unmatched_b)} in B. Δ = B - A; 95% paired bootstrap CI; two-sided "
         f"paired randomisation test; Holm-Bonferroni adjustment; significant at p < {ALPHA}."
-        "</p><table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
+        f"{_resampled_note(comparison)}</p>"
+        "<table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
         "<th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th><th>verdict</th></tr>"
-        f"{''.join(rows)}</table>{lost_html}<h2>Diagnosis of B</h2><ul>{notes}</ul>"
+        f"{''.join(rows)}</table>{_turns_html(comparison)}{lost_html}"
+        f"<h2>Diagnosis of B</h2><ul>{notes}</ul>"
         f"<h2>Per-sample deltas</h2><div class=plots>{plots}</div>",
     )
 
@@ -200,7 +231,7 @@ def render_many(many: ManyComparison) -> str:
             f"<h2>{escape(v.label)} vs {escape(many.baseline)}</h2>"
             f"<p class=small>{len(c.keys)} paired samples (matched by {escape(v.matched_by)}); "
             f"unmatched {len(c.unmatched_a)} in the baseline, {len(c.unmatched_b)} in the run. "
-            "Δ = run - baseline over the paired samples.</p>"
+            f"Δ = run - baseline over the paired samples.{_resampled_note(c)}</p>"
             f"<h3>Significant changes</h3><ul>{changes or '<li>none</li>'}</ul>"
             "<table><tr><th>metric</th><th>baseline</th><th>run</th><th>Δ</th>"
             "<th>95% CI of Δ</th><th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th>"

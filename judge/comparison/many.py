@@ -28,13 +28,14 @@ from judge.comparison.evaluations import (
     load_results,
     lower_is_better,
     match_key,
+    paired_conversations,
 )
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
-from judge.run.rows import MetricSummary, ResultRow, RowTally
+from judge.run.rows import MetricSummary, Resampling, ResultRow, RowTally
 from judge.stats import holm
 
 # A per-question change smaller than this is float noise, not a change.
@@ -50,6 +51,8 @@ class RunSummary:
     source: str
     rows: int
     metrics: dict[str, MetricSummary]
+    # the intervals' resampling when the rows are turns of conversations; else None (rows)
+    resampled: Resampling | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON values; NaN stays NaN (`ManyComparison.to_dict` makes it null)."""
@@ -63,6 +66,7 @@ class RunSummary:
                 m: {"mean": s.mean, "ci_low": s.ci_low, "ci_high": s.ci_high, "scored": s.scored}
                 for m, s in self.metrics.items()
             },
+            **({"resampled": self.resampled.to_json()} if self.resampled else {}),
             "diagnosis": diagnose({m: s.mean for m, s in self.metrics.items()}),
         }
 
@@ -230,8 +234,14 @@ class ManyComparison:
         head = f"{'run':<{wide}} {'rows':>5}  " + " ".join(
             f"{m[:cell]:>{cell}}" for m in self.metrics
         )
+        by_conversation = [r.label for r in self.runs if r.resampled is not None]
         lines = [
-            "mean [95% CI] over each run's own rows",
+            "mean [95% CI] over each run's own rows"
+            + (
+                "; conversations resampled for " + ", ".join(by_conversation)
+                if by_conversation
+                else ""
+            ),
             head,
             "=" * len(head),
         ]
@@ -255,6 +265,8 @@ class ManyComparison:
                     f"{number(m.delta, sign='+'):>8} {ci:>18} {number(m.p_value):>7} "
                     f"{number(m.p_adjusted):>7}  {m.wins}/{m.ties}/{m.losses}{star}"
                 )
+            if c.resampled is not None:
+                lines.append(f"  CI and p {c.resampled}")
             lines.append(f"  worse on {len(v.worse)} questions, better on {len(v.better)}")
             drops = [_headline(q, q.worse) for q in v.worse[:questions]]
             gains = [_headline(q, q.better) for q in v.better[:questions]]
@@ -394,7 +406,16 @@ def compare_many(
         tally = RowTally(chosen)
         for row in rows:
             tally.add(row)
-        summaries.append(RunSummary(label, source, len(rows), tally.summaries(chosen)))
+        resampling = tally.resampling()
+        summaries.append(
+            RunSummary(
+                label,
+                source,
+                len(rows),
+                tally.summaries(chosen),
+                resampling if resampling.unit == "conversation" else None,
+            )
+        )
     versus = []
     base_rows = row_sets[0]
     for label, rows in zip(labels[1:], row_sets[1:], strict=True):
@@ -406,6 +427,7 @@ def compare_many(
             label_a=labels[0],
             label_b=label,
             lower_is_better=lower,
+            conversations=paired_conversations(base_rows, rows, key),
         )
         worse, better = question_diffs(_by_key(base_rows, key), _by_key(rows, key), chosen, lower)
         versus.append(RunVersusBaseline(label, key, comparison, worse, better))

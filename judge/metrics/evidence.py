@@ -29,6 +29,7 @@ TRUTH_VS_ANSWER = "truth_claims_vs_answer"
 CITATIONS = "citations"
 CITATION_CHECKS = "citation_checks"
 ANSWER_CLAIMS_UNSOURCED = "answer_claims_unsourced"
+RETENTION = "retention"  # a turn's answer against each earlier user message
 SUPPORTED = "supported"
 
 

@@ -23,6 +23,7 @@ from judge.metrics.evidence import (
     CONTEXT_GRADES_CAPPED,
     CONTEXT_SENTENCES,
     CORRECTNESS,
+    RETENTION,
     REVERSE_QUESTIONS,
     TRUTH,
     ClaimVerdict,
@@ -363,3 +364,35 @@ def reply_findings(metric: str, evidence: Evidence, contexts: Sequence[str]) -> 
     if not text.strip():
         text = json.dumps(reply, ensure_ascii=False, sort_keys=True)
     return [Finding(f"{metric} reply", " ".join(text.split()), keys=frozenset({metric}))]
+
+
+_FORGOT = ("contradicted", "asked_again")
+
+
+def retention_findings(metric: str, evidence: Evidence, contexts: Sequence[str]) -> list[Finding]:
+    """What a turn's answer did with each earlier message of the user: those it contradicted
+    or asked for again."""
+    found = evidence.reply(RETENTION)
+    if not isinstance(found, list):
+        return []
+    verdicts = [v for v in found if isinstance(v, Mapping)]
+    items = tuple(
+        Item(
+            f"earlier user message {int(v.get('statement', 0)) + 1}",
+            "",
+            _words(str(v.get("verdict", "?"))),
+            None if v.get("verdict") == "unrelated" else v.get("verdict") not in _FORGOT,
+            str(v.get("reason", "")),
+        )
+        for v in verdicts
+    )
+    bad = [v for v in verdicts if v.get("verdict") in _FORGOT]
+    if not bad:
+        summary = f"keeps all {counted(len(verdicts), 'earlier user message')}"
+    else:
+        named = [f"{_words(str(v.get('verdict')))}: {v.get('reason', '')}" for v in bad[:_LISTED]]
+        summary = (
+            f"{len(bad)} of {counted(len(verdicts), 'earlier user message')} not kept: "
+            + "; ".join(named)
+        )
+    return [Finding("earlier user messages", summary, items, ABOUT_ANSWER, frozenset({RETENTION}))]

@@ -47,6 +47,14 @@ class NeededSentences(BaseModel):
     needed: list[int]
 
 
+class RetentionVerdict(BaseModel):
+    """What an answer does with one earlier message of the user (the reason is first)."""
+
+    statement: int = Field(ge=0, description="the earlier message's number")
+    reason: str
+    verdict: Literal["kept", "contradicted", "asked_again", "unrelated"]
+
+
 class CitationCheck(BaseModel):
     """Whether one cited context supports the statement citing it."""
 
@@ -87,6 +95,15 @@ class _GradeList(BaseModel):
     @model_validator(mode="after")
     def _in_order(self) -> _GradeList:
         _numbered(self.contexts, "context", len(self.contexts))
+        return self
+
+
+class _RetentionList(BaseModel):
+    verdicts: list[RetentionVerdict]
+
+    @model_validator(mode="after")
+    def _in_order(self) -> _RetentionList:
+        _numbered(self.verdicts, "statement", len(self.verdicts))
         return self
 
 
@@ -387,3 +404,28 @@ async def check_citations(
     )
     result: list[CitationCheck] = reply.checks  # type: ignore[attr-defined]
     return result
+
+
+async def check_retention(
+    session: Judge,
+    *,
+    earlier: Sequence[str],
+    answer: str,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
+) -> list[RetentionVerdict]:
+    """Judge what the answer does with each of the user's earlier messages, in one call."""
+    if not earlier:
+        return []
+    reply = await _chat_own_reasons(
+        session,
+        _given(prompt, "retention"),
+        {"earlier": list(earlier), "answer": answer},
+        _sized(_RetentionList, "verdicts", RetentionVerdict, len(earlier)),
+        label="retention",
+        sample=sample,
+        ledger=ledger,
+    )
+    verdicts: list[RetentionVerdict] = reply.verdicts  # type: ignore[attr-defined]
+    return verdicts

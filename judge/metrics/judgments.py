@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -11,14 +12,17 @@ from judge import aio
 from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
 from judge.metrics import evidence as ev
+from judge.metrics import turns
 from judge.metrics.citations import Citation, find_citations
 from judge.metrics.judges import (
     CitationCheck,
     ContextGrade,
     NeededSentences,
+    RetentionVerdict,
     ReverseQuestions,
     Verdict,
     check_citations,
+    check_retention,
     context_sentences,
     extract_claims,
     grade_contexts,
@@ -39,9 +43,40 @@ from judge.samples import Sample
 
 T = TypeVar("T")
 
+# The messages before a turn's question that answer relevancy compares the answer's reverse
+# questions with, besides the question: the exchange a follow-up continues.
+RELEVANCY_MESSAGES = 2
+
 
 def _filled(text: str | None) -> bool:
     return text is not None and bool(text.strip())
+
+
+class Conversations:
+    """A run's shared judgments of conversation turns (`SampleJudgments.own_turn`), by
+    conversation, so a later turn rests on an earlier one without asking for it again, even
+    with no cache. The most recently used conversations are kept: a conversation's turns
+    are rows next to each other, and one dropped is only asked again (or read from the
+    cache), never judged differently.
+
+    Args:
+        limit: the conversations kept.
+    """
+
+    def __init__(self, limit: int = 256):
+        self.limit = limit
+        self._turns: OrderedDict[str, dict[int, SampleJudgments]] = OrderedDict()
+
+    def of(self, conversation_id: str) -> dict[int, SampleJudgments]:
+        """The shared judgments of one conversation's turns, by turn."""
+        found = self._turns.get(conversation_id)
+        if found is None:
+            found = self._turns[conversation_id] = {}
+            while len(self._turns) > self.limit:
+                self._turns.popitem(last=False)
+        else:
+            self._turns.move_to_end(conversation_id)
+        return found
 
 
 @dataclass
@@ -62,6 +97,15 @@ class SampleJudgments:
     ledger: UsageLedger | None = None  # the sample's own usage record
     prompts: Mapping[str, Prompt] = field(default_factory=dict)  # the run's; else read now
     evidence: dict[str, Any] = field(default_factory=dict)
+    # For a conversation's turn: the judgments of its earlier turns, by turn, shared by
+    # every turn of the chain so each earlier turn is judged once (`earlier_turn`).
+    earlier: dict[int, SampleJudgments] = field(default_factory=dict)
+    # For a turn, once verified: each answer claim's source (turns.CONTEXTS, HISTORY, None),
+    # and the same with the conversation's turn and role (`turns.source_of`).
+    sources: list[str | None] = field(default_factory=list)
+    claim_sources: list[dict[str, Any]] = field(default_factory=list)
+    # The judgments of a turn's answer alone, shared by the turns after it (`own_turn`).
+    is_turn_core: bool = False
     _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
 
     def prompt(self, name: str) -> Prompt:
@@ -97,12 +141,16 @@ class SampleJudgments:
             for kind, text in (("answer", s.answer), ("truth", s.ground_truth))
             if kind in self.claim_texts and text is not None and _filled(text)
         }
+        # A turn's answer claims are its conversation's to share (later turns rest on them).
+        shared = None
+        if s.in_conversation and not self.is_turn_core and texts.pop("answer", ""):
+            shared = self.own_turn()
         split = await aio.gather_or_cancel(
             [
                 aio.start_eagerly(
                     extract_claims(
                         self.session,
-                        question=s.question,
+                        question=s.question_in_context(),
                         text=text,
                         sample=s.id,
                         ledger=self.ledger,
@@ -111,21 +159,54 @@ class SampleJudgments:
                 )
                 for text in texts.values()
             ]
+            + ([aio.start_eagerly(shared.answer_claims())] if shared is not None else [])
         )
         claims: dict[str, list[str]] = {"answer": [], "truth": []}
-        for (kind, text), found in zip(texts.items(), split, strict=True):
-            claims[kind] = [c for c in found if drawn_from(c, text, s.question)]
+        for (kind, text), found in zip(texts.items(), split, strict=False):
+            claims[kind] = [c for c in found if drawn_from(c, text, s.question_in_context())]
             self.evidence[ev.claims_key(kind)] = claims[kind]
             dropped = [c for c in found if c not in claims[kind]]
             if dropped:
                 self.evidence[ev.dropped_claims_key(kind)] = dropped
+        if shared is not None:
+            claims["answer"] = split[-1]
+            for key in (ev.claims_key(ev.ANSWER), ev.dropped_claims_key(ev.ANSWER)):
+                if key in shared.evidence:
+                    self.evidence[key] = shared.evidence[key]
         return claims
+
+    def own_turn(self) -> SampleJudgments:
+        """The judgments of this turn's answer that later turns rest on (its claims, and
+        their verdicts against its contexts and conversation): shared along the
+        conversation (`earlier`), so they are made once however many turns need them."""
+        if self.is_turn_core:
+            return self
+        turn = self.sample.turn
+        assert turn is not None, "only a conversation's turn has a turn of its own"
+        found = self.earlier.get(turn)
+        if found is None:
+            found = self.earlier[turn] = self._turn_core(self.sample)
+        return found
+
+    def _turn_core(self, sample: Sample) -> SampleJudgments:
+        return SampleJudgments(
+            sample,
+            self.session,
+            verify_answer=True,
+            claim_texts=frozenset({"answer"}),
+            ledger=self.ledger,
+            prompts=self.prompts,
+            earlier=self.earlier,
+            is_turn_core=True,
+        )
 
     def verdicts(self) -> Awaitable[tuple[list[Verdict], list[Verdict]]]:
         """(verdicts of the answer's claims, verdicts of the ground truth's claims)."""
         return self._once("verdicts", self._verify)
 
     async def _verify(self) -> tuple[list[Verdict], list[Verdict]]:
+        if self.sample.in_conversation:
+            return await self._verify_turn()
         answer = await self.answer_claims() if self.verify_answer else []
         truth = await self.truth_claims() if self.verify_truth else []
         verify = self.prompt("verify")
@@ -143,14 +224,129 @@ class SampleJudgments:
             v.model_copy(update={"claim": i}) for i, v in enumerate(combined[len(answer) :])
         ]
         own = [*answer, *truth, *self.sample.contexts]  # the data the verify call was given
+        self._record_verdicts(answer_verdicts, truth_verdicts, own)
+        return answer_verdicts, truth_verdicts
+
+    def _record_verdicts(
+        self,
+        answer_verdicts: list[Verdict],
+        truth_verdicts: list[Verdict],
+        own: list[str],
+        sources: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """The verdicts in the evidence, with those borrowing the prompt example's words;
+        for a turn, each answer verdict's source (`sources`: per answer claim)."""
+        verify = self.prompt("verify")
         for side, verdicts in (("answer", answer_verdicts), ("truth", truth_verdicts)):
             if borrowed := _borrowed(verdicts, own, verify.example_text):
                 self.evidence[ev.borrowed_key(side)] = borrowed
         if self.verify_answer:
-            self.evidence[ev.verdicts_key(ev.ANSWER)] = [v.model_dump() for v in answer_verdicts]
+            dumped = [v.model_dump() for v in answer_verdicts]
+            for verdict, source in zip(dumped, sources or [], strict=False):
+                verdict.update(source)
+                if source["source"] == turns.HISTORY:  # what a report names as its source
+                    verdict["context"] = turns.history_name(source)
+            self.evidence[ev.verdicts_key(ev.ANSWER)] = dumped
         if self.verify_truth:
             self.evidence[ev.verdicts_key(ev.TRUTH)] = [v.model_dump() for v in truth_verdicts]
+
+    async def _verify_turn(self) -> tuple[list[Verdict], list[Verdict]]:
+        """A turn's verdicts: the answer's claims against the turn's contexts and the
+        conversation before it (one call, shared with later turns: `own_turn`), the ground
+        truth's against the contexts alone (context recall asks what retrieval found;
+        another call when both are asked)."""
+        contexts = list(self.sample.contexts)
+        if self.is_turn_core:
+            answer = await self.answer_claims()
+            said = await self.conversation_said()
+            found = await self._verify_against(answer, [*contexts, *(i.text for i in said)])
+            sources = [turns.source_of(v.context, len(contexts), said) for v in found]
+            self.sources = [src["source"] for src in sources]
+            self.claim_sources = sources
+            return [
+                v.model_copy(update={"context": None}) if src["source"] == turns.HISTORY else v
+                for v, src in zip(found, sources, strict=True)
+            ], []
+        core = self.own_turn()
+        truth = await self.truth_claims() if self.verify_truth else []
+        answering = aio.start_eagerly(_answer_verdicts(core if self.verify_answer else None))
+        checking = aio.start_eagerly(self._verify_against(truth, contexts))
+        await aio.gather_or_cancel([answering, checking])
+        answer_verdicts, truth_verdicts = answering.result(), checking.result()
+        answer = await self.answer_claims() if self.verify_answer else []
+        said = await core.conversation_said() if self.verify_answer else []
+        self.sources = list(core.sources)
+        own = [*answer, *truth, *contexts, *(i.text for i in said)]
+        self._record_verdicts(answer_verdicts, truth_verdicts, own, core.claim_sources)
         return answer_verdicts, truth_verdicts
+
+    async def _verify_against(self, claims: list[str], evidence: list[str]) -> list[Verdict]:
+        if not claims:
+            return []
+        return await verify_claims(
+            self.session,
+            claims=claims,
+            contexts=evidence,
+            sample=self.sample.id,
+            ledger=self.ledger,
+            prompt=self.prompt("verify"),
+        )
+
+    def conversation_said(self) -> Awaitable[list[turns.Said]]:
+        """What the conversation before a turn says, as evidence for its claims: every
+        user, system and tool message, and the claims of earlier answers that were
+        themselves supported (by their contexts or their own conversation)."""
+        return self._once("conversation_said", self._conversation_said)
+
+    async def _conversation_said(self) -> list[turns.Said]:
+        if not self.is_turn_core:
+            return await self.own_turn().conversation_said()
+        history = self.sample.history
+        earlier = {i: self.earlier_turn(i) for i in range(len(history))}
+        supported = await aio.gather_or_cancel(
+            [
+                aio.start_eagerly(j.supported_claims() if j is not None else _none())
+                for j in earlier.values()
+            ]
+        )
+        return turns.said_before(history, supported)
+
+    def earlier_turn(self, index: int) -> SampleJudgments | None:
+        """The shared judgments (`own_turn`) of the turn answered by `history[index]` (None
+        if it answered nothing), made once along the conversation."""
+        message = self.sample.history[index]
+        found = self.earlier.get(message.turn)
+        if found is None:
+            sample = self.sample.earlier_turn(index)
+            if sample is None:
+                return None
+            found = self.earlier[message.turn] = self._turn_core(sample)
+        return found
+
+    async def supported_claims(self) -> list[str]:
+        """The answer's claims judged supported (a turn's, against its contexts and the
+        conversation before it)."""
+        answer_verdicts, _ = await self.verdicts()
+        claims = await self.answer_claims()
+        return [claims[v.claim] for v in answer_verdicts if v.verdict == "supported"]
+
+    def retention(self) -> Awaitable[list[RetentionVerdict]]:
+        """What a turn's answer does with each of the user's messages before its question."""
+        return self._once("retention", self._retention)
+
+    async def _retention(self) -> list[RetentionVerdict]:
+        s = self.sample
+        earlier = [m.content for m in turns.earlier_user_messages(s.history)]
+        verdicts = await check_retention(
+            self.session,
+            earlier=earlier,
+            answer=s.answer or "",
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("retention"),
+        )
+        self.evidence[ev.RETENTION] = [v.model_dump() for v in verdicts]
+        return verdicts
 
     def unsourced(self) -> Awaitable[list[list[str]]]:
         """Per answer claim, its numbers and names that no context mentions."""
@@ -158,7 +354,10 @@ class SampleJudgments:
 
     async def _unsourced(self) -> list[list[str]]:
         claims = await self.answer_claims()
-        found = [unsourced_terms(c, list(self.sample.contexts)) for c in claims]
+        sources = list(self.sample.contexts)
+        if self.sample.in_conversation:  # what the conversation said is a source too
+            sources += [item.text for item in await self.conversation_said()]
+        found = [unsourced_terms(c, sources) for c in claims]
         listed = [{"claim": i, "terms": terms} for i, terms in enumerate(found) if terms]
         if listed:
             self.evidence[ev.ANSWER_CLAIMS_UNSOURCED] = listed
@@ -173,7 +372,7 @@ class SampleJudgments:
         reference = s.ground_truth if s.ground_truth is not None else s.answer
         grades = await grade_contexts(
             self.session,
-            question=s.question,
+            question=s.question_in_context(),
             contexts=s.contexts,
             reference=reference,
             sample=s.id,
@@ -188,7 +387,7 @@ class SampleJudgments:
         # height "above sea level", for the boiling point at sea level). Not asked of the
         # answer standing in for a missing ground truth: a context that refutes a wrong
         # answer is still the one that answers the question.
-        topic = f"{s.question}\n{reference or ''}"
+        topic = f"{s.question_in_context()}\n{reference or ''}"
         capped = [
             g.context
             for g in grades
@@ -197,7 +396,9 @@ class SampleJudgments:
                 shares_content(s.contexts[g.context], topic)
                 and (
                     s.ground_truth is None
-                    or holds_answer_words(s.contexts[g.context], s.ground_truth, s.question)
+                    or holds_answer_words(
+                        s.contexts[g.context], s.ground_truth, s.question_in_context()
+                    )
                 )
             )
         ]
@@ -219,7 +420,7 @@ class SampleJudgments:
         numbered = [text for found in per_context for text in found]
         picked: NeededSentences = await select_sentences(
             self.session,
-            question=s.question,
+            question=s.question_in_context(),
             sentences=numbered,
             reference=reference,
             sample=s.id,
@@ -228,7 +429,7 @@ class SampleJudgments:
         )
         # As with grades: a sentence sharing no content word with the question or the
         # reference cannot be needed, whatever a small model picked by position.
-        topic = f"{s.question}\n{reference or ''}"
+        topic = f"{s.question_in_context()}\n{reference or ''}"
         needed = [n for n in picked.needed if shares_content(numbered[n], topic)]
         self.evidence[ev.CONTEXT_SENTENCES] = {
             "per_context": [len(found) for found in per_context],
@@ -257,7 +458,8 @@ class SampleJudgments:
             similarities: list[float] = []
         else:
             vectors = await self.session.embed_array(
-                [s.question, *generated.questions], ledger=self.ledger
+                [s.question_in_context(RELEVANCY_MESSAGES), *generated.questions],
+                ledger=self.ledger,
             )
             similarities = cosine_similarities(vectors[0], vectors[1:])
         self.evidence[ev.REVERSE_QUESTIONS] = {
@@ -323,6 +525,15 @@ class SampleJudgments:
         ]
         self.evidence[ev.CITATION_CHECKS] = [c.model_dump() for c in checks]
         return found, checks
+
+
+async def _none() -> list[Any]:
+    return []
+
+
+async def _answer_verdicts(core: SampleJudgments | None) -> list[Verdict]:
+    """A turn's answer verdicts, from its shared judgments (none when not asked for)."""
+    return [] if core is None else (await core.verdicts())[0]
 
 
 def _borrowed(verdicts: list[Verdict], own: list[str], example: str) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ BUILTIN_PROMPTS = (
     "context_relevance",
     "context_sentences",
     "citations",
+    "retention",
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)

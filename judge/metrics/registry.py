@@ -14,10 +14,11 @@ from typing import Any
 
 from judge.errors import UnknownMetricError
 from judge.ir.measure_names import cutoff_of, did_you_mean, retrieval_names, valid_names
-from judge.metrics import findings, scorers
+from judge.metrics import findings, scorers, turns
 from judge.metrics.evidence import ANSWER, TRUTH, Evidence
 from judge.metrics.findings import Finding, FindingsOf
 from judge.metrics.judgments import SampleJudgments
+from judge.metrics.tools import TOOL_METRICS
 
 NAN = float("nan")
 
@@ -29,6 +30,8 @@ NO_GROUND_TRUTH = "no_ground_truth"
 JUDGE_ERROR = "judge_error"
 NO_CITATIONS = "no_citations"
 NO_SENTENCES = "no_sentences"
+NOT_A_TURN = "not_a_turn"  # a conversation metric on a row that is no conversation's turn
+NO_HISTORY = "no_history"  # a turn with no earlier user message to keep
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ def _from_verdicts(
     async def compute(j: SampleJudgments) -> MetricScore:
         if _blank(getattr(j.sample, text)):
             return MetricScore(NAN, missing)
-        if not j.sample.contexts:
+        if not j.sample.contexts and not (side == "answer" and _said_before(j)):
             return MetricScore(NAN, NO_CONTEXTS)
         answer_verdicts, truth_verdicts = await j.verdicts()
         verdicts = answer_verdicts if side == "answer" else truth_verdicts
@@ -92,6 +95,34 @@ def _from_verdicts(
         return MetricScore(score(labels))
 
     return compute
+
+
+def _said_before(j: SampleJudgments) -> bool:
+    """Whether a turn's conversation said anything before its question: evidence for its
+    answer's claims even when the turn retrieved nothing."""
+    return j.sample.in_conversation and turns.has_earlier_messages(j.sample.history)
+
+
+async def _supported_by_history(j: SampleJudgments) -> MetricScore:
+    if not j.sample.in_conversation:
+        return MetricScore(NAN, NOT_A_TURN)
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    answer_verdicts, _ = await j.verdicts()
+    if not answer_verdicts:
+        return MetricScore(NAN, NO_CLAIMS)
+    return MetricScore(scorers.share(j.sources, turns.HISTORY))
+
+
+async def _knowledge_retention(j: SampleJudgments) -> MetricScore:
+    if not j.sample.in_conversation:
+        return MetricScore(NAN, NOT_A_TURN)
+    if _blank(j.sample.answer):
+        return MetricScore(NAN, EMPTY_ANSWER)
+    if not turns.earlier_user_messages(j.sample.history):
+        return MetricScore(NAN, NO_HISTORY)
+    verdicts = await j.retention()
+    return MetricScore(scorers.knowledge_retention([v.verdict for v in verdicts]))
 
 
 async def _answer_relevancy(j: SampleJudgments) -> MetricScore:
@@ -239,6 +270,25 @@ BUILTIN: dict[str, Metric] = {
             findings=findings.citation_findings,
         ),
         Metric(
+            "supported_by_history",
+            "share of a conversation turn's answer claims supported by the conversation before "
+            "it (what the user said, earlier supported answers) rather than by the turn's "
+            "contexts; no extra request beyond faithfulness",
+            _supported_by_history,
+            verifies_answer=True,
+            higher_is_better=False,
+            claims_of=frozenset({"answer"}),
+            findings=findings.claims_findings(ANSWER),
+        ),
+        Metric(
+            "knowledge_retention",
+            "1 if a conversation turn's answer neither contradicts nor asks again for what the "
+            "user stated in earlier messages, else 0 (the mean is the share of turns that keep "
+            "it); one request per turn",
+            _knowledge_retention,
+            findings=findings.retention_findings,
+        ),
+        Metric(
             "context_ndcg",
             "nDCG of the retrieved order from the judged grades 0-3 (add @k for a cutoff)",
             _from_grades(scorers.context_ndcg),
@@ -272,10 +322,10 @@ def unknown_metric(name: str, others: Iterable[str] = ()) -> UnknownMetricError:
     others = list(others)
     given = name.rpartition("@")[2] if "@" in name else ""
     ndcg = [f"context_ndcg@{given}"] if given.isdigit() and int(given) > 0 else []
-    close = did_you_mean(name, [*BUILTIN, *ndcg, *others, *retrieval_names(name)])
+    close = did_you_mean(name, [*BUILTIN, *ndcg, *TOOL_METRICS, *others, *retrieval_names(name)])
     if close is not None:
         return UnknownMetricError(f"unknown metric {name!r}; did you mean {close!r}?")
-    valid = ", ".join([*BUILTIN, "context_ndcg@k", *others, *valid_names()])
+    valid = ", ".join([*BUILTIN, "context_ndcg@k", *TOOL_METRICS, *others, *valid_names()])
     return UnknownMetricError(
         f"unknown metric {name!r}; valid names: {valid} (k a positive integer)"
     )

@@ -18,6 +18,7 @@ from judge import ir
 from judge.errors import InputFormatError, JudgeError, UnknownMetricError
 from judge.ir.measure_names import MeasureFormError
 from judge.metrics.registry import BUILTIN, DEFAULT_METRICS, Metric, get_metric, unknown_metric
+from judge.metrics.tools import TOOL_METRICS
 
 MetricLike = str | Metric
 """A metric as a user gives it: its name, or the `Metric` itself."""
@@ -27,8 +28,10 @@ NO_JUDGE_MODEL = "LLM-judged metrics need llm=judge.LLM(model=...)"
 
 @dataclass(frozen=True)
 class MetricChoice:
-    """What a run computes: the LLM-judged metrics, the retrieval metric names (trec_eval
-    exact, from `retrieved_ids` and `relevance`), and notes on default metrics left out."""
+    """What a run computes: the LLM-judged metrics, the metrics computed from the row with
+    no judge (retrieval metric names, trec_eval exact, from `retrieved_ids` and
+    `relevance`; tool-call metrics from `tools_called` and `expected_tools`), and notes on
+    default metrics left out."""
 
     judged: tuple[Metric, ...]
     retrieval: tuple[str, ...]
@@ -83,7 +86,8 @@ def resolve_metrics(
 def split_metrics(
     names: Sequence[MetricLike] | str | None, has_retrieval: bool
 ) -> tuple[list[MetricLike] | None, list[str]]:
-    """(LLM-judged metrics or None for the default, retrieval metric names)."""
+    """(LLM-judged metrics or None for the default, the metrics computed from the row:
+    retrieval metric names, and tool-call metrics)."""
     if names is None:
         return None, list(ir.DEFAULT_METRICS) if has_retrieval else []
     judged: list[MetricLike] = []
@@ -91,6 +95,9 @@ def split_metrics(
     for name in _listed(names):
         if isinstance(name, Metric):
             judged.append(name)
+            continue
+        if name in TOOL_METRICS:  # computed from the row as retrieval metrics are, no judge
+            retrieval.append(name)
             continue
         try:
             ir.parse_measure(name)
@@ -100,9 +107,10 @@ def split_metrics(
             judged.append(name)
         else:
             retrieval.append(name)
-    if retrieval and not has_retrieval:
+    ranked = [name for name in retrieval if name not in TOOL_METRICS]
+    if ranked and not has_retrieval:
         raise InputFormatError(
-            f"{', '.join(retrieval)} need retrieval columns: retrieved_ids (ranked doc ids) "
+            f"{', '.join(ranked)} need retrieval columns: retrieved_ids (ranked doc ids) "
             "and relevance (relevant ids, or {doc_id: grade})"
         )
     return judged, retrieval

@@ -79,6 +79,24 @@ def hallucinated(verdicts: Sequence[str]) -> float:
     return float(any(v != "supported" for v in verdicts))
 
 
+def share(labels: Sequence[object], label: object) -> float:
+    """Share of the labels equal to `label`; NaN when there are none (`supported_by_history`:
+    the answer claims whose source is the conversation)."""
+    return sum(x == label for x in labels) / len(labels) if labels else NAN
+
+
+def knowledge_retention(verdicts: Sequence[str]) -> float:
+    """1.0 when the answer contradicts or asks again for none of the user's earlier messages
+    (their verdicts: kept, contradicted, asked_again, unrelated), else 0.0; NaN for none.
+
+    A turn, not a statement, is the unit (as DeepEval's knowledge retention counts turns
+    without attrition): one forgotten fact makes the user repeat themselves.
+    """
+    if not verdicts:
+        return NAN
+    return float(not any(v in ("contradicted", "asked_again") for v in verdicts))
+
+
 def citation_accuracy(supported: Sequence[bool]) -> float:
     """Share of citations whose cited context supports the citing statement; NaN if none."""
     return sum(map(bool, supported)) / len(supported) if supported else NAN

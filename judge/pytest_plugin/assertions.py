@@ -330,6 +330,10 @@ def assert_evaluation(
                 failures.append(what)
                 lines.append(f"  {what}: {why}")
     if failures:
+        tally = getattr(result, "tally", None)
+        resampling = tally.resampling() if tally is not None else None
+        if resampling is not None and resampling.unit == "conversation":
+            lines.append(f"  (the intervals {resampling}: turns of one chat are not independent)")
         raise ScoreAssertionError(
             f"the evaluation failed {counted(len(failures), 'check')}\n" + "\n".join(lines),
             failures,

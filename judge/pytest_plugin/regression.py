@@ -53,7 +53,9 @@ def assert_no_regression(
 ) -> Comparison:
     """Compare `result` (B) against `baseline` (A) on their shared questions; raise
     `ScoreAssertionError` when a metric is significantly worse. The comparison's table
-    is printed either way (pytest shows it with the failure, or with `-rP`).
+    is printed either way (pytest shows it with the failure, or with `-rP`). When both
+    runs' rows are turns of conversations, the test resamples conversations, not turns
+    (`judge.compare`).
 
     Args:
         result: the evaluation under test (`rag_judge.evaluate`'s result, an output
@@ -86,8 +88,10 @@ def assert_no_regression(
         + (" (significantly worse)" if m in worse else "")
         for m in comparison.metrics.values()
     ]
+    # turns of one chat are not independent: the test resampled whole conversations
+    unit = f", {comparison.resampled}" if comparison.resampled is not None else ""
     text = (
-        f"judge regression gate: {counted(len(comparison.keys), 'shared question')}, "
+        f"judge regression gate: {counted(len(comparison.keys), 'shared question')}{unit}, "
         f"alpha {alpha:g} (Holm across {counted(len(comparison.metrics), 'metric')}), "
         f"baseline {comparison.label_a}\n" + "\n".join(lines)
     )

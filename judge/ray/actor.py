@@ -20,6 +20,7 @@ from typing import Any
 from judge.aio import gather_or_cancel
 from judge.llm.config import LLM, Embeddings
 from judge.llm.session import LLMSession
+from judge.metrics.judgments import Conversations
 from judge.metrics.prompts import Prompt, load_prompts
 from judge.metrics.registry import Metric
 from judge.ray.caches import ActorCaches
@@ -90,6 +91,8 @@ class RowJudge:
         )
         # One loop for the actor's life: the session's connections are reused across batches.
         self.loop = asyncio.new_event_loop()
+        # Turns of a conversation judged by this actor share their earlier turns' judgments.
+        self.conversations = Conversations()
 
     def __call__(self, batch: Any) -> Any:
         """Judge one batch (a pyarrow.Table) and return it with the result columns."""
@@ -122,7 +125,9 @@ class RowJudge:
 
         async def one(row: Row) -> ResultRow:
             async with limit:
-                return await evaluate_row(row, spec.judged, spec.retrieval, session, spec.prompts)
+                return await evaluate_row(
+                    row, spec.judged, spec.retrieval, session, spec.prompts, self.conversations
+                )
 
         return await gather_or_cancel(one(r) for r in rows)
 

@@ -32,7 +32,7 @@ from judge.ray.evaluate import (
     require_ray,
 )
 from judge.run.checkpoint import Checkpoint
-from judge.run.data import build_rows, read_records, resolve_columns
+from judge.run.data import as_turn_records, build_rows, read_records, resolve_columns
 from judge.run.dry_run import check_scorable
 from judge.run.gates import Gates
 from judge.run.merge import sum_usage
@@ -112,6 +112,7 @@ def evaluate_file(
     """
     ray = require_ray()
     records, source = read_records(data)
+    records = as_turn_records(records)
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)

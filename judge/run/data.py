@@ -19,11 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar, overload
 
+from judge.conversations import (
+    CONVERSATION_ERROR,
+    conversation_rows,
+    flat_turn_records,
+    is_conversation,
+    is_flat_turns,
+)
 from judge.errors import InputFormatError
 from judge.fields import Field, FieldTable
 from judge.json_values import lone_surrogate_in
 from judge.lines import bounded_lines, not_a_file, universal_lines
-from judge.samples import Sample
+from judge.samples import ROLES, Message, Sample
 
 COLUMNS = FieldTable(
     (
@@ -48,6 +55,10 @@ COLUMNS = FieldTable(
         Field("id", ("id", "sample_id")),
         Field("retrieved_ids", ("retrieved_ids", "retrieved_context_ids")),
         Field("relevance", ("relevance", "qrels", "relevant_ids", "reference_context_ids")),
+        # A conversation's turn (judge.conversations makes them): the messages before it.
+        Field("history", ("history",)),
+        Field("conversation_id", ("conversation_id",)),
+        Field("turn", ("turn",)),
     ),
     unknown_field="column_map key {field!r} is not one of {fields}",
     absent_column="column_map: column {column!r} is not in the data (columns: {columns})",
@@ -76,6 +87,21 @@ class Row:
 
 def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:
     """The rows of any supported input as dicts, and a short description of the source."""
+    return _read_any(data)
+
+
+def as_turn_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records of conversations (or a flat table of turns) as one record per turn, with its
+    history; other records as they are."""
+    if records and is_conversation(records[0]):
+        return [row for _, row in conversation_rows(enumerate(records))]
+    if is_flat_turns(dict.fromkeys(k for r in records for k in r)):
+        return flat_turn_records(records)
+    return records
+
+
+def _read_any(data: Any) -> tuple[list[dict[str, Any]], str]:
+    """The records of any supported input, as the input holds them."""
     if isinstance(data, (str, os.PathLike)):
         return _records_from_path(data)
     if isinstance(data, list):
@@ -107,7 +133,7 @@ HUB = "hf://"  # the only way to name a dataset on the Hugging Face hub
 def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], str]:
     text = os.fspath(path)
     if isinstance(text, str) and text.startswith(HUB):
-        return read_records(dataset_of_hub(text))[0], text
+        return _read_any(dataset_of_hub(text))[0], text
     p, kind = checked_path(text)
     try:
         if kind == "json":
@@ -117,7 +143,7 @@ def _records_from_path(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any
 
             frame = pandas.read_csv(p, keep_default_na=False, dtype=str)
             return frame.to_dict(orient="records"), str(p)
-        return read_records(dataset_of_file(p, kind))[0], str(p)
+        return _read_any(dataset_of_file(p, kind))[0], str(p)
     except InputFormatError:
         raise
     except Exception as exc:  # the readers' own errors: not parseable, not found
@@ -520,6 +546,7 @@ def load_rows(
 ) -> tuple[list[Row], dict[str, str], str]:
     """(rows, field -> column used, source description); bad rows carry their error."""
     records, source = read_records(data)
+    records = as_turn_records(records)
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map, source)
@@ -545,12 +572,17 @@ def build_rows(
                 Row(number, error=app_failure(failure), **_identity_of(record, columns, number))
             )
             continue
+        unreadable = record.get(CONVERSATION_ERROR)
+        if isinstance(unreadable, str):
+            rows.append(Row(number, error=unreadable, **_identity_of(record, columns, number)))
+            continue
         try:
             get = {fld: record.get(col) for fld, col in columns.items()}
             if "retrieved_ids" in columns and get["retrieved_ids"] is not None:
                 row.retrieved_ids = _list_of_str(get["retrieved_ids"], "retrieved_ids")
             if "relevance" in columns and get["relevance"] is not None:
                 row.relevance = parse_relevance(get["relevance"])
+            place = _place_in_conversation(get)
             row.sample = Sample.create(
                 get.get("question"),
                 _text(get.get("answer"), "answer"),
@@ -558,6 +590,7 @@ def build_rows(
                 _text(get.get("ground_truth"), "ground_truth"),
                 get.get("id") if get.get("id") is not None else number,
                 {k: v for k, v in record.items() if k not in used},
+                **place,
             )
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             row.error = str(exc) or type(exc).__name__  # InputFormatError is a ValueError
@@ -569,6 +602,47 @@ def build_rows(
             row = Row(number, error=broken)
         rows.append(row)
     return rows
+
+
+def _place_in_conversation(get: Mapping[str, Any]) -> dict[str, Any]:
+    """A turn's history, position and conversation as `Sample.create` takes them; none for
+    a row that is no conversation's turn (no conversation_id and turn)."""
+    cid, turn = get.get("conversation_id"), get.get("turn")
+    if cid is None or turn is None:
+        if get.get("history") is not None:
+            raise ValueError("history is read only with conversation_id and turn")
+        return {}
+    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
+        raise ValueError(f"turn must be a positive integer, got {turn!r}")
+    if isinstance(cid, bool) or not isinstance(cid, (str, int)) or not str(cid).strip():
+        raise ValueError(f"conversation_id must be a string or an integer, got {cid!r}")
+    return {
+        "history": parse_history(get.get("history")),
+        "turn": turn,
+        "conversation_id": str(cid),
+    }
+
+
+def parse_history(value: Any) -> list[Message]:
+    """A turn's `history` (a list of messages with role, content, turn and, for the
+    assistant's, contexts) as Messages; a ValueError says what is wrong."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("history must be a list of messages")
+    messages = []
+    for index, item in enumerate(value):
+        where = f"history message {index + 1}"
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{where} must be an object with role, content and turn")
+        role, content, turn = item.get("role"), item.get("content"), item.get("turn")
+        if role not in ROLES or not isinstance(content, str):
+            raise ValueError(f"{where} needs a role ({', '.join(ROLES)}) and a text content")
+        if isinstance(turn, bool) or not isinstance(turn, int):
+            raise ValueError(f"{where} needs its turn, a positive integer")
+        contexts = _list_of_str(item.get("contexts"), f"{where}'s contexts")
+        messages.append(Message(role, content, turn, tuple(contexts)))
+    return messages
 
 
 def _identity_of(

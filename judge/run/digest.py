@@ -30,13 +30,22 @@ def row_hash(row: Row) -> str:
 def _sample_fields(sample: Sample) -> dict[str, Any]:
     """dataclasses.asdict(sample), without its deep copy when the fields hold plain text
     (extra columns may hold anything: they take the copy, which also turns dataclasses
-    inside them into dicts)."""
+    inside them into dicts). A sample that is no conversation's turn is hashed without the
+    turn fields, so its hash is what it was before conversations existed."""
     if sample.extra:
-        return dataclasses.asdict(sample)
-    return {name: getattr(sample, name) for name in _SAMPLE_FIELDS}
+        fields = dataclasses.asdict(sample)
+    else:
+        fields = {name: getattr(sample, name) for name in _SAMPLE_FIELDS}
+        if sample.history:
+            fields["history"] = [dataclasses.asdict(m) for m in sample.history]
+    if not sample.in_conversation:
+        for name in _TURN_FIELDS:
+            del fields[name]
+    return fields
 
 
 _SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
+_TURN_FIELDS = ("history", "turn", "conversation_id")
 
 
 class DataDigest:

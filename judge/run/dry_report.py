@@ -11,6 +11,7 @@ from typing import Any
 from judge.formatting import counted
 from judge.metrics.custom import MISSING_FIELD
 from judge.metrics.registry import EMPTY_ANSWER, NO_CONTEXTS, NO_GROUND_TRUTH
+from judge.metrics.tools import NO_EXPECTED_TOOLS
 from judge.run.data import COLUMNS
 from judge.run.estimate import ASSUMPTIONS, Estimate
 from judge.run.local import NO_RELEVANCE_JUDGMENTS, ROW_ERROR
@@ -29,6 +30,7 @@ WANTED_FIELDS = {
     NO_CONTEXTS: "contexts",
     NO_GROUND_TRUTH: "ground_truth",
     NO_RELEVANCE_JUDGMENTS: "relevance",
+    NO_EXPECTED_TOOLS: "expected_tools",
     MISSING_FIELD: "",
 }
 
@@ -255,6 +257,13 @@ def _lacking(field: str, columns: Mapping[str, str], present: Sequence[str]) -> 
     empty."""
     if not field:
         return "a column the metric's prompt reads is empty"
+    if field == "expected_tools":  # read from the row's own columns, not mapped
+        if field in present:
+            return "expected_tools (column 'expected_tools') is empty"
+        return (
+            f"no expected_tools column (columns: {', '.join(present) or 'none'}): give each row "
+            "its expected_tools, [{name, arguments}], beside its tools_called"
+        )
     if field in columns:
         return f"{field} (column {columns[field]!r}) is empty"
     return COLUMNS.no_column(field, present)

@@ -27,6 +27,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from judge.conversations import (
+    CONVERSATION_KEYS,
+    conversation_rows,
+    flat_turn_records,
+    is_conversation,
+    is_flat_turns,
+)
 from judge.errors import InputFormatError
 from judge.lines import universal_lines
 from judge.run.data import (
@@ -324,6 +331,81 @@ class ParquetRecords(FileRecords):
             raise self._cannot(exc) from exc
 
 
+class ConversationRecords(Records):
+    """The turns of an input whose records are conversations (`judge.conversations`): one
+    record per assistant turn, numbered on across conversations. A shard reads every
+    conversation (its rows' numbers are known only once the conversations before are
+    read) and builds only its turns."""
+
+    def __init__(self, inner: Records):
+        self.inner = inner
+        self.source = inner.source
+
+    def scan(self) -> tuple[list[str], int]:
+        """Every turn record's names, and the turns counted."""
+        self.inner.scan()  # refuses an unreadable input as before, and keeps its identity
+        names: dict[str, None] = {}
+        count = 0
+        for _, record in conversation_rows(self.inner.read()):
+            names.update(dict.fromkeys(record))
+            count += 1
+        return list(names), count
+
+    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The turn records the shard holds."""
+        for number, record in conversation_rows(self.inner.read()):
+            if _held(shard, number):
+                yield number, record
+
+    def identity(self) -> str | None:
+        """The identity of the input the conversations are read from."""
+        return self.inner.identity()
+
+
+class FlatTurnRecords(Records):
+    """The rows of a table whose rows are turns (conversation_id and turn columns), each
+    with its history from the earlier turns of its conversation: the table is held whole,
+    since a turn's earlier turns may be anywhere in it."""
+
+    def __init__(self, inner: Records):
+        self.inner = inner
+        self.source = inner.source
+        self._rows: list[dict[str, Any]] | None = None
+
+    def _all(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self._rows = flat_turn_records([record for _, record in self.inner.read()])
+        return self._rows
+
+    def scan(self) -> tuple[list[str], int]:
+        """The table's names and `history`, and its rows."""
+        names, count = self.inner.scan()
+        return [*names, "history"], count
+
+    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each row with its history, those the shard holds."""
+        for number, record in enumerate(self._all()):
+            if _held(shard, number):
+                yield number, record
+
+    def identity(self) -> str | None:
+        """The identity of the table."""
+        return self.inner.identity()
+
+
+def as_conversations(records: Records, names: Sequence[str]) -> Records | None:
+    """The records as turns when the input holds conversations (its first record is one)
+    or is a flat table of turns (`names`, its column names, say so); else None."""
+    if is_flat_turns(names):
+        return FlatTurnRecords(records)
+    if not any(key in names for key in CONVERSATION_KEYS):  # no record can be one
+        return None
+    first = next(iter(records.read()), None)
+    if first is not None and is_conversation(first[1]):
+        return ConversationRecords(records)
+    return None
+
+
 def records_of(data: Any) -> Records:
     """The records of any input `load_rows` takes, not yet read; refused as `load_rows`
     refuses it (no such file, a type judge does not read, a DatasetDict)."""
@@ -434,6 +516,10 @@ def open_input(data: Any, column_map: Mapping[str, str] | None = None) -> InputR
     """
     records = records_of(data)
     names, count = records.scan()
+    turns = as_conversations(records, names) if count else None
+    if turns is not None:
+        records = turns
+        names, count = records.scan()
     if not count:
         raise InputFormatError(f"{records.source}: no rows to evaluate")
     columns = resolve_columns(names, column_map, records.source)
@@ -457,4 +543,8 @@ def reopen_input(
             f"{records.source} changed while the run was starting: its rows are not those "
             "the run was planned on; run the command again"
         )
-    return InputRows(records, columns, [], count)
+    turns = None
+    if "history" in columns:  # turns, of conversations or of a flat table: which, says a record
+        first = next(iter(records.read()), None)
+        turns = as_conversations(records, list(first[1]) if first else [])
+    return InputRows(turns or records, columns, [], count)

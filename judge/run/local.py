@@ -17,8 +17,10 @@ from judge import ir
 from judge.aio import gather_or_cancel
 from judge.llm.judge import Judge
 from judge.llm.session import LLMSession
+from judge.metrics.judgments import Conversations
 from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
+from judge.metrics.tools import TOOL_METRICS, parse_tool_calls, score_tool_calls
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row
 from judge.run.digest import DataDigest, row_hash
@@ -34,6 +36,7 @@ from judge.run.score import score_sample
 # without relevance judgments.
 ROW_ERROR = "row_error"
 NO_RELEVANCE_JUDGMENTS = "no_relevance_judgments"
+INVALID_TOOL_CALLS = "invalid_tool_calls"  # tools_called or expected_tools is no list of calls
 
 # Rows served from the cache finish without waiting, so a worker runs them back to back;
 # it lets the loop turn this often, so the requests of other rows and the progress go on.
@@ -116,12 +119,16 @@ async def execute(
         if (row.number, input_hash) not in done
     )
 
+    conversations = Conversations()
+
     async def worker() -> None:
         # A fixed pool of workers takes rows one by one: a task per row would hold a
         # coroutine for each of 100,000 rows at once.
         turn = time.monotonic() + TURN_SECONDS
         for row, input_hash in pending:
-            record = await evaluate_row(row, judged, retrieval, session, plan.prompts)
+            record = await evaluate_row(
+                row, judged, retrieval, session, plan.prompts, conversations
+            )
             at = place(row.number)
             tally.add(record, at=at)
             line = spill.encode(row.number, input_hash, record)
@@ -223,7 +230,15 @@ def _result_row(row: Row) -> ResultRow:
     if s is None:
         return ResultRow(row.number, row.id, row.question, error=row.error)
     return ResultRow(
-        row.number, s.id, s.question, s.answer, list(s.contexts), s.ground_truth, row.error
+        row.number,
+        s.id,
+        s.question,
+        s.answer,
+        list(s.contexts),
+        s.ground_truth,
+        row.error,
+        conversation_id=s.conversation_id,
+        turn=s.turn,
     )
 
 
@@ -233,9 +248,11 @@ async def evaluate_row(
     retrieval: list[str],
     session: Judge | None,
     prompts: Mapping[str, Prompt] | None = None,
+    conversations: Conversations | None = None,
 ) -> ResultRow:
     """One input row judged and scored: the row `judge eval` writes to results.jsonl, with
-    the run's built-in prompts (`load_prompts()`; else read when used)."""
+    the run's built-in prompts (`load_prompts()`; else read when used) and, for the turns
+    of conversations, the run's shared judgments of earlier turns (`conversations`)."""
     record = _result_row(row)
     names = [m.name for m in judged] + retrieval
     if row.sample is None:
@@ -243,14 +260,40 @@ async def evaluate_row(
         record.reasons = dict.fromkeys(names, ROW_ERROR)
         return record
     if session and judged:
-        result = await score_sample(row.sample, judged, session, prompts=prompts)
+        result = await score_sample(
+            row.sample, judged, session, prompts=prompts, conversations=conversations
+        )
         record.scores = dict(result.scores)
         record.reasons = dict(result.reasons)
         record.errors, record.evidence, record.usage = result.errors, result.evidence, result.usage
-    if retrieval:
-        scores = retrieval_scores(row, retrieval)
+    ranked = [name for name in retrieval if name not in TOOL_METRICS]
+    if ranked:
+        scores = retrieval_scores(row, ranked)
         record.scores.update(scores)
         for name, value in scores.items():
             if math.isnan(value):
                 record.reasons[name] = NO_RELEVANCE_JUDGMENTS
+    tools = [name for name in retrieval if name in TOOL_METRICS]
+    if tools:
+        scores, reasons = tool_scores(row, tools)
+        record.scores.update(scores)
+        record.reasons.update(reasons)
     return record
+
+
+def tool_scores(row: Row, names: list[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """The tool-call metrics of one row, from its `tools_called` (DeepEval's name) and
+    `expected_tools` columns, and the reasons of those that are NaN; a column that is no
+    list of calls scores NaN (`invalid_tool_calls`), the row's other metrics kept."""
+    assert row.sample is not None
+    extra = row.sample.extra
+    try:
+        called = parse_tool_calls(extra.get("tools_called"), "tools_called")
+        expected = parse_tool_calls(extra.get("expected_tools"), "expected_tools", strict=True)
+    except ValueError:
+        return dict.fromkeys(names, math.nan), dict.fromkeys(names, INVALID_TOOL_CALLS)
+    result = score_tool_calls(called, expected)
+    return (
+        {name: result.scores[name] for name in names},
+        {name: result.reasons[name] for name in names if name in result.reasons},
+    )

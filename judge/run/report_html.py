@@ -86,6 +86,29 @@ def _summary_table(result: ResultView) -> str:
     return (
         "<table><tr><th>metric</th><th>mean</th><th>95% bootstrap CI</th><th>scored</th>"
         "<th>NaN (reason: rows)</th><th>errors</th></tr>" + "".join(rows) + "</table>"
+    ) + _turns_html(result)
+
+
+def _turns_html(result: ResultView) -> str:
+    """For a run of conversations' turns: how the intervals resampled, and each metric's
+    mean by turn position; '' for other runs (their report is as it was)."""
+    resampling = result.tally.resampling()
+    positions = result.tally.by_turn(result.metrics)
+    if resampling.unit != "conversation" or not positions:
+        return ""
+    head = "".join(f"<th>turn {p.position}</th>" for p in positions)
+    counts = "".join(f"<td class=n>{p.turns}</td>" for p in positions)
+    rows = "".join(
+        f"<tr><td><code>{escape(m)}</code></td>"
+        + "".join(f"<td class=n>{number(p.means[m])}</td>" for p in positions)
+        + "</tr>"
+        for m in result.metrics
+    )
+    return (
+        f"<p class=small>95% CI {escape(str(resampling))}: the turns of one conversation are "
+        "not independent.</p><h3>Mean by turn position</h3><p class=small>Position k holds "
+        "each conversation's k-th judged turn (its turns in order of <code>turn</code>).</p>"
+        f"<table><tr><th>metric</th>{head}</tr><tr><td>turns</td>{counts}</tr>{rows}</table>"
     )
 
 

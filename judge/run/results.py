@@ -98,10 +98,13 @@ class EvaluationResult:
         return [self.rows[i] for i in self._tally.worst(limit)]
 
     def summary_dict(self) -> dict[str, Any]:
-        """The summary as plain JSON-able data (NaN as null)."""
+        """The summary as plain JSON-able data (NaN as null). A run whose rows are turns of
+        conversations also has `resampled` (the intervals resampled conversations) and
+        `by_turn` (each metric's mean by turn position); other runs' are as they were."""
         return nan_to_null(  # type: ignore[no-any-return]
             {
                 "metrics": {m: asdict(s) for m, s in self.summary.items()},
+                **self._conversation_summary(),
                 "rows": len(self.rows),
                 "rows_with_errors": self.rows_with_errors,
                 "judge_errors": {
@@ -113,6 +116,16 @@ class EvaluationResult:
                 "config": self.config.as_json(),
             }
         )
+
+    def _conversation_summary(self) -> dict[str, Any]:
+        """summary.json's `resampled` and `by_turn`, for a run of conversations' turns."""
+        resampling = self._tally.resampling()
+        if resampling.unit != "conversation":
+            return {}
+        return {
+            "resampled": resampling.to_json(),
+            "by_turn": [t.to_json() for t in self._tally.by_turn(self.metrics)],
+        }
 
     def flat_rows(self) -> list[dict[str, Any]]:
         """One flat record per row: inputs, a column per metric (NaN when undefined), reasons."""
@@ -226,4 +239,25 @@ class EvaluationResult:
             ci = MISSING if math.isnan(s.ci_low) else f"[{s.ci_low:.3f}, {s.ci_high:.3f}]"
             nan = ", ".join(f"{k} {v}" for k, v in s.nan.items()) or MISSING
             lines.append(f"{s.metric:<22} {mean:>7} {ci:>17} {s.scored:>7} {s.errored:>7}  {nan}")
+        resampling = self._tally.resampling()
+        if resampling.unit == "conversation":
+            lines += ["", f"95% CI {resampling}.", "", *self.turn_table()]
         return "\n".join(lines)
+
+    def turn_table(self) -> list[str]:
+        """Each metric's mean by turn position, as lines of text; [] unless the rows are
+        turns of conversations. Position k holds each conversation's k-th judged turn
+        (its turns ranked by `turn`)."""
+        positions = self._tally.by_turn(self.metrics)
+        if not positions:
+            return []
+        cells = [f"{'turn ' + str(p.position):>8}" for p in positions]
+        lines = [
+            "mean by turn position (each conversation's turns in order of `turn`)",
+            f"{'metric':<22} " + " ".join(cells),
+            f"{'turns':<22} " + " ".join(f"{p.turns:>8}" for p in positions),
+        ]
+        for metric in self.metrics:
+            means = " ".join(f"{number(p.means[metric]):>8}" for p in positions)
+            lines.append(f"{metric:<22} {means}")
+        return lines

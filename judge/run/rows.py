@@ -17,7 +17,7 @@ import numpy as np
 
 from judge.json_values import dumps_nan_as_null, nan_to_null
 from judge.metrics.registry import JUDGE_ERROR
-from judge.stats import bootstrap_cis
+from judge.stats import bootstrap_cis, cluster_bootstrap_cis
 
 
 def _score_json(value: float | None) -> float | None:
@@ -26,6 +26,10 @@ def _score_json(value: float | None) -> float | None:
         return None
     number = float(value)
     return None if number != number else number
+
+
+# Fields written only for a conversation's turns.
+_TURN_FIELDS = ("conversation_id", "turn")
 
 
 @dataclass
@@ -45,6 +49,9 @@ class ResultRow:
         errors: metric -> the message of the judge failure behind a `judge_error`.
         evidence: the judgments behind the scores (claims, verdicts, grades, replies).
         usage: requests, cache hits, tokens and cost of this row.
+        conversation_id: the conversation an assistant turn belongs to (None for a row that
+            is not a turn of one); turns of one conversation are resampled together.
+        turn: the turn's 1-based position among the conversation's messages.
     """
 
     row: int
@@ -59,6 +66,8 @@ class ResultRow:
     errors: dict[str, str] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
+    conversation_id: str | None = None
+    turn: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -81,6 +90,10 @@ class ResultRow:
         # Not dataclasses.asdict: it deep-copies every leaf of the evidence, which cost
         # more than judging a cached row.
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        # A row that is no conversation's turn is written as before conversations existed.
+        for name in _TURN_FIELDS:
+            if data[name] is None:
+                del data[name]
         data["scores"] = {m: _score_json(v) for m, v in self.scores.items()}
         return data
 
@@ -106,8 +119,52 @@ class MetricSummary:
     errored: int  # rows whose judge failed or whose input was bad
 
 
+@dataclass(frozen=True)
+class TurnSummary:
+    """The turns at one position of their conversations (1: each conversation's first judged
+    assistant turn), with each metric's mean over them (NaN when none was scored)."""
+
+    position: int
+    turns: int
+    means: dict[str, float]
+    scored: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """The position as summary.json's `by_turn` records it (NaN as null)."""
+        return nan_to_null(  # type: ignore[no-any-return]
+            {
+                "position": self.position,
+                "turns": self.turns,
+                "metrics": {
+                    m: {"mean": self.means[m], "scored": self.scored[m]} for m in self.means
+                },
+            }
+        )
+
+
 # Rows taken at once by `RowTally.worst`: bounds its arrays to a few MiB.
 WORST_CHUNK = 1 << 16
+# A row's place in the tally's per-row conversation numbers and turns when it is no turn.
+NO_TURN = -1
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """What the bootstrap resampled: "row", or "conversation" (whole conversations, each
+    row that is no conversation's turn counted as one of its own) with their numbers."""
+
+    unit: str
+    units: int  # rows, or conversations
+    rows: int
+
+    def __str__(self) -> str:
+        if self.unit == "row":
+            return f"resampled by row ({self.rows} rows)"
+        return f"resampled by conversation ({self.units} conversations, {self.rows} turns)"
+
+    def to_json(self) -> dict[str, Any]:
+        """The resampling as summary.json records it."""
+        return {"unit": self.unit, "conversations": self.units, "turns": self.rows}
 
 
 class RowTally:
@@ -131,6 +188,12 @@ class RowTally:
         # per row: 1 when its input was bad or a judge failed (ResultRow.failed), else 0
         self.row_failed = array("b", [0]) * (size or 0)
         self._sized = size is not None
+        self._size = size or 0
+        # Only when a row is a conversation's turn: per row the conversation's number
+        # (NO_TURN for a row that is none; 4 bytes a row, the ids once each) and its turn.
+        self._conversation_ids: dict[str, int] = {}
+        self._conversation: array[int] | None = None
+        self._turn: array[int] | None = None
 
     def add(self, row: ResultRow, at: int | None = None) -> None:
         """Count one row: the next one, or the one at position `at` of a sized tally."""
@@ -154,10 +217,50 @@ class RowTally:
                 self.errored[metric] += 1
             else:
                 self.nan[metric][reason] += 1
+        position = len(self.row_failed) if at is None else at
         if at is None:
             self.row_failed.append(row.failed)
         else:
             self.row_failed[at] = row.failed
+        if row.conversation_id is not None or self._conversation is not None:
+            self._add_turn(row, position)
+
+    def _add_turn(self, row: ResultRow, position: int) -> None:
+        """Record the row's conversation and turn, once any row is a conversation's turn."""
+        if self._conversation is None or self._turn is None:
+            # The first turn: the rows before it (or all, in a sized tally) are no turns.
+            length = self._size if self._sized else position
+            self._conversation = array("i", [NO_TURN]) * length
+            self._turn = array("i", [NO_TURN]) * length
+        number, turn = NO_TURN, NO_TURN
+        if row.conversation_id is not None:
+            key = str(row.conversation_id)
+            number = self._conversation_ids.setdefault(key, len(self._conversation_ids))
+            # only orders a conversation's turns: one a 4-byte slot cannot hold orders first
+            turn = row.turn if isinstance(row.turn, int) and 0 <= row.turn < 2**31 else NO_TURN
+        if self._sized:
+            self._conversation[position] = number
+            self._turn[position] = turn
+        else:
+            self._conversation.append(number)
+            self._turn.append(turn)
+
+    @property
+    def conversations(self) -> int:
+        """How many conversations the rows' turns belong to (0: no row is a turn)."""
+        return len(self._conversation_ids)
+
+    def clusters(self) -> np.ndarray | None:
+        """The resampling unit of each row: a number per conversation, and one of its own
+        for each row that is no turn, numbered 0, 1, ... in order of their first row (so the
+        numbers do not depend on the order the rows were added, nor on shards); None when
+        no row is a conversation's turn (rows are resampled)."""
+        if self._conversation is None:
+            return None
+        conversation = np.frombuffer(self._conversation, dtype=np.int32).astype(np.int64)
+        rows = np.arange(conversation.size, dtype=np.int64)
+        keys = np.where(conversation >= 0, conversation, self.conversations + rows)
+        return _first_seen_order(keys)
 
     def to_json(self) -> dict[str, Any]:
         """The tally as JSON data (NaN scores as null), for `interleave`."""
@@ -171,6 +274,16 @@ class RowTally:
             "nan": {m: dict(counts) for m, counts in self.nan.items()},
             "scores": {m: [None if v != v else v for v in a] for m, a in self._scores.items()},
             "row_failed": list(self.row_failed),
+            # a conversation run's only: the runs before conversations wrote the same bytes
+            **(
+                {
+                    "conversation_ids": list(self._conversation_ids),
+                    "conversation": list(self._conversation),
+                    "turn": list(self._turn),
+                }
+                if self._conversation is not None and self._turn is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -203,8 +316,33 @@ class RowTally:
             if len(flags) != rows:
                 raise ValueError(f"{len(flags)} row flags where {rows} rows were tallied")
             merged.row_failed[i :: len(parts)] = array("b", flags)
+        if any("conversation_ids" in part for part in parts):
+            merged._interleave_turns(parts)
         merged._sized = False  # complete: add() appends after it, as to an unsized tally
         return merged
+
+    def _interleave_turns(self, parts: Sequence[Mapping[str, Any]]) -> None:
+        """The conversations and turns of interleaved parts, their numbers made one (a
+        conversation's turns are dealt to several shards)."""
+        size = self._size
+        self._conversation = array("i", [NO_TURN]) * size
+        self._turn = array("i", [NO_TURN]) * size
+        for i, part in enumerate(parts):
+            rows = int(part["rows"])
+            ids = [str(c) for c in part.get("conversation_ids", [])]
+            numbers = [int(c) for c in part.get("conversation", [NO_TURN] * rows)]
+            turns = [int(t) for t in part.get("turn", [NO_TURN] * rows)]
+            if len(numbers) != rows or len(turns) != rows:
+                raise ValueError(f"tally {i + 1}: conversations of other rows than its {rows}")
+            merged = [
+                self._conversation_ids.setdefault(c, len(self._conversation_ids)) for c in ids
+            ]
+            if any(not NO_TURN <= n < len(ids) for n in numbers):
+                raise ValueError(f"tally {i + 1}: a conversation number it names no id for")
+            self._conversation[i :: len(parts)] = array(
+                "i", [NO_TURN if n == NO_TURN else merged[n] for n in numbers]
+            )
+            self._turn[i :: len(parts)] = array("i", turns)
 
     def worst(self, limit: int = 10) -> list[int]:
         """The numbers of the worst rows, at most `limit` (see WORST_ORDER): rows that
@@ -248,10 +386,68 @@ class RowTally:
         """Mean, bootstrap interval, counts of one metric."""
         return self.summaries([metric])[metric]
 
+    def resampling(self) -> Resampling:
+        """What the bootstrap of the summaries resamples: rows, or conversations."""
+        clusters = self.clusters()
+        if clusters is None:
+            return Resampling("row", self.rows, self.rows)
+        return Resampling("conversation", int(clusters.max(initial=-1)) + 1, self.rows)
+
+    def turn_positions(self) -> np.ndarray | None:
+        """Each row's position among its conversation's turns here, from 1 (the
+        conversation's 1st judged turn, 2nd, ...: ranked by `turn`, then by row), 0 for a row
+        that is no turn; None when no row is a conversation's turn."""
+        if self._conversation is None or self._turn is None:
+            return None
+        conversation = np.frombuffer(self._conversation, dtype=np.int32)
+        turn = np.frombuffer(self._turn, dtype=np.int32)
+        rows = np.arange(conversation.size)
+        order = np.lexsort((rows, turn, conversation))  # by conversation, then turn, then row
+        ordered = conversation[order]
+        starts = np.r_[True, ordered[1:] != ordered[:-1]] if ordered.size else ordered.astype(bool)
+        first = np.maximum.accumulate(np.where(starts, np.arange(ordered.size), 0))
+        positions = np.zeros(conversation.size, dtype=np.int64)
+        positions[order] = np.arange(ordered.size) - first + 1
+        positions[conversation == NO_TURN] = 0
+        return positions
+
+    def by_turn(self, metrics: Sequence[str]) -> list[TurnSummary]:
+        """Each metric's mean by turn position (see `turn_positions`): one entry per
+        position that some conversation reaches, in order; [] when no row is a turn."""
+        positions = self.turn_positions()
+        if positions is None or not positions.size or positions.max() < 1:
+            return []
+        last = int(positions.max())
+        turns = np.bincount(positions, minlength=last + 1)
+        out = [TurnSummary(p, int(turns[p]), {}, {}) for p in range(1, last + 1)]
+        for metric in metrics:
+            scores = np.frombuffer(self._scores[metric], dtype=np.float64)
+            defined = ~np.isnan(scores) & (positions > 0)
+            counts = np.bincount(positions[defined], minlength=last + 1)
+            sums = np.bincount(positions[defined], weights=scores[defined], minlength=last + 1)
+            for entry in out:
+                scored = int(counts[entry.position])
+                entry.scored[metric] = scored
+                entry.means[metric] = float(sums[entry.position] / scored) if scored else math.nan
+        return out
+
     def summaries(self, metrics: Sequence[str]) -> dict[str, MetricSummary]:
-        """The summaries of several metrics, their bootstraps sharing draws (same numbers)."""
+        """The summaries of several metrics, their bootstraps sharing draws (same numbers).
+
+        When rows are turns of conversations the intervals resample conversations
+        (`judge.stats.cluster_bootstrap_cis`), each row that is no turn as a conversation
+        of its own; else rows, as they always did."""
         columns = [self.defined(m) for m in metrics]
-        intervals = bootstrap_cis(columns)
+        clusters = self.clusters()
+        if clusters is None:
+            intervals = bootstrap_cis(columns)
+        else:
+            groups = []
+            for metric in metrics:
+                scores = np.frombuffer(self._scores[metric], dtype=np.float64)
+                # numbered again among the rows this metric scored, in the same order
+                groups.append(_first_seen_order(clusters[~np.isnan(scores)]))
+            intervals = cluster_bootstrap_cis(columns, groups)
         return {
             metric: MetricSummary(
                 metric=metric,
@@ -264,6 +460,16 @@ class RowTally:
             )
             for metric, values, (low, high) in zip(metrics, columns, intervals, strict=True)
         }
+
+
+def _first_seen_order(keys: np.ndarray) -> np.ndarray:
+    """Each key's number among the distinct keys, numbered in order of first occurrence."""
+    if not keys.size:
+        return np.zeros(0, dtype=np.int64)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse.reshape(-1)]
 
 
 def _floats(values: Sequence[Any], size: int) -> array[float]:

@@ -17,7 +17,7 @@ from judge.llm.config import LLM, Embeddings
 from judge.llm.judge import Judge
 from judge.llm.session import LLMSession
 from judge.llm.usage import UsageLedger
-from judge.metrics.judgments import SampleJudgments
+from judge.metrics.judgments import Conversations, SampleJudgments
 from judge.metrics.prompts import Prompt
 from judge.metrics.registry import JUDGE_ERROR, Metric, MetricScore
 from judge.metrics.resolve import MetricLike, resolve_metrics
@@ -86,6 +86,7 @@ async def score_sample(
     *,
     reverse_n: int = 3,
     prompts: Mapping[str, Prompt] | None = None,
+    conversations: Conversations | None = None,
 ) -> SampleResult:
     """Compute metrics on one sample; a failing judge gives NaN with its error, not a crash,
     except a configuration error (`LLMConfigError`), which is raised. `prompts` are the
@@ -101,6 +102,8 @@ async def score_sample(
         ledger=usage,
         prompts=prompts or {},
     )
+    if conversations is not None and sample.conversation_id is not None:
+        judgments.earlier = conversations.of(sample.conversation_id)
 
     async def one(metric: Metric) -> MetricScore:
         try:

@@ -90,6 +90,13 @@ def _stand_in(prompt: str, blocks: Mapping[str, Any], output: type[M]) -> M:
                 for i in range(len(blocks.get("checks") or []))
             ]
         }
+    elif prompt == "retention":
+        reply = {
+            "verdicts": [
+                {"statement": i, "reason": STAND_IN_REASON, "verdict": "kept"}
+                for i in range(len(blocks.get("earlier") or []))
+            ]
+        }
     else:
         raise JudgeError(NO_STAND_IN)
     try:

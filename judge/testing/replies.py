@@ -135,6 +135,7 @@ _JUDGES = {
     "You judge how usef": "grade",
     "You pick, from ret": "sentences",
     "You check citation": "citations",
+    "You check whether": "retention",
 }
 
 
@@ -166,7 +167,8 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     Sentences are claims; a claim is supported by the first context holding all its words;
     a context's grade grows with the question words it shares (a sentence is needed when it
     shares two); the reverse questions are the answer's first sentences. Deterministic, so
-    tests and benchmarks can rely on it.
+    tests and benchmarks can rely on it. An earlier user message sharing a word with the
+    answer is kept by it (none is contradicted).
     """
     messages = body.get("messages") or [{}]
     system = message_text(messages[0].get("content"))
@@ -230,6 +232,21 @@ def heuristic_judge(body: dict[str, Any]) -> str:
                 }
             )
         return json.dumps({"checks": answers})
+    if kind == "retention":
+        earlier, answer = _block(user, "earlier"), _words(_block(user, "answer"))
+        return json.dumps(
+            {
+                "verdicts": [
+                    {
+                        "statement": i,
+                        "reason": "shares words with the answer" if shared else "not touched",
+                        "verdict": "kept" if shared else "unrelated",
+                    }
+                    for i, said in enumerate(earlier)
+                    for shared in [bool(_words(said) & answer)]
+                ]
+            }
+        )
     raise FakeHTTPError(400, "not one of judge's built-in prompts")
 
 

@@ -1,9 +1,10 @@
 """Trace files read into `judge eval` rows, streamed: the selection of traces (`since`,
 traces judged before, a sample stratified by day) and the files `judge traces extract`
-writes (rows.jsonl, skipped.jsonl, TREC runs).
+writes (rows.jsonl, skipped.jsonl, TREC runs); or, by session, into conversations.
 
 The Python twin of `judge traces extract` is `read_rows` (rows as dicts, to pass to
-`judge.evaluate`) and `extract` (the files).
+`judge.evaluate`), `read_sessions` (`--sessions`: conversations as dicts) and `extract`
+(the files).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assembl
 from judge.traces.langfuse import is_langfuse, read_langfuse
 from judge.traces.otlp import is_otlp, read_requests
 from judge.traces.phoenix import is_phoenix, read_phoenix
-from judge.traces.rows import Skip, check_mapping, trace_row
+from judge.traces.rows import Skip, check_mapping, retriever_query, trace_row
+from judge.traces.sessions import Conversation, SessionSpool, too_long
 from judge.traces.spans import unix_ns
 
 PathLike = str | os.PathLike[str]
@@ -52,10 +54,19 @@ class ExtractSummary:
     before_since: int = 0
     judged_before: int = 0
     sampled_out: int = 0
+    # By session (`read_sessions`): the sessions written (`rows` then counts their
+    # turns), and the traces read twice that are one turn.
+    sessions: int | None = None
+    duplicate_traces: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON values."""
-        return {
+        by_session = (
+            {}
+            if self.sessions is None
+            else {"sessions": self.sessions, "duplicate_traces": self.duplicate_traces}
+        )
+        return by_session | {
             "spans": self.spans,
             "late_spans": self.late_spans,
             "duplicate_spans": self.duplicate_spans,
@@ -69,10 +80,12 @@ class ExtractSummary:
 
     def lines(self) -> list[str]:
         """The summary as sentences, one per count that is not zero."""
-        out = [
-            f"{counted(self.traces, 'trace')} ({counted(self.spans, 'span')}) read: "
-            f"{counted(self.rows, 'row')}"
-        ]
+        written = (
+            counted(self.rows, "row")
+            if self.sessions is None
+            else f"{counted(self.rows, 'turn')} in {counted(self.sessions, 'session')}"
+        )
+        out = [f"{counted(self.traces, 'trace')} ({counted(self.spans, 'span')}) read: {written}"]
         if self.skipped:
             reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items()))
             out.append(f"{counted(sum(self.skipped.values()), 'trace')} skipped ({reasons})")
@@ -86,6 +99,11 @@ class ExtractSummary:
             out.append(
                 f"{counted(self.duplicate_spans, 'span')} read twice (a span id already read "
                 "in its trace: a collector's retry, or a file given twice), used once"
+            )
+        if self.duplicate_traces:
+            out.append(
+                f"{counted(self.duplicate_traces, 'trace')} read twice (a trace id already "
+                "read: a file given twice), one turn"
             )
         if self.late_spans:
             out.append(
@@ -133,7 +151,8 @@ def judged_files(paths: Iterable[PathLike]) -> list[Path]:
 
 def judged_ids(paths: Iterable[PathLike]) -> set[str]:
     """The trace ids judged before: the `trace_id` (else `id`) of every line of rows.jsonl
-    or results.jsonl files, or of the results.jsonl in a `judge eval` output folder."""
+    or results.jsonl files, or of the results.jsonl in a `judge eval` output folder; of a
+    conversation's line (`--sessions`), the `trace_id` of each of its turns."""
     ids: set[str] = set()
     for path in judged_files(paths):
         with open(path, "rb") as handle:
@@ -150,9 +169,17 @@ def judged_ids(paths: Iterable[PathLike]) -> set[str]:
                     raise InputFormatError(
                         f"not JSON ({exc})", path=str(path), line=number
                     ) from None
-                value = (
-                    record.get("trace_id") or record.get("id") if isinstance(record, dict) else None
-                )
+                if not isinstance(record, dict):
+                    continue
+                turns = record.get("turns")
+                if isinstance(turns, list):  # a conversation (--sessions): its turns' traces
+                    ids.update(
+                        str(turn["trace_id"])
+                        for turn in turns
+                        if isinstance(turn, dict) and turn.get("trace_id") is not None
+                    )
+                    continue
+                value = record.get("trace_id") or record.get("id")
                 if value is not None:
                     ids.add(str(value))
     return ids
@@ -262,6 +289,7 @@ def read_rows(
     linger: int = DEFAULT_LINGER,
     on_skip: Callable[[Skip], None] | None = None,
     summary: ExtractSummary | None = None,
+    query: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The rows of trace files, one per trace, streamed: a `judge eval` input.
 
@@ -279,6 +307,8 @@ def read_rows(
         linger: spans read after a trace's root before the trace is complete.
         on_skip: called with each trace that gives no row, and why.
         summary: filled with the counts as the rows are read.
+        query: give each row the `query` its first retriever span was given, when that
+            is recorded and is not the question (`rows.retriever_query`).
     """
     path_list = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if source is not None and source not in SOURCES:
@@ -301,6 +331,10 @@ def read_rows(
             summary.judged_before += 1
             continue
         result = trace_row(trace.spans, root, checked)
+        if query and not isinstance(result, Skip):
+            found = retriever_query(trace.spans, result["question"])
+            if found is not None:
+                result["query"] = found
         if not isinstance(result, Skip):
             result = _unwritable(result) or result
         if isinstance(result, Skip) and trace.missing_parent is not None:
@@ -330,6 +364,88 @@ def read_rows(
         summary.rows = len(chosen)
         summary.sampled_out = sum(sampler.counts.values()) - len(chosen)
         yield from chosen
+
+
+def conversations(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    since: str | datetime | date | None = None,
+    judged: Iterable[str] = (),
+    sample: int | None = None,
+    seed: int = 0,
+    on_skip: Callable[[Skip], None] | None = None,
+    summary: ExtractSummary | None = None,
+    **options: Any,
+) -> Iterator[Conversation]:
+    """The sessions of trace files as conversations, each as its line (`read_sessions`)."""
+    since_ns = parse_since(since) if since is not None else None
+    judged_set = set(judged)
+    sampler = DaySample(sample, seed) if sample is not None else None
+    summary = summary if summary is not None else ExtractSummary()
+    summary.sessions = 0
+
+    def skipped(skip: Skip) -> None:
+        summary.skipped[skip.reason] += 1
+        if on_skip is not None:
+            on_skip(skip)
+
+    spool = SessionSpool()
+    try:
+        # Every trace is read: one judged before or started before `since` is a turn of
+        # its session's history, written when the session has a turn that is new.
+        for row in read_rows(paths, on_skip=on_skip, summary=summary, query=True, **options):
+            fresh = row["trace_id"] not in judged_set and (
+                since_ns is None or parse_since(row["start_time"]) >= since_ns
+            )
+            runs = (_ranking(row["retrieved_ids"]), retriever_ids(row))
+            skip = spool.add(row, fresh, runs)
+            if skip is not None:
+                skipped(skip)
+        summary.rows = 0
+        summary.duplicate_traces = spool.duplicates
+        chosen: set[str] | None = None
+        if sampler is not None:
+            for session, first, fresh in spool.sessions():
+                if fresh:
+                    sampler.add({"id": session, "start_time": first})
+            chosen = {item["id"] for item in sampler.rows()}
+        spool.keep(chosen)
+        for trace_id, session_fresh in spool.left_out():
+            if session_fresh:
+                summary.sampled_out += 1
+            elif trace_id in judged_set:
+                summary.judged_before += 1
+            else:
+                summary.before_since += 1
+        for conversation in spool.conversations():
+            skips = too_long(conversation)
+            for skip in skips:
+                skipped(skip)
+            if not skips:
+                summary.rows += len(conversation.traces)
+                summary.sessions += 1
+                yield conversation
+    finally:
+        spool.close()
+
+
+def read_sessions(paths: PathLike | Sequence[PathLike], **options: Any) -> Iterator[dict[str, Any]]:
+    """The conversations of trace files, one per session, as `judge traces extract
+    --sessions` writes them: {"id": session id, "turns": [{"role": "user", "content"},
+    {"role": "assistant", "content", "contexts", "retrieved_ids", "trace_id", "query"},
+    ...]}, each trace one turn (see `judge.traces.sessions`).
+
+    Args:
+        paths: trace files, as `read_rows` reads them.
+        **options: those of `read_rows`, by session: `since` keeps the sessions with a
+            turn that started at or after it, `judged` leaves out the sessions whose turns
+            were all judged before (a session kept has all its turns), `sample` keeps
+            that many sessions stratified by the day of their first turn. A trace without
+            a session id (or one with control characters) is a skip, as is a session
+            longer than the longest line judge reads (`JUDGE_MAX_LINE_MB`).
+    """
+    for conversation in conversations(paths, **options):
+        yield json.loads(conversation.line)
 
 
 def _unwritable(row: dict[str, Any]) -> Skip | None:
@@ -394,6 +510,7 @@ def extract(
     retriever_run: PathLike | None = None,
     skipped: PathLike | None = None,
     judged_from: Sequence[PathLike] = (),
+    sessions: bool = False,
     **options: Any,
 ) -> ExtractSummary:
     """Write the rows of trace files to `out` (JSONL), and optionally their TREC runs and
@@ -410,6 +527,8 @@ def extract(
             {"trace_id", "reason", "message"}.
         judged_from: the files or folders the `judged` ids were read from (`judged_ids`):
             no output may be one of them.
+        sessions: write conversations, one per session (`read_sessions`), instead of
+            rows; the runs and skips stay per trace (qid = the trace id of each turn).
         **options: those of `read_rows` (mapping, since, judged, sample, seed, ...).
 
     The files are written as `judge eval` writes its folder (`OutputFolder`): each folder
@@ -456,7 +575,17 @@ def extract(
             if skipped_out is not None:
                 skipped_out.write(json.dumps(skip.to_dict(), ensure_ascii=False) + "\n")
 
-        for row in read_rows(inputs, on_skip=on_skip, summary=summary, **options):
+        if sessions:
+            for conversation in conversations(inputs, on_skip=on_skip, summary=summary, **options):
+                rows_out.write(conversation.line + "\n")
+                for trace_id, generator, retriever in conversation.traces:
+                    if run_out is not None and generator:
+                        write_run_lines(run_out, trace_id, generator)
+                    if retriever_out is not None:
+                        write_run_lines(retriever_out, trace_id, retriever)
+        for row in (
+            () if sessions else read_rows(inputs, on_skip=on_skip, summary=summary, **options)
+        ):
             rows_out.write(json.dumps(row, ensure_ascii=False) + "\n")
             if run_out is not None and row["retrieved_ids"]:
                 write_run_lines(run_out, row["id"], row["retrieved_ids"])

@@ -275,3 +275,81 @@ def session_of(span: Span) -> str | None:
         if value is not None and value != "":
             return str(value)
     return None
+
+
+# Tool calls and the generator's input (judge traces hops).
+TOOL = "TOOL"
+TOOL_NAME = "tool.name"
+INPUT_DOCUMENTS = "input.documents"
+LLM_INPUT_MESSAGES = "llm.input_messages"
+LLM_PROMPTS = "llm.prompts"
+LLM_PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+_GEN_AI_TOOL = "execute_tool"
+
+
+def is_tool(span: Span) -> bool:
+    """Whether the span is a tool call: OpenInference's (and Langfuse's) TOOL kind, or
+    GenAI's operation execute_tool."""
+    kind = span.attributes.get(SPAN_KIND)
+    if isinstance(kind, str) and kind.upper() == TOOL:
+        return True
+    # (A GenAI span read from Phoenix has its kind too: UNKNOWN, which says nothing.)
+    return span.attributes.get(GEN_AI_OPERATION) == _GEN_AI_TOOL
+
+
+def tool_call_of(span: Span) -> dict[str, Any]:
+    """A tool span's call as {"name", "arguments"}: the name from tool.name (GenAI:
+    gen_ai.tool.name), else the span's name; the arguments from gen_ai.tool.call.arguments,
+    else the span's input (input.value), as recorded (JSON text, or what is not JSON);
+    no "arguments" when none is recorded, and no "name" when there is none."""
+    attributes = span.attributes
+    call: dict[str, Any] = {}
+    for key in (TOOL_NAME, GEN_AI_TOOL_NAME):
+        if isinstance(attributes.get(key), str) and attributes[key]:
+            call["name"] = attributes[key]
+            break
+    else:
+        if span.name:
+            call["name"] = span.name
+    for key in (GEN_AI_TOOL_CALL_ARGUMENTS, INPUT_VALUE):
+        if attributes.get(key) is not None:
+            call["arguments"] = attributes[key]
+            break
+    return call
+
+
+def input_texts(span: Span) -> list[str]:
+    """Every text an LLM span records of its input (input.value, llm.input_messages,
+    llm.prompts, llm.prompt_template.variables, gen_ai.input.messages), JSON text opened
+    down to its strings: where the documents put in its prompt are found."""
+    found: list[str] = []
+    for key, value in span.attributes.items():
+        if key in (INPUT_VALUE, LLM_PROMPT_TEMPLATE_VARIABLES, GEN_AI_INPUT_MESSAGES) or (
+            key.startswith((LLM_INPUT_MESSAGES + ".", LLM_PROMPTS)) or key == LLM_INPUT_MESSAGES
+        ):
+            _strings(value, found, depth=0)
+    return found
+
+
+def _strings(value: Any, out: list[str], depth: int) -> None:
+    """The strings in a value, JSON text opened (to a bounded depth)."""
+    if depth > 50:
+        return
+    if isinstance(value, str):
+        if value[:1] in ("{", "["):
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, (dict, list)):
+                _strings(parsed, out, depth + 1)
+                return
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _strings(item, out, depth + 1)

@@ -65,7 +65,7 @@ def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
-def _ordered(spans: Sequence[Span]) -> list[Span]:
+def forest_order(spans: Sequence[Span]) -> list[Span]:
     """The spans as one forest, depth first: the roots (spans without a parent, or whose
     parent is not among the spans) in start order, each span's children in start order.
     Each span once, however many times it was given."""
@@ -121,7 +121,7 @@ def trace_row(
         mapping: field -> attribute for custom instrumentation (`check_mapping`).
     """
     trace_id = root.trace_id
-    ordered = _ordered(spans)
+    ordered = forest_order(spans)
     mapping = mapping or {}
     kinds = [(span, oi.kind_of(span)) for span in ordered]
 
@@ -276,3 +276,20 @@ def trace_row(
         "token_counts": {"prompt": prompt, "completion": completion, "total": total},
         "session_id": session,
     }
+
+
+def retriever_query(spans: Sequence[Span], question: str) -> str | None:
+    """The query the trace's first retriever span (in start order) was given, when it is
+    recorded (`input.value`; GenAI: `gen_ai.retrieval.query.text`) and is not the question
+    (a chat app rewrites a turn into a standalone query); else None."""
+    retrievers = sorted(
+        (span for span in spans if oi.kind_of(span) == oi.RETRIEVER),
+        key=lambda span: (span.start_ns, span.span_id),
+    )
+    for span in retrievers:
+        query = span.attributes.get(oi.GEN_AI_RETRIEVAL_QUERY)
+        if not isinstance(query, str):
+            query = oi.question_of(span)
+        if query is not None and query.strip():
+            return None if query.strip() == question.strip() else query
+    return None

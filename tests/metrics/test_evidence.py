@@ -97,12 +97,47 @@ def test_odd_or_missing_evidence_reads_without_failing():
     assert findings_of("faithfulness", {"context_grades": "not a list"}) == []
 
 
-def test_every_built_in_metric_turns_its_evidence_into_findings(rows):
-    row = rows[1]
+@pytest.fixture(scope="module")
+def turn() -> ResultRow:
+    """The second turn of a conversation judged on every built-in metric."""
+    from judge import LLM, Embeddings
+    from judge.testing import FakeLLMServer
+    from tests.helpers.judging import judge_handler
+
+    chat = {
+        "id": "c",
+        "turns": [
+            {"role": "user", "content": "I use Python."},
+            {"role": "assistant", "content": "Noted.", "contexts": GOOD["contexts"]},
+            {"role": "user", "content": GOOD["question"]},
+            {
+                "role": "assistant",
+                "content": GOOD["answer"],
+                "contexts": GOOD["contexts"],
+                "ground_truth": GOOD["ground_truth"],
+            },
+        ],
+    }
+    with FakeLLMServer() as server:
+        server.chat = judge_handler
+        result = judge.evaluate(
+            [chat],
+            metrics=list(BUILTIN),
+            llm=LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=1),
+            embeddings=Embeddings("openai/embed", api_base=server.base_url, api_key="k"),
+            progress=False,
+        )
+    return ResultRow.from_json(result.rows[-1].to_json())
+
+
+def test_every_built_in_metric_turns_its_evidence_into_findings(rows, turn):
     for metric in BUILTIN:
+        # the conversation metrics judge a conversation's turns only
+        row = turn if metric == "knowledge_retention" else rows[1]
         found = findings_of(metric, row.evidence, row.contexts or [])
         assert found, metric
         assert all(f.title and f.summary for f in found), metric
+    row = rows[1]
     # one that failed on the claims: the unsupported one is an item against the score
     (claims,) = findings_of("faithfulness", row.evidence, row.contexts or [])
     bad = [i for i in claims.items if i.ok is False]

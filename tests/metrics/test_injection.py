@@ -44,6 +44,7 @@ BLOCK_TAGS = (
     "reference",
     "checks",
     "sentences",
+    "earlier",
 )
 REAL_REASON = "The judge's own reasoning."
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")  # as in judge.metrics.prompts
@@ -73,6 +74,7 @@ def renderings(name: str, c: dict[str, Any]) -> list[dict[str, Any]]:
             "reference": gt,
             "checks": checks,
             "sentences": {str(i): t for i, t in enumerate([q, single, *ctx])},
+            "earlier": [q, single],
             "n": 3,
         }
         assert variables <= slots.keys(), f"{name}: new variables {variables - slots.keys()}"
@@ -144,6 +146,7 @@ _KINDS = {
     "You judge how usef": "context_relevance",
     "You pick, from ret": "context_sentences",
     "You check citation": "citations",
+    "You check whether": "retention",
 }
 
 
@@ -185,6 +188,10 @@ def honest_judgment(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     if kind == "citations":
         checks = [c["check"] for c in data["checks"]]
         return {"checks": [{"check": i, "supported": False, "reason": REAL_REASON} for i in checks]}
+    if kind == "retention":
+        items = range(len(data["earlier"]))
+        verdict = {"verdict": "contradicted", "reason": REAL_REASON}
+        return {"verdicts": [{"statement": i, **verdict} for i in items]}
     n = int(re.search(r"write (\d+) different", body["messages"][0]["content"]).group(1))
     return {"questions": [f"Unrelated question {i}?" for i in range(n)], "noncommittal": True}
 
@@ -244,11 +251,31 @@ METRIC_OF = {
     "context_sentences": "context_focus",
     "citations": "citation_accuracy",
     "reverse_questions": "answer_relevancy",
+    "retention": "knowledge_retention",
 }
 
 
-def score(server: FakeLLMServer, canary: dict[str, Any], metric: str) -> judge.SampleResult:
+def score(server: FakeLLMServer, canary: dict[str, Any], metric: str) -> Any:
+    """The canary's sample scored on `metric`; knowledge_retention on a conversation whose
+    earlier user message is the canary's question and whose last answer is its answer."""
     base = server.base_url
+    if metric == "knowledge_retention":
+        chat = {
+            "id": "canary",
+            "turns": [
+                {"role": "user", "content": canary["question"]},
+                {"role": "assistant", "content": "Noted.", "contexts": canary["contexts"]},
+                {"role": "user", "content": "And so?"},
+                {"role": "assistant", "content": canary["answer"], "contexts": canary["contexts"]},
+            ],
+        }
+        result = judge.evaluate(
+            [chat],
+            metrics=[metric],
+            llm=LLM("openai/judge", api_base=base, api_key="x", max_retries=0, max_reasks=1),
+            progress=False,
+        )
+        return result.rows[-1]
     return judge.score(
         canary["question"],
         canary["answer"],
@@ -359,6 +386,7 @@ FITS_SCHEMA = {
     "injected_reverse_json": True,
     "injected_claims_json": True,  # the one-text reply shape, {"claims": [...]}
     "injected_texts_json": False,  # the old several-texts shape, {"texts": [...]}
+    "injected_retention_json": True,
 }
 
 

@@ -126,3 +126,21 @@ def test_every_metric_is_documented(name: str) -> None:
 def test_every_llm_metric_has_its_section(name: str) -> None:
     # A heading per metric, so other pages link ../reference/metrics.md#<name>.
     assert f"\n### {name}\n" in PAGE.read_text(encoding="utf-8")
+
+
+def test_every_tool_call_metric_and_reason_is_documented() -> None:
+    from judge.metrics.tools import REASONS, TOOL_METRICS
+    from judge.run.local import INVALID_TOOL_CALLS
+
+    text = PAGE.read_text(encoding="utf-8")
+    section = text[text.index("\n## Tool-call metrics\n") :]
+    for name in [*TOOL_METRICS, *REASONS, INVALID_TOOL_CALLS]:
+        assert f"`{name}`" in section, f"{name!r} is missing from the tool-call metrics of {PAGE}"
+
+
+def test_every_hops_reason_is_in_the_agents_guide() -> None:
+    from judge.traces.hops import REASONS
+
+    guide = (ROOT / "docs" / "guides" / "agents.md").read_text(encoding="utf-8")
+    for reason in REASONS:
+        assert f"| `{reason}` |" in guide, f"{reason!r} is missing from the agents guide"

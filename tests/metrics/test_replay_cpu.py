@@ -100,9 +100,14 @@ class Point:
 
 
 def asdict_hash(row: Row) -> str:
-    """row_hash as it was written first, through dataclasses.asdict."""
+    """row_hash as it was written first, through dataclasses.asdict (of a Sample before it
+    had the fields of a conversation's turn)."""
+    fields = dataclasses.asdict(row.sample) if row.sample else None
+    for name in ("history", "turn", "conversation_id"):
+        if fields is not None:
+            del fields[name]
     data = {
-        "sample": dataclasses.asdict(row.sample) if row.sample else None,
+        "sample": fields,
         "error": row.error,
         "retrieved_ids": row.retrieved_ids,
         "relevance": row.relevance,

@@ -1,0 +1,303 @@
+"""Conversations as evaluation input: each assistant turn becomes a row of its own, carrying
+the conversation before it.
+
+Three shapes are read, one conversation per record:
+- ours, OpenAI-style: `{"id": "c1", "turns": [{"role": "user", "content": "..."},
+  {"role": "assistant", "content": "...", "contexts": [...], "retrieved_ids": [...]}]}`;
+- DeepEval's `ConversationalTestCase` (turns with `retrieval_context`, `tools_called`;
+  `expected_outcome` as the conversation's reference);
+- RAGAS's `MultiTurnSample` (`user_input` a list of messages typed human / ai / tool,
+  `reference`).
+A flat table whose rows are turns (`conversation_id` and `turn` columns beside question and
+answer) is a fourth (`flat_turn_records`).
+
+A turn record is what a row of single-turn data holds (question, answer, contexts,
+ground_truth, retrieved_ids, relevance), plus `conversation_id`, `turn` (the assistant
+message's 1-based position in the conversation) and `history` (every message before it,
+the question's own included). The question is the user's message (several in a row:
+joined) since the assistant last said something: an assistant message that only calls
+tools (no content) is not a turn, and the tools' results stay in the history. An assistant
+message before any user message (a greeting) answers nothing: it stays in the history of
+later turns and is not a row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from judge.samples import ROLES
+
+# Keys of a conversation record.
+TURNS_KEYS = ("turns", "messages")
+RAGAS_MESSAGES = "user_input"
+ID_KEYS = ("id", "conversation_id", "session_id")
+REFERENCE_KEYS = ("reference", "expected_outcome")
+# The keys a conversation record has one of.
+CONVERSATION_KEYS = (*TURNS_KEYS, RAGAS_MESSAGES)
+# The turn record's name for the conversation's reference: `reference` would be read as
+# the turn's ground truth (RAGAS's name for it).
+CONVERSATION_REFERENCE = "conversation_reference"
+# A conversation that cannot be read gives one record holding why: its row is an error.
+CONVERSATION_ERROR = "conversation_error"
+
+# A message's names for its fields, ours first, then DeepEval's and RAGAS's.
+_ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+_CONTEXTS_KEYS = ("contexts", "retrieved_contexts", "retrieval_context")
+_TRUTH_KEYS = ("ground_truth", "reference", "expected_output")
+_MESSAGE_KEYS = frozenset({"role", "type", "content", *_CONTEXTS_KEYS, *_TRUTH_KEYS})
+# Turn-record keys a conversation-level field of the same name must not overwrite.
+_TURN_KEYS = frozenset(
+    {
+        "id",
+        "question",
+        "answer",
+        "contexts",
+        "ground_truth",
+        "retrieved_ids",
+        "relevance",
+        "history",
+        "conversation_id",
+        "turn",
+        CONVERSATION_REFERENCE,
+    }
+)
+
+
+class BadConversation(ValueError):
+    """A conversation record that cannot be read: its message says where and why."""
+
+
+def is_conversation(record: Mapping[str, Any]) -> bool:
+    """Whether a record is a whole conversation (ours, DeepEval's or RAGAS's shape)."""
+    if any(isinstance(record.get(k), list) for k in TURNS_KEYS) and "question" not in record:
+        return True
+    return _messages(record)
+
+
+def _messages(record: Mapping[str, Any]) -> bool:
+    """Whether `user_input` is a list of messages (RAGAS's multi-turn sample)."""
+    value = record.get(RAGAS_MESSAGES)
+    return isinstance(value, list) and bool(value) and all(isinstance(m, Mapping) for m in value)
+
+
+def conversation_id(record: Mapping[str, Any], number: int) -> str:
+    """The conversation's id: its id field, else its number in the input."""
+    for key in ID_KEYS:
+        value = record.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+            return str(value)
+    return str(number)
+
+
+def turn_records(record: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
+    """The rows of one conversation record (its number in the input), one per assistant
+    turn that follows a user message; one record with `conversation_error` when the
+    conversation cannot be read or has no such turn."""
+    cid = conversation_id(record, number)
+    try:
+        return _turns(record, cid)
+    except BadConversation as exc:
+        return [{"id": cid, "conversation_id": cid, CONVERSATION_ERROR: str(exc)}]
+
+
+def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
+    key = next((k for k in TURNS_KEYS if isinstance(record.get(k), list)), RAGAS_MESSAGES)
+    messages = record.get(key)
+    if not isinstance(messages, list):
+        raise BadConversation(f"conversation {cid!r}: {key} must be a list of messages")
+    reference = _first(record, REFERENCE_KEYS)
+    if reference is not None and not isinstance(reference, str):
+        raise BadConversation(f"conversation {cid!r}: its reference must be a string")
+    shared = {
+        k: v
+        for k, v in record.items()
+        if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS) and k not in _TURN_KEYS
+    }
+    history: list[dict[str, Any]] = []  # every message so far, in order
+    asked: list[str] = []  # the user's messages since the assistant last said something
+    rows: list[dict[str, Any]] = []
+    for position, message in enumerate(messages, start=1):
+        role, content = _role_and_content(message, cid, position)
+        contexts = _contexts(message, cid, position) if role == "assistant" else []
+        entry: dict[str, Any] = {"role": role, "content": content, "turn": position}
+        if contexts:
+            entry["contexts"] = contexts
+        if role == "user":
+            asked.append(content)
+        # An assistant message that only calls tools says nothing to judge; the tools'
+        # results and the answer after them still answer the same question.
+        elif role == "assistant" and content.strip():
+            if asked:
+                rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
+                if reference is not None:
+                    rows[-1][CONVERSATION_REFERENCE] = reference
+            asked = []
+        history.append(entry)
+    if not rows:
+        raise BadConversation(
+            f"conversation {cid!r} has no assistant message after a user message: nothing to judge"
+        )
+    return rows
+
+
+def _turn_row(
+    cid: str,
+    position: int,
+    message: Mapping[str, Any],
+    asked: list[str],
+    contexts: list[str],
+    history: list[dict[str, Any]],
+    shared: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The row of an assistant message answering the user's messages `asked`."""
+    row: dict[str, Any] = dict(shared)
+    row.update({k: v for k, v in message.items() if k not in _MESSAGE_KEYS and k not in row})
+    row.update(
+        {
+            "id": f"{cid}#{position}",
+            "conversation_id": cid,
+            "turn": position,
+            "question": "\n\n".join(asked),
+            "answer": message.get("content") or "",
+            "contexts": contexts,
+            "history": list(history),
+        }
+    )
+    truth = _first(message, _TRUTH_KEYS)
+    if truth is not None:
+        row["ground_truth"] = truth
+    return row
+
+
+def _first(record: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    """The value of the first of `keys` the record has (None for none)."""
+    return next((record[k] for k in keys if record.get(k) is not None), None)
+
+
+def _role_and_content(message: Any, cid: str, position: int) -> tuple[str, str]:
+    """A message's role (RAGAS's type human / ai / tool mapped to ours) and text."""
+    where = f"conversation {cid!r}, message {position}"
+    if not isinstance(message, Mapping):
+        raise BadConversation(f"{where}: a message must be an object with role and content")
+    role = message.get("role")
+    if role is None and isinstance(message.get("type"), str):
+        role = _ROLE_OF_TYPE.get(message["type"].lower(), message["type"])
+    if role not in ROLES:
+        raise BadConversation(
+            f"{where}: role {role!r} is not one of {', '.join(ROLES)} "
+            "(or RAGAS's type human, ai, tool)"
+        )
+    content = message.get("content")
+    if content is None and role != "user":
+        content = ""  # an assistant message that only calls tools says nothing
+    if not isinstance(content, str):
+        raise BadConversation(f"{where}: content must be a string, got {type(content).__name__}")
+    return str(role), content
+
+
+def _contexts(message: Mapping[str, Any], cid: str, position: int) -> list[str]:
+    value = _first(message, _CONTEXTS_KEYS)
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, list):
+        raise BadConversation(
+            f"conversation {cid!r}, message {position}: contexts must be a list of strings"
+        )
+    if not all(isinstance(c, str) for c in value):
+        raise BadConversation(
+            f"conversation {cid!r}, message {position}: contexts must be a list of strings"
+        )
+    return list(value)
+
+
+def conversation_rows(
+    records: Iterable[tuple[int, Mapping[str, Any]]],
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, turn record) of every turn of the conversations, numbered on from 0
+    across conversations in input order."""
+    number = 0
+    for position, record in records:
+        for row in turn_records(record, position):
+            yield number, row
+            number += 1
+
+
+# A flat table's columns: a turn's conversation and position.
+FLAT_KEYS = ("conversation_id", "turn")
+
+
+def is_flat_turns(names: Iterable[str]) -> bool:
+    """Whether a table's columns make its rows turns of conversations (conversation_id and
+    turn, and no history column of its own)."""
+    present = set(names)
+    return all(k in present for k in FLAT_KEYS) and "history" not in present
+
+
+def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each row of a flat table of turns with its `history`: the earlier turns of its
+    conversation (by `turn`), each a user message (its question) and an assistant message
+    (its answer and contexts). Rows keep their places; a row whose conversation_id or turn
+    cannot be read has none, and says why (`conversation_error`)."""
+    keys: list[tuple[str, float] | None] = []
+    for record in records:
+        cid, turn = record.get("conversation_id"), _turn_number(record.get("turn"))
+        ok = isinstance(cid, (str, int)) and not isinstance(cid, bool) and str(cid).strip()
+        keys.append((str(cid), turn) if ok and turn is not None else None)
+    by_conversation: dict[str, list[int]] = {}
+    for index, key in enumerate(keys):
+        if key is not None:
+            by_conversation.setdefault(key[0], []).append(index)
+    out: list[dict[str, Any]] = []
+    for index, record in enumerate(records):
+        row = dict(record)
+        key = keys[index]
+        if key is None:
+            row[CONVERSATION_ERROR] = (
+                "conversation_id must be a non-blank string or integer and turn a positive "
+                f"integer, got {record.get('conversation_id')!r} and {record.get('turn')!r}"
+            )
+            out.append(row)
+            continue
+        cid, turn = key
+        earlier = sorted(
+            (i for i in by_conversation[cid] if keys[i] is not None and keys[i][1] < turn),  # type: ignore[index]
+            key=lambda i: (keys[i][1], i),  # type: ignore[index]
+        )
+        row["conversation_id"], row["turn"] = cid, int(turn)
+        row["history"] = [m for i in earlier for m in _exchange(records[i], keys[i][1])]  # type: ignore[index]
+        out.append(row)
+    return out
+
+
+def _turn_number(value: Any) -> float | None:
+    """A flat row's turn as a positive whole number (1, "2", 3.0), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit():
+            return None
+        value = int(value)
+    if isinstance(value, float) and (math.isnan(value) or value != int(value)):
+        return None
+    if not isinstance(value, (int, float)) or value < 1:
+        return None
+    return float(value)
+
+
+def _exchange(record: Mapping[str, Any], turn: float) -> list[dict[str, Any]]:
+    """An earlier flat row as history: its question, then its answer with its contexts."""
+    messages: list[dict[str, Any]] = []
+    question = _first(record, ("question", "user_input", "query"))
+    answer = _first(record, ("answer", "response"))
+    if isinstance(question, str):
+        messages.append({"role": "user", "content": question, "turn": int(turn)})
+    if isinstance(answer, str):
+        message: dict[str, Any] = {"role": "assistant", "content": answer, "turn": int(turn)}
+        contexts = _first(record, ("contexts", "retrieved_contexts"))
+        if isinstance(contexts, list) and all(isinstance(c, str) for c in contexts):
+            message["contexts"] = list(contexts)
+        messages.append(message)
+    return messages

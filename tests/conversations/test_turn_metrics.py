@@ -1,0 +1,201 @@
+"""Each assistant turn is judged with the conversation before it: a claim supported only by
+what the user said earlier is supported with source `history`; an invented one is not, nor
+one an earlier answer invented; a contradiction of an earlier user statement lowers
+knowledge_retention. Judged through the real HTTP path (the fake server's heuristic judge:
+sentences are claims, a claim is supported by the first piece of evidence holding all its
+words)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import judge
+from judge.testing import FakeLLMServer, heuristic_judge
+from judge.testing.replies import data_blocks
+
+CHAT = {
+    "id": "parcel",
+    "turns": [
+        {"role": "user", "content": "I live in Lyon. Which parcel options exist?"},
+        {
+            "role": "assistant",
+            "content": "Express delivery takes one day. Mars parcels travel free.",
+            "contexts": ["Express delivery takes one day."],
+        },
+        {"role": "user", "content": "Send it express then."},
+        {
+            "role": "assistant",
+            "content": "You live in Lyon. Express delivery takes one day. "
+            "Mars parcels travel free. Couriers collect parcels daily.",
+            "contexts": ["Couriers collect parcels daily."],
+        },
+    ],
+}
+
+
+def rows_of(result):
+    return {r.id: r for r in result.rows}
+
+
+def test_claims_rest_on_contexts_or_on_the_conversation_and_inventions_on_neither(models):
+    result = judge.evaluate(
+        [CHAT],
+        metrics=["faithfulness", "hallucination_rate", "supported_by_history"],
+        llm=models["llm"],
+        progress=False,
+    )
+    rows = rows_of(result)
+    first, second = rows["parcel#2"], rows["parcel#4"]
+    assert (first.conversation_id, first.turn, second.turn) == ("parcel", 2, 4)
+    verdicts = second.evidence["answer_verdicts"]
+    claims = second.evidence["answer_claims"]
+    by_claim = {claims[v["claim"]]: v for v in verdicts}
+    # "You live in Lyon." is in no context: only the user said it (turn 1)
+    lyon = by_claim["You live in Lyon."]
+    assert lyon["verdict"] == "not_found"  # the user said "I live", not "You live"
+    express = by_claim["Express delivery takes one day."]
+    assert express["verdict"] == "supported" and express["source"] == "history"
+    assert (express["turn"], express["role"]) == (2, "assistant")
+    assert express["context"] == "conversation, turn 2 (assistant)"
+    # invented at turn 2, repeated at turn 4: an unsupported claim is no evidence
+    assert by_claim["Mars parcels travel free."]["verdict"] == "not_found"
+    couriers = by_claim["Couriers collect parcels daily."]
+    assert couriers["source"] == "contexts" and couriers["context"] == 0
+    assert second.scores["faithfulness"] == pytest.approx(2 / 4)
+    assert second.scores["supported_by_history"] == pytest.approx(1 / 4)
+    assert second.scores["hallucination_rate"] == 1.0
+    assert first.scores["faithfulness"] == pytest.approx(1 / 2)
+    assert first.scores["supported_by_history"] == 0.0
+
+
+def test_a_claim_only_the_user_stated_is_supported_by_history(models):
+    chat = {
+        "id": "c",
+        "turns": [
+            {"role": "user", "content": "My parcel weighs four kilos."},
+            {"role": "assistant", "content": "Noted.", "contexts": ["Rates depend on weight."]},
+            {"role": "user", "content": "What will it cost?"},
+            {
+                "role": "assistant",
+                "content": "My parcel weighs four kilos. Parcels cost ten euros.",
+                "contexts": ["Parcels cost ten euros."],
+            },
+        ],
+    }
+    result = judge.evaluate([chat], metrics=["faithfulness"], llm=models["llm"], progress=False)
+    row = rows_of(result)["c#4"]
+    verdicts = row.evidence["answer_verdicts"]
+    assert [(v["verdict"], v["source"]) for v in verdicts] == [
+        ("supported", "history"),
+        ("supported", "contexts"),
+    ]
+    assert verdicts[0]["turn"] == 1 and verdicts[0]["role"] == "user"
+    assert row.scores["faithfulness"] == 1.0
+    # the same answer as a single-turn row has nothing but its contexts to rest on
+    alone = judge.evaluate(
+        [
+            {
+                "question": "What will it cost?",
+                "answer": chat["turns"][3]["content"],
+                "contexts": ["Parcels cost ten euros."],
+            }
+        ],
+        metrics=["faithfulness"],
+        llm=models["llm"],
+        progress=False,
+    )
+    assert alone.rows[0].scores["faithfulness"] == 0.5
+
+
+def test_each_turn_costs_the_requests_of_a_single_turn_row(models, fake_llm_server):
+    """Earlier turns' judgments, which later turns need, are their own rows' requests:
+    served from the cache (or the request in flight), never made twice."""
+    turns = []
+    for i in range(5):
+        turns += [
+            {"role": "user", "content": f"Question number {i}?"},
+            {
+                "role": "assistant",
+                "content": f"Answer number {i}.",
+                "contexts": [f"Answer number {i}."],
+            },
+        ]
+    fake_llm_server.reset()
+    judge.evaluate(
+        [{"id": "long", "turns": turns}],
+        metrics=["faithfulness"],
+        llm=models["llm"],
+        progress=False,
+    )
+    assert fake_llm_server.count("/v1/chat/completions") == 5 * 2  # claims + verify per turn
+
+
+def contradicting_judge(body: dict) -> str:
+    """The heuristic judge, but an answer naming Paris contradicts an earlier Lyon."""
+    system = body["messages"][0]["content"]
+    if system.startswith("You check whether"):
+        blocks = data_blocks(body["messages"][1]["content"])
+        return json.dumps(
+            {
+                "verdicts": [
+                    {
+                        "statement": i,
+                        "reason": "another city" if "Lyon" in said else "not touched",
+                        "verdict": "contradicted"
+                        if "Lyon" in said and "Paris" in blocks["answer"]
+                        else "kept"
+                        if "Lyon" in said
+                        else "unrelated",
+                    }
+                    for i, said in enumerate(blocks["earlier"])
+                ]
+            }
+        )
+    return heuristic_judge(body)
+
+
+def test_a_contradiction_of_an_earlier_user_statement_lowers_knowledge_retention(
+    models, fake_llm_server: FakeLLMServer
+):
+    fake_llm_server.chat = contradicting_judge
+
+    def chat(last: str) -> dict:
+        return {
+            "id": last,
+            "turns": [
+                {"role": "user", "content": "Deliver it to Lyon, please."},
+                {"role": "assistant", "content": "Sure.", "contexts": ["We deliver."]},
+                {"role": "user", "content": "When will it arrive?"},
+                {"role": "assistant", "content": last, "contexts": ["Parcels take a day."]},
+            ],
+        }
+
+    result = judge.evaluate(
+        [chat("It reaches Lyon tomorrow."), chat("It reaches Paris tomorrow.")],
+        metrics=["knowledge_retention"],
+        llm=models["llm"],
+        progress=False,
+    )
+    rows = [r for r in result.rows if r.turn == 4]
+    assert [r.scores["knowledge_retention"] for r in rows] == [1.0, 0.0]
+    assert rows[1].evidence["retention"][0]["verdict"] == "contradicted"
+    first_turns = [r for r in result.rows if r.turn == 2]
+    assert all(math.isnan(r.scores["knowledge_retention"]) for r in first_turns)
+    assert all(r.reasons["knowledge_retention"] == "no_history" for r in first_turns)
+    assert result.summary["knowledge_retention"].mean == 0.5
+
+
+def test_conversation_metrics_on_ordinary_rows_are_nan_with_a_reason(models):
+    result = judge.evaluate(
+        [{"question": "Q?", "answer": "A.", "contexts": ["A."]}],
+        metrics=["supported_by_history", "knowledge_retention"],
+        llm=models["llm"],
+        progress=False,
+    )
+    assert result.rows[0].reasons == {
+        "supported_by_history": "not_a_turn",
+        "knowledge_retention": "not_a_turn",
+    }
