@@ -23,6 +23,7 @@ from judge.metrics.evidence import (
     CONTEXT_GRADES_CAPPED,
     CONTEXT_SENTENCES,
     CORRECTNESS,
+    QUERY_REWRITE,
     RETENTION,
     REVERSE_QUESTIONS,
     TRUTH,
@@ -396,3 +397,16 @@ def retention_findings(metric: str, evidence: Evidence, contexts: Sequence[str])
             + "; ".join(named)
         )
     return [Finding("earlier user messages", summary, items, ABOUT_ANSWER, frozenset({RETENTION}))]
+
+
+def query_rewrite_findings(
+    metric: str, evidence: Evidence, contexts: Sequence[str]
+) -> list[Finding]:
+    """What the judge said of a turn's retriever query."""
+    found = evidence.reply(QUERY_REWRITE)
+    if not isinstance(found, Mapping):
+        return []
+    verdict, reason = str(found.get("verdict", "?")), str(found.get("reason", ""))
+    item = Item("retriever query", "", _words(verdict), verdict == "faithful", reason)
+    summary = f"the query is {_words(verdict)}: {reason}"
+    return [Finding("retriever query", summary, (item,), None, frozenset({QUERY_REWRITE}))]

@@ -55,6 +55,13 @@ class RetentionVerdict(BaseModel):
     verdict: Literal["kept", "contradicted", "asked_again", "unrelated"]
 
 
+class QueryRewriteCheck(BaseModel):
+    """Whether a retriever's query says what the user's latest message asks (reason first)."""
+
+    reason: str
+    verdict: Literal["faithful", "incomplete", "drifted"]
+
+
 class CitationCheck(BaseModel):
     """Whether one cited context supports the statement citing it."""
 
@@ -429,3 +436,26 @@ async def check_retention(
     )
     verdicts: list[RetentionVerdict] = reply.verdicts  # type: ignore[attr-defined]
     return verdicts
+
+
+async def check_query_rewrite(
+    session: Judge,
+    *,
+    conversation: Sequence[str],
+    message: str,
+    query: str,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
+) -> QueryRewriteCheck:
+    """Judge the retriever's query against the user's message and the conversation before
+    it (`conversation`: "role: text" lines), in one call."""
+    return await _chat_own_reasons(
+        session,
+        _given(prompt, "query_rewrite"),
+        {"conversation": list(conversation), "message": message, "query": query},
+        QueryRewriteCheck,
+        label="query_rewrite",
+        sample=sample,
+        ledger=ledger,
+    )

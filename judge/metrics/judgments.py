@@ -18,10 +18,12 @@ from judge.metrics.judges import (
     CitationCheck,
     ContextGrade,
     NeededSentences,
+    QueryRewriteCheck,
     RetentionVerdict,
     ReverseQuestions,
     Verdict,
     check_citations,
+    check_query_rewrite,
     check_retention,
     context_sentences,
     extract_claims,
@@ -46,6 +48,9 @@ T = TypeVar("T")
 # The messages before a turn's question that answer relevancy compares the answer's reverse
 # questions with, besides the question: the exchange a follow-up continues.
 RELEVANCY_MESSAGES = 2
+# The messages before a turn's question that the query-rewrite judge reads: what a message
+# refers to is usually said in the last few.
+REWRITE_MESSAGES = 6
 
 
 def _filled(text: str | None) -> bool:
@@ -347,6 +352,24 @@ class SampleJudgments:
         )
         self.evidence[ev.RETENTION] = [v.model_dump() for v in verdicts]
         return verdicts
+
+    def query_rewrite(self) -> Awaitable[QueryRewriteCheck]:
+        """The turn's retriever query judged against its message and the conversation."""
+        return self._once("query_rewrite", self._query_rewrite)
+
+    async def _query_rewrite(self) -> QueryRewriteCheck:
+        s = self.sample
+        checked = await check_query_rewrite(
+            self.session,
+            conversation=turns.conversation_lines(s.history, REWRITE_MESSAGES),
+            message=s.question,
+            query=turns.retriever_query(s.extra) or "",
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("query_rewrite"),
+        )
+        self.evidence[ev.QUERY_REWRITE] = checked.model_dump()
+        return checked
 
     def unsourced(self) -> Awaitable[list[list[str]]]:
         """Per answer claim, its numbers and names that no context mentions."""

@@ -28,6 +28,7 @@ BUILTIN_PROMPTS = (
     "context_sentences",
     "citations",
     "retention",
+    "query_rewrite",
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)

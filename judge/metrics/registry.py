@@ -32,6 +32,7 @@ NO_CITATIONS = "no_citations"
 NO_SENTENCES = "no_sentences"
 NOT_A_TURN = "not_a_turn"  # a conversation metric on a row that is no conversation's turn
 NO_HISTORY = "no_history"  # a turn with no earlier user message to keep
+NO_QUERY = "no_query"  # a turn whose retriever query was not recorded
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,15 @@ async def _knowledge_retention(j: SampleJudgments) -> MetricScore:
         return MetricScore(NAN, NO_HISTORY)
     verdicts = await j.retention()
     return MetricScore(scorers.knowledge_retention([v.verdict for v in verdicts]))
+
+
+async def _query_rewrite_fidelity(j: SampleJudgments) -> MetricScore:
+    if not j.sample.in_conversation:
+        return MetricScore(NAN, NOT_A_TURN)
+    if turns.retriever_query(j.sample.extra) is None:
+        return MetricScore(NAN, NO_QUERY)
+    checked = await j.query_rewrite()
+    return MetricScore(float(checked.verdict == "faithful"))
 
 
 async def _answer_relevancy(j: SampleJudgments) -> MetricScore:
@@ -287,6 +297,14 @@ BUILTIN: dict[str, Metric] = {
             "it); one request per turn",
             _knowledge_retention,
             findings=findings.retention_findings,
+        ),
+        Metric(
+            "query_rewrite_fidelity",
+            "1 if a conversation turn's recorded retriever query (`query`) asks for what the "
+            "user's message asks, with its references resolved from the conversation, else 0; "
+            "one request per turn",
+            _query_rewrite_fidelity,
+            findings=findings.query_rewrite_findings,
         ),
         Metric(
             "context_ndcg",

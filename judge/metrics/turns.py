@@ -77,3 +77,17 @@ def has_earlier_messages(history: Sequence[Message]) -> bool:
 def history_name(source: dict[str, Any]) -> str:
     """How a report names a piece of the conversation a claim rests on."""
     return f"conversation, turn {source['turn']} ({source['role']})"
+
+
+def conversation_lines(history: Sequence[Message], messages: int) -> list[str]:
+    """The last `messages` user and assistant messages before a turn's question, each as
+    "role: text" (what a judge reads as the conversation a question continues)."""
+    before = history[: question_start(history)]
+    shown = [m for m in before if m.role in ("user", "assistant") and said(m)]
+    return [f"{m.role}: {m.content}" for m in shown[-messages:]] if messages > 0 else []
+
+
+def retriever_query(extra: dict[str, Any]) -> str | None:
+    """A turn's recorded retriever query (`query`), when it is a non-blank string."""
+    query = extra.get("query")
+    return query if isinstance(query, str) and query.strip() else None

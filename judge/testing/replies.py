@@ -136,6 +136,7 @@ _JUDGES = {
     "You pick, from ret": "sentences",
     "You check citation": "citations",
     "You check whether": "retention",
+    "You check the sear": "query_rewrite",
 }
 
 
@@ -168,7 +169,8 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     a context's grade grows with the question words it shares (a sentence is needed when it
     shares two); the reverse questions are the answer's first sentences. Deterministic, so
     tests and benchmarks can rely on it. An earlier user message sharing a word with the
-    answer is kept by it (none is contradicted).
+    answer is kept by it (none is contradicted); a retriever query holding every word of
+    the message is faithful to it, else incomplete.
     """
     messages = body.get("messages") or [{}]
     system = message_text(messages[0].get("content"))
@@ -245,6 +247,14 @@ def heuristic_judge(body: dict[str, Any]) -> str:
                     for i, said in enumerate(earlier)
                     for shared in [bool(_words(said) & answer)]
                 ]
+            }
+        )
+    if kind == "query_rewrite":
+        missing = _words(_block(user, "message")) - _words(_block(user, "query"))
+        return json.dumps(
+            {
+                "reason": "the query has the message's words" if not missing else "words left out",
+                "verdict": "faithful" if not missing else "incomplete",
             }
         )
     raise FakeHTTPError(400, "not one of judge's built-in prompts")

@@ -191,11 +191,58 @@ def test_a_contradiction_of_an_earlier_user_statement_lowers_knowledge_retention
 def test_conversation_metrics_on_ordinary_rows_are_nan_with_a_reason(models):
     result = judge.evaluate(
         [{"question": "Q?", "answer": "A.", "contexts": ["A."]}],
-        metrics=["supported_by_history", "knowledge_retention"],
+        metrics=["supported_by_history", "knowledge_retention", "query_rewrite_fidelity"],
         llm=models["llm"],
         progress=False,
     )
     assert result.rows[0].reasons == {
         "supported_by_history": "not_a_turn",
         "knowledge_retention": "not_a_turn",
+        "query_rewrite_fidelity": "not_a_turn",
     }
+
+
+def test_query_rewrite_fidelity_judges_the_recorded_query_against_the_message(
+    models, fake_llm_server: FakeLLMServer
+):
+    def chat(cid: str, query: str | None) -> dict:
+        last: dict = {"role": "assistant", "content": "It costs five euros.", "contexts": ["x"]}
+        if query is not None:
+            last["query"] = query
+        return {
+            "id": cid,
+            "turns": [
+                {"role": "user", "content": "I am sending a parcel to Lyon."},
+                {"role": "assistant", "content": "Noted.", "contexts": ["We deliver."]},
+                {"role": "user", "content": "How much is express?"},
+                last,
+            ],
+        }
+
+    fake_llm_server.reset()
+    result = judge.evaluate(
+        [
+            chat("kept", "How much is express delivery to Lyon?"),
+            chat("lost", "delivery price"),
+            chat("none", None),
+        ],
+        metrics=["query_rewrite_fidelity"],
+        llm=models["llm"],
+        progress=False,
+    )
+    rows = rows_of(result)
+    assert rows["kept#4"].scores["query_rewrite_fidelity"] == 1.0
+    assert rows["lost#4"].scores["query_rewrite_fidelity"] == 0.0
+    assert rows["lost#4"].evidence["query_rewrite"]["verdict"] == "incomplete"
+    assert rows["none#4"].reasons["query_rewrite_fidelity"] == "no_query"
+    assert rows["kept#2"].reasons["query_rewrite_fidelity"] == "no_query"
+    # the judge read the conversation before the message, as "role: text" lines
+    (asked,) = [
+        r.body
+        for r in fake_llm_server.requests
+        if "delivery price" in r.body["messages"][1]["content"]
+    ]
+    blocks = data_blocks(asked["messages"][1]["content"])
+    assert blocks["conversation"] == ["user: I am sending a parcel to Lyon.", "assistant: Noted."]
+    assert blocks["message"] == "How much is express?"
+    assert fake_llm_server.count("/v1/chat/completions") == 2  # one per turn with a query
