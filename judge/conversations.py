@@ -39,6 +39,8 @@ CONVERSATION_KEYS = (*TURNS_KEYS, RAGAS_MESSAGES)
 # The turn record's name for the conversation's reference: `reference` would be read as
 # the turn's ground truth (RAGAS's name for it).
 CONVERSATION_REFERENCE = "conversation_reference"
+# The last turn of a conversation: the conversation-level metrics judge it.
+FINAL_TURN = "final_turn"
 # A conversation that cannot be read gives one record holding why: its row is an error.
 CONVERSATION_ERROR = "conversation_error"
 
@@ -135,6 +137,8 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
                     rows[-1][CONVERSATION_REFERENCE] = reference
             asked = []
         history.append(entry)
+    if rows:
+        rows[-1][FINAL_TURN] = True
     if not rows:
         raise BadConversation(
             f"conversation {cid!r} has no assistant message after a user message: nothing to judge"
@@ -266,6 +270,8 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             key=lambda i: (keys[i][1], i),  # type: ignore[index]
         )
         row["conversation_id"], row["turn"] = cid, int(turn)
+        if max(keys[i][1] for i in by_conversation[cid]) == turn:  # type: ignore[index]
+            row[FINAL_TURN] = True
         row["history"] = [m for i in earlier for m in _exchange(records[i], keys[i][1])]  # type: ignore[index]
         out.append(row)
     return out

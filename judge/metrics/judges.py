@@ -62,6 +62,13 @@ class QueryRewriteCheck(BaseModel):
     verdict: Literal["faithful", "incomplete", "drifted"]
 
 
+class GoalCheck(BaseModel):
+    """Whether a conversation reached its expected outcome (the reason is written first)."""
+
+    reason: str
+    verdict: Literal["achieved", "not_achieved"]
+
+
 class CitationCheck(BaseModel):
     """Whether one cited context supports the statement citing it."""
 
@@ -456,6 +463,27 @@ async def check_query_rewrite(
         {"conversation": list(conversation), "message": message, "query": query},
         QueryRewriteCheck,
         label="query_rewrite",
+        sample=sample,
+        ledger=ledger,
+    )
+
+
+async def check_goal(
+    session: Judge,
+    *,
+    conversation: Sequence[str],
+    outcome: str,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
+) -> GoalCheck:
+    """Judge whether the conversation ("role: text" lines) reached `outcome`, in one call."""
+    return await _chat_own_reasons(
+        session,
+        _given(prompt, "goal"),
+        {"conversation": list(conversation), "outcome": outcome},
+        GoalCheck,
+        label="goal",
         sample=sample,
         ledger=ledger,
     )

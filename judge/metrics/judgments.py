@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from judge import aio
+from judge.conversations import CONVERSATION_REFERENCE
 from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
 from judge.metrics import evidence as ev
@@ -17,12 +18,14 @@ from judge.metrics.citations import Citation, find_citations
 from judge.metrics.judges import (
     CitationCheck,
     ContextGrade,
+    GoalCheck,
     NeededSentences,
     QueryRewriteCheck,
     RetentionVerdict,
     ReverseQuestions,
     Verdict,
     check_citations,
+    check_goal,
     check_query_rewrite,
     check_retention,
     context_sentences,
@@ -352,6 +355,23 @@ class SampleJudgments:
         )
         self.evidence[ev.RETENTION] = [v.model_dump() for v in verdicts]
         return verdicts
+
+    def goal(self) -> Awaitable[GoalCheck]:
+        """The conversation to this turn judged against its expected outcome."""
+        return self._once("goal", self._goal)
+
+    async def _goal(self) -> GoalCheck:
+        s = self.sample
+        checked = await check_goal(
+            self.session,
+            conversation=turns.whole_conversation(s.history, s.answer or ""),
+            outcome=str(s.extra.get(CONVERSATION_REFERENCE, "")),
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("goal"),
+        )
+        self.evidence[ev.GOAL] = checked.model_dump()
+        return checked
 
     def query_rewrite(self) -> Awaitable[QueryRewriteCheck]:
         """The turn's retriever query judged against its message and the conversation."""

@@ -29,6 +29,7 @@ BUILTIN_PROMPTS = (
     "citations",
     "retention",
     "query_rewrite",
+    "goal",
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)

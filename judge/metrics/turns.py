@@ -91,3 +91,10 @@ def retriever_query(extra: dict[str, Any]) -> str | None:
     """A turn's recorded retriever query (`query`), when it is a non-blank string."""
     query = extra.get("query")
     return query if isinstance(query, str) and query.strip() else None
+
+
+def whole_conversation(history: Sequence[Message], answer: str) -> list[str]:
+    """A conversation to its last answer as "role: text" lines (messages that say
+    something), the answer last."""
+    lines = [f"{m.role}: {m.content}" for m in history if said(m)]
+    return [*lines, f"assistant: {answer}"]

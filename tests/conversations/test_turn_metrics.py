@@ -246,3 +246,82 @@ def test_query_rewrite_fidelity_judges_the_recorded_query_against_the_message(
     assert blocks["conversation"] == ["user: I am sending a parcel to Lyon.", "assistant: Noted."]
     assert blocks["message"] == "How much is express?"
     assert fake_llm_server.count("/v1/chat/completions") == 2  # one per turn with a query
+
+
+def test_goal_accuracy_judges_the_whole_conversation_on_its_final_turn(models):
+    def chat(cid: str, last: str, reference: str | None = "The parcel is booked to Lyon.") -> dict:
+        record: dict = {
+            "id": cid,
+            "turns": [
+                {"role": "user", "content": "Book my parcel to Lyon."},
+                {"role": "assistant", "content": "Which day?", "contexts": ["x"]},
+                {"role": "user", "content": "Monday."},
+                {"role": "assistant", "content": last, "contexts": ["x"]},
+            ],
+        }
+        if reference is not None:
+            record["reference"] = reference
+        return record
+
+    result = judge.evaluate(
+        [
+            chat("done", "The parcel is booked to Lyon for Monday."),
+            chat("missed", "Sorry, Monday is full."),
+            chat("none", "Booked.", reference=None),
+        ],
+        metrics=["goal_accuracy"],
+        llm=models["llm"],
+        progress=False,
+    )
+    rows = rows_of(result)
+    assert rows["done#4"].scores["goal_accuracy"] == 1.0
+    assert rows["missed#4"].scores["goal_accuracy"] == 0.0
+    assert rows["done#2"].reasons["goal_accuracy"] == "not_final_turn"
+    assert rows["none#4"].reasons["goal_accuracy"] == "no_reference"
+    assert rows["missed#4"].evidence["goal"]["verdict"] == "not_achieved"
+
+
+def test_a_run_of_conversations_writes_each_conversations_means(models, tmp_path):
+    chats = [
+        {
+            "id": cid,
+            "reference": "Express delivery takes one day.",
+            "turns": [
+                {"role": "user", "content": "Which options exist?"},
+                {
+                    "role": "assistant",
+                    "content": first,
+                    "contexts": ["Express delivery takes one day."],
+                },
+                {"role": "user", "content": "And then?"},
+                {
+                    "role": "assistant",
+                    "content": "Express delivery takes one day.",
+                    "contexts": ["Express delivery takes one day."],
+                },
+            ],
+        }
+        for cid, first in (("b", "Express delivery takes one day."), ("a", "Mars is red."))
+    ]
+    out = tmp_path / "out"
+    result = judge.evaluate(
+        chats, metrics=["faithfulness", "goal_accuracy"], llm=models["llm"], progress=False
+    )
+    result.write(out)
+    lines = [json.loads(line) for line in (out / "conversations.jsonl").read_text().splitlines()]
+    assert [c["conversation_id"] for c in lines] == ["b", "a"]  # input order
+    assert lines[0] == {
+        "conversation_id": "b",
+        "turns": 2,
+        "scores": {"faithfulness": 1.0, "goal_accuracy": 1.0},
+        "scored": {"faithfulness": 2, "goal_accuracy": 1},
+    }
+    assert lines[1]["scores"]["faithfulness"] == 0.5
+    # an ordinary run in the same folder leaves no conversations file behind
+    judge.evaluate(
+        [{"question": "Q?", "answer": "A.", "contexts": ["A."]}],
+        metrics=["faithfulness"],
+        llm=models["llm"],
+        progress=False,
+    ).write(out)
+    assert not (out / "conversations.jsonl").exists()
