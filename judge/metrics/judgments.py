@@ -315,6 +315,11 @@ class SampleJudgments:
         """The shared judgments (`own_turn`) of the turn answered by `history[index]` (None
         if it answered nothing), made once along the conversation."""
         message = self.sample.history[index]
+        if message.role != "assistant":
+            # In a flat table a turn's user message has the turn of the answer after it:
+            # looked up, it was that answer's judgments, and the answer's own history
+            # awaited them (a cycle, RecursionError).
+            return None
         found = self.earlier.get(message.turn)
         if found is None:
             sample = self.sample.earlier_turn(index)

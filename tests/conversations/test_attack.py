@@ -11,8 +11,15 @@ from typing import Any
 
 import pytest
 
+import judge
+from judge import LLM
 from judge.conversations import CONVERSATION_ERROR, flat_turn_records
 from judge.run.data import load_rows
+from judge.testing import FakeLLMServer, heuristic_judge
+
+
+def llm_at(server: FakeLLMServer) -> LLM:
+    return LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
 
 
 def user(text: str) -> dict[str, Any]:
@@ -112,3 +119,93 @@ def test_a_long_flat_conversation_makes_each_message_once():
     assert all(a is b for a, b in zip(before["history"], last["history"], strict=False))
     messages = {id(m) for row in out for m in row["history"]}
     assert len(messages) == 2 * (n - 1)
+
+
+# --- a turn's own history, from a flat table or given whole --------------------------------
+
+
+def test_a_flat_table_without_contexts_is_judged_not_a_recursion_error(fake_llm_server):
+    """In a flat table a turn's user message has the turn of its answer: looking the user
+    message up as an earlier answer found that answer's own judgments, whose history held
+    the same user message: a RecursionError, exit 70 for `judge eval` of any flat table
+    whose first turn was not scored itself (no contexts: no faithfulness of its own)."""
+    fake_llm_server.chat = heuristic_judge
+    result = judge.evaluate(
+        [
+            {"conversation_id": "c", "turn": 1, "question": "Where?", "answer": "In Lyon."},
+            {
+                "conversation_id": "c",
+                "turn": 2,
+                "question": "How?",
+                "answer": "In Lyon. By express.",
+                "contexts": ["By express."],
+            },
+        ],
+        metrics=["faithfulness", "supported_by_history"],
+        llm=llm_at(fake_llm_server),
+        progress=False,
+    )
+    first, second = result.rows
+    assert first.reasons["faithfulness"] == "no_contexts"
+    # "In Lyon." is the earlier answer's claim, itself unsupported (no contexts): no evidence
+    assert second.scores == {"faithfulness": 0.5, "supported_by_history": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("history", "why"),
+    [
+        (
+            [
+                {**user("q"), "turn": 1},
+                {**assistant("Apples are red.", "Apples are red."), "turn": 2},
+            ],
+            "turn 2 is not in order",
+        ),
+        (
+            [{**user("q"), "turn": 1}, {**assistant("A.", "A."), "turn": 5}],
+            "turn 5 is not in order",
+        ),
+        (
+            [{**user("q"), "turn": 1}, {**user("r"), "turn": 0}],
+            "turn 0 is not in order",
+        ),
+        (
+            [
+                {**user("q"), "turn": 1},
+                {**assistant("A.", "A."), "turn": 1},
+                {**assistant("B.", "B."), "turn": 1},
+            ],
+            "a second assistant message at turn 1",
+        ),
+    ],
+)
+def test_a_given_history_out_of_order_is_the_rows_error_not_a_recursion(
+    fake_llm_server, history, why
+):
+    """Rows given with their own `history` (turn records, as judge writes them): an answer
+    numbered as the row's own turn (or after it) made the turn await its own judgments, a
+    RecursionError that stopped the run (exit 70); two answers of one turn were judged as
+    one. Such a history is now the row's error."""
+    fake_llm_server.chat = heuristic_judge
+    rows = [
+        {
+            "conversation_id": "c",
+            "turn": 2,
+            "question": "q2",
+            "answer": "Apples are red.",
+            "contexts": ["Pears are green."],
+            "history": history,
+        },
+        {
+            "id": "other",
+            "question": "q",
+            "answer": "Pears are green.",
+            "contexts": ["Pears are green."],
+        },
+    ]
+    result = judge.evaluate(
+        rows, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+    )
+    row, other = result.rows
+    assert other.scores["faithfulness"] == 1.0
+    assert row.error is not None and why in row.error
