@@ -6,6 +6,7 @@ what holds."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 import judge
 from judge import LLM
-from judge.conversations import CONVERSATION_ERROR, flat_turn_records
+from judge.conversations import CONVERSATION_ERROR, flat_turn_records, turn_records
 from judge.run.data import load_rows
 from judge.testing import FakeLLMServer, heuristic_judge
 
@@ -209,3 +210,154 @@ def test_a_given_history_out_of_order_is_the_rows_error_not_a_recursion(
     row, other = result.rows
     assert other.scores["faithfulness"] == 1.0
     assert row.error is not None and why in row.error
+
+
+# --- one conversation id, two conversations ------------------------------------------------
+
+
+def _apples_and_bananas(fake_llm_server: FakeLLMServer, data: list[dict[str, Any]]) -> list:
+    fake_llm_server.chat = heuristic_judge
+    result = judge.evaluate(
+        data, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+    )
+    return list(result.rows)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a run shares a turn's judgments by (conversation_id, turn): the second "
+    "conversation with the id c1 is scored with the first one's claims and verdicts "
+    "(answer 'Apples are red.' gets the claims of 'Bananas are blue.' and 0.0), silently; "
+    "duplicate conversation ids should be refused as errors or keyed apart",
+)
+def test_two_conversations_with_one_id_are_each_judged_on_their_own_answer(fake_llm_server):
+    def chat(answer: str) -> dict[str, Any]:
+        return {"id": "c1", "turns": [user("Which?"), assistant(answer, "Apples are red.")]}
+
+    bananas, apples = _apples_and_bananas(
+        fake_llm_server, [chat("Bananas are blue."), chat("Apples are red.")]
+    )
+    assert bananas.scores["faithfulness"] == 0.0
+    assert apples.evidence["answer_claims"] == ["Apples are red."]
+    assert apples.scores["faithfulness"] == 1.0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="rows given with their own history (turn records) and one (conversation_id, "
+    "turn) share one judgment: the second row is scored with the first row's claims",
+)
+def test_two_rows_of_one_turn_are_each_judged_on_their_own_answer(fake_llm_server):
+    def row(answer: str) -> dict[str, Any]:
+        return {
+            "conversation_id": "c",
+            "turn": 2,
+            "history": [{**user("Which?"), "turn": 1}],
+            "question": "Which?",
+            "answer": answer,
+            "contexts": ["Apples are red."],
+        }
+
+    _, apples = _apples_and_bananas(
+        fake_llm_server, [row("Bananas are blue."), row("Apples are red.")]
+    )
+    assert apples.scores["faithfulness"] == 1.0
+
+
+# --- shapes that are read in silence, or refused in the wrong words ------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a record with both turns and messages (different lists) is read from turns "
+    "alone; messages are dropped without a word: the record is ambiguous and should be "
+    "its row's error",
+)
+def test_a_record_with_both_turns_and_messages_is_an_error():
+    rows = turn_records(
+        {
+            "id": "c",
+            "turns": [user("a"), assistant("b")],
+            "messages": [user("z"), assistant("y"), user("x"), assistant("w")],
+        },
+        0,
+    )
+    assert len(rows) == 1 and CONVERSATION_ERROR in rows[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="OpenAI's content parts ([{'type': 'text', 'text': ...}], what the OpenAI SDK "
+    "and many traces hold) are refused: 'content must be a string, got list'",
+)
+def test_openai_content_parts_are_read_as_their_text():
+    parts = [{"type": "text", "text": "I live in "}, {"type": "text", "text": "Lyon."}]
+    (row,) = turn_records(
+        {"id": "c", "turns": [{"role": "user", "content": parts}, assistant("Ok.")]}, 0
+    )
+    assert row.get(CONVERSATION_ERROR) is None
+    assert row["question"] == "I live in Lyon."
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an input's kind is decided by its first record: a plain row after a "
+    'conversation is refused as "user_input must be a list of messages" (it has no '
+    'user_input), and a conversation after a plain row as "question must be a non-empty '
+    'string": neither says the file mixes conversations and rows',
+)
+def test_a_file_mixing_conversations_and_rows_says_so(fake_llm_server):
+    conversation = {"id": "c", "turns": [user("q"), assistant("A.", "A.")]}
+    plain = {"id": "p", "question": "q", "answer": "A.", "contexts": ["A."]}
+    for data in ([conversation, plain], [plain, conversation]):
+        rows = _apples_and_bananas(fake_llm_server, data)
+        (error,) = [r.error for r in rows if r.error]
+        assert "conversation" in error and "row" in error and "mix" in error
+
+
+def test_hostile_text_in_a_conversation_is_read_or_refused_per_row(tmp_path, fake_llm_server):
+    """U+2028 in a raw JSON line is inside its string (not a line break), control
+    characters are text, a lone surrogate is the error of the turns whose text holds it
+    (and of no other turn), deeply nested junk on a turn is kept as an extra column."""
+    fake_llm_server.chat = heuristic_judge
+    junk: Any = "leaf"
+    for _ in range(200):
+        junk = {"x": [junk]}
+    chat = {
+        "id": "c\u2028d",
+        "turns": [
+            user("I live in Lyon.\u2028\x00\x1b[31m"),
+            assistant("Parcels travel.", "Parcels travel.", meta=junk),
+            user("\ud800"),
+            assistant("Parcels travel.", "Parcels travel."),
+        ],
+    }
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps(chat, ensure_ascii=False).replace("\ud800", "\\ud800") + "\n")
+    assert (
+        len(path.read_text(encoding="utf-8").splitlines()) == 3
+    )  # str.splitlines splits at U+2028
+    first, second = judge.evaluate(
+        str(path), metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+    ).rows
+    assert (first.id, first.scores["faithfulness"]) == ("c\u2028d#2", 1.0)
+    assert first.question == "I live in Lyon.\u2028\x00\x1b[31m"
+    assert "lone surrogate" in second.error and math.isnan(second.scores["faithfulness"])
+
+
+@pytest.mark.parametrize(
+    ("message", "why"),
+    [
+        ({"role": "User", "content": "hi"}, "role 'User' is not one of"),
+        ({"role": "AI", "content": "hi"}, "role 'AI' is not one of"),
+        ({"role": "user", "content": None}, "content must be a string, got NoneType"),
+        ({"role": "tool", "content": {"rows": 3}}, "content must be a string, got dict"),
+        ({"role": ["user"], "content": "hi"}, "role ['user'] is not one of"),
+        ({"type": {"x": 1}, "content": "hi"}, "role None is not one of"),
+        ("hi", "a message must be an object"),
+    ],
+)
+def test_a_message_judge_cannot_read_is_its_conversations_error_naming_it(message, why):
+    (row,) = turn_records({"id": 7, "turns": [user("q"), message, assistant("A.")]}, 0)
+    assert row[CONVERSATION_ERROR].startswith("conversation '7', message 2: ")
+    assert why in row[CONVERSATION_ERROR]
