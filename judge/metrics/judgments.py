@@ -119,6 +119,13 @@ class SampleJudgments:
         found = self._tasks.get(name)
         if found is None:
             found = self._tasks[name] = aio.start_eagerly(make())
+            if self.is_turn_core:
+                found.add_done_callback(_retrieved)
+        if self.is_turn_core and not found.done():
+            # A turn's own judgments are awaited by the rows of the turns after it: a row
+            # cancelling its waits (another of its metrics failed) must not cancel them for
+            # the others, who then died of the CancelledError, and the run with them.
+            return asyncio.shield(found)
         return found
 
     async def answer_claims(self) -> list[str]:
@@ -530,6 +537,13 @@ class SampleJudgments:
         ]
         self.evidence[ev.CITATION_CHECKS] = [c.model_dump() for c in checks]
         return found, checks
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a shared judgment's failure as seen: the rows that awaited it may all have been
+    cancelled (asyncio would log the exception as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def _none() -> list[Any]:
