@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,7 @@ from judge.conversations import CONVERSATION_ERROR, flat_turn_records, turn_reco
 from judge.run.data import load_rows
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import FakeHTTPError
+from tests.helpers.cli import eval_args, run
 
 
 def llm_at(server: FakeLLMServer) -> LLM:
@@ -490,3 +496,196 @@ def test_spoofed_speakers_stay_what_they_are(fake_llm_server):
         "The assistant said earlier (supported): Ok.",
         "The user said: So?",
     ]
+
+
+# --- runs: killed, replayed, estimated, split -----------------------------------------------
+
+
+def chats(n: int, turns: int = 3) -> list[dict[str, Any]]:
+    """n conversations of `turns` turns each; later answers repeat earlier supported claims
+    and what the user said, so the turns rest on each other."""
+    out = []
+    for c in range(n):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "Parcel desk."}]
+        for t in range(turns):
+            messages.append(user(f"I live in City{c}. Parcel {t} weighs {t + 1} kilos."))
+            messages.append(
+                assistant(
+                    f"Parcel {t} weighs {t + 1} kilos. Express takes one day. You live in City{c}.",
+                    "Express takes one day.",
+                )
+            )
+        out.append({"id": f"c{c}", "turns": messages})
+    return out
+
+
+METRICS = "faithfulness,supported_by_history,knowledge_retention,hallucination_rate"
+
+
+def without_usage(folder: Path) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "usage"} for r in results(folder)]
+
+
+@pytest.fixture(scope="module")
+def conversation_run(tmp_path_factory):
+    """One uninterrupted run of 8 conversations of 3 turns: (data, its tmp folder, the
+    requests it made, the server, which stays up for the module)."""
+    tmp = tmp_path_factory.mktemp("whole")
+    data = jsonl(tmp / "chats.jsonl", chats(8))
+    with FakeLLMServer(chat=heuristic_judge) as server:
+        done = run(*eval_args(data, server, tmp, "--metrics", METRICS))
+        assert done.returncode == 0, done.stderr
+        yield data, tmp, server.count(), server
+
+
+def test_a_replay_of_a_conversations_run_asks_nothing_and_gives_its_results(
+    conversation_run, tmp_path
+):
+    data, whole, _, server = conversation_run
+    before = server.count()
+    args = eval_args(data, server, tmp_path, "--metrics", METRICS, "--replay")
+    args[args.index("--cache") + 1] = str(whole / "cache.sqlite")
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    assert server.count() == before
+    assert without_usage(tmp_path / "out") == without_usage(whole / "out")
+
+
+def test_the_dry_run_of_conversations_counts_the_requests_the_run_made(conversation_run, tmp_path):
+    data, _, requests, server = conversation_run
+    done = run(
+        *eval_args(data, server, tmp_path, "--metrics", METRICS, "--dry-run", "--format", "json")
+    )
+    assert done.returncode == 0, done.stderr
+    estimate = json.loads(done.stdout)
+    assert estimate["total"]["chat_requests"] == requests
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="--processes 2 splits a conversation's turns between the processes, each "
+    "judging the earlier turns its turns rest on again: 34% more requests on 20 chats of 5 "
+    "turns (376 vs 280), and results.jsonl differs from the one-process run in the later "
+    "turns' usage (the other process's earlier-turn requests charged to them); the docs' "
+    "Limits say so, the promise of byte-identical split runs does not",
+)
+def test_two_processes_judge_conversations_as_one_process_does(conversation_run, tmp_path):
+    data, whole, requests, server = conversation_run
+    before = server.count()
+    done = run(*eval_args(data, server, tmp_path, "--metrics", METRICS, "--processes", "2"))
+    assert done.returncode == 0, done.stderr
+    assert without_usage(tmp_path / "out") == without_usage(whole / "out")  # holds today
+    assert server.count() - before == requests
+    assert (tmp_path / "out/results.jsonl").read_bytes() == (
+        whole / "out/results.jsonl"
+    ).read_bytes()
+
+
+def test_shards_of_conversations_merge_into_the_scores_of_one_run(conversation_run, tmp_path):
+    data, whole, _, server = conversation_run
+    for i in (1, 2):
+        folder = tmp_path / f"s{i}"
+        done = run(*eval_args(data, server, folder, "--metrics", METRICS, "--shard", f"{i}/2"))
+        assert done.returncode == 0, done.stderr
+    merged = run("merge", tmp_path / "merged", tmp_path / "s1/out", tmp_path / "s2/out")
+    assert merged.returncode == 0, merged.stderr
+    assert without_usage(tmp_path / "merged") == without_usage(whole / "out")
+    a = json.loads((whole / "out/summary.json").read_text())
+    b = json.loads((tmp_path / "merged/summary.json").read_text())
+    assert b["metrics"] == a["metrics"]
+
+
+def test_a_conversations_run_killed_and_resumed_judges_no_finished_turn_again(
+    conversation_run, tmp_path
+):
+    """SIGKILL three times mid-run, then a rerun: the results are the uninterrupted run's
+    (but for usage: a resumed turn reads its earlier turns' judgments from the cache), and
+    the turns finished before a kill are not asked again."""
+    data, whole, requests, server = conversation_run
+    server.latency = 0.02
+    try:
+        args = eval_args(data, server, tmp_path, "--metrics", METRICS, "--concurrency", "2")
+        checkpoint = tmp_path / "out" / ".checkpoint.jsonl"
+        before = server.count()
+        for _ in range(3):
+            process = subprocess.Popen(
+                [sys.executable, "-m", "judge", *args],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            start = len(checkpoint.read_text().splitlines()) if checkpoint.exists() else 0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and process.poll() is None:
+                done = len(checkpoint.read_text().splitlines()) if checkpoint.exists() else 0
+                if done >= start + 3:
+                    break
+                time.sleep(0.01)
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        final = run(*args)
+    finally:
+        server.latency = 0
+    assert final.returncode == 0, final.stderr
+    assert without_usage(tmp_path / "out") == without_usage(whole / "out")
+    assert not checkpoint.exists()
+    # at most the requests in flight at each kill (concurrency 2) are made twice
+    assert server.count() - before <= requests + 3 * 2
+
+
+# --- one long chat --------------------------------------------------------------------------
+
+
+def long_chat(path: Path, turns: int) -> Path:
+    messages = []
+    for i in range(turns):
+        messages.append(user(f"Question {i} about parcel {i} to Lyon?"))
+        messages.append(assistant(f"Parcel {i} goes to Lyon.", f"Parcel {i} goes to Lyon."))
+    return jsonl(path, [{"id": "long", "turns": messages}])
+
+
+READ_AND_HASH = """
+import sys
+from judge.run.inputs import open_input
+rows = open_input(sys.argv[1])
+assert sum(1 for _ in rows) == len(rows)
+rows.data_sha256()
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="every turn record carries its whole history and each row re-parses, re-checks "
+    "for lone surrogates and re-hashes (dataclasses.asdict) all of it: reading the rows "
+    "of one 2,500-turn chat took 50 s and its data hash 117 s (600 turns: 3 s), before any "
+    "judging; linear work (histories shared, hashes chained) takes about a second",
+)
+def test_the_rows_of_a_1500_turn_chat_are_read_and_hashed_in_seconds(tmp_path):
+    data = long_chat(tmp_path / "long.jsonl", 1500)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", READ_AND_HASH, str(data)], capture_output=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading and hashing the rows of 1,500 turns took over 10 s")
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="judging one long chat is quadratic in its turns beyond the prompts' growth: "
+    "each turn's conversation_said awaits every earlier turn anew (600 turns: 360,000 "
+    "eager starts), each keeps its own O(n) evidence list, and the rows are read as "
+    "above: 600 turns of faithfulness took 30 s and 240 MB, 1,200 turns 108 s and 590 MB "
+    "(600 single-turn rows: 3.6 s, 140 MB)",
+)
+def test_a_long_chat_is_judged_in_about_the_time_of_as_many_rows(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    data = long_chat(tmp_path / "long.jsonl", 800)
+    args = eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness", "--no-cache")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "judge", *args], capture_output=True, text=True, timeout=20
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("judging an 800-turn chat took over 20 s")
+    assert done.returncode == 0, done.stderr
