@@ -127,6 +127,13 @@ class SampleJudgments:
         found = self._tasks.get(name)
         if found is None:
             found = self._tasks[name] = aio.start_eagerly(make())
+            if self.is_turn_core:
+                found.add_done_callback(_retrieved)
+        if self.is_turn_core and not found.done():
+            # A turn's own judgments are awaited by the rows of the turns after it: a row
+            # cancelling its waits (another of its metrics failed) must not cancel them for
+            # the others, who then died of the CancelledError, and the run with them.
+            return asyncio.shield(found)
         return found
 
     async def answer_claims(self) -> list[str]:
@@ -323,6 +330,11 @@ class SampleJudgments:
         """The shared judgments (`own_turn`) of the turn answered by `history[index]` (None
         if it answered nothing), made once along the conversation."""
         message = self.sample.history[index]
+        if message.role != "assistant":
+            # In a flat table a turn's user message has the turn of the answer after it:
+            # looked up, it was that answer's judgments, and the answer's own history
+            # awaited them (a cycle, RecursionError).
+            return None
         found = self.earlier.get(message.turn)
         if found is None:
             sample = self.sample.earlier_turn(index)
@@ -568,6 +580,13 @@ class SampleJudgments:
         ]
         self.evidence[ev.CITATION_CHECKS] = [c.model_dump() for c in checks]
         return found, checks
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a shared judgment's failure as seen: the rows that awaited it may all have been
+    cancelled (asyncio would log the exception as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def _none() -> list[Any]:

@@ -617,7 +617,7 @@ def _place_in_conversation(get: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(cid, bool) or not isinstance(cid, (str, int)) or not str(cid).strip():
         raise ValueError(f"conversation_id must be a string or an integer, got {cid!r}")
     return {
-        "history": parse_history(get.get("history")),
+        "history": _ordered(parse_history(get.get("history")), turn),
         "turn": turn,
         "conversation_id": str(cid),
     }
@@ -643,6 +643,29 @@ def parse_history(value: Any) -> list[Message]:
         contexts = _list_of_str(item.get("contexts"), f"{where}'s contexts")
         messages.append(Message(role, content, turn, tuple(contexts)))
     return messages
+
+
+def _ordered(history: list[Message], turn: int) -> list[Message]:
+    """A turn's history if its messages come before the turn, in order, with one answer a
+    turn; else a ValueError. A later turn rests on the judgments of the earlier answers, by
+    turn: an answer numbered as the turn itself, or after it, made a turn wait for itself
+    (RecursionError), and two answers with one turn were judged as one."""
+    last, answered = 0, set()
+    for index, message in enumerate(history):
+        if not last <= message.turn < turn or message.turn < 1:
+            raise ValueError(
+                f"history message {index + 1}: turn {message.turn} is not in order: a "
+                f"history's turns are positive, never decrease and are below the row's turn {turn}"
+            )
+        if message.role == "assistant":
+            if message.turn in answered:
+                raise ValueError(
+                    f"history message {index + 1}: a second assistant message at turn "
+                    f"{message.turn}; each turn has one answer"
+                )
+            answered.add(message.turn)
+        last = message.turn
+    return history
 
 
 def _identity_of(
