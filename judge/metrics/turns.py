@@ -20,11 +20,13 @@ CONTEXTS, HISTORY = "contexts", "history"
 
 # How each kind of message is quoted to the judge: who said it matters (a user's statement
 # about themselves is evidence of what they want, a tool's result of what it returned).
+# Short: the verify call carries every piece, so a long chat's prompt grows by them (a
+# 40-character prefix per piece was a sixth of a 16-exchange chat's verify prompt).
 _SPEAKER = {
-    "user": "The user said: ",
-    "system": "The system said: ",
-    "tool": "A tool returned: ",
-    "assistant": "The assistant said earlier (supported): ",
+    "user": "user: ",
+    "system": "system: ",
+    "tool": "tool: ",
+    "assistant": "assistant, verified: ",
 }
 
 
@@ -43,12 +45,16 @@ def said_before(history: Sequence[Message], supported: Sequence[Sequence[str]]) 
     message, and for each assistant message its claims in `supported` (per message of
     `history`: the supported claims of the turn it answered, empty for other messages)."""
     found: list[Said] = []
+    seen: set[str] = set()  # a claim repeated in later answers is one piece, the first
     for message, claims in zip(history, supported, strict=True):
         if message.role == "assistant":
-            found += [Said(_SPEAKER["assistant"] + c, "assistant", message.turn) for c in claims]
-        elif said(message):
-            text = _SPEAKER[message.role] + message.content
-            found.append(Said(text, message.role, message.turn))
+            texts = [_SPEAKER["assistant"] + c for c in claims]
+        else:
+            texts = [_SPEAKER[message.role] + message.content] if said(message) else []
+        for text in texts:
+            if text not in seen:
+                seen.add(text)
+                found.append(Said(text, message.role, message.turn))
     return found
 
 

@@ -325,3 +325,26 @@ def test_a_run_of_conversations_writes_each_conversations_means(models, tmp_path
         progress=False,
     ).write(out)
     assert not (out / "conversations.jsonl").exists()
+
+
+def test_a_claim_repeated_in_later_answers_is_one_piece_of_evidence(models, fake_llm_server):
+    said = "Express delivery takes one day."
+    turns: list[dict] = []
+    for i in range(4):
+        turns += [
+            {"role": "user", "content": f"Tell me again, time {i}."},
+            {"role": "assistant", "content": said, "contexts": [said]},
+        ]
+    fake_llm_server.reset()
+    judge.evaluate(
+        [{"id": "r", "turns": turns}], metrics=["faithfulness"], llm=models["llm"], progress=False
+    )
+    last = [
+        data_blocks(r.body["messages"][1]["content"])["contexts"]
+        for r in fake_llm_server.requests
+        if r.body["messages"][0]["content"].startswith("You check numbered")
+    ]
+    longest = max(last, key=len)
+    assert longest.count("assistant, verified: " + said) == 1
+    # the turn's context, the four user messages, the earlier answers' claim once
+    assert len(longest) == 1 + 4 + 1
