@@ -24,6 +24,7 @@ later turns and is not a row.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -289,7 +290,8 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                     out[index][CONVERSATION_ERROR] = twice
                     continue
                 out[index]["conversation_id"], out[index]["turn"] = cid, turn
-                out[index]["history"] = list(so_far)
+                # ending with the row's own question, as a conversation's turn's does
+                out[index]["history"] = so_far + _exchange(records[index], turn)[:1]
                 if turn == last:
                     out[index][FINAL_TURN] = True
             for index in found:
@@ -330,6 +332,11 @@ def _exchange(record: Mapping[str, Any], turn: int) -> list[dict[str, Any]]:
     if isinstance(answer, str):
         message: dict[str, Any] = {"role": "assistant", "content": answer, "turn": turn}
         contexts = _first(record, ("contexts", "retrieved_contexts"))
+        if isinstance(contexts, str):  # a CSV cell holds the list as JSON text
+            try:
+                contexts = json.loads(contexts) if contexts.strip() else []
+            except ValueError:
+                contexts = None
         if isinstance(contexts, list) and all(isinstance(c, str) for c in contexts):
             message["contexts"] = list(contexts)
         messages.append(message)

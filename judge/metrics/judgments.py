@@ -61,30 +61,33 @@ def _filled(text: str | None) -> bool:
 
 
 class Conversations:
-    """A run's shared judgments of conversation turns (`SampleJudgments.own_turn`), by
-    conversation, so a later turn rests on an earlier one without asking for it again, even
-    with no cache. The most recently used conversations are kept: a conversation's turns
-    are rows next to each other, and one dropped is only asked again (or read from the
-    cache), never judged differently.
+    """A run's shared judgments of conversation turns (`SampleJudgments.own_turn`), by the
+    turn's content (`turns.turn_key`: its conversation's id and every message to its
+    answer), so a later turn rests on an earlier one without asking for it again, even with
+    no cache; two conversations given one id are told apart by what they say. The most
+    recently used turns are kept: one dropped is only asked again (or read from the cache),
+    never judged differently.
 
     Args:
-        limit: the conversations kept.
+        limit: the turns kept (a few KiB each: claims, verdicts, the shared history).
     """
 
-    def __init__(self, limit: int = 256):
+    def __init__(self, limit: int = 16384):
         self.limit = limit
-        self._turns: OrderedDict[str, dict[int, SampleJudgments]] = OrderedDict()
+        self._turns: OrderedDict[str, SampleJudgments] = OrderedDict()
 
-    def of(self, conversation_id: str) -> dict[int, SampleJudgments]:
-        """The shared judgments of one conversation's turns, by turn."""
-        found = self._turns.get(conversation_id)
-        if found is None:
-            found = self._turns[conversation_id] = {}
-            while len(self._turns) > self.limit:
-                self._turns.popitem(last=False)
-        else:
-            self._turns.move_to_end(conversation_id)
+    def get(self, key: str) -> SampleJudgments | None:
+        """The shared judgments of the turn of that key, if kept."""
+        found = self._turns.get(key)
+        if found is not None:
+            self._turns.move_to_end(key)
         return found
+
+    def __setitem__(self, key: str, judgments: SampleJudgments) -> None:
+        self._turns[key] = judgments
+        self._turns.move_to_end(key)
+        while len(self._turns) > self.limit:
+            self._turns.popitem(last=False)
 
 
 @dataclass
@@ -105,9 +108,11 @@ class SampleJudgments:
     ledger: UsageLedger | None = None  # the sample's own usage record
     prompts: Mapping[str, Prompt] = field(default_factory=dict)  # the run's; else read now
     evidence: dict[str, Any] = field(default_factory=dict)
-    # For a conversation's turn: the judgments of its earlier turns, by turn, shared by
-    # every turn of the chain so each earlier turn is judged once (`earlier_turn`).
-    earlier: dict[int, SampleJudgments] = field(default_factory=dict)
+    # For a conversation's turn: the judgments of its earlier turns, by `turns.turn_key`,
+    # shared by every turn of a run so each earlier turn is judged once (`earlier_turn`).
+    earlier: Conversations = field(default_factory=Conversations)
+    # For a turn: the keys of its history's messages (`turns.history_keys`), made once.
+    keys: list[str] | None = None
     # For a turn, once verified: each answer claim's source (turns.CONTEXTS, HISTORY, None),
     # and the same with the conversation's turn and role (`turns.source_of`).
     sources: list[str | None] = field(default_factory=list)
@@ -196,14 +201,20 @@ class SampleJudgments:
         conversation (`earlier`), so they are made once however many turns need them."""
         if self.is_turn_core:
             return self
-        turn = self.sample.turn
-        assert turn is not None, "only a conversation's turn has a turn of its own"
-        found = self.earlier.get(turn)
+        key = turns.turn_key(self.history_keys(), self.sample)
+        found = self.earlier.get(key)
         if found is None:
-            found = self.earlier[turn] = self._turn_core(self.sample)
+            found = self._turn_core(self.sample, self.history_keys())
+            self.earlier[key] = found
         return found
 
-    def _turn_core(self, sample: Sample) -> SampleJudgments:
+    def history_keys(self) -> list[str]:
+        """The keys of the history's messages (`turns.history_keys`), made once."""
+        if self.keys is None:
+            self.keys = turns.history_keys(self.sample.conversation_id, self.sample.history)
+        return self.keys
+
+    def _turn_core(self, sample: Sample, keys: list[str]) -> SampleJudgments:
         return SampleJudgments(
             sample,
             self.session,
@@ -212,6 +223,7 @@ class SampleJudgments:
             ledger=self.ledger,
             prompts=self.prompts,
             earlier=self.earlier,
+            keys=keys,
             is_turn_core=True,
         )
 
@@ -335,12 +347,15 @@ class SampleJudgments:
             # looked up, it was that answer's judgments, and the answer's own history
             # awaited them (a cycle, RecursionError).
             return None
-        found = self.earlier.get(message.turn)
+        keys = self.history_keys()
+        key = keys[index + 1]  # every message to this answer, the answer included
+        found = self.earlier.get(key)
         if found is None:
             sample = self.sample.earlier_turn(index)
             if sample is None:
                 return None
-            found = self.earlier[message.turn] = self._turn_core(sample)
+            found = self._turn_core(sample, keys[: index + 1])
+            self.earlier[key] = found
         return found
 
     async def supported_claims(self) -> list[str]:

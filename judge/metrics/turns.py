@@ -10,11 +10,13 @@ context), `history` (the conversation) or none.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge.samples import Message, question_start, said
+from judge.json_values import sha256_hex
+from judge.samples import Message, Sample, question_start, said
 
 CONTEXTS, HISTORY = "contexts", "history"
 
@@ -104,3 +106,25 @@ def whole_conversation(history: Sequence[Message], answer: str) -> list[str]:
     something), the answer last."""
     lines = [f"{m.role}: {m.content}" for m in history if said(m)]
     return [*lines, f"assistant: {answer}"]
+
+
+def _link(previous: str, role: str, content: str, turn: int | None, contexts: Sequence[str]) -> str:
+    """The key of a message after the messages keyed `previous`."""
+    kept = list(contexts) if any(c.strip() for c in contexts) else []  # blank ones: none
+    data = json.dumps([previous, role, content, turn, kept], ensure_ascii=False)
+    return sha256_hex(data)
+
+
+def history_keys(conversation_id: str | None, history: Sequence[Message]) -> list[str]:
+    """Keys of a turn's history: the first of its conversation's id alone, then one per
+    message, of every message up to it (`keys[i + 1]` ends with `history[i]`): an earlier
+    answer's key is the key of the turn it answered (`turn_key`)."""
+    keys = [sha256_hex(json.dumps([conversation_id], ensure_ascii=False))]
+    for m in history:
+        keys.append(_link(keys[-1], m.role, m.content, m.turn, m.contexts))
+    return keys
+
+
+def turn_key(keys: Sequence[str], sample: Sample) -> str:
+    """The key of a turn: its history's (`history_keys`), then its answer and contexts."""
+    return _link(keys[-1], "assistant", sample.answer or "", sample.turn, sample.contexts)

@@ -647,15 +647,16 @@ def parse_history(value: Any) -> list[Message]:
 
 def _ordered(history: list[Message], turn: int) -> list[Message]:
     """A turn's history if its messages come before the turn, in order, with one answer a
-    turn; else a ValueError. A later turn rests on the judgments of the earlier answers, by
-    turn: an answer numbered as the turn itself, or after it, made a turn wait for itself
-    (RecursionError), and two answers with one turn were judged as one."""
+    turn; else a ValueError. A flat table's row numbers its own question with its turn: a
+    message may share the row's turn, an answer may not (it would answer after the row)."""
     last, answered = 0, set()
     for index, message in enumerate(history):
-        if not last <= message.turn < turn or message.turn < 1:
+        limit = turn - 1 if message.role == "assistant" else turn
+        if not last <= message.turn <= limit or message.turn < 1:
             raise ValueError(
                 f"history message {index + 1}: turn {message.turn} is not in order: a "
-                f"history's turns are positive, never decrease and are below the row's turn {turn}"
+                "history's turns are positive and never decrease, its answers' below the "
+                f"row's turn {turn} and its other messages' at most that"
             )
         if message.role == "assistant":
             if message.turn in answered:

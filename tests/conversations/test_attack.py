@@ -69,7 +69,8 @@ def test_a_flat_turn_that_is_no_positive_whole_number_is_that_rows_error(turn):
 @pytest.mark.parametrize(("turn", "number"), [("01", 1), (" 2 ", 2), (3.0, 3), ("١٢", 12)])
 def test_a_flat_turn_written_otherwise_is_its_number(turn, number):
     (row,) = flat_turn_records([{"conversation_id": "c", "turn": turn, "question": "q"}])
-    assert row["turn"] == number and type(row["turn"]) is int and row["history"] == []
+    assert row["turn"] == number and type(row["turn"]) is int
+    assert row["history"] == [{"role": "user", "content": "q", "turn": number}]  # its question
 
 
 def test_a_flat_turn_of_hundreds_of_digits_is_read_and_judged(tmp_path):
@@ -84,7 +85,7 @@ def test_a_flat_turn_of_hundreds_of_digits_is_read_and_judged(tmp_path):
     )
     assert [r.error for r in rows] == [None, None]
     assert rows[1].sample.turn == big + 1
-    assert [m.turn for m in rows[1].sample.history] == [big, big]
+    assert [m.turn for m in rows[1].sample.history] == [big, big, big + 1]
 
 
 def test_a_flat_table_of_the_same_turn_twice_errs_those_rows_and_the_turns_after_it():
@@ -108,7 +109,7 @@ def test_a_flat_table_of_the_same_turn_twice_errs_those_rows_and_the_turns_after
             "after it cannot say which came first"
         )
     assert [CONVERSATION_ERROR in row for row in out[3:]] == [False, False]
-    assert [m["content"] for m in out[4]["history"]] == ["q", "a"]
+    assert [m["content"] for m in out[4]["history"]] == ["q", "a", "q"]
 
 
 def test_a_long_flat_conversation_makes_each_message_once():
@@ -122,11 +123,12 @@ def test_a_long_flat_conversation_makes_each_message_once():
         ]
     )
     last, before = out[0], out[1]
-    assert (last["turn"], len(last["history"])) == (n, 2 * (n - 1))
+    # the earlier turns' exchanges, then the row's own question
+    assert (last["turn"], len(last["history"])) == (n, 2 * (n - 1) + 1)
     assert [m["content"] for m in last["history"][:3]] == ["q1", "a", "q2"]
-    assert all(a is b for a, b in zip(before["history"], last["history"], strict=False))
+    assert all(a is b for a, b in zip(before["history"][:-1], last["history"], strict=False))
     messages = {id(m) for row in out for m in row["history"]}
-    assert len(messages) == 2 * (n - 1)
+    assert len(messages) == 2 * (n - 1) + n  # shared exchanges, and each row's question
 
 
 # --- a turn's own history, from a flat table or given whole --------------------------------
@@ -230,13 +232,6 @@ def _apples_and_bananas(fake_llm_server: FakeLLMServer, data: list[dict[str, Any
     return list(result.rows)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run shares a turn's judgments by (conversation_id, turn): the second "
-    "conversation with the id c1 is scored with the first one's claims and verdicts "
-    "(answer 'Apples are red.' gets the claims of 'Bananas are blue.' and 0.0), silently; "
-    "duplicate conversation ids should be refused as errors or keyed apart",
-)
 def test_two_conversations_with_one_id_are_each_judged_on_their_own_answer(fake_llm_server):
     def chat(answer: str) -> dict[str, Any]:
         return {"id": "c1", "turns": [user("Which?"), assistant(answer, "Apples are red.")]}
@@ -249,11 +244,6 @@ def test_two_conversations_with_one_id_are_each_judged_on_their_own_answer(fake_
     assert apples.scores["faithfulness"] == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rows given with their own history (turn records) and one (conversation_id, "
-    "turn) share one judgment: the second row is scored with the first row's claims",
-)
 def test_two_rows_of_one_turn_are_each_judged_on_their_own_answer(fake_llm_server):
     def row(answer: str) -> dict[str, Any]:
         return {
@@ -758,13 +748,6 @@ def test_the_scores_of_a_sessions_run_go_back_to_their_traces(sessions_run, tmp_
     assert all(trace_id in text for trace_id in ids)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run keeps the shared judgments of its 256 most recent conversations: a flat "
-    "table sorted by turn (every first turn, then every second) of 300 conversations "
-    "re-asks each first turn's claims and verify for its second turn without a cache: 1,800 "
-    "requests instead of 1,200 (the guide says earlier turns are 'never asked twice')",
-)
 def test_a_flat_table_sorted_by_turn_asks_each_turn_once(fake_llm_server):
     fake_llm_server.chat = heuristic_judge
     n = 300
