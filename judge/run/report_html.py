@@ -19,6 +19,7 @@ from judge.metrics.findings import (
     Finding,
 )
 from judge.metrics.registry import JUDGE_ERROR, findings_of
+from judge.metrics.turns import HISTORY_NAME
 from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
 
@@ -156,7 +157,7 @@ def finding_html(finding: Finding) -> str:
     reasons = any(i.reason for i in finding.items)
     sources = any(i.source for i in finding.items)
     # A conversation's turn: a claim can rest on a message of the conversation too.
-    beyond = any(i.source and not i.source.startswith("context") for i in finding.items)
+    beyond = any(i.source.startswith(HISTORY_NAME) for i in finding.items)
     head = (
         "<tr><th>#</th>"
         + ("<th>text</th>" if texts else "")
