@@ -255,3 +255,38 @@ def test_a_list_of_messages_is_a_conversation_and_a_broken_one_says_why() -> Non
 def test_assert_scores_on_a_conversation_needs_a_turn_and_names_the_metrics() -> None:
     with pytest.raises(ScoreAssertionError, match="has no judged turn"):
         judge.assert_scores(ConversationResult("empty"), faithfulness=0.5)
+
+
+def test_async_tests_await_conversations_and_a_replay_miss_names_the_turn(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    write_tests(
+        pytester,
+        """
+import asyncio
+import pytest
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_two_at_once(rag_judge, anyio_backend):
+    chat, grounded = await asyncio.gather(
+        rag_judge.ascore_conversation(CHAT, metrics=["faithfulness"]),
+        rag_judge.ascore_conversation(GROUNDED, metrics=["faithfulness"]),
+    )
+    assert [t["faithfulness"] for t in chat.turns] == [0.5, 0.75]
+    assert chat.means() == {"faithfulness": 0.625}
+    judge.assert_scores(grounded, faithfulness=1.0)
+""",
+    )
+    cache = tmp_path / "cache.sqlite"
+    pytester.runpytest(*judge_args(server, cache)).assert_outcomes(passed=1)
+    write_tests(
+        pytester,
+        """
+def test_new(rag_judge):
+    rag_judge.score_conversation({**CHAT, "id": "never"}, metrics=["knowledge_retention"])
+""",
+    )
+    replay = pytester.runpytest(*judge_args(server, cache), "--judge-replay")
+    replay.assert_outcomes(failed=1)
+    replay.stdout.fnmatch_lines(["*ReplayMiss: knowledge_retention of 'never#*"])
