@@ -82,9 +82,13 @@ def has_earlier_messages(history: Sequence[Message]) -> bool:
     return any(said(m) for m in history[: question_start(history)])
 
 
+# How a report's name of a piece of the conversation starts (`history_name`).
+HISTORY_NAME = "conversation, turn "
+
+
 def history_name(source: dict[str, Any]) -> str:
     """How a report names a piece of the conversation a claim rests on."""
-    return f"conversation, turn {source['turn']} ({source['role']})"
+    return f"{HISTORY_NAME}{source['turn']} ({source['role']})"
 
 
 def conversation_lines(history: Sequence[Message], messages: int) -> list[str]:

@@ -415,6 +415,18 @@ class RowTally:
             return Resampling("row", self.rows, self.rows)
         return Resampling("conversation", int(clusters.max(initial=-1)) + 1, self.rows)
 
+    def conversation_rows(self, number: int) -> list[int]:
+        """The positions of the rows of row `number`'s conversation (its own included), in
+        order of `turn`, then of row; [] for a row that is no conversation's turn."""
+        if self._conversation is None or self._turn is None:
+            return []
+        conversation = np.frombuffer(self._conversation, dtype=np.int32)
+        if not 0 <= number < conversation.size or conversation[number] == NO_TURN:
+            return []
+        rows = np.flatnonzero(conversation == conversation[number])
+        turns = np.frombuffer(self._turn, dtype=np.int32)[rows]
+        return [int(i) for i in rows[np.lexsort((rows, turns))]]
+
     def turn_positions(self) -> np.ndarray | None:
         """Each row's position among its conversation's turns here, from 1 (the
         conversation's 1st judged turn, 2nd, ...: ranked by `turn`, then by row), 0 for a row
