@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.conversations import (
+    CONVERSATION_KEYS,
     ID_KEYS,
     RAGAS_MESSAGES,
     TURNS_KEYS,
     BadConversation,
     conversation_id,
+    is_conversation,
     role_and_content,
 )
 from judge.errors import InputFormatError, JudgeError
@@ -53,6 +55,7 @@ from judge.experiments.calls import (
     ask,
     checked_rows,
 )
+from judge.json_values import lone_surrogate_in
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
 # What an assistant message of the test set recorded, replaced by the app's reply: its
@@ -159,6 +162,18 @@ def read_chat(number: int, record: Mapping[str, Any]) -> Chat:
         record: the conversation (ours, DeepEval's or RAGAS's shape).
     """
     cid = conversation_id(record, number)
+    if not is_conversation(record):
+        raise BadConversation(
+            f"record {number} is not a conversation (no list of messages under "
+            f"{', '.join(map(repr, CONVERSATION_KEYS))}), as the test set's first one is: "
+            "give conversations alone, one per line"
+        )
+    where = lone_surrogate_in(record)
+    if where is not None:  # no file can hold it: refused, not played
+        raise BadConversation(
+            f"conversation {cid!r} holds a lone surrogate ({where}): text that is not "
+            "Unicode (half of a UTF-16 pair, from a broken \\u escape or a wrong decoding)"
+        )
     key = next((k for k in TURNS_KEYS if isinstance(record.get(k), list)), RAGAS_MESSAGES)
     given = record.get(key)
     if not isinstance(given, list):

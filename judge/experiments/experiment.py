@@ -459,6 +459,8 @@ async def _run_chats(
     judged = dataclasses.replace(spec, checkpoint=folder.path / CHECKPOINT)
     result = await aevaluate_rows(loaded, columns, loaded.source, judged)
     record = app_record(app, stats, testset, app_concurrency, app_timeout)
+    # Every turn, also those not played after a failure (asked + reused counts the calls).
+    record["questions"] = sum(len(chat.slots) for chat in testset.chats)
     record["conversations"] = len(testset.chats)
     result.config = dataclasses.replace(result.config, app=record)
     return result

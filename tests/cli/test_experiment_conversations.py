@@ -123,6 +123,7 @@ def test_a_failed_turn_counts_against_the_error_rate_with_the_turns_it_kept_from
     env = {**os.environ, "JUDGE_TEST_FAIL": str(flag)}
     done = run(*args(data, server, tmp_path / "out", "--no-cache"), env=env)
     assert done.returncode == 3, done.stderr  # 2 of 5 turns failed: over the default rate
+    assert "2 conversations, 5 turns (4 asked, 0 answered before)" in done.stderr
     assert "2 app errors (NotPlayed 1, ValueError 1; see app_error" in done.stderr
     results = {r["id"]: r for r in read_jsonl(tmp_path / "out" / "results.jsonl")}
     assert "ValueError: no banana index" in results["c2#5"]["error"]

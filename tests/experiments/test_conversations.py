@@ -170,7 +170,7 @@ def test_a_failed_turn_is_an_error_and_the_turns_after_it_are_not_played(
     assert "NotPlayed" in rows["c2#7"].error
     assert [rows[i].error for i in ("c1#2", "c1#4", "c2#3")] == [None] * 3
     assert result.config.app["errors"] == {"NotPlayed": 1, "ValueError": 1}
-    assert result.config.app["asked"] == 4
+    assert result.config.app["asked"] == 4 and result.config.app["questions"] == 5
 
 
 def test_a_stopped_experiment_resumes_from_the_first_turn_without_an_answer(
@@ -234,6 +234,8 @@ def conversation(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
         ([conversation(user(" "))], "a user message with no text"),
         ([conversation(user("hi")), conversation(user("ho"))], "the same id 'c'"),
         ([conversation(user("hi"), {"role": "robot", "content": "x"})], "role 'robot'"),
+        ([conversation(user("hi")), {"id": "q", "question": "ho"}], "record 1 is not a conv"),
+        ([conversation(user("a \ud800 b"))], "conversation 'c' holds a lone surrogate"),
     ],
 )
 def test_a_conversation_that_cannot_be_played_is_refused_naming_it(data, message):
