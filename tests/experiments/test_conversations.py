@@ -294,3 +294,43 @@ def three(question, history, k): ...
 def test_a_conversational_signature_judge_cannot_call_is_refused(app, message):
     with pytest.raises(AppError, match=message):
         as_app(app)
+
+
+STARTED: set[str] = set()
+
+
+async def waits_for_the_other_conversation(question: str, history: list) -> dict[str, Any]:
+    """Each conversation's first turn answers only once the other's has started: it times
+    out when conversations are asked one after the other."""
+    STARTED.add(question)
+    if not history:
+        for _ in range(300):
+            if {"A?", "B?"} <= STARTED:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise TimeoutError("the other conversation never started")
+    return {"answer": f"answer to {question}", "contexts": [], "seen": len(history)}
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "errors"), [(2, {}), (1, {"TimeoutError": 1, "NotPlayed": 1})]
+)
+def test_conversations_run_concurrently_and_the_turns_of_each_in_order(
+    models, tmp_path, concurrency, errors
+):
+    STARTED.clear()
+    data = [conversation(user("A?"), user("A again?"), id="a"), conversation(user("B?"), id="b")]
+    result = experiment(
+        waits_for_the_other_conversation,
+        data,
+        out=tmp_path / "out",
+        metrics=["faithfulness"],
+        app_concurrency=concurrency,
+        progress=False,
+        **models,
+    )
+    assert result.config.app["errors"] == errors
+    if not errors:  # the second turn asked after the first answered, with its answer
+        turns = read_jsonl(tmp_path / "out" / "app_outputs.jsonl")[0]["turns"]
+        assert turns[3]["seen"] == 2 and turns[1]["content"] == "answer to A?"
