@@ -45,6 +45,8 @@ CONVERSATION_REFERENCE = "conversation_reference"
 FINAL_TURN = "final_turn"
 # A conversation that cannot be read gives one record holding why: its row is an error.
 CONVERSATION_ERROR = "conversation_error"
+# An assistant message's record of the app's failure to answer (`judge experiment`).
+APP_ERROR = "app_error"
 
 # A message's names for its fields, ours first, then DeepEval's and RAGAS's.
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
@@ -123,7 +125,7 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
     asked: list[str] = []  # the user's messages since the assistant last said something
     rows: list[dict[str, Any]] = []
     for position, message in enumerate(messages, start=1):
-        role, content = _role_and_content(message, cid, position)
+        role, content = role_and_content(message, cid, position)
         contexts = _contexts(message, cid, position) if role == "assistant" else []
         entry: dict[str, Any] = {"role": role, "content": content, "turn": position}
         if contexts:
@@ -131,8 +133,9 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         if role == "user":
             asked.append(content)
         # An assistant message that only calls tools says nothing to judge; the tools'
-        # results and the answer after them still answer the same question.
-        elif role == "assistant" and content.strip():
+        # results and the answer after them still answer the same question. One that
+        # records an app's failure (`judge experiment`) is a turn: an error row says so.
+        elif role == "assistant" and (content.strip() or _app_failed(message)):
             if asked:
                 rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
                 if reference is not None:
@@ -177,13 +180,21 @@ def _turn_row(
     return row
 
 
+def _app_failed(message: Mapping[str, Any]) -> bool:
+    """Whether an assistant message records the app's failure to answer (the `app_error`
+    object `judge experiment` writes: a type or a message)."""
+    failure = message.get(APP_ERROR)
+    return isinstance(failure, Mapping) and bool(failure.get("type") or failure.get("message"))
+
+
 def _first(record: Mapping[str, Any], keys: Sequence[str]) -> Any:
     """The value of the first of `keys` the record has (None for none)."""
     return next((record[k] for k in keys if record.get(k) is not None), None)
 
 
-def _role_and_content(message: Any, cid: str, position: int) -> tuple[str, str]:
-    """A message's role (RAGAS's type human / ai / tool mapped to ours) and text."""
+def role_and_content(message: Any, cid: str, position: int) -> tuple[str, str]:
+    """A message's role (RAGAS's type human / ai / tool mapped to ours) and text; a
+    `BadConversation` says what is wrong (`position`: the message's, from 1)."""
     where = f"conversation {cid!r}, message {position}"
     if not isinstance(message, Mapping):
         raise BadConversation(f"{where}: a message must be an object with role and content")
