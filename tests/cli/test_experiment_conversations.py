@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from judge.testing import FakeLLMServer
-from tests.experiments.test_conversations import EXPECTED
 from tests.helpers import chat_apps
+from tests.helpers.chat_apps import EXPECTED
 from tests.helpers.cli import run
 from tests.helpers.judging import judge_handler
 

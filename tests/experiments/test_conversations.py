@@ -20,8 +20,7 @@ from judge.experiments.calls import ProgressFile
 from judge.experiments.chats import play_all
 from judge.experiments.experiment import PROGRESS_FILE, load_testset
 from tests.helpers import apps, chat_apps
-
-SYSTEM = {"role": "system", "content": "Answer from the chunks."}
+from tests.helpers.chat_apps import EXPECTED, SYSTEM, said, user
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -30,36 +29,6 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def calls(path: Path) -> list[dict]:
     return read_jsonl(path) if path.exists() else []
-
-
-def said(question: str) -> dict[str, str]:
-    """What the app answers a question with (its best chunk), as a history message."""
-    return {"role": "assistant", "content": apps.answer(question)["answer"]}
-
-
-def user(text: str) -> dict[str, str]:
-    return {"role": "user", "content": text}
-
-
-# What the app must have been given at each turn: the messages before the question, its
-# own earlier answers among them.
-EXPECTED = {
-    "Who created Python?": [],
-    "When was Python first released?": [user("Who created Python?"), said("Who created Python?")],
-    "Where is the Eiffel Tower?": [SYSTEM],
-    "What colour are ripe bananas?": [
-        SYSTEM,
-        user("Where is the Eiffel Tower?"),
-        said("Where is the Eiffel Tower?"),
-    ],
-    "What is the capital of France?": [
-        SYSTEM,
-        user("Where is the Eiffel Tower?"),
-        said("Where is the Eiffel Tower?"),
-        user("What colour are ripe bananas?"),
-        said("What colour are ripe bananas?"),
-    ],
-}
 
 
 @pytest.fixture

@@ -64,3 +64,36 @@ async def async_messages(messages: list[dict[str, str]]) -> dict[str, Any]:
     *history, last = messages
     assert last["role"] == "user"
     return chat(last["content"], history)
+
+
+SYSTEM = {"role": "system", "content": "Answer from the chunks."}
+
+
+def said(question: str) -> dict[str, str]:
+    """What the app answers a question with (its best chunk), as a history message."""
+    return {"role": "assistant", "content": answer(question)["answer"]}
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+# What the app must have been given at each turn: the messages before the question, its
+# own earlier answers among them.
+EXPECTED = {
+    "Who created Python?": [],
+    "When was Python first released?": [user("Who created Python?"), said("Who created Python?")],
+    "Where is the Eiffel Tower?": [SYSTEM],
+    "What colour are ripe bananas?": [
+        SYSTEM,
+        user("Where is the Eiffel Tower?"),
+        said("Where is the Eiffel Tower?"),
+    ],
+    "What is the capital of France?": [
+        SYSTEM,
+        user("Where is the Eiffel Tower?"),
+        said("Where is the Eiffel Tower?"),
+        user("What colour are ripe bananas?"),
+        said("What colour are ripe bananas?"),
+    ],
+}

@@ -688,7 +688,7 @@ def test_a_long_chat_is_judged_in_about_the_time_of_as_many_rows(tmp_path, fake_
 def sessions_run(tmp_path_factory):
     """Real OpenTelemetry SDK spans, `judge traces extract --sessions`, then `judge eval` of
     its output as it is: (the folder, the three turns' trace ids in start order)."""
-    from tests.traces.test_sessions import Traces
+    from tests.helpers.session_traces import Traces
 
     tmp = tmp_path_factory.mktemp("sessions")
     traces = Traces()

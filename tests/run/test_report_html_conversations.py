@@ -12,7 +12,7 @@ from judge import evaluate
 from judge.run.report_html import render_report
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
-from tests.run.test_report_html import parse
+from tests.helpers.report_page import parse
 
 CHAT = {
     "id": "parcel",
