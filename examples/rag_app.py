@@ -81,3 +81,13 @@ def rerank(question: str) -> dict:
 
     candidates = search(question, 6)
     return reply(question, sorted(candidates, key=lambda pid: (-weight(pid), pid))[:3])
+
+
+def chat(question: str, history: list[dict]) -> dict:
+    """The baseline as a chat: a follow-up ("and abroad?") means little alone, so the
+    retriever's query is the user's earlier messages with the question (a stand-in for a
+    model that rewrites the question as a standalone one). `history` holds the messages
+    before the question, OpenAI-style: {"role": "user" or "assistant", "content": ...}."""
+    earlier = " ".join(m["content"] for m in history if m["role"] == "user")
+    ids = search(f"{earlier} {question}", 3)
+    return {**reply(question, ids), "query": f"{earlier} {question}".strip()}

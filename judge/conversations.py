@@ -23,6 +23,8 @@ later turns and is not a row.
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -39,8 +41,12 @@ CONVERSATION_KEYS = (*TURNS_KEYS, RAGAS_MESSAGES)
 # The turn record's name for the conversation's reference: `reference` would be read as
 # the turn's ground truth (RAGAS's name for it).
 CONVERSATION_REFERENCE = "conversation_reference"
+# The last turn of a conversation: the conversation-level metrics judge it.
+FINAL_TURN = "final_turn"
 # A conversation that cannot be read gives one record holding why: its row is an error.
 CONVERSATION_ERROR = "conversation_error"
+# An assistant message's record of the app's failure to answer (`judge experiment`).
+APP_ERROR = "app_error"
 
 # A message's names for its fields, ours first, then DeepEval's and RAGAS's.
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
@@ -119,7 +125,7 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
     asked: list[str] = []  # the user's messages since the assistant last said something
     rows: list[dict[str, Any]] = []
     for position, message in enumerate(messages, start=1):
-        role, content = _role_and_content(message, cid, position)
+        role, content = role_and_content(message, cid, position)
         contexts = _contexts(message, cid, position) if role == "assistant" else []
         entry: dict[str, Any] = {"role": role, "content": content, "turn": position}
         if contexts:
@@ -127,14 +133,17 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         if role == "user":
             asked.append(content)
         # An assistant message that only calls tools says nothing to judge; the tools'
-        # results and the answer after them still answer the same question.
-        elif role == "assistant" and content.strip():
+        # results and the answer after them still answer the same question. One that
+        # records an app's failure (`judge experiment`) is a turn: an error row says so.
+        elif role == "assistant" and (content.strip() or _app_failed(message)):
             if asked:
                 rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
                 if reference is not None:
                     rows[-1][CONVERSATION_REFERENCE] = reference
             asked = []
         history.append(entry)
+    if rows:
+        rows[-1][FINAL_TURN] = True
     if not rows:
         raise BadConversation(
             f"conversation {cid!r} has no assistant message after a user message: nothing to judge"
@@ -171,13 +180,21 @@ def _turn_row(
     return row
 
 
+def _app_failed(message: Mapping[str, Any]) -> bool:
+    """Whether an assistant message records the app's failure to answer (the `app_error`
+    object `judge experiment` writes: a type or a message)."""
+    failure = message.get(APP_ERROR)
+    return isinstance(failure, Mapping) and bool(failure.get("type") or failure.get("message"))
+
+
 def _first(record: Mapping[str, Any], keys: Sequence[str]) -> Any:
     """The value of the first of `keys` the record has (None for none)."""
     return next((record[k] for k in keys if record.get(k) is not None), None)
 
 
-def _role_and_content(message: Any, cid: str, position: int) -> tuple[str, str]:
-    """A message's role (RAGAS's type human / ai / tool mapped to ours) and text."""
+def role_and_content(message: Any, cid: str, position: int) -> tuple[str, str]:
+    """A message's role (RAGAS's type human / ai / tool mapped to ours) and text; a
+    `BadConversation` says what is wrong (`position`: the message's, from 1)."""
     where = f"conversation {cid!r}, message {position}"
     if not isinstance(message, Mapping):
         raise BadConversation(f"{where}: a message must be an object with role and content")
@@ -239,64 +256,98 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     """Each row of a flat table of turns with its `history`: the earlier turns of its
     conversation (by `turn`), each a user message (its question) and an assistant message
     (its answer and contexts). Rows keep their places; a row whose conversation_id or turn
-    cannot be read has none, and says why (`conversation_error`)."""
-    keys: list[tuple[str, float] | None] = []
+    cannot be read has none, and says why (`conversation_error`), as do the rows of a turn
+    given twice in a conversation and the turns after it (which of them came first is not
+    known)."""
+    keys: list[tuple[str, int] | None] = []
     for record in records:
         cid, turn = record.get("conversation_id"), _turn_number(record.get("turn"))
         ok = isinstance(cid, (str, int)) and not isinstance(cid, bool) and str(cid).strip()
         keys.append((str(cid), turn) if ok and turn is not None else None)
-    by_conversation: dict[str, list[int]] = {}
+    by_conversation: dict[str, list[tuple[int, int]]] = {}  # (turn, row) in table order
     for index, key in enumerate(keys):
         if key is not None:
-            by_conversation.setdefault(key[0], []).append(index)
-    out: list[dict[str, Any]] = []
-    for index, record in enumerate(records):
-        row = dict(record)
-        key = keys[index]
+            by_conversation.setdefault(key[0], []).append((key[1], index))
+    out: list[dict[str, Any]] = [dict(record) for record in records]
+    for index, key in enumerate(keys):
         if key is None:
-            row[CONVERSATION_ERROR] = (
+            record = records[index]
+            out[index][CONVERSATION_ERROR] = (
                 "conversation_id must be a non-blank string or integer and turn a positive "
-                f"integer, got {record.get('conversation_id')!r} and {record.get('turn')!r}"
+                f"integer, got {record.get('conversation_id')!r:.80} and {record.get('turn')!r:.80}"
             )
-            out.append(row)
-            continue
-        cid, turn = key
-        earlier = sorted(
-            (i for i in by_conversation[cid] if keys[i] is not None and keys[i][1] < turn),  # type: ignore[index]
-            key=lambda i: (keys[i][1], i),  # type: ignore[index]
-        )
-        row["conversation_id"], row["turn"] = cid, int(turn)
-        row["history"] = [m for i in earlier for m in _exchange(records[i], keys[i][1])]  # type: ignore[index]
-        out.append(row)
+    for cid, rows in by_conversation.items():
+        rows.sort()
+        # Each row's history is the messages of the turns before its own: one list grown
+        # turn by turn and copied per row, so the messages are made once per table, not
+        # once per later turn (a long chat's rows share them).
+        so_far: list[dict[str, Any]] = []
+        twice: str | None = None  # why the turns from here on have no history
+        last = keys[rows[-1][1]][1]  # type: ignore[index]
+        for _, group in itertools.groupby(rows, key=lambda item: item[0]):
+            found = [index for _, index in group]
+            turn = keys[found[0]][1]  # type: ignore[index]
+            if len(found) > 1 and twice is None:
+                numbers = ", ".join(str(i) for i in found)
+                twice = (
+                    f"conversation {cid!r:.80} has turn {turn} in rows {numbers}: a turn is one "
+                    "row, and the turns after it cannot say which came first"
+                )
+                for index in found:
+                    out[index][CONVERSATION_ERROR] = twice
+                continue
+            for index in found:
+                if twice is not None:
+                    out[index][CONVERSATION_ERROR] = twice
+                    continue
+                out[index]["conversation_id"], out[index]["turn"] = cid, turn
+                # ending with the row's own question, as a conversation's turn's does
+                out[index]["history"] = so_far + _exchange(records[index], turn)[:1]
+                if turn == last:
+                    out[index][FINAL_TURN] = True
+            for index in found:
+                so_far += _exchange(records[index], turn)
     return out
 
 
-def _turn_number(value: Any) -> float | None:
-    """A flat row's turn as a positive whole number (1, "2", 3.0), else None."""
+def _turn_number(value: Any) -> int | None:
+    """A flat row's turn as a positive whole number (1, "2", 3.0), else None: so are a
+    character Python calls a digit but int() cannot read ("²"), an infinite float and a
+    string of more digits than int() converts (each was an internal error)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
         value = value.strip()
-        if not value.isdigit():
+        if not value.isdecimal():
+            return None
+        try:
+            value = int(value)
+        except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+            return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
             return None
         value = int(value)
-    if isinstance(value, float) and (math.isnan(value) or value != int(value)):
+    if not isinstance(value, int) or value < 1:
         return None
-    if not isinstance(value, (int, float)) or value < 1:
-        return None
-    return float(value)
+    return value
 
 
-def _exchange(record: Mapping[str, Any], turn: float) -> list[dict[str, Any]]:
+def _exchange(record: Mapping[str, Any], turn: int) -> list[dict[str, Any]]:
     """An earlier flat row as history: its question, then its answer with its contexts."""
     messages: list[dict[str, Any]] = []
     question = _first(record, ("question", "user_input", "query"))
     answer = _first(record, ("answer", "response"))
     if isinstance(question, str):
-        messages.append({"role": "user", "content": question, "turn": int(turn)})
+        messages.append({"role": "user", "content": question, "turn": turn})
     if isinstance(answer, str):
-        message: dict[str, Any] = {"role": "assistant", "content": answer, "turn": int(turn)}
+        message: dict[str, Any] = {"role": "assistant", "content": answer, "turn": turn}
         contexts = _first(record, ("contexts", "retrieved_contexts"))
+        if isinstance(contexts, str):  # a CSV cell holds the list as JSON text
+            try:
+                contexts = json.loads(contexts) if contexts.strip() else []
+            except ValueError:
+                contexts = None
         if isinstance(contexts, list) and all(isinstance(c, str) for c in contexts):
             message["contexts"] = list(contexts)
         messages.append(message)

@@ -15,6 +15,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent.parent  # bench/: the venvs live at its top
 RAGAS_VENV = BENCH / ".ragas-venv"
 EMBED_VENV = BENCH / ".embed-venv"
+DEEPEVAL_VENV = BENCH / ".deepeval-venv"
 
 
 def ensure_venv(venv: Path, pins: list[str], probe: str, expect: str) -> Path:

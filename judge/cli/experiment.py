@@ -46,7 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="the test set: a `judge testset build` folder (its testset.jsonl, with "
         "qrels.txt as relevance labels), or a .jsonl/.json/.csv/.parquet file, a saved "
         "dataset folder or hf://OWNER/NAME[:SPLIT] with a question column (id, "
-        "ground_truth and relevance are used when present)",
+        "ground_truth and relevance are used when present), or of conversations, one "
+        "per line, whose user messages are played in order",
     )
     p.add_argument(
         "--app",
@@ -57,7 +58,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "set's row (a dict of its columns) when its one parameter is named row, and returns "
         "{'answer': str, 'contexts': [str, ...]}, optionally with 'retrieved_ids' (rank "
         "order), 'retrieved_scores' and more keys (kept as columns); sync or async, a "
-        "callable object, a LangChain runnable or a LlamaIndex query engine",
+        "callable object, a LangChain runnable or a LlamaIndex query engine. When DATA "
+        "holds conversations (one per line), the app is asked each user message in order "
+        "with the messages before it, through its parameter named history (app(question, "
+        "history)), or is given the conversation ending with the question as its one "
+        "parameter, messages",
     )
     p.add_argument(
         "--app-concurrency",
@@ -173,8 +178,13 @@ def app_line(app: dict[str, Any]) -> str:
     errors = app["errors"]
     failed = sum(errors.values())
     kinds = ", ".join(f"{kind} {count}" for kind, count in errors.items())
+    asked = counted(app["questions"], "question")
+    if "conversations" in app:  # a test set of conversations: its turns were asked
+        asked = (
+            f"{counted(app['conversations'], 'conversation')}, {counted(app['questions'], 'turn')}"
+        )
     parts = [
-        f"judge: app {app['target']}: {counted(app['questions'], 'question')} "
+        f"judge: app {app['target']}: {asked} "
         f"({app['asked']} asked, {app['reused']} answered before)",
         counted(failed, "app error")
         + (f" ({kinds}; see app_error in app_outputs.jsonl)" if kinds else ""),

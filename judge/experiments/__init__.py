@@ -3,5 +3,6 @@
 `app` loads the pipeline (`module:function`, `file.py:function`, a framework object
 through `adapters`) and checks what it returns; `calls` asks it every question
 concurrently, with a timeout, recording answers, latency and errors in
-`app_outputs.jsonl`; `experiment` judges those outputs as `judge eval` judges a file.
+`app_outputs.jsonl`; `chats` plays a test set of conversations with a conversational
+app, turn by turn; `experiment` judges those outputs as `judge eval` judges a file.
 """

@@ -11,6 +11,12 @@ columns, under names that are not the test set's: `RESERVED`). It may be a funct
 coroutine function or a callable object; a pydantic model or a dataclass with those
 fields is read like a mapping. Framework objects (a LangChain runnable, a LlamaIndex query
 engine, a Haystack pipeline) go through `judge.experiments.adapters`.
+
+A conversational app also takes the conversation so far, through a parameter named
+`history` or `messages` (`CHAT_PARAMETERS`): beside the question, the messages before it
+(`app(question, history)`, as Gradio's ChatInterface calls `fn(message, history)`); as its
+one parameter, `messages`, the conversation ending with the question (`app(messages)`, as a
+chat completion takes it). Each message is an OpenAI-style `{"role", "content"}` dict.
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ from judge.run.data import APP_ERROR, COLUMNS
 
 # The name of an app's parameter that asks for the test set's row, not the question.
 ROW = "row"
+# The names of a conversational app's parameter that is given the conversation so far.
+CHAT_PARAMETERS = ("history", "messages")
+# A conversational app's one parameter, given the conversation ending with the question.
+MESSAGES = "messages"
 # The columns an app's reply fills; every other key of the reply is kept as it is.
 REPLY_FIELDS = ("answer", "contexts", "retrieved_ids", "retrieved_scores")
 # Names an extra key of a reply may not take, with what judge reads under each: the test
@@ -91,6 +101,24 @@ class AppReply:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """What a conversational app is given for one user message.
+
+    Attributes:
+        question: the user's message.
+        history: the messages before it, OpenAI-style `{"role", "content"}` dicts, the
+            app's own earlier answers among them.
+    """
+
+    question: str
+    history: list[dict[str, str]]
+
+    def messages(self) -> list[dict[str, str]]:
+        """The conversation so far, ending with the question."""
+        return [*self.history, {"role": "user", "content": self.question}]
+
+
+@dataclass(frozen=True)
 class App:
     """A loaded app: the callable to ask, and what identifies it in the run's records.
 
@@ -105,6 +133,10 @@ class App:
             whose `__call__` is one).
         takes_row: whether `call` is given the test set's row (a dict; its one parameter
             is named `row`) rather than the question (a str).
+        chat: for a conversational app (`call` then takes a `Turn`), what it is given:
+            "question+history" or "question+messages" (the question, and the messages
+            before it under that name), or "messages" (its one parameter: the
+            conversation ending with the question); None for any other app.
     """
 
     call: Callable[[Any], Any]
@@ -112,10 +144,14 @@ class App:
     fingerprint: str | None
     is_async: bool
     takes_row: bool = False
+    chat: str | None = None
 
     @property
     def input(self) -> str:
-        """What the app is given, as summary.json records it: "row" or "question"."""
+        """What the app is given, as summary.json records it: "row", "question", or a
+        conversational app's `chat`."""
+        if self.chat is not None:
+            return self.chat
         return ROW if self.takes_row else "question"
 
 
@@ -270,6 +306,9 @@ def as_app(obj: Any, target: str | None = None) -> App:
     call = adapt(obj)
     if call is not None:  # the framework's classes say nothing of the user's pipeline
         fingerprint = _file_hash(_target_file(target)) if target else None
+        chat = _chat_parameter(call, name)
+        if chat is not None:
+            return App(_chat_call(call, chat), name, fingerprint, _is_async(call), chat=chat)
         return App(call, name, fingerprint, _is_async(call))
     if not callable(obj):
         raise AppError(
@@ -277,8 +316,71 @@ def as_app(obj: Any, target: str | None = None) -> App:
             "(question -> {'answer': ..., 'contexts': [...]}), a callable object, a "
             "LangChain runnable, a LlamaIndex query engine or a Haystack pipeline"
         )
+    chat = _chat_parameter(obj, name)
+    if chat is not None:
+        return App(_chat_call(obj, chat), name, _fingerprint(obj), _is_async(obj), chat=chat)
     takes_row = _check_signature(obj, name)
     return App(obj, name, _fingerprint(obj), _is_async(obj), takes_row)
+
+
+def _chat_parameter(obj: Any, name: str) -> str | None:
+    """What a conversational app is given (`App.chat`), or None for an app that takes no
+    `history` or `messages` parameter; refused when the app cannot be called so."""
+    try:
+        parameters = list(inspect.signature(obj).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: not conversational
+        return None
+    found = next(
+        (
+            p
+            for p in parameters
+            if p.name in CHAT_PARAMETERS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [
+        p
+        for p in parameters
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    signature = f"app {name}{inspect.signature(obj)}"
+    if positional and positional[0] is found:  # the conversation is its first parameter
+        if found.name != MESSAGES or any(p is not found for p in required):
+            raise AppError(
+                f"{signature}: its first parameter, {found.name!r}, would be given the "
+                "conversation: take the question first and the messages before it "
+                "after, app(question, history), or take the conversation ending with "
+                "the question as the one parameter, app(messages)"
+            )
+        return MESSAGES
+    if found.kind == found.POSITIONAL_ONLY:
+        raise AppError(
+            f"{signature}: {found.name!r} is positional-only: judge passes the conversation "
+            f"by name ({found.name}=[...]); drop the '/' before it"
+        )
+    if not positional or any(p is not positional[0] and p is not found for p in required):
+        raise AppError(
+            f"{signature}: a conversational app takes the question (a str) and "
+            f"{found.name!r}, the messages before it; other parameters need defaults"
+        )
+    if positional[0].name == ROW:
+        raise AppError(
+            f"{signature}: an app given the conversation is given the question, not the "
+            f"test set's row: rename {ROW!r} (e.g. question)"
+        )
+    return f"question+{found.name}"
+
+
+def _chat_call(obj: Any, chat: str) -> Callable[[Turn], Any]:
+    """The app called with a `Turn`: the question and the messages before it under the
+    parameter's name, or the conversation ending with the question alone."""
+    if chat == MESSAGES:
+        return lambda turn: obj(turn.messages())
+    parameter = chat.partition("+")[2]
+    return lambda turn: obj(turn.question, **{parameter: turn.history})
 
 
 def _target_file(target: str) -> Path | None:

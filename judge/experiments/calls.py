@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.errors import InputFormatError, JudgeError
-from judge.experiments.app import RESERVED, App, MalformedReply, parse_reply
+from judge.experiments.app import RESERVED, App, MalformedReply, Turn, parse_reply
 from judge.ir.trec import check_trec_id
 from judge.json_values import canonical_json, escape_surrogates, lone_surrogate_in, sha256_hex
 from judge.lines import LIMIT_VARIABLE, max_line_bytes, shown_limit
@@ -62,6 +62,27 @@ class Question:
         the row's columns (a reply's extra key may not take one)."""
         given: Any = self.columns if takes_row else [self.question, sorted(self.columns)]
         return sha256_hex(json.dumps(["row" if takes_row else "question", given], **_KEYED))
+
+
+@dataclass(frozen=True)
+class TurnQuestion(Question):
+    """One user message of a conversation of the test set, asked of a conversational app
+    with the messages before it (`history`, the app's earlier answers among them); its
+    `columns` are the turn's labels and the conversation's fields (a reply's extra key may
+    not take one)."""
+
+    history: tuple[tuple[str, str], ...] = ()
+
+    def key(self, takes_row: bool) -> str:
+        """What matches an answer in the progress file to this turn: the question, the
+        messages before it, and the names of its columns."""
+        given = [self.question, [list(m) for m in self.history], sorted(self.columns)]
+        return sha256_hex(json.dumps(["turn", given], **_KEYED))
+
+    def turn(self) -> Turn:
+        """What the app is given: the question and the messages before it (a copy of its
+        own: what the app does to it stays out of the next turn's)."""
+        return Turn(self.question, [{"role": r, "content": c} for r, c in self.history])
 
 
 # The key's JSON: canonical (sorted keys), and total over the values a row read by pandas
@@ -452,8 +473,14 @@ async def ask(app: App, question: Question, timeout: float, runner: AppRunner) -
     started = time.perf_counter()
     row: dict[str, Any] = {}
     error: dict[str, Any] | None = None
-    # The row as a copy of its own: what the app does to it stays out of the output row.
-    given = copy.deepcopy(question.columns) if app.takes_row else question.question
+    given: Any
+    if isinstance(question, TurnQuestion):
+        given = question.turn()
+    elif app.chat is not None:  # a single question: a conversation of one message
+        given = Turn(question.question, [])
+    else:
+        # The row as a copy of its own: what the app does to it stays out of the output row.
+        given = copy.deepcopy(question.columns) if app.takes_row else question.question
     try:
         value, failure = await asyncio.wait_for(runner.outcome(app, given, timeout), timeout)
     except asyncio.TimeoutError:
@@ -564,6 +591,13 @@ async def ask_all(
         if row[ERROR] is not None:
             stats.errors[row[ERROR]["type"]] += 1
     return OutputRows(questions, answers), stats
+
+
+def checked_rows(progress_file: ProgressFile, offsets: Sequence[int]) -> Sequence[dict[str, Any]]:
+    """The app's part of the rows of the progress file's lines at these offsets, each read
+    and checked when used: a line that is no longer one judge writes reads as that
+    question's error (`ProgressLineChanged`)."""
+    return _Checked(progress_file.rows(offsets))
 
 
 class _Checked(LazySequence[dict[str, Any]]):

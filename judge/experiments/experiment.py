@@ -20,9 +20,11 @@ from typing import Any, Generic, TypeVar
 
 from judge.aio import sync_twin
 from judge.cache.store import Cache
+from judge.conversations import CONVERSATION_KEYS, conversation_rows, is_conversation
 from judge.errors import CacheStoreError, InputFormatError, JudgeError, LLMConfigError
-from judge.experiments.app import REPLY_FIELDS, App, as_app, load_target
+from judge.experiments.app import REPLY_FIELDS, App, AppError, as_app, load_target
 from judge.experiments.calls import ERROR, CallStats, ProgressFile, Question, ask_all
+from judge.experiments.chats import Chat, play_all, played, read_chats, stand_in_lines
 from judge.ir import DEFAULT_METRICS
 from judge.ir.trec import read_qrels, write_qrels, write_run
 from judge.json_values import nan_to_null
@@ -51,6 +53,7 @@ from judge.run.folder import (
     record_written,
 )
 from judge.run.gates import Bound, Gates, as_gates
+from judge.run.inputs import open_input
 from judge.run.options import RunSpec
 from judge.run.output_folder import OutputFolder
 from judge.run.outputs import write_outputs
@@ -79,7 +82,9 @@ class TestSet:
         source: where the questions came from.
         qrels_source: where the relevance labels come from; None when there are none.
         labels: a qrels file's labels (None when they come from the relevance column,
-            read when `qrels` is used).
+            read when `qrels` is used); for conversations, the turns' labels by turn id.
+        chats: the test set's conversations, when it holds conversations rather than
+            questions (`questions` is then empty): `judge.experiments.chats`.
     """
 
     __test__ = False  # not a pytest test class, despite the name
@@ -88,6 +93,7 @@ class TestSet:
     source: str
     qrels_source: str | None
     labels: Mapping[str, Mapping[str, int]] | None = None
+    chats: Sequence[Chat] | None = None
 
     def files(self) -> list[str]:
         """The files the test set is read from (its questions, its qrels): no output of
@@ -203,6 +209,8 @@ def load_testset(
         records, source, names = _records(data)
     if not records:
         raise InputFormatError(f"{source}: no questions to ask")
+    if any(k in names for k in CONVERSATION_KEYS) and is_conversation(records[0]):
+        return _conversations(records, source, column_map, qrels)
     columns = resolve_columns(names, column_map, source)
     labels = read_qrels(qrels) if qrels is not None else None
     # The app fills these; a test set's own (a reference answer under "answer") would
@@ -256,6 +264,39 @@ def load_testset(
     if labels is None and found:
         return TestSet(questions, source, f"{source} (relevance column)")
     return TestSet(questions, source, os.fspath(qrels) if qrels is not None else None, labels)
+
+
+def _conversations(
+    records: Sequence[Mapping[str, Any]],
+    source: str,
+    column_map: Mapping[str, str] | None,
+    qrels: str | os.PathLike[str] | None,
+) -> TestSet:
+    """A test set of conversations, each played turn by turn: its turns' relevance labels
+    are those of its assistant messages."""
+    if column_map:
+        raise InputFormatError(
+            f"{source} holds conversations, whose fields have fixed names (see the "
+            "conversations guide): column_map (--column) applies to a test set of questions"
+        )
+    if qrels is not None:
+        raise InputFormatError(
+            f"{source} holds conversations: give each turn's relevance labels on its "
+            "assistant message ('relevance'), not in a qrels file (qrels=, --qrels)"
+        )
+    chats = read_chats(records, source)
+    for chat in chats:
+        _check_finite(source, chat.number, chat.fields, "id")
+        for message in chat.messages:
+            _check_finite(source, chat.number, message, "id")
+    labels = {
+        chat.turn_id(position): parsed
+        for chat in chats
+        for position in chat.slots
+        if (parsed := _labels(Question(0, "", "", chat.messages[position - 1]))) is not None
+    }
+    where = f"{source} (relevance of the assistant turns)" if labels else None
+    return TestSet((), source, where, labels if labels else None, chats)
 
 
 def _check_finite(source: str, number: int, record: Mapping[str, Any], id_column: str) -> None:
@@ -346,6 +387,10 @@ async def run_experiment(
     # With relevance labels the rows' ids are written to run.trec and qrels.txt.
     trec = testset.qrels_source is not None
     progress_file = ProgressFile(folder.path / PROGRESS_FILE, app, trec=trec)
+    if testset.chats is not None:
+        return await _run_chats(
+            app, testset, folder, spec, progress_file, app_concurrency, app_timeout
+        )
     rows, stats = await ask_all(
         app,
         testset.questions,
@@ -377,6 +422,50 @@ async def run_experiment(
     return result
 
 
+async def _run_chats(
+    app: App,
+    testset: TestSet,
+    folder: OutputFolder,
+    spec: RunSpec,
+    progress_file: ProgressFile,
+    app_concurrency: int,
+    app_timeout: float,
+) -> EvaluationResult:
+    """`run_experiment` of a test set of conversations: each played turn by turn, written
+    as conversations, judged through the conversation reader (a row per assistant turn)."""
+    assert testset.chats is not None
+    offsets, stats = await play_all(
+        app,
+        testset.chats,
+        progress_file,
+        concurrency=app_concurrency,
+        timeout=app_timeout,
+        progress=spec.progress,
+        progress_interval=spec.progress_interval,
+    )
+    published = [APP_OUTPUTS]
+    with folder.writing(APP_OUTPUTS) as outputs:
+        _write_jsonl(outputs, played(testset.chats, progress_file, offsets, stats))
+    # Each turn a row, as judge eval reads the file; held whole for the rankings alone.
+    turns = [row for _, row in conversation_rows(enumerate(JsonlRecords.scan(outputs)))]
+    if testset.qrels_source is not None:
+        columns = resolve_columns(dict.fromkeys(k for r in turns for k in r), None)
+        published += write_rankings(folder, testset, turns, build_rows(turns, columns))
+    folder.publish(published)  # kept whatever happens to the judging
+    loaded = open_input(folder.path / APP_OUTPUTS)
+    columns = loaded.columns
+    if testset.qrels_source is not None and sum(stats.errors.values()) == len(turns):
+        columns = {**columns, "retrieved_ids": "retrieved_ids"}  # as for questions, above
+    judged = dataclasses.replace(spec, checkpoint=folder.path / CHECKPOINT)
+    result = await aevaluate_rows(loaded, columns, loaded.source, judged)
+    record = app_record(app, stats, testset, app_concurrency, app_timeout)
+    # Every turn, also those not played after a failure (asked + reused counts the calls).
+    record["questions"] = sum(len(chat.slots) for chat in testset.chats)
+    record["conversations"] = len(testset.chats)
+    result.config = dataclasses.replace(result.config, app=record)
+    return result
+
+
 # What the app's reply stands in as when the test set is checked before the app is asked.
 _STAND_IN = {
     "answer": "The app's answer.",
@@ -397,9 +486,15 @@ async def check_testset(testset: TestSet, spec: RunSpec) -> None:
     """
     trec = testset.qrels_source is not None
     reply = {**_STAND_IN, "retrieved_ids": ["stand-in"]} if trec else _STAND_IN
-    names = dict.fromkeys(k for question in testset.questions for k in question.columns)
-    columns = resolve_columns([*names, *reply], None)
-    rows = _StandInRows(testset.questions, columns, reply)
+    rows: Sequence[Row]
+    if testset.chats is not None:
+        turns = [r for _, r in conversation_rows(enumerate(stand_in_lines(testset.chats, reply)))]
+        columns = resolve_columns(dict.fromkeys(k for r in turns for k in r), None)
+        rows = build_rows(turns, columns)
+    else:
+        names = dict.fromkeys(k for question in testset.questions for k in question.columns)
+        columns = resolve_columns([*names, *reply], None)
+        rows = _StandInRows(testset.questions, columns, reply)
     chat, embedder = spec.models()
     plan, _ = plan_run(
         None,
@@ -540,12 +635,18 @@ async def aexperiment(
             and any other column) when its one parameter is named `row`, and returning
             `{"answer": str, "contexts": [str, ...]}`, optionally with
             `retrieved_ids` (rank order), `retrieved_scores` and extra keys (a key
-            naming a test set column is that question's app error); a LangChain
-            runnable or LlamaIndex query engine; or a target string
-            `"module:function"` / `"path/to/file.py:function"`.
+            naming a test set column is that question's app error); a conversational
+            app, taking the question and the messages before it through a parameter
+            named `history` (or `messages`), or the conversation ending with the
+            question as its one parameter `messages`; a LangChain runnable, LlamaIndex
+            query engine or chat engine; or a target string `"module:function"` /
+            `"path/to/file.py:function"`.
         data: the test set: a `judge testset build` folder, or anything `judge.evaluate`
             reads (needs a question column; id, ground_truth and relevance are used;
-            ids unique as text, a row without one having its row number).
+            ids unique as text, a row without one having its row number); or
+            conversations, one per record (`judge.experiments.chats`): each user
+            message asked of a conversational app in order, the outputs written as
+            conversations and judged a row per assistant turn.
         out: the folder written: app_outputs.jsonl, run.trec and qrels.txt (with
             retrieved ids and relevance labels), results.jsonl, summary.json,
             report.html. A stopped experiment rerun with the same `out` and app resumes:
@@ -591,6 +692,14 @@ async def aexperiment(
     if isinstance(cache, (str, os.PathLike)):
         cache = os.path.abspath(cache)
     testset = load_testset(data, column_map=column_map, qrels=qrels)
+    if testset.chats is not None and loaded.chat is None:
+        raise AppError(
+            f"{testset.source} holds conversations, but app {loaded.target} takes no "
+            "conversation: its later turns would be asked without the messages before "
+            "them. Give it a parameter named history (app(question, history), the "
+            "messages before the question) or take the conversation as its one parameter "
+            "named messages"
+        )
     if llm is None:
         metrics = _retrieval_only(metrics, testset)
     spec = RunSpec(

@@ -30,6 +30,8 @@ CITATIONS = "citations"
 CITATION_CHECKS = "citation_checks"
 ANSWER_CLAIMS_UNSOURCED = "answer_claims_unsourced"
 RETENTION = "retention"  # a turn's answer against each earlier user message
+QUERY_REWRITE = "query_rewrite"  # a turn's retriever query against its message
+GOAL = "goal"  # a conversation against its expected outcome (on its final turn)
 SUPPORTED = "supported"
 
 

@@ -23,6 +23,8 @@ from judge.metrics.evidence import (
     CONTEXT_GRADES_CAPPED,
     CONTEXT_SENTENCES,
     CORRECTNESS,
+    GOAL,
+    QUERY_REWRITE,
     RETENTION,
     REVERSE_QUESTIONS,
     TRUTH,
@@ -396,3 +398,27 @@ def retention_findings(metric: str, evidence: Evidence, contexts: Sequence[str])
             + "; ".join(named)
         )
     return [Finding("earlier user messages", summary, items, ABOUT_ANSWER, frozenset({RETENTION}))]
+
+
+def query_rewrite_findings(
+    metric: str, evidence: Evidence, contexts: Sequence[str]
+) -> list[Finding]:
+    """What the judge said of a turn's retriever query."""
+    found = evidence.reply(QUERY_REWRITE)
+    if not isinstance(found, Mapping):
+        return []
+    verdict, reason = str(found.get("verdict", "?")), str(found.get("reason", ""))
+    item = Item("retriever query", "", _words(verdict), verdict == "faithful", reason)
+    summary = f"the query is {_words(verdict)}: {reason}"
+    return [Finding("retriever query", summary, (item,), None, frozenset({QUERY_REWRITE}))]
+
+
+def goal_findings(metric: str, evidence: Evidence, contexts: Sequence[str]) -> list[Finding]:
+    """What the judge said of a conversation against its expected outcome."""
+    found = evidence.reply(GOAL)
+    if not isinstance(found, Mapping):
+        return []
+    verdict, reason = str(found.get("verdict", "?")), str(found.get("reason", ""))
+    item = Item("expected outcome", "", _words(verdict), verdict == "achieved", reason)
+    summary = f"the conversation {_words(verdict)} its expected outcome: {reason}"
+    return [Finding("conversation outcome", summary, (item,), None, frozenset({GOAL}))]

@@ -55,6 +55,20 @@ class RetentionVerdict(BaseModel):
     verdict: Literal["kept", "contradicted", "asked_again", "unrelated"]
 
 
+class QueryRewriteCheck(BaseModel):
+    """Whether a retriever's query says what the user's latest message asks (reason first)."""
+
+    reason: str
+    verdict: Literal["faithful", "incomplete", "drifted"]
+
+
+class GoalCheck(BaseModel):
+    """Whether a conversation reached its expected outcome (the reason is written first)."""
+
+    reason: str
+    verdict: Literal["achieved", "not_achieved"]
+
+
 class CitationCheck(BaseModel):
     """Whether one cited context supports the statement citing it."""
 
@@ -429,3 +443,47 @@ async def check_retention(
     )
     verdicts: list[RetentionVerdict] = reply.verdicts  # type: ignore[attr-defined]
     return verdicts
+
+
+async def check_query_rewrite(
+    session: Judge,
+    *,
+    conversation: Sequence[str],
+    message: str,
+    query: str,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
+) -> QueryRewriteCheck:
+    """Judge the retriever's query against the user's message and the conversation before
+    it (`conversation`: "role: text" lines), in one call."""
+    return await _chat_own_reasons(
+        session,
+        _given(prompt, "query_rewrite"),
+        {"conversation": list(conversation), "message": message, "query": query},
+        QueryRewriteCheck,
+        label="query_rewrite",
+        sample=sample,
+        ledger=ledger,
+    )
+
+
+async def check_goal(
+    session: Judge,
+    *,
+    conversation: Sequence[str],
+    outcome: str,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
+) -> GoalCheck:
+    """Judge whether the conversation ("role: text" lines) reached `outcome`, in one call."""
+    return await _chat_own_reasons(
+        session,
+        _given(prompt, "goal"),
+        {"conversation": list(conversation), "outcome": outcome},
+        GoalCheck,
+        label="goal",
+        sample=sample,
+        ledger=ledger,
+    )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from judge import aio
+from judge.conversations import CONVERSATION_REFERENCE
 from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
 from judge.metrics import evidence as ev
@@ -17,11 +18,15 @@ from judge.metrics.citations import Citation, find_citations
 from judge.metrics.judges import (
     CitationCheck,
     ContextGrade,
+    GoalCheck,
     NeededSentences,
+    QueryRewriteCheck,
     RetentionVerdict,
     ReverseQuestions,
     Verdict,
     check_citations,
+    check_goal,
+    check_query_rewrite,
     check_retention,
     context_sentences,
     extract_claims,
@@ -46,6 +51,9 @@ T = TypeVar("T")
 # The messages before a turn's question that answer relevancy compares the answer's reverse
 # questions with, besides the question: the exchange a follow-up continues.
 RELEVANCY_MESSAGES = 2
+# The messages before a turn's question that the query-rewrite judge reads: what a message
+# refers to is usually said in the last few.
+REWRITE_MESSAGES = 6
 
 
 def _filled(text: str | None) -> bool:
@@ -53,30 +61,33 @@ def _filled(text: str | None) -> bool:
 
 
 class Conversations:
-    """A run's shared judgments of conversation turns (`SampleJudgments.own_turn`), by
-    conversation, so a later turn rests on an earlier one without asking for it again, even
-    with no cache. The most recently used conversations are kept: a conversation's turns
-    are rows next to each other, and one dropped is only asked again (or read from the
-    cache), never judged differently.
+    """A run's shared judgments of conversation turns (`SampleJudgments.own_turn`), by the
+    turn's content (`turns.turn_key`: its conversation's id and every message to its
+    answer), so a later turn rests on an earlier one without asking for it again, even with
+    no cache; two conversations given one id are told apart by what they say. The most
+    recently used turns are kept: one dropped is only asked again (or read from the cache),
+    never judged differently.
 
     Args:
-        limit: the conversations kept.
+        limit: the turns kept (a few KiB each: claims, verdicts, the shared history).
     """
 
-    def __init__(self, limit: int = 256):
+    def __init__(self, limit: int = 16384):
         self.limit = limit
-        self._turns: OrderedDict[str, dict[int, SampleJudgments]] = OrderedDict()
+        self._turns: OrderedDict[str, SampleJudgments] = OrderedDict()
 
-    def of(self, conversation_id: str) -> dict[int, SampleJudgments]:
-        """The shared judgments of one conversation's turns, by turn."""
-        found = self._turns.get(conversation_id)
-        if found is None:
-            found = self._turns[conversation_id] = {}
-            while len(self._turns) > self.limit:
-                self._turns.popitem(last=False)
-        else:
-            self._turns.move_to_end(conversation_id)
+    def get(self, key: str) -> SampleJudgments | None:
+        """The shared judgments of the turn of that key, if kept."""
+        found = self._turns.get(key)
+        if found is not None:
+            self._turns.move_to_end(key)
         return found
+
+    def __setitem__(self, key: str, judgments: SampleJudgments) -> None:
+        self._turns[key] = judgments
+        self._turns.move_to_end(key)
+        while len(self._turns) > self.limit:
+            self._turns.popitem(last=False)
 
 
 @dataclass
@@ -97,9 +108,11 @@ class SampleJudgments:
     ledger: UsageLedger | None = None  # the sample's own usage record
     prompts: Mapping[str, Prompt] = field(default_factory=dict)  # the run's; else read now
     evidence: dict[str, Any] = field(default_factory=dict)
-    # For a conversation's turn: the judgments of its earlier turns, by turn, shared by
-    # every turn of the chain so each earlier turn is judged once (`earlier_turn`).
-    earlier: dict[int, SampleJudgments] = field(default_factory=dict)
+    # For a conversation's turn: the judgments of its earlier turns, by `turns.turn_key`,
+    # shared by every turn of a run so each earlier turn is judged once (`earlier_turn`).
+    earlier: Conversations = field(default_factory=Conversations)
+    # For a turn: the keys of its history's messages (`turns.history_keys`), made once.
+    keys: list[str] | None = None
     # For a turn, once verified: each answer claim's source (turns.CONTEXTS, HISTORY, None),
     # and the same with the conversation's turn and role (`turns.source_of`).
     sources: list[str | None] = field(default_factory=list)
@@ -119,6 +132,13 @@ class SampleJudgments:
         found = self._tasks.get(name)
         if found is None:
             found = self._tasks[name] = aio.start_eagerly(make())
+            if self.is_turn_core:
+                found.add_done_callback(_retrieved)
+        if self.is_turn_core and not found.done():
+            # A turn's own judgments are awaited by the rows of the turns after it: a row
+            # cancelling its waits (another of its metrics failed) must not cancel them for
+            # the others, who then died of the CancelledError, and the run with them.
+            return asyncio.shield(found)
         return found
 
     async def answer_claims(self) -> list[str]:
@@ -181,14 +201,20 @@ class SampleJudgments:
         conversation (`earlier`), so they are made once however many turns need them."""
         if self.is_turn_core:
             return self
-        turn = self.sample.turn
-        assert turn is not None, "only a conversation's turn has a turn of its own"
-        found = self.earlier.get(turn)
+        key = turns.turn_key(self.history_keys(), self.sample)
+        found = self.earlier.get(key)
         if found is None:
-            found = self.earlier[turn] = self._turn_core(self.sample)
+            found = self._turn_core(self.sample, self.history_keys())
+            self.earlier[key] = found
         return found
 
-    def _turn_core(self, sample: Sample) -> SampleJudgments:
+    def history_keys(self) -> list[str]:
+        """The keys of the history's messages (`turns.history_keys`), made once."""
+        if self.keys is None:
+            self.keys = turns.history_keys(self.sample.conversation_id, self.sample.history)
+        return self.keys
+
+    def _turn_core(self, sample: Sample, keys: list[str]) -> SampleJudgments:
         return SampleJudgments(
             sample,
             self.session,
@@ -197,6 +223,7 @@ class SampleJudgments:
             ledger=self.ledger,
             prompts=self.prompts,
             earlier=self.earlier,
+            keys=keys,
             is_turn_core=True,
         )
 
@@ -315,12 +342,20 @@ class SampleJudgments:
         """The shared judgments (`own_turn`) of the turn answered by `history[index]` (None
         if it answered nothing), made once along the conversation."""
         message = self.sample.history[index]
-        found = self.earlier.get(message.turn)
+        if message.role != "assistant":
+            # In a flat table a turn's user message has the turn of the answer after it:
+            # looked up, it was that answer's judgments, and the answer's own history
+            # awaited them (a cycle, RecursionError).
+            return None
+        keys = self.history_keys()
+        key = keys[index + 1]  # every message to this answer, the answer included
+        found = self.earlier.get(key)
         if found is None:
             sample = self.sample.earlier_turn(index)
             if sample is None:
                 return None
-            found = self.earlier[message.turn] = self._turn_core(sample)
+            found = self._turn_core(sample, keys[: index + 1])
+            self.earlier[key] = found
         return found
 
     async def supported_claims(self) -> list[str]:
@@ -347,6 +382,41 @@ class SampleJudgments:
         )
         self.evidence[ev.RETENTION] = [v.model_dump() for v in verdicts]
         return verdicts
+
+    def goal(self) -> Awaitable[GoalCheck]:
+        """The conversation to this turn judged against its expected outcome."""
+        return self._once("goal", self._goal)
+
+    async def _goal(self) -> GoalCheck:
+        s = self.sample
+        checked = await check_goal(
+            self.session,
+            conversation=turns.whole_conversation(s.history, s.answer or ""),
+            outcome=str(s.extra.get(CONVERSATION_REFERENCE, "")),
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("goal"),
+        )
+        self.evidence[ev.GOAL] = checked.model_dump()
+        return checked
+
+    def query_rewrite(self) -> Awaitable[QueryRewriteCheck]:
+        """The turn's retriever query judged against its message and the conversation."""
+        return self._once("query_rewrite", self._query_rewrite)
+
+    async def _query_rewrite(self) -> QueryRewriteCheck:
+        s = self.sample
+        checked = await check_query_rewrite(
+            self.session,
+            conversation=turns.conversation_lines(s.history, REWRITE_MESSAGES),
+            message=s.question,
+            query=turns.retriever_query(s.extra) or "",
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("query_rewrite"),
+        )
+        self.evidence[ev.QUERY_REWRITE] = checked.model_dump()
+        return checked
 
     def unsourced(self) -> Awaitable[list[list[str]]]:
         """Per answer claim, its numbers and names that no context mentions."""
@@ -525,6 +595,13 @@ class SampleJudgments:
         ]
         self.evidence[ev.CITATION_CHECKS] = [c.model_dump() for c in checks]
         return found, checks
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a shared judgment's failure as seen: the rows that awaited it may all have been
+    cancelled (asyncio would log the exception as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def _none() -> list[Any]:

@@ -28,6 +28,8 @@ BUILTIN_PROMPTS = (
     "context_sentences",
     "citations",
     "retention",
+    "query_rewrite",
+    "goal",
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)

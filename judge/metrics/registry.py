@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judge.conversations import CONVERSATION_REFERENCE, FINAL_TURN
 from judge.errors import UnknownMetricError
 from judge.ir.measure_names import cutoff_of, did_you_mean, retrieval_names, valid_names
 from judge.metrics import findings, scorers, turns
@@ -32,6 +33,9 @@ NO_CITATIONS = "no_citations"
 NO_SENTENCES = "no_sentences"
 NOT_A_TURN = "not_a_turn"  # a conversation metric on a row that is no conversation's turn
 NO_HISTORY = "no_history"  # a turn with no earlier user message to keep
+NO_QUERY = "no_query"  # a turn whose retriever query was not recorded
+NOT_FINAL_TURN = "not_final_turn"  # a conversation-level metric on a turn before the last
+NO_REFERENCE = "no_reference"  # a conversation with no expected outcome
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,28 @@ async def _knowledge_retention(j: SampleJudgments) -> MetricScore:
         return MetricScore(NAN, NO_HISTORY)
     verdicts = await j.retention()
     return MetricScore(scorers.knowledge_retention([v.verdict for v in verdicts]))
+
+
+async def _query_rewrite_fidelity(j: SampleJudgments) -> MetricScore:
+    if not j.sample.in_conversation:
+        return MetricScore(NAN, NOT_A_TURN)
+    if turns.retriever_query(j.sample.extra) is None:
+        return MetricScore(NAN, NO_QUERY)
+    checked = await j.query_rewrite()
+    return MetricScore(float(checked.verdict == "faithful"))
+
+
+async def _goal_accuracy(j: SampleJudgments) -> MetricScore:
+    s = j.sample
+    if not s.in_conversation:
+        return MetricScore(NAN, NOT_A_TURN)
+    if s.extra.get(FINAL_TURN) is not True:
+        return MetricScore(NAN, NOT_FINAL_TURN)
+    outcome = s.extra.get(CONVERSATION_REFERENCE)
+    if not isinstance(outcome, str) or not outcome.strip():
+        return MetricScore(NAN, NO_REFERENCE)
+    checked = await j.goal()
+    return MetricScore(float(checked.verdict == "achieved"))
 
 
 async def _answer_relevancy(j: SampleJudgments) -> MetricScore:
@@ -287,6 +313,21 @@ BUILTIN: dict[str, Metric] = {
             "it); one request per turn",
             _knowledge_retention,
             findings=findings.retention_findings,
+        ),
+        Metric(
+            "query_rewrite_fidelity",
+            "1 if a conversation turn's recorded retriever query (`query`) asks for what the "
+            "user's message asks, with its references resolved from the conversation, else 0; "
+            "one request per turn",
+            _query_rewrite_fidelity,
+            findings=findings.query_rewrite_findings,
+        ),
+        Metric(
+            "goal_accuracy",
+            "on a conversation's final turn, 1 if the whole conversation reached its expected "
+            "outcome (`reference` of the conversation), else 0; one request per conversation",
+            _goal_accuracy,
+            findings=findings.goal_findings,
         ),
         Metric(
             "context_ndcg",

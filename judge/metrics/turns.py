@@ -10,21 +10,25 @@ context), `history` (the conversation) or none.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judge.samples import Message, question_start, said
+from judge.json_values import sha256_hex
+from judge.samples import Message, Sample, question_start, said
 
 CONTEXTS, HISTORY = "contexts", "history"
 
 # How each kind of message is quoted to the judge: who said it matters (a user's statement
 # about themselves is evidence of what they want, a tool's result of what it returned).
+# Short: the verify call carries every piece, so a long chat's prompt grows by them (a
+# 40-character prefix per piece was a sixth of a 16-exchange chat's verify prompt).
 _SPEAKER = {
-    "user": "The user said: ",
-    "system": "The system said: ",
-    "tool": "A tool returned: ",
-    "assistant": "The assistant said earlier (supported): ",
+    "user": "user: ",
+    "system": "system: ",
+    "tool": "tool: ",
+    "assistant": "assistant, verified: ",
 }
 
 
@@ -43,12 +47,16 @@ def said_before(history: Sequence[Message], supported: Sequence[Sequence[str]]) 
     message, and for each assistant message its claims in `supported` (per message of
     `history`: the supported claims of the turn it answered, empty for other messages)."""
     found: list[Said] = []
+    seen: set[str] = set()  # a claim repeated in later answers is one piece, the first
     for message, claims in zip(history, supported, strict=True):
         if message.role == "assistant":
-            found += [Said(_SPEAKER["assistant"] + c, "assistant", message.turn) for c in claims]
-        elif said(message):
-            text = _SPEAKER[message.role] + message.content
-            found.append(Said(text, message.role, message.turn))
+            texts = [_SPEAKER["assistant"] + c for c in claims]
+        else:
+            texts = [_SPEAKER[message.role] + message.content] if said(message) else []
+        for text in texts:
+            if text not in seen:
+                seen.add(text)
+                found.append(Said(text, message.role, message.turn))
     return found
 
 
@@ -74,6 +82,53 @@ def has_earlier_messages(history: Sequence[Message]) -> bool:
     return any(said(m) for m in history[: question_start(history)])
 
 
+# How a report's name of a piece of the conversation starts (`history_name`).
+HISTORY_NAME = "conversation, turn "
+
+
 def history_name(source: dict[str, Any]) -> str:
     """How a report names a piece of the conversation a claim rests on."""
-    return f"conversation, turn {source['turn']} ({source['role']})"
+    return f"{HISTORY_NAME}{source['turn']} ({source['role']})"
+
+
+def conversation_lines(history: Sequence[Message], messages: int) -> list[str]:
+    """The last `messages` user and assistant messages before a turn's question, each as
+    "role: text" (what a judge reads as the conversation a question continues)."""
+    before = history[: question_start(history)]
+    shown = [m for m in before if m.role in ("user", "assistant") and said(m)]
+    return [f"{m.role}: {m.content}" for m in shown[-messages:]] if messages > 0 else []
+
+
+def retriever_query(extra: dict[str, Any]) -> str | None:
+    """A turn's recorded retriever query (`query`), when it is a non-blank string."""
+    query = extra.get("query")
+    return query if isinstance(query, str) and query.strip() else None
+
+
+def whole_conversation(history: Sequence[Message], answer: str) -> list[str]:
+    """A conversation to its last answer as "role: text" lines (messages that say
+    something), the answer last."""
+    lines = [f"{m.role}: {m.content}" for m in history if said(m)]
+    return [*lines, f"assistant: {answer}"]
+
+
+def _link(previous: str, role: str, content: str, turn: int | None, contexts: Sequence[str]) -> str:
+    """The key of a message after the messages keyed `previous`."""
+    kept = list(contexts) if any(c.strip() for c in contexts) else []  # blank ones: none
+    data = json.dumps([previous, role, content, turn, kept], ensure_ascii=False)
+    return sha256_hex(data)
+
+
+def history_keys(conversation_id: str | None, history: Sequence[Message]) -> list[str]:
+    """Keys of a turn's history: the first of its conversation's id alone, then one per
+    message, of every message up to it (`keys[i + 1]` ends with `history[i]`): an earlier
+    answer's key is the key of the turn it answered (`turn_key`)."""
+    keys = [sha256_hex(json.dumps([conversation_id], ensure_ascii=False))]
+    for m in history:
+        keys.append(_link(keys[-1], m.role, m.content, m.turn, m.contexts))
+    return keys
+
+
+def turn_key(keys: Sequence[str], sample: Sample) -> str:
+    """The key of a turn: its history's (`history_keys`), then its answer and contexts."""
+    return _link(keys[-1], "assistant", sample.answer or "", sample.turn, sample.contexts)

@@ -1,7 +1,7 @@
 """judge in pytest: the `rag_judge` fixture and its options (`plugin`, registered as the
-`pytest11` entry point), assertions on judged scores (`assertions`), the regression gate
-against a baseline run (`regression`), test cases from a test set (`parametrize`) and the
-`--judge-report` folder (`report`).
+`pytest11` entry point), assertions on judged scores (`assertions`), conversations judged
+turn by turn (`conversation`), the regression gate against a baseline run (`regression`),
+test cases from a test set (`parametrize`) and the `--judge-report` folder (`report`).
 
 Importing this package loads nothing: the names below are imported on first use.
 """
@@ -18,6 +18,7 @@ _LAZY = {
     "ScoreAssertionError": "judge.pytest_plugin.assertions",
     "assert_no_regression": "judge.pytest_plugin.regression",
     "cases": "judge.pytest_plugin.parametrize",
+    "ConversationResult": "judge.pytest_plugin.conversation",
     "RagJudge": "judge.pytest_plugin.rag_judge",
     "ReplayMiss": "judge.pytest_plugin.rag_judge",
 }

@@ -9,13 +9,14 @@ the pytest plugin (`judge.pytest_plugin.plugin`) only adds how a failure is show
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from judge.errors import JudgeError
 from judge.formatting import counted, number
 from judge.metrics.registry import findings_of, higher_is_better
+from judge.pytest_plugin.conversation import ConversationResult
 from judge.run.gates import (
     DEFAULT_MAX_ERROR_RATE,
     Gates,
@@ -148,8 +149,9 @@ def assert_scores(
     """Fail unless every named metric of one judged sample meets its threshold.
 
     Args:
-        result: a `SampleResult` of `judge.score` / `rag_judge.score`, or one row of an
-            `EvaluationResult`.
+        result: a `SampleResult` of `judge.score` / `rag_judge.score`, one row of an
+            `EvaluationResult`, or a `ConversationResult` of
+            `rag_judge.score_conversation`, whose every turn must meet the thresholds.
         thresholds: `{metric: threshold}`, for names that are not Python identifiers
             (`{"ndcg@10": 0.5}`); merged with the keyword arguments.
         allow_nan: True, or the metrics whose undefined score (NaN: no claims in the
@@ -163,8 +165,14 @@ def assert_scores(
         ScoreAssertionError: (an AssertionError) listing each failing metric with its
             score, threshold and the judge's evidence: unsupported or contradicted
             claims with their reasons, contexts graded irrelevant, reverse questions.
+            For a conversation, each failing turn with its question, and each of its
+            claims with the verdict and what it rests on (a context, or a message of
+            the conversation).
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not this function's
+    if isinstance(result, ConversationResult):
+        _assert_turns(result, thresholds, allow_nan, named)
+        return
     scored = _scored(result)
     wanted = bounds(thresholds, named, scored.higher_is_better)
     allowed = _allowed(allow_nan)
@@ -180,6 +188,46 @@ def assert_scores(
         if scored.label:
             head += f" for {scored.label!r}"
         raise ScoreAssertionError(head + "\n" + "\n".join(blocks), failures)
+
+
+def _assert_turns(
+    result: ConversationResult,
+    thresholds: Mapping[str, float | Bound] | None,
+    allow_nan: bool | Collection[str],
+    named: Mapping[str, float | Bound],
+) -> None:
+    """assert_scores on every turn of a conversation: one failure naming each failing turn
+    with its question, then its metrics' blocks with the claims' verdicts and sources."""
+    __tracebackhide__ = True
+    if not result.turns:
+        raise ScoreAssertionError(f"conversation {result.id!r} has no judged turn", [])
+    directions: dict[str, bool] = {}
+    for turn in result.turns:
+        directions.update(turn.higher_is_better)
+    wanted = bounds(thresholds, named, directions)
+    allowed = _allowed(allow_nan)
+    failures: dict[str, None] = {}
+    blocks: list[str] = []
+    failed_turns = 0
+    for turn in result.turns:
+        scored = _scored(turn)
+        own: list[str] = []
+        for metric, bound in wanted.items():
+            verdict = _check(scored, metric, bound, metric in allowed, turn_evidence_lines)
+            if verdict is not None:
+                failures[metric] = None
+                own.append(verdict)
+        if own:
+            failed_turns += 1
+            question = _short(turn.sample.question)
+            blocks.append(f"  turn {turn.sample.turn}: {question!r}")
+            blocks += ["\n".join("  " + line for line in b.splitlines()) for b in own]
+    if failures:
+        head = (
+            f"{failed_turns} of {counted(len(result.turns), 'turn')} of conversation "
+            f"{result.id!r} failed {', '.join(f'{m} {b}' for m, b in wanted.items())}"
+        )
+        raise ScoreAssertionError(head + "\n" + "\n".join(blocks), list(failures))
 
 
 class _Everything:
@@ -203,8 +251,15 @@ def _allowed(allow_nan: bool | Collection[str]) -> Collection[str] | _Everything
     return set(allow_nan)
 
 
-def _check(scored: _Scored, metric: str, bound: Bound, nan_allowed: bool) -> str | None:
-    """The failure block of one metric, or None when it passes."""
+def _check(
+    scored: _Scored,
+    metric: str,
+    bound: Bound,
+    nan_allowed: bool,
+    evidence: Callable[[str, Mapping[str, Any], list[str]], list[str]] | None = None,
+) -> str | None:
+    """The failure block of one metric, or None when it passes; `evidence` gives its
+    evidence lines (default `evidence_lines`)."""
     if metric not in scored.scores:
         scored_names = ", ".join(scored.scores) or "none"
         return (
@@ -224,7 +279,8 @@ def _check(scored: _Scored, metric: str, bound: Bound, nan_allowed: bool) -> str
     if bound.passes(value):
         return None
     lines = [f"  {metric}: {number(value)}, threshold {bound}"]
-    lines += [f"    {piece}" for piece in evidence_lines(metric, scored.evidence, scored.contexts)]
+    shown = (evidence or evidence_lines)(metric, scored.evidence, scored.contexts)
+    lines += [f"    {piece}" for piece in shown]
     return "\n".join(lines)
 
 
@@ -240,6 +296,33 @@ def evidence_lines(metric: str, evidence: Mapping[str, Any], contexts: list[str]
             text = f": {_short(item.text)!r}" if item.text else ""
             reason = f" ({_short(item.reason)})" if item.reason else ""
             pieces.append(f"{item.name} {item.verdict}{text}{reason}")
+    if len(pieces) > _PIECES:
+        pieces = [*pieces[:_PIECES], f"... and {len(pieces) - _PIECES} more"]
+    return pieces or ["(no evidence recorded for this metric)"]
+
+
+def turn_evidence_lines(metric: str, evidence: Mapping[str, Any], contexts: list[str]) -> list[str]:
+    """A conversation turn's evidence behind one metric's score: the items that do not
+    speak for it (unsupported claims first), then those resting on a source (a claim
+    supported by a context or by a message of the conversation), each with its verdict
+    and source; of a finding without such items, its summary."""
+    bad: list[str] = []
+    sourced: list[str] = []
+    for finding in findings_of(metric, evidence, contexts):
+        against = [i for i in finding.items if i.ok is not True]
+        resting = [i for i in finding.items if i.ok is True and i.source]
+        if not against and not resting:
+            bad.append(_short(finding.summary, 400))
+        for item in finding.items:
+            if item.ok is True and not item.source:
+                continue
+            source = f" by {item.source}" if item.source else ""
+            text = f": {_short(item.text)!r}" if item.text else ""
+            reason = f" ({_short(item.reason)})" if item.reason and item.ok is not True else ""
+            (sourced if item.ok is True else bad).append(
+                f"{item.name} {item.verdict}{source}{text}{reason}"
+            )
+    pieces = bad + sourced
     if len(pieces) > _PIECES:
         pieces = [*pieces[:_PIECES], f"... and {len(pieces) - _PIECES} more"]
     return pieces or ["(no evidence recorded for this metric)"]

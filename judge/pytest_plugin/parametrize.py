@@ -32,7 +32,10 @@ def cases(
         limit: only the first `limit` rows.
 
     Returns:
-        `pytest.param(row, id=...)` per row; each row is the dict of its columns.
+        `pytest.param(row, id=...)` per row; each row is the dict of its columns. A file
+        of conversations (one per line, `{"id": ..., "turns": [...]}`) gives one case per
+        conversation, for `rag_judge.assert_scores(case, ...)` or
+        `rag_judge.score_conversation(case)`.
     """
     from judge.run.data import read_records
 
@@ -51,9 +54,30 @@ def cases(
 
 
 def case_id(record: Mapping[str, Any], number: int, id_column: str = "id") -> str:
-    """A row's test id: its id, else its number and the first words of its question."""
-    given = record.get(id_column)
-    if given is not None and str(given).strip():
-        return str(given).strip()
-    words = _WORDS.sub("-", str(record.get("question") or "")).strip("-")[:40].rstrip("-")
+    """A row's test id: its id, else its number and the first words of its question (of a
+    conversation: its conversation_id or session_id, else its first user message)."""
+    from judge.conversations import ID_KEYS, is_conversation
+
+    conversation = is_conversation(record)
+    for key in (id_column, *ID_KEYS) if conversation else (id_column,):
+        given = record.get(key)
+        if given is not None and str(given).strip():
+            return str(given).strip()
+    text = _first_user_message(record) if conversation else record.get("question")
+    words = _WORDS.sub("-", str(text or "")).strip("-")[:40].rstrip("-")
     return f"{number}-{words}" if words else str(number)
+
+
+def _first_user_message(record: Mapping[str, Any]) -> str:
+    """The text of a conversation's first user message ('' when it has none)."""
+    from judge.conversations import CONVERSATION_KEYS
+
+    messages: list[Any] = next(
+        (record[k] for k in CONVERSATION_KEYS if isinstance(record.get(k), list)), []
+    )
+    for message in messages:
+        if isinstance(message, Mapping) and (
+            message.get("role") == "user" or message.get("type") == "human"
+        ):
+            return str(message.get("content") or "")
+    return ""

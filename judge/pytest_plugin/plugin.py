@@ -159,10 +159,24 @@ class JudgeState:
 
     def judged(self, kind: str, result: Any) -> None:
         """Attach what a call of the running test (or of its fixtures) judged to it:
-        JUnit XML properties, and rows of the report folder."""
+        JUnit XML properties, and rows of the report folder. A conversation's turns are
+        each a sample's call (`judge.faithfulness`, `judge.faithfulness#2`, ...)."""
         item = self.current
         if item is None:  # judged outside any test's setup, call or teardown
             return
+        if kind == "conversation":
+            first = self.calls.get(item.nodeid, 0) + 1
+            for turn in result.turns:
+                self._judged_sample(item, turn)
+            if self.report_dir is not None and result.turns:
+                self._write_part(item.nodeid, first, kind, result)
+            return
+        self._judged_sample(item, result, kind)
+        if self.report_dir is not None:
+            self._write_part(item.nodeid, self.calls[item.nodeid], kind, result)
+
+    def _judged_sample(self, item: pytest.Item, result: Any, kind: str = "sample") -> None:
+        """One call's properties and usage: a sample's scores, or an evaluation's means."""
         n = self.calls[item.nodeid] = self.calls.get(item.nodeid, 0) + 1
         suffix = "" if n == 1 else f"#{n}"
         spent = self.usage.setdefault(item.nodeid, {})
@@ -187,8 +201,6 @@ class JudgeState:
                 if value is None and name == "cost":
                     spent["unpriced"] = 1
                 spent[name] = spent.get(name, 0) + (value or 0)
-        if self.report_dir is not None:
-            self._write_part(item.nodeid, n, kind, result)
 
     def usage_properties(self, item: pytest.Item) -> None:
         """The usage of the test's judged calls as properties, added once at its end."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from judge.llm.config import LLM, Embeddings
     from judge.llm.session import LLMSession
     from judge.pytest_plugin.assertions import Bound
+    from judge.pytest_plugin.conversation import ConversationResult
     from judge.run.results import EvaluationResult
     from judge.run.score import SampleResult
 
@@ -124,7 +125,8 @@ Listener = Callable[[str, Any], None]
 
 
 class RagJudge:
-    """A configured judge for tests: `score` one sample, `evaluate` many, assert on them.
+    """A configured judge for tests: `score` one sample, `score_conversation` a chat turn
+    by turn, `evaluate` many, assert on them.
 
     Made by the `rag_judge` fixture from the plugin's options; one per test session (per
     worker under pytest-xdist, all sharing one cache file).
@@ -337,6 +339,81 @@ class RagJudge:
                     )
                 )
 
+    # -- a conversation, turn by turn ---------------------------------------------------
+
+    async def _score_conversation(
+        self, conversation: Any, metrics: Sequence[Any] | None, conversation_id: str | None
+    ) -> ConversationResult:
+        from judge import aio
+        from judge.metrics.judgments import Conversations
+        from judge.metrics.resolve import resolve_metrics
+        from judge.pytest_plugin.conversation import ConversationResult, turn_samples
+        from judge.run.score import score_sample
+
+        cid, samples = turn_samples(conversation, conversation_id)
+        chosen = resolve_metrics(
+            metrics, embeddings=self.embeddings is not None, custom=self.project_metrics()
+        )
+        # One registry for the conversation's turns: a later turn rests on the earlier
+        # turns' claims and verdicts, their own rows' judgments, never asked again.
+        shared = Conversations()
+        turns = await aio.gather_or_cancel(
+            score_sample(s, chosen, self.session, conversations=shared) for s in samples
+        )
+        return ConversationResult(cid, list(turns))
+
+    def score_conversation(
+        self,
+        conversation: Any,
+        *,
+        metrics: Sequence[Any] | None = None,
+        conversation_id: str | None = None,
+    ) -> ConversationResult:
+        """Judge each assistant turn of a conversation with the conversation before it, as
+        `judge eval` judges a line of a conversations file.
+
+        Args:
+            conversation: `{"id": ..., "turns": [{"role": "user", "content": ...},
+                {"role": "assistant", "content": ..., "contexts": [...]}, ...]}` (or
+                DeepEval's or RAGAS's shape), or the list of messages alone.
+            metrics: metric names, as in `score`; `supported_by_history` and
+                `knowledge_retention` are for turns.
+            conversation_id: its id, when the record has none (default "conversation").
+
+        Returns:
+            A `ConversationResult`: `turns`, one `SampleResult` per assistant turn in
+            order, each answer verdict naming its `source` (`contexts`, `history` with
+            the message's `turn` and `role`, or none); `judge.assert_scores` checks every
+            turn.
+
+        Raises:
+            judge.errors.InputFormatError: the conversation cannot be read.
+            ReplayMiss: under `--judge-replay`, a judgment was never recorded.
+        """
+        return self._judged_conversation(
+            self._run(self._score_conversation(conversation, metrics, conversation_id))
+        )
+
+    async def ascore_conversation(
+        self,
+        conversation: Any,
+        *,
+        metrics: Sequence[Any] | None = None,
+        conversation_id: str | None = None,
+    ) -> ConversationResult:
+        """`score_conversation`, awaited from an async test."""
+        return self._judged_conversation(
+            await self._arun(self._score_conversation(conversation, metrics, conversation_id))
+        )
+
+    def _judged_conversation(self, result: ConversationResult) -> ConversationResult:
+        """Fail on a replay miss of any turn; tell the plugin what was judged."""
+        for turn in result.turns:
+            self._check_replay(turn.errors.items(), turn.sample.id)
+        if self._listener is not None:
+            self._listener("conversation", result)
+        return result
+
     # -- many samples -------------------------------------------------------------------
 
     async def _evaluate(
@@ -394,41 +471,52 @@ class RagJudge:
 
     def assert_scores(
         self,
-        sample: Mapping[str, Any],
+        sample: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         thresholds: Mapping[str, float | Bound] | None = None,
         *,
         metrics: Sequence[Any] | None = None,
         allow_nan: bool | Collection[str] = False,
         **named: float | Bound,
-    ) -> SampleResult:
-        """Judge a sample (a mapping with question, answer, contexts, ground_truth, id)
-        with the metrics its thresholds name, then `judge.assert_scores` it.
+    ) -> SampleResult | ConversationResult:
+        """Judge a sample (a mapping with question, answer, contexts, ground_truth, id),
+        or a conversation (`{"id": ..., "turns": [...]}`, every assistant turn), with the
+        metrics its thresholds name, then `judge.assert_scores` it.
 
         Args:
-            sample: the sample's fields; `id` names it in messages.
+            sample: the sample's fields; `id` names it in messages. Or a conversation, as
+                `score_conversation` takes it: every assistant turn must meet the
+                thresholds, and a failure shows the evidence of each failing turn.
             thresholds: `{metric: threshold}` for names that are not identifiers.
             metrics: the metrics to judge; default those the thresholds name.
             allow_nan: as in `judge.assert_scores`.
             **named: `metric=threshold`, as in `judge.assert_scores`.
 
         Returns:
-            The judged `SampleResult`, when every threshold is met.
+            The judged `SampleResult` (a `ConversationResult` for a conversation), when
+            every threshold is met.
         """
         __tracebackhide__ = True
         from judge.pytest_plugin.assertions import assert_scores, bounds
+        from judge.pytest_plugin.conversation import is_conversation_input
 
         wanted = bounds(thresholds, named)
+        chosen = list(metrics) if metrics is not None else list(wanted)
+        if is_conversation_input(sample):
+            judged = self.score_conversation(sample, metrics=chosen)
+            assert_scores(judged, wanted, allow_nan=allow_nan)
+            return judged
         if not isinstance(sample, Mapping) or "question" not in sample:
             raise JudgeError(
                 "rag_judge.assert_scores takes a sample: a mapping with question, answer, "
-                "contexts and ground_truth; to assert on a result, use judge.assert_scores"
+                "contexts and ground_truth, or a conversation: a mapping with its messages "
+                "under 'turns'; to assert on a result, use judge.assert_scores"
             )
         result = self.score(
             sample["question"],
             sample.get("answer"),
             sample.get("contexts") or (),
             sample.get("ground_truth"),
-            metrics=list(metrics) if metrics is not None else list(wanted),
+            metrics=chosen,
             sample_id=sample.get("id"),
         )
         assert_scores(result, wanted, allow_nan=allow_nan)

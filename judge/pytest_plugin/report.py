@@ -21,39 +21,34 @@ from judge.llm.usage import COUNTED
 if TYPE_CHECKING:
     from judge.pytest_plugin.rag_judge import JudgeSettings
     from judge.run.config import RunConfig
+    from judge.run.rows import ResultRow
 
 PARTS = ".parts"
 
 
 def write_part(folder: Path, worker: str, nodeid: str, call: int, kind: str, result: Any) -> None:
-    """Append what one judged call of a test gave to this process's part file."""
-    from judge.run.rows import ResultRow
-
+    """Append what one judged call of a test gave to this process's part file (a
+    conversation's turns: one row each, under the call of its first turn)."""
     parts = folder / PARTS
     parts.mkdir(parents=True, exist_ok=True)
+    suffix = f"#{call}" if call > 1 else ""
     if kind == "sample":
-        s = result.sample
-        rows = [
-            ResultRow(
-                0,
-                s.id,
-                s.question,
-                s.answer,
-                list(s.contexts),
-                s.ground_truth,
-                scores=dict(result.scores),
-                reasons=dict(result.reasons),
-                errors=dict(result.errors),
-                evidence=result.evidence,
-                usage=result.usage,
-            )
-        ]
+        rows = [_sample_row(result)]
+    elif kind == "conversation":
+        rows = [_sample_row(turn) for turn in result.turns]
+        for row in rows:
+            # The test's conversation: another test's of the same id is another one.
+            row.conversation_id = f"{nodeid}{suffix}::{row.conversation_id}"
     else:
         rows = list(result.rows)
     # The metrics in the order the test named them (a row's scores are written sorted):
     # the run's fingerprint follows it, as judge eval's follows --metrics.
-    names = list(result.scores) if kind == "sample" else list(result.metrics)
-    suffix = f"#{call}" if call > 1 else ""
+    if kind == "sample":
+        names = list(result.scores)
+    elif kind == "conversation":
+        names = list(dict.fromkeys(m for turn in result.turns for m in turn.scores))
+    else:
+        names = list(result.metrics)
     with open(parts / f"{worker}.jsonl", "a", encoding="utf-8") as out:
         for number, row in enumerate(rows):
             # A row's id names the test that judged it (and the row's own id, of many).
@@ -66,6 +61,28 @@ def write_part(folder: Path, worker: str, nodeid: str, call: int, kind: str, res
                 "row": row.json_fields(),
             }
             out.write(dumps_nan_as_null(line) + "\n")
+
+
+def _sample_row(result: Any) -> ResultRow:
+    """A judged sample (a conversation's turn too) as a results row."""
+    from judge.run.rows import ResultRow
+
+    s = result.sample
+    return ResultRow(
+        0,
+        s.id,
+        s.question,
+        s.answer,
+        list(s.contexts),
+        s.ground_truth,
+        scores=dict(result.scores),
+        reasons=dict(result.reasons),
+        errors=dict(result.errors),
+        evidence=result.evidence,
+        usage=result.usage,
+        conversation_id=s.conversation_id,
+        turn=s.turn,
+    )
 
 
 def clear_parts(folder: Path) -> None:

@@ -617,7 +617,7 @@ def _place_in_conversation(get: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(cid, bool) or not isinstance(cid, (str, int)) or not str(cid).strip():
         raise ValueError(f"conversation_id must be a string or an integer, got {cid!r}")
     return {
-        "history": parse_history(get.get("history")),
+        "history": _ordered(parse_history(get.get("history")), turn),
         "turn": turn,
         "conversation_id": str(cid),
     }
@@ -643,6 +643,30 @@ def parse_history(value: Any) -> list[Message]:
         contexts = _list_of_str(item.get("contexts"), f"{where}'s contexts")
         messages.append(Message(role, content, turn, tuple(contexts)))
     return messages
+
+
+def _ordered(history: list[Message], turn: int) -> list[Message]:
+    """A turn's history if its messages come before the turn, in order, with one answer a
+    turn; else a ValueError. A flat table's row numbers its own question with its turn: a
+    message may share the row's turn, an answer may not (it would answer after the row)."""
+    last, answered = 0, set()
+    for index, message in enumerate(history):
+        limit = turn - 1 if message.role == "assistant" else turn
+        if not last <= message.turn <= limit or message.turn < 1:
+            raise ValueError(
+                f"history message {index + 1}: turn {message.turn} is not in order: a "
+                "history's turns are positive and never decrease, its answers' below the "
+                f"row's turn {turn} and its other messages' at most that"
+            )
+        if message.role == "assistant":
+            if message.turn in answered:
+                raise ValueError(
+                    f"history message {index + 1}: a second assistant message at turn "
+                    f"{message.turn}; each turn has one answer"
+                )
+            answered.add(message.turn)
+        last = message.turn
+    return history
 
 
 def _identity_of(

@@ -27,6 +27,7 @@ from judge.runs.store import RunRecord, RunStore, default_runs_path
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 REPORT = "report.html"
+CONVERSATIONS = "conversations.jsonl"  # a run of conversations' turns: one line each
 SHARD = "shard.json"
 CHECKPOINT = ".checkpoint.jsonl"
 APP_OUTPUTS = "app_outputs.jsonl"  # judge experiment's: what the app answered
@@ -41,6 +42,7 @@ OUTPUT_NAMES = (
     RESULTS,
     SUMMARY,
     REPORT,
+    CONVERSATIONS,
     SHARD,
     CHECKPOINT,
     APP_OUTPUTS,

@@ -17,7 +17,7 @@ from typing import Any
 
 from judge.run.checkpoint import RowFile
 from judge.run.diagnose import diagnose
-from judge.run.folder import REPORT, RESULTS, SUMMARY, RunFolder
+from judge.run.folder import CONVERSATIONS, REPORT, RESULTS, SUMMARY, RunFolder
 from judge.run.gates import (
     DEFAULT_MAX_ERROR_RATE,
     PASSED,
@@ -28,6 +28,7 @@ from judge.run.gates import (
 from judge.run.output_folder import OutputFolder, file_sha256
 from judge.run.report_html import write_report
 from judge.run.result_view import ResultView
+from judge.run.rows import ConversationSummary
 from judge.run.shard import SHARD_FILE, write_shard_record
 
 
@@ -58,6 +59,13 @@ class RunOutcome:
     def passed(self) -> bool:
         """Whether every gate held."""
         return self.code == PASSED
+
+
+def write_conversations(conversations: Iterable[ConversationSummary], path: Path) -> None:
+    """conversations.jsonl: each conversation's turns and its metrics' means over them."""
+    with path.open("w", encoding="utf-8") as handle:
+        for entry in conversations:
+            handle.write(json.dumps(entry.to_json(), ensure_ascii=False, sort_keys=True) + "\n")
 
 
 def write_outputs(
@@ -100,6 +108,13 @@ def write_outputs(
     outputs = [RESULTS, REPORT]
     with folder.writing(REPORT) as report_path:
         write_report(result, report_path)
+    conversations = result.tally.by_conversation(result.metrics)
+    if conversations:
+        outputs.append(CONVERSATIONS)
+        with folder.writing(CONVERSATIONS) as conversations_path:
+            write_conversations(conversations, conversations_path)
+    else:  # an earlier run of conversations in this folder: its file is not this run's
+        (folder.path / CONVERSATIONS).unlink(missing_ok=True)
     if result.config.shard is not None:
         outputs.append(SHARD_FILE)
         with folder.writing(SHARD_FILE) as record_path:

@@ -19,6 +19,7 @@ from judge.metrics.findings import (
     Finding,
 )
 from judge.metrics.registry import JUDGE_ERROR, findings_of
+from judge.metrics.turns import HISTORY_NAME
 from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
 
@@ -155,12 +156,14 @@ def finding_html(finding: Finding) -> str:
     texts = any(i.text for i in finding.items)
     reasons = any(i.reason for i in finding.items)
     sources = any(i.source for i in finding.items)
+    # A conversation's turn: a claim can rest on a message of the conversation too.
+    beyond = any(i.source.startswith(HISTORY_NAME) for i in finding.items)
     head = (
         "<tr><th>#</th>"
         + ("<th>text</th>" if texts else "")
         + "<th>verdict</th>"
         + ("<th>reason</th>" if reasons else "")
-        + ("<th>context</th>" if sources else "")
+        + (f"<th>{'source' if beyond else 'context'}</th>" if sources else "")
         + "</tr>"
     )
     rows = "".join(
@@ -260,12 +263,63 @@ def contexts_html(row: ResultRow) -> str:
     )
 
 
-def _sample_html(row: ResultRow, metrics: list[str]) -> str:
+# The turns of a conversation a worst sample's block lists at most.
+CONVERSATION_TURNS = 50
+
+
+def _anchor(row: ResultRow) -> str:
+    """The id of a turn's block in the page (other rows' blocks have none)."""
+    return f"row-{row.row}"
+
+
+def _conversation_html(
+    row: ResultRow, turns: Sequence[ResultRow], metrics: list[str], shown: set[int]
+) -> str:
+    """The turns of a worst sample's conversation in order, with their scores: this one
+    marked, each other turn among the worst samples linked to its block."""
+    cells = "".join(f"<th>{escape(m)}</th>" for m in metrics)
+    lines = []
+    for turn in turns[:CONVERSATION_TURNS]:
+        label = f"turn {escape(turn.turn)}"
+        if turn.row == row.row:
+            label = f"<b>{label} (this one)</b>"
+        elif turn.row in shown:
+            label = f'<a href="#{_anchor(turn)}">{label}</a>'
+        scores = "".join(
+            f"<td class=n>{number(float(turn.scores.get(m, math.nan)))}</td>" for m in metrics
+        )
+        question = escape(_clip(turn.question))
+        lines.append(
+            f"<tr><td>{label}</td><td>{question}</td><td>{escape(_clip(turn.answer))}</td>"
+            f"{scores}</tr>"
+        )
+    more = len(turns) - CONVERSATION_TURNS
+    note = f"<p class=small>and {more} more turns</p>" if more > 0 else ""
+    return (
+        f"<b>the conversation</b> <span class=small>(its judged turns in order; the linked "
+        "ones are among the worst samples below or above)</span><table><tr><th>turn</th>"
+        f"<th>question</th><th>answer</th>{cells}</tr>{''.join(lines)}</table>{note}"
+    )
+
+
+def _clip(text: str | None, limit: int = 200) -> str:
+    if text is None:
+        return MISSING
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _sample_html(
+    row: ResultRow, metrics: list[str], conversation: str = "", anchor: str = ""
+) -> str:
     """One worst sample in full: scores, question, contexts with grades, ground truth with
-    its claims, answer with its claims, the other judgments and errors."""
+    its claims, answer with its claims, the other judgments and errors; for a turn of a
+    conversation, its conversation and turn, its block's `anchor`, and the `conversation`'s
+    turns (`_conversation_html`)."""
     mean = _mean(row, metrics)
     headline = "failed" if row.failed else f"mean {number(mean)}"
     ident = f" · id {escape(row.id)}" if row.id is not None and row.id != row.row else ""
+    if row.conversation_id is not None:
+        ident += f" · conversation {escape(row.conversation_id)} · turn {escape(row.turn)}"
     truth = MISSING if row.ground_truth is None else escape(row.ground_truth)
     findings = [f for f in row_findings(row, metrics) if not f.keys <= _BESIDE_CONTEXTS]
 
@@ -275,6 +329,7 @@ def _sample_html(row: ResultRow, metrics: list[str]) -> str:
     parts = [
         _scores_html(row, metrics),
         f"<p class=bad>{escape(row.error)}</p>" if row.error else "",
+        conversation,
         f"<p><b>question</b> {escape(row.question) if row.question is not None else MISSING}</p>",
         contexts_html(row),
         *about(ABOUT_CONTEXTS),
@@ -285,8 +340,9 @@ def _sample_html(row: ResultRow, metrics: list[str]) -> str:
         *[finding_html(f) for f in findings if f.about not in ABOUT_FIELDS],
         *_other_html(row, _shown(row_findings(row, metrics))),
     ]
+    where = f' id="{anchor}"' if anchor else ""
     return (
-        f"<details open class=sample><summary><b>row {row.row}</b>{ident} · {headline} · "
+        f"<details open class=sample{where}><summary><b>row {row.row}</b>{ident} · {headline} · "
         f"{escape((row.question or '')[:120])}</summary>"
         + "".join(f"<div>{p}</div>" if p.startswith("<b>") else p for p in parts if p)
         + "</details>"
@@ -294,7 +350,17 @@ def _sample_html(row: ResultRow, metrics: list[str]) -> str:
 
 
 def _worst(result: ResultView, limit: int = 10) -> str:
-    blocks = [_sample_html(row, result.metrics) for row in result.worst(limit)]
+    numbers = result.tally.worst(limit)
+    worst = [result.rows[i] for i in numbers]
+    shown = {row.row for row in worst}
+    blocks = []
+    for at, row in zip(numbers, worst, strict=True):
+        if row.conversation_id is None:
+            blocks.append(_sample_html(row, result.metrics))
+            continue
+        turns = [result.rows[i] for i in result.tally.conversation_rows(at)]
+        table = _conversation_html(row, turns, result.metrics, shown)
+        blocks.append(_sample_html(row, result.metrics, table, _anchor(row)))
     if not blocks:
         blocks = ["<p>No row scored below 1 and none failed.</p>"]
     return f"<p class=small>{escape(WORST_ORDER)}</p>" + "".join(blocks)

@@ -142,6 +142,28 @@ class TurnSummary:
         )
 
 
+@dataclass
+class ConversationSummary:
+    """One conversation's turns judged in a run, with each metric's mean over them (NaN when
+    none was scored): a conversation-level metric is scored on its final turn alone."""
+
+    conversation_id: str
+    turns: int
+    means: dict[str, float]
+    scored: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """The conversation as conversations.jsonl records it (NaN as null)."""
+        return nan_to_null(  # type: ignore[no-any-return]
+            {
+                "conversation_id": self.conversation_id,
+                "turns": self.turns,
+                "scores": self.means,
+                "scored": self.scored,
+            }
+        )
+
+
 # Rows taken at once by `RowTally.worst`: bounds its arrays to a few MiB.
 WORST_CHUNK = 1 << 16
 # A row's place in the tally's per-row conversation numbers and turns when it is no turn.
@@ -393,6 +415,18 @@ class RowTally:
             return Resampling("row", self.rows, self.rows)
         return Resampling("conversation", int(clusters.max(initial=-1)) + 1, self.rows)
 
+    def conversation_rows(self, number: int) -> list[int]:
+        """The positions of the rows of row `number`'s conversation (its own included), in
+        order of `turn`, then of row; [] for a row that is no conversation's turn."""
+        if self._conversation is None or self._turn is None:
+            return []
+        conversation = np.frombuffer(self._conversation, dtype=np.int32)
+        if not 0 <= number < conversation.size or conversation[number] == NO_TURN:
+            return []
+        rows = np.flatnonzero(conversation == conversation[number])
+        turns = np.frombuffer(self._turn, dtype=np.int32)[rows]
+        return [int(i) for i in rows[np.lexsort((rows, turns))]]
+
     def turn_positions(self) -> np.ndarray | None:
         """Each row's position among its conversation's turns here, from 1 (the
         conversation's 1st judged turn, 2nd, ...: ranked by `turn`, then by row), 0 for a row
@@ -430,6 +464,33 @@ class RowTally:
                 entry.scored[metric] = scored
                 entry.means[metric] = float(sums[entry.position] / scored) if scored else math.nan
         return out
+
+    def by_conversation(self, metrics: Sequence[str]) -> list[ConversationSummary]:
+        """Each conversation's turns and each metric's mean over them, in the order the
+        conversations first appear; [] when no row is a turn."""
+        if self._conversation is None:
+            return []
+        conversation = np.frombuffer(self._conversation, dtype=np.int32).astype(np.int64)
+        turn_rows = conversation >= 0
+        size = len(self._conversation_ids)
+        turns = np.bincount(conversation[turn_rows], minlength=size)
+        out = [
+            ConversationSummary(cid, int(turns[n]), {}, {})
+            for cid, n in self._conversation_ids.items()
+        ]
+        for metric in metrics:
+            scores = np.frombuffer(self._scores[metric], dtype=np.float64)
+            defined = turn_rows & ~np.isnan(scores)
+            counts = np.bincount(conversation[defined], minlength=size)
+            sums = np.bincount(conversation[defined], weights=scores[defined], minlength=size)
+            for number, entry in enumerate(out):
+                scored = int(counts[number])
+                entry.scored[metric] = scored
+                entry.means[metric] = float(sums[number] / scored) if scored else math.nan
+        # in input order (rows may have been added as they finished)
+        first = np.full(size, conversation.size, dtype=np.int64)
+        np.minimum.at(first, conversation[turn_rows], np.flatnonzero(turn_rows))
+        return [out[n] for n in np.argsort(first, kind="stable")]
 
     def summaries(self, metrics: Sequence[str]) -> dict[str, MetricSummary]:
         """The summaries of several metrics, their bootstraps sharing draws (same numbers).

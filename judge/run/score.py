@@ -102,8 +102,8 @@ async def score_sample(
         ledger=usage,
         prompts=prompts or {},
     )
-    if conversations is not None and sample.conversation_id is not None:
-        judgments.earlier = conversations.of(sample.conversation_id)
+    if conversations is not None and sample.in_conversation:
+        judgments.earlier = conversations
 
     async def one(metric: Metric) -> MetricScore:
         try:

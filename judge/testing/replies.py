@@ -135,7 +135,9 @@ _JUDGES = {
     "You judge how usef": "grade",
     "You pick, from ret": "sentences",
     "You check citation": "citations",
-    "You check whether": "retention",
+    "You check whether an": "retention",
+    "You check the sear": "query_rewrite",
+    "You check whether a conv": "goal",
 }
 
 
@@ -168,7 +170,9 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     a context's grade grows with the question words it shares (a sentence is needed when it
     shares two); the reverse questions are the answer's first sentences. Deterministic, so
     tests and benchmarks can rely on it. An earlier user message sharing a word with the
-    answer is kept by it (none is contradicted).
+    answer is kept by it (none is contradicted); a retriever query holding every word of
+    the message is faithful to it, else incomplete; a conversation whose messages hold every
+    word of its expected outcome achieved it.
     """
     messages = body.get("messages") or [{}]
     system = message_text(messages[0].get("content"))
@@ -245,6 +249,23 @@ def heuristic_judge(body: dict[str, Any]) -> str:
                     for i, said in enumerate(earlier)
                     for shared in [bool(_words(said) & answer)]
                 ]
+            }
+        )
+    if kind == "goal":
+        said = _words(" ".join(_block(user, "conversation")))
+        missing = _words(_block(user, "outcome")) - said
+        return json.dumps(
+            {
+                "reason": "every word of the outcome was said" if not missing else "not said",
+                "verdict": "achieved" if not missing else "not_achieved",
+            }
+        )
+    if kind == "query_rewrite":
+        missing = _words(_block(user, "message")) - _words(_block(user, "query"))
+        return json.dumps(
+            {
+                "reason": "the query has the message's words" if not missing else "words left out",
+                "verdict": "faithful" if not missing else "incomplete",
             }
         )
     raise FakeHTTPError(400, "not one of judge's built-in prompts")

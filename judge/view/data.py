@@ -20,6 +20,11 @@ MAX_ANSWER_CHARS = 4000
 # The same for a question (a question is matched whole before it is cut).
 MAX_QUESTION_CHARS = 1000
 
+# A context of a conversation's turn, and a claim, longer than these are cut (the
+# conversation drill-down shows them; other rows carry neither).
+MAX_CONTEXT_CHARS = 2000
+MAX_CLAIM_CHARS = 1000
+
 # What each run of the page says about itself (the record's keys, flattened for the table).
 RUN_KEYS = ("id", "name", "created", "command", "model", "data", "rows", "tags", "baseline")
 
@@ -106,8 +111,10 @@ def run_results(out_dir: str | None, results_sha256: str | None = None) -> dict[
     Returns:
         {"status": "ok", "rows": [...], "skipped": n, "verified": bool} with each row's
         id, question, answer, scores (null when undefined) and the reasons of its
-        undefined scores; rows that could not be evaluated at all (an `error`) are skipped
-        and counted; verified says whether the file is the one the run wrote. Else
+        undefined scores (a conversation's turn also its conversation_id, turn, contexts
+        and claims with their verdicts and sources, for the conversation drill-down);
+        rows that could not be evaluated at all (an `error`) are skipped and counted;
+        verified says whether the file is the one the run wrote. Else
         {"status": "missing", "unreadable" or "changed", "message": why}: "changed" when
         the folder's results.jsonl is not the run's (a later run wrote into the folder).
     """
@@ -181,6 +188,62 @@ def _row(line: str, path: Path, number: int) -> dict[str, Any] | None:
     }
     if out["question"] != question and question is not None:
         out["question_key"] = str(question)  # a cut question still matches its twin whole
+    if _id_like(data.get("conversation_id")):
+        out.update(_turn_fields(data))
+    return out
+
+
+def _id_like(value: Any) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _turn_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What the conversation drill-down shows of a turn's row beside the others' fields:
+    its conversation and turn, its contexts, and each answer claim with its verdict and
+    source (a context, or a message of the conversation before it)."""
+    turn = data.get("turn")
+    contexts = data.get("contexts")
+    evidence = data.get("evidence")
+    evidence = evidence if isinstance(evidence, Mapping) else {}
+    return {
+        "conversation_id": str(data["conversation_id"]),
+        "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+        "contexts": [
+            _cut(c, MAX_CONTEXT_CHARS) for c in (contexts if isinstance(contexts, list) else [])
+        ],
+        "claims": _claims(evidence),
+    }
+
+
+def _claims(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The answer's claims as judged: text, verdict, reason and source (`contexts` with
+    the context's number from 1, `history` with the message's turn and role, or None)."""
+    claims = evidence.get("answer_claims")
+    verdicts = evidence.get("answer_verdicts")
+    if not isinstance(claims, list):
+        return []
+    out = []
+    for verdict in verdicts if isinstance(verdicts, list) else []:
+        if not isinstance(verdict, Mapping):
+            continue
+        given = verdict.get("claim")
+        index = given if isinstance(given, int) and not isinstance(given, bool) else -1
+        known = 0 <= index < len(claims)
+        context, turn, role = verdict.get("context"), verdict.get("turn"), verdict.get("role")
+        source: dict[str, Any] | None = None
+        if verdict.get("source") == "history" and isinstance(turn, int) and isinstance(role, str):
+            source = {"source": "history", "turn": turn, "role": role}
+        elif isinstance(context, int) and not isinstance(context, bool):
+            source = {"source": "contexts", "context": context + 1}
+        out.append(
+            {
+                "number": index + 1 if known else None,
+                "claim": _cut(claims[index], MAX_CLAIM_CHARS) if known else None,
+                "verdict": str(verdict.get("verdict") or ""),
+                "reason": _cut(verdict.get("reason"), MAX_CLAIM_CHARS),
+                **(source or {"source": None}),
+            }
+        )
     return out
 
 

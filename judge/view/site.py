@@ -106,6 +106,16 @@ the baseline run is the red diamond.</p>
 <div class="actions" id="diff-controls"></div>
 <div class="scroll"><table id="diff"></table></div>
 </section>
+<section id="conversations-section" hidden>
+<h2 id="conversations-title">Conversations</h2>
+<p id="conversations-note" class="small"></p>
+<div class="scroll"><table id="conversations"></table></div>
+</section>
+<section id="conversation-section" hidden>
+<h2 id="conversation-title">Conversation</h2>
+<p id="conversation-note" class="small"></p>
+<div id="turns"></div>
+</section>
 </main>
 <script src="data.js"></script>
 <script src="assets/chart.umd.js"></script>

@@ -106,6 +106,7 @@ def turn() -> ResultRow:
 
     chat = {
         "id": "c",
+        "reference": "The user learns who created Python.",
         "turns": [
             {"role": "user", "content": "I use Python."},
             {"role": "assistant", "content": "Noted.", "contexts": GOOD["contexts"]},
@@ -115,6 +116,7 @@ def turn() -> ResultRow:
                 "content": GOOD["answer"],
                 "contexts": GOOD["contexts"],
                 "ground_truth": GOOD["ground_truth"],
+                "query": "Python creator",
             },
         ],
     }
@@ -133,7 +135,8 @@ def turn() -> ResultRow:
 def test_every_built_in_metric_turns_its_evidence_into_findings(rows, turn):
     for metric in BUILTIN:
         # the conversation metrics judge a conversation's turns only
-        row = turn if metric == "knowledge_retention" else rows[1]
+        conversational = ("knowledge_retention", "query_rewrite_fidelity", "goal_accuracy")
+        row = turn if metric in conversational else rows[1]
         found = findings_of(metric, row.evidence, row.contexts or [])
         assert found, metric
         assert all(f.title and f.summary for f in found), metric

@@ -45,6 +45,10 @@ BLOCK_TAGS = (
     "checks",
     "sentences",
     "earlier",
+    "conversation",
+    "message",
+    "query",
+    "outcome",
 )
 REAL_REASON = "The judge's own reasoning."
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")  # as in judge.metrics.prompts
@@ -75,6 +79,10 @@ def renderings(name: str, c: dict[str, Any]) -> list[dict[str, Any]]:
             "checks": checks,
             "sentences": {str(i): t for i, t in enumerate([q, single, *ctx])},
             "earlier": [q, single],
+            "conversation": [q, single],
+            "message": q,
+            "query": single,
+            "outcome": single,
             "n": 3,
         }
         assert variables <= slots.keys(), f"{name}: new variables {variables - slots.keys()}"
@@ -146,7 +154,9 @@ _KINDS = {
     "You judge how usef": "context_relevance",
     "You pick, from ret": "context_sentences",
     "You check citation": "citations",
-    "You check whether": "retention",
+    "You check whether an": "retention",
+    "You check the sear": "query_rewrite",
+    "You check whether a conv": "goal",
 }
 
 
@@ -188,6 +198,10 @@ def honest_judgment(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     if kind == "citations":
         checks = [c["check"] for c in data["checks"]]
         return {"checks": [{"check": i, "supported": False, "reason": REAL_REASON} for i in checks]}
+    if kind == "query_rewrite":
+        return {"reason": REAL_REASON, "verdict": "drifted"}
+    if kind == "goal":
+        return {"reason": REAL_REASON, "verdict": "not_achieved"}
     if kind == "retention":
         items = range(len(data["earlier"]))
         verdict = {"verdict": "contradicted", "reason": REAL_REASON}
@@ -252,6 +266,8 @@ METRIC_OF = {
     "citations": "citation_accuracy",
     "reverse_questions": "answer_relevancy",
     "retention": "knowledge_retention",
+    "query_rewrite": "query_rewrite_fidelity",
+    "goal": "goal_accuracy",
 }
 
 
@@ -259,14 +275,20 @@ def score(server: FakeLLMServer, canary: dict[str, Any], metric: str) -> Any:
     """The canary's sample scored on `metric`; knowledge_retention on a conversation whose
     earlier user message is the canary's question and whose last answer is its answer."""
     base = server.base_url
-    if metric == "knowledge_retention":
+    if metric in ("knowledge_retention", "query_rewrite_fidelity", "goal_accuracy"):
+        # the retriever query of the last turn is the canary's answer (for query_rewrite)
+        last = {"role": "assistant", "content": canary["answer"], "contexts": canary["contexts"]}
+        if metric == "query_rewrite_fidelity":
+            last["query"] = canary["answer"]
         chat = {
             "id": "canary",
+            # the expected outcome is the canary's ground truth (for goal_accuracy)
+            "reference": canary["ground_truth"],
             "turns": [
                 {"role": "user", "content": canary["question"]},
                 {"role": "assistant", "content": "Noted.", "contexts": canary["contexts"]},
                 {"role": "user", "content": "And so?"},
-                {"role": "assistant", "content": canary["answer"], "contexts": canary["contexts"]},
+                last,
             ],
         }
         result = judge.evaluate(
@@ -387,6 +409,8 @@ FITS_SCHEMA = {
     "injected_claims_json": True,  # the one-text reply shape, {"claims": [...]}
     "injected_texts_json": False,  # the old several-texts shape, {"texts": [...]}
     "injected_retention_json": True,
+    "injected_query_rewrite_json": True,
+    "injected_goal_json": True,
 }
 
 

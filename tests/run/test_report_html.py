@@ -8,64 +8,17 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from html.parser import HTMLParser
 from pathlib import Path
 
 from judge.cli.main import main
 from judge.run.report_html import WORST_ORDER, histogram_svg, render_report
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
+from tests.helpers.report_page import parse
 from tests.helpers.svg import svg_texts
 
 ROOT = Path(__file__).resolve().parents[2]
 METRICS = ["faithfulness", "context_precision"]
-
-
-class Page(HTMLParser):
-    """The page's text per section (after each <h2>), the text of each worst sample's
-    <details>, and every tag met."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sections: dict[str, str] = {}
-        self.samples: list[str] = []
-        self.tags: list[str] = []
-        self.attributes: list[str] = []
-        self._section = ""
-        self._in_h2 = False
-        self._depth = 0  # <details> nesting inside the worst samples
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        self.tags.append(tag)
-        self.attributes += [name for name, _ in attrs]
-        if tag == "h2":
-            self._in_h2, self._section = True, ""
-        elif tag == "details" and self._section == "Worst samples":
-            if self._depth == 0:
-                self.samples.append("")
-            self._depth += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "h2":
-            self._in_h2 = False
-            self.sections[self._section] = ""
-        elif tag == "details" and self._depth:
-            self._depth -= 1
-
-    def handle_data(self, data: str) -> None:
-        if self._in_h2:
-            self._section += data
-            return
-        if self._section:
-            self.sections[self._section] += data
-        if self._depth:
-            self.samples[-1] += data
-
-
-def parse(text: str) -> Page:
-    page = Page()
-    page.feed(text)
-    return page
 
 
 def row(i: int, scores: dict[str, float], **fields) -> ResultRow:

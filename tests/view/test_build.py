@@ -126,6 +126,40 @@ def test_each_run_keeps_what_the_drill_down_needs_of_its_rows(tmp_path: Path) ->
     assert fourth["answer"].endswith(f"[…cut at {MAX_ANSWER_CHARS} characters]")
 
 
+def test_a_turn_keeps_its_conversation_contexts_and_claims_with_their_sources(
+    tmp_path: Path,
+) -> None:
+    evidence = {
+        "answer_claims": ["From the user.", "From a context.", "Invented.", "Odd."],
+        "answer_verdicts": [
+            {"claim": 0, "verdict": "supported", "reason": "r0", "source": "history",
+             "turn": 1, "role": "user", "context": "conversation, turn 1 (user)"},
+            {"claim": 1, "verdict": "supported", "reason": "r1", "source": "contexts",
+             "context": 1},
+            {"claim": 2, "verdict": "not_found", "reason": "r2", "source": None},
+            {"claim": 9, "verdict": "supported", "context": True},  # no such claim; no source
+            "not a verdict",
+        ],
+    }  # fmt: skip
+    turn = row("c#4", 0.5, conversation_id="c", turn=4, evidence=evidence)
+    turn["contexts"] = ["one", "y" * 2100]
+    folder = results(tmp_path / "run", [turn, row("q1", 1.0)])
+    chat, plain = run_results(str(folder))["rows"]
+    assert (chat["conversation_id"], chat["turn"]) == ("c", 4)
+    assert chat["contexts"][0] == "one" and chat["contexts"][1].endswith("characters]")
+    assert chat["claims"] == [
+        {"number": 1, "claim": "From the user.", "verdict": "supported", "reason": "r0",
+         "source": "history", "turn": 1, "role": "user"},
+        {"number": 2, "claim": "From a context.", "verdict": "supported", "reason": "r1",
+         "source": "contexts", "context": 2},
+        {"number": 3, "claim": "Invented.", "verdict": "not_found", "reason": "r2",
+         "source": None},
+        {"number": None, "claim": None, "verdict": "supported", "reason": None, "source": None},
+    ]  # fmt: skip
+    # a row that is no turn carries what it always did: the page's data is as before
+    assert set(plain) == {"id", "question", "answer", "scores", "reasons"}
+
+
 def test_a_long_question_is_cut_but_matched_whole(tmp_path: Path) -> None:
     question = "why? " * 400
     folder = results(tmp_path / "run", [row("q1", 0.5) | {"question": question}])

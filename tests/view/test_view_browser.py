@@ -333,3 +333,178 @@ def test_rows_of_a_run_recorded_without_a_hash_are_shown_as_unverifiable(
     assert "cannot be checked against the run" in note
     assert hostile_page.locator("#diff tbody tr").count() == 4  # shown, not refused
     assert hostile_page.problems == []
+
+
+# ---- the conversation drill-down
+
+# Turn 2: a claim from its context and an invented one; turn 4: one from the user's first
+# message, one from turn 2's supported claim, the invention repeated, one from its context.
+CHAT = {
+    "id": "parcel",
+    "turns": [
+        {"role": "user", "content": "My parcel weighs four kilos. Which options exist?"},
+        {
+            "role": "assistant",
+            "content": "Express delivery takes one day. Mars parcels travel free.",
+            "contexts": ["Express delivery takes one day."],
+        },
+        {"role": "user", "content": "Send it express then."},
+        {
+            "role": "assistant",
+            "content": "My parcel weighs four kilos. Express delivery takes one day. "
+            "Mars parcels travel free. Couriers collect parcels daily.",
+            "contexts": ["Couriers collect parcels daily.", "Parcels are weighed at the desk."],
+        },
+    ],
+}
+# Markup, control characters and a bidi override in every text the drill-down shows.
+NASTY = HOSTILE + " \x00\x07\x1b[31m red\x1b[0m \u202eevil\u202c end"
+EVIL_CHAT = {
+    "id": f"<b>{NASTY}</b>",
+    "turns": [
+        {"role": "user", "content": f"Tell me. {NASTY}"},
+        {"role": "assistant", "content": NASTY, "contexts": [NASTY]},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def conversation_view(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A run of two conversations judged through the fake server, beside a run of rows."""
+    from judge import LLM, evaluate
+    from judge.testing import FakeLLMServer
+    from tests.helpers.judging import judge_handler
+
+    tmp = tmp_path_factory.mktemp("conversations")
+    folders = judged_runs(tmp / "runs")
+    chats = tmp / "runs" / "chats"
+    with FakeLLMServer() as server:
+        server.chat = judge_handler
+        llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=1)
+        result = evaluate(
+            [CHAT, EVIL_CHAT],
+            metrics=["faithfulness", "supported_by_history"],
+            llm=llm,
+            progress=False,
+        )
+        result.write(chats)
+    chat_record = record("base", chats) | {
+        "id": run_id("chats"),
+        "name": "chats",
+        "created": "2026-12-04T10:00:00Z",
+        "metrics": ["faithfulness", "supported_by_history"],
+    }
+    records = [record("base", folders["base"], baseline=True), chat_record]
+    return {"index": build_view(records, tmp / "judge-view"), "rows": result.rows}
+
+
+@pytest.fixture
+def chat_page(browser: Any, conversation_view: dict[str, Any]) -> Iterator[Any]:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.problems = []
+    page.on("pageerror", lambda exc: page.problems.append(f"page error: {exc}"))
+    page.on(
+        "console",
+        lambda m: page.problems.append(m.text) if m.type in ("error", "warning") else None,
+    )
+    page.goto(conversation_view["index"].as_uri())
+    page.wait_for_load_state("load")
+    yield page
+    page.close()
+
+
+# Each turn block as the page shows it: its turn, texts, contexts and claims (textContent:
+# control characters included, nothing interpreted).
+TURNS = """holder => [...holder.querySelectorAll('article.turn')].map(a => ({
+  turn: a.dataset.turn,
+  question: a.querySelector('.question').textContent,
+  answer: a.querySelector('.answer').textContent,
+  contexts: [...a.querySelectorAll('ol.contexts li')].map(li => li.textContent),
+  claims: [...a.querySelectorAll('table.claims tr')].slice(1).map(tr =>
+    [...tr.querySelectorAll('td')].map(td => td.textContent)),
+  scores: [...a.querySelectorAll('table.scores td')].map(td => td.textContent),
+}))"""
+
+
+def test_a_run_of_conversations_lists_them_and_opens_one_turn_by_turn(chat_page: Any) -> None:
+    chats = chat_page.locator(f'#runs tr[data-run="{run_id("chats")}"]')
+    assert chat_page.locator(".conversations-link").count() == 1  # the rows' run has none
+    link = chats.locator(".conversations-link")
+    assert link.inner_text() == "2 conversations"
+    link.click()
+    # the link opens the list; it does not choose the run for Compare
+    assert chats.get_attribute("class") in (None, "")
+    assert chat_page.locator("#conversations-section").is_visible()
+    assert chat_page.url.endswith(f"#conversations={run_id('chats')}")
+    listed = chat_page.locator("#conversations tbody tr")
+    assert listed.count() == 2
+    parcel = chat_page.locator('#conversations tr[data-conversation="parcel"]')
+    # turns; faithfulness's mean over them ((1/2 + 3/4) / 2); supported_by_history's
+    assert parcel.locator("td").all_inner_texts() == ["parcel", "2", "0.625", "0.250"]
+    parcel.locator("a").click()
+    assert chat_page.locator("#conversation-section").is_visible()
+    assert "parcel" in chat_page.inner_text("#conversation-title")
+    turns = chat_page.locator("#turns").evaluate(TURNS)
+    assert [t["turn"] for t in turns] == ["2", "4"]
+    second, fourth = turns
+    assert second["question"] == CHAT["turns"][0]["content"]
+    assert fourth["question"] == "Send it express then."
+    assert fourth["answer"] == CHAT["turns"][3]["content"]
+    assert fourth["contexts"] == CHAT["turns"][3]["contexts"]
+    assert fourth["scores"] == ["0.750", "0.500"]
+    # each claim: number, text, verdict, source, reason
+    assert [c[:4] for c in fourth["claims"]] == [
+        ["1", "My parcel weighs four kilos.", "supported", "conversation, turn 1 (user)"],
+        ["2", "Express delivery takes one day.", "supported", "conversation, turn 2 (assistant)"],
+        ["3", "Mars parcels travel free.", "not found", "–"],
+        ["4", "Couriers collect parcels daily.", "supported", "context 1"],
+    ]
+    assert [c[:4] for c in second["claims"]] == [
+        ["1", "Express delivery takes one day.", "supported", "context 1"],
+        ["2", "Mars parcels travel free.", "not found", "–"],
+    ]
+    assert chat_page.problems == []
+
+
+def test_a_link_to_a_conversation_opens_it(chat_page: Any) -> None:
+    chat_page.goto(chat_page.url + f"#conversation={run_id('chats')},parcel")
+    chat_page.reload()
+    assert chat_page.locator("#conversation-section").is_visible()
+    assert chat_page.locator("#turns article.turn").count() == 2
+    assert chat_page.problems == []
+
+
+def test_markup_and_control_characters_in_a_conversation_are_shown_inert(
+    chat_page: Any,
+) -> None:
+    chat_page.locator(".conversations-link").click()
+    evil = chat_page.locator("#conversations tbody tr").nth(1)
+    assert evil.get_attribute("data-conversation") == EVIL_CHAT["id"]
+    assert evil.locator("a").evaluate("a => a.textContent") == EVIL_CHAT["id"]
+    evil.locator("a").click()
+    (turn,) = chat_page.locator("#turns").evaluate(TURNS)
+    assert turn["question"] == f"Tell me. {NASTY}"
+    assert turn["answer"] == NASTY
+    assert turn["contexts"] == [NASTY]
+    # the heuristic judge's claims are the answer's sentences, control characters kept
+    assert [c[1] for c in turn["claims"]] == [
+        '<img src=x onerror="window.',
+        '__pwned=1"><script>window.',
+        "__pwned=2</script> \x00\x07\x1b[31m red\x1b[0m \u202eevil\u202c end.",
+    ]
+    assert {c[3] for c in turn["claims"]} == {"context 1"}
+    title = chat_page.locator("#conversation-title").evaluate("h => h.textContent")
+    assert EVIL_CHAT["id"] in title
+    for where in ("#conversations", "#turns", "#conversation-title"):
+        assert chat_page.locator(f"{where} img, {where} script, {where} b b").count() == 0
+    assert chat_page.evaluate("window.__pwned") is None
+    # the id's bidi override ends with it: it sits in an isolate of its own
+    isolate = chat_page.locator("#conversation-title").evaluate(
+        """h => {
+          const id = h.querySelector('bdi');
+          return [id.textContent, getComputedStyle(id).unicodeBidi,
+                  id.nextSibling.textContent];
+        }"""
+    )
+    assert isolate == [EVIL_CHAT["id"], "isolate", " of "]
+    assert chat_page.problems == []

@@ -1,7 +1,11 @@
 """A LangChain `Runnable` as a judge app (the extra `judge[langchain]`).
 
-The runnable is asked with `ainvoke`, so judge's app concurrency applies. What it returns
-becomes the reply:
+The runnable is asked with `ainvoke`, so judge's app concurrency applies. A runnable whose
+input has a `chat_history` or `history` key (a chain of `create_history_aware_retriever`),
+or with a prompt that has a `MessagesPlaceholder("chat_history")` (or "history"), is a
+conversational app: each user message is asked with the conversation before it under that
+key, as LangChain messages (`convert_to_messages` of the OpenAI-style dicts). What it
+returns becomes the reply:
 
 - a mapping, as `create_retrieval_chain` returns (`{"input", "context", "answer"}`): the
   answer from "answer" (else "output", else "result"), the contexts from "context" (else
@@ -23,7 +27,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeGuard
 
 from langchain_core.documents import Document
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
 
 from judge.experiments.adapters.common import AdapterError
@@ -32,6 +37,8 @@ from judge.experiments.adapters.common import AdapterError
 # create_retrieval_chain's keys first, then agents' "output" and RetrievalQA's keys.
 ANSWER_KEYS = ("answer", "output", "result")
 CONTEXT_KEYS = ("context", "source_documents")
+# The input keys of a conversational runnable's history, in order of preference.
+HISTORY_KEYS = ("chat_history", "history")
 
 
 def is_runnable(obj: Any) -> bool:
@@ -43,17 +50,23 @@ def langchain_app(
     runnable: Any,
     *,
     input_key: str | None = None,
+    history_key: str | None = None,
     id_key: str = "id",
     score_key: str = "score",
-) -> Callable[[str], Awaitable[dict[str, Any]]]:
-    """The judge app of a LangChain runnable: an async function question -> reply.
+) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """The judge app of a LangChain runnable: an async function question -> reply, or
+    (question, history) -> reply for a runnable that takes a conversation.
 
     Args:
         runnable: a LangChain `Runnable`: a retrieval chain, an LCEL chain, a chat model.
         input_key: the runnable is invoked with `{input_key: question}`. None (the default)
             reads the runnable's input schema: a runnable that takes a string gets the
             question itself; one that takes a mapping gets it under "input" when it has
-            that key (as `create_retrieval_chain`'s chains do), else under its only key.
+            that key (as `create_retrieval_chain`'s chains do), else under its only key
+            besides the history's.
+        history_key: the input key of the conversation before the question (a list of
+            LangChain messages). None (the default): "chat_history" or "history" when the
+            runnable's input has one; a runnable without one is asked each question alone.
         id_key: the `Document.metadata` key of a context's retrieved id (else
             `Document.id` is used).
         score_key: the `Document.metadata` key of a context's retrieval score.
@@ -63,23 +76,61 @@ def langchain_app(
             f"a {type(runnable).__name__} is not a LangChain Runnable: give a chain "
             "(create_retrieval_chain(...), prompt | model | parser) or a chat model"
         )
-    make_input = _input_maker(runnable, input_key)
+    history_key = history_key or _history_key(runnable)
+    make_input = _input_maker(runnable, input_key, history_key)
+    if history_key is None:
 
-    async def call(question: str) -> dict[str, Any]:
-        output = await runnable.ainvoke(make_input(question))
+        async def call(question: str) -> dict[str, Any]:
+            output = await runnable.ainvoke(make_input(question))
+            return reply_of(output, id_key=id_key, score_key=score_key)
+
+        return call
+    key = history_key
+
+    async def chat(question: str, history: list[dict[str, str]]) -> dict[str, Any]:
+        given = {**make_input(question), key: convert_to_messages(history)}
+        output = await runnable.ainvoke(given)
         return reply_of(output, id_key=id_key, score_key=score_key)
 
-    return call
+    return chat
 
 
-def _input_maker(runnable: Runnable[Any, Any], input_key: str | None) -> Callable[[str], Any]:
+def _history_key(runnable: Runnable[Any, Any]) -> str | None:
+    """The key of the runnable's input that takes the conversation, if it has one: in its
+    input schema, else a `MessagesPlaceholder` of a prompt in its graph (a retrieval
+    chain's schema is its retriever's, without the prompt's history)."""
+    schema = runnable.get_input_jsonschema()
+    if schema.get("type") != "object":
+        return None
+    keys = set(schema.get("properties", {}))
+    try:
+        nodes = list(runnable.get_graph().nodes.values())
+    except Exception:  # a runnable that cannot draw its graph: its schema alone says
+        nodes = []
+    for node in nodes:
+        if isinstance(node.data, ChatPromptTemplate):
+            keys.update(
+                m.variable_name for m in node.data.messages if isinstance(m, MessagesPlaceholder)
+            )
+    return next((key for key in HISTORY_KEYS if key in keys), None)
+
+
+def _input_maker(
+    runnable: Runnable[Any, Any], input_key: str | None, history_key: str | None = None
+) -> Callable[[str], Any]:
     if input_key is not None:
         return lambda question: {input_key: question}
     schema = runnable.get_input_jsonschema()
     if schema.get("type") != "object":  # a string, a message, or any value
+        if history_key is not None:
+            raise AdapterError(
+                f"history_key={history_key!r}: the runnable does not take a mapping, so it "
+                "has no input for the conversation; build it to take one (a prompt with "
+                "MessagesPlaceholder)"
+            )
         return lambda question: question
-    keys = list(schema.get("properties", {}))
-    required = list(schema.get("required", []))
+    keys = [key for key in schema.get("properties", {}) if key != history_key]
+    required = [key for key in schema.get("required", []) if key != history_key]
     if "input" in keys or not keys:
         key = "input"
     elif len(required) == 1 or len(keys) == 1:

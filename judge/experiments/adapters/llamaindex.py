@@ -1,21 +1,29 @@
-"""A LlamaIndex query engine as a judge app (the extra `judge[llamaindex]`).
+"""A LlamaIndex query engine or chat engine as a judge app (the extra `judge[llamaindex]`).
 
-The engine is asked with `aquery`, so judge's app concurrency applies. Its `Response`
-becomes the reply: the answer is `str(response.response)`, the contexts are
-`node.get_content()` of `response.source_nodes` in order, the retrieved ids are the nodes'
-`node_id` (or, with `ids="document"`, their source documents' `ref_doc_id`, each document
-once, at the rank of its best node), and the retrieved scores are the nodes' scores when
-every node has one.
+A query engine is asked with `aquery`, so judge's app concurrency applies. A chat engine
+(`index.as_chat_engine(...)`, any `BaseChatEngine`) is a conversational app: each user
+message is asked with `achat(message, chat_history=...)`, the conversation before it as
+LlamaIndex `ChatMessage`s (an empty one for the first: it replaces the engine's memory).
+A chat engine keeps that memory on the object, so one engine is asked one message at a
+time (`--app-concurrency` does not apply to it); its `AgentChatResponse` is read as a
+query engine's `Response`. The response becomes the reply: the answer is
+`str(response.response)`, the contexts are `node.get_content()` of `response.source_nodes`
+in order, the retrieved ids are the nodes' `node_id` (or, with `ids="document"`, their
+source documents' `ref_doc_id`, each document once, at the rank of its best node), and the
+retrieved scores are the nodes' scores when every node has one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.base.response.schema import PydanticResponse, Response
+from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
 from llama_index.core.schema import NodeWithScore
 
 from judge.experiments.adapters.common import AdapterError, first_occurrences
@@ -26,6 +34,42 @@ IdKind = Literal["node", "document"]
 def is_query_engine(obj: Any) -> bool:
     """Whether `obj` is a LlamaIndex query engine."""
     return isinstance(obj, BaseQueryEngine)
+
+
+def is_chat_engine(obj: Any) -> bool:
+    """Whether `obj` is a LlamaIndex chat engine."""
+    return isinstance(obj, BaseChatEngine)
+
+
+def llamaindex_chat_app(
+    engine: Any, *, ids: IdKind = "node"
+) -> Callable[[str, list[dict[str, str]]], Awaitable[dict[str, Any]]]:
+    """The judge app of a LlamaIndex chat engine: an async function (question, history) ->
+    reply, asking the engine one message at a time (it keeps the conversation in its
+    memory, which each call replaces with `history`).
+
+    Args:
+        engine: a chat engine (`index.as_chat_engine(...)`, any `BaseChatEngine`).
+        ids: "node" or "document", as in `llamaindex_app`.
+    """
+    if not is_chat_engine(engine):
+        raise AdapterError(
+            f"a {type(engine).__name__} is not a LlamaIndex chat engine: give "
+            "index.as_chat_engine(...) or another BaseChatEngine"
+        )
+    if ids not in ("node", "document"):
+        raise AdapterError(f'ids={ids!r}: give ids="node" or ids="document"')
+    # Calls run on the app's one event loop: the lock keeps a conversation's memory from
+    # being replaced by another's while the engine awaits its retriever.
+    lock = asyncio.Lock()
+
+    async def call(question: str, history: list[dict[str, str]]) -> dict[str, Any]:
+        messages = [ChatMessage(role=m["role"], content=m["content"]) for m in history]
+        async with lock:
+            response = await engine.achat(question, chat_history=messages)
+        return reply_of(response, ids=ids)
+
+    return call
 
 
 def llamaindex_app(
@@ -58,10 +102,13 @@ def reply_of(response: Any, *, ids: IdKind = "node") -> dict[str, Any]:
     """The judge reply of a query engine's response (see the module's docstring).
 
     Args:
-        response: what `aquery` returned: a `Response` or a `PydanticResponse`.
+        response: what `aquery` returned (a `Response` or a `PydanticResponse`), or
+            what a chat engine's `achat` returned (an `AgentChatResponse`).
         ids: "node" or "document", as in `llamaindex_app`.
     """
-    if isinstance(response, Response):
+    if isinstance(response, AgentChatResponse):
+        answer = response.response
+    elif isinstance(response, Response):
         answer = "" if response.response is None else str(response.response)
     elif isinstance(response, PydanticResponse):
         answer = "" if response.response is None else response.response.model_dump_json()

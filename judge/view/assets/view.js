@@ -191,6 +191,22 @@
           className: "badge changed", text: "folder changed since recorded", title: rows.message,
         }));
       }
+      var talks = rows && rows.status === "ok" ? conversationsOf(rows.rows) : [];
+      if (talks.length) {
+        var link = el("a", {
+          className: "conversations-link",
+          href: "#conversations=" + encodeURIComponent(run.id),
+          text: talks.length + (talks.length === 1 ? " conversation" : " conversations"),
+        });
+        // Opens the run's conversations; the click does not choose the row for Compare.
+        link.addEventListener("click", function (event) {
+          event.stopPropagation();
+          event.preventDefault();
+          window.location.hash = "conversations=" + encodeURIComponent(run.id);
+          showConversations(run.id);
+        });
+        nameCell.appendChild(el("div", {}, [link]));
+      }
       var git = run.git ? run.git.commit + (run.git.dirty ? " (dirty)" : "") : "";
       var cells = [
         el("td", {}, [box]),
@@ -421,8 +437,182 @@
     section.scrollIntoView();
   }
 
+  // ---- conversations: a run's rows that are turns, grouped by conversation_id, each
+  // conversation's turns in order of `turn` (then of row)
+  function conversationsOf(rows) {
+    var byId = new Map();
+    rows.forEach(function (row, at) {
+      if (row.conversation_id === undefined || row.conversation_id === null) return;
+      if (!byId.has(row.conversation_id)) byId.set(row.conversation_id, []);
+      byId.get(row.conversation_id).push({ row: row, at: at });
+    });
+    var out = [];
+    byId.forEach(function (turns, id) {
+      turns.sort(function (x, y) {
+        var a = x.row.turn === null ? Infinity : x.row.turn;
+        var b = y.row.turn === null ? Infinity : y.row.turn;
+        return a === b ? x.at - y.at : a - b;
+      });
+      out.push({ id: id, turns: turns.map(function (t) { return t.row; }) });
+    });
+    return out;
+  }
+
+  function turnMetrics(turns) {
+    var names = data.metrics.slice();
+    turns.forEach(function (row) {
+      Object.keys(row.scores).forEach(function (m) { if (names.indexOf(m) < 0) names.push(m); });
+    });
+    return names.filter(function (m) {
+      return turns.some(function (row) { return m in row.scores; });
+    });
+  }
+
+  function meanOf(turns, metric) {
+    var values = turns.map(function (row) { return row.scores[metric]; })
+      .filter(function (v) { return v !== null && v !== undefined; });
+    if (!values.length) return null;
+    return values.reduce(function (a, b) { return a + b; }, 0) / values.length;
+  }
+
+  function conversationHash(runId, conversationId) {
+    return "conversation=" + encodeURIComponent(runId) + "," +
+      encodeURIComponent(conversationId);
+  }
+
+  function showConversations(runId) {
+    var run = runsById[runId];
+    var results = data.results[runId];
+    if (!run || !results || results.status !== "ok") return;
+    var talks = conversationsOf(results.rows);
+    var section = document.getElementById("conversations-section");
+    var table = document.getElementById("conversations");
+    section.hidden = false;
+    table.replaceChildren();
+    document.getElementById("conversations-title").replaceChildren(
+      "Conversations of ", runLabel(run));
+    var turns = talks.reduce(function (n, t) { return n + t.turns.length; }, 0);
+    document.getElementById("conversations-note").textContent = talks.length +
+      " conversations, " + turns + " judged turns, in the order of the run's rows; each " +
+      "metric's mean over a conversation's turns. Open one to read it turn by turn.";
+    var all = [];
+    talks.forEach(function (t) { all = all.concat(t.turns); });
+    var metrics = turnMetrics(all);
+    table.appendChild(el("thead", {}, [el("tr", {}, [
+      el("th", { text: "conversation" }), el("th", { text: "turns" }),
+    ].concat(metrics.map(function (m) { return el("th", {}, [bdi(m)]); })))]));
+    var body = el("tbody");
+    talks.forEach(function (talk) {
+      var open = el("a", { href: "#" + conversationHash(runId, talk.id) }, [bdi(talk.id)]);
+      open.addEventListener("click", function (event) {
+        event.preventDefault();
+        window.location.hash = conversationHash(runId, talk.id);
+        showConversation(runId, talk.id);
+      });
+      body.appendChild(el("tr", { "data-conversation": talk.id }, [
+        el("td", {}, [open]),
+        el("td", { className: "n", text: talk.turns.length }),
+      ].concat(metrics.map(function (m) {
+        return el("td", { className: "n", text: num(meanOf(talk.turns, m)) });
+      }))));
+    });
+    table.appendChild(body);
+    section.scrollIntoView();
+  }
+
+  // Where a claim's support was found: "context N", or the conversation's message.
+  function sourceText(claim) {
+    if (claim.source === "contexts") return "context " + claim.context;
+    if (claim.source === "history") {
+      return "conversation, turn " + claim.turn + " (" + claim.role + ")";
+    }
+    return MISSING;
+  }
+
+  function turnBlock(row, metrics) {
+    var scores = el("table", { className: "scores" }, [
+      el("tr", {}, metrics.map(function (m) { return el("th", {}, [bdi(m)]); })),
+      el("tr", {}, metrics.map(function (m) { return scoreCell(row, m); })),
+    ]);
+    var contexts = row.contexts && row.contexts.length ?
+      el("ol", { className: "contexts" }, row.contexts.map(function (c) {
+        return el("li", { className: "text" }, [c]);
+      })) : el("p", { className: "small", text: "no contexts" });
+    var claims = row.claims && row.claims.length ? el("table", { className: "claims" }, [
+      el("tr", {}, ["#", "claim", "verdict", "source", "reason"].map(function (h) {
+        return el("th", { text: h });
+      })),
+    ].concat(row.claims.map(function (claim) {
+      var verdict = claim.verdict.replace(/_/g, " ");
+      return el("tr", { "data-source": claim.source || "" }, [
+        el("td", { className: "n", text: claim.number === null ? "?" : claim.number }),
+        el("td", { className: "text" }, [claim.claim === null ? MISSING : claim.claim]),
+        el("td", { className: claim.verdict === "supported" ? "ok" : "bad", text: verdict }),
+        el("td", { className: "source" }, [sourceText(claim)]),
+        el("td", { className: "text" }, [claim.reason === null ? "" : claim.reason]),
+      ]);
+    }))) : el("p", { className: "small", text: "no claims judged" });
+    return el("article", { className: "turn", "data-turn": row.turn === null ? "" : row.turn }, [
+      el("h3", { text: "turn " + (row.turn === null ? "?" : row.turn) }),
+      row.id === null ? null : el("div", { className: "small" }, ["id ", bdi(row.id)]),
+      scores,
+      el("div", { className: "said" }, [el("b", { text: "question " }),
+        el("span", { className: "text question" }, [row.question === null ? MISSING :
+          row.question])]),
+      el("div", { className: "said" }, [el("b", { text: "answer " }),
+        el("span", { className: "text answer" }, [row.answer === null ? MISSING :
+          row.answer])]),
+      el("div", {}, [el("b", { text: "contexts" })]),
+      contexts,
+      el("div", {}, [el("b", { text: "claims of the answer" })]),
+      claims,
+    ]);
+  }
+
+  function showConversation(runId, conversationId) {
+    var run = runsById[runId];
+    var results = data.results[runId];
+    if (!run || !results || results.status !== "ok") return;
+    var talk = conversationsOf(results.rows).filter(function (t) {
+      return t.id === conversationId;
+    })[0];
+    var section = document.getElementById("conversation-section");
+    var holder = document.getElementById("turns");
+    var note = document.getElementById("conversation-note");
+    section.hidden = false;
+    holder.replaceChildren();
+    document.getElementById("conversation-title").replaceChildren(
+      "Conversation ", bdi(conversationId), " of ", runLabel(run));
+    if (!talk) {
+      note.className = "bad";
+      note.textContent = "This run has no conversation of that id.";
+      return;
+    }
+    note.className = "small";
+    note.textContent = talk.turns.length + " judged turns in order (a turn is the assistant " +
+      "message's position among the conversation's messages). Each claim of an answer is " +
+      "supported by the turn's contexts or by what the conversation said before it: its " +
+      "source names which.";
+    var metrics = turnMetrics(talk.turns);
+    talk.turns.forEach(function (row) { holder.appendChild(turnBlock(row, metrics)); });
+    section.scrollIntoView();
+  }
+
   function fromHash() {
-    var match = /^#compare=([^,]+),([^,]+)$/.exec(window.location.hash);
+    var hash = window.location.hash;
+    var one = /^#conversation=([^,]+),(.+)$/.exec(hash);
+    if (one) {
+      var runId = decodeURIComponent(one[1]);
+      showConversations(runId);
+      showConversation(runId, decodeURIComponent(one[2]));
+      return;
+    }
+    var many = /^#conversations=(.+)$/.exec(hash);
+    if (many) {
+      showConversations(decodeURIComponent(many[1]));
+      return;
+    }
+    var match = /^#compare=([^,]+),([^,]+)$/.exec(hash);
     if (!match) return;
     var ids = [decodeURIComponent(match[1]), decodeURIComponent(match[2])];
     if (runsById[ids[0]] && runsById[ids[1]]) {

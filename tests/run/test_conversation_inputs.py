@@ -172,8 +172,9 @@ def test_a_flat_table_of_turns_gets_each_turns_history_from_the_earlier_rows(tmp
     assert [(m.role, m.content) for m in later.history] == [
         ("user", "I live in Lyon."),
         ("assistant", "Noted: Lyon."),
+        ("user", "Express then."),  # its own question ends it, as in a conversation
     ]
-    assert rows[1].sample.history == ()
+    assert [m.content for m in rows[1].sample.history] == ["I live in Lyon."]
     assert rows[3].sample is None and "turn a positive integer" in rows[3].error
 
 

@@ -191,11 +191,160 @@ def test_a_contradiction_of_an_earlier_user_statement_lowers_knowledge_retention
 def test_conversation_metrics_on_ordinary_rows_are_nan_with_a_reason(models):
     result = judge.evaluate(
         [{"question": "Q?", "answer": "A.", "contexts": ["A."]}],
-        metrics=["supported_by_history", "knowledge_retention"],
+        metrics=["supported_by_history", "knowledge_retention", "query_rewrite_fidelity"],
         llm=models["llm"],
         progress=False,
     )
     assert result.rows[0].reasons == {
         "supported_by_history": "not_a_turn",
         "knowledge_retention": "not_a_turn",
+        "query_rewrite_fidelity": "not_a_turn",
     }
+
+
+def test_query_rewrite_fidelity_judges_the_recorded_query_against_the_message(
+    models, fake_llm_server: FakeLLMServer
+):
+    def chat(cid: str, query: str | None) -> dict:
+        last: dict = {"role": "assistant", "content": "It costs five euros.", "contexts": ["x"]}
+        if query is not None:
+            last["query"] = query
+        return {
+            "id": cid,
+            "turns": [
+                {"role": "user", "content": "I am sending a parcel to Lyon."},
+                {"role": "assistant", "content": "Noted.", "contexts": ["We deliver."]},
+                {"role": "user", "content": "How much is express?"},
+                last,
+            ],
+        }
+
+    fake_llm_server.reset()
+    result = judge.evaluate(
+        [
+            chat("kept", "How much is express delivery to Lyon?"),
+            chat("lost", "delivery price"),
+            chat("none", None),
+        ],
+        metrics=["query_rewrite_fidelity"],
+        llm=models["llm"],
+        progress=False,
+    )
+    rows = rows_of(result)
+    assert rows["kept#4"].scores["query_rewrite_fidelity"] == 1.0
+    assert rows["lost#4"].scores["query_rewrite_fidelity"] == 0.0
+    assert rows["lost#4"].evidence["query_rewrite"]["verdict"] == "incomplete"
+    assert rows["none#4"].reasons["query_rewrite_fidelity"] == "no_query"
+    assert rows["kept#2"].reasons["query_rewrite_fidelity"] == "no_query"
+    # the judge read the conversation before the message, as "role: text" lines
+    (asked,) = [
+        r.body
+        for r in fake_llm_server.requests
+        if "delivery price" in r.body["messages"][1]["content"]
+    ]
+    blocks = data_blocks(asked["messages"][1]["content"])
+    assert blocks["conversation"] == ["user: I am sending a parcel to Lyon.", "assistant: Noted."]
+    assert blocks["message"] == "How much is express?"
+    assert fake_llm_server.count("/v1/chat/completions") == 2  # one per turn with a query
+
+
+def test_goal_accuracy_judges_the_whole_conversation_on_its_final_turn(models):
+    def chat(cid: str, last: str, reference: str | None = "The parcel is booked to Lyon.") -> dict:
+        record: dict = {
+            "id": cid,
+            "turns": [
+                {"role": "user", "content": "Book my parcel to Lyon."},
+                {"role": "assistant", "content": "Which day?", "contexts": ["x"]},
+                {"role": "user", "content": "Monday."},
+                {"role": "assistant", "content": last, "contexts": ["x"]},
+            ],
+        }
+        if reference is not None:
+            record["reference"] = reference
+        return record
+
+    result = judge.evaluate(
+        [
+            chat("done", "The parcel is booked to Lyon for Monday."),
+            chat("missed", "Sorry, Monday is full."),
+            chat("none", "Booked.", reference=None),
+        ],
+        metrics=["goal_accuracy"],
+        llm=models["llm"],
+        progress=False,
+    )
+    rows = rows_of(result)
+    assert rows["done#4"].scores["goal_accuracy"] == 1.0
+    assert rows["missed#4"].scores["goal_accuracy"] == 0.0
+    assert rows["done#2"].reasons["goal_accuracy"] == "not_final_turn"
+    assert rows["none#4"].reasons["goal_accuracy"] == "no_reference"
+    assert rows["missed#4"].evidence["goal"]["verdict"] == "not_achieved"
+
+
+def test_a_run_of_conversations_writes_each_conversations_means(models, tmp_path):
+    chats = [
+        {
+            "id": cid,
+            "reference": "Express delivery takes one day.",
+            "turns": [
+                {"role": "user", "content": "Which options exist?"},
+                {
+                    "role": "assistant",
+                    "content": first,
+                    "contexts": ["Express delivery takes one day."],
+                },
+                {"role": "user", "content": "And then?"},
+                {
+                    "role": "assistant",
+                    "content": "Express delivery takes one day.",
+                    "contexts": ["Express delivery takes one day."],
+                },
+            ],
+        }
+        for cid, first in (("b", "Express delivery takes one day."), ("a", "Mars is red."))
+    ]
+    out = tmp_path / "out"
+    result = judge.evaluate(
+        chats, metrics=["faithfulness", "goal_accuracy"], llm=models["llm"], progress=False
+    )
+    result.write(out)
+    lines = [json.loads(line) for line in (out / "conversations.jsonl").read_text().splitlines()]
+    assert [c["conversation_id"] for c in lines] == ["b", "a"]  # input order
+    assert lines[0] == {
+        "conversation_id": "b",
+        "turns": 2,
+        "scores": {"faithfulness": 1.0, "goal_accuracy": 1.0},
+        "scored": {"faithfulness": 2, "goal_accuracy": 1},
+    }
+    assert lines[1]["scores"]["faithfulness"] == 0.5
+    # an ordinary run in the same folder leaves no conversations file behind
+    judge.evaluate(
+        [{"question": "Q?", "answer": "A.", "contexts": ["A."]}],
+        metrics=["faithfulness"],
+        llm=models["llm"],
+        progress=False,
+    ).write(out)
+    assert not (out / "conversations.jsonl").exists()
+
+
+def test_a_claim_repeated_in_later_answers_is_one_piece_of_evidence(models, fake_llm_server):
+    said = "Express delivery takes one day."
+    turns: list[dict] = []
+    for i in range(4):
+        turns += [
+            {"role": "user", "content": f"Tell me again, time {i}."},
+            {"role": "assistant", "content": said, "contexts": [said]},
+        ]
+    fake_llm_server.reset()
+    judge.evaluate(
+        [{"id": "r", "turns": turns}], metrics=["faithfulness"], llm=models["llm"], progress=False
+    )
+    last = [
+        data_blocks(r.body["messages"][1]["content"])["contexts"]
+        for r in fake_llm_server.requests
+        if r.body["messages"][0]["content"].startswith("You check numbered")
+    ]
+    longest = max(last, key=len)
+    assert longest.count("assistant, verified: " + said) == 1
+    # the turn's context, the four user messages, the earlier answers' claim once
+    assert len(longest) == 1 + 4 + 1
