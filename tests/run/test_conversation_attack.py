@@ -264,12 +264,6 @@ def test_two_rows_of_one_turn_are_each_judged_on_their_own_answer(fake_llm_serve
 # --- shapes that are read in silence, or refused in the wrong words ------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a record with both turns and messages (different lists) is read from turns "
-    "alone; messages are dropped without a word: the record is ambiguous and should be "
-    "its row's error",
-)
 def test_a_record_with_both_turns_and_messages_is_an_error():
     rows = turn_records(
         {
@@ -282,11 +276,6 @@ def test_a_record_with_both_turns_and_messages_is_an_error():
     assert len(rows) == 1 and CONVERSATION_ERROR in rows[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OpenAI's content parts ([{'type': 'text', 'text': ...}], what the OpenAI SDK "
-    "and many traces hold) are refused: 'content must be a string, got list'",
-)
 def test_openai_content_parts_are_read_as_their_text():
     parts = [{"type": "text", "text": "I live in "}, {"type": "text", "text": "Lyon."}]
     (row,) = turn_records(
@@ -296,13 +285,6 @@ def test_openai_content_parts_are_read_as_their_text():
     assert row["question"] == "I live in Lyon."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an input's kind is decided by its first record: a plain row after a "
-    'conversation is refused as "user_input must be a list of messages" (it has no '
-    'user_input), and a conversation after a plain row as "question must be a non-empty '
-    'string": neither says the file mixes conversations and rows',
-)
 def test_a_file_mixing_conversations_and_rows_says_so(fake_llm_server):
     conversation = {"id": "c", "turns": [user("q"), assistant("A.", "A.")]}
     plain = {"id": "p", "question": "q", "answer": "A.", "contexts": ["A."]}
@@ -402,12 +384,6 @@ def test_an_earlier_turns_failed_judgment_fails_the_later_turns_never_counts_as_
         assert "refused: the first verify" in row.errors["supported_by_history"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a later turn's error is the earlier turn's, word for word: row c#4 says "
-    "'verify (...): the request was refused' and nothing says the call was turn 2's, not "
-    "its own (a user looks for the failure in the wrong row)",
-)
 def test_a_later_turns_error_names_the_earlier_turn_that_failed(fake_llm_server):
     fake_llm_server.chat = _refuse_turn_2_verify
     rows = judge.evaluate(
