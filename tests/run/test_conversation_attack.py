@@ -731,12 +731,6 @@ def test_the_results_of_a_sessions_run_carry_each_turns_trace_id(sessions_run):
     assert [rows[k].get("trace_id") for k in ("A#2", "B#2", "A#4")] == ids
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="judge traces export cannot send a sessions run's scores back: --rows "
-    "sessions.jsonl is refused ('no row has a trace_id': its records are conversations, "
-    "the trace ids are on their turns, and no turn has a span_id)",
-)
 def test_the_scores_of_a_sessions_run_go_back_to_their_traces(sessions_run, tmp_path):
     tmp, ids = sessions_run
     events = tmp_path / "events.jsonl"
