@@ -125,6 +125,8 @@ class EvaluationEvents:
         events: one per (linked row, metric), in results order then metric order.
         skipped: why -> the ids of the result rows left out: `no_trace_row` (no row of
             that id in the rows file), `no_trace_id` (its row has no trace id),
+            `other_trace` (the result names another trace than its row: a conversation's
+            turn, whose id is its position, in a sessions file extracted again since),
             `unreadable_row` (judge could not read the row: no score to send).
         trace_only: the ids of the result rows whose span id is not an OpenTelemetry
             span id (Langfuse's observation ids): their events link to the trace alone.
@@ -145,6 +147,9 @@ class EvaluationEvents:
         words = {
             "no_trace_row": "had no row of the same id in the rows file",
             "no_trace_id": "had a row without a trace_id",
+            "other_trace": "named another trace than their row of the same id (give the "
+            "rows file the run judged, not one extracted again since: a turn's id is its "
+            "place in its session)",
             "unreadable_row": "judge could not read (no score to send)",
         }
         lines = []
@@ -214,6 +219,15 @@ def _trace_id(value: Any, path: str | None, number: int) -> str | None:
     return text
 
 
+def _same_trace(value: str) -> str | None:
+    """A result row's trace id as the rows' are read, to compare them; None when it is
+    none (it matches no row's)."""
+    try:
+        return _trace_id(value, None, 0)
+    except InputFormatError:
+        return None
+
+
 def _span_id(value: Any) -> str | None:
     """A span id as 16 lowercase hex digits; None when absent or not an OpenTelemetry
     span id (a Langfuse observation id): the event then links to the trace alone."""
@@ -257,6 +271,10 @@ def evaluation_events(
         why = None
         if link is None:
             why = "no_trace_id" if row_id in links else "no_trace_row"
+        elif row.trace_id is not None and _same_trace(row.trace_id) != link.trace_id:
+            # A turn's id is its place in its session: a session extracted again with a
+            # trace that came late puts another turn at that place.
+            why = "other_trace"
         elif row.error and not row.scores:
             why = "unreadable_row"
         if why is not None or link is None:

@@ -719,12 +719,6 @@ def test_sessions_extracted_from_sdk_traces_are_judged_turn_by_turn(sessions_run
     assert rows["A#4"]["scores"]["supported_by_history"] == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each assistant turn of the sessions file carries its trace_id, but results.jsonl "
-    "of the run drops it (an extra column): a turn's scores cannot be tied back to the trace "
-    "it came from",
-)
 def test_the_results_of_a_sessions_run_carry_each_turns_trace_id(sessions_run):
     tmp, ids = sessions_run
     rows = {r["id"]: r for r in results(tmp / "out")}

@@ -235,6 +235,21 @@ def test_a_row_without_trace_id_is_counted_apart():
     assert events.notes() == ["1 result row had a row without a trace_id: b"]
 
 
+def test_a_result_naming_another_trace_than_its_row_is_counted_apart():
+    """A turn's result names the trace it judged (any way a trace id is written); a row of
+    its id holding another trace is not where its scores go."""
+    trace = "ab" * 16
+    links = {k: TraceLink(trace, None) for k in ("same", "upper", "other", "bad", "none")}
+    given = {"same": trace, "upper": "0x" + trace.upper(), "other": "cd" * 16, "bad": "t-1"}
+    results = [
+        ResultRow(row=i, id=k, scores={"faithfulness": 1.0}, trace_id=given.get(k))
+        for i, k in enumerate(links)
+    ]
+    events = evaluation_events(results, links)
+    assert [e.row_id for e in events] == ["same", "upper", "none"]
+    assert events.skipped == {"other_trace": ["other", "bad"]}
+
+
 def test_a_row_without_span_id_links_to_its_trace_alone():
     row = {"id": "r", "trace_id": "ab" * 16, "span_id": None}
     (event,) = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 0.5})], [row])
@@ -775,3 +790,18 @@ def test_the_scores_of_a_sessions_run_land_on_each_turns_trace_and_root_span(tmp
     assert dict(zip(faithful["span_id"], faithful["score"], strict=True)) == {
         traces.roots[trace_id]: scores[row_id]["faithfulness"] for row_id, trace_id in turns.items()
     }
+    # A trace that came late, before A's first turn: extracted again, A's turns move one
+    # place on, so A#2 and A#4 are other turns. Their results name the traces they judged:
+    # their events are not put on the wrong traces, and the note names them.
+    traces.turn(-5, "Hello?", "Hi.", "A")
+    again = tmp_path / "again.jsonl"
+    done = run("traces", "extract", traces.write(tmp_path / "t2.jsonl"), "-o", again, "--sessions")
+    assert done.returncode == 0, done.stderr
+    moved = tmp_path / "moved.jsonl"
+    done = run("traces", "export", tmp_path / "out", "--rows", again, "--otlp-json", moved)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 4 evaluation events (2 rows, 2 metrics)" in done.stdout
+    assert "2 result rows named another trace than their row of the same id" in done.stderr
+    assert "A#2, A#4" in done.stderr
+    sent = [r for line in moved.read_text().splitlines() for r in records(as_protobuf(line))]
+    assert {r.trace_id.hex() for r in sent} == {turns["B#2"], turns["B#4"]}
