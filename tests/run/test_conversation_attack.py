@@ -695,24 +695,12 @@ def test_sessions_extracted_from_sdk_traces_are_judged_turn_by_turn(sessions_run
     assert rows["A#4"]["scores"]["supported_by_history"] == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each assistant turn of the sessions file carries its trace_id, but results.jsonl "
-    "of the run drops it (an extra column): a turn's scores cannot be tied back to the trace "
-    "it came from",
-)
 def test_the_results_of_a_sessions_run_carry_each_turns_trace_id(sessions_run):
     tmp, ids = sessions_run
     rows = {r["id"]: r for r in results(tmp / "out")}
     assert [rows[k].get("trace_id") for k in ("A#2", "B#2", "A#4")] == ids
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="judge traces export cannot send a sessions run's scores back: --rows "
-    "sessions.jsonl is refused ('no row has a trace_id': its records are conversations, "
-    "the trace ids are on their turns, and no turn has a span_id)",
-)
 def test_the_scores_of_a_sessions_run_go_back_to_their_traces(sessions_run, tmp_path):
     tmp, ids = sessions_run
     events = tmp_path / "events.jsonl"
