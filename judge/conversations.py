@@ -109,6 +109,18 @@ def turn_records(record: Mapping[str, Any], number: int) -> list[dict[str, Any]]
 
 
 def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
+    if not is_conversation(record):
+        raise BadConversation(
+            f"record {cid!r} is a row, not a conversation (no turns, messages or user_input "
+            "list): the input's first record is a conversation, and an input holds "
+            "conversations or rows, not a mix of them; give each kind a file of its own"
+        )
+    given = [k for k in (*TURNS_KEYS, RAGAS_MESSAGES) if isinstance(record.get(k), list)]
+    if len(given) > 1:
+        raise BadConversation(
+            f"conversation {cid!r} has both {' and '.join(given)}: which are its messages is "
+            "not clear; keep one"
+        )
     key = next((k for k in TURNS_KEYS if isinstance(record.get(k), list)), RAGAS_MESSAGES)
     messages = record.get(key)
     if not isinstance(messages, list):
@@ -209,9 +221,25 @@ def role_and_content(message: Any, cid: str, position: int) -> tuple[str, str]:
     content = message.get("content")
     if content is None and role != "user":
         content = ""  # an assistant message that only calls tools says nothing
+    if isinstance(content, list):  # OpenAI's content parts: the text parts are the text
+        content = _text_of_parts(content, where)
     if not isinstance(content, str):
         raise BadConversation(f"{where}: content must be a string, got {type(content).__name__}")
     return str(role), content
+
+
+def _text_of_parts(parts: list[Any], where: str) -> str:
+    """The text of OpenAI-style content parts ([{"type": "text", "text": ...}, ...]), the
+    text parts joined as the API joins them; other parts (images, audio) carry no text."""
+    texts = []
+    for part in parts:
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            raise BadConversation(f"{where}: a content part must be an object with a type")
+        if part["type"] == "text":
+            if not isinstance(part.get("text"), str):
+                raise BadConversation(f"{where}: a text part's text must be a string")
+            texts.append(part["text"])
+    return "".join(texts)
 
 
 def _contexts(message: Mapping[str, Any], cid: str, position: int) -> list[str]:

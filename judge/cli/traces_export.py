@@ -21,8 +21,9 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "OpenTelemetry gen_ai.evaluation.result events (gen_ai.evaluation.name, "
         ".score.value, .score.label, .explanation), one per row and metric, each linked to "
         "the trace and span its row came from (joined by the rows' id: give the rows file "
-        "the run judged). An undefined score becomes an event without a score value, its "
-        "reason as the explanation. Rows without a trace are counted and named, not sent.",
+        "the run judged, or the sessions file, whose turns name their traces). An "
+        "undefined score becomes an event without a score value, its reason as the "
+        "explanation. Rows without a trace are counted and named, not sent.",
     )
     p.add_argument(
         "results", help="the --out folder of the `judge eval` run (or its results.jsonl)"
@@ -32,7 +33,8 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         required=True,
         metavar="FILE",
         help="the rows the run judged, a .jsonl with id, trace_id and span_id columns (as "
-        "`judge traces extract` writes them)",
+        "`judge traces extract` writes them), or the conversations it judged (`judge traces "
+        "extract --sessions`: each turn's trace_id and span_id)",
     )
     destination_options(p)
     p.set_defaults(func=run_export_command)
@@ -48,8 +50,9 @@ def run_export_command(args: argparse.Namespace) -> int:
     links = trace_links(read_rows(args.rows), path=args.rows)
     if not any(links.values()):
         raise JudgeError(
-            f"--rows {args.rows}: no row has a trace_id; give the rows `judge traces "
-            "extract` wrote, which the run judged"
+            f"--rows {args.rows}: no row has a trace_id (nor any turn of a conversation); give "
+            "the rows `judge traces extract` wrote (or the conversations of `judge traces "
+            "extract --sessions`), which the run judged"
         )
     export_scores(args, Path(args.results), links, f"--rows {args.rows}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 
 from judge import aio
 from judge.conversations import CONVERSATION_REFERENCE
+from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
 from judge.metrics import evidence as ev
@@ -332,8 +334,8 @@ class SampleJudgments:
         earlier = {i: self.earlier_turn(i) for i in range(len(history))}
         supported = await aio.gather_or_cancel(
             [
-                aio.start_eagerly(j.supported_claims() if j is not None else _none())
-                for j in earlier.values()
+                aio.start_eagerly(_rested_on(j, history[i].turn) if j is not None else _none())
+                for i, j in earlier.items()
             ]
         )
         return turns.said_before(history, supported)
@@ -606,6 +608,26 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
 
 async def _none() -> list[Any]:
     return []
+
+
+async def _rested_on(earlier: SampleJudgments, turn: int) -> list[str]:
+    """The supported claims of an earlier turn; its judge's failure says it was that
+    turn's (the later turn's row would show it as its own), in the same type, so a replay
+    miss is still one."""
+    try:
+        return await earlier.supported_claims()
+    except (LLMConfigError, CacheStoreError):
+        raise  # they stop the run, as they are
+    except JudgeError as exc:
+        if str(exc).startswith(EARLIER_TURN):
+            raise  # named by the turn that failed, or by one before it
+        named = copy.copy(exc)
+        named.args = (f"{EARLIER_TURN} {turn}, which this turn rests on, failed: {exc}",)
+        raise named from exc
+
+
+# How a turn's row names a failure of an earlier turn's judgment.
+EARLIER_TURN = "the judgment of turn"
 
 
 async def _answer_verdicts(core: SampleJudgments | None) -> list[Verdict]:

@@ -572,7 +572,15 @@ def build_rows(
                 Row(number, error=app_failure(failure), **_identity_of(record, columns, number))
             )
             continue
-        unreadable = record.get(CONVERSATION_ERROR)
+        unreadable: Any
+        if is_conversation(record):  # a conversation among rows (it is not read as one)
+            unreadable = (
+                "this record is a conversation, but the input's first record is a row: an "
+                "input holds rows or conversations, not a mix of them; give each kind a file "
+                "of its own"
+            )
+        else:
+            unreadable = record.get(CONVERSATION_ERROR)
         if isinstance(unreadable, str):
             rows.append(Row(number, error=unreadable, **_identity_of(record, columns, number)))
             continue

@@ -31,6 +31,7 @@ from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
 from judge.run.score import score_sample
+from judge.samples import Sample
 
 # NaN reasons: every metric of a row that cannot be read; a retrieval metric of a row
 # without relevance judgments.
@@ -239,7 +240,16 @@ def _result_row(row: Row) -> ResultRow:
         row.error,
         conversation_id=s.conversation_id,
         turn=s.turn,
+        trace_id=turn_trace_id(s),
     )
+
+
+def turn_trace_id(sample: Sample) -> str | None:
+    """The trace a conversation's turn was read from (its `trace_id`, a non-blank string),
+    which its row's id (`<conversation>#<turn>`) does not name; None for a row that is no
+    turn: results.jsonl keeps the shape it had, its id the trace's when read from one."""
+    value = sample.extra.get("trace_id") if sample.in_conversation else None
+    return value if isinstance(value, str) and value.strip() else None
 
 
 async def evaluate_row(

@@ -28,8 +28,8 @@ def _score_json(value: float | None) -> float | None:
     return None if number != number else number
 
 
-# Fields written only for a conversation's turns.
-_TURN_FIELDS = ("conversation_id", "turn")
+# Fields written only for a conversation's turns (`trace_id`: only for a turn that gives one).
+_TURN_FIELDS = ("conversation_id", "turn", "trace_id")
 
 
 @dataclass
@@ -52,6 +52,10 @@ class ResultRow:
         conversation_id: the conversation an assistant turn belongs to (None for a row that
             is not a turn of one); turns of one conversation are resampled together.
         turn: the turn's 1-based position among the conversation's messages.
+        trace_id: the trace a turn was read from, as its input gives it (each turn of
+            `judge traces extract --sessions` is a trace; its row's id names the session
+            and turn, not the trace); None for a row that is no turn, whose id is the
+            trace id when it was read from one.
     """
 
     row: int
@@ -68,6 +72,7 @@ class ResultRow:
     usage: dict[str, Any] = field(default_factory=dict)
     conversation_id: str | None = None
     turn: int | None = None
+    trace_id: str | None = None
 
     @property
     def failed(self) -> bool:

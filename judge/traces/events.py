@@ -21,7 +21,8 @@ docs/gen-ai/gen-ai-events.md, "Event: gen_ai.evaluation.result", status Developm
 The spec says the event "SHOULD be parented to GenAI operation span being evaluated", and
 events are log records with an event name (the OpenTelemetry logs data model, "Events"): so
 each event is an OTLP LogRecord with `eventName` set and the trace id and span id of the
-judged row (the span `judge traces extract` read the row from). A row with a trace id but no
+judged row (the span `judge traces extract` read the row from; for a turn of a session,
+the span its turn was read from: each turn is a trace). A row with a trace id but no
 span id gets a record linked to the trace alone (a LogRecord's span id is optional); such
 events cannot be Phoenix span evaluations, which need a span, and are counted there, as are
 the events without a score. Rows read from Langfuse observations made without
@@ -45,6 +46,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from judge.conversations import is_conversation, turn_records
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import counted
 from judge.metrics.registry import JUDGE_ERROR
@@ -123,6 +125,8 @@ class EvaluationEvents:
         events: one per (linked row, metric), in results order then metric order.
         skipped: why -> the ids of the result rows left out: `no_trace_row` (no row of
             that id in the rows file), `no_trace_id` (its row has no trace id),
+            `other_trace` (the result names another trace than its row: a conversation's
+            turn, whose id is its position, in a sessions file extracted again since),
             `unreadable_row` (judge could not read the row: no score to send).
         trace_only: the ids of the result rows whose span id is not an OpenTelemetry
             span id (Langfuse's observation ids): their events link to the trace alone.
@@ -143,6 +147,9 @@ class EvaluationEvents:
         words = {
             "no_trace_row": "had no row of the same id in the rows file",
             "no_trace_id": "had a row without a trace_id",
+            "other_trace": "named another trace than their row of the same id (give the "
+            "rows file the run judged, not one extracted again since: a turn's id is its "
+            "place in its session)",
             "unreadable_row": "judge could not read (no score to send)",
         }
         lines = []
@@ -167,19 +174,27 @@ def trace_links(
     """The trace link of each row by its id (the row number when it has no id, as `judge
     eval` numbers rows); None for a row without a trace_id.
 
+    A record that is a conversation (`judge traces extract --sessions` writes one per
+    session) gives the links of its assistant turns, by the ids `judge eval` gives their
+    rows (`<conversation id>#<turn>`, read by `judge.conversations.turn_records`), each
+    from its turn's `trace_id` and `span_id`.
+
     Args:
         rows: the rows `judge eval` judged, with `trace_id` and `span_id` columns (as
-            `judge traces extract` writes them).
+            `judge traces extract` writes them), or the conversations it judged.
         path: the file the rows come from, for error messages.
     """
     links: dict[str, TraceLink | None] = {}
-    for number, row in enumerate(rows):
-        key = str(row["id"]) if row.get("id") is not None else str(number)
-        trace = _trace_id(row.get("trace_id"), path, number)
-        span_value = row.get("span_id")
-        span = _span_id(span_value)
-        unlinked = None if span is not None or span_value in (None, "") else str(span_value)
-        links[key] = None if trace is None else TraceLink(trace, span, unlinked)
+    for number, record in enumerate(rows):
+        # A conversation is numbered as judge eval numbers it: by its place among the records.
+        turns = turn_records(record, number) if is_conversation(record) else [record]
+        for row in turns:
+            key = str(row["id"]) if row.get("id") is not None else str(number)
+            trace = _trace_id(row.get("trace_id"), path, number)
+            span_value = row.get("span_id")
+            span = _span_id(span_value)
+            unlinked = None if span is not None or span_value in (None, "") else str(span_value)
+            links[key] = None if trace is None else TraceLink(trace, span, unlinked)
     return links
 
 
@@ -204,6 +219,15 @@ def _trace_id(value: Any, path: str | None, number: int) -> str | None:
     return text
 
 
+def _same_trace(value: str) -> str | None:
+    """A result row's trace id as the rows' are read, to compare them; None when it is
+    none (it matches no row's)."""
+    try:
+        return _trace_id(value, None, 0)
+    except InputFormatError:
+        return None
+
+
 def _span_id(value: Any) -> str | None:
     """A span id as 16 lowercase hex digits; None when absent or not an OpenTelemetry
     span id (a Langfuse observation id): the event then links to the trace alone."""
@@ -225,8 +249,9 @@ def evaluation_events(
 
     Args:
         results: the run's result rows (`ResultRow`s, or results.jsonl lines as dicts).
-        rows: the rows the run judged (with `id`, `trace_id`, `span_id`), or their
-            `trace_links`.
+        rows: the rows the run judged (with `id`, `trace_id`, `span_id`), the
+            conversations it judged (their turns with `trace_id` and `span_id`, as
+            `judge traces extract --sessions` writes them), or their `trace_links`.
         thresholds: metric -> the score at which a row passes; gives the events of that
             metric the label `pass` or `fail` (on the metric's good side).
         lower_is_better: the run's own metrics where lower is better (its summary.json
@@ -246,6 +271,10 @@ def evaluation_events(
         why = None
         if link is None:
             why = "no_trace_id" if row_id in links else "no_trace_row"
+        elif row.trace_id is not None and _same_trace(row.trace_id) != link.trace_id:
+            # A turn's id is its place in its session: a session extracted again with a
+            # trace that came late puts another turn at that place.
+            why = "other_trace"
         elif row.error and not row.scores:
             why = "unreadable_row"
         if why is not None or link is None:

@@ -432,8 +432,8 @@ def conversations(
 def read_sessions(paths: PathLike | Sequence[PathLike], **options: Any) -> Iterator[dict[str, Any]]:
     """The conversations of trace files, one per session, as `judge traces extract
     --sessions` writes them: {"id": session id, "turns": [{"role": "user", "content"},
-    {"role": "assistant", "content", "contexts", "retrieved_ids", "trace_id", "query"},
-    ...]}, each trace one turn (see `judge.traces.sessions`).
+    {"role": "assistant", "content", "contexts", "retrieved_ids", "trace_id", "span_id",
+    "query"}, ...]}, each trace one turn (see `judge.traces.sessions`).
 
     Args:
         paths: trace files, as `read_rows` reads them.

@@ -2,7 +2,8 @@
 
     {"id": SESSION, "turns": [{"role": "user", "content": QUESTION},
                               {"role": "assistant", "content": ANSWER, "contexts": [...],
-                               "retrieved_ids": [...], "trace_id": TRACE, "query": QUERY}, ...]}
+                               "retrieved_ids": [...], "trace_id": TRACE, "span_id": SPAN,
+                               "query": QUERY}, ...]}
 
 Each trace is one turn (its question, then its answer); the turns of a session in start
 time order, ties broken by trace id; the sessions in the order of their first turn, ties
@@ -48,8 +49,10 @@ def session_id_of(row: Mapping[str, Any]) -> str | None:
 
 def turns_of(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A trace's row as two turns of its conversation: the user's question and the
-    assistant's answer (with the contexts and ids it was given, its trace id, and the
-    retriever's query when it is recorded and is not the question)."""
+    assistant's answer (with the contexts and ids it was given, its trace id, the span id of
+    the span that gave the question and the answer, which scores sent back are parented to
+    as a row's are, and the retriever's query when it is recorded and is not the
+    question)."""
     assistant: dict[str, Any] = {
         "role": "assistant",
         "content": row["answer"],
@@ -57,6 +60,8 @@ def turns_of(row: Mapping[str, Any]) -> list[dict[str, Any]]:
         "retrieved_ids": row.get("retrieved_ids"),
         "trace_id": row["trace_id"],
     }
+    if row.get("span_id") is not None:
+        assistant["span_id"] = row["span_id"]
     if row.get("query") is not None:
         assistant["query"] = row["query"]
     return [{"role": "user", "content": row["question"]}, assistant]

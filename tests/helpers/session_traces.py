@@ -30,6 +30,7 @@ class Traces:
         self.provider = TracerProvider()
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer = self.provider.get_tracer("chat-app")
+        self.roots: dict[str, str] = {}  # trace id -> its root span's id, both in hex
 
     def turn(
         self,
@@ -42,7 +43,8 @@ class Traces:
         session_key: str = "session.id",
     ) -> str:
         """One chat turn at START + `at` seconds: a CHAIN root (the question, the answer,
-        the session id) with a RETRIEVER child (its query, its documents); its trace id."""
+        the session id) with a RETRIEVER child (its query, its documents); its trace id
+        (`roots` maps it to the root span's id)."""
         t = START + at * SECOND
         root = self.tracer.start_span("chat", start_time=t)
         root.set_attribute(KIND, "CHAIN")
@@ -58,7 +60,9 @@ class Traces:
         child.end(end_time=t + 2000)
         root.set_attribute("output.value", answer)
         root.end(end_time=t + 3000)
-        return format(root.get_span_context().trace_id, "032x")
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        self.roots[trace_id] = format(root.get_span_context().span_id, "016x")
+        return trace_id
 
     def bodies(self, per_request: int = 1000) -> list[bytes]:
         """The spans as OTLP protobuf requests of `per_request` spans, in the order ended."""

@@ -264,12 +264,6 @@ def test_two_rows_of_one_turn_are_each_judged_on_their_own_answer(fake_llm_serve
 # --- shapes that are read in silence, or refused in the wrong words ------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a record with both turns and messages (different lists) is read from turns "
-    "alone; messages are dropped without a word: the record is ambiguous and should be "
-    "its row's error",
-)
 def test_a_record_with_both_turns_and_messages_is_an_error():
     rows = turn_records(
         {
@@ -282,11 +276,6 @@ def test_a_record_with_both_turns_and_messages_is_an_error():
     assert len(rows) == 1 and CONVERSATION_ERROR in rows[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OpenAI's content parts ([{'type': 'text', 'text': ...}], what the OpenAI SDK "
-    "and many traces hold) are refused: 'content must be a string, got list'",
-)
 def test_openai_content_parts_are_read_as_their_text():
     parts = [{"type": "text", "text": "I live in "}, {"type": "text", "text": "Lyon."}]
     (row,) = turn_records(
@@ -296,13 +285,6 @@ def test_openai_content_parts_are_read_as_their_text():
     assert row["question"] == "I live in Lyon."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an input's kind is decided by its first record: a plain row after a "
-    'conversation is refused as "user_input must be a list of messages" (it has no '
-    'user_input), and a conversation after a plain row as "question must be a non-empty '
-    'string": neither says the file mixes conversations and rows',
-)
 def test_a_file_mixing_conversations_and_rows_says_so(fake_llm_server):
     conversation = {"id": "c", "turns": [user("q"), assistant("A.", "A.")]}
     plain = {"id": "p", "question": "q", "answer": "A.", "contexts": ["A."]}
@@ -402,12 +384,6 @@ def test_an_earlier_turns_failed_judgment_fails_the_later_turns_never_counts_as_
         assert "refused: the first verify" in row.errors["supported_by_history"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a later turn's error is the earlier turn's, word for word: row c#4 says "
-    "'verify (...): the request was refused' and nothing says the call was turn 2's, not "
-    "its own (a user looks for the failure in the wrong row)",
-)
 def test_a_later_turns_error_names_the_earlier_turn_that_failed(fake_llm_server):
     fake_llm_server.chat = _refuse_turn_2_verify
     rows = judge.evaluate(
@@ -719,24 +695,12 @@ def test_sessions_extracted_from_sdk_traces_are_judged_turn_by_turn(sessions_run
     assert rows["A#4"]["scores"]["supported_by_history"] == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each assistant turn of the sessions file carries its trace_id, but results.jsonl "
-    "of the run drops it (an extra column): a turn's scores cannot be tied back to the trace "
-    "it came from",
-)
 def test_the_results_of_a_sessions_run_carry_each_turns_trace_id(sessions_run):
     tmp, ids = sessions_run
     rows = {r["id"]: r for r in results(tmp / "out")}
     assert [rows[k].get("trace_id") for k in ("A#2", "B#2", "A#4")] == ids
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="judge traces export cannot send a sessions run's scores back: --rows "
-    "sessions.jsonl is refused ('no row has a trace_id': its records are conversations, "
-    "the trace ids are on their turns, and no turn has a span_id)",
-)
 def test_the_scores_of_a_sessions_run_go_back_to_their_traces(sessions_run, tmp_path):
     tmp, ids = sessions_run
     events = tmp_path / "events.jsonl"

@@ -213,3 +213,51 @@ def test_an_ordinary_row_hashes_as_it_did_before_conversations():
         conversation_id="c",
     )
     assert row_hash(Row(0, turn)) != old  # a turn's history is part of its inputs
+
+
+def test_a_turns_result_row_names_its_trace_and_an_ordinary_rows_keeps_its_shape(
+    fake_llm_server, tmp_path
+):
+    """A turn's row id is `<conversation>#<turn>`, which names no trace: its results.jsonl
+    line carries the turn's `trace_id` (a conversation's or a flat table's), read back as
+    it was written. An ordinary row's line is as before, a trace_id column or not (a row
+    read from a trace has the trace id as its id); a trace_id that is no text is not one."""
+    import judge
+    from judge import LLM
+    from judge.run.rows import ResultRow
+    from judge.testing import heuristic_judge
+
+    fake_llm_server.chat = heuristic_judge
+    llm = LLM("openai/judge-model", api_base=fake_llm_server.base_url, api_key="k")
+    t1, t2 = "1" * 32, "2" * 32
+    conversations = [
+        {
+            "id": "c",
+            "turns": [
+                {"role": "user", "content": "Where?"},
+                {
+                    "role": "assistant",
+                    "content": "In Lyon.",
+                    "contexts": ["In Lyon."],
+                    "trace_id": t1,
+                },
+                {"role": "user", "content": "When?"},
+                {"role": "assistant", "content": "Today.", "trace_id": {"not": "text"}},
+            ],
+        }
+    ]
+    where = {"question": "Where?", "answer": "In Lyon.", "contexts": ["In Lyon."]}
+    flat = [{"conversation_id": "f", "turn": 1, **where, "trace_id": t2}]
+    ordinary = [{"id": t1, "trace_id": t1, **where}]
+    lines = {}
+    for name, data in (("chat", conversations), ("flat", flat), ("ordinary", ordinary)):
+        result = judge.evaluate(data, metrics=["faithfulness"], llm=llm, progress=False)
+        result.write(tmp_path / name, record=False)
+        text = (tmp_path / name / "results.jsonl").read_text(encoding="utf-8")
+        lines[name] = [json.loads(line) for line in text.splitlines()]
+    assert [r.get("trace_id") for r in lines["chat"]] == [t1, None]
+    assert [r["trace_id"] for r in lines["flat"]] == [t2]
+    (row,) = lines["ordinary"]
+    assert "trace_id" not in row and row["id"] == t1
+    assert ResultRow.from_json(lines["chat"][0]).trace_id == t1
+    assert ResultRow.from_json(lines["chat"][0]).json_fields()["trace_id"] == t1

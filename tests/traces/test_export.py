@@ -29,7 +29,9 @@ from judge.testing import FakeLLMServer
 from judge.traces.export import (
     EVENT_NAME,
     EXPLANATION,
+    NAME,
     SCORE_VALUE,
+    TraceLink,
     evaluation_events,
     logs_endpoint,
     otlp_json_lines,
@@ -233,6 +235,21 @@ def test_a_row_without_trace_id_is_counted_apart():
     assert events.notes() == ["1 result row had a row without a trace_id: b"]
 
 
+def test_a_result_naming_another_trace_than_its_row_is_counted_apart():
+    """A turn's result names the trace it judged (any way a trace id is written); a row of
+    its id holding another trace is not where its scores go."""
+    trace = "ab" * 16
+    links = {k: TraceLink(trace, None) for k in ("same", "upper", "other", "bad", "none")}
+    given = {"same": trace, "upper": "0x" + trace.upper(), "other": "cd" * 16, "bad": "t-1"}
+    results = [
+        ResultRow(row=i, id=k, scores={"faithfulness": 1.0}, trace_id=given.get(k))
+        for i, k in enumerate(links)
+    ]
+    events = evaluation_events(results, links)
+    assert [e.row_id for e in events] == ["same", "upper", "none"]
+    assert events.skipped == {"other_trace": ["other", "bad"]}
+
+
 def test_a_row_without_span_id_links_to_its_trace_alone():
     row = {"id": "r", "trace_id": "ab" * 16, "span_id": None}
     (event,) = evaluation_events([ResultRow(row=0, id="r", scores={"faithfulness": 0.5})], [row])
@@ -242,6 +259,49 @@ def test_a_row_without_span_id_links_to_its_trace_alone():
     assert record.span_id == b""
     phoenix = phoenix_evaluations([event])
     assert (phoenix.frames, phoenix.without_span) == ({}, 1)
+
+
+def test_the_turns_of_conversations_are_linked_by_the_ids_judge_eval_gives_their_rows(tmp_path):
+    """A conversations file as rows: each assistant turn that answers a question is linked
+    by its row's id (`<conversation>#<turn>`, a conversation without id by its number); a
+    message that only calls tools is no turn; an unreadable conversation is one row, with
+    no trace."""
+    from judge.run.data import load_rows
+    from judge.traces.export import trace_links
+
+    t1, t2, t3 = (f"{n:032x}" for n in (1, 2, 3))
+    conversations = [
+        {
+            "id": "c",
+            "turns": [
+                {"role": "user", "content": "Q1"},
+                {"role": "assistant", "content": "A1", "trace_id": t1, "span_id": "a" * 16},
+                {"role": "user", "content": "Q2"},
+                {"role": "assistant", "content": None, "tool_calls": [{"name": "f"}]},
+                {"role": "tool", "content": "42"},
+                {"role": "assistant", "content": "A2", "trace_id": t2},
+            ],
+        },
+        {"turns": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A",
+                                                     "trace_id": t3, "span_id": "obs-1"}]},
+        {"id": "bad", "turns": "not a list"},
+    ]  # fmt: skip
+    path = tmp_path / "conversations.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
+    links = trace_links(read_rows(path), path=str(path))
+    assert links == {
+        "c#2": TraceLink(t1, "a" * 16),
+        "c#6": TraceLink(t2, None),
+        "1#2": TraceLink(t3, None, "obs-1"),
+        "bad": None,
+    }
+    rows, _, _ = load_rows(path)
+    assert [str(row.sample.id if row.sample else row.id) for row in rows] == list(links)
+    # A turn's malformed trace id names the line of its conversation.
+    conversations[1]["turns"][1]["trace_id"] = "trace-3"
+    path.write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
+    with pytest.raises(InputFormatError, match=r"conversations\.jsonl:2: trace_id .trace-3."):
+        trace_links(read_rows(path), path=str(path))
 
 
 def test_a_malformed_trace_id_is_an_input_error(tmp_path):
@@ -670,3 +730,78 @@ def jsonl_rows(done, tmp_path: Path) -> list[dict]:
     assert done.returncode == 0, done.stderr
     text = (tmp_path / "rows.jsonl").read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines()]
+
+
+# --- a sessions run: each turn's scores back on its own trace --------------------------------
+
+
+def test_the_scores_of_a_sessions_run_land_on_each_turns_trace_and_root_span(tmp_path):
+    """Chat turns made by the real OpenTelemetry SDK, two sessions interleaved, each turn a
+    trace: `judge traces extract --sessions`, `judge eval` of the conversations, and
+    `judge traces export --rows sessions.jsonl`. Each turn's events land on its own trace,
+    parented to its root span, with that turn's scores (which differ from turn to turn)."""
+    from judge.testing.replies import heuristic_judge
+    from tests.helpers.session_traces import Traces
+
+    traces = Traces()
+    said = "Document {0} says river {0} is {0}00 km long."
+    turns = {  # row id -> the turn's trace id
+        "A#2": traces.turn(0, "How long is river 1?", said.format(1), "A", docs=("d1",)),
+        "B#2": traces.turn(10, "How long is river 2?", "River 2 is pink.", "B", docs=("d2",)),
+        "A#4": traces.turn(20, "And river 3?", said.format(3) + " It is pink.", "A", docs=("d3",)),
+        "B#4": traces.turn(30, "And river 4?", said.format(4), "B", docs=("d4",)),
+    }
+    sessions = tmp_path / "sessions.jsonl"
+    done = run(
+        "traces", "extract", traces.write(tmp_path / "t.jsonl"), "-o", sessions, "--sessions"
+    )
+    assert done.returncode == 0, done.stderr
+    with FakeLLMServer(chat=heuristic_judge) as server:
+        done = run(
+            "eval", sessions, "--model", "openai/judge", "--api-base", server.base_url,
+            "--api-key", "k", "--cache", tmp_path / "c.sqlite", "--out", tmp_path / "out",
+            "--metrics", "faithfulness,hallucination_rate", "--no-progress", "--no-record",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    scores = {r.id: r.scores for r in read_results(tmp_path / "out")}
+    assert set(scores) == set(turns)
+    assert len({s["faithfulness"] for s in scores.values()}) == 3  # 1, 0, 0.5: told apart
+
+    events_file, phoenix_file = tmp_path / "events.jsonl", tmp_path / "evals.parquet"
+    done = run(
+        "traces", "export", tmp_path / "out", "--rows", sessions, "--otlp-json", events_file,
+        "--phoenix", phoenix_file, "--threshold", "faithfulness=0.8",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "wrote 8 evaluation events (4 rows, 2 metrics)" in done.stdout
+    assert "note" not in done.stderr  # no row left out, none linked to its trace alone
+    sent = [r for line in events_file.read_text().splitlines() for r in records(as_protobuf(line))]
+    assert len(sent) == 8
+    row_of = {trace_id: row_id for row_id, trace_id in turns.items()}
+    for record in sent:
+        trace_id = record.trace_id.hex()
+        assert record.span_id.hex() == traces.roots[trace_id]  # the turn's root span
+        got = attrs(record)
+        metric = got[NAME]
+        assert got[SCORE_VALUE] == scores[row_of[trace_id]][metric]
+    assert {r.trace_id.hex() for r in sent} == set(turns.values())
+    table = pd.read_parquet(phoenix_file)
+    faithful = table[table["name"] == "faithfulness"]
+    assert dict(zip(faithful["span_id"], faithful["score"], strict=True)) == {
+        traces.roots[trace_id]: scores[row_id]["faithfulness"] for row_id, trace_id in turns.items()
+    }
+    # A trace that came late, before A's first turn: extracted again, A's turns move one
+    # place on, so A#2 and A#4 are other turns. Their results name the traces they judged:
+    # their events are not put on the wrong traces, and the note names them.
+    traces.turn(-5, "Hello?", "Hi.", "A")
+    again = tmp_path / "again.jsonl"
+    done = run("traces", "extract", traces.write(tmp_path / "t2.jsonl"), "-o", again, "--sessions")
+    assert done.returncode == 0, done.stderr
+    moved = tmp_path / "moved.jsonl"
+    done = run("traces", "export", tmp_path / "out", "--rows", again, "--otlp-json", moved)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 4 evaluation events (2 rows, 2 metrics)" in done.stdout
+    assert "2 result rows named another trace than their row of the same id" in done.stderr
+    assert "A#2, A#4" in done.stderr
+    sent = [r for line in moved.read_text().splitlines() for r in records(as_protobuf(line))]
+    assert {r.trace_id.hex() for r in sent} == {turns["B#2"], turns["B#4"]}

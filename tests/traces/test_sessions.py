@@ -29,13 +29,16 @@ def user(text: str) -> dict:
     return {"role": "user", "content": text}
 
 
-def assistant(text: str, trace_id: str, docs: tuple[str, ...] = ("d1",), **extra: Any) -> dict:
+def assistant(
+    text: str, trace_id: str, span_id: str, docs: tuple[str, ...] = ("d1",), **extra: Any
+) -> dict:
     return {
         "role": "assistant",
         "content": text,
         "contexts": [DOCS[d] for d in docs],
         "retrieved_ids": list(docs),
         "trace_id": trace_id,
+        "span_id": span_id,
         **extra,
     }
 
@@ -65,29 +68,36 @@ def chats(tmp_path_factory: pytest.TempPathFactory) -> dict:
     }
 
 
-def expected(ids: dict[str, str]) -> list[dict]:
+def expected(chats: dict) -> list[dict]:
+    """The conversations of `chats`, each turn with its trace id and its root span's id."""
+    ids = chats["ids"]
+
+    def assistant_of(text: str, name: str, *args: Any, **extra: Any) -> dict:
+        trace_id = ids[name]
+        return assistant(text, trace_id, chats["traces"].roots[trace_id], *args, **extra)
+
     return [
         {
             "id": "A",
             "turns": [
                 user("I live in Lyon."),
-                assistant("Noted.", ids["a1"]),
+                assistant_of("Noted.", "a1"),
                 user("Deliver it there."),
-                assistant("Delivery to Lyon.", ids["a2"], ("d3",), query="deliver to Lyon"),
+                assistant_of("Delivery to Lyon.", "a2", ("d3",), query="deliver to Lyon"),
                 user("When?"),
-                assistant("Tomorrow.", ids["a3"], ("d4", "d5")),
+                assistant_of("Tomorrow.", "a3", ("d4", "d5")),
             ],
         },
         {
             "id": "B",
             "turns": [
                 user("How long is river 2?"),
-                assistant("200 km.", ids["b1"], ("d2",)),
+                assistant_of("200 km.", "b1", ("d2",)),
                 user("And river 3?"),
-                assistant("300 km.", ids["b2"], ("d3",), query="river 3 length"),
+                assistant_of("300 km.", "b2", ("d3",), query="river 3 length"),
             ],
         },
-        {"id": "42", "turns": [user("Number?"), assistant("Yes.", ids["n1"])]},
+        {"id": "42", "turns": [user("Number?"), assistant_of("Yes.", "n1")]},
     ]
 
 
@@ -99,7 +109,7 @@ def test_interleaved_sessions_become_conversations_in_start_order(chats, tmp_pat
     assert done.returncode == 0, done.stderr
     assert "7 traces (14 spans) read: 6 turns in 3 sessions" in done.stdout
     assert "1 trace skipped (1 no_session)" in done.stdout
-    assert jsonl(out) == expected(chats["ids"])
+    assert jsonl(out) == expected(chats)
     (skip,) = jsonl(tmp_path / "skipped.jsonl")
     assert skip["trace_id"] == chats["ids"]["none"] and skip["reason"] == "no_session"
     # The runs stay per trace: a qid per turn written, none for the skipped trace.
@@ -122,14 +132,14 @@ def test_the_bytes_do_not_depend_on_the_order_of_spans_or_files(chats, tmp_path)
         assert done.returncode == 0, done.stderr
         outputs.append(out.read_bytes())
     assert len(set(outputs)) == 1
-    assert [json.loads(line) for line in outputs[0].splitlines()] == expected(chats["ids"])
+    assert [json.loads(line) for line in outputs[0].splitlines()] == expected(chats)
 
 
 def test_read_sessions_is_the_python_twin(chats):
     summary = ExtractSummary()
     skipped: list = []
     found = list(read_sessions(chats["shuffled"], summary=summary, on_skip=skipped.append))
-    assert found == expected(chats["ids"])
+    assert found == expected(chats)
     assert (summary.traces, summary.rows, summary.sessions) == (7, 6, 3)
     assert summary.to_dict()["sessions"] == 3 and dict(summary.skipped) == {"no_session": 1}
     assert [s.reason for s in skipped] == ["no_session"]
@@ -144,11 +154,11 @@ def test_filters_choose_whole_sessions(chats, tmp_path):
     done = run("traces", "extract", chats["path"], "-o", out, "--sessions", "--since", since)
     assert done.returncode == 0, done.stderr
     assert [c["id"] for c in jsonl(out)] == ["A", "42"]
-    assert jsonl(out)[0] == expected(ids)[0]
+    assert jsonl(out)[0] == expected(chats)[0]
     assert "2 traces started before --since" in done.stdout  # B's two turns
     # Judged before: a conversations file of A and B; 42 is new.
     judged = tmp_path / "judged.jsonl"
-    judged.write_text("".join(json.dumps(c) + "\n" for c in expected(ids)[:2]))
+    judged.write_text("".join(json.dumps(c) + "\n" for c in expected(chats)[:2]))
     assert judged_ids([judged]) == {ids[k] for k in ("a1", "a2", "a3", "b1", "b2")}
     out = tmp_path / "judged" / "s.jsonl"
     done = run("traces", "extract", chats["path"], "-o", out, "--sessions", "--judged", judged)
@@ -159,7 +169,7 @@ def test_filters_choose_whole_sessions(chats, tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"trace_id": ids["a1"]}) + "\n")
     found = list(read_sessions(chats["path"], judged=judged_ids([rows])))
-    assert [c["id"] for c in found] == ["A", "B", "42"] and found[0] == expected(ids)[0]
+    assert [c["id"] for c in found] == ["A", "B", "42"] and found[0] == expected(chats)[0]
 
 
 def test_a_sample_keeps_whole_sessions_the_same_whatever_the_order(chats, tmp_path):
@@ -168,12 +178,12 @@ def test_a_sample_keeps_whole_sessions_the_same_whatever_the_order(chats, tmp_pa
         summary = ExtractSummary()
         found = list(read_sessions(path, sample=2, seed=3, summary=summary))
         assert len(found) == 2 and summary.sessions == 2
-        assert summary.sampled_out == sum(len(c["turns"]) // 2 for c in expected(chats["ids"])) - (
+        assert summary.sampled_out == sum(len(c["turns"]) // 2 for c in expected(chats)) - (
             sum(len(c["turns"]) // 2 for c in found)
         )
         picks.append(found)
     assert picks[0] == picks[1]
-    by_id = {c["id"]: c for c in expected(chats["ids"])}
+    by_id = {c["id"]: c for c in expected(chats)}
     assert all(c == by_id[c["id"]] for c in picks[0])
 
 
@@ -184,7 +194,12 @@ def test_genai_conversation_id_names_the_session(tmp_path):
     (conversation,) = read_sessions(traces.write(tmp_path / "genai.jsonl"))
     assert conversation == {
         "id": "conv-1",
-        "turns": [user("Q1"), assistant("A1", first), user("Q2"), assistant("A2", second)],
+        "turns": [
+            user("Q1"),
+            assistant("A1", first, traces.roots[first]),
+            user("Q2"),
+            assistant("A2", second, traces.roots[second]),
+        ],
     }
 
 
@@ -231,7 +246,9 @@ def test_langfuse_traces_with_a_session_id_are_its_turns(tmp_path):
     path.write_text(json.dumps([trace(2, "30", "s-1"), trace(1, "10", "s-1"), trace(3, "20", "")]))
     summary = ExtractSummary()
     (conversation,) = read_sessions(path, summary=summary)
+    # The span a Langfuse trace's row is read from is the trace itself, as in the rows.
     turn = {"contexts": ["text 1"], "retrieved_ids": ["d1"], "trace_id": "trace-1"}
+    turn["span_id"] = "trace-1"
     assert conversation["id"] == "s-1"
     assert conversation["turns"][:2] == [
         user("Q1"),
@@ -377,7 +394,7 @@ def test_a_trace_read_twice_is_one_turn_whatever_copy_comes_first():
 
 def test_extract_refuses_nothing_new_and_says_so(chats, tmp_path):
     judged = tmp_path / "all.jsonl"
-    judged.write_text("".join(json.dumps(c) + "\n" for c in expected(chats["ids"])))
+    judged.write_text("".join(json.dumps(c) + "\n" for c in expected(chats)))
     out = tmp_path / "s.jsonl"
     summary = extract(chats["path"], out, sessions=True, judged=judged_ids([judged]))
     assert out.read_text() == "" and summary.sessions == 0
