@@ -205,8 +205,8 @@ class Monitor:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, partial(fn, *args, **kwargs))
 
-    def _say(self, message: str) -> None:
-        if self.config.progress:
+    def _say(self, message: str, *, always: bool = False) -> None:
+        if self.config.progress or always:
             print(terminal_text(f"judge: {message}"), file=sys.stderr)
 
     # -- sampling -----------------------------------------------------------------------
@@ -586,7 +586,7 @@ class Monitor:
                 for item in items:
                     if not item.done.done():
                         item.done.set_exception(exc)
-                self._say(f"warning: received spans could not be kept: {exc}")
+                self._say(f"warning: received spans could not be kept: {exc}", always=True)
                 continue
             for item in items:
                 if not item.done.done():
@@ -597,8 +597,9 @@ class Monitor:
             try:
                 judged = await self.judge_batch()
             except JudgeError as exc:  # the judge is down or refuses: try again later
-                self._say(f"warning: judging failed, retried in {poll * 10:g} s: {exc}")
-                await self._sleep(poll * 10)
+                wait = poll * 10
+                self._say(f"warning: judging failed, retried in {wait:g} s: {exc}", always=True)
+                await self._sleep(wait)
                 continue
             if judged:
                 await self.close_windows()

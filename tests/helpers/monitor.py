@@ -4,6 +4,15 @@ each a CHAIN root with a retriever and an answer that the heuristic judge finds 
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.helpers.rag_spans import DOCS, KIND, documents
@@ -61,3 +70,71 @@ def no_retriever_trace(provider: Any, start: int = START) -> str:
     root.set_attribute("output.value", "Hi.")
     root.end(end_time=start + 10**6)
     return format(root.get_span_context().trace_id, "032x")
+
+
+@contextmanager
+def serving(config: Any, **options: Any) -> Iterator[tuple[Any, str]]:
+    """A `Monitor` serving on a loopback port in a thread of its own: (monitor, base URL);
+    stopped as SIGTERM stops it when the block ends."""
+    from judge.monitor.monitor import Monitor
+
+    monitor = Monitor(config)
+    ready = threading.Event()
+    bound: dict[str, int] = {}
+    failed: list[BaseException] = []
+
+    def on_ready(port: int | None) -> None:
+        bound["port"] = int(port or 0)
+        ready.set()
+
+    def run() -> None:
+        try:
+            asyncio.run(monitor.aserve(host="127.0.0.1", port=0, on_ready=on_ready, **options))
+        except BaseException as exc:  # said by the test, not lost in the thread
+            failed.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert ready.wait(30), "the monitor did not start"
+    assert not failed, failed
+    try:
+        yield monitor, f"http://127.0.0.1:{bound['port']}"
+    finally:
+        monitor.stop.set()  # thread-safe enough: the loop polls it within its poll interval
+        thread.join(60)
+        monitor.close()
+        assert not failed, failed
+
+
+def post(
+    url: str, body: bytes, content_type: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """POST a body; (status, headers, body) whatever the status."""
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": content_type, **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
+    """Wait until `condition()` holds; fail after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def state_counts(folder: Path) -> dict[str, int]:
+    """The traces of a monitor state by status, read as another process reads it."""
+    db = sqlite3.connect(f"file:{folder / 'monitor.sqlite'}?mode=ro", uri=True, timeout=30)
+    try:
+        return dict(db.execute("SELECT status, count(*) FROM traces GROUP BY status").fetchall())
+    except sqlite3.OperationalError:  # not created yet
+        return {}
+    finally:
+        db.close()
