@@ -435,9 +435,8 @@ class Monitor:
                     {
                         "trace_id": r["trace_id"],
                         "score": r["scores"][metric],
-                        "evidence": (json.loads(r["evidence"] or "{}").get("evidence") or {}).get(
-                            metric
-                        ),
+                        # The row's judgments (claims, verdicts, grades) behind its scores.
+                        "evidence": json.loads(r["evidence"] or "{}").get("evidence"),
                     }
                     for r in worst
                 ],

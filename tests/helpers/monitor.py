@@ -15,14 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.rag_spans import DOCS, KIND, documents
+from tests.helpers.rag_spans import KIND
 
 MINUTE = 60 * 10**9
 START = 1_796_000_400 * 10**9  # 2026-11-30, on a whole hour
 
 
-def good_answer(i: int) -> str:
-    return f"River {i % 8} is {(i % 8) * 100} km long."
+def good_answer(n: int) -> str:
+    return f"River {n} is {n * 100} km long."
 
 
 BAD_ANSWER = "The moon is made of green cheese."
@@ -37,27 +37,31 @@ def rag_traces(
     bad_from: int | None = None,
     first: int = 0,
 ) -> list[str]:
-    """`count` traces, trace i starting at start + i * step; from trace `bad_from` on the
-    answers are unfaithful. Returns their trace ids (hex), in order."""
+    """`count` traces numbered from `first`, trace n starting at start + n * step, each
+    retrieving its own document (so no two rows share a judgment); from trace `bad_from`
+    on the answers are unfaithful. Returns their trace ids (hex), in order."""
     from opentelemetry.trace import set_span_in_context
 
     tracer = provider.get_tracer("tests.monitor")
     ids = []
     for n in range(first, first + count):
         t = start + n * step
-        doc = f"d{n % 8}"
         root = tracer.start_span("RAG", start_time=t)
         root.set_attribute(KIND, "CHAIN")
-        root.set_attribute("input.value", f"How long is river {n % 8}? (asked {n})")
+        root.set_attribute("input.value", f"How long is river {n}?")
         child = tracer.start_span("retrieve", context=set_span_in_context(root), start_time=t)
         child.set_attribute(KIND, "RETRIEVER")
-        child.set_attributes(documents("retrieval.documents", [doc], [1.0]))
+        prefix = "retrieval.documents.0.document"
+        child.set_attribute(f"{prefix}.id", f"r{n}")
+        child.set_attribute(
+            f"{prefix}.content", f"Document {n} says river {n} is {n * 100} km long."
+        )
+        child.set_attribute(f"{prefix}.score", 1.0)
         child.end(end_time=t + 10**6)
         bad = bad_from is not None and n >= bad_from
         root.set_attribute("output.value", BAD_ANSWER if bad else good_answer(n))
         root.end(end_time=t + 2 * 10**6)
         ids.append(format(root.get_span_context().trace_id, "032x"))
-    assert DOCS  # the documents the answers are checked against
     return ids
 
 
