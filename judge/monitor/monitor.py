@@ -193,8 +193,18 @@ class Monitor:
         # event loop that receives traces and awaits the judge.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-monitor")
         self.stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._alerts: list[dict[str, Any]] = []
         self._windows: list[dict[str, Any]] = []
+
+    def request_stop(self) -> None:
+        """Stop the monitor as SIGTERM does, from any thread: `serve` and `once` then
+        finish the batch in hand and return."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.stop.set)
+        else:
+            self.stop.set()
 
     def close(self) -> None:
         """Close the state."""
@@ -279,10 +289,12 @@ class Monitor:
         result = await aevaluate_rows(given, given.columns, given.source, spec)
         return list(result.rows)
 
-    def _record(self, rows: list[dict[str, Any]], results: list[ResultRow]) -> None:
-        """Record judged rows (one transaction), count windows numbered by judged rows."""
+    def _record(self, rows: list[dict[str, Any]], results: list[ResultRow]) -> int:
+        """Record judged rows (one transaction), count windows numbered by judged rows;
+        returns how many were recorded."""
         by_id = {str(r.id): r for r in results}
         now = time.time()
+        recorded = 0
         with self.state.writing() as db:
             judged = int(
                 db.execute("SELECT count(*) FROM traces WHERE status=?", (JUDGED,)).fetchone()[0]
@@ -309,6 +321,8 @@ class Monitor:
                         PENDING,
                     ),
                 )
+                recorded += 1
+        return recorded
 
     async def judge_batch(self) -> int:
         """Judge one batch of pending rows and record it; returns how many were judged."""
@@ -316,8 +330,13 @@ class Monitor:
         if not rows:
             return 0
         results = await self._judge(rows)
-        await self._db(self._record, rows, results)
-        return len(rows)
+        recorded = await self._db(self._record, rows, results)
+        if not recorded:  # never: a run gives every row its result, by the row's id
+            raise JudgeError(
+                f"the judged rows came back without their ids (trace ids such as "
+                f"{rows[0].get('trace_id')!r}): this is a bug in judge; please report it"
+            )
+        return recorded
 
     # -- windows ------------------------------------------------------------------------
 
@@ -497,6 +516,7 @@ class Monitor:
             watch: the folder the Collector's file exporter writes, or None (only what the
                 state holds: traces received before, rows pending).
         """
+        self._loop = asyncio.get_running_loop()
         if watch is not None:
             folder = Path(watch)
             if not folder.is_dir():
@@ -538,6 +558,7 @@ class Monitor:
         """
         from aiohttp import web
 
+        self._loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Received] = asyncio.Queue(self.config.queue)
         runner = None
         bound = None

@@ -334,7 +334,8 @@ class MonitorState:
                         now,
                         result["start_time"],
                         fate.status,
-                        json.dumps(result, ensure_ascii=False),
+                        # The row is kept to be judged, and beside its scores once judged.
+                        json.dumps(result, ensure_ascii=False) if fate.status == PENDING else None,
                         fate.requests,
                         fate.window,
                     ),

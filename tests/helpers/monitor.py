@@ -105,7 +105,7 @@ def serving(config: Any, **options: Any) -> Iterator[tuple[Any, str]]:
     try:
         yield monitor, f"http://127.0.0.1:{bound['port']}"
     finally:
-        monitor.stop.set()  # thread-safe enough: the loop polls it within its poll interval
+        monitor.request_stop()
         thread.join(60)
         monitor.close()
         assert not failed, failed
