@@ -223,36 +223,33 @@ class MonitorState:
         added: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         added["rejected_spans"] = rejected
         added["bad_lines"] = bad_lines
+        # Grouped by trace: one look-up and one update of open_traces per trace and batch.
+        by_trace: dict[str, list[Span]] = {}
+        for batch in batches:
+            for span in batch:
+                by_trace.setdefault(span.trace_id, []).append(span)
+                added["spans"] += 1
         with self.writing() as db:
-            done: dict[str, bool] = {}
-            for batch in batches:
-                for span in batch:
-                    added["spans"] += 1
-                    trace_id = span.trace_id
-                    if trace_id not in done:
-                        done[trace_id] = (
-                            db.execute(
-                                "SELECT 1 FROM traces WHERE trace_id=?", (trace_id,)
-                            ).fetchone()
-                            is not None
-                        )
-                    if done[trace_id]:
-                        added["late_spans"] += 1
-                        continue
-                    cursor = db.execute(
-                        "INSERT OR IGNORE INTO spans (trace_id, span_id, data) VALUES (?, ?, ?)",
-                        (trace_id, span.span_id, span_json(span)),
-                    )
-                    if cursor.rowcount == 0:
-                        added["duplicate_spans"] += 1
-                        continue
-                    root_at = now if is_local_root(span) else None
-                    db.execute(
-                        "INSERT INTO open_traces (trace_id, first_at, last_at, root_at)"
-                        " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET"
-                        " last_at=excluded.last_at, root_at=coalesce(root_at, excluded.root_at)",
-                        (trace_id, now, now, root_at),
-                    )
+            for trace_id, spans in by_trace.items():
+                if db.execute("SELECT 1 FROM traces WHERE trace_id=?", (trace_id,)).fetchone():
+                    added["late_spans"] += len(spans)
+                    continue
+                before = db.total_changes
+                db.executemany(
+                    "INSERT OR IGNORE INTO spans (trace_id, span_id, data) VALUES (?, ?, ?)",
+                    [(trace_id, span.span_id, span_json(span)) for span in spans],
+                )
+                kept = db.total_changes - before
+                added["duplicate_spans"] += len(spans) - kept
+                if not kept:
+                    continue
+                root_at = now if any(is_local_root(span) for span in spans) else None
+                db.execute(
+                    "INSERT INTO open_traces (trace_id, first_at, last_at, root_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET"
+                    " last_at=excluded.last_at, root_at=coalesce(root_at, excluded.root_at)",
+                    (trace_id, now, now, root_at),
+                )
             for name, value in added.items():
                 if value:
                     db.execute(
