@@ -294,3 +294,22 @@ def test_windows_after_the_baseline_go_to_the_check_and_its_alerts_are_kept(
     assert state.read("SELECT metric, state FROM detectors") == [("faithfulness", "3")]
     [(stored,)] = state.read("SELECT alert FROM alerts")
     assert json.loads(stored)["window"] == 3
+
+
+def test_windows_of_an_hour_follow_the_traces_start_times(tmp_path: Path) -> None:
+    (tmp_path / "otel").mkdir()
+    # 9 traces 20 minutes apart from a whole hour: 3 an hour, over 3 hours; the last
+    # three unfaithful.
+    traces_file(
+        tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 9, step=20 * MINUTE, bad_from=6)
+    )
+    with FakeLLMServer(heuristic_judge) as server:
+        report = once(tmp_path, server, tmp_path / "otel", window="1h", baseline_windows=2)
+    assert [(w["start"], w["end"], w["rows"], w["baseline"]) for w in report.windows] == [
+        ("2026-11-30T01:00:00.000000Z", "2026-11-30T02:00:00.000000Z", 3, True),
+        ("2026-11-30T02:00:00.000000Z", "2026-11-30T03:00:00.000000Z", 3, True),
+        ("2026-11-30T03:00:00.000000Z", "2026-11-30T04:00:00.000000Z", 3, False),
+    ]
+    assert [w["metrics"]["faithfulness"]["mean"] for w in report.windows] == [1.0, 1.0, 0.0]
+    interval = report.windows[0]["metrics"]["faithfulness"]
+    assert (interval["scored"], interval["ci_low"], interval["ci_high"]) == (3, 1.0, 1.0)
