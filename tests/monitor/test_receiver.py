@@ -189,10 +189,10 @@ def test_a_full_queue_is_answered_503_with_retry_after(tmp_path: Path) -> None:
 
         first = threading.Thread(target=send, args=(1,))
         first.start()
-        time.sleep(0.6)  # taken from the queue: its commit waits for the lock
+        time.sleep(1.0)  # taken from the queue: its commit waits for the lock
         second = threading.Thread(target=send, args=(2,))
         second.start()
-        time.sleep(0.6)  # in the queue, which is full
+        time.sleep(1.0)  # in the queue, which is full
         status, headers, _ = post(
             url, request_of(dict(SPAN, spanId=f"{3:016x}")), "application/json"
         )
