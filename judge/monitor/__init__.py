@@ -1,0 +1,1 @@
+"""`judge monitor`: live traces received or followed, sampled, judged, kept in windows."""
