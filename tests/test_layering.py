@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"metrics"},
     {"runs"},  # the run store: `judge.run.folder` records runs in it
     {"run"},
-    {"comparison", "labels", "testset", "experiments", "traces"},
+    {"comparison", "labels", "testset", "experiments", "traces", "monitor"},
     {"probes", "view"},
     {"ray", "testing"},
     {"cli"},

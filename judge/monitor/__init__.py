@@ -1,0 +1,1 @@
+"""Continuous monitoring: live traces judged in windows, and alerts on real drops only."""
