@@ -163,9 +163,14 @@ def betting_interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
     for a fixed sample size, eq. 26-27).
 
     A candidate mean m is rejected when the capital of betting that the mean is above m,
-    or below it, ever reaches 2/alpha; the interval spans the candidates on a grid of step
-    0.001 left standing, widened by one step each side. It depends on the order of the
-    values (the bets are predictable); valid for any order.
+    or below it, ends at 2/alpha or more; the interval spans the candidates on a grid of
+    step 0.001 left standing, widened by one step each side. The capital at the last row,
+    not its running maximum (the confidence sequence at n): both are valid, but with the
+    maximum a run of good rows early in the baseline can reject the true mean for good (it
+    did for 0.3-0.5% of simulated baselines of 1,000 rows at alpha=0.01, none of 1,000
+    with the last capital, for intervals 9% wider), and a baseline that misses its mean
+    makes a monitor cry wolf on every window. It depends on the order of the values (the
+    bets are predictable); valid for any order.
 
     Args:
         values: the values, in [0, 1], no NaN, at least one.
@@ -183,17 +188,13 @@ def betting_interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
         cap_up = np.where(grid > 0, CAP / grid, np.inf)
         cap_down = np.where(grid < 1, CAP / (1 - grid), np.inf)
     up, down = np.zeros(GRID), np.zeros(GRID)
-    peak_up, peak_down = np.zeros(GRID), np.zeros(GRID)
     for lo in range(0, n, _CHUNK):
         x = values[lo : lo + _CHUNK, None]
         bet = bets[lo : lo + _CHUNK, None]
-        walk_up = up + np.cumsum(np.log1p(np.minimum(bet, cap_up) * (x - grid)), axis=0)
-        walk_down = down + np.cumsum(np.log1p(-np.minimum(bet, cap_down) * (x - grid)), axis=0)
-        peak_up = np.maximum(peak_up, walk_up.max(axis=0))
-        peak_down = np.maximum(peak_down, walk_down.max(axis=0))
-        up, down = walk_up[-1], walk_down[-1]
+        up += np.log1p(np.minimum(bet, cap_up) * (x - grid)).sum(axis=0)
+        down += np.log1p(-np.minimum(bet, cap_down) * (x - grid)).sum(axis=0)
     bar = math.log(2 / alpha)
-    standing = grid[(peak_up < bar) & (peak_down < bar)]
+    standing = grid[(up < bar) & (down < bar)]
     if not standing.size:  # only through rounding at a grid point: the mean alone stands
         mean = float(values.mean())
         return (mean, mean)
