@@ -234,3 +234,14 @@ def test_the_betting_interval_covers_at_its_level():
     assert misses <= binom.ppf(0.999, 300, 0.1)
     assert np.mean(widths) < 2 * math.sqrt(math.log(2 / 0.1) / (2 * 100))
     assert betting_interval(np.ones(50), 0.01)[1] == 1.0
+
+
+def test_good_rows_first_in_the_baseline_do_not_reject_its_mean():
+    """80 perfect rows, then 920 with the 100 bad ones among them: mean 0.9. Bets grown on
+    the first rows once rejected every mean below 0.921 for good (the capital's running
+    maximum); the capital at the last row keeps the mean inside."""
+    rest = np.ones(920)
+    rest[:100] = 0.0
+    np.random.default_rng(1).shuffle(rest)
+    low, high = betting_interval(np.concatenate([np.ones(80), rest]), 0.01)
+    assert low < 0.9 < high
