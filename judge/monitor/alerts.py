@@ -168,7 +168,7 @@ def betting_interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
     not its running maximum (the confidence sequence at n): both are valid, but with the
     maximum a run of good rows early in the baseline can reject the true mean for good (it
     did for 0.3-0.5% of simulated baselines of 1,000 rows at alpha=0.01, none of 1,000
-    with the last capital, for intervals 9% wider), and a baseline that misses its mean
+    with the last capital, for intervals 9-10% wider), and a baseline that misses its mean
     makes a monitor cry wolf on every window. It depends on the order of the values (the
     bets are predictable); valid for any order.
 
@@ -232,7 +232,7 @@ class DropDetector:
 
     Args:
         baseline_scores: the baseline's per-row scores in [0, 1]: a pinned run's, or the
-            first K windows' together. NaN ones are skipped.
+            first K windows' together. NaN or None ones are skipped.
         metric: the metric's name, for the alerts.
         higher_is_better: False for a metric such as hallucination_rate, where a drop in
             quality is a rise in the score.
@@ -325,8 +325,9 @@ class DropDetector:
         """Take one window's per-trace scores; the alert when they complete a drop.
 
         Args:
-            window_scores: the window's scores in [0, 1], in the order judged; NaN ones are
-                skipped and counted.
+            window_scores: the window's scores in [0, 1], in the order judged; NaN or None
+                ones (undefined scores, as results.jsonl writes them) are skipped and
+                counted.
         """
         scores, nan = _scores(window_scores, "window_scores")
         window = self.windows

@@ -112,7 +112,7 @@ def test_nan_scores_are_skipped_and_counted():
         assert holed.to_json()["log_statistics"] == clean.to_json()["log_statistics"]
     assert alerted >= 1 and holed.nan_rows == 18 and clean.nan_rows == 0
     state = holed.to_json()
-    assert holed.update([math.nan, math.nan]) is None
+    assert holed.update([math.nan, None]) is None  # None: an undefined score in results.jsonl
     assert holed.windows == state["windows"] + 1 and holed.nan_rows == 20
     assert holed.to_json()["log_statistics"] == state["log_statistics"]
 
