@@ -10,8 +10,8 @@ when they are not independent (see below).
 **The test: an e-detector.** It is the e-CUSUM of Shin, Ramdas & Rinaldo (2024, "E-detectors:
 a nonparametric framework for sequential change detection", New England Journal of
 Statistics in Data Science), built from the betting e-values of Waudby-Smith & Ramdas
-(2023, "Estimating means of bounded random variables by betting", JRSS-B 86(1), 1-27). Let
-`r` be the reference: the lower end of the baseline mean's interval minus `min_drop`. A
+(2023, "Estimating means of bounded random variables by betting", JRSS-B). Let `r` be
+the reference: the lower end of the baseline mean's interval minus `min_drop`. A
 trace scoring x (flipped to 1 - x for a metric where lower is better) turns a stake of 1
 into `1 + lam * (r - x)`: a bet that the score falls below r, which pays on average at most
 1 while the stream's mean stays at or above r, whatever `lam` in [0, 1/(1 - r)) is
@@ -32,7 +32,7 @@ traffic is not independent draws from a pinned run: hours differ, topics drift. 
 e-detector's bound needs only that each trace's score, given the scores before it, has
 mean at or above the reference: no distribution, no independence, no variance (a
 baseline of all 1.0 works), no simulation at start-up, and the same bound for windows of
-any size, so `--window 1h` windows of varying traffic are fine. The price is caution: its
+any size, so an hour's window of varying traffic is fine. The price is caution: its
 real false-alarm rate is far below `alpha` (measured by `bench.monitor.alerts_sim`), so it
 detects a little later than a CUSUM tuned exactly to a known distribution would. A
 confidence sequence for the running mean alone would not do: after weeks of good traffic
@@ -159,8 +159,8 @@ class Alert:
 
 def betting_interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
     """The hedged-capital betting interval of the mean of values in [0, 1], at level
-    1 - alpha (Waudby-Smith & Ramdas 2023, Theorem 3, with their predictable plug-in bets
-    for a fixed sample size, eq. 26-27).
+    1 - alpha (Waudby-Smith & Ramdas 2023, with their predictable plug-in bets for a fixed
+    sample size, and the largest bet capped at CAP).
 
     A candidate mean m is rejected when the capital of betting that the mean is above m,
     or below it, ends at 2/alpha or more; the interval spans the candidates on a grid of
@@ -195,9 +195,9 @@ def betting_interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
         down += np.log1p(-np.minimum(bet, cap_down) * (x - grid)).sum(axis=0)
     bar = math.log(2 / alpha)
     standing = grid[(up < bar) & (down < bar)]
-    if not standing.size:  # only through rounding at a grid point: the mean alone stands
-        mean = float(values.mean())
-        return (mean, mean)
+    if not standing.size:  # both capitals rejecting every candidate: Hoeffding's interval
+        mean, half = float(values.mean()), math.sqrt(math.log(2 / alpha) / (2 * n))
+        return (max(0.0, mean - half), min(1.0, mean + half))
     step = 1.0 / (GRID - 1)
     return (max(0.0, float(standing[0]) - step), min(1.0, float(standing[-1]) + step))
 
