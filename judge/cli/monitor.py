@@ -109,6 +109,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="the first K windows are the baseline (default 3)",
     )
     p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.001,
+        help="the false-alarm rate per window of each metric that did not drop (default "
+        "0.001: at most one false alert in 1,000 windows, by the test's guarantee)",
+    )
+    p.add_argument(
+        "--min-drop",
+        type=float,
+        default=0.0,
+        metavar="D",
+        help="do not alert on drops smaller than D in the metric's units (default 0)",
+    )
+    p.add_argument(
         "--linger",
         type=float,
         default=30.0,
@@ -146,12 +160,17 @@ def listen_address(value: str) -> tuple[str, int]:
 
 def run_monitor(args: argparse.Namespace) -> int:
     """The `judge monitor` command."""
+    from judge.monitor.alerts import drop_check
     from judge.monitor.monitor import Monitor, MonitorConfig
 
     if args.once and args.listen:
         raise JudgeError("--once processes what is new and exits: it does not --listen")
     if not (args.once or args.listen or args.watch):
         raise JudgeError("give --listen [HOST:]PORT, --watch DIR, or --once")
+    if not 0 < args.alpha < 1:
+        raise JudgeError(f"--alpha {args.alpha}: give a false-alarm rate per window in (0, 1)")
+    if not 0 <= args.min_drop < 1:
+        raise JudgeError(f"--min-drop {args.min_drop}: give a drop in [0, 1)")
     address = listen_address(args.listen) if args.listen else None
     token = args.token or os.environ.get(TOKEN_ENV) or None
     metrics = metrics_given(args)
@@ -176,6 +195,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         queue=args.queue,
         seed=args.seed,
         mapping=trace_mapping(args.map),
+        check=drop_check(alpha=args.alpha, min_drop=args.min_drop),
         progress=not args.quiet,
     )
     monitor = Monitor(config)

@@ -30,7 +30,9 @@ from judge.cache.store import Cache
 from judge.errors import JudgeError
 from judge.formatting import terminal_text
 from judge.llm.config import LLM, Embeddings
+from judge.metrics.registry import higher_is_better
 from judge.metrics.resolve import MetricLike
+from judge.monitor.alerts import UNCHECKED, drop_check
 from judge.monitor.receiver import Received, make_app
 from judge.monitor.state import (
     JUDGED,
@@ -78,7 +80,8 @@ class MonitorConfig:
         queue: requests the receiver holds before answering 503.
         seed: the sample's seed.
         mapping: field -> attribute for custom instrumentation (`--map`).
-        check: the alert statistics (`judge.monitor.windows.WindowCheck`); None: windows are
+        check: the alert statistics (`judge.monitor.windows.WindowCheck`; default the
+            sequential drop test, `judge.monitor.alerts.drop_check()`); None: windows are
             kept with their intervals and no metric is checked.
         progress: say on stderr what each pass did.
     """
@@ -97,7 +100,7 @@ class MonitorConfig:
     queue: int = 64
     seed: int = 0
     mapping: Mapping[str, str] | None = None
-    check: WindowCheck | None = None
+    check: WindowCheck | None = field(default_factory=drop_check)
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -121,6 +124,7 @@ class MonitorReport:
     windows: list[dict[str, Any]] = field(default_factory=list)
     alerts: list[dict[str, Any]] = field(default_factory=list)
     stopped: bool = False
+    notes: list[str] = field(default_factory=list)  # metrics the check could not test
 
     def lines(self) -> list[str]:
         """The report as sentences."""
@@ -143,6 +147,7 @@ class MonitorReport:
             kind = " (baseline)" if window["baseline"] else ""
             out.append(f"window {window['number']}{kind}: {window['rows']} rows: {figures}")
         out.extend(alert_line(alert) for alert in self.alerts)
+        out.extend(f"note: {note}" for note in self.notes)
         return out
 
 
@@ -195,6 +200,7 @@ class Monitor:
         self.stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._alerts: list[dict[str, Any]] = []
+        self._notes: list[str] = []
         self._windows: list[dict[str, Any]] = []
 
     def request_stop(self) -> None:
@@ -433,6 +439,9 @@ class Monitor:
             found = db.execute("SELECT state FROM detectors WHERE metric=?", (metric,)).fetchone()
             before = json.loads(found[0]) if found else None
             alert, after = check(metric, base_scores, window_scores, before)
+            unchecked = after.get(UNCHECKED) if isinstance(after, Mapping) else None
+            if unchecked and before is None:  # said once, when the check first met it
+                self._notes.append(f"{metric} is not checked for drops: {unchecked}")
             db.execute(
                 "INSERT INTO detectors (metric, state) VALUES (?, ?) ON CONFLICT (metric)"
                 " DO UPDATE SET state=excluded.state",
@@ -441,7 +450,10 @@ class Monitor:
             if alert is None:
                 continue
             scored = [r for r in rows if r["scores"].get(metric) is not None]
-            worst = sorted(scored, key=lambda r: (r["scores"][metric], r["trace_id"]))[:WORST]
+            # the worst in the metric's bad direction (highest for hallucination_rate)
+            sign = 1 if higher_is_better(metric) else -1
+            worst = sorted(scored, key=lambda r: (sign * r["scores"][metric], r["trace_id"]))
+            worst = worst[:WORST]
             record = {
                 "metric": metric,
                 "window": number,
@@ -468,8 +480,10 @@ class Monitor:
 
     async def close_windows(self, *, final: bool = False) -> None:
         """Close the windows that are over; alerts fired are logged."""
-        before = len(self._alerts), len(self._windows)
+        before = len(self._alerts), len(self._windows), len(self._notes)
         await self._db(self._close_windows, final)
+        for note in self._notes[before[2] :]:
+            print(terminal_text(f"judge: note: {note}"), file=sys.stderr)
         for window in self._windows[before[1] :]:
             self._say(f"window {window['number']} closed: {window['rows']} rows")
         for alert in self._alerts[before[0] :]:
@@ -499,7 +513,11 @@ class Monitor:
     async def _report(self) -> MonitorReport:
         counts = await self._db(self.state.counts)
         return MonitorReport(
-            counts, list(self._windows), list(self._alerts), stopped=self.stop.is_set()
+            counts,
+            list(self._windows),
+            list(self._alerts),
+            stopped=self.stop.is_set(),
+            notes=list(self._notes),
         )
 
     async def health(self) -> dict[str, Any]:

@@ -313,3 +313,25 @@ def test_windows_of_an_hour_follow_the_traces_start_times(tmp_path: Path) -> Non
     assert [w["metrics"]["faithfulness"]["mean"] for w in report.windows] == [1.0, 1.0, 0.0]
     interval = report.windows[0]["metrics"]["faithfulness"]
     assert (interval["scored"], interval["ci_low"], interval["ci_high"]) == (3, 1.0, 1.0)
+    # 6 baseline rows are too few for the drop test: said, not a crash, not silence
+    assert report.alerts == []
+    assert report.notes == [
+        "faithfulness is not checked for drops: baseline_scores: faithfulness has 6 scored "
+        "row(s); a baseline needs at least 10 to bound its mean: pin a run with more rows, "
+        "or take more windows as the baseline"
+    ]
+
+
+def test_the_drop_test_alerts_after_a_drop_and_not_before(tmp_path: Path) -> None:
+    """The monitor's default check, the sequential drop test: the windows before the drop
+    raise nothing, a window after it raises the alert, with its statistic."""
+    (tmp_path / "otel").mkdir()
+    ids = traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 60, bad_from=30))
+    with FakeLLMServer(heuristic_judge) as server:
+        report = once(tmp_path, server, tmp_path / "otel", window="10", baseline_windows=1)
+    assert [w["baseline"] for w in report.windows] == [True] + [False] * 5
+    assert report.alerts, "no alert after faithfulness fell from 1 to 0"
+    first = report.alerts[0]
+    assert first["metric"] == "faithfulness" and first["window"] >= 4  # after the drop
+    assert first["test"]["statistic"] >= first["test"]["threshold"]
+    assert {w["trace_id"] for w in first["worst"]} <= set(ids[30:])
