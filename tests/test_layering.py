@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"runs"},  # the run store: `judge.run.folder` records runs in it
     {"run"},
     {"comparison", "labels", "testset", "experiments", "traces"},
+    {"monitor"},  # `judge monitor` reads traces as `judge.traces` does
     {"probes", "view"},
     {"ray", "testing"},
     {"cli"},

@@ -30,6 +30,7 @@ COMMANDS = (
     "view",
     "runs",
     "traces",
+    "monitor",
 )
 
 

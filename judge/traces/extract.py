@@ -330,25 +330,9 @@ def read_rows(
         if trace.trace_id in judged_set:
             summary.judged_before += 1
             continue
-        result = trace_row(trace.spans, root, checked)
-        if query and not isinstance(result, Skip):
-            found = retriever_query(trace.spans, result["question"])
-            if found is not None:
-                result["query"] = found
-        if not isinstance(result, Skip):
-            result = _unwritable(result) or result
-        if isinstance(result, Skip) and trace.missing_parent is not None:
-            # Its top span's parent was not read: most likely the trace is cut off above.
-            result = Skip(
-                trace.trace_id,
-                "no_root",
-                f"the trace's top span {root.span_id} ({root.name}) has a parent "
-                f"{trace.missing_parent} that was not read: the root span is in a file not "
-                f"given, or the trace was cut off; what was read gives no row: {result.message}",
-            )
+        result = trace_result(trace, checked, query=query)
         _counted(summary, counts)
         if isinstance(result, Skip):
-            result = Skip(*escape_surrogates([result.trace_id, result.reason, result.message]))
             summary.skipped[result.reason] += 1
             if on_skip is not None:
                 on_skip(result)
@@ -364,6 +348,40 @@ def read_rows(
         summary.rows = len(chosen)
         summary.sampled_out = sum(sampler.counts.values()) - len(chosen)
         yield from chosen
+
+
+def trace_result(
+    trace: Trace, mapping: Mapping[str, str] | None = None, *, query: bool = False
+) -> dict[str, Any] | Skip:
+    """One whole trace (as `read_traces` gives it) as its row, or why it gives none: what
+    `read_rows` does with each trace it keeps, for a reader that assembles traces itself.
+
+    Args:
+        trace: a trace with its root found.
+        mapping: field -> attribute, checked (`rows.check_mapping`).
+        query: give the row the `query` its first retriever span was given.
+    """
+    root = trace.root
+    assert root is not None  # assemble gives every trace it emits a root
+    result = trace_row(trace.spans, root, dict(mapping or {}))
+    if query and not isinstance(result, Skip):
+        found = retriever_query(trace.spans, result["question"])
+        if found is not None:
+            result["query"] = found
+    if not isinstance(result, Skip):
+        result = _unwritable(result) or result
+    if isinstance(result, Skip) and trace.missing_parent is not None:
+        # Its top span's parent was not read: most likely the trace is cut off above.
+        result = Skip(
+            trace.trace_id,
+            "no_root",
+            f"the trace's top span {root.span_id} ({root.name}) has a parent "
+            f"{trace.missing_parent} that was not read: the root span is in a file not "
+            f"given, or the trace was cut off; what was read gives no row: {result.message}",
+        )
+    if isinstance(result, Skip):
+        return Skip(*escape_surrogates([result.trace_id, result.reason, result.message]))
+    return result
 
 
 def conversations(

@@ -178,8 +178,22 @@ def _camel(item: dict[str, Any], camel: str, snake: str) -> Any:
     return item.get(snake) if value is None else value
 
 
-def spans_of_json(request: Any, path: PathLike = "", line: int | None = None) -> list[Span]:
-    """The spans of one OTLP/JSON request (a parsed `ExportTraceServiceRequest`)."""
+def spans_of_json(
+    request: Any,
+    path: PathLike = "",
+    line: int | None = None,
+    rejected: list[str] | None = None,
+) -> list[Span]:
+    """The spans of one OTLP/JSON request (a parsed `ExportTraceServiceRequest`).
+
+    Args:
+        request: the parsed request.
+        path: the file it was read from, for the error's message.
+        line: its line in that file.
+        rejected: when given, a span whose ids or fields are malformed is left out and why
+            is appended here (an OTLP receiver's partial success), instead of failing the
+            whole request.
+    """
     where_path, where_line = (str(path), line) if path else (None, None)
     if not isinstance(request, dict):
         raise InputFormatError(
@@ -195,19 +209,15 @@ def spans_of_json(request: Any, path: PathLike = "", line: int | None = None) ->
             )
             for scope_spans in scopes:
                 for span in scope_spans.get("spans") or ():
-                    parent = _camel(span, "parentSpanId", "parent_span_id") or ""
-                    spans.append(
-                        Span(
-                            hex_id(_camel(span, "traceId", "trace_id"), 16, "traceId"),
-                            hex_id(_camel(span, "spanId", "span_id"), 8, "spanId"),
-                            hex_id(parent, 8, "parentSpanId") or None,
-                            span.get("name") or "",
-                            int(_camel(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
-                            int(_camel(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
-                            attributes_of(span.get("attributes")),
-                            bool(span.get("flags")) and parent_is_remote(span["flags"]),
-                        )
-                    )
+                    if rejected is None:
+                        spans.append(_json_span(span))
+                        continue
+                    try:
+                        spans.append(_json_span(span))
+                    except InputFormatError as exc:
+                        rejected.append(str(exc))
+                    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                        rejected.append(f"not an OTLP span ({type(exc).__name__}: {exc})")
     except InputFormatError as exc:
         raise InputFormatError(str(exc), path=where_path, line=where_line) from None
     except RecursionError:  # an AnyValue of arrays inside arrays
@@ -221,7 +231,35 @@ def spans_of_json(request: Any, path: PathLike = "", line: int | None = None) ->
     return spans
 
 
-def _protobuf(message: bytes, path: PathLike, number: int | None) -> list[Span]:
+def _json_span(span: Any) -> Span:
+    parent = _camel(span, "parentSpanId", "parent_span_id") or ""
+    return Span(
+        hex_id(_camel(span, "traceId", "trace_id"), 16, "traceId"),
+        hex_id(_camel(span, "spanId", "span_id"), 8, "spanId"),
+        hex_id(parent, 8, "parentSpanId") or None,
+        span.get("name") or "",
+        int(_camel(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
+        int(_camel(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
+        attributes_of(span.get("attributes")),
+        bool(span.get("flags")) and parent_is_remote(span["flags"]),
+    )
+
+
+def spans_of_protobuf(message: bytes, rejected: list[str] | None = None) -> list[Span]:
+    """The spans of one protobuf `ExportTraceServiceRequest` (an OTLP/HTTP request body).
+
+    Args:
+        message: the serialized request.
+        rejected: when given, a span whose ids are malformed is left out and why is
+            appended here (an OTLP receiver's partial success), instead of failing the
+            whole request.
+    """
+    return _protobuf(message, "", None, rejected)
+
+
+def _protobuf(
+    message: bytes, path: PathLike, number: int | None, rejected: list[str] | None = None
+) -> list[Span]:
     """The spans of one protobuf `ExportTraceServiceRequest`."""
     try:
         from google.protobuf.message import DecodeError
@@ -253,6 +291,9 @@ def _protobuf(message: bytes, path: PathLike, number: int | None) -> list[Span]:
                         hex_id(span.parent_span_id, 8, "parentSpanId") or None,
                     )
                 except InputFormatError as exc:
+                    if rejected is not None:
+                        rejected.append(str(exc))
+                        continue
                     which = f"message {number}: " if number is not None else ""
                     raise InputFormatError(f"{which}{exc}", path=str(path)) from None
                 spans.append(

@@ -1,0 +1,226 @@
+"""`judge monitor --state DIR (--listen HOST:PORT | --watch DIR) [--once]`: live traces
+judged within a budget and kept in windows (`judge.monitor`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+from judge.cli.options import (
+    check_retrieval_only,
+    judge_options,
+    llm_options,
+    metrics_given,
+    module_option,
+    trace_mapping,
+)
+from judge.errors import JudgeError
+from judge.formatting import terminal_text
+
+TOKEN_ENV = "JUDGE_MONITOR_TOKEN"
+DEFAULT_PORT = 4318  # OTLP/HTTP's port
+EXIT_ALERT = 1
+EXIT_TERMINATED = 143
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the monitor subcommand."""
+    p = sub.add_parser(
+        "monitor",
+        help="judge live traces (an OTLP/HTTP receiver, or the Collector's files) within a "
+        "budget, in windows",
+        description="Receive traces (--listen: OTLP/HTTP, as an OpenTelemetry SDK exporter "
+        "or a Collector's otlphttp exporter sends them) or follow the files of the "
+        "Collector's file exporter (--watch), make each trace a row as judge traces extract "
+        "does (the traces that give none counted with their reasons), judge a sample of "
+        "them within --budget, and keep each --window's metrics with intervals in --state. "
+        "A restart, even after kill -9, loses nothing and judges nothing twice. Exit codes: "
+        "0 done; 1 (--once) an alert fired; 2 a usage, input or configuration error; "
+        "143 SIGTERM (the batch in hand is finished first).",
+    )
+    p.add_argument("--state", required=True, metavar="DIR", help="the monitor's state folder")
+    p.add_argument(
+        "--listen",
+        metavar="[HOST:]PORT",
+        help=f"receive OTLP/HTTP on POST /v1/traces (protobuf or JSON, gzip) and answer GET "
+        f"/healthz; HOST defaults to 127.0.0.1 (loopback: give 0.0.0.0 to take traces from "
+        f"other machines, with --token); OTLP's port is {DEFAULT_PORT}",
+    )
+    p.add_argument(
+        "--watch",
+        metavar="DIR",
+        help="follow the OTLP/JSON lines files the Collector's file exporter writes in DIR, "
+        "through rotation",
+    )
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="process what is new (the files new in --watch, the traces and rows the state "
+        "holds), close the windows that are over, and exit: for cron and CI",
+    )
+    p.add_argument(
+        "--token",
+        help=f"require 'Authorization: Bearer TOKEN' of senders (else 401); default ${TOKEN_ENV}",
+    )
+    p.add_argument(
+        "--metrics",
+        help="comma-separated metric names (default: judge eval's default metrics)",
+    )
+    llm_options(p)
+    module_option(p)
+    p.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="FIELD=ATTRIBUTE",
+        help="read a field from a span attribute of custom instrumentation (as judge traces "
+        "extract --map)",
+    )
+    p.add_argument(
+        "--sample-rate",
+        type=float,
+        default=1.0,
+        metavar="SHARE",
+        help="the share of traces judged, chosen by a hash of the trace id (default 1)",
+    )
+    p.add_argument(
+        "--budget",
+        type=int,
+        metavar="N",
+        help="judge requests per hour at most, each row's as the dry run estimates it; spent "
+        "in 5-minute steps of the traces' start times so that a burst takes only its step's "
+        "share (what a quiet step leaves goes on); the rest are counted as over_budget",
+    )
+    p.add_argument(
+        "--window",
+        default="1h",
+        help="a window: a duration of the traces' start times (30m, 1h, 1d) or a number of "
+        "judged traces (500) (default 1h)",
+    )
+    p.add_argument(
+        "--baseline-windows",
+        type=int,
+        default=3,
+        metavar="K",
+        help="the first K windows are the baseline (default 3)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.001,
+        help="the false-alarm rate per window of each metric that did not drop (default "
+        "0.001: at most one false alert in 1,000 windows, by the test's guarantee)",
+    )
+    p.add_argument(
+        "--min-drop",
+        type=float,
+        default=0.0,
+        metavar="D",
+        help="do not alert on drops smaller than D in the metric's units (default 0)",
+    )
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds a trace waits for late spans after its root span (or its last span) "
+        "(default 30; --once completes every trace it holds)",
+    )
+    p.add_argument(
+        "--batch", type=int, default=32, metavar="N", help="rows judged at once (default 32)"
+    )
+    p.add_argument(
+        "--queue",
+        type=int,
+        default=64,
+        metavar="N",
+        help="requests held by the receiver before it answers 503 Retry-After (default 64)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    p.add_argument("--quiet", action="store_true", help="say only alerts and errors on stderr")
+    p.set_defaults(func=run_monitor)
+
+
+def listen_address(value: str) -> tuple[str, int]:
+    """--listen [HOST:]PORT as (host, port); the host defaults to loopback."""
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise JudgeError(f"--listen {value}: give [HOST:]PORT, e.g. 4318 or 127.0.0.1:4318")
+    return host or "127.0.0.1", number
+
+
+def run_monitor(args: argparse.Namespace) -> int:
+    """The `judge monitor` command."""
+    from judge.monitor.alerts import drop_check
+    from judge.monitor.monitor import Monitor, MonitorConfig
+
+    if args.once and args.listen:
+        raise JudgeError("--once processes what is new and exits: it does not --listen")
+    if not (args.once or args.listen or args.watch):
+        raise JudgeError("give --listen [HOST:]PORT, --watch DIR, or --once")
+    if not 0 < args.alpha < 1:
+        raise JudgeError(f"--alpha {args.alpha}: give a false-alarm rate per window in (0, 1)")
+    if not 0 <= args.min_drop < 1:
+        raise JudgeError(f"--min-drop {args.min_drop}: give a drop in [0, 1)")
+    address = listen_address(args.listen) if args.listen else None
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    metrics = metrics_given(args)
+    judge = judge_options(args)
+    if judge.settings.model:
+        llm, embeddings, cache = judge.open()
+    else:
+        check_retrieval_only(metrics)
+        llm, embeddings, cache = None, None, None
+    config = MonitorConfig(
+        state=args.state,
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        cache=cache,
+        sample_rate=args.sample_rate,
+        budget=args.budget,
+        window=args.window,
+        baseline_windows=args.baseline_windows,
+        linger=args.linger,
+        batch=args.batch,
+        queue=args.queue,
+        seed=args.seed,
+        mapping=trace_mapping(args.map),
+        check=drop_check(alpha=args.alpha, min_drop=args.min_drop),
+        progress=not args.quiet,
+    )
+    monitor = Monitor(config)
+    try:
+        report = asyncio.run(_run(monitor, args, address, token))
+    finally:
+        monitor.close()
+    for line in report.lines():
+        print(terminal_text(line))
+    if report.stopped:
+        print("judge: stopped (SIGTERM) after the batch in hand", file=sys.stderr)
+        return EXIT_TERMINATED
+    return EXIT_ALERT if args.once and report.alerts else 0
+
+
+async def _run(
+    monitor: Any, args: argparse.Namespace, address: tuple[str, int] | None, token: str | None
+) -> Any:
+    loop = asyncio.get_running_loop()
+    # SIGTERM sets the monitor's stop: the receiver closes, the batch in hand is finished.
+    loop.add_signal_handler(signal.SIGTERM, monitor.stop.set)
+    try:
+        if args.once:
+            return await monitor.aonce(args.watch)
+        host, port = address if address is not None else (None, 0)
+        return await monitor.aserve(host=host, port=port, watch=args.watch, token=token)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)

@@ -1,0 +1,64 @@
+"""The monitor state's format history: small named migrations, applied in order, as the
+run store's are (`judge.runs.migrations`): the format is `PRAGMA user_version`, a file is
+never half-migrated, and a released migration is never edited."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from judge.cache.migrations import apply_in_order
+
+APPLICATION_ID = 0x4A4D4F4E  # "JMON": marks a file as a judge monitor state
+
+
+def m001_create_state(db: sqlite3.Connection) -> None:
+    """Format 1: the spans of traces still open, every trace seen once with what became of
+    it (skipped, sampled out, over budget, pending, judged), the budget spent per hour, the
+    windows, the detectors' states and the alerts, the files followed and the counters."""
+    db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+    db.execute("CREATE TABLE counts (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    db.execute(
+        "CREATE TABLE spans (trace_id TEXT NOT NULL, span_id TEXT NOT NULL, data TEXT NOT NULL,"
+        " PRIMARY KEY (trace_id, span_id))"
+    )
+    db.execute(
+        "CREATE TABLE open_traces (trace_id TEXT PRIMARY KEY, first_at REAL NOT NULL,"
+        " last_at REAL NOT NULL, root_at REAL)"
+    )
+    # One row per trace id ever completed: a trace id is judged at most once.
+    db.execute(
+        "CREATE TABLE traces (seq INTEGER PRIMARY KEY, trace_id TEXT NOT NULL UNIQUE,"
+        " seen_at REAL NOT NULL, start_time TEXT, status TEXT NOT NULL, reason TEXT,"
+        " message TEXT, row TEXT, requests INTEGER, window INTEGER, scores TEXT,"
+        " evidence TEXT, judged_at REAL)"
+    )
+    db.execute("CREATE INDEX traces_by_status ON traces (status, seq)")
+    db.execute("CREATE INDEX traces_by_window ON traces (window)")
+    db.execute("CREATE TABLE budget (hour INTEGER PRIMARY KEY, spent INTEGER NOT NULL)")
+    db.execute(
+        "CREATE TABLE windows (number INTEGER PRIMARY KEY, start TEXT, end TEXT,"
+        " closed_at REAL NOT NULL, summary TEXT NOT NULL)"
+    )
+    db.execute("CREATE TABLE detectors (metric TEXT PRIMARY KEY, state TEXT NOT NULL)")
+    db.execute(
+        "CREATE TABLE alerts (id INTEGER PRIMARY KEY, window INTEGER NOT NULL,"
+        " metric TEXT NOT NULL, at REAL NOT NULL, alert TEXT NOT NULL)"
+    )
+    db.execute(
+        "CREATE TABLE files (identity TEXT PRIMARY KEY, path TEXT NOT NULL,"
+        " offset INTEGER NOT NULL, size INTEGER NOT NULL)"
+    )
+    db.execute("CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (m001_create_state,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply the migrations the file lacks, in one transaction; returns their names.
+
+    The connection must be in autocommit mode (isolation_level=None).
+    """
+    return apply_in_order(db, MIGRATIONS)

@@ -1,0 +1,657 @@
+"""`judge monitor` in Python: traces received (`Monitor.aserve`, an OTLP/HTTP receiver) or
+followed in a folder (`--watch`), made into rows as `judge traces extract` makes them,
+sampled within a budget, judged by the run engine (judgments through judge's cache), and
+kept in windows with each metric's mean and interval; every step is recorded in the
+state (`judge.monitor.state`), one transaction per batch.
+
+    from judge.monitor.monitor import Monitor, MonitorConfig
+    report = Monitor(MonitorConfig(state="monitor-state", llm=LLM(model=...))).once(watch="otel/")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from judge.aio import sync_twin
+from judge.cache.store import Cache
+from judge.errors import JudgeError
+from judge.formatting import terminal_text
+from judge.llm.config import LLM, Embeddings
+from judge.metrics.registry import higher_is_better
+from judge.metrics.resolve import MetricLike
+from judge.monitor.alerts import UNCHECKED, drop_check
+from judge.monitor.receiver import Received, make_app
+from judge.monitor.state import (
+    JUDGED,
+    OVER_BUDGET,
+    PENDING,
+    SAMPLED_OUT,
+    Completed,
+    MonitorState,
+)
+from judge.monitor.watch import files_in, identity_of, read_new
+from judge.monitor.windows import NS, WindowCheck, WindowSpec, metric_summary, parse_window
+from judge.run.dry_run import dry_run
+from judge.run.evaluate import aevaluate_rows
+from judge.run.inputs import open_input
+from judge.run.options import RunSpec
+from judge.run.rows import ResultRow
+from judge.traces.extract import parse_since, sample_key
+from judge.traces.spans import iso_utc
+
+T = TypeVar("T")
+HOUR_NS = 3600 * NS
+BUDGET_SLOTS = 12  # an hour's budget is spent in 5-minute steps: a burst takes only its share
+WORST = 3  # traces named in an alert
+
+
+@dataclass
+class MonitorConfig:
+    """What a monitor does, besides where its traces come from.
+
+    Args:
+        state: the --state folder (monitor.sqlite in it).
+        metrics: metric names or objects, as `judge.evaluate` takes them (None: the
+            default metrics).
+        llm: the judge model (None: retrieval metrics alone).
+        embeddings: the embedding model, or None.
+        cache: judge's judgment cache (a `Cache` or its path), or None.
+        sample_rate: the share of traces judged, chosen by a hash of the trace id.
+        budget: judge requests per hour at most (the dry run's estimate of each row), spent
+            in 5-minute steps of the traces' start times; None: no limit.
+        window: `WindowSpec`, or its text: a duration ("1h") or a number of judged rows.
+        baseline_windows: the first K windows closed are the baseline.
+        linger: seconds a trace waits after its root span (or, without one, after its last
+            span) for late spans before it is complete.
+        batch: rows judged at once.
+        queue: requests the receiver holds before answering 503.
+        seed: the sample's seed.
+        mapping: field -> attribute for custom instrumentation (`--map`).
+        check: the alert statistics (`judge.monitor.windows.WindowCheck`; default the
+            sequential drop test, `judge.monitor.alerts.drop_check()`); None: windows are
+            kept with their intervals and no metric is checked.
+        progress: say on stderr what each pass did.
+    """
+
+    state: str | os.PathLike[str]
+    metrics: Sequence[MetricLike] | None = None
+    llm: LLM | None = None
+    embeddings: Embeddings | None = None
+    cache: Cache | str | os.PathLike[str] | None = None
+    sample_rate: float = 1.0
+    budget: int | None = None
+    window: WindowSpec | str = "1h"
+    baseline_windows: int = 3
+    linger: float = 30.0
+    batch: int = 32
+    queue: int = 64
+    seed: int = 0
+    mapping: Mapping[str, str] | None = None
+    check: WindowCheck | None = field(default_factory=drop_check)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.sample_rate <= 1:
+            raise JudgeError(f"sample_rate={self.sample_rate}: give a share from 0 to 1")
+        if self.budget is not None and self.budget < 0:
+            raise JudgeError(f"budget={self.budget}: give requests per hour, 0 or more")
+        for name in ("baseline_windows", "batch", "queue"):
+            if getattr(self, name) < 1:
+                raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
+        if self.linger < 0:
+            raise JudgeError(f"linger={self.linger}: give seconds, 0 or more")
+
+
+@dataclass
+class MonitorReport:
+    """What a pass (`once`) or a session (`serve`) did: the state's counts at its end, and
+    the windows closed and alerts fired by it."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    stopped: bool = False
+    notes: list[str] = field(default_factory=list)  # metrics the check could not test
+
+    def lines(self) -> list[str]:
+        """The report as sentences."""
+        c = self.counts
+        skips = sorted((k.split(":", 1)[1], v) for k, v in c.items() if k.startswith("skipped:"))
+        out = [
+            f"{c.get('spans', 0)} spans received ({c.get('duplicate_spans', 0)} duplicate, "
+            f"{c.get('late_spans', 0)} late, {c.get('rejected_spans', 0)} rejected); "
+            f"{c.get(JUDGED, 0)} traces judged, {c.get(PENDING, 0)} pending, "
+            f"{c.get(SAMPLED_OUT, 0)} sampled_out, {c.get(OVER_BUDGET, 0)} over_budget, "
+            f"{c.get('skipped', 0)} skipped"
+            + (f" ({', '.join(f'{n} {r}' for r, n in skips)})" if skips else "")
+        ]
+        for window in self.windows:
+            figures = ", ".join(
+                f"{m} {s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
+                for m, s in window["metrics"].items()
+                if s["mean"] is not None
+            )
+            kind = " (baseline)" if window["baseline"] else ""
+            out.append(f"window {window['number']}{kind}: {window['rows']} rows: {figures}")
+        out.extend(alert_line(alert) for alert in self.alerts)
+        out.extend(f"note: {note}" for note in self.notes)
+        return out
+
+
+def alert_line(alert: Mapping[str, Any]) -> str:
+    """An alert in one sentence."""
+    now, base = alert["current"], alert["baseline"]
+    return (
+        f"ALERT {alert['metric']} in window {alert['window']}: {now['mean']:.3f} "
+        f"[{now['ci_low']:.3f}, {now['ci_high']:.3f}] against the baseline's "
+        f"{base['mean']:.3f} [{base['ci_low']:.3f}, {base['ci_high']:.3f}]; worst traces "
+        + ", ".join(w["trace_id"] for w in alert["worst"])
+    )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _score(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+class Monitor:
+    """A monitor over its state; `once` processes what is new and returns, `serve` runs
+    until stopped.
+
+    Args:
+        config: what the monitor does.
+    """
+
+    def __init__(self, config: MonitorConfig) -> None:
+        self.config = config
+        self.window = (
+            config.window if isinstance(config.window, WindowSpec) else parse_window(config.window)
+        )
+        self.state = MonitorState(config.state)
+        recorded = self.state.setting("window", str(self.window))
+        if recorded != str(self.window):
+            raise JudgeError(
+                f"--window {self.window}: the state {self.state.folder} keeps windows of "
+                f"{recorded}; give --window {recorded}, or another --state"
+            )
+        # All the state's work runs in this one thread: SQLite's calls never block the
+        # event loop that receives traces and awaits the judge.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-monitor")
+        self.stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._alerts: list[dict[str, Any]] = []
+        self._notes: list[str] = []
+        self._windows: list[dict[str, Any]] = []
+
+    def request_stop(self) -> None:
+        """Stop the monitor as SIGTERM does, from any thread: `serve` and `once` then
+        finish the batch in hand and return."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.stop.set)
+        else:
+            self.stop.set()
+
+    def close(self) -> None:
+        """Close the state."""
+        self._executor.shutdown(wait=True)
+        self.state.close()
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(fn, *args, **kwargs))
+
+    def _say(self, message: str, *, always: bool = False) -> None:
+        if self.config.progress or always:
+            print(terminal_text(f"judge: {message}"), file=sys.stderr)
+
+    # -- sampling -----------------------------------------------------------------------
+
+    def _requests(self, row: dict[str, Any]) -> int:
+        """The judge requests a row takes, as the dry run estimates them."""
+        if self.config.llm is None:
+            return 0
+        estimate = dry_run(
+            [row],
+            metrics=self.config.metrics,
+            llm=self.config.llm,
+            embeddings=self.config.embeddings,
+        ).total
+        return estimate.chat_requests + estimate.embedding_requests
+
+    def _choose(self, db: sqlite3.Connection, trace_id: str, row: dict[str, Any]) -> Completed:
+        """What becomes of a completed trace's row: sampled out, over budget, or pending."""
+        start_ns = parse_since(row["start_time"])
+        window = start_ns // (self.window.seconds * NS) if self.window.seconds else None
+        rate = self.config.sample_rate
+        if rate < 1 and sample_key(self.config.seed, trace_id) >= rate * 2**64:
+            return Completed(SAMPLED_OUT, window=window)
+        budget = self.config.budget
+        if budget is None:
+            return Completed(PENDING, window=window)
+        requests = self._requests(row)
+        hour, into = divmod(start_ns, HOUR_NS)
+        # By the end of 5-minute step k of the hour, at most (k+1)/12 of its budget is
+        # spent: what a quiet step left goes on to the next, a burst takes its step's share.
+        allowed = budget * (into * BUDGET_SLOTS // HOUR_NS + 1) // BUDGET_SLOTS
+        found = db.execute("SELECT spent FROM budget WHERE hour=?", (hour,)).fetchone()
+        spent = int(found[0]) if found else 0
+        if spent + requests > allowed:
+            return Completed(OVER_BUDGET, requests, window)
+        db.execute(
+            "INSERT INTO budget (hour, spent) VALUES (?, ?) ON CONFLICT (hour)"
+            " DO UPDATE SET spent=spent+excluded.spent",
+            (hour, requests),
+        )
+        return Completed(PENDING, requests, window)
+
+    async def complete(self, *, everything: bool = False) -> int:
+        """Complete the traces due (all open ones with `everything`); returns how many."""
+        total = 0
+        while True:
+            done = await self._db(
+                self.state.complete,
+                time.time(),
+                self.config.linger,
+                self._choose,
+                everything=everything,
+                mapping=dict(self.config.mapping or {}),
+            )
+            total += done
+            if not done:
+                return total
+
+    # -- judging ------------------------------------------------------------------------
+
+    async def _judge(self, rows: list[dict[str, Any]]) -> list[ResultRow]:
+        given = open_input(rows)
+        spec = RunSpec(
+            metrics=self.config.metrics,
+            llm=self.config.llm,
+            embeddings=self.config.embeddings,
+            cache=self.config.cache,
+            progress=False,
+        )
+        result = await aevaluate_rows(given, given.columns, given.source, spec)
+        return list(result.rows)
+
+    def _record(self, rows: list[dict[str, Any]], results: list[ResultRow]) -> int:
+        """Record judged rows (one transaction), count windows numbered by judged rows;
+        returns how many were recorded."""
+        by_id = {str(r.id): r for r in results}
+        now = time.time()
+        recorded = 0
+        with self.state.writing() as db:
+            judged = int(
+                db.execute("SELECT count(*) FROM traces WHERE status=?", (JUDGED,)).fetchone()[0]
+            )
+            for row in rows:
+                result = by_id.get(str(row["id"]))
+                if result is None:
+                    continue
+                scores = {m: _score(v) for m, v in result.scores.items()}
+                number = None
+                if self.window.traces is not None:
+                    number = judged // self.window.traces
+                judged += 1
+                db.execute(
+                    "UPDATE traces SET status=?, scores=?, evidence=?, judged_at=?,"
+                    " window=coalesce(window, ?) WHERE trace_id=? AND status=?",
+                    (
+                        JUDGED,
+                        _json(scores),
+                        _json({"evidence": result.evidence, "errors": result.errors}),
+                        now,
+                        number,
+                        row["trace_id"],
+                        PENDING,
+                    ),
+                )
+                recorded += 1
+        return recorded
+
+    async def judge_batch(self) -> int:
+        """Judge one batch of pending rows and record it; returns how many were judged."""
+        rows = await self._db(self.state.pending, self.config.batch)
+        if not rows:
+            return 0
+        results = await self._judge(rows)
+        recorded = await self._db(self._record, rows, results)
+        if not recorded:  # never: a run gives every row its result, by the row's id
+            raise JudgeError(
+                f"the judged rows came back without their ids (trace ids such as "
+                f"{rows[0].get('trace_id')!r}): this is a bug in judge; please report it"
+            )
+        return recorded
+
+    # -- windows ------------------------------------------------------------------------
+
+    def _scores(self, db: sqlite3.Connection, numbers: Sequence[int]) -> list[dict[str, Any]]:
+        marks = ",".join("?" * len(numbers))
+        return [
+            {"trace_id": trace_id, "scores": json.loads(scores), "evidence": evidence}
+            for trace_id, scores, evidence in db.execute(
+                f"SELECT trace_id, scores, evidence FROM traces WHERE status=? AND window IN"
+                f" ({marks}) ORDER BY seq",
+                (JUDGED, *numbers),
+            )
+        ]
+
+    def _close_windows(self, final: bool) -> None:
+        """Close the windows that are over (one transaction): their figures, and after the
+        baseline each metric's check."""
+        spec = self.window
+        with self.state.writing() as db:
+            closed = {n for (n,) in db.execute("SELECT number FROM windows")}
+            if spec.traces is not None:
+                due = [
+                    n
+                    for n, count in db.execute(
+                        "SELECT window, count(*) FROM traces WHERE status=? AND window IS NOT"
+                        " NULL GROUP BY window",
+                        (JUDGED,),
+                    )
+                    if count >= spec.traces and n not in closed
+                ]
+            else:
+                assert spec.seconds is not None
+                grace = 0 if final else int(self.config.linger * NS)
+                now_ns = time.time_ns()
+                waiting = {
+                    n
+                    for (n,) in db.execute(
+                        "SELECT DISTINCT window FROM traces WHERE status=?", (PENDING,)
+                    )
+                }
+                due = [
+                    n
+                    for (n,) in db.execute(
+                        "SELECT DISTINCT window FROM traces WHERE status=? AND window IS NOT NULL",
+                        (JUDGED,),
+                    )
+                    if n not in closed
+                    and n not in waiting
+                    and (n + 1) * spec.seconds * NS + grace <= now_ns
+                ]
+            for number in sorted(due):
+                self._close(db, number)
+
+    def _close(self, db: sqlite3.Connection, number: int) -> None:
+        spec = self.window
+        rows = self._scores(db, [number])
+        metrics = sorted({m for r in rows for m in r["scores"]})
+        figures = {m: metric_summary([r["scores"].get(m) for r in rows]) for m in metrics}
+        figures = {m: s for m, s in figures.items() if s["scored"]}
+        base_numbers = [
+            n
+            for (n,) in db.execute(
+                "SELECT number FROM windows ORDER BY number LIMIT ?",
+                (self.config.baseline_windows,),
+            )
+        ]
+        baseline = len(base_numbers) < self.config.baseline_windows
+        start = end = None
+        if spec.seconds is not None:
+            start = iso_utc(number * spec.seconds * NS)
+            end = iso_utc((number + 1) * spec.seconds * NS)
+        summary = {
+            "number": number,
+            "start": start,
+            "end": end,
+            "rows": len(rows),
+            "baseline": baseline,
+            "metrics": figures,
+        }
+        db.execute(
+            "INSERT INTO windows (number, start, end, closed_at, summary) VALUES (?, ?, ?, ?, ?)",
+            (number, start, end, time.time(), _json(summary)),
+        )
+        self._windows.append(summary)
+        check = self.config.check
+        if baseline or check is None:
+            return
+        base_rows = self._scores(db, base_numbers)
+        for metric, current in figures.items():
+            base_scores = [s for r in base_rows if (s := r["scores"].get(metric)) is not None]
+            if not base_scores:
+                continue
+            window_scores = [s for r in rows if (s := r["scores"].get(metric)) is not None]
+            found = db.execute("SELECT state FROM detectors WHERE metric=?", (metric,)).fetchone()
+            before = json.loads(found[0]) if found else None
+            alert, after = check(metric, base_scores, window_scores, before)
+            unchecked = after.get(UNCHECKED) if isinstance(after, Mapping) else None
+            if unchecked and before is None:  # said once, when the check first met it
+                self._notes.append(f"{metric} is not checked for drops: {unchecked}")
+            db.execute(
+                "INSERT INTO detectors (metric, state) VALUES (?, ?) ON CONFLICT (metric)"
+                " DO UPDATE SET state=excluded.state",
+                (metric, _json(after)),
+            )
+            if alert is None:
+                continue
+            scored = [r for r in rows if r["scores"].get(metric) is not None]
+            # the worst in the metric's bad direction (highest for hallucination_rate)
+            sign = 1 if higher_is_better(metric) else -1
+            worst = sorted(scored, key=lambda r: (sign * r["scores"][metric], r["trace_id"]))
+            worst = worst[:WORST]
+            record = {
+                "metric": metric,
+                "window": number,
+                "start": start,
+                "end": end,
+                "baseline": metric_summary(base_scores),
+                "current": current,
+                "test": dict(alert),
+                "worst": [
+                    {
+                        "trace_id": r["trace_id"],
+                        "score": r["scores"][metric],
+                        # The row's judgments (claims, verdicts, grades) behind its scores.
+                        "evidence": json.loads(r["evidence"] or "{}").get("evidence"),
+                    }
+                    for r in worst
+                ],
+            }
+            db.execute(
+                "INSERT INTO alerts (window, metric, at, alert) VALUES (?, ?, ?, ?)",
+                (number, metric, time.time(), _json(record)),
+            )
+            self._alerts.append(record)
+
+    async def close_windows(self, *, final: bool = False) -> None:
+        """Close the windows that are over; alerts fired are logged."""
+        before = len(self._alerts), len(self._windows), len(self._notes)
+        await self._db(self._close_windows, final)
+        for note in self._notes[before[2] :]:
+            print(terminal_text(f"judge: note: {note}"), file=sys.stderr)
+        for window in self._windows[before[1] :]:
+            self._say(f"window {window['number']} closed: {window['rows']} rows")
+        for alert in self._alerts[before[0] :]:
+            print(terminal_text(f"judge: {alert_line(alert)}"), file=sys.stderr)
+
+    # -- sources ------------------------------------------------------------------------
+
+    def _read_folder(self, folder: Path) -> int:
+        """Read what is new in the followed folder, one transaction per chunk; spans read."""
+        spans = 0
+        for path in files_in(folder):
+            try:
+                identity = identity_of(path.stat())
+            except FileNotFoundError:
+                continue
+            for chunk in read_new(path, self.state.file_offset(identity)):
+                self.state.ingest(
+                    chunk.batches,
+                    time.time(),
+                    rejected=chunk.rejected,
+                    bad_lines=chunk.bad_lines,
+                    files=[(chunk.identity, chunk.path, chunk.offset, chunk.size)],
+                )
+                spans += sum(len(b) for b in chunk.batches)
+        return spans
+
+    async def _report(self) -> MonitorReport:
+        counts = await self._db(self.state.counts)
+        return MonitorReport(
+            counts,
+            list(self._windows),
+            list(self._alerts),
+            stopped=self.stop.is_set(),
+            notes=list(self._notes),
+        )
+
+    async def health(self) -> dict[str, Any]:
+        """What /healthz says: the counts of the state."""
+        counts = await self._db(self.state.counts)
+        return {"counts": counts, "open_traces": await self._db(self.state.open_traces)}
+
+    async def aonce(self, watch: str | os.PathLike[str] | None = None) -> MonitorReport:
+        """Process what is new and return: the files new in `watch`, every trace held
+        completed (as `judge traces extract` completes them at the end of its files), every
+        pending row judged, the windows that are over closed.
+
+        Args:
+            watch: the folder the Collector's file exporter writes, or None (only what the
+                state holds: traces received before, rows pending).
+        """
+        self._loop = asyncio.get_running_loop()
+        if watch is not None:
+            folder = Path(watch)
+            if not folder.is_dir():
+                raise JudgeError(
+                    f"--watch {watch}: no such folder (give the folder the "
+                    "Collector's file exporter writes)"
+                )
+            await self._db(self._read_folder, folder)
+        await self.complete(everything=True)
+        while not self.stop.is_set() and await self.judge_batch():
+            await self.close_windows()
+        if not self.stop.is_set():
+            await self.close_windows(final=True)
+        return await self._report()
+
+    once = sync_twin(aonce)
+
+    async def aserve(
+        self,
+        *,
+        host: str | None = "127.0.0.1",
+        port: int = 4318,
+        watch: str | os.PathLike[str] | None = None,
+        token: str | None = None,
+        poll: float = 1.0,
+        on_ready: Callable[[int | None], None] | None = None,
+    ) -> MonitorReport:
+        """Receive (and/or follow) traces until `stop` is set: then the receiver stops
+        taking requests, those accepted are kept, the batch being judged is finished and
+        recorded, and the report returned.
+
+        Args:
+            host: the address to listen on (None: do not listen; `watch` alone).
+            port: the port (0: any free one, given to `on_ready`).
+            watch: a folder to follow, or None.
+            token: a bearer token the receiver requires.
+            poll: seconds between passes (completing traces, reading the folder).
+            on_ready: called with the port listened on once requests are taken.
+        """
+        from aiohttp import web
+
+        self._loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Received] = asyncio.Queue(self.config.queue)
+        runner = None
+        bound = None
+        if host is not None:
+            app = make_app(queue, token=token, health=self.health)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            bound = int(runner.addresses[0][1])  # the port chosen when 0 was given
+            self._say(f"monitor listening on http://{host}:{bound}/v1/traces")
+        if on_ready is not None:
+            on_ready(bound)
+        tasks = [
+            asyncio.create_task(self._ingest_loop(queue)),
+            asyncio.create_task(self._judge_loop(poll)),
+            asyncio.create_task(self._pass_loop(watch, poll)),
+        ]
+        try:
+            await self.stop.wait()
+        finally:
+            if runner is not None:
+                await runner.cleanup()  # no new request; those in hand are answered
+            for task in tasks:
+                await asyncio.wait_for(task, timeout=None)
+        return await self._report()
+
+    async def _ingest_loop(self, queue: asyncio.Queue[Received]) -> None:
+        while not (self.stop.is_set() and queue.empty()):
+            try:
+                first = await asyncio.wait_for(queue.get(), timeout=0.2)
+            except asyncio.TimeoutError:
+                continue
+            items = [first]
+            while not queue.empty() and len(items) < 256:
+                items.append(queue.get_nowait())
+            try:
+                await self._db(
+                    self.state.ingest,
+                    [item.spans for item in items],
+                    time.time(),
+                    rejected=sum(item.rejected for item in items),
+                )
+            except Exception as exc:  # the state said no: the exporters retry
+                for item in items:
+                    if not item.done.done():
+                        item.done.set_exception(exc)
+                self._say(f"warning: received spans could not be kept: {exc}", always=True)
+                continue
+            for item in items:
+                if not item.done.done():
+                    item.done.set_result(None)
+
+    async def _judge_loop(self, poll: float) -> None:
+        while not self.stop.is_set():
+            try:
+                judged = await self.judge_batch()
+            except JudgeError as exc:  # the judge is down or refuses: try again later
+                wait = poll * 10
+                self._say(f"warning: judging failed, retried in {wait:g} s: {exc}", always=True)
+                await self._sleep(wait)
+                continue
+            if judged:
+                await self.close_windows()
+            else:
+                await self._sleep(poll)
+
+    async def _pass_loop(self, watch: str | os.PathLike[str] | None, poll: float) -> None:
+        while not self.stop.is_set():
+            if watch is not None and Path(watch).is_dir():
+                await self._db(self._read_folder, Path(watch))
+            await self.complete()
+            await self.close_windows()
+            await self._sleep(poll)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), timeout=seconds)

@@ -1,0 +1,357 @@
+"""The monitor's state: one SQLite file (monitor.sqlite in `--state DIR`), written one
+transaction per batch, so that a monitor killed at any moment (kill -9 too) restarts where
+the last batch left it: spans received are kept until their trace completes, a trace id is
+completed once, and a row is judged until recorded as judged (its judgments then come from
+judge's cache, not the judge, if it is judged again after a kill).
+
+The habits of the run store (`judge.runs.store`): WAL, a mark of its own
+(`PRAGMA application_id`), the format history in `judge.monitor.migrations`, one connection
+shared by the threads of the process behind a lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judge.errors import JudgeError
+from judge.monitor.migrations import APPLICATION_ID, SCHEMA_VERSION, migrate
+from judge.traces.assemble import assemble, is_local_root
+from judge.traces.extract import trace_result
+from judge.traces.rows import Skip
+from judge.traces.spans import Span
+
+STATE_FILE = "monitor.sqlite"
+_BUSY_SECONDS = 30.0
+
+# What became of a completed trace (the traces table's status).
+SKIPPED = "skipped"  # gave no row: `reason` says why, as `judge traces extract` says it
+SAMPLED_OUT = "sampled_out"  # left out by --sample-rate
+OVER_BUDGET = "over_budget"  # sampled, but its requests were over the hour's --budget
+PENDING = "pending"  # to be judged
+JUDGED = "judged"
+
+COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lines")
+
+
+class MonitorStateError(JudgeError):
+    """The monitor's state cannot be used: damaged, not a monitor state, or from a newer judge."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """One completed trace's fate, as `MonitorState.complete` is told it by its chooser."""
+
+    status: str
+    requests: int = 0
+    window: int | None = None  # a time window's number, known from the start time
+
+
+def span_json(span: Span) -> str:
+    """A span as the JSON text the state keeps (bytes attributes as {"__bytes__": base64})."""
+    return json.dumps(
+        [
+            span.span_id,
+            span.parent_id,
+            span.name,
+            span.start_ns,
+            span.end_ns,
+            span.attributes,
+            span.parent_remote,
+        ],
+        ensure_ascii=False,
+        default=_bytes_json,
+    )
+
+
+def _bytes_json(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"__bytes__": base64.b64encode(value).decode("ascii")}
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _bytes_back(item: dict[str, Any]) -> Any:
+    if len(item) == 1 and "__bytes__" in item:
+        return base64.b64decode(item["__bytes__"])
+    return item
+
+
+def span_of(trace_id: str, text: str) -> Span:
+    """A span back from `span_json`."""
+    span_id, parent, name, start, end, attributes, remote = json.loads(
+        text, object_hook=_bytes_back
+    )
+    return Span(trace_id, span_id, parent, name, start, end, attributes, remote)
+
+
+class MonitorState:
+    """The SQLite file of a monitor's state.
+
+    Args:
+        folder: the --state folder (created when absent); the file is monitor.sqlite in it.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MonitorStateError(
+                f"--state {self.folder} cannot be created ({exc.strerror or exc}): give a "
+                "writable folder"
+            ) from exc
+        self.path = self.folder / STATE_FILE
+        self._lock = threading.Lock()
+        try:
+            self._db = self._connect()
+        except sqlite3.Error as exc:
+            raise MonitorStateError(
+                f"the monitor state {self.path} cannot be used ({exc}): if it is damaged, move "
+                "it away and a new one is started (what was judged stays in judge's cache)"
+            ) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self.path, timeout=_BUSY_SECONDS, isolation_level=None, check_same_thread=False
+        )
+        try:
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if app_id != APPLICATION_ID and tables:
+                raise MonitorStateError(
+                    f"{self.path} is an SQLite file but not a judge monitor state: give "
+                    "--state another folder"
+                )
+            if version > SCHEMA_VERSION:
+                raise MonitorStateError(
+                    f"{self.path} was written by a newer judge (monitor state format "
+                    f"{version}; this judge reads formats up to {SCHEMA_VERSION}): upgrade "
+                    "judge, or give --state another folder"
+                )
+            db.execute("PRAGMA journal_mode=WAL")
+            if version < SCHEMA_VERSION:
+                migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE): all of a batch, or none of it."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise MonitorStateError(
+                    f"the monitor state {self.path} cannot be written ({exc})"
+                ) from exc
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one query."""
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise MonitorStateError(
+                    f"the monitor state {self.path} cannot be read ({exc})"
+                ) from exc
+
+    # The settings a state was started with: a window that changed would mix two kinds.
+    def setting(self, key: str, value: str) -> str:
+        """The value `key` was first given in this state (recorded now when new)."""
+        with self.writing() as db:
+            found = db.execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+            if found is not None:
+                return str(found[0])
+            db.execute("INSERT INTO settings (key, value) VALUES (?, ?)", (key, value))
+            return value
+
+    def counts(self) -> dict[str, int]:
+        """The counters (spans, duplicate_spans, late_spans, rejected_spans, bad_lines) and
+        the traces by status, skips by reason as skipped:REASON."""
+        out = dict.fromkeys(COUNTERS, 0)
+        out.update({name: int(value) for name, value in self.read("SELECT * FROM counts")})
+        for status, n in self.read("SELECT status, count(*) FROM traces GROUP BY status"):
+            out[status] = int(n)
+        for reason, n in self.read(
+            "SELECT reason, count(*) FROM traces WHERE status=? GROUP BY reason", (SKIPPED,)
+        ):
+            out[f"skipped:{reason}"] = int(n)
+        return out
+
+    def ingest(
+        self,
+        batches: Iterable[Sequence[Span]],
+        now: float,
+        *,
+        rejected: int = 0,
+        bad_lines: int = 0,
+        files: Iterable[tuple[str, str, int, int]] = (),
+    ) -> None:
+        """Keep the spans of some requests (one transaction): a span of a trace completed
+        before is late (counted, not kept), one read again is a duplicate (kept once).
+
+        Args:
+            batches: the spans of each request.
+            now: the time they were received (seconds, the monitor's clock).
+            rejected: spans the requests held that were refused (malformed ids).
+            bad_lines: lines of followed files that are no OTLP request.
+            files: (identity, path, offset, size) of followed files read up to offset.
+        """
+        added: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        added["rejected_spans"] = rejected
+        added["bad_lines"] = bad_lines
+        # Grouped by trace: one look-up and one update of open_traces per trace and batch.
+        by_trace: dict[str, list[Span]] = {}
+        for batch in batches:
+            for span in batch:
+                by_trace.setdefault(span.trace_id, []).append(span)
+                added["spans"] += 1
+        with self.writing() as db:
+            for trace_id, spans in by_trace.items():
+                if db.execute("SELECT 1 FROM traces WHERE trace_id=?", (trace_id,)).fetchone():
+                    added["late_spans"] += len(spans)
+                    continue
+                before = db.total_changes
+                db.executemany(
+                    "INSERT OR IGNORE INTO spans (trace_id, span_id, data) VALUES (?, ?, ?)",
+                    [(trace_id, span.span_id, span_json(span)) for span in spans],
+                )
+                kept = db.total_changes - before
+                added["duplicate_spans"] += len(spans) - kept
+                if not kept:
+                    continue
+                root_at = now if any(is_local_root(span) for span in spans) else None
+                db.execute(
+                    "INSERT INTO open_traces (trace_id, first_at, last_at, root_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET"
+                    " last_at=excluded.last_at, root_at=coalesce(root_at, excluded.root_at)",
+                    (trace_id, now, now, root_at),
+                )
+            for name, value in added.items():
+                if value:
+                    db.execute(
+                        "INSERT INTO counts (name, value) VALUES (?, ?) ON CONFLICT (name)"
+                        " DO UPDATE SET value=value+excluded.value",
+                        (name, value),
+                    )
+            for identity, path, offset, size in files:
+                db.execute(
+                    "INSERT INTO files (identity, path, offset, size) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (identity) DO UPDATE SET path=excluded.path,"
+                    " offset=excluded.offset, size=excluded.size",
+                    (identity, path, offset, size),
+                )
+
+    def file_offset(self, identity: str) -> tuple[int, int] | None:
+        """(offset read up to, size then) of a followed file, or None when never read."""
+        found = self.read("SELECT offset, size FROM files WHERE identity=?", (identity,))
+        return (int(found[0][0]), int(found[0][1])) if found else None
+
+    def complete(
+        self,
+        now: float,
+        linger: float,
+        choose: Callable[[sqlite3.Connection, str, dict[str, Any]], Completed],
+        *,
+        everything: bool = False,
+        mapping: dict[str, str] | None = None,
+        limit: int = 1000,
+    ) -> int:
+        """Complete the traces due (one transaction): those whose root came `linger` seconds
+        ago or more, those without a root whose last span came `linger` seconds ago or more
+        (`everything`: every open trace). Each becomes its row, as `judge traces extract`
+        makes it, or a skip with its reason; `choose` says what becomes of a row (sampled
+        out, over budget, pending). Returns the number completed.
+        """
+        with self.writing() as db:
+            if everything:
+                due = db.execute(
+                    "SELECT trace_id FROM open_traces ORDER BY first_at, trace_id LIMIT ?",
+                    (limit,),
+                ).fetchall()
+            else:
+                due = db.execute(
+                    "SELECT trace_id FROM open_traces WHERE coalesce(root_at, last_at) <= ?"
+                    " ORDER BY first_at, trace_id LIMIT ?",
+                    (now - linger, limit),
+                ).fetchall()
+            rows: list[tuple[str, dict[str, Any]]] = []
+            for (trace_id,) in due:
+                spans = [
+                    span_of(trace_id, text)
+                    for (text,) in db.execute(
+                        "SELECT data FROM spans WHERE trace_id=? ORDER BY rowid", (trace_id,)
+                    )
+                ]
+                db.execute("DELETE FROM spans WHERE trace_id=?", (trace_id,))
+                db.execute("DELETE FROM open_traces WHERE trace_id=?", (trace_id,))
+                # One trace's spans in one batch: assemble finds its root as extract does.
+                trace = next(iter(assemble([spans], linger=0)))
+                result = trace_result(trace, mapping)
+                if isinstance(result, Skip):
+                    db.execute(
+                        "INSERT INTO traces (trace_id, seen_at, status, reason, message)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (trace_id, now, SKIPPED, result.reason, result.message),
+                    )
+                    continue
+                rows.append((trace_id, result))
+            # In the order the traces started: the windows of N rows, and the budget's
+            # steps, follow the traffic's time, not the order of ids.
+            for trace_id, result in sorted(rows, key=lambda item: (item[1]["start_time"], item[0])):
+                fate = choose(db, trace_id, result)
+                db.execute(
+                    "INSERT INTO traces (trace_id, seen_at, start_time, status, row, requests,"
+                    " window) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        trace_id,
+                        now,
+                        result["start_time"],
+                        fate.status,
+                        # The row is kept to be judged, and beside its scores once judged.
+                        json.dumps(result, ensure_ascii=False) if fate.status == PENDING else None,
+                        fate.requests,
+                        fate.window,
+                    ),
+                )
+            return len(due)
+
+    def open_traces(self) -> int:
+        """How many traces are still open (spans received, not yet complete)."""
+        return int(self.read("SELECT count(*) FROM open_traces")[0][0])
+
+    def pending(self, limit: int) -> list[dict[str, Any]]:
+        """The rows waiting to be judged, oldest first."""
+        return [
+            json.loads(text)
+            for (text,) in self.read(
+                "SELECT row FROM traces WHERE status=? ORDER BY seq LIMIT ?", (PENDING, limit)
+            )
+        ]
+
+    def judged_count(self) -> int:
+        """How many rows were judged."""
+        return int(self.read("SELECT count(*) FROM traces WHERE status=?", (JUDGED,))[0][0])
