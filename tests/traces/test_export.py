@@ -437,7 +437,10 @@ def test_export_otlp_sends_every_event_of_more_than_one_batch(receiver):
     events = evaluation_events(results, rows).events
     assert send_otlp(events, receiver.url) == 600
     requests = [ExportLogsServiceRequest.FromString(body) for _, body in receiver.bodies]
-    assert [len(records(r)) for r in requests] == [512, 88]
+    # The SDK's batch processor sends at most 512 records a request; when it sends (a full
+    # batch, or its timer on a loaded machine: 330 + 182 + 88 was seen) is its own.
+    sizes = [len(records(r)) for r in requests]
+    assert len(sizes) >= 2 and max(sizes) <= 512 and sum(sizes) == 600
     sent = [r for request in requests for r in records(request)]
     assert [r.span_id.hex() for r in sent] == [e.span_id for e in events]
 
