@@ -29,7 +29,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from judge.samples import ROLES
+from judge.json_values import lone_surrogate_in
+from judge.samples import ROLES, History, Message, Thread
 
 # Keys of a conversation record.
 TURNS_KEYS = ("turns", "messages")
@@ -121,7 +122,7 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         for k, v in record.items()
         if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS) and k not in _TURN_KEYS
     }
-    history: list[dict[str, Any]] = []  # every message so far, in order
+    history = _Transcript()  # every message so far, in order
     asked: list[str] = []  # the user's messages since the assistant last said something
     rows: list[dict[str, Any]] = []
     for position, message in enumerate(messages, start=1):
@@ -141,7 +142,7 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
                 if reference is not None:
                     rows[-1][CONVERSATION_REFERENCE] = reference
             asked = []
-        history.append(entry)
+        history.add(entry, Message(role, content, position, tuple(contexts)))
     if rows:
         rows[-1][FINAL_TURN] = True
     if not rows:
@@ -157,7 +158,7 @@ def _turn_row(
     message: Mapping[str, Any],
     asked: list[str],
     contexts: list[str],
-    history: list[dict[str, Any]],
+    history: _Transcript,
     shared: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The row of an assistant message answering the user's messages `asked`."""
@@ -171,13 +172,63 @@ def _turn_row(
             "question": "\n\n".join(asked),
             "answer": message.get("content") or "",
             "contexts": contexts,
-            "history": list(history),
+            "history": TurnHistory(history),
         }
     )
     truth = _first(message, _TRUTH_KEYS)
     if truth is not None:
         row["ground_truth"] = truth
     return row
+
+
+class _Transcript:
+    """The messages of one conversation record as its turn records' histories hold them,
+    with what those share, made once per conversation: the messages as `Message`s (a
+    `Thread`) and, per number of messages, the lone surrogate `lone_surrogate_in` finds in
+    that many."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.thread = Thread()
+        self.surrogates: list[str | None] = [None]
+
+    def add(self, entry: dict[str, Any], message: Message) -> None:
+        """The next message, as a record (`entry`) and as a `Message`."""
+        self.entries.append(entry)
+        self.thread.messages.append(message)
+        # lone_surrogate_in(list) looks into its last item first: the last message's wins.
+        where = lone_surrogate_in(entry)
+        self.surrogates.append(self.surrogates[-1] if where is None else where)
+
+
+class TurnHistory(list[dict[str, Any]]):
+    """A turn record's `history`: its messages as dicts, as ever, made by the conversation
+    reader with what the turns of a conversation share, so a long chat's rows are built
+    and checked in the time of their new messages (`messages`, `lone_surrogate`). Pickled
+    and copied as a plain list."""
+
+    def __init__(self, transcript: _Transcript):
+        super().__init__(transcript.entries)
+        self._transcript = transcript
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+    def _intact(self) -> bool:
+        """Whether the list is still a beginning of its conversation (not changed since)."""
+        made = self._transcript.entries
+        return len(self) <= len(made) and (not self or self[-1] is made[len(self) - 1])
+
+    def messages(self) -> History | None:
+        """The messages as `Message`s, shared with the conversation's other turns (None
+        when the list was changed since it was made)."""
+        return self._transcript.thread.history(len(self)) if self._intact() else None
+
+    def lone_surrogate(self) -> str | None:
+        """`lone_surrogate_in` of the list, found once per conversation."""
+        if self._intact():
+            return self._transcript.surrogates[len(self)]
+        return lone_surrogate_in(list(self))
 
 
 def _app_failed(message: Mapping[str, Any]) -> bool:
