@@ -759,3 +759,26 @@ def test_a_flat_table_sorted_by_turn_asks_each_turn_once(fake_llm_server):
         rows, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False, cache=None
     )
     assert fake_llm_server.count() == 2 * 2 * n  # claims and verify, once per turn
+
+
+def test_the_last_turn_of_a_long_chat_alone_is_replayed_from_the_cache(tmp_path, fake_llm_server):
+    """Judged alone (a shard holding only it), the last turn of a long chat needs every
+    earlier turn's judgments: from the cache each is done at once, so a turn started from
+    within the next one's start nested one turn deeper per turn, past Python's recursion
+    limit. They are started earliest first."""
+    fake_llm_server.chat = heuristic_judge
+    data = long_chat(tmp_path / "long.jsonl", 300)
+    whole = run(*eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness"))
+    assert whole.returncode == 0, whole.stderr
+    before = fake_llm_server.count()
+    last = run(
+        *eval_args(data, fake_llm_server, tmp_path / "last", "--metrics", "faithfulness"),
+        "--cache",
+        str(tmp_path / "cache.sqlite"),
+        "--shard",
+        "300/300",
+    )
+    assert last.returncode == 0, last.stderr
+    assert fake_llm_server.count() == before  # all from the cache
+    (row,) = results(tmp_path / "last" / "out")
+    assert row["id"] == "long#600" and row["scores"]["faithfulness"] == 1.0
