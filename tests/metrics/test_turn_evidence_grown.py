@@ -5,13 +5,16 @@ texts, for every turn of random conversations, also where turns branch from one 
 
 from __future__ import annotations
 
+import json
 import random
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field, WithJsonSchema, create_model
 
 import judge
 from judge import LLM
+from judge.metrics.judges import Verdict
 from judge.metrics.turns import SaidSoFar, said_before
 from judge.run.data import load_rows
 from judge.samples import ROLES, Message
@@ -114,3 +117,45 @@ def test_every_turns_verify_evidence_is_its_contexts_then_said_before(seed):
         if claims:
             expected.add((tuple(claims), (*sample.contexts, *said)))
     assert expected and set(verifies) == expected
+
+
+def pydantic_verify_schema(contexts: int, claims: int) -> dict[str, Any]:
+    """The verify reply's JSON schema as pydantic makes it of the model judge always used:
+    `claims` verdicts, each naming one of `contexts` numbers or none."""
+    number: Any = Annotated[
+        int | None,
+        Field(ge=0, description="supporting context number"),
+        WithJsonSchema(
+            {"enum": [*range(contexts), None], "description": "supporting context number"}
+        ),
+    ]
+    verdict: Any = create_model("Verdict", __base__=Verdict, context=(number, None))
+    sized: Any = Annotated[list[verdict], Field(min_length=claims, max_length=claims)]
+    return create_model(f"VerdictList{claims}", verdicts=(sized, ...)).model_json_schema()
+
+
+def test_the_verify_schema_of_every_evidence_count_is_pydantics():
+    """A long chat's verify calls each list another number of evidence pieces: their schema
+    (in the request and its cache key) is made faster than pydantic makes it, and must be
+    the same, byte for byte, for every count."""
+    sent: list[tuple[int, int, dict[str, Any]]] = []
+
+    def chat(body: dict[str, Any]) -> str:
+        blocks = data_blocks(message_text(body["messages"][-1]["content"]))
+        if {"claims", "contexts"} <= set(blocks):
+            schema = body["response_format"]["json_schema"]["schema"]
+            sent.append((len(blocks["contexts"]), len(blocks["claims"]), schema))
+        return heuristic_judge(body)
+
+    turns: list[dict[str, Any]] = []
+    for i in range(12):
+        turns.append({"role": "user", "content": f"Question {i}?"})
+        answer = " ".join(f"Fact {i} {j}." for j in range(1 + i % 3))
+        turns.append({"role": "assistant", "content": answer, "contexts": [answer] * (i % 2)})
+    with FakeLLMServer(chat=chat) as server:
+        llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
+        judge.evaluate([{"id": "c", "turns": turns}], metrics=["faithfulness"], llm=llm)
+    assert len({(contexts, claims) for contexts, claims, _ in sent}) >= 10
+    for contexts, claims, schema in sent:
+        expected = pydantic_verify_schema(contexts, claims)
+        assert json.dumps(schema) == json.dumps(expected), (contexts, claims)

@@ -653,14 +653,6 @@ def test_the_rows_of_a_1500_turn_chat_are_read_and_hashed_in_seconds(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="judging one long chat is quadratic in its turns beyond the prompts' growth: "
-    "each turn's conversation_said awaits every earlier turn anew (600 turns: 360,000 "
-    "eager starts), each keeps its own O(n) evidence list, and the rows are read as "
-    "above: 600 turns of faithfulness took 30 s and 240 MB, 1,200 turns 108 s and 590 MB "
-    "(600 single-turn rows: 3.6 s, 140 MB)",
-)
 def test_a_long_chat_is_judged_in_about_the_time_of_as_many_rows(tmp_path, fake_llm_server):
     fake_llm_server.chat = heuristic_judge
     data = long_chat(tmp_path / "long.jsonl", 800)
