@@ -329,10 +329,10 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             )
     for cid, rows in by_conversation.items():
         rows.sort()
-        # Each row's history is the messages of the turns before its own: one list grown
-        # turn by turn and copied per row, so the messages are made once per table, not
-        # once per later turn (a long chat's rows share them).
-        so_far: list[dict[str, Any]] = []
+        # Each row's history is the messages of the turns before its own: one transcript
+        # grown turn by turn and shared by the rows, so the messages are made, checked and
+        # hashed once per table, not once per later turn (a long chat's rows share them).
+        so_far = _Transcript()
         twice: str | None = None  # why the turns from here on have no history
         last = keys[rows[-1][1]][1]  # type: ignore[index]
         for _, group in itertools.groupby(rows, key=lambda item: item[0]):
@@ -348,17 +348,28 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                     out[index][CONVERSATION_ERROR] = twice
                 continue
             for index in found:
+                exchange = _exchange(records[index], turn)
                 if twice is not None:
                     out[index][CONVERSATION_ERROR] = twice
-                    continue
-                out[index]["conversation_id"], out[index]["turn"] = cid, turn
-                # ending with the row's own question, as a conversation's turn's does
-                out[index]["history"] = so_far + _exchange(records[index], turn)[:1]
-                if turn == last:
-                    out[index][FINAL_TURN] = True
-            for index in found:
-                so_far += _exchange(records[index], turn)
+                elif exchange and exchange[0]["role"] == "user":
+                    # ending with the row's own question, as a conversation's turn's does
+                    _add_flat(so_far, exchange.pop(0))
+                    out[index]["history"] = TurnHistory(so_far)
+                else:  # no question: its history ends with its answer (an error, later)
+                    out[index]["history"] = [*so_far.entries, *exchange[:1]]
+                if twice is None:
+                    out[index]["conversation_id"], out[index]["turn"] = cid, turn
+                    if turn == last:
+                        out[index][FINAL_TURN] = True
+                for entry in exchange:
+                    _add_flat(so_far, entry)
     return out
+
+
+def _add_flat(transcript: _Transcript, entry: dict[str, Any]) -> None:
+    """A message of a flat table's row (`_exchange`) added to its conversation's."""
+    contexts = tuple(entry.get("contexts", ()))
+    transcript.add(entry, Message(entry["role"], entry["content"], entry["turn"], contexts))
 
 
 def _turn_number(value: Any) -> int | None:

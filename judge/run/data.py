@@ -631,8 +631,10 @@ def _shared(value: Any, turn: int) -> Sequence[Message] | None:
     if not isinstance(value, TurnHistory):
         return None
     messages = value.messages()
-    if messages is None or (messages and messages[-1].turn >= turn):
+    if messages is None or (messages and messages[-1].turn > turn):
         return None
+    if messages and messages[-1].role == "assistant" and messages[-1].turn == turn:
+        return None  # an answer at the row's turn: `_ordered` says what is wrong
     return messages
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from judge.conversations import turn_records
+from judge.conversations import flat_turn_records, turn_records
 from judge.run.data import build_rows, load_rows, resolve_columns
 from judge.run.digest import row_hash
 from judge.run.inputs import open_input
@@ -139,3 +140,39 @@ def test_a_lone_surrogate_in_a_history_is_named_as_a_plain_history_names_it():
     assert shared == copied
     assert all(error and "lone surrogate" in error for error in shared)
     assert "'\\ud801' at character 1" in str(shared[2])
+
+
+def test_a_flat_tables_rows_are_those_of_its_histories_read_from_json():
+    """The rows of a flat table of turns (shuffled, a turn without question, one given
+    twice, a lone surrogate) share their conversation's messages: their samples, errors
+    and hashes are those of the same histories given as plain lists."""
+    rng = random.Random(5)
+    records: list[dict[str, Any]] = []
+    for c in range(20):
+        turns = list(range(1, rng.randint(2, 9)))
+        rng.shuffle(turns)
+        for t in turns:
+            record: dict[str, Any] = {"conversation_id": f"c{c}", "turn": t}
+            if rng.random() < 0.9:
+                record["question"] = f"Q {c} {t}?" if rng.random() < 0.95 else "bad \ud800"
+            if rng.random() < 0.9:
+                record["answer"] = f"A {c} {t}."
+            if rng.random() < 0.5:
+                record["contexts"] = [f"ctx {t}"] if rng.random() < 0.8 else ["  "]
+            records.append(record)
+            if rng.random() < 0.05:
+                records.append(dict(record))
+    turns = flat_turn_records(records)
+    columns = resolve_columns(dict.fromkeys(k for r in turns for k in r), None)
+    shared = build_rows(turns, columns)
+    copied = build_rows(
+        [{**r, "history": list(r["history"])} if "history" in r else r for r in turns], columns
+    )
+    assert [(r.sample, r.error) for r in shared] == [(r.sample, r.error) for r in copied]
+    assert [row_hash(r) for r in shared] == [row_hash(r) for r in copied]
+    assert sum(1 for r in shared if r.sample is not None and r.sample.history) > 50
+    assert {"lone surrogate", "in order", "a turn is one row"} <= {
+        next((w for w in ("lone surrogate", "in order", "a turn is one row") if w in e), e)
+        for e in (r.error for r in shared)
+        if e
+    }
