@@ -29,7 +29,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from judge.samples import ROLES
+from judge.json_values import lone_surrogate_in
+from judge.samples import ROLES, History, Message, Thread
 
 # Keys of a conversation record.
 TURNS_KEYS = ("turns", "messages")
@@ -133,7 +134,7 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         for k, v in record.items()
         if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS) and k not in _TURN_KEYS
     }
-    history: list[dict[str, Any]] = []  # every message so far, in order
+    history = _Transcript()  # every message so far, in order
     asked: list[str] = []  # the user's messages since the assistant last said something
     rows: list[dict[str, Any]] = []
     for position, message in enumerate(messages, start=1):
@@ -153,7 +154,7 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
                 if reference is not None:
                     rows[-1][CONVERSATION_REFERENCE] = reference
             asked = []
-        history.append(entry)
+        history.add(entry, Message(role, content, position, tuple(contexts)))
     if rows:
         rows[-1][FINAL_TURN] = True
     if not rows:
@@ -169,7 +170,7 @@ def _turn_row(
     message: Mapping[str, Any],
     asked: list[str],
     contexts: list[str],
-    history: list[dict[str, Any]],
+    history: _Transcript,
     shared: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The row of an assistant message answering the user's messages `asked`."""
@@ -183,13 +184,63 @@ def _turn_row(
             "question": "\n\n".join(asked),
             "answer": message.get("content") or "",
             "contexts": contexts,
-            "history": list(history),
+            "history": TurnHistory(history),
         }
     )
     truth = _first(message, _TRUTH_KEYS)
     if truth is not None:
         row["ground_truth"] = truth
     return row
+
+
+class _Transcript:
+    """The messages of one conversation record as its turn records' histories hold them,
+    with what those share, made once per conversation: the messages as `Message`s (a
+    `Thread`) and, per number of messages, the lone surrogate `lone_surrogate_in` finds in
+    that many."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.thread = Thread()
+        self.surrogates: list[str | None] = [None]
+
+    def add(self, entry: dict[str, Any], message: Message) -> None:
+        """The next message, as a record (`entry`) and as a `Message`."""
+        self.entries.append(entry)
+        self.thread.messages.append(message)
+        # lone_surrogate_in(list) looks into its last item first: the last message's wins.
+        where = lone_surrogate_in(entry)
+        self.surrogates.append(self.surrogates[-1] if where is None else where)
+
+
+class TurnHistory(list[dict[str, Any]]):
+    """A turn record's `history`: its messages as dicts, as ever, made by the conversation
+    reader with what the turns of a conversation share, so a long chat's rows are built
+    and checked in the time of their new messages (`messages`, `lone_surrogate`). Pickled
+    and copied as a plain list."""
+
+    def __init__(self, transcript: _Transcript):
+        super().__init__(transcript.entries)
+        self._transcript = transcript
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+    def _intact(self) -> bool:
+        """Whether the list is still a beginning of its conversation (not changed since)."""
+        made = self._transcript.entries
+        return len(self) <= len(made) and (not self or self[-1] is made[len(self) - 1])
+
+    def messages(self) -> History | None:
+        """The messages as `Message`s, shared with the conversation's other turns (None
+        when the list was changed since it was made)."""
+        return self._transcript.thread.history(len(self)) if self._intact() else None
+
+    def lone_surrogate(self) -> str | None:
+        """`lone_surrogate_in` of the list, found once per conversation."""
+        if self._intact():
+            return self._transcript.surrogates[len(self)]
+        return lone_surrogate_in(list(self))
 
 
 def _app_failed(message: Mapping[str, Any]) -> bool:
@@ -306,10 +357,10 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             )
     for cid, rows in by_conversation.items():
         rows.sort()
-        # Each row's history is the messages of the turns before its own: one list grown
-        # turn by turn and copied per row, so the messages are made once per table, not
-        # once per later turn (a long chat's rows share them).
-        so_far: list[dict[str, Any]] = []
+        # Each row's history is the messages of the turns before its own: one transcript
+        # grown turn by turn and shared by the rows, so the messages are made, checked and
+        # hashed once per table, not once per later turn (a long chat's rows share them).
+        so_far = _Transcript()
         twice: str | None = None  # why the turns from here on have no history
         last = keys[rows[-1][1]][1]  # type: ignore[index]
         for _, group in itertools.groupby(rows, key=lambda item: item[0]):
@@ -325,17 +376,28 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                     out[index][CONVERSATION_ERROR] = twice
                 continue
             for index in found:
+                exchange = _exchange(records[index], turn)
                 if twice is not None:
                     out[index][CONVERSATION_ERROR] = twice
-                    continue
-                out[index]["conversation_id"], out[index]["turn"] = cid, turn
-                # ending with the row's own question, as a conversation's turn's does
-                out[index]["history"] = so_far + _exchange(records[index], turn)[:1]
-                if turn == last:
-                    out[index][FINAL_TURN] = True
-            for index in found:
-                so_far += _exchange(records[index], turn)
+                elif exchange and exchange[0]["role"] == "user":
+                    # ending with the row's own question, as a conversation's turn's does
+                    _add_flat(so_far, exchange.pop(0))
+                    out[index]["history"] = TurnHistory(so_far)
+                else:  # no question: its history ends with its answer (an error, later)
+                    out[index]["history"] = [*so_far.entries, *exchange[:1]]
+                if twice is None:
+                    out[index]["conversation_id"], out[index]["turn"] = cid, turn
+                    if turn == last:
+                        out[index][FINAL_TURN] = True
+                for entry in exchange:
+                    _add_flat(so_far, entry)
     return out
+
+
+def _add_flat(transcript: _Transcript, entry: dict[str, Any]) -> None:
+    """A message of a flat table's row (`_exchange`) added to its conversation's."""
+    contexts = tuple(entry.get("contexts", ()))
+    transcript.add(entry, Message(entry["role"], entry["content"], entry["turn"], contexts))
 
 
 def _turn_number(value: Any) -> int | None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,63 @@ class Message:
         return data
 
 
+class Thread:
+    """The messages of one conversation, made once and shared by the histories of its turns
+    (`History`), with the digests of its prefixes, each computed once per conversation: a
+    long chat's turns then cost their new messages, not their whole history each."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._chains: dict[Hashable, list[str]] = {}
+
+    def history(self, length: int) -> History:
+        """The history of the first `length` messages."""
+        return History(self.messages[:length], self)
+
+    def chain(
+        self, name: Hashable, root: str, link: Callable[[str, Message], str], length: int
+    ) -> list[str]:
+        """The chain `name` to `length` messages (`prefix_chain`), grown as needed and kept
+        (it may run on past `length`)."""
+        found = self._chains.setdefault(name, [root])
+        while len(found) <= length:
+            found.append(link(found[-1], self.messages[len(found) - 1]))
+        return found
+
+
+class History(tuple[Message, ...]):
+    """The messages before a turn (a tuple of them); one a conversation reader made shares
+    its conversation's messages and prefix digests (`thread`)."""
+
+    thread: Thread | None
+
+    def __new__(cls, messages: Iterable[Message] = (), thread: Thread | None = None) -> History:
+        """The messages; `thread`: the conversation they begin, when made from one."""
+        made = super().__new__(cls, messages)
+        made.thread = thread
+        return made
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled and copied as its messages alone: the thread is the whole conversation.
+        return (History, (tuple(self),))
+
+
+def prefix_chain(
+    history: Sequence[Message], name: Hashable, root: str, link: Callable[[str, Message], str]
+) -> list[str]:
+    """[root, link(root, history[0]), link(that, history[1]), ...]: a digest of each prefix
+    of the history, chained. A `History` of a conversation's thread takes the thread's
+    chain `name` (computed once per conversation, and possibly longer than the history:
+    index it); any other history computes its own. Both give the same digests: `name`
+    must name one `root` and `link`."""
+    if isinstance(history, History) and history.thread is not None:
+        return history.thread.chain(name, root, link, len(history))
+    found = [root]
+    for message in history:
+        found.append(link(found[-1], message))
+    return found
+
+
 def said(message: Message) -> bool:
     """Whether an assistant message says something (one that only calls tools does not)."""
     return bool(message.content.strip())
@@ -49,6 +106,32 @@ def question_start(history: Sequence[Message]) -> int:
         if message.role == "assistant" and said(message):
             return index + 1
     return 0
+
+
+def last_messages(
+    history: Sequence[Message], end: int, count: int, keep: Callable[[Message], bool]
+) -> list[Message]:
+    """The last `count` messages of `history[:end]` that `keep` keeps, in order: found from
+    the end, so a long chat costs `count`, not its length."""
+    found: list[Message] = []
+    index = end - 1
+    while index >= 0 and len(found) < count:
+        if keep(history[index]):
+            found.append(history[index])
+        index -= 1
+    return found[::-1]
+
+
+def _shown(message: Message) -> bool:
+    """Whether the judges reading a question see a message before it."""
+    return message.role == "user" or (message.role == "assistant" and said(message))
+
+
+def _prefix(history: Sequence[Message], length: int) -> tuple[Message, ...]:
+    """The first `length` messages of a history, sharing its conversation's thread."""
+    if isinstance(history, History) and history.thread is not None:
+        return history.thread.history(length)
+    return tuple(history[:length])
 
 
 @dataclass(frozen=True)
@@ -82,11 +165,10 @@ class Sample:
         """
         if not self.in_conversation or messages <= 0:
             return self.question
-        before = self.history[: question_start(self.history)]
-        shown = [m for m in before if m.role == "user" or (m.role == "assistant" and said(m))]
+        shown = last_messages(self.history, question_start(self.history), messages, _shown)
         if not shown:
             return self.question
-        lines = [f"{m.role}: {m.content}" for m in shown[-messages:]]
+        lines = [f"{m.role}: {m.content}" for m in shown]
         return "Conversation so far:\n" + "\n".join(lines) + f"\nQuestion now: {self.question}"
 
     def value(self, name: str) -> Any:
@@ -102,7 +184,7 @@ class Sample:
         message = self.history[index]
         if message.role != "assistant" or not said(message):
             return None
-        before = self.history[:index]
+        before = _prefix(self.history, index)
         start = question_start(before)
         asked = [m.content for m in before[start:] if m.role == "user"]
         if not asked:
@@ -157,7 +239,7 @@ class Sample:
             ground_truth,
             None if id is None else str(id),
             dict(extra or {}),
-            tuple(history),
+            history if isinstance(history, History) else tuple(history),
             turn,
             conversation_id,
         )

@@ -7,14 +7,16 @@ fails; a reply is never silently truncated or padded.
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field, WithJsonSchema, create_model, model_validator
 
 from judge.llm.judge import Judge
+from judge.llm.structured import schema_of
 from judge.llm.usage import UsageLedger
 from judge.metrics.prompts import Prompt, load_prompt, reason_key
 
@@ -153,6 +155,46 @@ def _verdict_for(contexts: int) -> type[Verdict]:
         WithJsonSchema({"enum": numbers, "description": "supporting context number"}),
     ]
     model: type[Verdict] = create_model("Verdict", __base__=Verdict, context=(context, None))
+    return model
+
+
+class _ListedVerdicts(_VerdictList):
+    """A verify reply of `claims` verdicts naming one of `contexts` contexts
+    (`_verify_reply`), whose JSON schema is pydantic's, made faster: a long chat's verify
+    calls each have another number of contexts, and pydantic takes a few microseconds per
+    number listed (the turns of a 600-turn chat spent 5 s in it)."""
+
+    contexts: ClassVar[int] = 0
+    claims: ClassVar[int] = 0
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Pydantic's schema (that of no contexts, with the context numbers listed)."""
+        if args or kwargs or not cls.contexts:
+            return super().model_json_schema(*args, **kwargs)
+        schema = copy.deepcopy(schema_of(_verify_reply(0, cls.claims)))
+        schema["$defs"]["Verdict"]["properties"]["context"]["enum"] = [*range(cls.contexts), None]
+        return schema
+
+
+@functools.cache
+def _verify_reply(contexts: int, claims: int) -> type[_ListedVerdicts]:
+    """The verify call's reply: `claims` verdicts (as `_sized` makes them), each naming one
+    of the `contexts` numbers or none (in the schema, as `_verdict_for(contexts)` lists
+    them; validated as any number >= 0, as it does). One model per size, as few as can be:
+    a long chat's every turn has another number of contexts."""
+    if contexts:  # the model of no contexts, its schema listing these (a subclass is cheap)
+        base = _verify_reply(0, claims)
+        listed: Any = type(base.__name__, (base,), {"__module__": __name__, "contexts": contexts})
+        return listed  # type: ignore[no-any-return]
+    sized: Any = Annotated[
+        list[_verdict_for(0)],  # type: ignore[misc]
+        Field(min_length=claims, max_length=claims),
+    ]
+    model: type[_ListedVerdicts] = create_model(
+        f"VerdictList{claims}", __base__=_ListedVerdicts, verdicts=sized
+    )
+    model.contexts, model.claims = contexts, claims
     return model
 
 
@@ -299,12 +341,12 @@ async def verify_claims(
         session,
         _given(prompt, "verify"),
         {"claims": list(claims), "contexts": list(contexts)},
-        _sized(_VerdictList, "verdicts", _verdict_for(len(contexts)), len(claims)),
+        _verify_reply(len(contexts), len(claims)),
         label="verify",
         sample=sample,
         ledger=ledger,
     )
-    verdicts: list[Verdict] = reply.verdicts  # type: ignore[attr-defined]
+    verdicts: list[Verdict] = reply.verdicts
     # A context number past the end is treated as "no context given", not trusted.
     return [
         v

@@ -122,6 +122,10 @@ class SampleJudgments:
     # The judgments of a turn's answer alone, shared by the turns after it (`own_turn`).
     is_turn_core: bool = False
     _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
+    # For a turn core: its previous turn's core and answer's place (`_previous_turn`).
+    _previous: tuple[SampleJudgments | None, int] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def prompt(self, name: str) -> Prompt:
         """The built-in prompt `name`: the run's (read at its start), else as it is now."""
@@ -131,16 +135,21 @@ class SampleJudgments:
     def _once(self, name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> Awaitable[T]:
         """The future of `name`, started on first request (eagerly: a judgment found in the
         cache is done at once) and shared afterwards."""
-        found = self._tasks.get(name)
-        if found is None:
-            found = self._tasks[name] = aio.start_eagerly(make())
-            if self.is_turn_core:
-                found.add_done_callback(_retrieved)
+        found = self._started(name, make)
         if self.is_turn_core and not found.done():
             # A turn's own judgments are awaited by the rows of the turns after it: a row
             # cancelling its waits (another of its metrics failed) must not cancel them for
             # the others, who then died of the CancelledError, and the run with them.
             return asyncio.shield(found)
+        return found
+
+    def _started(self, name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> asyncio.Future[T]:
+        """The future of `name` itself (`_once`), started if it was not."""
+        found = self._tasks.get(name)
+        if found is None:
+            found = self._tasks[name] = aio.start_eagerly(make())
+            if self.is_turn_core:
+                found.add_done_callback(_retrieved)
         return found
 
     async def answer_claims(self) -> list[str]:
@@ -330,15 +339,36 @@ class SampleJudgments:
     async def _conversation_said(self) -> list[turns.Said]:
         if not self.is_turn_core:
             return await self.own_turn().conversation_said()
+        return (await self._said_so_far()).items()
+
+    def _said_so_far(self) -> Awaitable[turns.SaidSoFar]:
+        """A turn core's conversation evidence (`turns.SaidSoFar`), grown from its previous
+        turn's: each turn awaits that one alone, not every turn before it."""
+        return self._once("said_so_far", self._grow_said)
+
+    async def _grow_said(self) -> turns.SaidSoFar:
         history = self.sample.history
-        earlier = {i: self.earlier_turn(i) for i in range(len(history))}
-        supported = await aio.gather_or_cancel(
-            [
-                aio.start_eagerly(_rested_on(j, history[i].turn) if j is not None else _none())
-                for i, j in earlier.items()
-            ]
-        )
-        return turns.said_before(history, supported)
+        previous, index = self._previous_turn()
+        if previous is None:  # no earlier answer answered a question: no claims to add
+            return turns.SaidSoFar().then(history, [()] * len(history))
+        _start_in_order(previous)
+        before = await previous._said_so_far()
+        claims = await _rested_on(previous, history[index].turn)
+        after = history[index + 1 :]
+        return before.then([history[index], *after], [claims, *([()] * len(after))])
+
+    def _previous_turn(self) -> tuple[SampleJudgments | None, int]:
+        """The shared judgments of the last turn the history answered, and its answer's
+        place in the history ((None, -1) when it answered none)."""
+        if self._previous is None:
+            history = self.sample.history
+            self._previous = (None, -1)
+            for index in range(len(history) - 1, -1, -1):
+                found = self.earlier_turn(index)
+                if found is not None:
+                    self._previous = (found, index)
+                    break
+        return self._previous
 
     def earlier_turn(self, index: int) -> SampleJudgments | None:
         """The shared judgments (`own_turn`) of the turn answered by `history[index]` (None
@@ -606,8 +636,19 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-async def _none() -> list[Any]:
-    return []
+def _start_in_order(core: SampleJudgments) -> None:
+    """Start the conversation evidence of a turn core and of the turns before it not yet
+    started, the earliest first: each then finds its previous turn's started (or done,
+    from the cache), rather than starting it from within its own eager start, one turn
+    deeper per turn (a long chat would pass Python's recursion limit)."""
+    waiting: list[SampleJudgments] = []
+    found: SampleJudgments | None = core
+    while found is not None and "said_so_far" not in found._tasks:
+        waiting.append(found)
+        found = found._previous_turn()[0]
+    for later in reversed(waiting):
+        # started, not awaited: no shield of it is made that nobody would await
+        later._started("said_so_far", later._grow_said)
 
 
 async def _rested_on(earlier: SampleJudgments, turn: int) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.json_values import sha256_hex
-from judge.samples import Message, Sample, question_start, said
+from judge.samples import Message, Sample, last_messages, prefix_chain, question_start, said
 
 CONTEXTS, HISTORY = "contexts", "history"
 
@@ -60,6 +60,49 @@ def said_before(history: Sequence[Message], supported: Sequence[Sequence[str]]) 
     return found
 
 
+class SaidSoFar:
+    """`said_before` of a history grown turn by turn: a turn's is its previous turn's, then
+    that turn's supported claims and the messages after it (`then`), so a long chat's turns
+    cost their new messages, not their whole history each. The turns of one conversation
+    share one list (each knows its length in it); a turn going on from a turn another one
+    already went on from (two conversations of one id, one beginning) goes on from a copy.
+    """
+
+    def __init__(self) -> None:
+        self._store: list[Said] = []
+        self._seen: set[str] = set()  # the texts of the store: a claim repeated is one piece
+        self._length = 0
+
+    def items(self) -> list[Said]:
+        """The evidence so far, in order (as `said_before` gives it)."""
+        return self._store[: self._length]
+
+    def then(self, history: Sequence[Message], supported: Sequence[Sequence[str]]) -> SaidSoFar:
+        """The evidence of the history so far followed by `history` (`supported`, per
+        message: as for `said_before`)."""
+        after = SaidSoFar()
+        if len(self._store) == self._length:
+            after._store, after._seen = self._store, self._seen
+        else:  # another turn went on from here: the shared list holds its evidence
+            after._store = self._store[: self._length]
+            after._seen = {item.text for item in after._store}
+        for message, claims in zip(history, supported, strict=True):
+            for text in _texts(message, claims):
+                if text not in after._seen:
+                    after._seen.add(text)
+                    after._store.append(Said(text, message.role, message.turn))
+        after._length = len(after._store)
+        return after
+
+
+def _texts(message: Message, claims: Sequence[str]) -> list[str]:
+    """A message's pieces of evidence: an assistant's supported claims (`claims`), another
+    speaker's message as written (when it says something)."""
+    if message.role == "assistant":
+        return [_SPEAKER["assistant"] + c for c in claims]
+    return [_SPEAKER[message.role] + message.content] if said(message) else []
+
+
 def source_of(context: int | None, contexts: int, conversation: Sequence[Said]) -> dict[str, Any]:
     """The source a verdict names (its evidence number, the turn's `contexts` numbered
     first, then the conversation's): {"source": contexts | history | None} and, for the
@@ -94,9 +137,12 @@ def history_name(source: dict[str, Any]) -> str:
 def conversation_lines(history: Sequence[Message], messages: int) -> list[str]:
     """The last `messages` user and assistant messages before a turn's question, each as
     "role: text" (what a judge reads as the conversation a question continues)."""
-    before = history[: question_start(history)]
-    shown = [m for m in before if m.role in ("user", "assistant") and said(m)]
-    return [f"{m.role}: {m.content}" for m in shown[-messages:]] if messages > 0 else []
+    shown = last_messages(history, question_start(history), messages, _spoken)
+    return [f"{m.role}: {m.content}" for m in shown]
+
+
+def _spoken(message: Message) -> bool:
+    return message.role in ("user", "assistant") and said(message)
 
 
 def retriever_query(extra: dict[str, Any]) -> str | None:
@@ -122,11 +168,18 @@ def _link(previous: str, role: str, content: str, turn: int | None, contexts: Se
 def history_keys(conversation_id: str | None, history: Sequence[Message]) -> list[str]:
     """Keys of a turn's history: the first of its conversation's id alone, then one per
     message, of every message up to it (`keys[i + 1]` ends with `history[i]`): an earlier
-    answer's key is the key of the turn it answered (`turn_key`)."""
-    keys = [sha256_hex(json.dumps([conversation_id], ensure_ascii=False))]
-    for m in history:
-        keys.append(_link(keys[-1], m.role, m.content, m.turn, m.contexts))
-    return keys
+    answer's key is the key of the turn it answered (`turn_key`). A conversation's keys
+    are computed once for all its turns (`judge.samples.prefix_chain`)."""
+    root = sha256_hex(json.dumps([conversation_id], ensure_ascii=False))
+    keys = prefix_chain(history, (_KEYS, conversation_id), root, _message_link)
+    return keys[: len(history) + 1]
+
+
+_KEYS = "judge.metrics.turns.history_keys"  # the chain's name in a conversation's thread
+
+
+def _message_link(previous: str, m: Message) -> str:
+    return _link(previous, m.role, m.content, m.turn, m.contexts)
 
 
 def turn_key(keys: Sequence[str], sample: Sample) -> str:

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, TypeVar, overload
 
 from judge.conversations import (
     CONVERSATION_ERROR,
+    TurnHistory,
     conversation_rows,
     flat_turn_records,
     is_conversation,
@@ -624,11 +625,25 @@ def _place_in_conversation(get: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"turn must be a positive integer, got {turn!r}")
     if isinstance(cid, bool) or not isinstance(cid, (str, int)) or not str(cid).strip():
         raise ValueError(f"conversation_id must be a string or an integer, got {cid!r}")
+    value = get.get("history")
     return {
-        "history": _ordered(parse_history(get.get("history")), turn),
+        "history": _shared(value, turn) or _ordered(parse_history(value), turn),
         "turn": turn,
         "conversation_id": str(cid),
     }
+
+
+def _shared(value: Any, turn: int) -> Sequence[Message] | None:
+    """The messages of a history the conversation reader made (`TurnHistory`), made once
+    per conversation and in order by construction; None for any other history."""
+    if not isinstance(value, TurnHistory):
+        return None
+    messages = value.messages()
+    if messages is None or (messages and messages[-1].turn > turn):
+        return None
+    if messages and messages[-1].role == "assistant" and messages[-1].turn == turn:
+        return None  # an answer at the row's turn: `_ordered` says what is wrong
+    return messages
 
 
 def parse_history(value: Any) -> list[Message]:
@@ -712,7 +727,9 @@ def _lone_surrogate(record: Mapping[str, Any]) -> str | None:
     makes of "\\ud800") cannot be written as UTF-8, so no hash, cache key or output line
     can hold it. Checked after the row is built, so ordinary rows pay one pass."""
     for column, value in record.items():
-        where = lone_surrogate_in(column) or lone_surrogate_in(value)
+        where = lone_surrogate_in(column) or (
+            value.lone_surrogate() if isinstance(value, TurnHistory) else lone_surrogate_in(value)
+        )
         if where is not None:
             return (
                 f"column {column!r} holds a lone surrogate ({where}), which is not Unicode "

@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from judge.errors import InputFormatError
 from judge.json_values import sha256_hex
 from judge.run.data import Row
-from judge.samples import Sample
+from judge.samples import Message, Sample, prefix_chain
 
 
 def row_hash(row: Row) -> str:
@@ -31,21 +32,40 @@ def _sample_fields(sample: Sample) -> dict[str, Any]:
     """dataclasses.asdict(sample), without its deep copy when the fields hold plain text
     (extra columns may hold anything: they take the copy, which also turns dataclasses
     inside them into dicts). A sample that is no conversation's turn is hashed without the
-    turn fields, so its hash is what it was before conversations existed."""
+    turn fields, so its hash is what it was before conversations existed; a turn's history
+    is hashed through its digest (`history_digest`), computed once per conversation."""
+    history = sample.history
+    if history:
+        sample = dataclasses.replace(sample, history=())
     if sample.extra:
         fields = dataclasses.asdict(sample)
     else:
         fields = {name: getattr(sample, name) for name in _SAMPLE_FIELDS}
-        if sample.history:
-            fields["history"] = [dataclasses.asdict(m) for m in sample.history]
     if not sample.in_conversation:
         for name in _TURN_FIELDS:
             del fields[name]
+    else:
+        fields["history"] = history_digest(history)
     return fields
 
 
 _SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 _TURN_FIELDS = ("history", "turn", "conversation_id")
+
+
+def history_digest(history: Sequence[Message]) -> str:
+    """A digest of a turn's history: each message's fields chained, in order (the same for
+    the same messages however they were read)."""
+    return prefix_chain(history, _CHAIN, _ROOT, _link)[len(history)]
+
+
+_CHAIN = "judge.run.digest.history_digest"  # the chain's name in a conversation's thread
+_ROOT = sha256_hex("history")
+
+
+def _link(previous: str, message: Message) -> str:
+    data = [previous, message.role, message.content, message.turn, list(message.contexts)]
+    return sha256_hex(json.dumps(data, ensure_ascii=False))
 
 
 class DataDigest:

@@ -128,7 +128,7 @@ def test_a_long_flat_conversation_makes_each_message_once():
     assert [m["content"] for m in last["history"][:3]] == ["q1", "a", "q2"]
     assert all(a is b for a, b in zip(before["history"][:-1], last["history"], strict=False))
     messages = {id(m) for row in out for m in row["history"]}
-    assert len(messages) == 2 * (n - 1) + n  # shared exchanges, and each row's question
+    assert len(messages) == 2 * n - 1  # every question and answer once (the last answer in none)
 
 
 # --- a turn's own history, from a flat table or given whole --------------------------------
@@ -609,52 +609,76 @@ def long_chat(path: Path, turns: int) -> Path:
     return jsonl(path, [{"id": "long", "turns": messages}])
 
 
-READ_AND_HASH = """
-import sys
-from judge.run.inputs import open_input
-rows = open_input(sys.argv[1])
-assert sum(1 for _ in rows) == len(rows)
-rows.data_sha256()
-"""
+def _links_of(data, monkeypatch) -> int:
+    """The message digests chained while every row of `data` is read and hashed."""
+    from judge.run import digest
+    from judge.run.inputs import open_input
+
+    calls = 0
+    link = digest._link
+
+    def counted(previous, message):
+        nonlocal calls
+        calls += 1
+        return link(previous, message)
+
+    monkeypatch.setattr(digest, "_link", counted)
+    rows = open_input(data)
+    assert sum(1 for _ in rows) == len(rows)
+    rows.data_sha256()
+    return calls
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="every turn record carries its whole history and each row re-parses, re-checks "
-    "for lone surrogates and re-hashes (dataclasses.asdict) all of it: reading the rows "
-    "of one 2,500-turn chat took 50 s and its data hash 117 s (600 turns: 3 s), before any "
-    "judging; linear work (histories shared, hashes chained) takes about a second",
-)
-def test_the_rows_of_a_1500_turn_chat_are_read_and_hashed_in_seconds(tmp_path):
+def test_the_rows_of_a_1500_turn_chat_are_read_and_hashed_in_linear_work(tmp_path, monkeypatch):
+    """Each row hashed its whole history (2,500 turns: 50 s to read, 117 s to hash): the
+    messages' digests are now chained once per conversation and read pass (counted, not
+    timed: speed is the benchmarks' to show)."""
     data = long_chat(tmp_path / "long.jsonl", 1500)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", READ_AND_HASH, str(data)], capture_output=True, timeout=10
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("reading and hashing the rows of 1,500 turns took over 10 s")
-    assert done.returncode == 0, done.stderr
+    messages = 2 * 1500
+    assert _links_of(data, monkeypatch) <= 2 * messages  # was about messages**2 / 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="judging one long chat is quadratic in its turns beyond the prompts' growth: "
-    "each turn's conversation_said awaits every earlier turn anew (600 turns: 360,000 "
-    "eager starts), each keeps its own O(n) evidence list, and the rows are read as "
-    "above: 600 turns of faithfulness took 30 s and 240 MB, 1,200 turns 108 s and 590 MB "
-    "(600 single-turn rows: 3.6 s, 140 MB)",
-)
-def test_a_long_chat_is_judged_in_about_the_time_of_as_many_rows(tmp_path, fake_llm_server):
+def test_the_rows_of_a_1500_turn_flat_table_are_read_and_hashed_in_linear_work(
+    tmp_path, monkeypatch
+):
+    """A flat table's turns share their conversation's messages as a conversation's do:
+    1,500 turns took 15 s to read and 26 s to hash (each row parsed and hashed every
+    earlier turn again)."""
+    rows = [
+        {"conversation_id": "long", "turn": i + 1, "question": f"Question {i}?", "answer": "A."}
+        for i in range(1500)
+    ]
+    data = jsonl(tmp_path / "flat.jsonl", rows)
+    assert _links_of(data, monkeypatch) <= 2 * 2 * 1500
+
+
+def test_a_long_chat_looks_up_each_earlier_turn_a_bounded_number_of_times(
+    fake_llm_server, monkeypatch
+):
+    """Each turn's evidence gathered every earlier turn anew (800 turns of faithfulness:
+    quadratic, 25 s against 4 s for as many rows); it now grows from the turn before's.
+    Counted, not timed."""
+    from judge.metrics.judgments import SampleJudgments
+
     fake_llm_server.chat = heuristic_judge
-    data = long_chat(tmp_path / "long.jsonl", 800)
-    args = eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness", "--no-cache")
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "judge", *args], capture_output=True, text=True, timeout=20
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("judging an 800-turn chat took over 20 s")
-    assert done.returncode == 0, done.stderr
+    calls = 0
+    earlier_turn = SampleJudgments.earlier_turn
+
+    def counted(self, index):
+        nonlocal calls
+        calls += 1
+        return earlier_turn(self, index)
+
+    monkeypatch.setattr(SampleJudgments, "earlier_turn", counted)
+    turns = 200
+    chat = {"id": "long", "turns": []}
+    for i in range(turns):
+        chat["turns"] += [user(f"Question {i}?"), assistant(f"Answer {i}.", f"Answer {i}.")]
+    rows = judge.evaluate(
+        [chat], metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+    ).rows
+    assert len(rows) == turns and not any(r.errors for r in rows)
+    assert calls <= 4 * turns  # was turns**2 / 2 and more
 
 
 # --- sessions from traces, straight into judge eval -----------------------------------------
@@ -730,3 +754,26 @@ def test_a_flat_table_sorted_by_turn_asks_each_turn_once(fake_llm_server):
         rows, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False, cache=None
     )
     assert fake_llm_server.count() == 2 * 2 * n  # claims and verify, once per turn
+
+
+def test_the_last_turn_of_a_long_chat_alone_is_replayed_from_the_cache(tmp_path, fake_llm_server):
+    """Judged alone (a shard holding only it), the last turn of a long chat needs every
+    earlier turn's judgments: from the cache each is done at once, so a turn started from
+    within the next one's start nested one turn deeper per turn, past Python's recursion
+    limit. They are started earliest first."""
+    fake_llm_server.chat = heuristic_judge
+    data = long_chat(tmp_path / "long.jsonl", 300)
+    whole = run(*eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness"))
+    assert whole.returncode == 0, whole.stderr
+    before = fake_llm_server.count()
+    last = run(
+        *eval_args(data, fake_llm_server, tmp_path / "last", "--metrics", "faithfulness"),
+        "--cache",
+        str(tmp_path / "cache.sqlite"),
+        "--shard",
+        "300/300",
+    )
+    assert last.returncode == 0, last.stderr
+    assert fake_llm_server.count() == before  # all from the cache
+    (row,) = results(tmp_path / "last" / "out")
+    assert row["id"] == "long#600" and row["scores"]["faithfulness"] == 1.0

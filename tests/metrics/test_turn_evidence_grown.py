@@ -1,0 +1,161 @@
+"""A turn's conversation evidence is grown from its previous turn's (`turns.SaidSoFar`):
+it must be exactly `said_before` of its whole history, in the same order, with the same
+texts, for every turn of random conversations, also where turns branch from one another
+(two conversations of one id sharing a beginning)."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field, WithJsonSchema, create_model
+
+import judge
+from judge import LLM
+from judge.metrics.judges import Verdict
+from judge.metrics.turns import SaidSoFar, said_before
+from judge.run.data import load_rows
+from judge.samples import ROLES, Message
+from judge.testing import FakeLLMServer, heuristic_judge
+from judge.testing.replies import data_blocks, message_text
+from tests.helpers.random_chats import random_chats
+
+WORDS = ("Lyon", "daily", "nine euros", "five days", "far", "")
+
+
+def random_history(rng: random.Random, length: int) -> tuple[list[Message], list[list[str]]]:
+    """Messages of every role (blank ones too) and, per message, supported claims (an
+    assistant's only), words repeated so that pieces repeat."""
+    history, supported = [], []
+    for turn in range(1, length + 1):
+        role = rng.choice(ROLES)
+        content = rng.choice(WORDS)
+        history.append(Message(role, content, turn))
+        claims = [rng.choice(WORDS[:-1]) for _ in range(rng.randint(0, 3))]
+        supported.append(claims if role == "assistant" else [])
+    return history, supported
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_evidence_grown_turn_by_turn_is_said_before_of_the_whole_history(seed):
+    rng = random.Random(seed)
+    history, supported = random_history(rng, rng.randint(0, 30))
+    cuts = sorted(rng.sample(range(len(history) + 1), min(len(history) + 1, rng.randint(1, 6))))
+    grown, start = SaidSoFar(), 0
+    for cut in cuts:
+        grown = grown.then(history[start:cut], supported[start:cut])
+        assert grown.items() == said_before(history[:cut], supported[:cut])
+        start = cut
+    # Branches: two continuations of one beginning, each grown after the other had been.
+    base = SaidSoFar().then(history[: len(history) // 2], supported[: len(history) // 2])
+    other, others = random_history(rng, rng.randint(0, 10))
+    first = base.then(history[len(history) // 2 :], supported[len(history) // 2 :])
+    second = base.then(other, others)
+    third = base.then(other, others)
+    half = history[: len(history) // 2]
+    assert first.items() == said_before(history, supported)
+    assert (
+        second.items()
+        == third.items()
+        == said_before([*half, *other], [*supported[: len(half)], *others])
+    )
+    assert base.items() == said_before(half, supported[: len(half)])
+    assert first.then(other, others).items() == said_before(
+        [*history, *other], [*supported, *others]
+    )
+
+
+def recording(verifies: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> Any:
+    """heuristic_judge, recording each verify request's claims and evidence."""
+
+    def chat(body: dict[str, Any]) -> str:
+        for message in body.get("messages") or []:
+            if message.get("role") == "user":
+                blocks = data_blocks(message_text(message.get("content")))
+                if {"claims", "contexts"} <= set(blocks):
+                    verifies.append((tuple(blocks["claims"]), tuple(blocks["contexts"])))
+                break
+        return heuristic_judge(body)
+
+    return chat
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_every_turns_verify_evidence_is_its_contexts_then_said_before(seed):
+    """Each turn's verify call carries its contexts and then `said_before` of its history,
+    the earlier turns' supported claims as the run judged them: prompts are what they were
+    before evidence was grown turn by turn."""
+    chats = random_chats(seed)
+    verifies: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    with FakeLLMServer(chat=recording(verifies)) as server:
+        llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
+        result = judge.evaluate(chats, metrics=["faithfulness"], llm=llm, progress=False)
+    rows, _, _ = load_rows(chats)
+    assert not any(r.errors for r in result.rows)
+    # Each turn's supported claims, by its conversation (in input order) and turn.
+    expected = set()
+    supported: dict[int, list[str]] = {}
+    last: tuple[str | None, int] = (None, 0)
+    for row, judged in zip(rows, result.rows, strict=True):
+        sample = row.sample
+        assert sample is not None and sample.turn is not None
+        if sample.conversation_id != last[0] or sample.turn <= last[1]:  # the next one
+            supported = {}
+        last = (sample.conversation_id, sample.turn)
+        evidence = judged.evidence
+        claims = evidence.get("answer_claims", [])
+        verdicts = evidence.get("answer_verdicts", [])
+        supported[sample.turn] = [
+            claims[v["claim"]] for v in verdicts if v["verdict"] == "supported"
+        ]
+        per_message = [
+            supported.get(m.turn, []) if m.role == "assistant" else [] for m in sample.history
+        ]
+        said = [item.text for item in said_before(sample.history, per_message)]
+        if claims:
+            expected.add((tuple(claims), (*sample.contexts, *said)))
+    assert expected and set(verifies) == expected
+
+
+def pydantic_verify_schema(contexts: int, claims: int) -> dict[str, Any]:
+    """The verify reply's JSON schema as pydantic makes it of the model judge always used:
+    `claims` verdicts, each naming one of `contexts` numbers or none."""
+    number: Any = Annotated[
+        int | None,
+        Field(ge=0, description="supporting context number"),
+        WithJsonSchema(
+            {"enum": [*range(contexts), None], "description": "supporting context number"}
+        ),
+    ]
+    verdict: Any = create_model("Verdict", __base__=Verdict, context=(number, None))
+    sized: Any = Annotated[list[verdict], Field(min_length=claims, max_length=claims)]
+    return create_model(f"VerdictList{claims}", verdicts=(sized, ...)).model_json_schema()
+
+
+def test_the_verify_schema_of_every_evidence_count_is_pydantics():
+    """A long chat's verify calls each list another number of evidence pieces: their schema
+    (in the request and its cache key) is made faster than pydantic makes it, and must be
+    the same, byte for byte, for every count."""
+    sent: list[tuple[int, int, dict[str, Any]]] = []
+
+    def chat(body: dict[str, Any]) -> str:
+        blocks = data_blocks(message_text(body["messages"][-1]["content"]))
+        if {"claims", "contexts"} <= set(blocks):
+            schema = body["response_format"]["json_schema"]["schema"]
+            sent.append((len(blocks["contexts"]), len(blocks["claims"]), schema))
+        return heuristic_judge(body)
+
+    turns: list[dict[str, Any]] = []
+    for i in range(12):
+        turns.append({"role": "user", "content": f"Question {i}?"})
+        answer = " ".join(f"Fact {i} {j}." for j in range(1 + i % 3))
+        turns.append({"role": "assistant", "content": answer, "contexts": [answer] * (i % 2)})
+    with FakeLLMServer(chat=chat) as server:
+        llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
+        judge.evaluate([{"id": "c", "turns": turns}], metrics=["faithfulness"], llm=llm)
+    assert len({(contexts, claims) for contexts, claims, _ in sent}) >= 10
+    for contexts, claims, schema in sent:
+        expected = pydantic_verify_schema(contexts, claims)
+        assert json.dumps(schema) == json.dumps(expected), (contexts, claims)
