@@ -116,6 +116,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "0.001: at most one false alert in 1,000 windows, by the test's guarantee)",
     )
     p.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="POST each alert as JSON to URL (retried; a delivery that fails is said on "
+        "stderr; the state keeps every alert)",
+    )
+    p.add_argument(
         "--min-drop",
         type=float,
         default=0.0,
@@ -171,6 +177,8 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError(f"--alpha {args.alpha}: give a false-alarm rate per window in (0, 1)")
     if not 0 <= args.min_drop < 1:
         raise JudgeError(f"--min-drop {args.min_drop}: give a drop in [0, 1)")
+    if args.webhook and not args.webhook.startswith(("http://", "https://")):
+        raise JudgeError(f"--webhook {args.webhook}: give an http:// or https:// URL")
     address = listen_address(args.listen) if args.listen else None
     token = args.token or os.environ.get(TOKEN_ENV) or None
     metrics = metrics_given(args)
@@ -196,6 +204,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         seed=args.seed,
         mapping=trace_mapping(args.map),
         check=drop_check(alpha=args.alpha, min_drop=args.min_drop),
+        webhook=args.webhook,
         progress=not args.quiet,
     )
     monitor = Monitor(config)

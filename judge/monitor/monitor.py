@@ -43,6 +43,7 @@ from judge.monitor.state import (
     MonitorState,
 )
 from judge.monitor.watch import files_in, identity_of, read_new
+from judge.monitor.webhook import post_alert
 from judge.monitor.windows import NS, WindowCheck, WindowSpec, metric_summary, parse_window
 from judge.run.dry_run import dry_run
 from judge.run.evaluate import aevaluate_rows
@@ -83,6 +84,8 @@ class MonitorConfig:
         check: the alert statistics (`judge.monitor.windows.WindowCheck`; default the
             sequential drop test, `judge.monitor.alerts.drop_check()`); None: windows are
             kept with their intervals and no metric is checked.
+        webhook: a URL each alert is POSTed to as JSON (retried; a delivery that still fails
+            is said on stderr and in the report's notes; the state keeps every alert).
         progress: say on stderr what each pass did.
     """
 
@@ -101,6 +104,7 @@ class MonitorConfig:
     seed: int = 0
     mapping: Mapping[str, str] | None = None
     check: WindowCheck | None = field(default_factory=drop_check)
+    webhook: str | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -488,6 +492,12 @@ class Monitor:
             self._say(f"window {window['number']} closed: {window['rows']} rows")
         for alert in self._alerts[before[0] :]:
             print(terminal_text(f"judge: {alert_line(alert)}"), file=sys.stderr)
+            if self.config.webhook:
+                failure = await post_alert(self.config.webhook, alert)
+                if failure is not None:
+                    note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
+                    self._notes.append(note)
+                    print(terminal_text(f"judge: note: {note}"), file=sys.stderr)
 
     # -- sources ------------------------------------------------------------------------
 

@@ -4,15 +4,19 @@ within a budget stratified over the hour, and windows checked against the baseli
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+import pytest
 
 from judge.llm.config import LLM
 from judge.monitor.monitor import Monitor, MonitorConfig
@@ -335,3 +339,60 @@ def test_the_drop_test_alerts_after_a_drop_and_not_before(tmp_path: Path) -> Non
     assert first["metric"] == "faithfulness" and first["window"] >= 4  # after the drop
     assert first["test"]["statistic"] >= first["test"]["threshold"]
     assert {w["trace_id"] for w in first["worst"]} <= set(ids[30:])
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    """A loopback webhook: answers each POST with the next status of `statuses`."""
+
+    statuses: ClassVar[list[int]] = []
+    bodies: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).bodies.append(body)
+        status = type(self).statuses.pop(0) if type(self).statuses else 200
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def hook() -> Any:
+    _Hook.statuses, _Hook.bodies = [], []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_alert_is_posted_to_the_webhook_and_retried(tmp_path: Path, hook: Any) -> None:
+    _Hook.statuses = [503]  # the first try fails: retried
+    url = f"http://127.0.0.1:{hook.server_address[1]}/alerts"
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 60, bad_from=30))
+    with FakeLLMServer(heuristic_judge) as server:
+        report = once(
+            tmp_path, server, tmp_path / "otel", window="10", baseline_windows=1, webhook=url
+        )
+    assert report.alerts and not report.notes
+    posted = [json.loads(b) for b in _Hook.bodies]
+    assert len(posted) == len(report.alerts) + 1  # one retried
+    assert posted[0] == posted[1] == json.loads(json.dumps(report.alerts[0]))
+
+
+def test_a_webhook_that_refuses_the_alert_is_said_not_silent(tmp_path: Path, hook: Any) -> None:
+    _Hook.statuses = [404] * 10
+    url = f"http://127.0.0.1:{hook.server_address[1]}/nowhere"
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 60, bad_from=30))
+    with FakeLLMServer(heuristic_judge) as server:
+        report = once(
+            tmp_path, server, tmp_path / "otel", window="10", baseline_windows=1, webhook=url
+        )
+    assert report.alerts  # kept in the state and the report whatever the webhook says
+    assert any("refused it (HTTP 404)" in note for note in report.notes)

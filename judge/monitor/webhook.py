@@ -1,0 +1,58 @@
+"""An alert sent to a webhook: one JSON POST, retried with backoff on a connection error or
+a 5xx/429 answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+ATTEMPTS = 4  # the first try and three retries
+
+
+class _Retryable(Exception):
+    """A delivery worth trying again: no connection, or the server's own trouble."""
+
+
+async def post_alert(
+    url: str, alert: Mapping[str, Any], *, attempts: int = ATTEMPTS, wait: float = 0.5
+) -> str | None:
+    """POST the alert as JSON to `url`; None when the server took it (2xx), else why it
+    was not delivered after `attempts` tries.
+
+    Args:
+        url: the webhook.
+        alert: the alert, as the monitor records it.
+        attempts: tries in all.
+        wait: the first wait between tries, in seconds (doubled each time).
+    """
+    body = json.dumps(alert, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    headers = {"Content-Type": "application/json"}
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential(multiplier=wait, max=30),
+            retry=retry_if_exception_type(_Retryable),
+            reraise=True,
+        ):
+            with attempt:
+                try:
+                    async with (
+                        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+                        session.post(url, data=body, headers=headers) as answer,
+                    ):
+                        status = answer.status
+                except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+                    raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+                if status == 429 or status >= 500:
+                    raise _Retryable(f"the webhook answered HTTP {status}")
+                if not 200 <= status < 300:
+                    return f"the webhook {url} refused it (HTTP {status})"
+    except _Retryable as exc:
+        return f"not delivered to {url} after {attempts} tries ({exc})"
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        return f"not delivered to {url} ({type(exc).__name__}: {exc})"
+    return None
