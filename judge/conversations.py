@@ -78,9 +78,9 @@ class BadConversation(ValueError):
 
 def is_conversation(record: Mapping[str, Any]) -> bool:
     """Whether a record is a whole conversation (ours, DeepEval's or RAGAS's shape)."""
-    if any(isinstance(record.get(k), list) for k in TURNS_KEYS) and "question" not in record:
-        return True
-    return _messages(record)
+    if "question" in record:  # a row's own column: a row, whatever else it holds
+        return False
+    return any(isinstance(record.get(k), list) for k in TURNS_KEYS) or _messages(record)
 
 
 def _messages(record: Mapping[str, Any]) -> bool:

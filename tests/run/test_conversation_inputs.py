@@ -261,3 +261,16 @@ def test_a_turns_result_row_names_its_trace_and_an_ordinary_rows_keeps_its_shape
     assert "trace_id" not in row and row["id"] == t1
     assert ResultRow.from_json(lines["chat"][0]).trace_id == t1
     assert ResultRow.from_json(lines["chat"][0]).json_fields()["trace_id"] == t1
+
+
+def test_a_record_with_a_question_column_is_a_row_whatever_else_it_holds(tmp_path):
+    """Found by Hypothesis: {"question": "", "user_input": [{}]} was read as a RAGAS
+    conversation, and the whole input refused for want of a question column."""
+    from judge.conversations import is_conversation
+
+    record = {"question": "", "user_input": [{}]}
+    assert not is_conversation(record)
+    data = write_jsonl(tmp_path / "d.jsonl", [record])
+    rows, columns, _ = load_rows(data)
+    assert columns["question"] == "question"
+    assert rows[0].sample is None and "question" in rows[0].error
