@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 APPLICATION_ID = 0x4A444745  # "JDGE": marks a file as a judge cache
@@ -84,3 +87,22 @@ def is_damage(exc: sqlite3.Error) -> bool:
 def is_undecodable(exc: sqlite3.Error) -> bool:
     """A text column holding invalid UTF-8 (raised by Python's sqlite3 when it decodes)."""
     return isinstance(exc, sqlite3.OperationalError) and "decode" in str(exc)
+
+
+@contextmanager
+def immediate_transaction(
+    db: sqlite3.Connection, lock: threading.Lock | threading.RLock
+) -> Iterator[sqlite3.Connection]:
+    """One write transaction taken at once (BEGIN IMMEDIATE), under `lock`: committed when
+    the block ends, rolled back when it raises. A second process waits for SQLite's lock
+    instead of failing when its read turns into a write; sqlite3 errors reach the caller,
+    who says which file could not be written."""
+    with lock:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from judge.cache.sqlite import immediate_transaction
 from judge.errors import JudgeError
 from judge.monitor.migrations import APPLICATION_ID, SCHEMA_VERSION, migrate
 from judge.traces.assemble import assemble, is_local_root
@@ -153,20 +154,13 @@ class MonitorState:
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE): all of a batch, or none of it."""
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise MonitorStateError(
-                    f"the monitor state {self.path} cannot be written ({exc})"
-                ) from exc
+        try:
+            with immediate_transaction(self._db, self._lock) as db:
+                yield db
+        except sqlite3.Error as exc:
+            raise MonitorStateError(
+                f"the monitor state {self.path} cannot be written ({exc})"
+            ) from exc
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query."""

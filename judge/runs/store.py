@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from judge.cache.sqlite import immediate_transaction
 from judge.errors import JudgeError
 from judge.runs.migrations import APPLICATION_ID, SCHEMA_VERSION, migrate
 
@@ -253,18 +254,11 @@ class RunStore:
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once (BEGIN IMMEDIATE): a second process waits
         for the lock instead of failing when its read turns into a write."""
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    if self._db.in_transaction:
-                        self._db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise RunStoreError(f"the run store {self.path} cannot be written ({exc})") from exc
+        try:
+            with immediate_transaction(self._db, self._lock) as db:
+                yield db
+        except sqlite3.Error as exc:
+            raise RunStoreError(f"the run store {self.path} cannot be written ({exc})") from exc
 
     def _select(self, where: str = "", params: tuple[Any, ...] = ()) -> list[RunRecord]:
         with self._lock:
