@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from judge.aio import gather_or_cancel
 from judge.errors import InputFormatError, JudgeError
 from judge.experiments.app import RESERVED, App, MalformedReply, Turn, parse_reply
 from judge.ir.trec import check_trec_id
@@ -572,13 +573,7 @@ async def ask_all(
     try:
         progress_file.open()
         todo = len(questions) - stats.reused
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, todo))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for task in workers:
-                task.cancel()
-            raise
+        await gather_or_cancel(worker() for _ in range(min(concurrency, todo)))
     finally:
         runner.close()
         bar.close()

@@ -27,12 +27,12 @@ again from the first turn without an answer.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judge.aio import gather_or_cancel
 from judge.conversations import (
     CONVERSATION_KEYS,
     ID_KEYS,
@@ -317,13 +317,7 @@ async def play_all(
     bar.start()
     try:
         progress_file.open()
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(chats)))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for task in workers:
-                task.cancel()
-            raise
+        await gather_or_cancel(worker() for _ in range(min(concurrency, len(chats))))
     finally:
         runner.close()
         bar.close()
