@@ -331,6 +331,28 @@ def is_flat_turns(names: Iterable[str]) -> bool:
     return all(k in present for k in FLAT_KEYS) and "history" not in present
 
 
+def _flat_key(record: Mapping[str, Any]) -> tuple[str, int] | None:
+    """A flat table row's (conversation_id, turn), or None when either cannot be read."""
+    cid, turn = record.get("conversation_id"), _turn_number(record.get("turn"))
+    ok = isinstance(cid, (str, int)) and not isinstance(cid, bool) and str(cid).strip()
+    return (str(cid), turn) if ok and turn is not None else None
+
+
+def flat_turn_units(records: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Each row's conversation, numbered 0, 1, ... in the order of their first rows (a row
+    whose conversation cannot be read is one of its own): what a shard by conversation
+    splits on, so the conversations spread over the shards round-robin."""
+    numbers: dict[str, int] = {}
+    units = []
+    count = 0
+    for record in records:
+        key = _flat_key(record)
+        unit = count if key is None else numbers.setdefault(key[0], count)
+        count += unit == count
+        units.append(unit)
+    return units
+
+
 def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each row of a flat table of turns with its `history`: the earlier turns of its
     conversation (by `turn`), each a user message (its question) and an assistant message
@@ -338,11 +360,7 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     cannot be read has none, and says why (`conversation_error`), as do the rows of a turn
     given twice in a conversation and the turns after it (which of them came first is not
     known)."""
-    keys: list[tuple[str, int] | None] = []
-    for record in records:
-        cid, turn = record.get("conversation_id"), _turn_number(record.get("turn"))
-        ok = isinstance(cid, (str, int)) and not isinstance(cid, bool) and str(cid).strip()
-        keys.append((str(cid), turn) if ok and turn is not None else None)
+    keys = [_flat_key(record) for record in records]
     by_conversation: dict[str, list[tuple[int, int]]] = {}  # (turn, row) in table order
     for index, key in enumerate(keys):
         if key is not None:

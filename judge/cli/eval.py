@@ -93,7 +93,8 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "--shard",
         metavar="I/N",
         help="judge only shard I of N: the rows whose number modulo N is I-1 (row numbers "
-        "stay the input's); run every I from 1 to N, then `judge merge OUT DIR...`",
+        "stay the input's; conversations are split whole, by their number); run every I "
+        "from 1 to N, then `judge merge OUT DIR...`",
     )
     p.add_argument(
         "--processes",
@@ -356,11 +357,12 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
     # Every shard's summary holds the whole input's hash: computed here, in a pass that
     # keeps nothing of the rows, so each shard reads only its own rows.
     plan = dataclasses.replace(plan, data_sha256=rows.data_sha256())
-    # A shard holds at least one row: no process is started to judge nothing.
-    count = min(args.processes, len(rows))
+    # A shard holds at least one row (or conversation): no process judges nothing.
+    units = rows.units()
+    count = min(args.processes, units)
     if count < args.processes:
         print(
-            f"judge: note: --processes {args.processes}: {counted(len(rows), 'row')}, so "
+            f"judge: note: --processes {args.processes}: {counted(units, rows.unit)}, so "
             f"judging in {counted(count, 'process', 'processes')}",
             file=sys.stderr,
         )
@@ -377,6 +379,7 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
             progress=options["progress"],
             progress_interval=options["progress_interval"],
             identity=rows.records.identity(),
+            unit=rows.unit,
         )
         if options["progress"]:
             print(

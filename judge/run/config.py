@@ -86,7 +86,7 @@ class RunConfig(Mapping[str, Any]):
             out["ray"] = dict(self.ray)
         out["notes"] = list(self.notes)
         if self.shard is not None:
-            out["shard"] = {"index": self.shard.index, "count": self.shard.count}
+            out["shard"] = self.shard.to_json()
         if self.cache_damaged:
             out["cache_damaged"] = self.cache_damaged
         if self.app is not None:
@@ -116,7 +116,7 @@ class RunConfig(Mapping[str, Any]):
             resumed_rows=int(data.get("resumed_rows", 0)),
             seconds=float(data.get("seconds", 0.0)),
             notes=list(data.get("notes") or []),
-            shard=Shard(shard["index"], shard["count"]) if shard else None,
+            shard=Shard.from_json(shard) if shard else None,
             ray=dict(data["ray"]) if data.get("ray") is not None else None,
             cache_damaged=int(data.get("cache_damaged", 0)),
             app=dict(data["app"]) if data.get("app") is not None else None,

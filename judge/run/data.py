@@ -84,6 +84,8 @@ class Row:
     # What results.jsonl says of a row the app failed on, which has no sample.
     id: Any = None
     question: str | None = None
+    # What a shard splits on when it is not the row number: the turn's conversation.
+    unit: int | None = None
 
 
 def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:

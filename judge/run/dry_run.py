@@ -121,7 +121,7 @@ async def adry_run(
     rows_over = 0
     count = 0
     unreadable: list[tuple[int, str]] = []
-    for row in rows.only(part):
+    for row in rows.only(rows.shard_of(part)):
         count += 1
         if row.sample is None:
             unreadable.append((row.number, row.error or ""))

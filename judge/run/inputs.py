@@ -31,8 +31,10 @@ from judge.conversations import (
     CONVERSATION_KEYS,
     conversation_rows,
     flat_turn_records,
+    flat_turn_units,
     is_conversation,
     is_flat_turns,
+    turn_records,
 )
 from judge.errors import InputFormatError
 from judge.lines import universal_lines
@@ -78,6 +80,16 @@ class Records(ABC):
         """(number from 0, record) of every record, or only of those the shard holds (the
         others are skipped unparsed where the format allows)."""
 
+    # What a shard splits the records on (`judge.run.shard.Shard.unit`): each row, or each
+    # conversation for records that are turns of conversations.
+    unit = "row"
+
+    def read_units(self, shard: Shard | None = None) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """(number from 0, unit number, record) of the records the shard holds: the unit is
+        the number a shard splits on, the record's own here."""
+        for number, record in self.read(shard):
+            yield number, number, record
+
     def identity(self) -> str | None:
         """What tells that the input changed since it was scanned (None: nothing does)."""
         return None
@@ -92,6 +104,12 @@ class Records(ABC):
 
 def _held(shard: Shard | None, number: int) -> bool:
     return shard is None or shard.holds(number)
+
+
+def _held_turn(shard: Shard | None, number: int, unit: int) -> bool:
+    """Whether the shard holds a turn: by its conversation (`unit`) for a shard by
+    conversation, else by its row number."""
+    return shard is None or shard.holds(unit if shard.unit == "conversation" else number)
 
 
 class ListRecords(Records):
@@ -333,9 +351,11 @@ class ParquetRecords(FileRecords):
 
 class ConversationRecords(Records):
     """The turns of an input whose records are conversations (`judge.conversations`): one
-    record per assistant turn, numbered on across conversations. A shard reads every
-    conversation (its rows' numbers are known only once the conversations before are
-    read) and builds only its turns."""
+    record per assistant turn, numbered on across conversations; a turn's unit is its
+    conversation's record number. A shard reads every conversation (its rows' numbers are
+    known only once the conversations before are read)."""
+
+    unit = "conversation"
 
     def __init__(self, inner: Records):
         self.inner = inner
@@ -353,9 +373,18 @@ class ConversationRecords(Records):
 
     def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
         """The turn records the shard holds."""
-        for number, record in conversation_rows(self.inner.read()):
-            if _held(shard, number):
-                yield number, record
+        for number, _, record in self.read_units(shard):
+            yield number, record
+
+    def read_units(self, shard: Shard | None = None) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """(row number, conversation's record number, turn record) of the turns the shard
+        holds."""
+        number = 0
+        for position, conversation in self.inner.read():
+            for record in turn_records(conversation, position):
+                if _held_turn(shard, number, position):
+                    yield number, position, record
+                number += 1
 
     def identity(self) -> str | None:
         """The identity of the input the conversations are read from."""
@@ -367,14 +396,19 @@ class FlatTurnRecords(Records):
     with its history from the earlier turns of its conversation: the table is held whole,
     since a turn's earlier turns may be anywhere in it."""
 
+    unit = "conversation"
+
     def __init__(self, inner: Records):
         self.inner = inner
         self.source = inner.source
         self._rows: list[dict[str, Any]] | None = None
+        self._units: list[int] = []
 
     def _all(self) -> list[dict[str, Any]]:
         if self._rows is None:
-            self._rows = flat_turn_records([record for _, record in self.inner.read()])
+            table = [record for _, record in self.inner.read()]
+            self._rows = flat_turn_records(table)
+            self._units = flat_turn_units(table)
         return self._rows
 
     def scan(self) -> tuple[list[str], int]:
@@ -384,9 +418,16 @@ class FlatTurnRecords(Records):
 
     def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
         """Each row with its history, those the shard holds."""
-        for number, record in enumerate(self._all()):
-            if _held(shard, number):
-                yield number, record
+        for number, _, record in self.read_units(shard):
+            yield number, record
+
+    def read_units(self, shard: Shard | None = None) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """(row number, its conversation's first row number, row with its history) of the
+        rows the shard holds."""
+        rows = self._all()
+        for number, (unit, record) in enumerate(zip(self._units, rows, strict=True)):
+            if _held_turn(shard, number, unit):
+                yield number, unit, record
 
     def identity(self) -> str | None:
         """The identity of the table."""
@@ -480,13 +521,41 @@ class InputRows:
         return self.only(None)
 
     def only(self, shard: Shard | None) -> Iterator[Row]:
-        """The rows a shard holds (every row for None), the others not built."""
-        for number, record in self.records.read(shard):
+        """The rows a shard holds (every row for None), the others not built; each row
+        knows its unit (`Row.unit`) when the input splits by conversation."""
+        by_row = self.records.unit == "row"
+        for number, unit, record in self.records.read_units(shard):
             if number >= self._count:
                 # Rows appended since the pre-pass: refused before one is judged, as the
                 # row count (a shard's size, the tally, the data hash) is the scanned one.
                 raise self.records.changed(self._count)
-            yield build_rows([record], self.columns, [number])[0]
+            row = build_rows([record], self.columns, [number])[0]
+            if not by_row:
+                row.unit = unit
+            yield row
+
+    @property
+    def unit(self) -> str:
+        """What a shard of this input splits on: "row", or "conversation" for turns."""
+        return self.records.unit
+
+    def shard_of(self, shard: Shard | None) -> Shard | None:
+        """The shard as this input is split: by conversation for turns of conversations."""
+        if shard is None or shard.unit == self.unit:
+            return shard
+        return Shard(shard.index, shard.count, self.unit)
+
+    def units(self) -> int:
+        """How many units (rows, or conversations) a shard can be given, counted in a pass
+        of their own for conversations."""
+        if self.unit == "row":
+            return len(self)
+        return 1 + max((unit for _, unit, _ in self.records.read_units()), default=-1)
+
+    def numbers(self, shard: Shard) -> Iterator[int]:
+        """The numbers of the rows the shard holds, in order, without building them."""
+        for number, _, _ in self.records.read_units(shard):
+            yield number
 
     def extra_columns(self) -> list[str]:
         """The columns no field reads: a sample's `extra` (custom prompts' variables)."""

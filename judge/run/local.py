@@ -180,7 +180,11 @@ def _places(plan: RunPlan, rows: Sequence[Row] | InputRows) -> tuple[int, Callab
         shard = plan.shard
         if shard is None:
             return len(rows), lambda number: number
-        return shard.size(len(rows)), lambda number: number // shard.count
+        if shard.unit == "row":
+            return shard.size(len(rows)), lambda number: number // shard.count
+        # By conversation: which rows are held is known from the conversations alone.
+        held = array("q", rows.numbers(shard))
+        return len(held), _positions(held)
     mine = array("q", (r.number for r in rows if plan.holds(r)))
     return len(mine), _positions(mine)
 

@@ -63,7 +63,7 @@ class ShardOutput:
                 f"{self.dir}: not a shard (its summary.json config has no shard); it was "
                 "run without --shard I/N"
             )
-        self.shard = Shard(int(spec["index"]), int(spec["count"]))
+        self.shard = Shard.from_json(spec)
 
     def __str__(self) -> str:
         return f"shard {self.shard} ({self.dir})"
@@ -77,7 +77,7 @@ class ShardOutput:
             return None  # none (written by an older judge), or unreadable: parse the rows
         if not isinstance(record, dict) or record.get("format") != 1:
             return None
-        spec = {"index": self.shard.index, "count": self.shard.count}
+        spec = self.shard.to_json()
         if record.get("run") != self.config.get("run") or record.get("shard") != spec:
             return None
         if record.get("results_sha256") != self.results_sha256:
@@ -98,11 +98,19 @@ class ShardOutput:
                 raise InputFormatError(
                     f"{self.results}:{line_number}: not a judge results row ({exc})"
                 ) from None
-            if not isinstance(number, int) or not self.shard.holds(number) or number <= last:
+            # A shard by conversation holds whole conversations, whatever their rows'
+            # numbers: the rows are checked for order, and the merge for gaps.
+            held = self.shard.unit == "conversation" or self.shard.holds(number)
+            if not isinstance(number, int) or not held or number <= last:
+                holds = (
+                    "whole conversations"
+                    if self.shard.unit == "conversation"
+                    else f"rows numbered {self.shard.index - 1} modulo {self.shard.count}"
+                )
                 raise InputFormatError(
                     f"{self.results}:{line_number}: row {number} does not belong there "
-                    f"(shard {self.shard} holds rows numbered {self.shard.index - 1} modulo "
-                    f"{self.shard.count}, in order); the file was edited or mixed up"
+                    f"(shard {self.shard} holds {holds}, in order); the file was edited or "
+                    "mixed up"
                 )
             last = number
             yield number, line if line.endswith(b"\n") else line + b"\n", row
@@ -196,7 +204,15 @@ def merge_shards(
     first = shards[0].config
     total = int(first["data"]["rows"])
     metrics = list(first["metrics"])
-    tally = _recorded_tally(shards, total)
+    units = {s.shard.unit for s in shards}
+    if len(units) > 1:
+        raise InputFormatError(
+            "the shards split the input differently (by row and by conversation): they "
+            "were run by different versions of judge; rerun them with one"
+        )
+    # The recorded tallies interleave round-robin, as shards by row hold their rows; the
+    # rows of shards by conversation are parsed and joined by their numbers instead.
+    tally = _recorded_tally(shards, total) if units == {"row"} else None
     if tally is not None:
         offsets = _join_lines(shards, rows_path, total)
     else:

@@ -75,7 +75,10 @@ class RunPlan:
 
     def holds(self, row: Row) -> bool:
         """Whether this run judges the row (its shard holds it)."""
-        return self.shard is None or self.shard.holds(row.number)
+        if self.shard is None:
+            return True
+        by_conversation = self.shard.unit == "conversation" and row.unit is not None
+        return self.shard.holds(row.unit if by_conversation else row.number)  # type: ignore[arg-type]
 
     def config(self, **recorded: Any) -> RunConfig:
         """The run's `RunConfig`: this plan's choices, plus what execution recorded
@@ -186,6 +189,8 @@ def plan_run(
         check_variables(list(choice.judged), rows)
     prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them
     streamed = isinstance(rows, InputRows)
+    if isinstance(rows, InputRows):  # turns of conversations: a shard holds whole ones
+        shard = rows.shard_of(shard)
     hashes = [] if streamed else [row_hash(r) for r in rows or ()]
     plan = RunPlan(
         source=source,

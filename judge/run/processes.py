@@ -91,12 +91,14 @@ def shard_jobs(
     progress: bool = True,
     progress_interval: float = DEFAULT_INTERVAL,
     identity: str | None = None,
+    unit: str = "row",
 ) -> list[ShardJob]:
     """The plan split into `count` shards written under out/.shards, progress from the
-    first alone; `identity` is the input's when the plan was made (the shards check it)."""
+    first alone; `identity` is the input's when the plan was made (the shards check it),
+    `unit` what the shards split on (`judge.run.shard.Shard.unit`)."""
     return [
         ShardJob(
-            dataclasses.replace(plan, shard=Shard(i, count)),
+            dataclasses.replace(plan, shard=Shard(i, count, unit)),
             str(data),
             dict(column_map) if column_map else None,
             out / SHARDS_DIR / f"{i}-of-{count}",

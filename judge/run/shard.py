@@ -3,15 +3,19 @@
 Round-robin by row number, not contiguous blocks: a shard does not depend on the number
 of rows, and data sorted by topic or length spreads evenly over the shards. Shards never
 overlap, their union is the whole input, and every row keeps its number in the input.
+An input of conversations is split by conversation instead (`unit="conversation"`): a
+shard judges the turns of the conversations whose record number modulo N is I-1, so a
+turn and the earlier turns it rests on are judged in one process, once.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from judge.errors import JudgeError
 from judge.run.folder import SHARD
@@ -28,6 +32,7 @@ class Shard:
 
     index: int
     count: int
+    unit: str = "row"  # or "conversation": what `holds` is given the number of
 
     def __post_init__(self) -> None:
         if not 1 <= self.index <= self.count:
@@ -41,13 +46,26 @@ class Shard:
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
 
-    def holds(self, row: int) -> bool:
-        """Whether input row number `row` (from 0) is in this shard."""
-        return row % self.count == self.index - 1
+    def holds(self, number: int) -> bool:
+        """Whether the unit numbered `number` (from 0) is in this shard: an input row, or a
+        conversation (its record's number in the input) for a shard by conversation."""
+        return number % self.count == self.index - 1
 
     def size(self, rows: int) -> int:
-        """How many of `rows` input rows this shard holds."""
+        """How many of `rows` input rows a shard by row holds."""
         return len(range(self.index - 1, rows, self.count))
+
+    def to_json(self) -> dict[str, Any]:
+        """The shard as summary.json records it (the unit only when not rows)."""
+        out: dict[str, Any] = {"index": self.index, "count": self.count}
+        if self.unit != "row":
+            out["unit"] = self.unit
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Shard:
+        """The shard summary.json or shard.json recorded."""
+        return cls(int(data["index"]), int(data["count"]), str(data.get("unit", "row")))
 
 
 def parse_shard(spec: object) -> Shard:
@@ -75,7 +93,7 @@ def write_shard_record(
     record = {
         "format": 1,
         "run": run,
-        "shard": {"index": spec.index, "count": spec.count},
+        "shard": spec.to_json(),
         "results_sha256": results_sha256,
         "tally": tally.to_json(),
     }

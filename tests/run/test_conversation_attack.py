@@ -527,14 +527,10 @@ def test_the_dry_run_of_conversations_counts_the_requests_the_run_made(conversat
     assert estimate["total"]["chat_requests"] == requests
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--processes 2 splits a conversation's turns between the processes, each "
-    "judging the earlier turns its turns rest on again: 34% more requests on 20 chats of 5 "
-    "turns (376 vs 280), and results.jsonl differs from the one-process run in the later "
-    "turns' usage (the other process's earlier-turn requests charged to them); the docs' "
-    "Limits say so, the promise of byte-identical split runs does not",
-)
+# --processes 2 split a conversation's turns between the processes, each judging the
+# earlier turns its turns rest on again: 34% more requests on 20 chats of 5 turns (376 vs
+# 280), and results.jsonl differed from the one-process run in the later turns' usage. A
+# shard of conversations holds whole conversations.
 def test_two_processes_judge_conversations_as_one_process_does(conversation_run, tmp_path):
     data, whole, requests, server = conversation_run
     before = server.count()
@@ -545,6 +541,66 @@ def test_two_processes_judge_conversations_as_one_process_does(conversation_run,
     assert (tmp_path / "out/results.jsonl").read_bytes() == (
         whole / "out/results.jsonl"
     ).read_bytes()
+
+
+def flat_chats(n: int, turns: int = 3) -> list[dict[str, Any]]:
+    """The chats of `chats` as a flat table of turns, sorted by turn: every conversation's
+    first turn, then every second one..."""
+    return [
+        {
+            "conversation_id": f"c{c}",
+            "turn": t + 1,
+            "question": f"I live in City{c}. Parcel {t} weighs {t + 1} kilos.",
+            "answer": (
+                f"Parcel {t} weighs {t + 1} kilos. Express takes one day. You live in City{c}."
+            ),
+            "contexts": ["Express takes one day."],
+        }
+        for t in range(turns)
+        for c in range(n)
+    ]
+
+
+def test_processes_split_a_flat_table_by_conversation(tmp_path):
+    data = jsonl(tmp_path / "flat.jsonl", flat_chats(6))
+    with FakeLLMServer(chat=heuristic_judge) as server:
+        one = run(*eval_args(data, server, tmp_path / "one", "--metrics", METRICS))
+        assert one.returncode == 0, one.stderr
+        requests = server.count()
+        two = run(
+            *eval_args(data, server, tmp_path / "two", "--metrics", METRICS),
+            "--processes",
+            "2",
+        )
+        assert two.returncode == 0, two.stderr
+        assert server.count() == 2 * requests  # no cache shared: each run asks once per turn
+    a = (tmp_path / "one/out/results.jsonl").read_bytes()
+    assert (tmp_path / "two/out/results.jsonl").read_bytes() == a
+
+
+def test_a_shard_of_conversations_holds_whole_ones(conversation_run, tmp_path):
+    data, _, _, server = conversation_run
+    held = []
+    for i in (1, 2, 3):
+        folder = tmp_path / f"s{i}"
+        done = run(*eval_args(data, server, folder, "--metrics", METRICS, "--shard", f"{i}/3"))
+        assert done.returncode == 0, done.stderr
+        shard = json.loads((folder / "out/summary.json").read_text())["config"]["shard"]
+        assert shard == {"index": i, "count": 3, "unit": "conversation"}
+        held.append({r["conversation_id"] for r in results(folder / "out")})
+    # Conversations c0..c7 are records 0..7: shard I holds those numbered I-1 modulo 3.
+    assert held == [{"c0", "c3", "c6"}, {"c1", "c4", "c7"}, {"c2", "c5"}]
+
+
+def test_more_processes_than_conversations_judge_in_one_per_conversation(tmp_path):
+    data = jsonl(tmp_path / "two.jsonl", chats(2, turns=4))
+    with FakeLLMServer(chat=heuristic_judge) as server:
+        done = run(
+            *eval_args(data, server, tmp_path, "--metrics", "faithfulness"), "--processes", "3"
+        )
+    assert done.returncode == 0, done.stderr
+    assert "--processes 3: 2 conversations, so judging in 2 processes" in done.stderr
+    assert len(results(tmp_path / "out")) == 8
 
 
 def test_shards_of_conversations_merge_into_the_scores_of_one_run(conversation_run, tmp_path):
@@ -757,23 +813,25 @@ def test_a_flat_table_sorted_by_turn_asks_each_turn_once(fake_llm_server):
 
 
 def test_the_last_turn_of_a_long_chat_alone_is_replayed_from_the_cache(tmp_path, fake_llm_server):
-    """Judged alone (a shard holding only it), the last turn of a long chat needs every
-    earlier turn's judgments: from the cache each is done at once, so a turn started from
-    within the next one's start nested one turn deeper per turn, past Python's recursion
-    limit. They are started earliest first."""
+    """Judged alone (the row of the last turn, with its history), the last turn of a long
+    chat needs every earlier turn's judgments: from the cache each is done at once, so a
+    turn started from within the next one's start nested one turn deeper per turn, past
+    Python's recursion limit. They are started earliest first. (A shard can no longer hold
+    the last turn alone: shards hold whole conversations.)"""
     fake_llm_server.chat = heuristic_judge
     data = long_chat(tmp_path / "long.jsonl", 300)
     whole = run(*eval_args(data, fake_llm_server, tmp_path, "--metrics", "faithfulness"))
     assert whole.returncode == 0, whole.stderr
     before = fake_llm_server.count()
-    last = run(
-        *eval_args(data, fake_llm_server, tmp_path / "last", "--metrics", "faithfulness"),
-        "--cache",
-        str(tmp_path / "cache.sqlite"),
-        "--shard",
-        "300/300",
+    last = turn_records(json.loads(data.read_text(encoding="utf-8")), 0)[-1]
+    assert last["id"] == "long#600" and len(last["history"]) == 599
+    result = judge.evaluate(
+        [last],
+        metrics=["faithfulness"],
+        llm=LLM("openai/judge", api_base=fake_llm_server.base_url, api_key="k"),  # the CLI's
+        cache=tmp_path / "cache.sqlite",
+        progress=False,
     )
-    assert last.returncode == 0, last.stderr
     assert fake_llm_server.count() == before  # all from the cache
-    (row,) = results(tmp_path / "last" / "out")
-    assert row["id"] == "long#600" and row["scores"]["faithfulness"] == 1.0
+    (row,) = result.rows
+    assert row.id == "long#600" and row.scores["faithfulness"] == 1.0

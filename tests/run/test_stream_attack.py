@@ -268,6 +268,30 @@ def test_blank_lines_of_unicode_spaces_are_no_rows_not_traces(
     assert done.returncode == 2 and "no rows to evaluate" in done.stderr, done.stderr
 
 
+# A rows file whose first line is blank and whose next line is not JSON ("\\nnot json",
+# a CSV header saved as .jsonl after an empty line) was taken for an OTLP protobuf trace
+# file, because a protobuf request starts with the byte of a newline: the error blamed
+# "Wire format was corrupt" instead of the line that is not JSON. A protobuf request
+# holds binary ids; a head of text is not one.
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [("\nthis is not json\n", 2), ("\n\n\nquestion,answer\n", 4)],
+    ids=["one", "three"],
+)
+def test_a_blank_first_line_then_text_is_a_rows_file_not_protobuf(
+    tmp_path: Path, text: str, line: int
+) -> None:
+    from judge.traces.otlp import encoding_of
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text(text, encoding="utf-8")
+    assert encoding_of(data) is None
+    done = _no_rows(data, tmp_path / "o")
+    assert done.returncode == 2, done.stderr
+    assert "not JSON" in done.stderr and "protobuf" not in done.stderr, done.stderr
+    assert f"rows.jsonl:{line}: not JSON" in done.stderr, done.stderr
+
+
 def _parquet_with_empty_row_groups(path: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
