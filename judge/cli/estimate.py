@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "and n. Labels join rows by the row's id in results.jsonl. The interval holds only "
         "when the labelled rows are a random sample: a labels file that does not record one "
         "(each record's sample.method = random) is warned about, or refused with "
-        "--require-random. Exit 2 for usage and input errors.",
+        "--require-random. Exit 0 done; 1 a --gate missed by the PPI interval; 2 usage "
+        "and input errors.",
     )
     p.add_argument("results", metavar="RESULTS", help="a run's output folder or results.jsonl")
     p.add_argument(
@@ -63,6 +64,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="refuse labels that do not record a random sample (default: warn)",
     )
+    p.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="'METRIC>=VALUE'",
+        help="exit 1 unless the whole PPI interval meets the bound: its lower end at least "
+        "VALUE (METRIC>=VALUE), or its upper end at most VALUE (METRIC<=VALUE, a metric "
+        "where lower is better); VALUE on the labels' scale (repeatable)",
+    )
     output_options(p)
     p.set_defaults(func=run_estimate)
 
@@ -70,6 +80,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run_estimate(args: argparse.Namespace) -> int:
     """The `judge estimate` command."""
     from judge.labels.estimate import estimate
+    from judge.run.gates import CLI_WORDS, Gates
 
     result = estimate(
         args.results,
@@ -79,6 +90,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         annotator=args.annotator,
         require_random=args.require_random,
+        gates=Gates.of(args.gate, words=CLI_WORDS),
     )
     if args.format == "json":
         print(terminal_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)))
@@ -87,4 +99,6 @@ def run_estimate(args: argparse.Namespace) -> int:
     # on stderr, in either format: a CI log shows them, and they stay out of the JSON piped on
     for warning in result.warnings:
         print(terminal_text(f"judge: warning: {cli_words(warning)}"), file=sys.stderr)
-    return 0
+    for line in result.missed:  # as judge eval says a missed gate
+        print(terminal_text(f"FAILED threshold: {line}"), file=sys.stderr)
+    return 1 if result.missed else 0

@@ -27,6 +27,7 @@ import json
 import math
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,7 @@ from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.data import read_records
 from judge.run.folder import RunFolder
-from judge.run.gates import users_metrics
+from judge.run.gates import Gates, users_metrics
 from judge.stats import PPIEstimate, ppi_mean
 
 KEY = "id"
@@ -177,6 +178,8 @@ class Estimate:
         warnings: what makes the interval doubtful (not a random sample, labels of unknown
             rows, skips).
         config: the inputs: results, labels file, confidence.
+        gates: the gates checked on the PPI interval (`METRIC>=VALUE`, `METRIC<=VALUE`).
+        missed: the gates missed: a floor by the interval's lower end, a cap by its upper.
     """
 
     metric: str
@@ -188,6 +191,8 @@ class Estimate:
     samples: dict[str, int]
     warnings: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    gates: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (the `--format json` output), NaN as null."""
@@ -203,6 +208,7 @@ class Estimate:
             "random_sample": self.random,
             "samples": self.samples,
             "warnings": self.warnings,
+            "gates": {"gates": self.gates, "missed": self.missed},
             "config": self.config,
         }
         return nan_to_null(data)  # type: ignore[no-any-return]
@@ -240,6 +246,12 @@ class Estimate:
             "The judge-only interval is of the judge's own mean: blind to the judge's bias.",
         ]
         lines += [f"note: {note}" for note in p.notes]
+        if self.gates:
+            lines.append(
+                f"gates on the PPI interval ({', '.join(self.gates)}): "
+                f"{len(self.gates) - len(self.missed)} of {len(self.gates)} met"
+            )
+            lines += [f"missed: {line}" for line in self.missed]
         lines += [f"WARNING: {warning}" for warning in self.warnings if warnings]
         return "\n".join(lines)
 
@@ -259,6 +271,7 @@ def estimate(
     confidence: float = 0.95,
     annotator: str | None = None,
     require_random: bool = False,
+    gates: Gates | Iterable[str] = (),
 ) -> Estimate:
     """A run's judged mean of one metric corrected by people's labels on some of its rows
     (`judge.ppi_mean`), beside the judge-only and labels-only estimates.
@@ -276,10 +289,22 @@ def estimate(
         confidence: the intervals' coverage, strictly between 0 and 1.
         annotator: use this annotator's labels only (default: every annotator's, averaged).
         require_random: refuse labels whose rows do not all record a random sample.
+        gates: bounds on the corrected mean, `METRIC>=VALUE` or `METRIC<=VALUE` (as
+            `judge eval --gate` takes them), met only by the whole PPI interval: a floor
+            by its lower end, a cap by its upper end (`Estimate.missed`). VALUE is on the
+            labels' scale; for a metric where lower is better, on 1 - that (the share of
+            rows labelled bad, for 0/1 labels).
 
     Returns:
         An `Estimate`: `table()` for the terminal, `to_dict()` for JSON.
     """
+    checked = gates if isinstance(gates, Gates) else Gates.of(gates)
+    for bound in checked.bounds:
+        if bound.metric != metric:
+            raise JudgeError(
+                f"{checked.words.gate_example(str(bound))} names {bound.metric}: the "
+                f"estimate corrects metric={metric!r} alone"
+            )
     folder = RunFolder.of(results)
     if not folder.results.is_file():
         raise InputFormatError(f"{folder.results}: no such results file (judge eval writes one)")
@@ -328,6 +353,8 @@ def estimate(
             "the rows are turns of conversations: PPI treats them as independent rows, so "
             "the interval may be too narrow when a conversation's turns move together"
         )
+    # the gates' scale is the metric's: a lower-is-better metric's interval turned back
+    interval = (result.low, result.high) if up else (1 - result.high, 1 - result.low)
     return Estimate(
         metric=metric,
         label=label,
@@ -343,6 +370,8 @@ def estimate(
             "annotator": annotator,
             "annotators": found.annotators,
         },
+        gates=[str(b) for b in checked.bounds],
+        missed=checked.missed_by_intervals({metric: interval}, "PPI interval"),
     )
 
 

@@ -272,3 +272,84 @@ def test_the_command_on_a_judged_run(tmp_path, fake_llm_server):
     assert wrong.returncode == 2 and "name one of them with --metric" in wrong.stderr
     bad_level = run(*args, "--confidence", "95")
     assert bad_level.returncode == 2 and "not between 0 and 1" in bad_level.stderr
+    floor = round((direct.low + direct.mean) / 2, 3)  # the mean meets it, the interval not
+    gated = run(*args, "--gate", f"faithfulness>={floor}")
+    assert gated.returncode == 1
+    assert (
+        f"FAILED threshold: faithfulness: the PPI interval's lower end {direct.low:.4f} <"
+        in gated.stderr
+    )
+    assert "0 of 1 met" in gated.stdout
+    passed = run(*args, "--gate", f"faithfulness>={round(direct.low - 0.01, 3)}")
+    assert passed.returncode == 0 and "1 of 1 met" in passed.stdout
+    elsewhere = run(*args, "--gate", "relevance>=0.5")
+    assert elsewhere.returncode == 2
+    assert (
+        "--gate 'relevance>=0.5' names relevance: the estimate corrects --metric faithfulness alone"
+        in elsewhere.stderr
+    )
+
+
+def test_a_gate_is_met_only_by_the_whole_ppi_interval(tmp_path):
+    scores = scores_of(40)
+    results = write_run(tmp_path / "run", scores)
+    records = labels_for(range(15), scores, sample=RANDOM)
+    plain = estimate(results, labels=records, label="ok", metric="faithfulness")
+    low, high = plain.ppi.low, plain.ppi.high
+    below, inside = round(low - 0.01, 3), round((low + high) / 2, 3)
+    met = estimate(
+        results,
+        labels=records,
+        label="ok",
+        metric="faithfulness",
+        gates=[f"faithfulness>={below}", f"faithfulness<={round(high + 0.01, 3)}"],
+    )
+    assert met.missed == [] and len(met.gates) == 2
+    assert "2 of 2 met" in met.table()
+    # the mean meets this floor, the interval's lower end does not
+    assert plain.ppi.mean > inside
+    missed = estimate(
+        results,
+        labels=records,
+        label="ok",
+        metric="faithfulness",
+        gates=[f"faithfulness>={inside}"],
+    )
+    assert missed.missed == [f"faithfulness: the PPI interval's lower end {low:.4f} < {inside:g}"]
+    assert missed.to_dict()["gates"] == {
+        "gates": [f"faithfulness>={inside:g}"],
+        "missed": missed.missed,
+    }
+    with pytest.raises(
+        JudgeError, match=r"gates=\['relevance>=0.5'\] names relevance: .*metric='faithfulness'"
+    ):
+        estimate(
+            results, labels=records, label="ok", metric="faithfulness", gates=["relevance>=0.5"]
+        )
+
+
+def test_a_gate_on_a_lower_is_better_metric_caps_one_minus_the_corrected_mean(tmp_path):
+    scores = scores_of(40)
+    results = write_run(tmp_path / "run", [1 - s for s in scores], metric="hallucination_rate")
+    records = labels_for(range(15), scores, sample=RANDOM)
+    result = estimate(results, labels=records, label="ok", metric="hallucination_rate")
+    worst = 1 - result.ppi.low  # the interval's upper end, on the metric's scale
+    cap = round(worst - 0.01, 3)
+    capped = estimate(
+        results,
+        labels=records,
+        label="ok",
+        metric="hallucination_rate",
+        gates=[f"hallucination_rate<={cap}"],
+    )
+    assert capped.missed == [
+        f"hallucination_rate: the PPI interval's upper end {worst:.4f} > {cap:g}"
+    ]
+    loose = estimate(
+        results,
+        labels=records,
+        label="ok",
+        metric="hallucination_rate",
+        gates=[f"hallucination_rate<={round(worst + 0.01, 3)}"],
+    )
+    assert loose.missed == []
