@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from judge.run.results import EvaluationResult
     from judge.run.rows import ResultRow
     from judge.run.score import SampleResult, ascore, score
+    from judge.stats import PPIEstimate, ppi_mean, ppi_mean_difference
 
 # name -> module that defines it, imported on first access (PEP 562)
 _LAZY = {
@@ -71,6 +72,9 @@ _LAZY = {
     "at_least": "judge.pytest_plugin.assertions",
     "at_most": "judge.pytest_plugin.assertions",
     "assert_no_regression": "judge.pytest_plugin.regression",
+    "ppi_mean": "judge.stats",
+    "ppi_mean_difference": "judge.stats",
+    "PPIEstimate": "judge.stats",
 }
 
 __all__ = [
@@ -87,6 +91,7 @@ __all__ = [
     "JudgeError",
     "Metric",
     "MetricScore",
+    "PPIEstimate",
     "ProbeResult",
     "ResultRow",
     "SampleResult",
@@ -110,6 +115,8 @@ __all__ = [
     "experiment",
     "judged_metric",
     "load_run",
+    "ppi_mean",
+    "ppi_mean_difference",
     "probe",
     "score",
 ]

@@ -11,9 +11,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
+from judge.errors import InputFormatError
 from judge.threads import map_ahead
 
 SEED = 0
@@ -264,3 +268,318 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p))
         adjusted[i] = running
     return adjusted
+
+
+# Prediction-powered inference (PPI) of a mean: the judge's scores on many rows, corrected by
+# people's labels on a random few.
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    """A mean with its interval and the values behind it (NaN bounds when undefined).
+
+    Args:
+        mean: the mean.
+        low: the interval's lower bound.
+        high: the interval's upper bound.
+        n: the values averaged.
+    """
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass(frozen=True)
+class PPIEstimate:
+    """The prediction-powered mean of the labels (PPI++), beside the judge-only and
+    labels-only estimates.
+
+    Args:
+        mean: the label-corrected mean (the PPI++ point estimate).
+        low: its interval's lower bound (the CLT interval of PPI++).
+        high: its interval's upper bound.
+        confidence: the intervals' coverage, e.g. 0.95.
+        lam: the power-tuning weight lambda in [0, 1]: 0 is the labels-only estimate (the
+            judge did not help), 1 is plain PPI.
+        n_labelled: labelled rows used (a judged score and a label).
+        n_unlabelled: judged rows without a label used.
+        judge_only: the judge's mean over every row it scored (labelled or not) and its
+            percentile bootstrap interval, as a run's report gives it: an interval of the
+            judge's mean, blind to its bias.
+        labels_only: the labels' mean with its CLT interval (PPI++ with lambda = 0).
+        left_out: rows left out because the judge's score was NaN (unlabelled, labelled).
+        notes: what the reader should know (few labels, lambda at 0).
+    """
+
+    mean: float
+    low: float
+    high: float
+    confidence: float
+    lam: float
+    n_labelled: int
+    n_unlabelled: int
+    judge_only: MeanInterval
+    labels_only: MeanInterval
+    left_out: tuple[int, int] = (0, 0)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (NaN as NaN: the caller nulls it)."""
+        return {
+            "mean": self.mean,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "lambda": self.lam,
+            "n_labelled": self.n_labelled,
+            "n_unlabelled": self.n_unlabelled,
+            "judge_only": asdict(self.judge_only),
+            "labels_only": asdict(self.labels_only),
+            "left_out": {"unlabelled": self.left_out[0], "labelled": self.left_out[1]},
+            "notes": list(self.notes),
+        }
+
+
+# Below this many labels the normal approximation behind the CLT interval may cover less
+# than it says (a rule of thumb; the simulation test checks 50 and up).
+PPI_FEW_LABELS = 30
+
+
+def ppi_tuned(
+    labels: np.ndarray, judged_labelled: np.ndarray, judged: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PPI++ point estimates, standard errors and lambdas along the last axis, vectorised:
+    labels and judged_labelled (..., n), judged (..., N), N >= 0, n >= 2, no NaN.
+
+    The estimator of Angelopoulos, Duchi & Zrnic (2023, "PPI++: Efficient
+    Prediction-Powered Inference", arXiv:2311.01453), for a mean:
+    theta = lambda * mean(judged) + mean(labels - lambda * judged_labelled), with lambda =
+    cov(labels, judged_labelled) / ((1 + n/N) var(all judged)) clipped to [0, 1]
+    (the variance-minimising weight), and the standard error
+    sqrt(lambda^2 var(judged) / N + var(labels - lambda * judged_labelled) / n). The same
+    arithmetic as the authors' ppi_py (ppi_mean_ci: covariance and standard deviations
+    over n, the variance of all judged scores over n + N - 1), which a test checks.
+    With N = 0 (every row labelled) lambda is 0: the labels' own mean.
+    """
+    n, big_n = labels.shape[-1], judged.shape[-1]
+    centred_y = labels - labels.mean(axis=-1, keepdims=True)
+    centred_f = judged_labelled - judged_labelled.mean(axis=-1, keepdims=True)
+    cov = (centred_y * centred_f).mean(axis=-1)
+    if big_n:
+        everything = np.concatenate([judged_labelled, judged], axis=-1)
+        var_f = everything.var(axis=-1, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = np.clip(cov / ((1 + n / big_n) * var_f), 0.0, 1.0)
+        lam = np.where(var_f > 0, lam, 0.0)  # a judge that gives one score tells nothing
+        imputed = lam**2 * judged.var(axis=-1) / big_n
+        judged_mean = judged.mean(axis=-1)
+    else:  # every row labelled: nothing for the judge to add
+        lam = np.zeros(cov.shape)
+        imputed = np.zeros(cov.shape)
+        judged_mean = np.zeros(cov.shape)
+    rectifier = labels - lam[..., None] * judged_labelled
+    theta = lam * judged_mean + rectifier.mean(axis=-1)
+    se = np.sqrt(imputed + rectifier.var(axis=-1) / n)
+    return theta, se, lam
+
+
+def _numbers(values: Any, name: str) -> np.ndarray:
+    """A 1-D float array of the values given as `name`=; an InputFormatError for anything else."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputFormatError(
+            f"{name}= must be numbers (a list or 1-D array of floats, NaN for an undefined score)"
+        ) from None
+    if array.ndim != 1:
+        raise InputFormatError(
+            f"{name}= must be one list of numbers, not an array of shape {array.shape}"
+        )
+    if np.isinf(array).any():
+        raise InputFormatError(
+            f"{name}= holds an infinite value at position {int(np.flatnonzero(np.isinf(array))[0])}"
+        )
+    return array
+
+
+def _no_nan_labels(labels: np.ndarray, name: str, scores: str) -> None:
+    """Refuse a NaN label: a row without a label belongs among the unlabelled rows."""
+    missing = np.flatnonzero(np.isnan(labels))
+    if missing.size:
+        shown = ", ".join(str(i) for i in missing[:5]) + (" ..." if missing.size > 5 else "")
+        raise InputFormatError(
+            f"{name}= has NaN at positions {shown} (counted from 0): a label must be a "
+            f"number; leave a row nobody labelled out of {name}= and {scores}= (its judged "
+            "score goes with the unlabelled rows)"
+        )
+
+
+def _same_length(first: np.ndarray, first_name: str, second: np.ndarray, second_name: str) -> None:
+    if first.size != second.size:
+        raise InputFormatError(
+            f"{first_name}= has {first.size} values and {second_name}= {second.size}: they "
+            "must be the same rows, in the same order"
+        )
+
+
+def _z(confidence: float) -> float:
+    """The normal quantile of a two-sided interval of this coverage."""
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not 0 < confidence < 1
+    ):
+        raise InputFormatError(
+            f"confidence= must lie strictly between 0 and 1 (0.95 for a 95% interval), not "
+            f"{confidence!r}"
+        )
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def _ppi(
+    judged: np.ndarray, judged_labelled: np.ndarray, labels: np.ndarray, confidence: float
+) -> PPIEstimate:
+    """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows."""
+    z = _z(confidence)
+    unlabelled = judged[~np.isnan(judged)]
+    kept = ~np.isnan(judged_labelled)
+    scores, kept_labels = judged_labelled[kept], labels[kept]
+    left_out = (int(judged.size - unlabelled.size), int(labels.size - kept_labels.size))
+    n, big_n = int(kept_labels.size), int(unlabelled.size)
+    if n < 2:
+        dropped = f" ({left_out[1]} more have a NaN judged score)" if left_out[1] else ""
+        raise InputFormatError(
+            f"{n} labelled row{'s' if n != 1 else ''} with a judged score{dropped}: the "
+            "interval needs at least 2 (30 or more to be trusted); label more rows of a "
+            "random sample"
+        )
+    theta, se, lam = ppi_tuned(kept_labels, scores, unlabelled)
+    every = np.concatenate([scores, unlabelled])
+    judge_low, judge_high = bootstrap_ci(every, confidence)
+    labels_mean = float(kept_labels.mean())
+    labels_half = z * float(kept_labels.std()) / math.sqrt(n)
+    notes = []
+    if n < PPI_FEW_LABELS:
+        notes.append(
+            f"only {n} labels: the normal interval may cover less than {confidence:.0%}; "
+            f"{PPI_FEW_LABELS} or more are safer"
+        )
+    if big_n and float(lam) == 0.0:
+        notes.append(
+            "lambda is 0: on the labelled rows the judge's scores do not rise with the "
+            "labels, so the estimate is the labels' own"
+        )
+    if any(left_out):
+        notes.append(
+            f"rows whose judged score is NaN are left out ({left_out[0]} unlabelled, "
+            f"{left_out[1]} labelled): the estimate is of the rows the judge scored"
+        )
+    return PPIEstimate(
+        mean=float(theta),
+        low=float(theta - z * se),
+        high=float(theta + z * se),
+        confidence=confidence,
+        lam=float(lam),
+        n_labelled=n,
+        n_unlabelled=big_n,
+        judge_only=MeanInterval(float(every.mean()), judge_low, judge_high, int(every.size)),
+        labels_only=MeanInterval(
+            labels_mean, labels_mean - labels_half, labels_mean + labels_half, n
+        ),
+        left_out=left_out,
+        notes=tuple(notes),
+    )
+
+
+def ppi_mean(
+    judged: Sequence[float] | np.ndarray,
+    judged_labelled: Sequence[float] | np.ndarray,
+    labels: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+) -> PPIEstimate:
+    """The mean of people's labels, estimated from a judge's scores on every row and labels
+    on a random subset: prediction-powered inference with power tuning (PPI++).
+
+    Prediction-powered inference (Angelopoulos, Bates, Fannjiang, Jordan & Zrnic 2023,
+    "Prediction-powered inference", Science 382, 669-674) corrects the judge's mean by its
+    average error on the labelled rows, so the estimate is unbiased for the labels' mean
+    however biased the judge is; PPI++ (Angelopoulos, Duchi & Zrnic 2023, "PPI++:
+    Efficient Prediction-Powered Inference", arXiv:2311.01453) weighs the judge by a
+    lambda tuned from the data, so the interval is never much wider than the labels-only
+    one and narrower when the judge tracks the labels. The interval is the papers' CLT
+    interval (`ppi_tuned` has the formulas). It holds only when the labelled rows are a
+    random sample of the rows (drawn uniformly, independently of the scores and labels).
+
+    NaN judged scores (a row the judge could not score) are left out, on both sides: the
+    estimate is then of the labels' mean over the rows the judge scored, and `left_out`
+    counts them. A NaN label is refused.
+
+    Args:
+        judged: the judge's scores on the rows without a label (the papers' unlabelled
+            data; not the labelled rows: those go in `judged_labelled`).
+        judged_labelled: the judge's scores on the labelled rows.
+        labels: the people's labels of those rows, in the same order (0/1 or any number
+            on the scale to estimate).
+        confidence: the intervals' coverage, strictly between 0 and 1.
+
+    Returns:
+        A `PPIEstimate`: `mean`, `low`, `high`, lambda, the counts, and the judge-only
+        and labels-only estimates beside it.
+
+    Raises:
+        judge.InputFormatError: lengths that differ, a NaN label, a value that is no
+            number, fewer than 2 labelled rows with a judged score, or a confidence
+            outside (0, 1).
+    """
+    scores = _numbers(judged_labelled, "judged_labelled")
+    values = _numbers(labels, "labels")
+    _same_length(scores, "judged_labelled", values, "labels")
+    _no_nan_labels(values, "labels", "judged_labelled")
+    return _ppi(_numbers(judged, "judged"), scores, values, confidence)
+
+
+def ppi_mean_difference(
+    *,
+    judged_a: Sequence[float] | np.ndarray,
+    judged_b: Sequence[float] | np.ndarray,
+    judged_labelled_a: Sequence[float] | np.ndarray,
+    judged_labelled_b: Sequence[float] | np.ndarray,
+    labels_a: Sequence[float] | np.ndarray,
+    labels_b: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+) -> PPIEstimate:
+    """The paired difference B - A of the labels' means of two systems (or two prompts, two
+    models) answering the same rows, prediction-powered as `ppi_mean` estimates one mean.
+
+    The same rows are judged under A and under B; on a random subset, people labelled
+    both A's and B's output. The per-row differences (B's score minus A's, B's label minus
+    A's) go through `ppi_mean`, so the interval is of the mean paired difference of the
+    labels (PPI++ for the mean of differences; Angelopoulos, Duchi & Zrnic 2023). A row
+    where either judged score is NaN is left out. Keyword-only: a swapped pair flips the sign.
+
+    Args:
+        judged_a: A's judged scores on the rows without labels.
+        judged_b: B's judged scores on the same rows, in the same order.
+        judged_labelled_a: A's judged scores on the labelled rows.
+        judged_labelled_b: B's judged scores on the labelled rows, in the same order.
+        labels_a: the people's labels of A's output on the labelled rows.
+        labels_b: the people's labels of B's output on the labelled rows.
+        confidence: the intervals' coverage, strictly between 0 and 1.
+
+    Returns:
+        A `PPIEstimate` of B - A (`judge_only` is the judge's mean difference over every
+        row both scored; `labels_only` the labels' mean difference).
+    """
+    unlabelled_a, unlabelled_b = _numbers(judged_a, "judged_a"), _numbers(judged_b, "judged_b")
+    _same_length(unlabelled_a, "judged_a", unlabelled_b, "judged_b")
+    scores_a = _numbers(judged_labelled_a, "judged_labelled_a")
+    scores_b = _numbers(judged_labelled_b, "judged_labelled_b")
+    values_a, values_b = _numbers(labels_a, "labels_a"), _numbers(labels_b, "labels_b")
+    _same_length(scores_a, "judged_labelled_a", scores_b, "judged_labelled_b")
+    _same_length(scores_a, "judged_labelled_a", values_a, "labels_a")
+    _same_length(scores_a, "judged_labelled_a", values_b, "labels_b")
+    _no_nan_labels(values_a, "labels_a", "judged_labelled_a")
+    _no_nan_labels(values_b, "labels_b", "judged_labelled_b")
+    return _ppi(unlabelled_b - unlabelled_a, scores_b - scores_a, values_b - values_a, confidence)

@@ -23,6 +23,7 @@ COMMANDS = (
     "demo",
     "compare",
     "agreement",
+    "estimate",
     "probe",
     "metrics",
     "cache",

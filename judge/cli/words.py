@@ -33,6 +33,13 @@ FLAGS = {
     "runs": "--runs",
     "shard": "--shard",
     "thresholds": "--threshold",  # judge traces export
+    # judge estimate
+    "labels": "--labels",
+    "label": "--label",
+    "metric": "--metric",
+    "confidence": "--confidence",
+    "annotator": "--annotator",
+    "require_random": "--require-random",
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.
 _EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}

@@ -288,6 +288,31 @@ class Gates:
         }
         return [b.missed(means[b.metric]) for b in self.bounds if not b.passes(means[b.metric])]
 
+    def missed_by_intervals(
+        self, intervals: Mapping[str, tuple[float, float]], what: str = "interval"
+    ) -> list[str]:
+        """The bounds an interval misses (`judge estimate --gate`: a label-corrected mean's
+        interval): a floor (METRIC>=VALUE) is met when the interval's lower end meets it, a
+        cap (METRIC<=VALUE) when its upper end does, so a gate passes only when the whole
+        interval is on its good side; a metric without an interval misses every bound.
+
+        Args:
+            intervals: metric -> (low, high).
+            what: what the intervals are, as the messages name them.
+        """
+        missed = []
+        for b in self.bounds:
+            low, high = intervals.get(b.metric, (math.nan, math.nan))
+            end = high if b.at_most else low
+            if not b.passes(end):
+                shown = "n/a" if math.isnan(end) else f"{end:.4f}"
+                side = "upper" if b.at_most else "lower"
+                missed.append(
+                    f"{b.metric}: the {what}'s {side} end {shown} "
+                    f"{'>' if b.at_most else '<'} {_shown(b.value)}"
+                )
+        return missed
+
     def verdict(self, result: ResultView) -> Verdict:
         """Every gate applied to a finished run (a bound on a metric the run did not
         compute is missed: `check_metrics` refuses it first where that is an error)."""
