@@ -35,6 +35,7 @@ from judge.metrics.resolve import MetricLike
 from judge.monitor.alerts import UNCHECKED, drop_check
 from judge.monitor.receiver import Received, make_app
 from judge.monitor.state import (
+    JUDGE_USAGE,
     JUDGED,
     OVER_BUDGET,
     PENDING,
@@ -287,7 +288,8 @@ class Monitor:
 
     # -- judging ------------------------------------------------------------------------
 
-    async def _judge(self, rows: list[dict[str, Any]]) -> list[ResultRow]:
+    async def _judge(self, rows: list[dict[str, Any]]) -> tuple[list[ResultRow], dict[str, Any]]:
+        """The rows' results, and the judge's usage (requests, cache hits) for them."""
         given = open_input(rows)
         spec = RunSpec(
             metrics=self.config.metrics,
@@ -297,11 +299,16 @@ class Monitor:
             progress=False,
         )
         result = await aevaluate_rows(given, given.columns, given.source, spec)
-        return list(result.rows)
+        return list(result.rows), result.usage
 
-    def _record(self, rows: list[dict[str, Any]], results: list[ResultRow]) -> int:
-        """Record judged rows (one transaction), count windows numbered by judged rows;
-        returns how many were recorded."""
+    def _record(
+        self,
+        rows: list[dict[str, Any]],
+        results: list[ResultRow],
+        usage: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Record judged rows (one transaction) with the judge's usage for them, count
+        windows numbered by judged rows; returns how many were recorded."""
         by_id = {str(r.id): r for r in results}
         now = time.time()
         recorded = 0
@@ -332,6 +339,14 @@ class Monitor:
                     ),
                 )
                 recorded += 1
+            for name, key in JUDGE_USAGE.items():
+                value = int((usage or {}).get(key) or 0)
+                if value:
+                    db.execute(
+                        "INSERT INTO counts (name, value) VALUES (?, ?) ON CONFLICT (name)"
+                        " DO UPDATE SET value=value+excluded.value",
+                        (name, value),
+                    )
         return recorded
 
     async def judge_batch(self) -> int:
@@ -339,8 +354,8 @@ class Monitor:
         rows = await self._db(self.state.pending, self.config.batch)
         if not rows:
             return 0
-        results = await self._judge(rows)
-        recorded = await self._db(self._record, rows, results)
+        results, usage = await self._judge(rows)
+        recorded = await self._db(self._record, rows, results, usage)
         if not recorded:  # never: a run gives every row its result, by the row's id
             raise JudgeError(
                 f"the judged rows came back without their ids (trace ids such as "
