@@ -2,11 +2,13 @@
 monitor receives traces from the real OpenTelemetry SDK exporter and judges them with the
 loopback fake judge, parsed with prometheus_client's own parser: the counts are what was
 sent and judged, an alert is counted after a drop and not before, the figures survive a
-restart, and two monitors in one process keep apart."""
+restart, two monitors in one process keep apart, and the guide's table names what is
+served."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,6 +29,7 @@ from tests.helpers.cli import run
 from tests.helpers.monitor import no_retriever_trace, rag_traces, serving, wait_for
 from tests.monitor.test_monitor import PER_ROW, free_port, judge_flags, traces_file
 
+DOCS = Path(__file__).parents[2] / "docs" / "guides" / "monitoring.md"
 HOUR = 3600 * 10**9
 BUDGET = 12_000  # requests an hour: a thousand in each 5-minute step, never reached here
 
@@ -64,6 +67,24 @@ def send(base: str, make: Any) -> list[str]:
     ids = make(provider)
     provider.shutdown()  # flushed: every request acknowledged
     return ids
+
+
+def metrics_section() -> str:
+    text = DOCS.read_text(encoding="utf-8")
+    return text.split("\n## Metrics and Grafana\n", 1)[1].split("\n## ", 1)[0]
+
+
+def documented_names() -> set[str]:
+    """The metric names the table of the guide's "Metrics and Grafana" gives."""
+    table = [line for line in metrics_section().splitlines() if line.startswith("| `judge_")]
+    return {name for line in table for name in re.findall(r"`(judge_monitor_\w+)`", line)}
+
+
+def test_the_guide_s_queries_and_panels_name_metrics_of_its_table() -> None:
+    blocks = re.findall(r"```(?:yaml|json|python)\n(.*?)```", metrics_section(), re.S)
+    queried = {name for block in blocks for name in re.findall(r"judge_monitor_\w+", block)}
+    assert len(queried) >= 8, queried  # the panel, the rules, the annotation
+    assert queried <= documented_names()
 
 
 def test_the_scrape_counts_what_was_sent_and_judged_and_the_alert_after_the_drop(
@@ -132,6 +153,9 @@ def test_the_scrape_counts_what_was_sent_and_judged_and_the_alert_after_the_drop
             # The alerts of the state are the ones counted.
             alerts = monitor.state.read("SELECT metric FROM alerts")
             assert alerts == [("faithfulness",)]
+            served = {name for name, _ in samples if name.startswith("judge_monitor_")}
+        # The guide's table names every metric served, and no other.
+        assert documented_names() == served
         assert monitor.metrics_port is None  # no longer served once stopped
     # prometheus_client's global registry holds none of the monitor's metrics.
     assert "judge_monitor_" not in generate_latest(prometheus_client.REGISTRY).decode()
