@@ -26,8 +26,16 @@ from judge.llm.config import LLM
 from judge.monitor.monitor import Monitor, MonitorConfig
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.cli import run
-from tests.helpers.monitor import no_retriever_trace, rag_traces, serving, wait_for
-from tests.monitor.test_monitor import PER_ROW, free_port, judge_flags, traces_file
+from tests.helpers.monitor import (
+    PER_ROW,
+    free_port,
+    judge_flags,
+    no_retriever_trace,
+    rag_traces,
+    serving,
+    traces_file,
+    wait_for,
+)
 
 DOCS = Path(__file__).parents[2] / "docs" / "guides" / "monitoring.md"
 HOUR = 3600 * 10**9
