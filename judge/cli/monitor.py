@@ -122,6 +122,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "stderr; the state keeps every alert)",
     )
     p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on http://HOST:PORT/metrics while the monitor runs "
+        "(with --listen or --watch, not --once): traces received, sampled, judged and "
+        "skipped, the queue, the judge's requests and the budget left, each metric's "
+        "window mean with its interval and the baseline, the drop test and the alerts",
+    )
+    p.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        help="the address --metrics-port listens on (default 127.0.0.1, loopback: give "
+        "0.0.0.0 for a Prometheus on another machine)",
+    )
+    p.add_argument(
         "--min-drop",
         type=float,
         default=0.0,
@@ -173,6 +188,16 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError("--once processes what is new and exits: it does not --listen")
     if not (args.once or args.listen or args.watch):
         raise JudgeError("give --listen [HOST:]PORT, --watch DIR, or --once")
+    if args.once and (args.metrics_port is not None or args.metrics_host):
+        flag = "--metrics-port" if args.metrics_port is not None else "--metrics-host"
+        raise JudgeError(
+            f"{flag} serves metrics while the monitor runs, and --once exits after one pass: "
+            "drop --once (run with --listen or --watch) or drop the metrics flags"
+        )
+    if args.metrics_host and args.metrics_port is None:
+        raise JudgeError("--metrics-host HOST: give --metrics-port PORT too")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise JudgeError(f"--metrics-port {args.metrics_port}: give a port from 0 to 65535")
     if not 0 < args.alpha < 1:
         raise JudgeError(f"--alpha {args.alpha}: give a false-alarm rate per window in (0, 1)")
     if not 0 <= args.min_drop < 1:
@@ -230,6 +255,13 @@ async def _run(
         if args.once:
             return await monitor.aonce(args.watch)
         host, port = address if address is not None else (None, 0)
-        return await monitor.aserve(host=host, port=port, watch=args.watch, token=token)
+        return await monitor.aserve(
+            host=host,
+            port=port,
+            watch=args.watch,
+            token=token,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host or "127.0.0.1",
+        )
     finally:
         loop.remove_signal_handler(signal.SIGTERM)

@@ -25,6 +25,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from prometheus_client import CollectorRegistry, ProcessCollector
+
 from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import JudgeError
@@ -33,8 +35,10 @@ from judge.llm.config import LLM, Embeddings
 from judge.metrics.registry import higher_is_better
 from judge.metrics.resolve import MetricLike
 from judge.monitor.alerts import UNCHECKED, drop_check
+from judge.monitor.prometheus import MonitorCollector, serve_metrics
 from judge.monitor.receiver import Received, make_app
 from judge.monitor.state import (
+    JUDGE_USAGE,
     JUDGED,
     OVER_BUDGET,
     PENDING,
@@ -206,6 +210,19 @@ class Monitor:
         self._alerts: list[dict[str, Any]] = []
         self._notes: list[str] = []
         self._windows: list[dict[str, Any]] = []
+        # The monitor's own registry (never prometheus_client's global one): two monitors
+        # in one process each expose their own state. Read when scraped; `aserve` serves
+        # it with metrics_port, or mount it in an app of your own.
+        self.registry = CollectorRegistry()
+        self._collector = MonitorCollector(
+            self.state.folder,
+            baseline_windows=config.baseline_windows,
+            budget=config.budget,
+            queue_capacity=config.queue,
+        )
+        self.registry.register(self._collector)
+        ProcessCollector(registry=self.registry)  # the process's memory, CPU, open files
+        self.metrics_port: int | None = None  # the port serving /metrics, once it does
 
     def request_stop(self) -> None:
         """Stop the monitor as SIGTERM does, from any thread: `serve` and `once` then
@@ -219,6 +236,7 @@ class Monitor:
     def close(self) -> None:
         """Close the state."""
         self._executor.shutdown(wait=True)
+        self._collector.close()
         self.state.close()
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -287,7 +305,8 @@ class Monitor:
 
     # -- judging ------------------------------------------------------------------------
 
-    async def _judge(self, rows: list[dict[str, Any]]) -> list[ResultRow]:
+    async def _judge(self, rows: list[dict[str, Any]]) -> tuple[list[ResultRow], dict[str, Any]]:
+        """The rows' results, and the judge's usage (requests, cache hits) for them."""
         given = open_input(rows)
         spec = RunSpec(
             metrics=self.config.metrics,
@@ -297,11 +316,16 @@ class Monitor:
             progress=False,
         )
         result = await aevaluate_rows(given, given.columns, given.source, spec)
-        return list(result.rows)
+        return list(result.rows), result.usage
 
-    def _record(self, rows: list[dict[str, Any]], results: list[ResultRow]) -> int:
-        """Record judged rows (one transaction), count windows numbered by judged rows;
-        returns how many were recorded."""
+    def _record(
+        self,
+        rows: list[dict[str, Any]],
+        results: list[ResultRow],
+        usage: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Record judged rows (one transaction) with the judge's usage for them, count
+        windows numbered by judged rows; returns how many were recorded."""
         by_id = {str(r.id): r for r in results}
         now = time.time()
         recorded = 0
@@ -332,6 +356,14 @@ class Monitor:
                     ),
                 )
                 recorded += 1
+            for name, key in JUDGE_USAGE.items():
+                value = int((usage or {}).get(key) or 0)
+                if value:
+                    db.execute(
+                        "INSERT INTO counts (name, value) VALUES (?, ?) ON CONFLICT (name)"
+                        " DO UPDATE SET value=value+excluded.value",
+                        (name, value),
+                    )
         return recorded
 
     async def judge_batch(self) -> int:
@@ -339,8 +371,8 @@ class Monitor:
         rows = await self._db(self.state.pending, self.config.batch)
         if not rows:
             return 0
-        results = await self._judge(rows)
-        recorded = await self._db(self._record, rows, results)
+        results, usage = await self._judge(rows)
+        recorded = await self._db(self._record, rows, results, usage)
         if not recorded:  # never: a run gives every row its result, by the row's id
             raise JudgeError(
                 f"the judged rows came back without their ids (trace ids such as "
@@ -571,6 +603,8 @@ class Monitor:
         token: str | None = None,
         poll: float = 1.0,
         on_ready: Callable[[int | None], None] | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> MonitorReport:
         """Receive (and/or follow) traces until `stop` is set: then the receiver stops
         taking requests, those accepted are kept, the batch being judged is finished and
@@ -583,6 +617,10 @@ class Monitor:
             token: a bearer token the receiver requires.
             poll: seconds between passes (completing traces, reading the folder).
             on_ready: called with the port listened on once requests are taken.
+            metrics_port: serve the Prometheus metrics (`Monitor.registry`) on
+                http://METRICS_HOST:METRICS_PORT/metrics while serving (0: any free port,
+                then in `Monitor.metrics_port`); None: not served.
+            metrics_host: the address the metrics are served on (default loopback).
         """
         from aiohttp import web
 
@@ -590,12 +628,24 @@ class Monitor:
         queue: asyncio.Queue[Received] = asyncio.Queue(self.config.queue)
         runner = None
         bound = None
+        metrics = None
+        if metrics_port is not None:
+            metrics = serve_metrics(self.registry, metrics_host, metrics_port)
+            self.metrics_port = metrics.port
+            self._say(f"metrics on {metrics.url}")
         if host is not None:
+            self._collector.queue_depth = queue.qsize
             app = make_app(queue, token=token, health=self.health)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, host, port)
-            await site.start()
+            try:
+                await site.start()
+            except BaseException:  # the port taken, say: nothing left listening
+                await runner.cleanup()
+                if metrics is not None:
+                    metrics.close()
+                raise
             bound = int(runner.addresses[0][1])  # the port chosen when 0 was given
             self._say(f"monitor listening on http://{host}:{bound}/v1/traces")
         if on_ready is not None:
@@ -612,6 +662,10 @@ class Monitor:
                 await runner.cleanup()  # no new request; those in hand are answered
             for task in tasks:
                 await asyncio.wait_for(task, timeout=None)
+            self._collector.queue_depth = None
+            if metrics is not None:  # scraped to the end: the last batch's figures too
+                metrics.close()
+                self.metrics_port = None
         return await self._report()
 
     async def _ingest_loop(self, queue: asyncio.Queue[Received]) -> None:

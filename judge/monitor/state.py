@@ -41,6 +41,10 @@ PENDING = "pending"  # to be judged
 JUDGED = "judged"
 
 COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lines")
+# Counters of the judge's requests sent (retries included) and answers found in judge's
+# cache, from the run's usage (counter -> usage key), added in the transaction that records
+# the rows judged: a restart counts nothing twice.
+JUDGE_USAGE = {"judge_requests": "requests", "judge_cache_hits": "cache_hits"}
 
 
 class MonitorStateError(JudgeError):
@@ -91,6 +95,19 @@ def span_of(trace_id: str, text: str) -> Span:
         text, object_hook=_bytes_back
     )
     return Span(trace_id, span_id, parent, name, start, end, attributes, remote)
+
+
+def counts_of(db: sqlite3.Connection) -> dict[str, int]:
+    """`MonitorState.counts` read on a connection (in a transaction of the caller's)."""
+    out = dict.fromkeys(COUNTERS, 0)
+    out.update({name: int(value) for name, value in db.execute("SELECT * FROM counts")})
+    for status, n in db.execute("SELECT status, count(*) FROM traces GROUP BY status"):
+        out[status] = int(n)
+    for reason, n in db.execute(
+        "SELECT reason, count(*) FROM traces WHERE status=? GROUP BY reason", (SKIPPED,)
+    ):
+        out[f"skipped:{reason}"] = int(n)
+    return out
 
 
 class MonitorState:
@@ -162,6 +179,23 @@ class MonitorState:
                 f"the monitor state {self.path} cannot be written ({exc})"
             ) from exc
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query in the block sees the same state (WAL lets
+        it read while another connection writes)."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    yield self._db
+                finally:
+                    if self._db.in_transaction:
+                        self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise MonitorStateError(
+                    f"the monitor state {self.path} cannot be read ({exc})"
+                ) from exc
+
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one query."""
         with self._lock:
@@ -183,17 +217,11 @@ class MonitorState:
             return value
 
     def counts(self) -> dict[str, int]:
-        """The counters (spans, duplicate_spans, late_spans, rejected_spans, bad_lines) and
-        the traces by status, skips by reason as skipped:REASON."""
-        out = dict.fromkeys(COUNTERS, 0)
-        out.update({name: int(value) for name, value in self.read("SELECT * FROM counts")})
-        for status, n in self.read("SELECT status, count(*) FROM traces GROUP BY status"):
-            out[status] = int(n)
-        for reason, n in self.read(
-            "SELECT reason, count(*) FROM traces WHERE status=? GROUP BY reason", (SKIPPED,)
-        ):
-            out[f"skipped:{reason}"] = int(n)
-        return out
+        """The counters (spans, duplicate_spans, late_spans, rejected_spans, bad_lines,
+        and judge_requests and judge_cache_hits once something was judged) and the traces
+        by status, skips by reason as skipped:REASON."""
+        with self.snapshot() as db:
+            return counts_of(db)
 
     def ingest(
         self,

@@ -5,6 +5,7 @@ each a CHAIN root with a retriever and an answer that the heuristic judge finds 
 from __future__ import annotations
 
 import asyncio
+import socket
 import sqlite3
 import threading
 import time
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.rag_spans import KIND
+from tests.helpers.traces import export, write_json_lines
 
+PER_ROW = 2  # faithfulness asks the heuristic judge twice a row: the claims, their verdicts
 MINUTE = 60 * 10**9
 START = 1_796_000_400 * 10**9  # 2026-11-30, on a whole hour
 
@@ -142,3 +145,34 @@ def state_counts(folder: Path) -> dict[str, int]:
         return {}
     finally:
         db.close()
+
+
+def judge_flags(server: Any, tmp: Path) -> list[str]:
+    """The judge flags of `judge monitor` against the fake judge, faithfulness only."""
+    return [
+        "--model",
+        "openai/fake-model",
+        "--api-base",
+        server.base_url,
+        "--api-key",
+        "x",
+        "--cache",
+        str(tmp / "cache.sqlite"),
+        "--metrics",
+        "faithfulness",
+    ]
+
+
+def traces_file(path: Path, make: Any) -> list[str]:
+    """Write the traces `make(provider)` makes as the Collector's OTLP/JSON lines."""
+    ids: list[str] = []
+    bodies = export(lambda provider: ids.extend(make(provider)), batch=4)
+    write_json_lines(bodies, path)
+    return ids
+
+
+def free_port() -> int:
+    """A loopback port free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -8,7 +8,6 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,38 +25,16 @@ from judge.traces.extract import sample_key
 from tests.helpers.cli import run
 from tests.helpers.monitor import (
     MINUTE,
+    PER_ROW,
+    free_port,
     good_answer,
+    judge_flags,
     no_retriever_trace,
     rag_traces,
     state_counts,
+    traces_file,
     wait_for,
 )
-from tests.helpers.traces import export, write_json_lines
-
-PER_ROW = 2  # faithfulness asks the heuristic judge twice a row: the claims, their verdicts
-
-
-def judge_flags(server: FakeLLMServer, tmp: Path) -> list[str]:
-    return [
-        "--model",
-        "openai/fake-model",
-        "--api-base",
-        server.base_url,
-        "--api-key",
-        "x",
-        "--cache",
-        str(tmp / "cache.sqlite"),
-        "--metrics",
-        "faithfulness",
-    ]
-
-
-def traces_file(path: Path, make: Any) -> list[str]:
-    """Write the traces `make(provider)` makes as the Collector's OTLP/JSON lines."""
-    ids: list[str] = []
-    bodies = export(lambda provider: ids.extend(make(provider)), batch=4)
-    write_json_lines(bodies, path)
-    return ids
 
 
 def test_once_follows_a_folder_through_rotation_and_judges_only_what_is_new(
@@ -95,12 +72,6 @@ def test_once_follows_a_folder_through_rotation_and_judges_only_what_is_new(
         done = run(*args)  # nothing new
         assert "9 traces judged" in done.stdout
         assert server.count() == 9 * PER_ROW
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_listening(server: FakeLLMServer, tmp: Path) -> tuple[subprocess.Popen[str], str]:
