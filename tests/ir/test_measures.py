@@ -183,3 +183,25 @@ def test_asking_for_bpref_leaves_the_other_metrics_alone():
                 data / qrels, data / run, [*names, "bpref", "judged@10"], per_query=True
             )
             assert {q: {n: v[n] for n in names} for q, v in both.items()} == dict(alone)
+
+
+def test_judge_ir_prints_bpref_and_judged_as_trec_eval_does(capsys):
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "fixtures" / "ir-conformance" / "trec_eval_test"
+    args = ["ir", str(data / "qrels.test"), str(data / "results.trunc"), "-q"]
+    assert main([*args, "-m", "bpref,judged@20"]) == 0
+    out, err = capsys.readouterr()
+    # trec_eval -c -q -m bpref -m unj.20 qrels.test results.trunc (its out.test.aqc lines)
+    printed = {}
+    for line in (data / "out.test.aqc").read_text().splitlines():
+        measure, query, value = (field.strip() for field in line.split("\t"))
+        if measure == "bpref":
+            printed[("bpref", query)] = value
+        if measure == "unj_20":
+            printed[("judged@20", query)] = f"{1 - float(value):.4f}"
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert {(name.strip(), query): value for name, query, value in lines} == printed
+    assert lines[0][0] == f"{'bpref':<22}"  # spelled and padded as trec_eval prints it
+    # The query missing from the run scores 0, but judged@k 1: nothing unjudged in it.
+    assert "score 0 (judged@k 1)" in err and "'302'" in err
