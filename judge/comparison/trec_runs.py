@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from judge import ir
 from judge.comparison.evaluations import Comparison, Scores, compare_scores
 from judge.errors import InputFormatError
+from judge.ir.measure_names import JUDGED_FAMILIES, parse_measure
 from judge.ir.ranking import Qrels, Run
 from judge.run.data import parse_relevance, read_records, resolve_columns
 
@@ -45,6 +47,99 @@ def lost_from_top_k(
     return lost
 
 
+# B's judged@k this far below A's (5 points: one more unjudged doc in the top 10 of every
+# other query) makes a gain of B's suspect: unjudged docs count as non-relevant, so a
+# ranking that brings in unjudged docs is measured on fewer judgments than the baseline.
+JUDGED_GAP = 0.05
+
+# The cutoff of the judged@k check for a metric without one (map, mrr, r_precision).
+_DEFAULT_JUDGED_CUTOFF = 10
+
+
+def unjudged_gains(
+    comparison: Comparison,
+    qrels: Qrels,
+    run_a: Run,
+    run_b: Run,
+    *,
+    k: int | None = None,
+    gap: float = JUDGED_GAP,
+) -> list[dict[str, Any]]:
+    """The metrics B beats A on while B's top documents are less judged than A's.
+
+    For each metric with a higher mean in B (bpref and judged@k aside: unjudged docs
+    count for nothing in them), judged@c of both runs, c the metric's cutoff (`k`, else
+    10, for a metric without one); listed when B's is below A's by more than `gap`,
+    with the share of the docs B brings into its top c (absent from A's) that are not
+    judged.
+
+    Args:
+        comparison: the comparison of the two runs.
+        qrels: the judgments.
+        run_a: the baseline run.
+        run_b: the candidate run.
+        k: the cutoff for metrics without one (default 10).
+        gap: how far below A's B's judged@c must be.
+    """
+    cutoffs: dict[str, int] = {}
+    for name, result in comparison.metrics.items():
+        measure = parse_measure(name)
+        if measure.family in JUDGED_FAMILIES or not result.delta > 0:
+            continue
+        cutoffs[name] = measure.k or k or _DEFAULT_JUDGED_CUTOFF
+    if not cutoffs:
+        return []
+    names = [f"judged@{c}" for c in sorted(set(cutoffs.values()))]
+    judged_a = _means(ir.score_queries(qrels, run_a, names).values)
+    judged_b = _means(ir.score_queries(qrels, run_b, names).values)
+    found = []
+    for name, cutoff in cutoffs.items():
+        a, b = judged_a[f"judged@{cutoff}"], judged_b[f"judged@{cutoff}"]
+        if b < a - gap:
+            found.append(
+                {
+                    "metric": name,
+                    "delta": comparison.metrics[name].delta,
+                    "k": cutoff,
+                    "judged_a": a,
+                    "judged_b": b,
+                    "new_in_b_unjudged": _new_unjudged(qrels, run_a, run_b, cutoff),
+                }
+            )
+    return found
+
+
+def _means(values: Mapping[str, Any]) -> dict[str, float]:
+    return {name: math.fsum(array.tolist()) / len(array) for name, array in values.items()}
+
+
+def _new_unjudged(qrels: Qrels, run_a: Run, run_b: Run, k: int) -> float | None:
+    """Of the docs in B's top k and not in A's (over the judged queries), the share that
+    has no judgment (grade below 0, or none); None when B brings in no doc."""
+    new = unjudged = 0
+    for query, judged in qrels.items():
+        before = set(top_k(run_a.get(query, {}), k))
+        for doc in top_k(run_b.get(query, {}), k):
+            if doc not in before:
+                new += 1
+                unjudged += judged.get(doc, -1) < 0
+    return unjudged / new if new else None
+
+
+def unjudged_gain_warning(found: Mapping[str, Any], label_a: str, label_b: str) -> str:
+    """One `unjudged_gains` entry as a sentence for the terminal."""
+    k = found["k"]
+    share = found["new_in_b_unjudged"]
+    new = "" if share is None else f"; {share:.0%} of the docs it brings into its top {k} are"
+    new += "" if share is None else " not judged"
+    return (
+        f"{label_b} beats {label_a} on {found['metric']} ({found['delta']:+.4f}), but its top "
+        f"{k} is less judged: judged@{k} {found['judged_b']:.3f} against {found['judged_a']:.3f}"
+        f"{new}. Unjudged docs count as non-relevant, so the gain may lie in them: judge "
+        "those docs, or compare on bpref, which leaves them out."
+    )
+
+
 def _rank(docs: Mapping[str, float], doc: str) -> int | None:
     if doc not in docs:
         return None
@@ -61,8 +156,12 @@ def compare_runs(
     k: int | None = None,
     label_a: str = "A",
     label_b: str = "B",
+    judged_gap: float = JUDGED_GAP,
 ) -> Comparison:
     """Compare two runs query by query with paired tests over every judged query.
+
+    A metric B beats A on while B's judged@k is more than `judged_gap` below A's is listed
+    in `extra["unjudged_gains"]` (`unjudged_gains`): its gain may lie in unjudged docs.
 
     Args:
         qrels: judgments, `{query_id: {doc_id: grade}}`.
@@ -70,9 +169,11 @@ def compare_runs(
         run_b: the candidate run (e.g. the same candidates reranked).
         metrics: retrieval metric names; default `rerank_metrics(k)` (k = 5 if None).
         relevance_level: smallest grade that counts as relevant.
-        k: report the queries whose relevant docs fell out of the top k.
+        k: report the queries whose relevant docs fell out of the top k; also the cutoff
+            of the judged@k check for metrics without one (10 if None).
         label_a: name of A in reports.
         label_b: name of B in reports.
+        judged_gap: how far below A's B's judged@k must be for a gain to be listed.
     """
     names = list(metrics) if metrics else rerank_metrics(k or 5)
     scored_a = ir.score_queries(qrels, run_a, names, relevance_level=relevance_level)
@@ -94,6 +195,9 @@ def compare_runs(
             "unjudged_queries": list(scored_b.unjudged_queries),
         },
     }
+    comparison.extra["unjudged_gains"] = unjudged_gains(
+        comparison, qrels, run_a, run_b, k=k, gap=judged_gap
+    )
     if k is not None:
         comparison.extra["lost_from_top_k"] = {
             "k": k,

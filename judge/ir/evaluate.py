@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from judge.errors import InputFormatError
-from judge.ir.measure_names import check_relevance_level, parse_measures
+from judge.ir.measure_names import JUDGED_FAMILIES, check_relevance_level, parse_measures
 from judge.ir.result import IRResult as IRResult  # (these three are public here too)
 from judge.ir.result import QueryScores as QueryScores
 from judge.ir.result import result
@@ -55,12 +55,14 @@ def _score(
     from judge.ir.per_query import MetricTable
     from judge.ir.rank_columns import rank_sources
 
+    # bpref and judged@k also read the docs graded 0: rank those only when they are asked for.
+    least_grade = 0 if any(m.family in JUDGED_FAMILIES for m in measures) else 1
     if isinstance(qrels, Mapping) and isinstance(run, Mapping):
-        ranked, unjudged = rank_judged(qrels, run)
+        ranked, unjudged = rank_judged(qrels, run, least_grade)
     elif isinstance(qrels, (Mapping, str, os.PathLike)) and isinstance(
         run, (Mapping, str, os.PathLike)
     ):
-        ranked, unjudged = rank_sources(qrels, run)
+        ranked, unjudged = rank_sources(qrels, run, least_grade)
     else:
         raise InputFormatError(
             "qrels and run must be dicts: {query_id: {doc_id: grade}} and "

@@ -38,8 +38,10 @@ _NAN_DEFAULT = repeat(float("nan"))  # endless and stateless: one serves every q
 _CHUNK_VALUES = 1 << 19  # values walked and ranked at a time (4 MB)
 
 
-def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...]]:
-    """Rank the positively graded judged docs of every judged query in `run`.
+def rank_judged(
+    qrels: Qrels, run: Run, least_grade: int = 1
+) -> tuple[RankedJudgments, tuple[str, ...]]:
+    """Rank the judged docs graded `least_grade` (1 or 0) or more of every judged query in `run`.
 
     Returns the ranked judgments, with the queries in the order of `qrels` (walking both
     dicts in the order they were built reads memory in order), and the run's unjudged
@@ -68,7 +70,12 @@ def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...
     bounds = chunk_bounds(run_length + 2 * judged_length) or [(0, 0)]
     for lo, hi in bounds:
         chunk = _rank_chunk(
-            runs[lo:hi], judged[lo:hi], run_length[lo:hi], judged_length[lo:hi], qids[lo:hi]
+            runs[lo:hi],
+            judged[lo:hi],
+            run_length[lo:hi],
+            judged_length[lo:hi],
+            qids[lo:hi],
+            least_grade,
         )
         chunks.append(chunk)
         # A bad grade anywhere is reported before a NaN score, as when checked all at once.
@@ -88,7 +95,8 @@ def rank_judged(qrels: Qrels, run: Run) -> tuple[RankedJudgments, tuple[str, ...
     )
     judged_query = np.repeat(np.arange(nq), judged_length)
     doc_ids = _DictDocIds(runs, judged, judged_length)
-    return ranked_judgments(qids, judged_query, grades, run_length, pairs, doc_ids), unjudged
+    ranked = ranked_judgments(qids, judged_query, grades, run_length, pairs, doc_ids, least_grade)
+    return ranked, unjudged
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,7 @@ def _rank_chunk(
     run_length: np.ndarray,
     judged_length: np.ndarray,
     qids: list[str],
+    least_grade: int,
 ) -> _Chunk:
     """Walk some queries' dicts into one array and rank their judged docs."""
     n_run, n_judged = int(run_length.sum()), int(judged_length.sum())
@@ -134,7 +143,7 @@ def _rank_chunk(
         check_scores(values, run_length + 2 * judged_length, qids, not_scores=found_at)
     except InputFormatError as exc:
         nan_score = exc
-    pair_index = np.flatnonzero((grades > 0) & ~np.isnan(found))
+    pair_index = np.flatnonzero((grades >= least_grade) & ~np.isnan(found))
     pair_query = np.repeat(np.arange(len(qids)), judged_length)[pair_index]
     pair_score = found[pair_index]
     rank, tied = count_above(values, row_start, run_length, pair_query, pair_score)

@@ -25,7 +25,12 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ndcg": ("optional", "nDCG, gain = grade, log2 discount (ndcg, ndcg_cut_k)"),
     "ndcg_exp": ("optional", "nDCG with gain 2^grade - 1 (Burges et al.)"),
     "r_precision": ("none", "relevant docs in the top R / R, R = relevant judged docs (Rprec)"),
+    "bpref": ("none", "mean over relevant docs of 1 - judged non-relevant above / min(R, N)"),
+    "judged": ("required", "docs with a judgment in the top k / k (1 - trec_eval's unj_k)"),
 }
+
+# Families that read the judged non-relevant documents of a run, not only its relevant ones.
+JUDGED_FAMILIES = frozenset({"bpref", "judged"})
 
 # What `judge ir` and `judge eval` (on rows with retrieval columns) compute unless told.
 DEFAULT_METRICS = (
@@ -168,6 +173,13 @@ def parse_measure(name: str) -> Measure:
                 raise MeasureFormError(f"metric '{name}': write it as '{family}', without @k")
             return Measure(family, k)
     text = str(name)
+    unj = re.match(r"^unj[_@](\d+)$", text)
+    if unj is not None and _cutoff(f"@{unj.group(1)}") is not None:
+        k = int(unj.group(1))
+        raise UnknownMetricError(
+            f"unknown retrieval metric {name!r}: judge computes its complement, "
+            f"'judged@{k}' = 1 - trec_eval's unj_{k}"
+        )
     hint = _suggest(text)
     close = None if hint else did_you_mean(text, retrieval_names(text))
     if close is not None:

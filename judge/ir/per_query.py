@@ -31,6 +31,7 @@ class MetricTable:
 
     def __init__(self, ranked: RankedJudgments, relevance_level: int):
         self.r = ranked
+        self.level = relevance_level
         self.nq = len(ranked.qids)
         self.relevant = ranked.pair_grade >= relevance_level
         # Docs per query and grade: the relevant judged docs and nDCG's ideal rankings.
@@ -69,6 +70,11 @@ class MetricTable:
             return _divide(_count(self.rel_query[keep], self.nq, precision), self.num_rel)
         if m.family in ("ndcg", "ndcg_exp"):
             return self._ndcg(k, exponential=m.family == "ndcg_exp")
+        if m.family == "judged":
+            assert k is not None  # parse_measure requires a cutoff for judged
+            return self._judged(k)
+        if m.family == "bpref":
+            return self._bpref()
         raise AssertionError(f"unhandled measure family {m.family}")  # parse_measure guards
 
     @staticmethod
@@ -85,6 +91,56 @@ class MetricTable:
         keep = self._top(rank, k)
         out[query[keep]] = 1.0 / rank[keep]
         return out
+
+    def _zeros(self) -> tuple[np.ndarray, np.ndarray]:
+        """Query and rank of each retrieved doc graded 0 (ranked when bpref or judged@k is
+        asked for: `judge.ir.evaluate` passes `least_grade=0`)."""
+        r = self.r
+        if r.zero_query is None or r.zero_rank is None:
+            raise AssertionError("bpref and judged@k need the docs graded 0 ranked")
+        return r.zero_query, r.zero_rank
+
+    def _judged(self, k: int) -> np.ndarray:
+        """1 - trec_eval's unj_k: the docs of the top k not judged (not in the qrels, or
+        graded below 0), / k; ranks past the end of the run count as judged."""
+        zero_query, zero_rank = self._zeros()
+        r = self.r
+        judged = _count(r.pair_query[r.pair_rank <= k], self.nq)
+        judged += _count(zero_query[zero_rank <= k], self.nq)
+        unjudged = np.minimum(r.run_length, k).astype(np.float64) - judged
+        out: np.ndarray = 1.0 - unjudged / float(k)
+        return out
+
+    def _bpref(self) -> np.ndarray:
+        """trec_eval's bpref: for each relevant doc retrieved, 1 - min(n, R) / min(N, R),
+        n the judged non-relevant docs ranked above it, N those judged for the query; the
+        sum / R. Docs not judged, or graded below 0, count for nothing."""
+        zero_query, zero_rank = self._zeros()
+        r = self.r
+        query = np.concatenate((r.pair_query, zero_query))
+        rank = np.concatenate((r.pair_rank, zero_rank))
+        nonrel = np.concatenate((r.pair_grade < self.level, np.ones(zero_query.size, bool)))
+        order = np.argsort(query * (int(rank.max(initial=0)) + 1) + rank, kind="stable")
+        query, nonrel = query[order], nonrel[order]
+        # Judged non-relevant docs above each doc of its query: those before it in the
+        # sorted arrays, less those of the queries before.
+        before = np.cumsum(nonrel) - nonrel
+        earlier = np.cumsum(_count(query[nonrel], self.nq)) - _count(query[nonrel], self.nq)
+        above = before - earlier[query].astype(np.int64)
+        judged = r.grades >= 0
+        nonrel_judged = _count(r.judged_query[judged & (r.grades < self.level)], self.nq)
+        rel = ~nonrel
+        rel_query, rel_above = query[rel], above[rel].astype(np.float64)
+        num_rel = self.num_rel[rel_query]
+        share = np.zeros(rel_query.size)
+        np.divide(
+            np.minimum(rel_above, num_rel),
+            np.minimum(nonrel_judged[rel_query], num_rel),
+            out=share,
+            where=rel_above > 0,
+        )
+        # (Summed in rank order, as trec_eval sums: the same value to the last bit.)
+        return _divide(_count(rel_query, self.nq, 1.0 - share), self.num_rel)
 
     def _ndcg(self, k: int | None, exponential: bool) -> np.ndarray:
         r = self.r

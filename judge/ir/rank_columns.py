@@ -37,7 +37,7 @@ _SLICE = 1 << 20  # lines looked up at a time: bounds the temporary arrays
 
 
 def rank_sources(
-    qrels: Qrels | PathLike, run: Run | PathLike
+    qrels: Qrels | PathLike, run: Run | PathLike, least_grade: int = 1
 ) -> tuple[RankedJudgments, tuple[str, ...]]:
     """Ranked judgments over every judged query, and the run's unjudged queries (sorted).
 
@@ -46,21 +46,23 @@ def rank_sources(
     Args:
         qrels: a qrels dict or the path of a qrels file.
         run: a run dict or the path of a run file.
+        least_grade: rank the judged docs graded this or more: 1, or 0 for bpref and
+            judged@k.
     """
     judged = _columns(qrels, "qrels")
     if judged is not None and not isinstance(run, Mapping):
         # A run file grouped by query is ranked as it is read, keeping only its scores.
-        streamed = rank_run_file(judged, run)
+        streamed = rank_run_file(judged, run, least_grade)
         if streamed is not None:
             return streamed
     retrieved = _columns(run, "run") if judged is not None else None
     if judged is not None and retrieved is not None:
-        ranked = rank_columns(judged, retrieved)
+        ranked = rank_columns(judged, retrieved, least_grade)
         if ranked is not None:
             return ranked
     qrels_dict = qrels if isinstance(qrels, Mapping) else read_qrels_by_line(qrels)
     run_dict = run if isinstance(run, Mapping) else read_run_by_line(run)
-    return rank_judged(qrels_dict, run_dict)
+    return rank_judged(qrels_dict, run_dict, least_grade)
 
 
 def _columns(source: Mapping[str, Any] | PathLike, kind: Kind) -> TrecColumns | None:
@@ -94,7 +96,7 @@ def columns_from_mapping(data: Mapping[str, Mapping[str, Any]], kind: Kind) -> T
 
 
 def rank_columns(
-    qrels: TrecColumns, run: TrecColumns
+    qrels: TrecColumns, run: TrecColumns, least_grade: int = 1
 ) -> tuple[RankedJudgments, tuple[str, ...]] | None:
     """Rank from columns; None on a hash collision (the caller takes the dict path)."""
     import pyarrow.compute as pc
@@ -141,7 +143,7 @@ def rank_columns(
         doc_ids=_ColumnDocIds(run, permutation, scores, run_start, run_length, judged_docs),
     )
     unjudged = tuple(sorted(q for q in run.query_ids if q not in position))
-    return rank_arrays(arrays), unjudged
+    return rank_arrays(arrays, least_grade), unjudged
 
 
 def _match(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

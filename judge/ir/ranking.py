@@ -1,7 +1,8 @@
 """Rank the relevant judged documents of every query at once, exactly as trec_eval does.
 
 Every metric judge computes depends only on the ranks of the judged documents with a
-positive grade, so those are all that is ranked: the rank of a document is one plus the
+positive grade (bpref and judged@k also on those graded 0, ranked only when asked for), so
+those are all that is ranked: the rank of a document is one plus the
 number of documents of its query with a higher score, plus, for ties, the number of tied
 documents with a greater doc id (trec_eval breaks ties by doc id, descending). The counts
 are binary searches in each query's sorted scores, vectorised (`judge.ir.rank_counts`);
@@ -35,6 +36,9 @@ class RankedJudgments:
     pair_rank: np.ndarray  # its 1-based rank, pairs sorted by (query, rank)
     pair_grade: np.ndarray  # its grade
     run_length: np.ndarray  # number of retrieved docs per query
+    # Each retrieved doc graded 0, when ranked (`least_grade=0`): query and rank, by both.
+    zero_query: np.ndarray | None = None
+    zero_rank: np.ndarray | None = None
 
 
 def as_float_array(values: Iterator[object], count: int) -> np.ndarray:
@@ -117,15 +121,17 @@ def check_grades(grades: np.ndarray, lengths: np.ndarray, qids: list[str]) -> No
         )
 
 
-def rank_arrays(a: RunArrays) -> RankedJudgments:
-    """Rank the positively graded judged docs that the run retrieved, per query."""
-    positive = (a.grades > 0) & ~np.isnan(a.found)
-    pair_index = np.flatnonzero(positive)
+def rank_arrays(a: RunArrays, least_grade: int = 1) -> RankedJudgments:
+    """Rank the judged docs graded `least_grade` (1 or 0) or more that the run retrieved."""
+    ranked = (a.grades >= least_grade) & ~np.isnan(a.found)
+    pair_index = np.flatnonzero(ranked)
     pair_query = a.judged_query[pair_index]
     pair_score = a.found[pair_index]
     rank, tied = count_above(a.scores, a.run_start, a.run_length, pair_query, pair_score)
     pairs = Pairs(pair_index, pair_query, pair_score, rank, tied)
-    return ranked_judgments(a.qids, a.judged_query, a.grades, a.run_length, pairs, a.doc_ids)
+    return ranked_judgments(
+        a.qids, a.judged_query, a.grades, a.run_length, pairs, a.doc_ids, least_grade
+    )
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ def ranked_judgments(
     run_length: np.ndarray,
     pairs: Pairs,
     doc_ids: DocIds,
+    least_grade: int = 1,
 ) -> RankedJudgments:
     """Break the pairs' ties by doc id and sort the pairs by rank within each query.
 
@@ -164,20 +171,30 @@ def ranked_judgments(
         run_length: number of retrieved docs per query.
         pairs: the ranked pairs (their `rank` is updated in place for ties).
         doc_ids: the doc ids, for the tied pairs.
+        least_grade: 1 if the pairs are the positively graded docs, 0 if those graded 0
+            are among them (they are then kept apart, in `zero_query` and `zero_rank`).
     """
     rank = pairs.rank
     if pairs.tied.size:
         _break_ties(rank, pairs.tied, doc_ids, pairs.query, pairs.index, pairs.score)
     # Pairs are in query order already; sort by rank within each query.
     order = np.argsort(pairs.query * (int(rank.max(initial=0)) + 1) + rank, kind="stable")
+    query, rank, grade = pairs.query[order], rank[order], grades[pairs.index][order]
+    zero_query = zero_rank = None
+    if least_grade < 1:
+        positive = grade > 0
+        zero_query, zero_rank = query[~positive], rank[~positive]
+        query, rank, grade = query[positive], rank[positive], grade[positive]
     return RankedJudgments(
         qids=qids,
         judged_query=judged_query,
         grades=grades,
-        pair_query=pairs.query[order],
-        pair_rank=rank[order],
-        pair_grade=grades[pairs.index][order],
+        pair_query=query,
+        pair_rank=rank,
+        pair_grade=grade,
         run_length=run_length,
+        zero_query=zero_query,
+        zero_rank=zero_rank,
     )
 
 

@@ -65,7 +65,8 @@ def result(scores: QueryScores, per_query: bool, stacklevel: int) -> IRResult:
         )
     out.missing_queries = scores.missing_queries
     out.unjudged_queries = scores.unjudged_queries
-    _warn_coverage(out, len(qids), stacklevel)
+    judged_at = any(name.startswith("judged@") for name in scores.values)
+    _warn_coverage(out, len(qids), stacklevel, judged_at)
     return out
 
 
@@ -74,11 +75,13 @@ def _examples(queries: tuple[str, ...]) -> str:
     return shown + (f", ... ({len(queries)} in all)" if len(queries) > 5 else "")
 
 
-def _warn_coverage(out: IRResult, judged: int, stacklevel: int) -> None:
+def _warn_coverage(out: IRResult, judged: int, stacklevel: int, judged_at: bool) -> None:
     if out.missing_queries:
+        # judged@k is 1 on an empty ranking: no unjudged doc in it (trec_eval's unj_k is 0).
+        score = "score 0 (judged@k 1)" if judged_at else "score 0"
         warnings.warn(
             f"{len(out.missing_queries)} of {judged} judged queries have no results in the "
-            f"run and score 0 (they count in the mean): {_examples(out.missing_queries)}",
+            f"run and {score} (they count in the mean): {_examples(out.missing_queries)}",
             CoverageWarning,
             stacklevel=stacklevel,
         )

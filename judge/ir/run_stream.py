@@ -146,8 +146,8 @@ class _Scores:
 class _Stream:
     """What is kept of the run as its chunks are checked, in file order."""
 
-    def __init__(self, judged: _Judged, file_size: int):
-        self.judged = judged
+    def __init__(self, judged: _Judged, file_size: int, least_grade: int):
+        self.judged, self.least_grade = judged, least_grade
         self.run_qids: list[str] = []
         self.run_index: dict[str, int] = {}
         self.to_judged: list[int] = []  # judged query index of each run query, or -1
@@ -217,17 +217,18 @@ class _Stream:
             raise Unsuitable
         self.rows.append(rows + offset)
         self.found.append(judged)
-        self._keep_ties(lines, rows[self.judged.grades[judged] > 0], to_judged)
+        ranked = self.judged.grades[judged] >= self.least_grade
+        self._keep_ties(lines, rows[ranked], to_judged)
 
-    def _keep_ties(self, lines: _Lines, positive: np.ndarray, to_judged: np.ndarray) -> None:
-        """The ids of the docs that share the score of a positively judged doc found."""
-        if not positive.size:
+    def _keep_ties(self, lines: _Lines, ranked: np.ndarray, to_judged: np.ndarray) -> None:
+        """The ids of the docs that share the score of a judged doc found that is ranked."""
+        if not ranked.size:
             return
         # (+ 0.0 makes -0.0 into 0.0: equal scores, so the same key.)
         score_bits = (lines.scores + 0.0).view(np.uint64)
         key = mix(score_bits ^ mix(lines.query.astype(np.uint64)))
-        # (Binary searches in the few positive keys: np.isin would sort every line's key.)
-        wanted = np.sort(key[positive])
+        # (Binary searches in the few ranked keys: np.isin would sort every line's key.)
+        wanted = np.sort(key[ranked])
         at = np.minimum(np.searchsorted(wanted, key), wanted.size - 1)
         candidates = np.flatnonzero(wanted[at] == key)
         values, counts = np.unique(key[candidates], return_counts=True)
@@ -271,7 +272,7 @@ class _Stream:
             doc_ids=_KeptTies(self.ties, judged.docs),
         )
         unjudged = tuple(sorted(q for q in self.run_qids if q not in judged.position))
-        return rank_arrays(arrays), unjudged
+        return rank_arrays(arrays, self.least_grade), unjudged
 
 
 def _chunked(docs: list[Any]) -> Any:
@@ -296,7 +297,7 @@ class _KeptTies:
 
 
 def rank_run_file(
-    qrels: TrecColumns, path: PathLike
+    qrels: TrecColumns, path: PathLike, least_grade: int = 1
 ) -> tuple[RankedJudgments, tuple[str, ...]] | None:
     """Rank the judged docs of a run file read a chunk at a time; None when the caller
     must read it whole (not a regular file, not grouped by query, not for the fast reader).
@@ -304,6 +305,7 @@ def rank_run_file(
     Args:
         qrels: the judgments, as columns.
         path: the run file.
+        least_grade: rank the judged docs graded this or more (1, or 0 for bpref).
     """
     try:
         import pyarrow as pa
@@ -313,7 +315,8 @@ def rank_run_file(
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
         with open(path, "rb") as handle:
-            stream = _Stream(judged_from(qrels), os.fstat(handle.fileno()).st_size)
+            size = os.fstat(handle.fileno()).st_size
+            stream = _Stream(judged_from(qrels), size, least_grade)
             parsed = map_ahead(
                 lambda chunk: (chunk[1], parse_chunk(*chunk, "run")), chunks(handle, "run")
             )

@@ -61,27 +61,44 @@ def _divide(num: float, den: float) -> float:
     return num / den if den > 0 else 0.0
 
 
+def _rank(doc: str, docs: Mapping[str, float], scores: list[float]) -> int:
+    """The rank of a retrieved doc: score descending, then doc id descending."""
+    score = docs[doc]
+    rank = 1 + len(scores) - bisect_right(scores, score)
+    if bisect_right(scores, score) - bisect_left(scores, score) > 1:
+        # Ties: the docs with a greater id rank first.
+        tied = sorted(d for d, s in docs.items() if s == score)
+        rank += len(tied) - bisect_right(tied, doc)
+    return rank
+
+
 class _Query:
     """One query's judged docs the run retrieved with a positive grade, ranked as trec_eval
     ranks them (score descending, then doc id descending)."""
 
     def __init__(self, judged: Mapping[str, int], docs: Mapping[str, float], level: int):
+        self.judged, self.docs, self.level = judged, docs, level
         self.grades = [float(g) for g in judged.values()]
         self.num_rel = float(sum(1 for g in self.grades if g >= level))
-        scores = sorted(docs.values())
+        self.scores = sorted(docs.values())
         pairs = []  # (rank, grade) of each positively judged doc retrieved
         for doc, grade in judged.items():
             if grade > 0 and doc in docs:
-                score = docs[doc]
-                rank = 1 + len(scores) - bisect_right(scores, score)
-                if bisect_right(scores, score) - bisect_left(scores, score) > 1:
-                    # Ties: the docs with a greater id rank first.
-                    tied = sorted(d for d, s in docs.items() if s == score)
-                    rank += len(tied) - bisect_right(tied, doc)
-                pairs.append((rank, float(grade)))
+                pairs.append((_rank(doc, docs, self.scores), float(grade)))
         pairs.sort()
         self.pairs = pairs
         self.relevant = [rank for rank, grade in pairs if grade >= level]
+        self._zeros: list[int] | None = None
+
+    def zeros(self) -> list[int]:
+        """The ranks of the retrieved docs graded 0 (for bpref and judged@k), in order."""
+        if self._zeros is None:
+            self._zeros = sorted(
+                _rank(doc, self.docs, self.scores)
+                for doc, grade in self.judged.items()
+                if grade == 0 and doc in self.docs
+            )
+        return self._zeros
 
     def _in_top(self, k: int | None) -> list[int]:
         return self.relevant if k is None else [r for r in self.relevant if r <= k]
@@ -108,7 +125,29 @@ class _Query:
             return _divide(total, self.num_rel)
         if m.family in ("ndcg", "ndcg_exp"):
             return self._ndcg(k, exponential=m.family == "ndcg_exp")
+        if m.family == "judged":
+            assert k is not None  # parse_measure requires a cutoff for judged
+            judged = sum(1 for rank, _ in self.pairs if rank <= k)
+            judged += sum(1 for rank in self.zeros() if rank <= k)
+            unjudged = float(min(len(self.docs), k)) - float(judged)
+            return 1.0 - unjudged / float(k)
+        if m.family == "bpref":
+            return self._bpref()
         raise AssertionError(f"unhandled measure family {m.family}")  # parse_measure guards
+
+    def _bpref(self) -> float:
+        nonrel_judged = float(sum(1 for g in self.grades if 0 <= g < self.level))
+        ranked = sorted([*self.pairs, *((rank, 0.0) for rank in self.zeros())])
+        total, above = 0.0, 0
+        for _, grade in ranked:
+            if grade < self.level:
+                above += 1
+                continue
+            share = 0.0
+            if above > 0:
+                share = min(float(above), self.num_rel) / min(nonrel_judged, self.num_rel)
+            total += 1.0 - share
+        return _divide(total, self.num_rel)
 
     def _ndcg(self, k: int | None, exponential: bool) -> float:
         actual = 0.0

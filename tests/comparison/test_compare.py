@@ -276,3 +276,68 @@ def compare_columns_via_cli(tmp_path: Path, rows: list[dict]) -> dict:
     assert done.returncode == 0, done.stderr
     assert judge_cli("compare", data, "--columns", "first_stage").returncode == 2
     return json.loads(done.stdout)
+
+
+def unjudged_case(unjudged_top: int) -> tuple[ir.Qrels, ir.Run, ir.Run]:
+    """20 queries, 10 judged docs each (r relevant, n0..n8 not); A ranks two judged
+    non-relevant docs above r; B ranks r first, then `unjudged_top` docs nobody judged."""
+    qrels: dict[str, dict[str, int]] = {}
+    run_a: dict[str, dict[str, float]] = {}
+    run_b: dict[str, dict[str, float]] = {}
+    for q in (f"q{i}" for i in range(20)):
+        qrels[q] = {"r": 1, **{f"n{j}": 0 for j in range(9)}}
+        order_a = ["n0", "n1", "r", *(f"n{j}" for j in range(2, 9))]
+        order_b = ["r", *(f"u{j}" for j in range(unjudged_top)), *(f"n{j}" for j in range(9))]
+        run_a[q] = {d: 100.0 - i for i, d in enumerate(order_a)}
+        run_b[q] = {d: 100.0 - i for i, d in enumerate(order_b)}
+    return qrels, run_a, run_b
+
+
+def test_a_gain_among_unjudged_docs_is_flagged():
+    qrels, run_a, run_b = unjudged_case(unjudged_top=4)
+    comparison = compare_runs(qrels, run_a, run_b, k=10)
+    found = comparison.extra["unjudged_gains"]
+    # B gains on mrr and ndcg@10 (r moved up); P@10, recall@10 and hit_rate@10 are equal.
+    assert [f["metric"] for f in found] == ["mrr", "ndcg@10"]
+    for f in found:
+        assert f["k"] == 10 and f["judged_a"] == 1.0
+        assert f["judged_b"] == pytest.approx(0.6)  # 4 of B's top 10 have no judgment
+        assert f["new_in_b_unjudged"] == 1.0  # every doc B brings in is unjudged
+        assert f["delta"] == comparison.metrics[f["metric"]].delta > 0
+    assert comparison.to_dict()["unjudged_gains"] == found
+    # bpref leaves the unjudged docs out: no warning for it (nor for judged@10 itself).
+    names = ["bpref", "judged@10", "mrr"]
+    only = compare_runs(qrels, run_a, run_b, names, k=10).extra["unjudged_gains"]
+    assert [f["metric"] for f in only] == ["mrr"]
+
+
+def test_no_flag_when_b_is_as_judged_or_the_gap_is_small():
+    qrels, run_a, run_b = unjudged_case(unjudged_top=0)  # the same gain, all judged
+    assert compare_runs(qrels, run_a, run_b, k=10).extra["unjudged_gains"] == []
+    qrels, run_a, run_b = unjudged_case(unjudged_top=1)  # judged@10: 0.9 against 1.0
+    assert compare_runs(qrels, run_a, run_b, k=10, judged_gap=0.1).extra["unjudged_gains"] == []
+    assert len(compare_runs(qrels, run_a, run_b, k=10).extra["unjudged_gains"]) == 2
+    # B worse than A with unjudged docs: nothing to flag (the loss is reported as it is).
+    qrels, run_a, run_b = unjudged_case(unjudged_top=4)
+    assert compare_runs(qrels, run_b, run_a, k=10).extra["unjudged_gains"] == []
+
+
+def test_cli_warns_when_the_gain_lies_in_unjudged_docs(tmp_path, capsys):
+    from judge.cli.main import main
+
+    qrels, run_a, run_b = unjudged_case(unjudged_top=4)
+    (tmp_path / "qrels").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
+    )
+    for name, ranking in (("a", run_a), ("b", run_b)):
+        (tmp_path / name).write_text(
+            "".join(f"{q} Q0 {d} 0 {s} t\n" for q, docs in ranking.items() for d, s in docs.items())
+        )
+    files = [str(tmp_path / "a"), str(tmp_path / "b"), "--qrels", str(tmp_path / "qrels")]
+    assert main(["compare", *files, "-k", "10"]) == 0
+    err = capsys.readouterr().err
+    assert "judge: warning:" in err and "on mrr (+0.6667)" in err
+    assert "judged@10 0.600 against 1.000" in err
+    assert "100% of the docs it brings into its top 10 are not judged" in err
+    assert main(["compare", *files, "-k", "10", "-m", "P@10,bpref"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -33,16 +33,32 @@ _CUT_MEASURES = {
     "map_cut": "map@{}",
     "ndcg_cut": "ndcg@{}",
 }
-_PLAIN_MEASURES = {"map": "map", "ndcg": "ndcg", "recip_rank": "mrr", "Rprec": "r_precision"}
+_PLAIN_MEASURES = {
+    "map": "map",
+    "ndcg": "ndcg",
+    "recip_rank": "mrr",
+    "Rprec": "r_precision",
+    "bpref": "bpref",
+}
 _CUT_RE = re.compile(r"^(P|recall|success|map_cut|ndcg_cut)_(\d+)$")
+_UNJ_RE = re.compile(r"^unj_(\d+)$")  # judged@k is 1 - trec_eval's unj_k
 
 
 def judge_name(trec_measure: str) -> str | None:
-    """The judge metric equal to a trec_eval measure name, or None if judge has no equivalent."""
+    """The judge metric equal to a trec_eval measure name (or, for unj_k, its complement
+    judged@k), or None if judge has no equivalent."""
     if trec_measure in _PLAIN_MEASURES:
         return _PLAIN_MEASURES[trec_measure]
+    unj = _UNJ_RE.match(trec_measure)
+    if unj:
+        return f"judged@{int(unj.group(1))}"
     m = _CUT_RE.match(trec_measure)
     return _CUT_MEASURES[m.group(1)].format(int(m.group(2))) if m else None
+
+
+def judge_value(trec_measure: str, value: float) -> float:
+    """What judge's metric for a trec_eval measure should be, from trec_eval's value."""
+    return 1.0 - value if _UNJ_RE.match(trec_measure) else value
 
 
 @functools.cache
@@ -151,7 +167,7 @@ def parse_trec_eval_output(path: Path) -> list[tuple[str, str, float]]:
     for line in path.read_text().splitlines():
         measure, qid, value = (field.strip() for field in line.split("\t"))
         if judge_name(measure) is not None:
-            rows.append((measure, qid, float(value)))
+            rows.append((measure, qid, judge_value(measure, float(value))))
     return rows
 
 
@@ -268,3 +284,37 @@ def test_results_are_mappings() -> None:
     qrels, run = {"q": {"d": 1}}, {"q": {"d": 1.0}}
     assert isinstance(evaluate(qrels, run, ["mrr"]), Mapping)
     assert evaluate(qrels, run, ["mrr"], per_query=True)["q"]["mrr"] == 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# bpref and judged@k against trec_eval on random sets (trec_eval_judged/, printed to 17 digits)
+# --------------------------------------------------------------------------------------------
+
+JUDGED_DIR = FIXTURES / "trec_eval_judged"
+JUDGED_SETS = sorted(
+    (int(path.suffix[1:]), level) for path in JUDGED_DIR.glob("qrels.*") for level in (1, 2)
+)
+
+
+@pytest.mark.parametrize(("seed", "level"), JUDGED_SETS)
+def test_bpref_and_judged_equal_trec_eval_to_the_last_bit(seed: int, level: int) -> None:
+    rows = parse_trec_eval_output(JUDGED_DIR / f"out.{seed}.l{level}")
+    metrics = sorted({name for m, _, _ in rows if (name := judge_name(m)) is not None})
+    assert "bpref" in metrics and "judged@50" in metrics
+    qrels, run = JUDGED_DIR / f"qrels.{seed}", JUDGED_DIR / f"run.{seed}"
+    sources = {"dicts": (read_qrels(qrels), read_run(run)), "files": (qrels, run)}
+    problems: list[str] = []
+    for how, (judged, ranked) in sources.items():
+        per_query = quiet_evaluate(judged, ranked, metrics, relevance_level=level, per_query=True)
+        mean = quiet_evaluate(judged, ranked, metrics, relevance_level=level)
+        for measure, qid, expected in rows:
+            metric = judge_name(measure)
+            assert metric is not None
+            if qid == "all":  # judge's mean is correctly rounded; trec_eval adds in turn
+                got, ok = mean[metric], _close(mean[metric], expected, 1e-15)
+            else:
+                got = per_query[qid][metric]
+                ok = got == expected
+            if not ok:
+                problems.append(f"{how} q={qid} {metric} ({measure}): {expected!r} != {got!r}")
+    assert not problems, "\n".join(problems)

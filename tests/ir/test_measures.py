@@ -26,6 +26,8 @@ from judge.ir.small import score_small
         ("ndcg@10", Measure("ndcg", 10)),
         ("ndcg_exp@5", Measure("ndcg_exp", 5)),
         ("r_precision", Measure("r_precision")),
+        ("bpref", Measure("bpref")),
+        ("judged@10", Measure("judged", 10)),
     ],
 )
 def test_names_parse_and_print_back(name, measure):
@@ -46,6 +48,9 @@ def test_names_parse_and_print_back(name, measure):
         ("P", "write it as 'P@k'"),
         ("r_precision@5", "without @k"),
         ("ndcg@0", "at least 1"),
+        ("unj_10", "'judged@10' = 1 - trec_eval's unj_10"),
+        ("judged", "write it as 'judged@k'"),
+        ("bpref@10", "without @k"),
     ],
 )
 def test_bad_names_explain_themselves(name, hint):
@@ -130,3 +135,73 @@ def test_complete_coverage_is_silent():
         result = evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, "P@1,map")
     assert result == {"P@1": 1.0, "map": 1.0}
     assert result.missing_queries == () and result.unjudged_queries == ()
+
+
+def test_bpref_and_judged_by_hand():
+    # Ranked: d2 (judged non-relevant), d1 (relevant), x (not in the qrels), d3 (relevant),
+    # d5 (graded -1: in the pool but not judged, for trec_eval). R = 2, N = 2 (d2, d4).
+    qrels = {"q1": {"d1": 1, "d2": 0, "d3": 1, "d4": 0, "d5": -1}}
+    run = {"q1": {"d2": 5.0, "d1": 4.0, "x": 3.0, "d3": 2.0, "d5": 1.0}}
+    names = ["bpref", "judged@1", "judged@3", "judged@5", "judged@10"]
+    for scores in (evaluate(qrels, run, names), score_small(qrels, run, names).values):
+        values = {
+            name: float(value if isinstance(value, float) else value[0])
+            for name, value in dict(scores).items()
+        }
+        # Each relevant doc has one judged non-relevant doc above it: (1 - 1/2) each, / R.
+        assert values["bpref"] == 0.5
+        # Unjudged: x and d5; ranks past the run's end count as judged (trec_eval's unj).
+        assert values == {
+            "bpref": 0.5,
+            "judged@1": 1.0,
+            "judged@3": 1 - 1 / 3,
+            "judged@5": 0.6,
+            "judged@10": 0.8,
+        }
+    # Two judged non-relevant docs above, capped at min(N, R) = 2: the second scores 0.
+    run = {"q1": {"d2": 5.0, "d4": 4.5, "d1": 4.0, "d3": 2.0}}
+    assert evaluate(qrels, run, ["bpref"])["bpref"] == (0.0 + 0.0) / 2
+    run = {"q1": {"d1": 5.0, "d2": 4.5, "d3": 4.0}}  # 1 + (1 - 1/2), / 2
+    assert evaluate(qrels, run, ["bpref"])["bpref"] == 0.75
+    # At -l 2 a grade-1 doc is non-relevant: no relevant doc, bpref 0 (not NaN).
+    assert evaluate(qrels, run, ["bpref"], relevance_level=2)["bpref"] == 0.0
+
+
+def test_asking_for_bpref_leaves_the_other_metrics_alone():
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "fixtures" / "ir-conformance" / "trec_eval_test"
+    names = ["map", "ndcg@10", "ndcg", "P@5", "mrr", "r_precision", "recall@100"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageWarning)
+        for qrels, run in (
+            ("qrels.comment.test", "results.comment.test"),
+            ("qrels.rel_level", "results.test"),
+        ):
+            alone = evaluate(data / qrels, data / run, names, per_query=True)
+            both = evaluate(
+                data / qrels, data / run, [*names, "bpref", "judged@10"], per_query=True
+            )
+            assert {q: {n: v[n] for n in names} for q, v in both.items()} == dict(alone)
+
+
+def test_judge_ir_prints_bpref_and_judged_as_trec_eval_does(capsys):
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "fixtures" / "ir-conformance" / "trec_eval_test"
+    args = ["ir", str(data / "qrels.test"), str(data / "results.trunc"), "-q"]
+    assert main([*args, "-m", "bpref,judged@20"]) == 0
+    out, err = capsys.readouterr()
+    # trec_eval -c -q -m bpref -m unj.20 qrels.test results.trunc (its out.test.aqc lines)
+    printed = {}
+    for line in (data / "out.test.aqc").read_text().splitlines():
+        measure, query, value = (field.strip() for field in line.split("\t"))
+        if measure == "bpref":
+            printed[("bpref", query)] = value
+        if measure == "unj_20":
+            printed[("judged@20", query)] = f"{1 - float(value):.4f}"
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert {(name.strip(), query): value for name, query, value in lines} == printed
+    assert lines[0][0] == f"{'bpref':<22}"  # spelled and padded as trec_eval prints it
+    # The query missing from the run scores 0, but judged@k 1: nothing unjudged in it.
+    assert "score 0 (judged@k 1)" in err and "'302'" in err

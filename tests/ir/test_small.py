@@ -18,7 +18,7 @@ from judge.ir.trec import read_qrels_by_line, read_run_by_line
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ir-conformance"
 METRICS = [
     *("P@1", "P@5", "recall@3", "hit_rate@2", "mrr", "mrr@3", "map", "map@4"),
-    *("ndcg", "ndcg@3", "ndcg_exp", "ndcg_exp@5", "r_precision"),
+    *("ndcg", "ndcg@3", "ndcg_exp", "ndcg_exp@5", "r_precision", "bpref", "judged@1", "judged@5"),
 ]
 
 

@@ -34,11 +34,16 @@ def outcome(reader: Any, path: Path) -> Any:
     return ("ok", [(q, list(docs.items())) for q, docs in result.items()])
 
 
+# These also rank the docs graded 0 (every path ranks those only when they are asked for).
+JUDGED_METRICS = [*METRICS, "bpref", "judged@1", "judged@5"]
+
+
 def quiet(qrels: Any, run: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CoverageWarning)
         result = evaluate(qrels, run, METRICS, per_query=True)
-    return dict(result), result.missing_queries, result.unjudged_queries
+        judged = evaluate(qrels, run, JUDGED_METRICS, per_query=True)
+    return dict(result), result.missing_queries, result.unjudged_queries, dict(judged)
 
 
 # Tokens and separators that str.split() and a CSV reader could read differently.

@@ -165,3 +165,22 @@ def test_agrees_with_pytrec_eval(case: tuple[Qrels, Run, int]) -> None:
         assert len(res.missing_queries) == len(missing)
         assert set(res.unjudged_queries) == unjudged
         assert bool(warned) == bool(missing or unjudged), f"CoverageWarning emitted: {warned}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_bpref_agrees_with_pytrec_eval_to_the_last_bit(case: tuple[Qrels, Run, int]) -> None:
+    qrels, run, level = case
+    # Grade -1 stays -1 here: bpref reads it as trec_eval does (in the pool, not judged:
+    # neither relevant nor non-relevant). trec_eval cannot evaluate a topic whose grades are
+    # all below 0 (pytrec_eval reads stale memory, see pytrec_evaluate), so such a topic
+    # gets one doc graded 0.
+    qrels = {q: docs if max(docs.values()) >= 0 else {**docs, "zz": 0} for q, docs in qrels.items()}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"bpref"}, relevance_level=level)
+    expected = evaluator.evaluate({q: docs for q, docs in run.items() if docs})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageWarning)
+        ours = evaluate(qrels, run, ["bpref"], relevance_level=level, per_query=True)
+    assert {q: v["bpref"] for q, v in ours.items()} == {
+        q: expected.get(q, {}).get("bpref", 0.0) for q in qrels
+    }
