@@ -90,11 +90,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument(
         "--budget",
-        type=int,
-        metavar="N",
-        help="judge requests per hour at most, each row's as the dry run estimates it; spent "
-        "in 5-minute steps of the traces' start times so that a burst takes only its step's "
-        "share (what a quiet step leaves goes on); the rest are counted as over_budget",
+        metavar="LIMIT",
+        help="judge requests (200/h, 5000/day; a number alone is per hour) or dollars "
+        "($3/day) at most, each row's as the dry run estimates it (dollars at the model's "
+        "list price: refused when it is unknown); spent in steps of the traces' start times "
+        "(5 minutes of an hour, hours of a day) so that a burst takes only its step's share "
+        "(what a quiet step leaves goes on); the rest are counted as over_budget. What was "
+        "spent is kept in --state across restarts",
     )
     p.add_argument(
         "--window",

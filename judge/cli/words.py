@@ -33,7 +33,8 @@ FLAGS = {
     "runs": "--runs",
     "shard": "--shard",
     "thresholds": "--threshold",  # judge traces export
-    "baseline_windows": "--baseline-windows",  # judge monitor
+    "budget": "--budget",  # judge monitor
+    "baseline_windows": "--baseline-windows",
     "baseline_run": "--baseline-run",
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.

@@ -34,6 +34,7 @@ from judge.metrics.registry import higher_is_better
 from judge.metrics.resolve import MetricLike, resolve_metrics, split_metrics
 from judge.monitor.alerts import UNCHECKED, drop_check
 from judge.monitor.baseline import Baseline, run_baseline, window_baseline
+from judge.monitor.budget import Budget, charge, check_priced, parse_budget
 from judge.monitor.receiver import Received, make_app
 from judge.monitor.state import (
     JUDGED,
@@ -47,6 +48,7 @@ from judge.monitor.watch import files_in, identity_of, read_new
 from judge.monitor.webhook import post_alert
 from judge.monitor.windows import NS, WindowCheck, WindowSpec, metric_summary, parse_window
 from judge.run.dry_run import dry_run
+from judge.run.estimate import Estimate
 from judge.run.evaluate import aevaluate_rows
 from judge.run.inputs import open_input
 from judge.run.options import RunSpec
@@ -55,8 +57,6 @@ from judge.traces.extract import parse_since, sample_key
 from judge.traces.spans import iso_utc
 
 T = TypeVar("T")
-HOUR_NS = 3600 * NS
-BUDGET_SLOTS = 12  # an hour's budget is spent in 5-minute steps: a burst takes only its share
 FIRST_WINDOWS = "the first windows"  # the baseline the state records when no run is pinned
 WORST = 3  # traces named in an alert
 
@@ -73,8 +73,10 @@ class MonitorConfig:
         embeddings: the embedding model, or None.
         cache: judge's judgment cache (a `Cache` or its path), or None.
         sample_rate: the share of traces judged, chosen by a hash of the trace id.
-        budget: judge requests per hour at most (the dry run's estimate of each row), spent
-            in 5-minute steps of the traces' start times; None: no limit.
+        budget: a ceiling on judge requests or dollars per hour or day, priced by the dry
+            run's estimate of each row: a `judge.monitor.budget.Budget`, its text ("200/h",
+            "5000/day", "$3/day"), or a number of requests per hour; spent in steps of the
+            traces' start times (5 minutes of an hour, hours of a day); None: no limit.
         window: `WindowSpec`, or its text: a duration ("1h") or a number of judged rows.
         baseline_windows: the first K windows closed are the baseline (without
             `baseline_run`).
@@ -108,7 +110,7 @@ class MonitorConfig:
     embeddings: Embeddings | None = None
     cache: Cache | str | os.PathLike[str] | None = None
     sample_rate: float = 1.0
-    budget: int | None = None
+    budget: Budget | str | int | None = None
     window: WindowSpec | str = "1h"
     baseline_windows: int = 3
     baseline_run: str | None = None
@@ -127,8 +129,8 @@ class MonitorConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.sample_rate <= 1:
             raise JudgeError(f"sample_rate={self.sample_rate}: give a share from 0 to 1")
-        if self.budget is not None and self.budget < 0:
-            raise JudgeError(f"budget={self.budget}: give requests per hour, 0 or more")
+        self.budget = parse_budget(self.budget)
+        check_priced(self.budget, self.llm, self.embeddings)
         for name in ("baseline_windows", "batch", "queue"):
             if getattr(self, name) < 1:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
@@ -305,17 +307,16 @@ class Monitor:
 
     # -- sampling -----------------------------------------------------------------------
 
-    def _requests(self, row: dict[str, Any]) -> int:
-        """The judge requests a row takes, as the dry run estimates them."""
+    def _estimate(self, row: dict[str, Any]) -> Estimate:
+        """The judge requests a row takes and their cost, as the dry run estimates them."""
         if self.config.llm is None:
-            return 0
-        estimate = dry_run(
+            return Estimate(cost=0.0)
+        return dry_run(
             [row],
             metrics=self.config.metrics,
             llm=self.config.llm,
             embeddings=self.config.embeddings,
         ).total
-        return estimate.chat_requests + estimate.embedding_requests
 
     def _choose(self, db: sqlite3.Connection, trace_id: str, row: dict[str, Any]) -> Completed:
         """What becomes of a completed trace's row: sampled out, over budget, or pending."""
@@ -327,20 +328,11 @@ class Monitor:
         budget = self.config.budget
         if budget is None:
             return Completed(PENDING, window=window)
-        requests = self._requests(row)
-        hour, into = divmod(start_ns, HOUR_NS)
-        # By the end of 5-minute step k of the hour, at most (k+1)/12 of its budget is
-        # spent: what a quiet step left goes on to the next, a burst takes its step's share.
-        allowed = budget * (into * BUDGET_SLOTS // HOUR_NS + 1) // BUDGET_SLOTS
-        found = db.execute("SELECT spent FROM budget WHERE hour=?", (hour,)).fetchone()
-        spent = int(found[0]) if found else 0
-        if spent + requests > allowed:
+        assert isinstance(budget, Budget)  # parsed by MonitorConfig
+        estimate = self._estimate(row)
+        requests = estimate.chat_requests + estimate.embedding_requests
+        if not charge(db, budget, start_ns, requests, estimate.cost):
             return Completed(OVER_BUDGET, requests, window)
-        db.execute(
-            "INSERT INTO budget (hour, spent) VALUES (?, ?) ON CONFLICT (hour)"
-            " DO UPDATE SET spent=spent+excluded.spent",
-            (hour, requests),
-        )
         return Completed(PENDING, requests, window)
 
     async def complete(self, *, everything: bool = False) -> int:
