@@ -108,7 +108,7 @@ class Alert:
         worst_rows: positions in this window's scores of its worst scores, worst first.
         nan_rows: NaN scores in this window, skipped.
         baseline_source: where the baseline came from: "run ID", "the first 3 windows", or
-            "scores given" (`Baseline.source`).
+            "the scores given" (`Baseline.source`).
     """
 
     metric: str
@@ -126,7 +126,7 @@ class Alert:
     threshold: float
     worst_rows: tuple[int, ...]
     nan_rows: int
-    baseline_source: str = "scores given"
+    baseline_source: str = "the scores given"
 
     @property
     def message(self) -> str:
@@ -138,8 +138,8 @@ class Alert:
             f"{self.metric} {moved}: window {self.window} mean {self.current_mean:.3f} "
             f"[{low:.3f}, {high:.3f}], {self.since_mean:.3f} over {self.since_rows} scores "
             f"since window {self.since_window}, against baseline {self.baseline_mean:.3f} "
-            f"[{b_low:.3f}, {b_high:.3f}] of {self.baseline_source} "
-            f"(reference {self.reference:.3f}); evidence "
+            f"[{b_low:.3f}, {b_high:.3f}] ({self.baseline_source}; "
+            f"reference {self.reference:.3f}); evidence "
             f"{self.statistic:.4g} >= {self.threshold:.4g}"
         )
 

@@ -55,13 +55,13 @@ class Baseline(Sequence[float]):
     @property
     def source(self) -> str:
         """Where the scores came from, in words: "run 3f2a9c1b7d0e", "the first 3 windows", or
-        "scores given"."""
+        "the scores given"."""
         if self.run is not None:
             return f"run {self.run}"
         if self.windows:  # numbered from the epoch when they are of time: not shown
             n = len(self.windows)
             return "the first window" if n == 1 else f"the first {n} windows"
-        return "scores given"
+        return "the scores given"
 
     def to_json(self) -> dict[str, Any]:
         """The source as a JSON object: {"source", "run", "windows"}."""
