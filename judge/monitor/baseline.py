@@ -21,6 +21,7 @@ import numpy as np
 
 from judge.errors import JudgeError
 from judge.metrics.prompts import load_prompts
+from judge.metrics.resolve import split_metrics
 from judge.run.folder import RunFolder
 from judge.run.plan import prompt_versions
 from judge.runs.store import RunRecord, RunStore, default_runs_path, open_existing
@@ -107,7 +108,12 @@ def _judge_differences(
     prompts: Mapping[str, str],
     metrics: Sequence[str],
 ) -> list[str]:
-    """What differs between the run's judge and the monitor's, in words."""
+    """What differs between the run's judge and the monitor's, in words; nothing when no
+    monitored metric is judged (retrieval and tool-call metrics are computed from the row
+    alone, the same by any judge)."""
+    judged, _ = split_metrics(list(metrics), has_retrieval=True)
+    if not judged:
+        return []
     out = []
     if record.model != model:
         out.append(f"judge model {record.model or 'none'} (the monitor's: {model or 'none'})")

@@ -228,3 +228,31 @@ def test_too_few_baseline_windows_name_the_flag_under_the_cli(tmp_path: Path) ->
     )
     assert words in done.stdout and words in done.stderr
     assert "baseline_windows" not in done.stdout + done.stderr
+
+
+def test_a_run_s_judge_matters_only_for_judged_metrics(tmp_path: Path) -> None:
+    """Retrieval metrics are computed from the row alone: a retrieval-only monitor takes a
+    run judged by any model, with its scores (NaN ones kept as None, skipped by the test)."""
+    from judge.monitor.baseline import run_baseline
+    from judge.runs.store import RunStore
+    from tests.helpers.runs import record
+
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = [{"row": n, "id": f"q{n}", "scores": {"ndcg@10": 0.5 + n / 100}} for n in range(12)]
+    lines[3]["scores"]["ndcg@10"] = None  # written null when undefined
+    (out / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    made = record(out_dir=str(out), metrics=["ndcg@10", "faithfulness"], baseline=True)
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        store.add(made)
+    found, baselines = run_baseline(
+        "pinned", ["ndcg@10"], model=None, runs=tmp_path / "runs.sqlite"
+    )
+    assert found.id == made.id and list(baselines) == ["ndcg@10"]
+    base = baselines["ndcg@10"]
+    assert (base.run, base.source, len(base)) == (made.id, f"run {made.id}", 12)
+    assert base[3] is None and base[4] == 0.54
+    with pytest.raises(JudgeError, match=r"judge model openai/gpt-4o-mini \(the monitor's: none\)"):
+        run_baseline(
+            "pinned", ["ndcg@10", "faithfulness"], model=None, runs=tmp_path / "runs.sqlite"
+        )
