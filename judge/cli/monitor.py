@@ -16,6 +16,7 @@ from judge.cli.options import (
     llm_options,
     metrics_given,
     module_option,
+    runs_path_option,
     trace_mapping,
 )
 from judge.errors import JudgeError
@@ -89,11 +90,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument(
         "--budget",
-        type=int,
-        metavar="N",
-        help="judge requests per hour at most, each row's as the dry run estimates it; spent "
-        "in 5-minute steps of the traces' start times so that a burst takes only its step's "
-        "share (what a quiet step leaves goes on); the rest are counted as over_budget",
+        metavar="LIMIT",
+        help="judge requests (200/h, 5000/day; a number alone is per hour) or dollars "
+        "($3/day) at most, each row's as the dry run estimates it (dollars at the model's "
+        "list price: refused when it is unknown); spent in steps of the traces' start times "
+        "(5 minutes of an hour, hours of a day) so that a burst takes only its step's share "
+        "(what a quiet step leaves goes on); the rest are counted as over_budget. What was "
+        "spent is kept in --state across restarts",
     )
     p.add_argument(
         "--window",
@@ -106,8 +109,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         type=int,
         default=3,
         metavar="K",
-        help="the first K windows are the baseline (default 3)",
+        help="the first K windows are the baseline (default 3; not with --baseline-run)",
     )
+    p.add_argument(
+        "--baseline-run",
+        metavar="REF",
+        help="the baseline is this run's per-row scores (from the run store, --runs): "
+        "'pinned' for the run pinned with judge runs baseline, or a run's id, id prefix or "
+        "name; every window is checked from the first. Refused when the run lacks a "
+        "monitored metric or was judged by another judge model or other prompt versions",
+    )
+    p.add_argument(
+        "--baseline-other-judge",
+        action="store_true",
+        help="take --baseline-run even when its judge model, embedding model or prompt "
+        "versions differ from the monitor's (its scores may be on another scale)",
+    )
+    runs_path_option(p)
     p.add_argument(
         "--alpha",
         type=float,
@@ -181,6 +199,7 @@ def listen_address(value: str) -> tuple[str, int]:
 
 def run_monitor(args: argparse.Namespace) -> int:
     """The `judge monitor` command."""
+    from judge.cli.words import cli_words
     from judge.monitor.alerts import drop_check
     from judge.monitor.monitor import Monitor, MonitorConfig
 
@@ -202,6 +221,8 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError(f"--alpha {args.alpha}: give a false-alarm rate per window in (0, 1)")
     if not 0 <= args.min_drop < 1:
         raise JudgeError(f"--min-drop {args.min_drop}: give a drop in [0, 1)")
+    if args.baseline_other_judge and not args.baseline_run:
+        raise JudgeError("--baseline-other-judge applies to --baseline-run REF: give both")
     if args.webhook and not args.webhook.startswith(("http://", "https://")):
         raise JudgeError(f"--webhook {args.webhook}: give an http:// or https:// URL")
     address = listen_address(args.listen) if args.listen else None
@@ -223,6 +244,10 @@ def run_monitor(args: argparse.Namespace) -> int:
         budget=args.budget,
         window=args.window,
         baseline_windows=args.baseline_windows,
+        baseline_run=args.baseline_run,
+        runs=args.runs,
+        baseline_other_judge=args.baseline_other_judge,
+        words=cli_words,
         linger=args.linger,
         batch=args.batch,
         queue=args.queue,
@@ -238,7 +263,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     finally:
         monitor.close()
     for line in report.lines():
-        print(terminal_text(line))
+        print(terminal_text(cli_words(line)))
     if report.stopped:
         print("judge: stopped (SIGTERM) after the batch in hand", file=sys.stderr)
         return EXIT_TERMINATED

@@ -40,6 +40,9 @@ FLAGS = {
     "confidence": "--confidence",
     "annotator": "--annotator",
     "require_random": "--require-random",
+    "budget": "--budget",  # judge monitor
+    "baseline_windows": "--baseline-windows",
+    "baseline_run": "--baseline-run",
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.
 _EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}
@@ -71,6 +74,7 @@ _PHRASES = (
     ("fail_under:", "--fail-under:"),
     ("max_error_rate ", "--max-error-rate "),
     ("relevance_level ", "--relevance-level "),  # judge ir, judge compare: -l
+    ("baseline_other_judge=True", "--baseline-other-judge"),  # judge monitor
 )
 _SAFE = re.compile(r"[\w./@:+,-]*\w[\w./@:+,-]*")  # shown without quotes: no shell meaning
 

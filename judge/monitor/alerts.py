@@ -63,6 +63,7 @@ import numpy as np
 
 from judge.errors import JudgeError
 from judge.metrics.registry import higher_is_better
+from judge.monitor.baseline import Baseline
 from judge.monitor.windows import WindowCheck
 from judge.stats import bootstrap_ci
 
@@ -106,6 +107,8 @@ class Alert:
         threshold: the value that raises an alert, `1 / alpha`.
         worst_rows: positions in this window's scores of its worst scores, worst first.
         nan_rows: NaN scores in this window, skipped.
+        baseline_source: where the baseline came from: "run ID", "the first 3 windows", or
+            "the scores given" (`Baseline.source`).
     """
 
     metric: str
@@ -123,6 +126,7 @@ class Alert:
     threshold: float
     worst_rows: tuple[int, ...]
     nan_rows: int
+    baseline_source: str = "the scores given"
 
     @property
     def message(self) -> str:
@@ -134,7 +138,8 @@ class Alert:
             f"{self.metric} {moved}: window {self.window} mean {self.current_mean:.3f} "
             f"[{low:.3f}, {high:.3f}], {self.since_mean:.3f} over {self.since_rows} scores "
             f"since window {self.since_window}, against baseline {self.baseline_mean:.3f} "
-            f"[{b_low:.3f}, {b_high:.3f}] (reference {self.reference:.3f}); evidence "
+            f"[{b_low:.3f}, {b_high:.3f}] ({self.baseline_source}; "
+            f"reference {self.reference:.3f}); evidence "
             f"{self.statistic:.4g} >= {self.threshold:.4g}"
         )
 
@@ -156,6 +161,7 @@ class Alert:
             "threshold": self.threshold,
             "worst_rows": list(self.worst_rows),
             "nan_rows": self.nan_rows,
+            "baseline_source": self.baseline_source,
         }
 
 
@@ -204,7 +210,9 @@ def betting_interval(values: np.ndarray, alpha: float) -> tuple[float, float]:
     return (max(0.0, float(standing[0]) - step), min(1.0, float(standing[-1]) + step))
 
 
-def _scores(values: Sequence[float] | np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _scores(
+    values: Sequence[float | None] | np.ndarray, name: str
+) -> tuple[np.ndarray, np.ndarray]:
     """The scores as floats and the mask of the NaN ones; a JudgeError for any other value
     outside [0, 1], naming the keyword argument."""
     try:
@@ -233,8 +241,10 @@ class DropDetector:
     `to_json`; `from_json` resumes the test exactly where it was.
 
     Args:
-        baseline_scores: the baseline's per-row scores in [0, 1]: a pinned run's, or the
-            first K windows' together. NaN or None ones are skipped.
+        baseline_scores: the baseline's per-row scores in [0, 1], NaN or None ones
+            skipped: a `Baseline` (a pinned run's scores, or the first K windows'
+            together, with their source for the messages and alerts), or the scores
+            alone.
         metric: the metric's name, for the alerts.
         higher_is_better: False for a metric such as hallucination_rate, where a drop in
             quality is a rise in the score.
@@ -246,7 +256,7 @@ class DropDetector:
 
     def __init__(
         self,
-        baseline_scores: Sequence[float] | np.ndarray,
+        baseline_scores: Baseline | Sequence[float] | np.ndarray,
         *,
         metric: str = "score",
         higher_is_better: bool = True,
@@ -260,14 +270,21 @@ class DropDetector:
             raise JudgeError(f"baseline_alpha={baseline_alpha!r}: give a probability in (0, 1)")
         if not 0 <= min_drop < 1:
             raise JudgeError(f"min_drop={min_drop!r}: give a drop in [0, 1)")
-        scores, nan = _scores(baseline_scores, "baseline_scores")
+        baseline = (
+            baseline_scores if isinstance(baseline_scores, Baseline) else Baseline(baseline_scores)
+        )
+        scores, nan = _scores(baseline.scores, "baseline_scores")  # None: NaN, skipped
         kept = scores[~nan]
+        # Scores given by the caller are named by their keyword; a run's or windows' by
+        # their source, which the message says.
+        given = "baseline_scores: " if baseline.given else ""
         if kept.size < BASELINE_MIN_ROWS:
             raise JudgeError(
-                f"baseline_scores: {metric} has {kept.size} scored row(s)"
+                f"{given}{metric} has {kept.size} scored row(s)"
+                + ("" if baseline.given else f" in its baseline ({baseline.source})")
                 + (f" ({int(nan.sum())} NaN)" if nan.any() else "")
-                + f"; a baseline needs at least {BASELINE_MIN_ROWS} to bound its mean: pin a "
-                "run with more rows, or take more windows as the baseline"
+                + f"; a baseline needs at least {BASELINE_MIN_ROWS} to bound its mean: "
+                f"{baseline.remedy}"
             )
         good = kept if higher_is_better else 1.0 - kept
         low, high = betting_interval(good, baseline_alpha)
@@ -275,8 +292,9 @@ class DropDetector:
         if reference <= 0:
             worse = "lower" if higher_is_better else "upper"
             raise JudgeError(
-                f"baseline_scores: the {worse} end of {metric}'s baseline interval "
-                f"({_shown((low, high), higher_is_better)}, {kept.size} rows) "
+                f"{given}the {worse} end of {metric}'s baseline interval "
+                f"({_shown((low, high), higher_is_better)}, {kept.size} rows of "
+                f"{baseline.source}) "
                 f"moved by min_drop={min_drop} leaves no room for a drop: the scores "
                 f"cannot go {'below 0' if higher_is_better else 'above 1'}. Give a baseline "
                 "with more rows, or a smaller min_drop"
@@ -287,6 +305,7 @@ class DropDetector:
         self.min_drop = min_drop
         self.baseline_alpha = baseline_alpha
         self.baseline_rows = int(kept.size)
+        self.baseline_source = baseline.source
         self.baseline_mean = float(kept.mean())
         self.baseline_interval = _metric_interval((low, high), higher_is_better)
         self._reference = reference  # of the good-direction scores
@@ -369,6 +388,7 @@ class DropDetector:
             threshold=self.threshold,
             worst_rows=tuple(int(p) for p in positions),
             nan_rows=int(nan.sum()),
+            baseline_source=self.baseline_source,
         )
         self.alerts += 1
         self._restart()
@@ -385,6 +405,7 @@ class DropDetector:
             "min_drop": self.min_drop,
             "baseline_alpha": self.baseline_alpha,
             "baseline_rows": self.baseline_rows,
+            "baseline_source": self.baseline_source,
             "baseline_mean": self.baseline_mean,
             "baseline_interval": list(self.baseline_interval),
             "reference": self._reference,
@@ -419,6 +440,8 @@ class DropDetector:
             self.min_drop = float(state["min_drop"])
             self.baseline_alpha = float(state["baseline_alpha"])
             self.baseline_rows = int(state["baseline_rows"])
+            # Written since the baseline could be a pinned run; a state from before: windows.
+            self.baseline_source = str(state.get("baseline_source", "the first windows"))
             self.baseline_mean = float(state["baseline_mean"])
             low, high = (float(v) for v in state["baseline_interval"])
             self.baseline_interval = (low, high)
@@ -473,7 +496,7 @@ def drop_check(*, alpha: float = 0.001, min_drop: float = 0.0) -> WindowCheck:
         raise JudgeError(f"min_drop={min_drop!r}: give a drop in [0, 1)")
 
     def check(
-        metric: str, baseline: Sequence[float], window: Sequence[float], state: Any | None
+        metric: str, baseline: Baseline, window: Sequence[float], state: Any | None
     ) -> tuple[Mapping[str, Any] | None, Any]:
         if isinstance(state, Mapping) and UNCHECKED in state:
             return None, state  # a baseline too small to test against stays so

@@ -52,7 +52,23 @@ def m001_create_state(db: sqlite3.Connection) -> None:
     db.execute("CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (m001_create_state,)
+def m002_spend(db: sqlite3.Connection) -> None:
+    """Format 2: the budget spent per hour and per day of the traces' start times (seconds
+    3600 or 86400, the period's number since the epoch), in requests and in dollars, for
+    `--budget` in either; the hours spent before carried over (in requests, their dollars
+    unknown: 0)."""
+    db.execute(
+        "CREATE TABLE spend (seconds INTEGER NOT NULL, number INTEGER NOT NULL,"
+        " requests INTEGER NOT NULL, dollars REAL NOT NULL, PRIMARY KEY (seconds, number))"
+    )
+    db.execute("INSERT INTO spend SELECT 3600, hour, spent, 0.0 FROM budget")
+    db.execute(
+        "INSERT INTO spend SELECT 86400, hour / 24, sum(spent), 0.0 FROM budget GROUP BY hour / 24"
+    )
+    db.execute("DROP TABLE budget")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (m001_create_state, m002_spend)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -33,8 +33,10 @@ from judge.errors import JudgeError
 from judge.formatting import terminal_text
 from judge.llm.config import LLM, Embeddings
 from judge.metrics.registry import higher_is_better
-from judge.metrics.resolve import MetricLike
+from judge.metrics.resolve import MetricLike, resolve_metrics, split_metrics
 from judge.monitor.alerts import UNCHECKED, drop_check
+from judge.monitor.baseline import Baseline, run_baseline, window_baseline
+from judge.monitor.budget import Budget, charge, check_priced, parse_budget
 from judge.monitor.prometheus import MonitorCollector, serve_metrics
 from judge.monitor.receiver import Received, make_app
 from judge.monitor.state import (
@@ -50,6 +52,7 @@ from judge.monitor.watch import files_in, identity_of, read_new
 from judge.monitor.webhook import post_alert
 from judge.monitor.windows import NS, WindowCheck, WindowSpec, metric_summary, parse_window
 from judge.run.dry_run import dry_run
+from judge.run.estimate import Estimate
 from judge.run.evaluate import aevaluate_rows
 from judge.run.inputs import open_input
 from judge.run.options import RunSpec
@@ -58,8 +61,7 @@ from judge.traces.extract import parse_since, sample_key
 from judge.traces.spans import iso_utc
 
 T = TypeVar("T")
-HOUR_NS = 3600 * NS
-BUDGET_SLOTS = 12  # an hour's budget is spent in 5-minute steps: a burst takes only its share
+FIRST_WINDOWS = "the first windows"  # the baseline the state records when no run is pinned
 WORST = 3  # traces named in an alert
 
 
@@ -75,10 +77,23 @@ class MonitorConfig:
         embeddings: the embedding model, or None.
         cache: judge's judgment cache (a `Cache` or its path), or None.
         sample_rate: the share of traces judged, chosen by a hash of the trace id.
-        budget: judge requests per hour at most (the dry run's estimate of each row), spent
-            in 5-minute steps of the traces' start times; None: no limit.
+        budget: a ceiling on judge requests or dollars per hour or day, priced by the dry
+            run's estimate of each row: a `judge.monitor.budget.Budget`, its text ("200/h",
+            "5000/day", "$3/day"), or a number of requests per hour; spent in steps of the
+            traces' start times (5 minutes of an hour, hours of a day); None: no limit.
         window: `WindowSpec`, or its text: a duration ("1h") or a number of judged rows.
-        baseline_windows: the first K windows closed are the baseline.
+        baseline_windows: the first K windows closed are the baseline (without
+            `baseline_run`).
+        baseline_run: the baseline is this run's per-row scores instead, from the run
+            store: "pinned" (the run `judge runs baseline` pinned), or a run's id, id
+            prefix or name; every window is then checked, from the first. Refused when
+            the run lacks a monitored metric or was judged by another judge.
+        runs: the run store of `baseline_run` (default: $JUDGE_RUNS, else
+            .judge/runs.sqlite).
+        baseline_other_judge: take `baseline_run` even when its judge model, embedding
+            model or prompt versions differ from the monitor's.
+        words: how messages name options (the CLI gives `judge.cli.words.cli_words`, which
+            writes flags for keyword arguments); None: as Python's keyword arguments.
         linger: seconds a trace waits after its root span (or, without one, after its last
             span) for late spans before it is complete.
         batch: rows judged at once.
@@ -99,9 +114,13 @@ class MonitorConfig:
     embeddings: Embeddings | None = None
     cache: Cache | str | os.PathLike[str] | None = None
     sample_rate: float = 1.0
-    budget: int | None = None
+    budget: Budget | str | int | None = None
     window: WindowSpec | str = "1h"
     baseline_windows: int = 3
+    baseline_run: str | None = None
+    runs: str | os.PathLike[str] | None = None
+    baseline_other_judge: bool = False
+    words: Callable[[str], str] | None = None
     linger: float = 30.0
     batch: int = 32
     queue: int = 64
@@ -114,8 +133,8 @@ class MonitorConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.sample_rate <= 1:
             raise JudgeError(f"sample_rate={self.sample_rate}: give a share from 0 to 1")
-        if self.budget is not None and self.budget < 0:
-            raise JudgeError(f"budget={self.budget}: give requests per hour, 0 or more")
+        self.budget = parse_budget(self.budget)
+        check_priced(self.budget, self.llm, self.embeddings)
         for name in ("baseline_windows", "batch", "queue"):
             if getattr(self, name) < 1:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
@@ -159,13 +178,27 @@ class MonitorReport:
         return out
 
 
+def _monitored(config: MonitorConfig) -> list[str]:
+    """The names of the metrics a monitor judges, as far as they are known before a row is
+    seen: those given, else the default judged ones (the default retrieval metrics come
+    with rows that have labels)."""
+    if config.metrics is not None:
+        judged, retrieval = split_metrics(config.metrics, has_retrieval=True)
+        return [m if isinstance(m, str) else m.name for m in judged or []] + retrieval
+    if config.llm is None:
+        return []
+    return [m.name for m in resolve_metrics(None, embeddings=config.embeddings is not None)]
+
+
 def alert_line(alert: Mapping[str, Any]) -> str:
     """An alert in one sentence."""
     now, base = alert["current"], alert["baseline"]
     return (
         f"ALERT {alert['metric']} in window {alert['window']}: {now['mean']:.3f} "
         f"[{now['ci_low']:.3f}, {now['ci_high']:.3f}] against the baseline's "
-        f"{base['mean']:.3f} [{base['ci_low']:.3f}, {base['ci_high']:.3f}]; worst traces "
+        f"{base['mean']:.3f} [{base['ci_low']:.3f}, {base['ci_high']:.3f}]"
+        + (f" ({base['source']})" if base.get("source") else "")
+        + "; worst traces "
         + ", ".join(w["trace_id"] for w in alert["worst"])
     )
 
@@ -195,13 +228,13 @@ class Monitor:
         self.window = (
             config.window if isinstance(config.window, WindowSpec) else parse_window(config.window)
         )
+        self._run_baseline, self._baseline_run_id = self._load_baseline()
         self.state = MonitorState(config.state)
-        recorded = self.state.setting("window", str(self.window))
-        if recorded != str(self.window):
-            raise JudgeError(
-                f"--window {self.window}: the state {self.state.folder} keeps windows of "
-                f"{recorded}; give --window {recorded}, or another --state"
-            )
+        try:
+            self._check_settings()
+        except BaseException:
+            self.state.close()
+            raise
         # All the state's work runs in this one thread: SQLite's calls never block the
         # event loop that receives traces and awaits the judge.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-monitor")
@@ -217,12 +250,53 @@ class Monitor:
         self._collector = MonitorCollector(
             self.state.folder,
             baseline_windows=config.baseline_windows,
-            budget=config.budget,
+            budget=config.budget if isinstance(config.budget, Budget) else None,
             queue_capacity=config.queue,
         )
         self.registry.register(self._collector)
         ProcessCollector(registry=self.registry)  # the process's memory, CPU, open files
         self.metrics_port: int | None = None  # the port serving /metrics, once it does
+
+    def _load_baseline(self) -> tuple[dict[str, Baseline] | None, str | None]:
+        """(the pinned run's baseline per metric, its id), or (None, None) when the first
+        windows are the baseline."""
+        config = self.config
+        if config.baseline_run is None:
+            return None, None
+        record, found = run_baseline(
+            config.baseline_run,
+            _monitored(config),
+            model=config.llm.model if config.llm else None,
+            embeddings=config.embeddings.model if config.embeddings else None,
+            runs=config.runs,
+            other_judge=config.baseline_other_judge,
+        )
+        return found, record.id
+
+    def _check_settings(self) -> None:
+        """Refuse a window or a baseline other than the state was started with: its
+        windows and its detectors were made of them."""
+        recorded = self.state.setting("window", str(self.window))
+        if recorded != str(self.window):
+            raise JudgeError(
+                f"--window {self.window}: the state {self.state.folder} keeps windows of "
+                f"{recorded}; give --window {recorded}, or another --state"
+            )
+        run_id = self._baseline_run_id
+        given = f"run {run_id}" if run_id else FIRST_WINDOWS
+        recorded = self.state.setting("baseline", given)
+        if recorded != given:
+            redo = (
+                "no baseline_run="
+                if recorded == FIRST_WINDOWS
+                else f"baseline_run={recorded.split()[-1]!r}"
+            )
+            ref = self.config.baseline_run
+            raise JudgeError(
+                (f"baseline_run={ref!r}: " if ref is not None else "")
+                + f"the state {self.state.folder} checks its windows against the baseline "
+                f"of {recorded}, not {given}; give {redo}, or another --state"
+            )
 
     def request_stop(self) -> None:
         """Stop the monitor as SIGTERM does, from any thread: `serve` and `once` then
@@ -245,21 +319,22 @@ class Monitor:
 
     def _say(self, message: str, *, always: bool = False) -> None:
         if self.config.progress or always:
-            print(terminal_text(f"judge: {message}"), file=sys.stderr)
+            words = self.config.words
+            shown = words(message) if words is not None else message
+            print(terminal_text(f"judge: {shown}"), file=sys.stderr)
 
     # -- sampling -----------------------------------------------------------------------
 
-    def _requests(self, row: dict[str, Any]) -> int:
-        """The judge requests a row takes, as the dry run estimates them."""
+    def _estimate(self, row: dict[str, Any]) -> Estimate:
+        """The judge requests a row takes and their cost, as the dry run estimates them."""
         if self.config.llm is None:
-            return 0
-        estimate = dry_run(
+            return Estimate(cost=0.0)
+        return dry_run(
             [row],
             metrics=self.config.metrics,
             llm=self.config.llm,
             embeddings=self.config.embeddings,
         ).total
-        return estimate.chat_requests + estimate.embedding_requests
 
     def _choose(self, db: sqlite3.Connection, trace_id: str, row: dict[str, Any]) -> Completed:
         """What becomes of a completed trace's row: sampled out, over budget, or pending."""
@@ -271,20 +346,11 @@ class Monitor:
         budget = self.config.budget
         if budget is None:
             return Completed(PENDING, window=window)
-        requests = self._requests(row)
-        hour, into = divmod(start_ns, HOUR_NS)
-        # By the end of 5-minute step k of the hour, at most (k+1)/12 of its budget is
-        # spent: what a quiet step left goes on to the next, a burst takes its step's share.
-        allowed = budget * (into * BUDGET_SLOTS // HOUR_NS + 1) // BUDGET_SLOTS
-        found = db.execute("SELECT spent FROM budget WHERE hour=?", (hour,)).fetchone()
-        spent = int(found[0]) if found else 0
-        if spent + requests > allowed:
+        assert isinstance(budget, Budget)  # parsed by MonitorConfig
+        estimate = self._estimate(row)
+        requests = estimate.chat_requests + estimate.embedding_requests
+        if not charge(db, budget, start_ns, requests, estimate.cost):
             return Completed(OVER_BUDGET, requests, window)
-        db.execute(
-            "INSERT INTO budget (hour, spent) VALUES (?, ?) ON CONFLICT (hour)"
-            " DO UPDATE SET spent=spent+excluded.spent",
-            (hour, requests),
-        )
         return Completed(PENDING, requests, window)
 
     async def complete(self, *, everything: bool = False) -> int:
@@ -445,7 +511,9 @@ class Monitor:
                 (self.config.baseline_windows,),
             )
         ]
-        baseline = len(base_numbers) < self.config.baseline_windows
+        # A pinned run is the baseline: no window is, every one is checked.
+        from_run = self._run_baseline is not None
+        baseline = not from_run and len(base_numbers) < self.config.baseline_windows
         start = end = None
         if spec.seconds is not None:
             start = iso_utc(number * spec.seconds * NS)
@@ -466,15 +534,18 @@ class Monitor:
         check = self.config.check
         if baseline or check is None:
             return
-        base_rows = self._scores(db, base_numbers)
+        base_rows = [] if from_run else self._scores(db, base_numbers)
         for metric, current in figures.items():
-            base_scores = [s for r in base_rows if (s := r["scores"].get(metric)) is not None]
-            if not base_scores:
-                continue
-            window_scores = [s for r in rows if (s := r["scores"].get(metric)) is not None]
             found = db.execute("SELECT state FROM detectors WHERE metric=?", (metric,)).fetchone()
             before = json.loads(found[0]) if found else None
-            alert, after = check(metric, base_scores, window_scores, before)
+            base = self._baseline(metric, base_rows, base_numbers)
+            if base is None:
+                continue
+            window_scores = [s for r in rows if (s := r["scores"].get(metric)) is not None]
+            if isinstance(base, str):  # a metric the pinned run has no scores of
+                alert, after = None, {UNCHECKED: base}
+            else:
+                alert, after = check(metric, base, window_scores, before)
             unchecked = after.get(UNCHECKED) if isinstance(after, Mapping) else None
             if unchecked and before is None:  # said once, when the check first met it
                 self._notes.append(f"{metric} is not checked for drops: {unchecked}")
@@ -490,12 +561,13 @@ class Monitor:
             sign = 1 if higher_is_better(metric) else -1
             worst = sorted(scored, key=lambda r: (sign * r["scores"][metric], r["trace_id"]))
             worst = worst[:WORST]
+            assert isinstance(base, Baseline)
             record = {
                 "metric": metric,
                 "window": number,
                 "start": start,
                 "end": end,
-                "baseline": metric_summary(base_scores),
+                "baseline": {**metric_summary(list(base)), **base.to_json()},
                 "current": current,
                 "test": dict(alert),
                 "worst": [
@@ -514,12 +586,28 @@ class Monitor:
             )
             self._alerts.append(record)
 
+    def _baseline(
+        self, metric: str, base_rows: list[dict[str, Any]], numbers: list[int]
+    ) -> Baseline | str | None:
+        """A metric's baseline: the pinned run's scores, or the baseline windows'; None
+        when the windows hold none of it; why not, when the pinned run has none."""
+        if self._run_baseline is None:
+            scores = [s for r in base_rows if (s := r["scores"].get(metric)) is not None]
+            return window_baseline(metric, scores, numbers) if scores else None
+        found = self._run_baseline.get(metric)
+        if found is not None:
+            return found
+        return (
+            f"the baseline run {self._baseline_run_id} has no scores of {metric}: monitor only "
+            "its metrics (metrics=), or pin a run that computed it"
+        )
+
     async def close_windows(self, *, final: bool = False) -> None:
         """Close the windows that are over; alerts fired are logged."""
         before = len(self._alerts), len(self._windows), len(self._notes)
         await self._db(self._close_windows, final)
         for note in self._notes[before[2] :]:
-            print(terminal_text(f"judge: note: {note}"), file=sys.stderr)
+            self._say(f"note: {note}", always=True)
         for window in self._windows[before[1] :]:
             self._say(f"window {window['number']} closed: {window['rows']} rows")
         for alert in self._alerts[before[0] :]:
@@ -529,7 +617,7 @@ class Monitor:
                 if failure is not None:
                     note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
                     self._notes.append(note)
-                    print(terminal_text(f"judge: note: {note}"), file=sys.stderr)
+                    self._say(f"note: {note}", always=True)
 
     # -- sources ------------------------------------------------------------------------
 

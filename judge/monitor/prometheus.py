@@ -36,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from judge.errors import JudgeError
 from judge.monitor.alerts import DropDetector
+from judge.monitor.budget import Budget
 from judge.monitor.state import (
     JUDGED,
     OVER_BUDGET,
@@ -47,7 +48,6 @@ from judge.monitor.state import (
 )
 
 PREFIX = "judge_monitor_"
-HOUR = 3600
 NS = 1_000_000_000
 
 
@@ -57,7 +57,7 @@ class MonitorCollector(Collector):
     Args:
         folder: the --state folder.
         baseline_windows: the first K windows are the baseline (the monitor's setting).
-        budget: judge requests per hour at most, or None.
+        budget: the monitor's budget, or None.
         queue_capacity: requests the receiver holds before answering 503.
     """
 
@@ -66,7 +66,7 @@ class MonitorCollector(Collector):
         folder: str | os.PathLike[str],
         *,
         baseline_windows: int,
-        budget: int | None = None,
+        budget: Budget | None = None,
         queue_capacity: int | None = None,
     ) -> None:
         self.folder = Path(folder)
@@ -141,7 +141,7 @@ class MonitorCollector(Collector):
             (
                 "traces_over_budget",
                 counts.get(OVER_BUDGET, 0),
-                "Rows sampled but over the hour's --budget: not judged.",
+                "Rows sampled but over the --budget: not judged.",
             ),
             ("traces_judged", counts.get(JUDGED, 0), "Rows judged and recorded."),
             (
@@ -180,31 +180,38 @@ class MonitorCollector(Collector):
                 )
 
     def _budget(self, db: sqlite3.Connection) -> Iterator[Metric]:
-        if self.budget is None:
+        budget = self.budget
+        if budget is None:
             return
-        # The hour the budget is spent in now: the traces' start times' hour, as the
-        # budget counts it; the clock's hour when no trace of it came yet.
-        latest = db.execute("SELECT max(hour) FROM budget").fetchone()[0]
-        hour = time.time_ns() // (HOUR * NS)
-        if latest is not None:
-            hour = max(hour, int(latest))
-        found = db.execute("SELECT spent FROM budget WHERE hour=?", (hour,)).fetchone()
-        spent = int(found[0]) if found else 0
-        yield GaugeMetricFamily(
-            PREFIX + "budget_requests_per_hour",
-            "Judge requests per hour at most (--budget).",
-            value=self.budget,
-        )
-        yield GaugeMetricFamily(
-            PREFIX + "budget_spent_requests",
-            "Judge requests this hour's rows took from the budget (the dry run's estimates).",
-            value=spent,
-        )
-        yield GaugeMetricFamily(
-            PREFIX + "budget_left_requests",
-            "Judge requests left in this hour's budget.",
-            value=max(0, self.budget - spent),
-        )
+        # The period the budget is spent in now: the traces' start times' hour or day, as
+        # the budget counts it; the clock's when no trace of it came yet.
+        seconds = budget.seconds
+        latest = db.execute("SELECT max(number) FROM spend WHERE seconds=?", (seconds,))
+        number = time.time_ns() // (seconds * NS)
+        found_latest = latest.fetchone()[0]
+        if found_latest is not None:
+            number = max(number, int(found_latest))
+        found = db.execute(
+            "SELECT requests, dollars FROM spend WHERE seconds=? AND number=?", (seconds, number)
+        ).fetchone()
+        spent = (float(found[1]) if budget.dollars else int(found[0])) if found else 0
+        labels = [("dollars" if budget.dollars else "requests"), budget.period]
+        for name, text, value in (
+            (
+                "budget",
+                "The --budget: judge requests or dollars per period at most.",
+                budget.amount,
+            ),
+            (
+                "budget_spent",
+                "What this period's rows took from the budget (the dry run's estimates).",
+                spent,
+            ),
+            ("budget_left", "What is left of this period's budget.", max(0, budget.amount - spent)),
+        ):
+            family = GaugeMetricFamily(PREFIX + name, text, labels=["unit", "period"])
+            family.add_metric(labels, value)
+            yield family
 
     def _windows(self, db: sqlite3.Connection) -> Iterator[Metric]:
         closed, last_at = db.execute("SELECT count(*), max(closed_at) FROM windows").fetchone()

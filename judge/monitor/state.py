@@ -36,7 +36,7 @@ _BUSY_SECONDS = 30.0
 # What became of a completed trace (the traces table's status).
 SKIPPED = "skipped"  # gave no row: `reason` says why, as `judge traces extract` says it
 SAMPLED_OUT = "sampled_out"  # left out by --sample-rate
-OVER_BUDGET = "over_budget"  # sampled, but its requests were over the hour's --budget
+OVER_BUDGET = "over_budget"  # sampled, but its price was over what --budget left
 PENDING = "pending"  # to be judged
 JUDGED = "judged"
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from judge.errors import JudgeError
+from judge.monitor.baseline import Baseline
 from judge.stats import bootstrap_ci
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -48,8 +49,9 @@ def parse_window(text: str) -> WindowSpec:
 class WindowCheck(Protocol):
     """The alert statistics of one metric, window after window (the sequential test).
 
-    Called with the metric, the baseline's scores, the closed window's scores and the
-    state it returned for the window before (None the first time); returns the alert (a
+    Called with the metric, the baseline (a `Baseline`: its scores, a sequence, and where
+    they came from), the closed window's scores and the state it returned for the window
+    before (None the first time); returns the alert (a
     JSON object: the test's statistic and what it concluded) or None, and its new state
     (JSON values), which the monitor keeps in its state between windows and restarts.
     """
@@ -57,7 +59,7 @@ class WindowCheck(Protocol):
     def __call__(
         self,
         metric: str,
-        baseline: Sequence[float],
+        baseline: Baseline,
         window: Sequence[float],
         state: Any | None,
     ) -> tuple[Mapping[str, Any] | None, Any]:

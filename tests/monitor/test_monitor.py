@@ -291,9 +291,11 @@ def test_windows_of_an_hour_follow_the_traces_start_times(tmp_path: Path) -> Non
     # 6 baseline rows are too few for the drop test: said, not a crash, not silence
     assert report.alerts == []
     assert report.notes == [
-        "faithfulness is not checked for drops: baseline_scores: faithfulness has 6 scored "
-        "row(s); a baseline needs at least 10 to bound its mean: pin a run with more rows, "
-        "or take more windows as the baseline"
+        "faithfulness is not checked for drops: faithfulness has 6 scored row(s) in its "
+        "baseline (the first 2 windows); a baseline needs at least 10 to bound its mean: take "
+        "more windows as the baseline: raise baseline_windows= (now 2), or make the windows "
+        "longer, or pin a run with at least that many scored rows of faithfulness "
+        "(baseline_run=)"
     ]
 
 

@@ -135,8 +135,10 @@ def test_the_scrape_counts_what_was_sent_and_judged_and_the_alert_after_the_drop
             assert value(samples, "judge_monitor_pending_traces") == 0
             assert value(samples, "judge_monitor_queue_requests") == 0
             # The dry run's estimate of each row is what it cost: 2 requests.
-            assert value(samples, "judge_monitor_budget_spent_requests") == 30 * PER_ROW
-            assert value(samples, "judge_monitor_budget_left_requests") == BUDGET - 30 * PER_ROW
+            hour = {"unit": "requests", "period": "hour"}
+            assert value(samples, "judge_monitor_budget", **hour) == BUDGET
+            assert value(samples, "judge_monitor_budget_spent", **hour) == 30 * PER_ROW
+            assert value(samples, "judge_monitor_budget_left", **hour) == BUDGET - 30 * PER_ROW
             assert value(samples, "judge_monitor_window_mean", metric="faithfulness") == 1.0
             assert value(samples, "judge_monitor_baseline_mean", metric="faithfulness") == 1.0
             assert value(samples, "judge_monitor_alerts_total", metric="faithfulness") == 0
@@ -157,7 +159,7 @@ def test_the_scrape_counts_what_was_sent_and_judged_and_the_alert_after_the_drop
             assert value(samples, "judge_monitor_last_window_number") == 5
             closed = value(samples, "judge_monitor_last_window_closed_timestamp_seconds")
             assert time.time() - 600 < closed <= time.time()
-            assert value(samples, "judge_monitor_budget_spent_requests") == 60 * PER_ROW
+            assert value(samples, "judge_monitor_budget_spent", **hour) == 60 * PER_ROW
             # The alerts of the state are the ones counted.
             alerts = monitor.state.read("SELECT metric FROM alerts")
             assert alerts == [("faithfulness",)]

@@ -1,0 +1,258 @@
+"""`judge monitor --baseline-run`: a pinned run's per-row scores are the drop test's
+baseline from the first window (no warm-up windows), the alert says which run; a run that
+is not comparable (another judge, a metric missing) or a pin that is not there is refused,
+and a baseline of too few windows names --baseline-windows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge.errors import JudgeError
+from judge.llm.config import LLM
+from judge.monitor.monitor import Monitor, MonitorConfig
+from judge.monitor.state import MonitorState
+from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.cli import run
+from tests.helpers.monitor import good_answer, rag_traces
+from tests.helpers.traces import export, write_json_lines
+
+PER_ROW = 2  # faithfulness asks the heuristic judge twice a row
+
+
+def judge_flags(server: FakeLLMServer, tmp: Path, model: str = "openai/fake-model") -> list[str]:
+    flags = ["--model", model, "--api-base", server.base_url, "--api-key", "x"]
+    return [*flags, "--cache", str(tmp / "cache.sqlite"), "--metrics", "faithfulness"]
+
+
+def pinned_run(tmp: Path, server: FakeLLMServer, rows: int = 40) -> str:
+    """A `judge eval` of `rows` faithful rows recorded in tmp/runs.sqlite and pinned as the
+    baseline; its id."""
+    data = tmp / "gold.jsonl"
+    with open(data, "w", encoding="utf-8") as f:
+        for n in range(1000, 1000 + rows):  # not the traces' rows: nothing cached for them
+            row = {
+                "id": f"g{n}",
+                "question": f"How long is river {n}?",
+                "answer": good_answer(n),
+                "contexts": [f"Document {n} says river {n} is {n * 100} km long."],
+            }
+            f.write(json.dumps(row) + "\n")
+    runs = str(tmp / "runs.sqlite")
+    done = run("eval", data, *judge_flags(server, tmp), "--out", tmp / "gold", "--runs", runs)
+    assert done.returncode == 0, done.stderr
+    done = run("runs", "list", "--json", "--runs", runs)
+    [record] = json.loads(done.stdout)
+    assert record["summary"]["faithfulness"]["mean"] == 1.0
+    done = run("runs", "baseline", record["id"], "--runs", runs)
+    assert done.returncode == 0, done.stderr
+    return str(record["id"])
+
+
+def traces_folder(folder: Path, **options: Any) -> list[str]:
+    folder.mkdir()
+    ids: list[str] = []
+    bodies = export(lambda provider: ids.extend(rag_traces(provider, 30, **options)), batch=4)
+    write_json_lines(bodies, folder / "t.json")
+    return ids
+
+
+def config(tmp: Path, server: FakeLLMServer, state: str, **options: Any) -> MonitorConfig:
+    llm = LLM(model="openai/fake-model", api_base=server.base_url, api_key="x")
+    return MonitorConfig(
+        state=tmp / state,
+        llm=llm,
+        metrics=["faithfulness"],
+        cache=str(tmp / "cache.sqlite"),
+        runs=tmp / "runs.sqlite",
+        window="10",
+        progress=False,
+        **options,
+    )
+
+
+def once(cfg: MonitorConfig, folder: Path) -> Any:
+    monitor = Monitor(cfg)
+    try:
+        return monitor.once(folder)
+    finally:
+        monitor.close()
+
+
+def test_a_pinned_run_is_the_baseline_from_the_first_window(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    traces_folder(good)
+    ids = traces_folder(bad, bad_from=0, first=100)
+    with FakeLLMServer(heuristic_judge) as server:
+        run_id = pinned_run(tmp_path, server)
+        # A stream as good as the pinned run: every window checked, no alert.
+        report = once(config(tmp_path, server, "s1", baseline_run="pinned"), good)
+        assert [w["baseline"] for w in report.windows] == [False, False, False]
+        assert report.alerts == [] and report.notes == []
+        state = MonitorState(tmp_path / "s1")
+        [(text,)] = state.read("SELECT state FROM detectors WHERE metric='faithfulness'")
+        state.close()
+        detector = json.loads(text)
+        assert (detector["windows"], detector["baseline_rows"]) == (3, 40)
+        assert detector["baseline_source"] == f"run {run_id}"
+        # A stream below it: the alert comes in the first window, no K windows of warm-up.
+        report = once(config(tmp_path, server, "s2", baseline_run=run_id[:6]), bad)
+    first = report.alerts[0]
+    assert first["window"] == 0
+    assert first["baseline"]["run"] == run_id and first["baseline"]["source"] == f"run {run_id}"
+    assert first["baseline"]["mean"] == 1.0 and first["baseline"]["scored"] == 40
+    assert first["test"]["baseline_source"] == f"run {run_id}"
+    assert first["test"]["statistic"] >= first["test"]["threshold"]
+    assert {w["trace_id"] for w in first["worst"]} <= set(ids)
+
+
+def test_the_alert_line_names_the_pinned_run(tmp_path: Path) -> None:
+    traces_folder(tmp_path / "bad", bad_from=0)
+    with FakeLLMServer(heuristic_judge) as server:
+        run_id = pinned_run(tmp_path, server, rows=20)
+        done = run(
+            "monitor",
+            "--once",
+            "--watch",
+            tmp_path / "bad",
+            "--state",
+            tmp_path / "state",
+            *judge_flags(server, tmp_path),
+            "--window",
+            "10",
+            "--baseline-run",
+            "pinned",
+            "--runs",
+            tmp_path / "runs.sqlite",
+            "--quiet",
+        )
+    assert done.returncode == 1, done.stderr  # --once: an alert fired
+    assert "window 0: 10 rows" in done.stdout  # not a baseline window
+    assert (
+        "ALERT faithfulness in window 0: 0.000 [0.000, 0.000] against the baseline's 1.000 "
+        f"[1.000, 1.000] (run {run_id}); worst traces"
+    ) in done.stdout
+
+
+def test_nothing_pinned_is_refused_with_how_to_pin(tmp_path: Path) -> None:
+    traces_folder(tmp_path / "t")
+    with FakeLLMServer(heuristic_judge) as server:
+        pinned_run(tmp_path, server, rows=12)
+        done = run("runs", "baseline", "--clear", "--runs", tmp_path / "runs.sqlite")
+        assert done.returncode == 0, done.stderr
+        with pytest.raises(JudgeError, match="baseline_run='pinned': no run is pinned") as err:
+            Monitor(config(tmp_path, server, "state", baseline_run="pinned"))
+        assert "judge runs baseline REF" in str(err.value)
+        done = run(
+            "monitor",
+            "--once",
+            "--state",
+            tmp_path / "state",
+            *judge_flags(server, tmp_path),
+            "--baseline-run",
+            "pinned",
+            "--runs",
+            tmp_path / "runs.sqlite",
+        )
+    assert done.returncode == 2
+    assert "error: --baseline-run pinned: no run is pinned as the baseline" in done.stderr
+    assert server.count() == 12 * PER_ROW  # the eval's: the monitor judged nothing
+
+
+def test_a_run_without_a_monitored_metric_is_refused(tmp_path: Path) -> None:
+    with FakeLLMServer(heuristic_judge) as server:
+        run_id = pinned_run(tmp_path, server, rows=12)
+        cfg = config(tmp_path, server, "state", baseline_run="pinned")
+        cfg.metrics = ["faithfulness", "context_relevance"]
+        with pytest.raises(JudgeError) as error:
+            Monitor(cfg)
+    assert str(error.value).startswith(
+        f"baseline_run='pinned' (run {run_id}) has no scores of context_relevance (its "
+        "metrics: faithfulness): pin a run that computed every monitored metric"
+    )
+
+
+def test_a_run_judged_by_another_judge_is_refused_unless_asked(tmp_path: Path) -> None:
+    traces_folder(tmp_path / "t")
+    with FakeLLMServer(heuristic_judge) as server:
+        run_id = pinned_run(tmp_path, server, rows=12)
+        db = sqlite3.connect(tmp_path / "runs.sqlite")
+        prompts = json.loads(db.execute("SELECT prompts FROM runs").fetchone()[0])
+        real_claims = prompts["claims"]
+        prompts["claims"] = "0123456789abcdef"  # as if judged with an older claims prompt
+        with db:
+            db.execute("UPDATE runs SET prompts=?", (json.dumps(prompts),))
+        db.close()
+        flags = judge_flags(server, tmp_path, model="openai/other-model")
+        args = ["monitor", "--once", "--watch", tmp_path / "t", "--state", tmp_path / "state"]
+        args += [*flags, "--baseline-run", run_id, "--runs", tmp_path / "runs.sqlite"]
+        done = run(*args)
+        assert done.returncode == 2
+        said = done.stderr
+        assert f"--baseline-run {run_id} (run {run_id}) was judged by another judge" in said
+        assert "judge model openai/fake-model (the monitor's: openai/other-model)" in said
+        assert f"prompt versions claims 0123456789abcdef (the monitor's: {real_claims})" in said
+        assert "--baseline-other-judge takes it all the same" in said
+        assert server.count() == 12 * PER_ROW
+        done = run(*args, "--baseline-other-judge", "--quiet")
+        assert done.returncode == 0, done.stderr
+        assert "30 traces judged" in done.stdout
+
+
+def test_a_state_keeps_the_baseline_it_was_started_with(tmp_path: Path) -> None:
+    traces_folder(tmp_path / "t")
+    with FakeLLMServer(heuristic_judge) as server:
+        once(config(tmp_path, server, "state"), tmp_path / "t")  # the first windows
+        pinned_run(tmp_path, server, rows=12)
+        with pytest.raises(JudgeError) as error:
+            Monitor(config(tmp_path, server, "state", baseline_run="pinned"))
+    assert "checks its windows against the baseline of the first windows" in str(error.value)
+    assert "give no baseline_run=, or another --state" in str(error.value)
+
+
+def test_too_few_baseline_windows_name_the_flag_under_the_cli(tmp_path: Path) -> None:
+    traces_folder(tmp_path / "t")
+    with FakeLLMServer(heuristic_judge) as server:
+        args = ["monitor", "--once", "--watch", tmp_path / "t", "--state", tmp_path / "state"]
+        args += [*judge_flags(server, tmp_path), "--window", "5", "--baseline-windows", "1"]
+        done = run(*args)
+    assert done.returncode == 0, done.stderr
+    words = (
+        "faithfulness has 5 scored row(s) in its baseline (the first window); a baseline "
+        "needs at least 10 to bound its mean: take more windows as the baseline: raise "
+        "--baseline-windows (now 1)"
+    )
+    assert words in done.stdout and words in done.stderr
+    assert "baseline_windows" not in done.stdout + done.stderr
+
+
+def test_a_run_s_judge_matters_only_for_judged_metrics(tmp_path: Path) -> None:
+    """Retrieval metrics are computed from the row alone: a retrieval-only monitor takes a
+    run judged by any model, with its scores (NaN ones kept as None, skipped by the test)."""
+    from judge.monitor.baseline import run_baseline
+    from judge.runs.store import RunStore
+    from tests.helpers.runs import record
+
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = [{"row": n, "id": f"q{n}", "scores": {"ndcg@10": 0.5 + n / 100}} for n in range(12)]
+    lines[3]["scores"]["ndcg@10"] = None  # written null when undefined
+    (out / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    made = record(out_dir=str(out), metrics=["ndcg@10", "faithfulness"], baseline=True)
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        store.add(made)
+    found, baselines = run_baseline(
+        "pinned", ["ndcg@10"], model=None, runs=tmp_path / "runs.sqlite"
+    )
+    assert found.id == made.id and list(baselines) == ["ndcg@10"]
+    base = baselines["ndcg@10"]
+    assert (base.run, base.source, len(base)) == (made.id, f"run {made.id}", 12)
+    assert base[3] is None and base[4] == 0.54
+    with pytest.raises(JudgeError, match=r"judge model openai/gpt-4o-mini \(the monitor's: none\)"):
+        run_baseline(
+            "pinned", ["ndcg@10", "faithfulness"], model=None, runs=tmp_path / "runs.sqlite"
+        )
