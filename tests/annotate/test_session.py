@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from judge.annotate import Annotation, Choice
+from judge.annotate.labels_file import read_labels_file
 from judge.annotate.sample import draw
 from judge.errors import InputFormatError
 from judge.run.folder import RunFolder
@@ -37,7 +38,9 @@ def test_the_draw_is_a_seeded_shuffle_whose_first_rows_are_the_sample(run: Path)
     assert draw(rows, "faithfulness", order="random", seed=8, sample=None).rows != whole.rows
 
 
-def test_disagreements_first_puts_the_scores_nearest_half_first(run: Path) -> None:
+def test_disagreements_first_puts_the_scores_nearest_half_first_and_says_not_random(
+    run: Path, tmp_path: Path
+) -> None:
     rows = rows_of(run)
     found = draw(rows, "faithfulness", order="disagreements", seed=0, sample=4)
     distance = [abs(row.scores["faithfulness"] - 0.5) for row in rows]
@@ -45,6 +48,14 @@ def test_disagreements_first_puts_the_scores_nearest_half_first(run: Path) -> No
     assert chosen == sorted(chosen) and chosen[0] == 0  # (1, 1) and (2, 2) claims: 0.5
     assert max(chosen) <= min(d for i, d in enumerate(distance) if i not in found.rows)
     assert not found.random and "not random" in found.sampled()
+    session = Annotation(
+        run, tmp_path / "l.jsonl", annotator="ana", choice=Choice(order="disagreements")
+    )
+    session.open()
+    session.record(0, label=1, claims=[])
+    session.close()
+    (record,) = read_labels_file(tmp_path / "l.jsonl").labels
+    assert record["sample"] == {"method": "disagreements", "seed": 0, "n": 11, "of": 11}
 
 
 def test_a_metric_the_run_lacks_is_refused_with_the_runs_metrics(run: Path) -> None:
@@ -127,7 +138,7 @@ def test_the_export_of_several_annotators_takes_the_majority(run: Path, tmp_path
     two.log.labels = [r for r in two.log.labels if r["annotator"] != "cy"]
     rows, note = two.export()
     assert [r["label"] for r in rows] == [1, 0] and "1 rows left out" in note
-    assert "not the first 2 of the draw" in note
+    assert "not the first" not in note  # a tie is no hole in the sample
 
 
 def test_a_row_shows_its_claims_with_verdicts_and_its_contexts_with_grades(run: Path) -> None:
