@@ -246,8 +246,8 @@ class Annotation:
             chosen[index] = votes[0][0]
         notes = [f"{ties} rows left out: their annotators are split evenly"] if ties else []
         # The rows labelled, ties or not: a tie is no hole in the sample.
-        given = [i for i, names in by_row.items() if annotator is None or annotator in names]
-        done = sorted(self.position_of[i] for i in given)
+        labelled = [i for i, names in by_row.items() if annotator is None or annotator in names]
+        done = sorted(self.position_of[i] for i in labelled)
         if self.draw.random and done != list(range(len(done))):
             # Any first k rows of a random draw are a random sample; rows passed over are
             # one only if passing them over had nothing to do with the row.
