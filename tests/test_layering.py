@@ -30,7 +30,7 @@ LAYERS: list[set[str]] = [
     {"run"},
     {"comparison", "labels", "testset", "experiments", "traces"},
     {"monitor"},  # `judge monitor` reads traces as `judge.traces` does
-    {"probes", "view"},
+    {"probes", "view", "annotate"},
     {"ray", "testing"},
     {"cli"},
     {"pytest_plugin"},

@@ -23,6 +23,7 @@ COMMANDS = (
     "demo",
     "compare",
     "agreement",
+    "annotate",
     "estimate",
     "probe",
     "metrics",

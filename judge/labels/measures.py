@@ -175,3 +175,24 @@ def sign_test(wins: int, losses: int) -> float:
         tail += term
         term = term * (n - k) // (k + 1)
     return float(Fraction(2 * tail, 2**n))
+
+
+def fleiss_kappa(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Fleiss' kappa of rows rated by several people (Fleiss 1971), per resample.
+
+    Args:
+        counts: (n, categories): how many people put each row in each category; a row
+            needs two ratings or more (rows may have different numbers of raters: each
+            row's agreement is over its own pairs of raters, as in Fleiss's formula).
+        weights: (resamples, n) draws of the rows.
+
+    Returns:
+        (resamples,) kappa; NaN when every rating of the drawn rows is one category.
+    """
+    raters = counts.sum(axis=1)
+    # Each row's share of agreeing pairs of raters: sum_j n_ij (n_ij - 1) / (n_i (n_i - 1)).
+    agreeing = (counts * (counts - 1)).sum(axis=1) / (raters * (raters - 1))
+    observed = _divide(weights @ agreeing, weights.sum(axis=1))
+    shares = _divide(weights @ counts, (weights @ raters)[:, None])
+    expected = (shares * shares).sum(axis=1)
+    return _divide(observed - expected, 1 - expected)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from judge.annotate.server import ASSETS as ANNOTATE_ASSETS
 from judge.errors import InputFormatError, OutputError
 from judge.runs.store import RunRecord, RunStore
 from judge.view import build_view
@@ -273,6 +274,9 @@ def test_the_wheel_ships_the_assets(tmp_path: Path) -> None:
     (built_wheel,) = tmp_path.glob("judge-*.whl")
     names = set(zipfile.ZipFile(built_wheel).namelist())
     assert {f"judge/view/assets/{name}" for name in ASSETS} <= names
+    # judge annotate's page too
+    page = {"annotate.html", *ANNOTATE_ASSETS}
+    assert {f"judge/annotate/assets/{name}" for name in page} <= names
 
 
 def test_a_folder_another_run_wrote_into_since_shows_none_of_its_rows(tmp_path: Path) -> None:

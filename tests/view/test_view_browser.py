@@ -5,7 +5,6 @@ user does. Three runs judged through the fake server, a fourth whose folder is g
 from __future__ import annotations
 
 import math
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,18 +14,8 @@ import pytest
 
 from judge.run.output_folder import file_sha256
 from judge.view import build_view
+from tests.helpers.browser import chromium
 from tests.helpers.view import HOSTILE, judged_runs, record, results_rows, run_id
-
-CHROMIUM = os.environ.get("JUDGE_CHROMIUM", "/usr/bin/chromium")
-# The machine may have no internet: without these Chromium tries to reach Google's servers.
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
@@ -46,21 +35,9 @@ def view(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium from the system's packages; the test fails (not skips) without it:
-    a browser test that silently skips in CI tests nothing."""
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(
-            f"no Chromium at {CHROMIUM}: run scripts/install-chromium (Debian's chromium "
-            "package), or point JUDGE_CHROMIUM at a Chromium binary"
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright package is missing: pip install -e '.[test]'")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
+    """Headless Chromium (tests/helpers/browser.py), one for the module's tests."""
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
