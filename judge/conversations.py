@@ -24,11 +24,12 @@ later turns and is not a row.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from judge.errors import InputFormatError
+from judge.fields import cell_list
 from judge.json_values import lone_surrogate_in
 from judge.samples import ROLES, History, Message, Thread
 
@@ -338,6 +339,44 @@ def _flat_key(record: Mapping[str, Any]) -> tuple[str, int] | None:
     return (str(cid), turn) if ok and turn is not None else None
 
 
+def flat_conversations(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A flat table of turns as conversation records (`{"id", "turns"}`), in the order of
+    their first rows, each turn a user message (its question) and an assistant message
+    (its answer, contexts and the row's other columns): for what takes one conversation
+    at a time (`judge.pytest_plugin.cases`). A row whose conversation_id or turn cannot be
+    read, or a turn given twice, is an InputFormatError naming it."""
+    by_conversation: dict[str, list[tuple[int, int]]] = {}
+    for index, record in enumerate(records):
+        key = _flat_key(record)
+        if key is None:
+            raise InputFormatError(
+                f"row {index + 1}: conversation_id must be a non-blank string or integer and "
+                f"turn a positive integer, got {record.get('conversation_id')!r:.80} and "
+                f"{record.get('turn')!r:.80}"
+            )
+        by_conversation.setdefault(key[0], []).append((key[1], index))
+    out = []
+    for cid, turns in by_conversation.items():
+        turns.sort()
+        messages: list[dict[str, Any]] = []
+        for (turn, index), after in itertools.zip_longest(turns, turns[1:]):
+            if after is not None and after[0] == turn:
+                raise InputFormatError(
+                    f"conversation {cid!r:.80} has turn {turn} in rows {index + 1} and "
+                    f"{after[1] + 1}: a turn is one row"
+                )
+            record = records[index]
+            exchange = _exchange(record, turn, None)
+            extra = {k: v for k, v in record.items() if k not in _FLAT_OWN}
+            for message in exchange:
+                message.pop("turn", None)
+                if message["role"] == "assistant":
+                    message.update({k: v for k, v in extra.items() if k not in message})
+            messages.extend(exchange)
+        out.append({"id": cid, "turns": messages})
+    return out
+
+
 def flat_turn_units(records: Sequence[Mapping[str, Any]]) -> list[int]:
     """Each row's conversation, numbered 0, 1, ... in the order of their first rows (a row
     whose conversation cannot be read is one of its own): what a shard by conversation
@@ -353,13 +392,17 @@ def flat_turn_units(records: Sequence[Mapping[str, Any]]) -> list[int]:
     return units
 
 
-def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def flat_turn_records(
+    records: Sequence[Mapping[str, Any]], columns: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Each row of a flat table of turns with its `history`: the earlier turns of its
     conversation (by `turn`), each a user message (its question) and an assistant message
     (its answer and contexts). Rows keep their places; a row whose conversation_id or turn
     cannot be read has none, and says why (`conversation_error`), as do the rows of a turn
     given twice in a conversation and the turns after it (which of them came first is not
-    known)."""
+    known). `columns` (field -> column, resolved with the user's mapping) names the columns
+    the earlier turns' questions, answers and contexts are read from; None: the usual
+    names."""
     keys = [_flat_key(record) for record in records]
     by_conversation: dict[str, list[tuple[int, int]]] = {}  # (turn, row) in table order
     for index, key in enumerate(keys):
@@ -394,7 +437,7 @@ def flat_turn_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
                     out[index][CONVERSATION_ERROR] = twice
                 continue
             for index in found:
-                exchange = _exchange(records[index], turn)
+                exchange = _exchange(records[index], turn, columns)
                 if twice is not None:
                     out[index][CONVERSATION_ERROR] = twice
                 elif exchange and exchange[0]["role"] == "user":
@@ -441,21 +484,42 @@ def _turn_number(value: Any) -> int | None:
     return value
 
 
-def _exchange(record: Mapping[str, Any], turn: int) -> list[dict[str, Any]]:
-    """An earlier flat row as history: its question, then its answer with its contexts."""
+# A flat row's fields read into its history, with the column names recognised for each
+# when the table's columns were not resolved (`judge.run.data.COLUMNS` has the same).
+_EXCHANGE_FIELDS = {
+    "question": ("question", "user_input", "query"),
+    "answer": ("answer", "response"),
+    "contexts": ("contexts", "retrieved_contexts"),
+}
+
+# A flat row's columns that its exchange's messages hold (the rest go on its answer).
+_FLAT_OWN = frozenset(
+    {*FLAT_KEYS, "history", *(name for names in _EXCHANGE_FIELDS.values() for name in names)}
+)
+
+
+def _exchange(
+    record: Mapping[str, Any], turn: int, columns: Mapping[str, str] | None
+) -> list[dict[str, Any]]:
+    """An earlier flat row as history: its question, then its answer with its contexts,
+    read from the table's columns for those fields (`columns`, as resolved with the user's
+    mapping) or else from their usual names."""
+
+    def field(name: str) -> Any:
+        if columns is not None and name in columns:
+            return record.get(columns[name])
+        return _first(record, _EXCHANGE_FIELDS[name])
+
     messages: list[dict[str, Any]] = []
-    question = _first(record, ("question", "user_input", "query"))
-    answer = _first(record, ("answer", "response"))
+    question, answer = field("question"), field("answer")
     if isinstance(question, str):
         messages.append({"role": "user", "content": question, "turn": turn})
     if isinstance(answer, str):
         message: dict[str, Any] = {"role": "assistant", "content": answer, "turn": turn}
-        contexts = _first(record, ("contexts", "retrieved_contexts"))
-        if isinstance(contexts, str):  # a CSV cell holds the list as JSON text
-            try:
-                contexts = json.loads(contexts) if contexts.strip() else []
-            except ValueError:
-                contexts = None
+        try:
+            contexts = cell_list(field("contexts"))
+        except ValueError:
+            contexts = None
         if isinstance(contexts, list) and all(isinstance(c, str) for c in contexts):
             message["contexts"] = list(contexts)
         messages.append(message)

@@ -9,8 +9,10 @@ columns with `FieldTable.resolve`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from judge.errors import InputFormatError
 
@@ -102,3 +104,12 @@ class FieldTable:
             f"no {name} column (looked for {', '.join(fld.names)}; columns: "
             f"{', '.join(columns) or 'none'}); map yours with {hint}"
         )
+
+
+def cell_list(value: Any) -> Any:
+    """A list field's value as read: a CSV cell holds its list as JSON text, parsed here (a
+    blank cell is no items); any other value as it is. Raises ValueError (a
+    json.JSONDecodeError) for text that is not JSON."""
+    if isinstance(value, str):
+        return json.loads(value) if value.strip() else []
+    return value

@@ -35,8 +35,10 @@ def cases(
         `pytest.param(row, id=...)` per row; each row is the dict of its columns. A file
         of conversations (one per line, `{"id": ..., "turns": [...]}`) gives one case per
         conversation, for `rag_judge.assert_scores(case, ...)` or
-        `rag_judge.score_conversation(case)`.
+        `rag_judge.score_conversation(case)`; so does a flat table of turns (columns
+        `conversation_id` and `turn`, one row per turn: a user's question and the answer).
     """
+    from judge.conversations import flat_conversations, is_flat_turns
     from judge.run.data import read_records
 
     if (
@@ -48,6 +50,8 @@ def cases(
     records, source = read_records(data)
     if not records:
         raise InputFormatError(f"{source}: no rows to make test cases of")
+    if is_flat_turns(dict.fromkeys(k for r in records for k in r)):
+        records = flat_conversations(records)  # one case per conversation, as in a file of them
     if limit is not None:
         records = records[:limit]
     return [pytest.param(dict(r), id=case_id(r, n, id_column)) for n, r in enumerate(records)]

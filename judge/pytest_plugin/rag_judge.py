@@ -496,6 +496,8 @@ class RagJudge:
             every threshold is met.
         """
         __tracebackhide__ = True
+        from judge.errors import InputFormatError
+        from judge.fields import cell_list
         from judge.pytest_plugin.assertions import assert_scores, bounds
         from judge.pytest_plugin.conversation import is_conversation_input
 
@@ -511,10 +513,17 @@ class RagJudge:
                 "contexts and ground_truth, or a conversation: a mapping with its messages "
                 "under 'turns'; to assert on a result, use judge.assert_scores"
             )
+        try:  # a CSV test set's cell holds the list as JSON text, as `judge eval` reads it
+            contexts = cell_list(sample.get("contexts"))
+        except ValueError:
+            raise InputFormatError(
+                "contexts must be a list of strings (a JSON list in a CSV cell), got "
+                f"{sample.get('contexts')!r:.80}"
+            ) from None
         result = self.score(
             sample["question"],
             sample.get("answer"),
-            sample.get("contexts") or (),
+            contexts or (),
             sample.get("ground_truth"),
             metrics=chosen,
             sample_id=sample.get("id"),

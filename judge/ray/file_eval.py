@@ -112,7 +112,7 @@ def evaluate_file(
     """
     ray = require_ray()
     records, source = read_records(data)
-    records = as_turn_records(records)
+    records = as_turn_records(records, column_map, source)
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map)

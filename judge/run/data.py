@@ -28,7 +28,7 @@ from judge.conversations import (
     is_flat_turns,
 )
 from judge.errors import InputFormatError
-from judge.fields import Field, FieldTable
+from judge.fields import Field, FieldTable, cell_list
 from judge.json_values import lone_surrogate_in
 from judge.lines import bounded_lines, not_a_file, universal_lines
 from judge.samples import ROLES, Message, Sample
@@ -93,13 +93,16 @@ def read_records(data: Any) -> tuple[list[dict[str, Any]], str]:
     return _read_any(data)
 
 
-def as_turn_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Records of conversations (or a flat table of turns) as one record per turn, with its
-    history; other records as they are."""
+def as_turn_records(
+    records: list[dict[str, Any]], column_map: Mapping[str, str] | None = None, source: str = ""
+) -> list[dict[str, Any]]:
+    """Records of conversations (or a flat table of turns, its columns mapped as the user
+    maps them) as one record per turn, with its history; other records as they are."""
     if records and is_conversation(records[0]):
         return [row for _, row in conversation_rows(enumerate(records))]
-    if is_flat_turns(dict.fromkeys(k for r in records for k in r)):
-        return flat_turn_records(records)
+    names = list(dict.fromkeys(k for r in records for k in r))
+    if is_flat_turns(names):
+        return flat_turn_records(records, resolve_columns([*names, "history"], column_map, source))
     return records
 
 
@@ -478,13 +481,12 @@ def resolve_columns(
 
 
 def _list_of_str(value: Any, name: str) -> list[str]:
-    if isinstance(value, str):  # CSV cells hold lists as JSON text
-        try:
-            value = json.loads(value) if value.strip() else []
-        except json.JSONDecodeError:
-            raise ValueError(
-                f"{name} must be a list of strings (a JSON list in CSV), got {value!r:.80}"
-            ) from None
+    try:
+        value = cell_list(value)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a list of strings (a JSON list in CSV), got {value!r:.80}"
+        ) from None
     if hasattr(value, "tolist"):  # numpy arrays from pandas/parquet
         value = value.tolist()
     if value is None:
@@ -549,7 +551,7 @@ def load_rows(
 ) -> tuple[list[Row], dict[str, str], str]:
     """(rows, field -> column used, source description); bad rows carry their error."""
     records, source = read_records(data)
-    records = as_turn_records(records)
+    records = as_turn_records(records, column_map, source)
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map, source)

@@ -398,16 +398,17 @@ class FlatTurnRecords(Records):
 
     unit = "conversation"
 
-    def __init__(self, inner: Records):
+    def __init__(self, inner: Records, columns: Mapping[str, str] | None = None):
         self.inner = inner
         self.source = inner.source
+        self.columns = columns  # field -> column: where earlier turns' fields are read
         self._rows: list[dict[str, Any]] | None = None
         self._units: list[int] = []
 
     def _all(self) -> list[dict[str, Any]]:
         if self._rows is None:
             table = [record for _, record in self.inner.read()]
-            self._rows = flat_turn_records(table)
+            self._rows = flat_turn_records(table, self.columns)
             self._units = flat_turn_units(table)
         return self._rows
 
@@ -434,11 +435,14 @@ class FlatTurnRecords(Records):
         return self.inner.identity()
 
 
-def as_conversations(records: Records, names: Sequence[str]) -> Records | None:
+def as_conversations(
+    records: Records, names: Sequence[str], columns: Mapping[str, str] | None = None
+) -> Records | None:
     """The records as turns when the input holds conversations (its first record is one)
-    or is a flat table of turns (`names`, its column names, say so); else None."""
+    or is a flat table of turns (`names`, its column names, say so; `columns`, field ->
+    column as resolved, names the columns its earlier turns are read from); else None."""
     if is_flat_turns(names):
-        return FlatTurnRecords(records)
+        return FlatTurnRecords(records, columns)
     if not any(key in names for key in CONVERSATION_KEYS):  # no record can be one
         return None
     first = next(iter(records.read()), None)
@@ -585,7 +589,10 @@ def open_input(data: Any, column_map: Mapping[str, str] | None = None) -> InputR
     """
     records = records_of(data)
     names, count = records.scan()
-    turns = as_conversations(records, names) if count else None
+    flat = None  # a flat table's earlier turns are read from the columns the user maps
+    if count and is_flat_turns(names):
+        flat = resolve_columns([*names, "history"], column_map, records.source)
+    turns = as_conversations(records, names, flat) if count else None
     if turns is not None:
         records = turns
         names, count = records.scan()
@@ -615,5 +622,5 @@ def reopen_input(
     turns = None
     if "history" in columns:  # turns, of conversations or of a flat table: which, says a record
         first = next(iter(records.read()), None)
-        turns = as_conversations(records, list(first[1]) if first else [])
+        turns = as_conversations(records, list(first[1]) if first else [], columns)
     return InputRows(turns or records, columns, [], count)

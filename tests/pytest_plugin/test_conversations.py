@@ -238,6 +238,37 @@ def test_each(rag_judge, chat):
     assert summary["resampled"] == {"unit": "conversation", "conversations": 3, "turns": 5}
 
 
+def test_cases_of_a_flat_table_of_turns_carry_each_turns_history(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """A flat table of turns (conversation_id, turn) gave its rows as they were: a turn's
+    claim supported only by what the user said in an earlier turn failed as invented (and
+    a CSV's contexts, JSON text, were refused). It gives one case per conversation."""
+    data = tmp_path / "turns.csv"
+    data.write_text(
+        "conversation_id,turn,question,answer,contexts\n"
+        'weight,1,My parcel weighs four kilos.,Noted.,"[""Noted.""]"\n'
+        "weight,2,What will it cost?,My parcel weighs four kilos. Parcels cost ten euros.,"
+        '"[""Parcels cost ten euros.""]"\n',
+        encoding="utf-8",
+    )
+    write_tests(
+        pytester,
+        f"""
+import pytest
+from judge.pytest_plugin import cases
+
+@pytest.mark.parametrize("chat", cases({str(data)!r}))
+def test_each(rag_judge, chat):
+    result = rag_judge.assert_scores(chat, faithfulness=1.0)
+    assert [t.sample.turn for t in result.turns] == [2, 4]
+""",
+    )
+    result = pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"), "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_each?weight? PASSED*"])
+
+
 def test_a_list_of_messages_is_a_conversation_and_a_broken_one_says_why() -> None:
     cid, samples = turn_samples(GROUNDED["turns"])
     assert cid == "conversation" and [s.id for s in samples] == ["conversation#2", "conversation#4"]

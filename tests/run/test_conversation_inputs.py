@@ -11,7 +11,7 @@ import pytest
 from judge.conversations import CONVERSATION_ERROR, turn_records
 from judge.run.data import load_rows
 from judge.run.digest import row_hash
-from judge.run.inputs import open_input
+from judge.run.inputs import open_input, reopen_input
 from judge.run.shard import Shard
 from judge.samples import Message, Sample
 
@@ -176,6 +176,34 @@ def test_a_flat_table_of_turns_gets_each_turns_history_from_the_earlier_rows(tmp
     ]
     assert [m.content for m in rows[1].sample.history] == ["I live in Lyon."]
     assert rows[3].sample is None and "turn a positive integer" in rows[3].error
+
+
+def test_a_flat_table_of_mapped_columns_gets_its_history_from_those_columns(tmp_path):
+    """--column question=... (column_map) names the columns of a flat table: the history
+    of a later turn was read from the default names alone, so it held none of the earlier
+    turns' questions, answers or contexts."""
+    table = tmp_path / "turns.csv"
+    table.write_text(
+        "conversation_id,turn,user_text,bot_text,passages\n"
+        'c1,1,I live in Lyon.,Noted: Lyon.,"[""Lyon is served daily.""]"\n'
+        'c1,2,Express then.,Booked.,"[]"\n',
+        encoding="utf-8",
+    )
+    mapping = {"question": "user_text", "answer": "bot_text", "contexts": "passages"}
+    rows = list(open_input(table, mapping))
+    assert [(m.role, m.content) for m in rows[1].sample.history] == [
+        ("user", "I live in Lyon."),
+        ("assistant", "Noted: Lyon."),
+        ("user", "Express then."),
+    ]
+    assert rows[1].sample.history[1].contexts == ("Lyon is served daily.",)
+    opened = open_input(table, mapping)
+    assert opened.columns["question"] == "user_text"
+    # A shard's process reopens the table with the columns the run resolved.
+    reopened = reopen_input(table, opened.columns, 2, opened.records.identity())
+    assert [row_hash(r) for r in reopened] == [row_hash(r) for r in rows]
+    loaded, _, _ = load_rows(table, mapping)  # the loading path (Ray reads it so) too
+    assert [row_hash(r) for r in loaded] == [row_hash(r) for r in rows]
 
 
 def test_an_ordinary_row_hashes_as_it_did_before_conversations():
