@@ -24,6 +24,7 @@ COMMANDS = (
     "compare",
     "agreement",
     "estimate",
+    "align",
     "probe",
     "metrics",
     "cache",

@@ -36,7 +36,6 @@ class RunOptions(TypedDict, total=False):
     concurrency: int | None
     progress: bool
     progress_interval: float
-    prompts: str | os.PathLike[str] | None
 
 
 @dataclass(frozen=True)
