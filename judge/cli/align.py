@@ -37,6 +37,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--seed", type=int, default=0, help="the split's seed (default 0)")
     p.add_argument(
+        "--group",
+        metavar="COLUMN",
+        help="split the rows sharing a value of COLUMN together (a question's id when its "
+        "good and bad answers are two rows), so no held-out row shares its question with an "
+        "example",
+    )
+    p.add_argument(
         "--examples",
         default="4,8",
         metavar="N,...",
@@ -92,6 +99,7 @@ def run_align(args: argparse.Namespace) -> int:
         seed=args.seed,
         examples=examples,
         candidates=[c.strip() for c in args.candidates.split(",") if c.strip()],
+        group=args.group,
         embeddings=embeddings,
         cache=cache,
         **data_options(args),

@@ -80,20 +80,32 @@ class Split:
     held_out: list[int]
 
 
-def split_rows(labels: np.ndarray, held_out: float, seed: int) -> Split:
+def split_rows(
+    labels: np.ndarray, held_out: float, seed: int, groups: Sequence[str] | None = None
+) -> Split:
     """A stratified, seeded split: each label's rows shuffled with the seed and `held_out`
     of them (rounded, at least one and not all, when a label has two rows or more) held
-    out; the same labels, share and seed give the same split."""
+    out; the same labels, share and seed give the same split.
+
+    With `groups` (a value per row: a question's id when its good and bad answers are two
+    rows), whole groups are split, stratified by their rows' labels, so no held-out row
+    shares its question and contexts with a tune row that may become an example.
+    """
+    units: dict[str, list[int]] = {}
+    for i in range(labels.size):
+        units.setdefault(str(i) if groups is None else groups[i], []).append(i)
+    strata: dict[tuple[float, ...], list[str]] = {}
+    for key, rows in units.items():
+        strata.setdefault(tuple(sorted(labels[rows].tolist())), []).append(key)
     rng = np.random.default_rng(seed)
-    kept: list[int] = []
-    for value in sorted(set(labels.tolist())):
-        rows = np.flatnonzero(labels == value)
-        shuffled = rng.permutation(rows)
-        count = round(held_out * rows.size)
-        if rows.size >= 2:
-            count = min(max(count, 1), rows.size - 1)
-        kept += [int(i) for i in shuffled[:count]]
-    chosen = set(kept)
+    chosen: set[int] = set()
+    for stratum in sorted(strata):
+        keys = strata[stratum]
+        shuffled = [keys[int(k)] for k in rng.permutation(len(keys))]
+        count = round(held_out * len(keys))
+        if len(keys) >= 2:
+            count = min(max(count, 1), len(keys) - 1)
+        chosen.update(i for key in shuffled[:count] for i in units[key])
     return Split(tune=[i for i in range(labels.size) if i not in chosen], held_out=sorted(chosen))
 
 
@@ -368,6 +380,7 @@ async def aalign(
     seed: int = 0,
     examples: Sequence[int] = DEFAULT_EXAMPLES,
     candidates: Sequence[str] = (),
+    group: str | None = None,
     **options: Unpack[RunOptions],
 ) -> AlignResult:
     """Tune the judge of `metric` on labelled rows and measure every candidate on held-out
@@ -387,6 +400,8 @@ async def aalign(
             the tune rows the judge disagreed with.
         candidates: other judges to try: a prompt file (`verify.txt`) or a prompt set's
             folder, else a judge model's name (asked at `llm`'s server).
+        group: a column whose rows are split together (a question's id when its good
+            and bad answers are two rows); None: rows are split one by one.
         **options: embeddings, cache, column_map, concurrency, progress,
             progress_interval, as in `judge.evaluate`.
 
@@ -415,7 +430,18 @@ async def aalign(
                 f"{source}: align needs at least two rows labelled {name} in {label!r}, one "
                 "for each split"
             )
-    split = split_rows(labels.values, held_out, seed)
+    groups = None
+    if group is not None:
+        if not any(group in r for r in records):
+            raise InputFormatError(
+                f"{source}: no group column {group!r} (columns: "
+                f"{', '.join(sorted({k for r in records for k in r}))})"
+            )
+        groups = [
+            f"row {i}" if r.get(group) in (None, "") else f"group {r[group]}"
+            for i, r in enumerate(records)
+        ]
+    split = split_rows(labels.values, held_out, seed, groups)
     tuned_name = TUNED_PROMPTS[metric]
     folder = Path(out)
     (folder / "candidates").mkdir(parents=True, exist_ok=True)
@@ -528,7 +554,7 @@ async def aalign(
         ),
     )[1]
     prompt_set = folder / "prompts"
-    _publish(chosen, prompt_set, tuned_name, metric, source, split, seed)
+    _publish(chosen, prompt_set, tuned_name, metric, source, split, seed, group)
     if len(measured) > 2:
         notes.append(
             f"{len(measured)} candidates were compared on the same held-out rows: the best "
@@ -577,6 +603,7 @@ def _publish(
     source: str,
     split: Split,
     seed: int,
+    group: str | None,
 ) -> None:
     """Write the chosen candidate's prompt files (the built-in one for a model) and a
     manifest saying where they came from."""
@@ -593,6 +620,7 @@ def _publish(
         "metric": metric,
         "labels": source,
         "seed": seed,
+        "group": group,
         "chosen": chosen.name,
         "model": chosen.model,
         "prompts": {p.stem: load_prompt(p).version for p in sorted(prompt_set.glob("*.txt"))},

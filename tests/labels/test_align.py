@@ -100,6 +100,11 @@ def test_split_is_stratified_seeded_and_disjoint():
     assert sorted(split.tune + split.held_out) == list(range(20))
     held = labels[split.held_out]
     assert (held == 1).sum() == 4 and (held == 0).sum() == 2  # round(0.3 * 14), 0.3 * 6
+    # Groups are split whole, stratified by their labels.
+    pairs = np.array([1.0, 0.0] * 10)
+    grouped = split_rows(pairs, 0.3, seed=0, groups=[f"q{i // 2}" for i in range(20)])
+    assert len(grouped.held_out) == 6  # three of the ten questions
+    assert all(i ^ 1 in grouped.held_out for i in grouped.held_out)
     # A label with two rows still gives one to each split.
     assert len(split_rows(np.array([1.0, 1.0, 0.0, 0.0]), 0.1, seed=0).held_out) == 2
 
