@@ -78,6 +78,7 @@ def summary(result: AlignResult) -> dict[str, Any]:
             "scored": c.scored,
             "judgments_per_row": c.judgments_per_row,
             "prompt_chars_per_row": c.prompt_chars_per_row,
+            "requests_sent": c.requests,
         }
         if c.versus_built_in is not None:
             d = c.versus_built_in

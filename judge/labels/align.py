@@ -197,9 +197,12 @@ class Candidate:
         examples: the tune rows (numbers in the labels file) shown as examples.
         scored: held-out rows it scored (the others are left out of its measures).
         measures: balanced_accuracy@0.5 and kappa@0.5 with intervals.
-        judgments_per_row: judgments a held-out row took (requests and cache hits).
-        prompt_chars_per_row: characters of the prompts a row's claims and verify calls
-            send (system and user messages; re-asks not counted).
+        judgments_per_row: calls a held-out row's judgment takes (claims, verify), however
+            they were answered (`row_cost`).
+        prompt_chars_per_row: characters of the prompts of those calls (system and user
+            messages; re-asks not counted).
+        requests: requests this candidate's run sent to the server (the rest came from
+            the cache, or were shared by rows asking the same).
         versus_built_in: the difference from the built-in judge (None for itself).
         folder: where its prompt files are, under the output folder (None: built-in).
     """
@@ -213,6 +216,7 @@ class Candidate:
     measures: dict[str, Measured]
     judgments_per_row: float
     prompt_chars_per_row: float
+    requests: int = 0
     versus_built_in: Difference | None = None
     folder: str | None = None
 
@@ -347,18 +351,20 @@ def compare_to_built_in(
     return Difference(n, ba, kappa, p, holds_zero or not p < NOISE_LEVEL)
 
 
-def prompt_chars(prompts: dict[str, Prompt], row: ResultRow) -> int:
-    """Characters of the claims and verify prompts as rendered for the row's answer."""
-    if row.answer is None or row.question is None:
-        return 0
-    total = sum(
-        len(m["content"]) for m in prompts["claims"].render(question=row.question, text=row.answer)
-    )
+def row_cost(prompts: dict[str, Prompt], row: ResultRow) -> tuple[int, int]:
+    """(calls, prompt characters) of the row's faithfulness judgment: the claims call of
+    its answer, then the verify call of its claims, as rendered (re-asks not counted).
+    Counted from what the row holds, so a judgment shared with another row, or served by
+    the cache, costs each row the same."""
+    if not row.answer or row.question is None:
+        return 0, 0
+    rendered = prompts["claims"].render(question=row.question, text=row.answer)
+    calls, chars = 1, sum(len(m["content"]) for m in rendered)
     claims = row.evidence.get(ev.claims_key(ev.ANSWER))
     if isinstance(claims, list) and claims:
         rendered = prompts["verify"].render(claims=claims, contexts=list(row.contexts or []))
-        total += sum(len(m["content"]) for m in rendered)
-    return total
+        calls, chars = calls + 1, chars + sum(len(m["content"]) for m in rendered)
+    return calls, chars
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -454,8 +460,7 @@ async def aalign(
         result = await aevaluate(rows, metrics=[metric], llm=model, prompts=prompts, **options)
         return list(result.rows)
 
-    # The built-in judge on every row: its tune rows give the disagreements, its held-out
-    # rows the baseline.
+    # The built-in judge on every row: its tune rows give the disagreements.
     everything = await judged(records, llm, None)
     scores = np.array([r.scores.get(metric, math.nan) for r in everything])
     disagreements = [
@@ -480,8 +485,9 @@ async def aalign(
         held = np.array([r.scores.get(metric, math.nan) for r in rows])
         scored = ~np.isnan(held)
         found, _ = kinds.binary(held[scored], held_labels[scored])
-        totals = [(r.usage or {}).get("total") or {} for r in rows]
-        judgments = [float(t.get("requests", 0) + t.get("cache_hits", 0)) for t in totals]
+        costs = np.array([row_cost(prompts, r) for r in rows], dtype=np.float64).reshape(-1, 2)
+        per_row = costs.mean(axis=0) if rows else np.zeros(2)
+        sent = sum(int(((r.usage or {}).get("total") or {}).get("requests", 0)) for r in rows)
         candidate = Candidate(
             name=name,
             kind=kind,
@@ -490,10 +496,9 @@ async def aalign(
             examples=shown,
             scored=int(scored.sum()),
             measures={m: _measured(found[m]) for m in MEASURED},
-            judgments_per_row=float(np.mean(judgments)) if judgments else 0.0,
-            prompt_chars_per_row=float(np.mean([prompt_chars(prompts, r) for r in rows]))
-            if rows
-            else 0.0,
+            judgments_per_row=float(per_row[0]),
+            prompt_chars_per_row=float(per_row[1]),
+            requests=sent,
             folder=None if where is None else str(where),
         )
         if measured:
@@ -501,7 +506,10 @@ async def aalign(
             candidate = replace(candidate, versus_built_in=versus)
         measured.append((candidate, held))
 
-    base_rows = [everything[i] for i in split.held_out]
+    # Measured on the held-out rows alone, as every other candidate is (from the cache when
+    # there is one): a judgment that rows of one run share is counted once, so a row's cost
+    # depends on the rows judged with it.
+    base_rows = await judged(held_records, llm, None)
     add("built-in", "built-in", llm, built_in, base_rows, [], None)
 
     notes: list[str] = []
