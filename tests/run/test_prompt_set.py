@@ -6,32 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 import judge
 from judge.json_values import sha256_hex
-from judge.metrics.prompts import PromptError, load_prompt, load_prompt_set, prompts_dir
+from judge.metrics.prompts import PromptError, load_prompt, load_prompt_set
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.cli import dataset, eval_args, rows, run
-
-MARK = "Be strict: a claim merely close to a context is not_found."
-
-
-def edited_verify(folder: Path, extra: str = MARK) -> Path:
-    """A prompt set whose verify.txt is the built-in's with a sentence added to its system."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = (prompts_dir() / "verify.txt").read_text(encoding="utf-8")
-    # Added at the end: the heuristic judge knows a prompt by how its system message starts.
-    text = text.replace("\n<<<user>>>", f"\n{extra}\n<<<user>>>", 1)
-    (folder / "verify.txt").write_text(text, encoding="utf-8")
-    return folder
-
-
-def verify_systems(server: FakeLLMServer) -> list[str]:
-    systems = [r.body["messages"][0]["content"] for r in server.requests if r.body]
-    return [s for s in systems if "You check numbered claims" in s]
+from tests.helpers.prompt_sets import MARK, edited_verify, verify_systems
 
 
 def test_a_set_replaces_only_its_files_and_versions_them_by_hash(tmp_path):
@@ -128,3 +111,17 @@ def test_evaluate_takes_a_prompt_set_and_a_bad_one_fails_before_any_request(tmp_
         assert server.requests == []
         refused = run(*eval_args(tmp_path / "x.jsonl", server, tmp_path, "--prompts", bad))
         assert refused.returncode == 2 and "claim.txt replaces no built-in" in refused.stderr
+
+
+def test_processes_judge_every_shard_with_the_set_and_record_it(tmp_path):
+    data = dataset(tmp_path / "data.jsonl", 4)
+    folder = edited_verify(tmp_path / "set")
+    with FakeLLMServer(chat=heuristic_judge) as server:
+        args = eval_args(data, server, tmp_path, "--metrics", "faithfulness")
+        done = run(*args, "--prompts", folder, "--processes", "2")
+        assert done.returncode == 0, done.stderr
+        systems = verify_systems(server)
+        assert len(systems) == 4 and all(MARK in s for s in systems)
+    config = json.loads((tmp_path / "out" / "summary.json").read_text())["config"]
+    assert config["prompt_set"] == str(folder)
+    assert config["prompts"]["verify"] == load_prompt_set(folder)["verify"].version
