@@ -90,6 +90,13 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
     gate_options(p)
     runs_options(p)
     p.add_argument(
+        "--prompts",
+        metavar="DIR",
+        help="a prompt set: a folder of prompt files named after the built-in prompts they "
+        "replace (verify.txt, ...), as judge align writes it; each file's hash is its version, "
+        "so the run's fingerprint and cache keys are its own (default: the built-in prompts)",
+    )
+    p.add_argument(
         "--shard",
         metavar="I/N",
         help="judge only shard I of N: the rows whose number modulo N is I-1 (row numbers "
@@ -163,6 +170,10 @@ def run_eval(args: argparse.Namespace) -> int:
                 "run judge traces export on this run's output with the rows it judged"
             )
         check_destinations(args)
+    if args.prompts is not None:  # a set that cannot be used fails before anything else
+        from judge.metrics.prompts import load_prompt_set
+
+        load_prompt_set(args.prompts)
     if args.dry_run:
         return run_dry(args, data, gates)
     if args.format != "text":
@@ -195,6 +206,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 checkpoint=checkpoint,
                 shard=shard,
                 gates=gates,
+                prompts=args.prompts,
                 **options,
             )
         except (LLMConfigError, CacheStoreError) as exc:  # the run stopped: it cannot work
@@ -352,6 +364,7 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
         embeddings=embeddings,
         metric_modules=args.metrics_module,
         gates=gates,
+        prompts=args.prompts,
     )
     check_scorable(plan, rows)  # as judge.evaluate checks it: before any shard starts
     # Every shard's summary holds the whole input's hash: computed here, in a pass that
@@ -413,6 +426,8 @@ def run_on_ray(args: argparse.Namespace, gates: Gates) -> int:
             "--shard cannot be used with --ray: Ray spreads the rows over its actors "
             "itself; drop --shard (or drop --ray and merge the shards with judge merge)"
         )
+    if args.prompts is not None:
+        raise JudgeError("--prompts cannot be used with --ray yet: drop --ray (or --prompts)")
     if args.ray_actors < 1:
         raise JudgeError(f"--ray-actors {args.ray_actors}: give at least 1")
     require_ray()  # before reading the data: say at once that the extra is missing

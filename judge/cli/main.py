@@ -25,6 +25,7 @@ COMMANDS = (
     "agreement",
     "annotate",
     "estimate",
+    "align",
     "probe",
     "metrics",
     "cache",

@@ -218,6 +218,56 @@ def load_prompts(names: Iterable[str] = BUILTIN_PROMPTS) -> dict[str, Prompt]:
     return {name: load_prompt(name) for name in names}
 
 
+PROMPT_SET_MANIFEST = "prompt-set.json"  # what wrote a prompt set, beside its files
+
+
+def load_prompt_set(folder: str | os.PathLike[str]) -> dict[str, Prompt]:
+    """The built-in prompts, each replaced by the folder's file of its name (`verify.txt`).
+
+    A prompt set is a folder of prompt files named after the built-in prompts they
+    replace (`judge align` writes one); each file's version is its hash, as a built-in's
+    is, so a run with the set has its own fingerprint and its own cache keys. Files that
+    are not `.txt` (a `prompt-set.json` saying what wrote the set) are not read.
+
+    Args:
+        folder: the prompt set's folder.
+
+    Raises:
+        PromptError: the folder is missing or holds no prompt file, a file is named after
+            no built-in prompt, or it does not use exactly the built-in's variables (the
+            judge fills those and no others).
+    """
+    path = Path(folder)
+    if not path.is_dir():
+        raise PromptError(
+            f"prompt set {str(folder)!r} is not a folder: give the folder of prompt files "
+            "(as judge align writes it, e.g. aligned/prompts)"
+        )
+    files = sorted(path.glob("*.txt"))
+    if not files:
+        raise PromptError(
+            f"prompt set {str(folder)!r} holds no prompt file: it needs files named after the "
+            f"built-in prompts they replace ({', '.join(f'{n}.txt' for n in BUILTIN_PROMPTS)})"
+        )
+    prompts = load_prompts()
+    for file in files:
+        builtin = prompts.get(file.stem)
+        if builtin is None:
+            raise PromptError(
+                f"prompt set {str(folder)!r}: {file.name} replaces no built-in prompt; name "
+                f"it after one of {', '.join(f'{n}.txt' for n in BUILTIN_PROMPTS)}"
+            )
+        prompt = load_prompt(file)
+        if prompt.variables != builtin.variables:
+            raise PromptError(
+                f"prompt set {str(folder)!r}: {file.name} must use exactly the variables the "
+                f"{file.stem} judge fills ({', '.join(sorted(builtin.variables))}), not "
+                f"{', '.join(sorted(prompt.variables)) or 'none'}"
+            )
+        prompts[file.stem] = prompt
+    return prompts
+
+
 def _prompt_path(name_or_path: str) -> str:
     """The file of a built-in prompt's name, or the path as given."""
     # The prompts' folder is looked up on each call (itself cached) so that pointing

@@ -67,6 +67,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="ask the judge again for every judgment and store it (refresh the recordings)",
     )
     group.addoption(
+        "--judge-prompts",
+        dest="judge_prompts",
+        metavar="DIR",
+        help="a prompt set (as judge align writes it): its files replace the built-in prompts "
+        "of their names (also the judge_prompts ini option)",
+    )
+    parser.addini("judge_prompts", "a prompt set's folder, relative to the rootdir")
+    group.addoption(
         "--judge-report",
         metavar="DIR",
         help="write results.jsonl, summary.json and report.html of the judged samples to DIR",
@@ -125,6 +133,9 @@ class JudgeState:
             pyproject=pyproject,
             flag_prefix="--judge-",
         )
+        prompts = self.config.getoption("judge_prompts") or None
+        if prompts is None and self.config.getini("judge_prompts"):
+            prompts = root / self.config.getini("judge_prompts")
         mode: Mode = "read-write"
         if self.config.getoption("judge_replay"):
             mode = "replay"
@@ -139,6 +150,7 @@ class JudgeState:
             concurrency=resolved.concurrency,
             mode=mode,
             project=pyproject if pyproject.is_file() else None,
+            prompts=Path(prompts) if prompts is not None else None,
         )
 
     def open_judge(self) -> RagJudge:

@@ -93,6 +93,8 @@ class JudgeSettings:
             (`--judge-record`: every judgment asked again and stored).
         project: the rootdir's pyproject.toml, whose `[tool.judge] metrics-modules` give
             metrics that tests may name (the project's tests run its code anyway).
+        prompts: a prompt set's folder (`--judge-prompts`), whose files replace the
+            built-in prompts of their names; None: the built-in prompts.
     """
 
     model: str | None = None
@@ -103,6 +105,7 @@ class JudgeSettings:
     concurrency: int | None = None
     mode: Mode = "read-write"
     project: Path | None = None
+    prompts: Path | None = None
 
     def models(self) -> tuple[LLM | None, Embeddings | None]:
         """The judge and embedding models these settings name (None: not set)."""
@@ -141,8 +144,13 @@ class RagJudge:
             )
         from judge.cache.store import Cache
         from judge.llm.session import LLMSession
+        from judge.metrics.prompts import load_prompt_set, load_prompts
 
         self.settings = settings
+        # Read once, as a run reads its prompts: every test judges with the same versions.
+        self.prompts = (
+            load_prompts() if settings.prompts is None else load_prompt_set(settings.prompts)
+        )
         llm, self.embeddings = settings.models()
         assert llm is not None  # a model is set
         self.llm: LLM = llm
@@ -250,7 +258,7 @@ class RagJudge:
         chosen = resolve_metrics(
             metrics, embeddings=self.embeddings is not None, custom=self.project_metrics()
         )
-        return await score_sample(sample, chosen, self.session)
+        return await score_sample(sample, chosen, self.session, prompts=self.prompts)
 
     def project_metrics(self) -> dict[str, Any]:
         """The metrics of the project's `[tool.judge] metrics-modules` and of installed
@@ -358,7 +366,8 @@ class RagJudge:
         # turns' claims and verdicts, their own rows' judgments, never asked again.
         shared = Conversations()
         turns = await aio.gather_or_cancel(
-            score_sample(s, chosen, self.session, conversations=shared) for s in samples
+            score_sample(s, chosen, self.session, prompts=self.prompts, conversations=shared)
+            for s in samples
         )
         return ConversationResult(cid, list(turns))
 
@@ -427,6 +436,7 @@ class RagJudge:
             llm=self.session,
             column_map=column_map,
             progress=False,
+            prompts=self.settings.prompts,
         )
 
     def evaluate(

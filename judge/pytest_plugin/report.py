@@ -176,6 +176,7 @@ def report_config(
         metrics=[custom.get(name, name) for name in known],
         llm=llm,
         embeddings=embeddings,
+        prompts=settings.prompts if settings is not None else None,
     )
     config = plan.config(
         cache=str(settings.cache) if settings is not None else None,

@@ -27,6 +27,8 @@ class RunConfig(Mapping[str, Any]):
         embeddings: the embedding model's name, or None.
         structured_output: the structured-output mode the session settled on.
         prompts: built-in prompt name -> version (its file's hash).
+        prompt_set: the folder of prompt files that replaced built-in prompts
+            (`judge eval --prompts`), or None.
         cache: the cache file (or Ray's cache directory), or None.
         cache_mode: "read-write", "replay", "record" or "off"; None without a cache.
         run: the run's fingerprint: metrics, models, servers and prompt versions.
@@ -63,10 +65,12 @@ class RunConfig(Mapping[str, Any]):
     cache_damaged: int = 0
     app: dict[str, Any] | None = None
     lower_is_better: list[str] = field(default_factory=list)
+    prompt_set: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """summary.json's `config`: the keys of a plain run in their order; `ray` after
-        `seconds` on Ray; `shard` and `cache_damaged` only when there is one."""
+        `seconds` on Ray; `prompt_set` (after `prompts`), `shard` and `cache_damaged` only
+        when there is one."""
         out: dict[str, Any] = {
             "source": self.source,
             "columns": dict(self.columns),
@@ -75,6 +79,10 @@ class RunConfig(Mapping[str, Any]):
             "embeddings": self.embeddings,
             "structured_output": self.structured_output,
             "prompts": dict(self.prompts),
+        }
+        if self.prompt_set is not None:  # only then: an ordinary run's bytes stay as they were
+            out["prompt_set"] = self.prompt_set
+        out |= {
             "cache": self.cache,
             "cache_mode": self.cache_mode,
             "run": self.run,
@@ -121,6 +129,7 @@ class RunConfig(Mapping[str, Any]):
             cache_damaged=int(data.get("cache_damaged", 0)),
             app=dict(data["app"]) if data.get("app") is not None else None,
             lower_is_better=[str(m) for m in data.get("lower_is_better") or []],
+            prompt_set=data.get("prompt_set"),
         )
 
     # The mapping of the JSON form, for readers written against summary.json's dict.

@@ -41,6 +41,7 @@ async def aevaluate(
     progress_interval: float = DEFAULT_INTERVAL,
     shard: str | Shard | None = None,
     gates: Gates | Iterable[str | Bound] | None = None,
+    prompts: str | os.PathLike[str] | None = None,
 ) -> EvaluationResult:
     """Evaluate many samples: LLM-judged metrics and, with retrieval columns, judge.ir metrics.
 
@@ -69,6 +70,10 @@ async def aevaluate(
         gates: the gates the result will be held to (`result.write(out, gates=...)`),
             as strings such as `["faithfulness>=0.8"]` or a `judge.Gates`: a gate naming
             a metric the run does not compute is refused before any row is judged.
+        prompts: a prompt set: a folder of prompt files named after the built-in prompts
+            they replace (`verify.txt`, as `judge align` writes it); each file's hash is its
+            version, so the run's fingerprint and cache keys are its own. None: the
+            built-in prompts.
 
     Returns:
         An `EvaluationResult`: rows in input order and a summary per metric; a judge that
@@ -100,6 +105,7 @@ async def aevaluate(
         progress_interval=progress_interval,
         shard=shard,
         gates=None if gates is None else as_gates(gates),
+        prompts=prompts,
     )  # checked before the data is read
     # Read as the run consumes them: memory holds the rows in flight, not all of them.
     rows = open_input(data, column_map)
@@ -129,6 +135,7 @@ async def aevaluate_rows(
         embeddings=embeddings,
         shard=spec.part,
         gates=spec.gates,
+        prompts=spec.prompts,
     )
     if refuse_unscorable:
         await acheck_scorable(plan, rows)

@@ -56,6 +56,8 @@ class RunSpec:
             `judge.evaluate` takes it), made a `Shard` when the spec is made.
         gates: the gates the result will be held to, or None: planning refuses one that
             names a metric the run does not compute, before any row is judged.
+        prompts: a prompt set's folder, whose files replace the built-in prompts of their
+            names (`judge.metrics.prompts.load_prompt_set`), or None for the built-ins.
     """
 
     metrics: Sequence[MetricLike] | None = None
@@ -68,6 +70,7 @@ class RunSpec:
     progress_interval: float = DEFAULT_INTERVAL
     shard: Shard | str | None = None  # "I/N" is parsed into a Shard
     gates: Gates | None = None
+    prompts: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         # Checked once, before any data is read: a malformed shard ("I/N" parsed here),

@@ -16,6 +16,7 @@ fails if a metric's prompt changed in between.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from judge.cache.identity import server_identity
 from judge.errors import InputFormatError, JudgeError
 from judge.json_values import canonical_json, sha256_hex
 from judge.llm.config import LLM, Embeddings
-from judge.metrics.prompts import Prompt, load_prompts
+from judge.metrics.prompts import Prompt, load_prompt_set, load_prompts
 from judge.metrics.registry import Metric, higher_is_better
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
 from judge.run.config import RunConfig
@@ -54,6 +55,8 @@ class RunPlan:
         shard: the rows this run judges (None: all of them).
         metric_modules: the files or modules custom metrics were loaded from
             (`--metrics-module`), so the plan can be sent to another process.
+        prompt_set: the folder of prompt files that replaced built-in prompts
+            (`judge eval --prompts`), or None; `prompts` holds what it read.
     """
 
     source: str
@@ -67,6 +70,7 @@ class RunPlan:
     data_sha256: str | None
     shard: Shard | None = None
     metric_modules: tuple[str, ...] = ()
+    prompt_set: str | None = None
 
     @property
     def names(self) -> list[str]:
@@ -97,6 +101,7 @@ class RunPlan:
             embeddings=self.embeddings.model if self.embeddings else None,
             structured_output=recorded.pop("structured_output", None),
             prompts=prompt_versions(self.prompts),
+            prompt_set=self.prompt_set,
             cache=recorded.pop("cache", None),
             cache_mode=recorded.pop("cache_mode", None),
             run=self.fingerprint,
@@ -151,6 +156,7 @@ def plan_run(
     shard: Shard | None = None,
     metric_modules: Sequence[str] = (),
     gates: Gates | None = None,
+    prompts: str | os.PathLike[str] | None = None,
 ) -> tuple[RunPlan, list[str]]:
     """The plan of a run over loaded rows, and each row's input hash (for the checkpoint).
 
@@ -170,11 +176,14 @@ def plan_run(
         metric_modules: where `custom` came from (see `RunPlan.metric_modules`).
         gates: the gates the run will be held to: one naming a metric the run does not
             compute is refused here, before any row is judged.
+        prompts: a prompt set (`judge.metrics.prompts.load_prompt_set`): its files replace
+            the built-in prompts of their names for every row; None: the built-ins.
 
     Raises:
         judge.errors.UnknownMetricError, judge.errors.InputFormatError: as
             `judge.metrics.resolve.choose_metrics` raises them, or a custom metric's
             prompt reads a column the data lacks.
+        judge.metrics.prompts.PromptError: the prompt set cannot be used.
     """
     choice = choose_metrics(
         metrics,
@@ -187,7 +196,8 @@ def plan_run(
         gates.check_metrics(choice.names, own_lower_is_better(choice.judged))
     if rows is not None:
         check_variables(list(choice.judged), rows)
-    prompts = load_prompts()  # the run's: every row, the fingerprint and the summary use them
+    # The run's: every row, the fingerprint and the summary use them.
+    chosen = load_prompts() if prompts is None else load_prompt_set(prompts)
     streamed = isinstance(rows, InputRows)
     if isinstance(rows, InputRows):  # turns of conversations: a shard holds whole ones
         shard = rows.shard_of(shard)
@@ -198,12 +208,13 @@ def plan_run(
         metrics=choice,
         llm=llm,
         embeddings=embeddings,
-        prompts=dict(prompts),
-        fingerprint=run_fingerprint(choice, llm, embeddings, prompts),
+        prompts=dict(chosen),
+        fingerprint=run_fingerprint(choice, llm, embeddings, chosen),
         data_rows=len(rows) if streamed else len(hashes),  # type: ignore[arg-type]
         data_sha256=None if streamed else sha256_hex("".join(hashes)),
         shard=shard,
         metric_modules=tuple(metric_modules),
+        prompt_set=None if prompts is None else os.fspath(prompts),
     )
     return plan, hashes
 

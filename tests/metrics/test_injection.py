@@ -49,6 +49,7 @@ BLOCK_TAGS = (
     "message",
     "query",
     "outcome",
+    "examples",  # judge align's few-shot examples (tests/labels/test_align.py)
 )
 REAL_REASON = "The judge's own reasoning."
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")  # as in judge.metrics.prompts
