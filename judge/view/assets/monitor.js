@@ -82,12 +82,13 @@
     var parts = [];
     if (s.window) {
       parts.push(/^\d+$/.test(s.window) ? "windows of " + s.window + " judged traces" :
-        "windows of " + s.window + " of the traces' start times");
+        "windows of " + s.window + " of the traces' start times", " \u00b7 ");
     }
-    if (s.baseline) parts.push("baseline: " + isolated(s.baseline));
-    parts.push(plural(data.windows.length, "window", "windows") + " closed",
+    if (s.baseline) parts.push("baseline: ", bdi(s.baseline), " \u00b7 ");
+    parts.push(plural(data.windows.length, "window", "windows") + " closed \u00b7 " +
       plural(data.alerts.length, "alert", "alerts"));
-    document.getElementById("settings").textContent = parts.join(" \u00b7 ");
+    var line = document.getElementById("settings");
+    line.replaceChildren.apply(line, parts);
   }
 
   function drawCounts() {
@@ -105,7 +106,7 @@
     ];
     Object.keys(c).sort().forEach(function (key) {
       if (key.indexOf("skipped:") === 0) {
-        rows.push([key, "\u2003skipped: " + isolated(key.slice(8)), c[key], ""]);
+        rows.push([key, ["\u2003skipped: ", bdi(key.slice(8))], c[key], ""]);
       }
     });
     rows.push(
@@ -124,7 +125,7 @@
     var body = el("tbody");
     rows.forEach(function (row) {
       body.appendChild(el("tr", { "data-count": row[0] }, [
-        el("th", { text: row[1] }),
+        el("th", {}, typeof row[1] === "string" ? [row[1]] : row[1]),
         el("td", { className: "n", text: row[2] }),
         el("td", { className: "small", text: row[3] }),
       ]));
@@ -142,23 +143,27 @@
     return data.windows.map(function () { return value; });
   }
 
-  function baselineText(metric) {
+  // A metric's baseline in words: its mean and interval, where it came from, the drop
+  // test's reference and statistic now, or why the metric is not checked.
+  function baselineNote(metric) {
     var b = data.baselines[metric] || {};
     var parts = [];
+    function add(items) {
+      if (parts.length) parts.push("; ");
+      parts.push.apply(parts, items);
+    }
     if (b.mean !== null && b.mean !== undefined) {
-      parts.push("baseline " + interval(b) + (b.rows ? " over " + b.rows + " rows" : ""));
+      add(["baseline " + interval(b) + (b.rows ? " over " + b.rows + " rows" : "")]);
     }
-    if (b.source) parts.push("from " + isolated(b.source));
-    if (b.reference !== null && b.reference !== undefined) {
-      parts.push("reference " + num(b.reference));
-    }
+    if (b.source) add(["from ", bdi(b.source)]);
+    if (b.reference !== null && b.reference !== undefined) add(["reference " + num(b.reference)]);
     if (b.statistic !== null && b.statistic !== undefined) {
-      parts.push("drop test statistic now " + big(b.statistic) + " (alerts at " +
-        big(b.threshold) + ")");
+      add(["drop test statistic now " + big(b.statistic) + " (alerts at " + big(b.threshold) +
+        ")"]);
     }
-    if (b.unchecked) parts.push("not checked for drops: " + isolated(b.unchecked));
-    if (!b.higher_is_better) parts.push("lower is better: an alert is a rise");
-    return parts.join("; ") || "no baseline yet";
+    if (b.unchecked) add(["not checked for drops: ", bdi(b.unchecked)]);
+    if (b.higher_is_better === false) add(["lower is better: an alert is a rise"]);
+    return parts.length ? parts : ["no baseline yet"];
   }
 
   function drawCharts() {
@@ -188,7 +193,7 @@
       });
       var box = el("div", { className: "chart", "data-metric": metric }, [
         el("h3", {}, [bdi(metric)]),
-        el("p", { className: "small baseline-note", text: baselineText(metric) }),
+        el("p", { className: "small baseline-note" }, baselineNote(metric)),
         el("div", { className: "canvas-box" }, [canvas]),
         links.length ? el("p", { className: "small" }, links.reduce(function (parts, l, i) {
           return parts.concat(i ? [" \u00b7 ", l] : [l]);
