@@ -19,12 +19,22 @@ import pytest
 from judge.errors import JudgeError
 from judge.monitor.alerts import DropDetector
 from judge.monitor.migrations import SCHEMA_VERSION
+from judge.monitor.monitor import Monitor
 from judge.monitor.snapshot import read_snapshot
 from judge.monitor.state import MonitorState
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.view import build_monitor_view
+from judge.view.monitor import monitor_data
 from tests.helpers.cli import run
-from tests.helpers.monitor import BAD_ANSWER, post, rag_traces, serving, wait_for
+from tests.helpers.monitor import (
+    BAD_ANSWER,
+    MINUTE,
+    post,
+    rag_traces,
+    serving,
+    traces_file,
+    wait_for,
+)
 from tests.helpers.monitor_view import (
     BAD_FROM,
     WINDOW,
@@ -32,6 +42,7 @@ from tests.helpers.monitor_view import (
     make_hostile,
     monitor_config,
     page_data,
+    pinned_run,
 )
 from tests.helpers.traces import export
 from tests.helpers.view import HOSTILE
@@ -249,3 +260,52 @@ def test_the_cli_writes_the_monitor_page_and_refuses_runs_beside_it(
     assert "no monitor state in" in done.stderr and "--state" in done.stderr
     done = run("view", "--monitor", dropped["state"], "--runs", "x.sqlite")
     assert done.returncode == 2 and "--runs and --monitor: give one" in done.stderr
+
+
+def test_a_pinned_run_is_named_as_the_baseline_and_no_window_is_one(tmp_path: Path) -> None:
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 30, bad_from=20))
+    with FakeLLMServer(heuristic_judge) as server:
+        run_id = pinned_run(tmp_path, server)
+        config = monitor_config(
+            tmp_path, server, baseline_run="pinned", runs=str(tmp_path / "runs.sqlite")
+        )
+        monitor = Monitor(config)
+        try:
+            monitor.once(tmp_path / "otel")
+        finally:
+            monitor.close()
+    data = monitor_data(tmp_path / "state")
+    assert data["settings"]["baseline"] == f"run {run_id}"
+    assert [w["baseline"] for w in data["windows"]] == [False, False, False]
+    baseline = data["baselines"]["faithfulness"]
+    assert (baseline["source"], baseline["mean"], baseline["rows"]) == (f"run {run_id}", 1.0, 40)
+    [(saved,)] = state_rows(tmp_path / "state", "SELECT state FROM detectors")
+    assert (baseline["ci_low"], baseline["ci_high"]) == tuple(
+        json.loads(saved)["baseline_interval"]
+    )
+    assert [a["window"] for a in data["alerts"]] == [2]
+    assert data["alerts"][0]["baseline"]["run"] == run_id
+
+
+def test_an_unchecked_metric_says_why_and_hourly_windows_keep_their_times(tmp_path: Path) -> None:
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 9, step=20 * MINUTE))
+    with FakeLLMServer(heuristic_judge) as server:
+        monitor = Monitor(monitor_config(tmp_path, server, window="1h", baseline_windows=2))
+        try:
+            monitor.once(tmp_path / "otel")
+        finally:
+            monitor.close()
+    data = monitor_data(tmp_path / "state")
+    assert [(w["start"], w["baseline"]) for w in data["windows"]] == [
+        ("2026-11-30T01:00:00.000000Z", True),
+        ("2026-11-30T02:00:00.000000Z", True),
+        ("2026-11-30T03:00:00.000000Z", False),
+    ]
+    baseline = data["baselines"]["faithfulness"]
+    # No drop test: the baseline windows' mean, no interval, and why it is not checked.
+    assert (baseline["mean"], baseline["rows"], baseline["ci_low"]) == (1.0, 6, None)
+    assert baseline["source"] == "the first 2 windows"
+    assert baseline["unchecked"].startswith("faithfulness has 6 scored row(s) in its baseline")
+    assert data["alerts"] == []
