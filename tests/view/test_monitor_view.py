@@ -309,3 +309,33 @@ def test_an_unchecked_metric_says_why_and_hourly_windows_keep_their_times(tmp_pa
     assert baseline["source"] == "the first 2 windows"
     assert baseline["unchecked"].startswith("faithfulness has 6 scored row(s) in its baseline")
     assert data["alerts"] == []
+
+
+def test_a_custom_check_s_state_and_alert_show_without_the_drop_test_s_figures(
+    tmp_path: Path,
+) -> None:
+    """A `WindowCheck` of the caller's keeps a state and alerts of its own making: the page
+    shows its alert and the baseline windows' mean, and none of the drop test's figures."""
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 16, bad_from=12))
+
+    def check(metric: str, baseline: Any, window: Any, state: Any) -> tuple[Any, Any]:
+        drop = sum(baseline) / len(baseline) - sum(window) / len(window)
+        return ({"statistic": drop} if drop > 0.5 else None), (state or 0) + 1
+
+    with FakeLLMServer(heuristic_judge) as server:
+        monitor = Monitor(monitor_config(tmp_path, server, window="4", check=check))
+        try:
+            monitor.once(tmp_path / "otel")
+        finally:
+            monitor.close()
+    data = monitor_data(tmp_path / "state")
+    baseline = data["baselines"]["faithfulness"]
+    assert (baseline["mean"], baseline["rows"], baseline["source"]) == (1.0, 4, "the first window")
+    assert (baseline["ci_low"], baseline["reference"], baseline["statistic"]) == (None, None, None)
+    [alert] = data["alerts"]
+    assert (alert["window"], alert["statistic"], alert["threshold"]) == (3, 1.0, None)
+    assert [w["alerts"] for w in data["windows"]] == [[], [], [], ["faithfulness"]]
+    assert len(alert["worst"]) == 3 and set(data["traces"]) == {
+        w["trace_id"] for w in alert["worst"]
+    }

@@ -59,9 +59,10 @@
     return text ? String(text).replace("T", " ").replace(/:00\.000000Z$|Z$/, "") : "";
   }
 
+  // A window on the chart's axis: its start time (a window of time is numbered from the
+  // epoch, a number that says little), or its number (a window of N judged traces).
   function windowLabel(win) {
-    var at = win.start ? when(win.start).slice(5, 16) : "";
-    return at ? ["#" + win.number, at] : "#" + win.number;
+    return win.start ? when(win.start).slice(5, 16) : "#" + win.number;
   }
 
   function windowText(number, start, end) {
@@ -202,6 +203,8 @@
       holder.appendChild(box);
       var b = data.baselines[metric] || {};
       var raised = data.windows.map(function (w) { return w.alerts.indexOf(metric) >= 0; });
+      // Months of hourly windows: small points, or the line is hidden under them.
+      var radius = data.windows.length > 150 ? 1.5 : 4;
       var datasets = [
         { label: "95% interval", data: data.windows.map(function (w) {
           return figure(w, metric, "ci_high"); }),
@@ -217,8 +220,8 @@
           fill: false,
           spanGaps: true,
           pointStyle: raised.map(function (r) { return r ? "triangle" : "circle"; }),
-          pointRadius: raised.map(function (r) { return r ? 9 : 4; }),
-          pointHoverRadius: raised.map(function (r) { return r ? 11 : 6; }),
+          pointRadius: raised.map(function (r) { return r ? 9 : radius; }),
+          pointHoverRadius: raised.map(function (r) { return r ? 11 : radius + 2; }),
           pointBackgroundColor: data.windows.map(function (w, i) {
             return raised[i] ? RED : w.baseline ? "#fff" : BLUE;
           }),
