@@ -95,6 +95,12 @@ def read_snapshot(folder: str | os.PathLike[str]) -> StateSnapshot:
 def _read(db: sqlite3.Connection, path: Path) -> StateSnapshot:
     app_id = db.execute("PRAGMA application_id").fetchone()[0]
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    tables = int(db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+    if not tables:  # the file a monitor starting makes, before its first transaction
+        raise MonitorStateError(
+            f"{path} holds no monitor state yet (an empty file: a monitor starting on it "
+            "writes its tables in its first transaction): try again once it has started"
+        )
     if app_id != APPLICATION_ID or version < 1:
         raise MonitorStateError(
             f"{path} is an SQLite file but not a judge monitor state: give the folder judge "

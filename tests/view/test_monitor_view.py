@@ -230,6 +230,10 @@ def test_a_state_that_is_not_one_is_refused_with_what_to_give(tmp_path: Path) ->
     sqlite3.connect(tmp_path / "other" / "monitor.sqlite").execute("CREATE TABLE t (x)").close()
     with pytest.raises(JudgeError, match="not a judge monitor state"):
         build_monitor_view(tmp_path / "other", tmp_path / "page")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "monitor.sqlite").touch()
+    with pytest.raises(JudgeError, match="holds no monitor state yet"):
+        build_monitor_view(tmp_path / "empty", tmp_path / "page")
     MonitorState(tmp_path / "newer").close()
     db = sqlite3.connect(tmp_path / "newer" / "monitor.sqlite")
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
