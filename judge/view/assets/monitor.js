@@ -13,6 +13,7 @@
   var GREY_BAND = "rgba(110, 110, 110, 0.14)";
   var RED = "rgb(176, 0, 32)";
   var MISSING = "\u2013";
+  var LINKED_ALERTS = 12; // alerts linked under a metric's chart, the latest ones
 
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
@@ -181,7 +182,8 @@
         "aria-label": isolated(metric) + " per window",
       });
       var alerts = data.alerts.filter(function (a) { return a.metric === metric; });
-      var links = alerts.map(function (a) {
+      // The latest alerts as links under the chart; the table below lists them all.
+      var links = alerts.slice(-LINKED_ALERTS).map(function (a) {
         var link = el("a", {
           href: "#alert=" + a.id, className: "alert-link", "data-alert": a.id,
           text: "alert in window " + a.window,
@@ -198,13 +200,15 @@
         el("div", { className: "canvas-box" }, [canvas]),
         links.length ? el("p", { className: "small" }, links.reduce(function (parts, l, i) {
           return parts.concat(i ? [" \u00b7 ", l] : [l]);
-        }, [])) : null,
+        }, alerts.length > links.length ? [(alerts.length - links.length) +
+          " earlier alerts in the table below; "] : [])) : null,
       ]);
       holder.appendChild(box);
       var b = data.baselines[metric] || {};
       var raised = data.windows.map(function (w) { return w.alerts.indexOf(metric) >= 0; });
       // Months of hourly windows: small points, or the line is hidden under them.
-      var radius = data.windows.length > 150 ? 1.5 : 4;
+      var many = data.windows.length > 150;
+      var radius = many ? 1.5 : 4, marker = many ? 6 : 9;
       var datasets = [
         { label: "95% interval", data: data.windows.map(function (w) {
           return figure(w, metric, "ci_high"); }),
@@ -220,8 +224,8 @@
           fill: false,
           spanGaps: true,
           pointStyle: raised.map(function (r) { return r ? "triangle" : "circle"; }),
-          pointRadius: raised.map(function (r) { return r ? 9 : radius; }),
-          pointHoverRadius: raised.map(function (r) { return r ? 11 : radius + 2; }),
+          pointRadius: raised.map(function (r) { return r ? marker : radius; }),
+          pointHoverRadius: raised.map(function (r) { return r ? marker + 2 : radius + 2; }),
           pointBackgroundColor: data.windows.map(function (w, i) {
             return raised[i] ? RED : w.baseline ? "#fff" : BLUE;
           }),
