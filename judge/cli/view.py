@@ -1,4 +1,5 @@
-"""`judge view`: the run history as a static web page in a folder (opens from file://)."""
+"""`judge view`: the run history as a static web page in a folder (opens from file://);
+with --monitor STATE, a monitor state's windows, baseline and alerts instead."""
 
 from __future__ import annotations
 
@@ -21,10 +22,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "baseline marked), the runs table, and for any two runs chosen in it the "
         "per-question scores, differences and answers. The folder needs no server and "
         "fetches nothing (Chart.js is shipped inside it): open index.html, keep the "
-        "folder as a CI artifact, or send it.",
+        "folder as a CI artifact, or send it. With --monitor STATE, the page of a judge "
+        "monitor state instead: each metric's window means with their intervals, the "
+        "baseline, the windows that raised an alert, and each alert's worst traces with the "
+        "judge's evidence (the state is read, never written: a running monitor goes on).",
     )
     runs_path_option(p)
-    p.add_argument("--out", default="judge-view", help="the folder to write (default: judge-view)")
+    p.add_argument(
+        "--monitor",
+        metavar="STATE",
+        help="show this judge monitor state (the folder given to judge monitor --state) "
+        "instead of the run history",
+    )
+    p.add_argument(
+        "--out",
+        help="the folder to write (default: judge-view, or judge-monitor-view with --monitor)",
+    )
     p.add_argument(
         "--open", action="store_true", help="open the page in the web browser once written"
     )
@@ -59,9 +72,14 @@ def load_records(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def run_view(args: argparse.Namespace) -> int:
     """The `judge view` command: write the page, print where it is, open it if asked."""
-    from judge.view import build_view
+    from judge.view import build_monitor_view, build_view
 
-    index = build_view(load_records(args), args.out).resolve()
+    if args.monitor is not None:
+        if args.runs is not None:
+            raise JudgeError("--runs and --monitor: give one (a monitor's page has no runs)")
+        index = build_monitor_view(args.monitor, args.out or "judge-monitor-view").resolve()
+    else:
+        index = build_view(load_records(args), args.out or "judge-view").resolve()
     print(terminal_text(f"wrote {index}"))
     if args.open:
         import webbrowser

@@ -85,7 +85,7 @@ def _run(record: Mapping[str, Any], at: int) -> dict[str, Any]:
     summary = record.get("summary") or {}
     run["summary"] = {
         str(metric): {
-            key: _number(values.get(key)) for key in ("mean", "ci_low", "ci_high", "scored")
+            key: finite_number(values.get(key)) for key in ("mean", "ci_low", "ci_high", "scored")
         }
         for metric, values in summary.items()
         if isinstance(values, Mapping)
@@ -93,7 +93,7 @@ def _run(record: Mapping[str, Any], at: int) -> dict[str, Any]:
     return run
 
 
-def _number(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
     """A summary's number, or None when it is missing or undefined (NaN, null)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -175,14 +175,14 @@ def _row(line: str, path: Path, number: int) -> dict[str, Any] | None:
         raise InputFormatError("not a judge results row (no scores)", path=str(path), line=number)
     if data.get("error"):
         return None
-    scores = {str(m): _number(v) for m, v in data["scores"].items()}
+    scores = {str(m): finite_number(v) for m, v in data["scores"].items()}
     reasons = data.get("reasons") or {}
     row_id = data.get("id")
     question = data.get("question")
     out = {
         "id": None if row_id is None else str(row_id),
-        "question": _cut(question, MAX_QUESTION_CHARS),
-        "answer": _cut(data.get("answer"), MAX_ANSWER_CHARS),
+        "question": cut_text(question, MAX_QUESTION_CHARS),
+        "answer": cut_text(data.get("answer"), MAX_ANSWER_CHARS),
         "scores": scores,
         "reasons": {m: str(reasons[m]) for m, v in scores.items() if v is None and m in reasons},
     }
@@ -209,13 +209,13 @@ def _turn_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         "conversation_id": str(data["conversation_id"]),
         "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
         "contexts": [
-            _cut(c, MAX_CONTEXT_CHARS) for c in (contexts if isinstance(contexts, list) else [])
+            cut_text(c, MAX_CONTEXT_CHARS) for c in (contexts if isinstance(contexts, list) else [])
         ],
-        "claims": _claims(evidence),
+        "claims": answer_claims(evidence),
     }
 
 
-def _claims(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
+def answer_claims(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The answer's claims as judged: text, verdict, reason and source (`contexts` with
     the context's number from 1, `history` with the message's turn and role, or None)."""
     claims = evidence.get("answer_claims")
@@ -238,16 +238,16 @@ def _claims(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 "number": index + 1 if known else None,
-                "claim": _cut(claims[index], MAX_CLAIM_CHARS) if known else None,
+                "claim": cut_text(claims[index], MAX_CLAIM_CHARS) if known else None,
                 "verdict": str(verdict.get("verdict") or ""),
-                "reason": _cut(verdict.get("reason"), MAX_CLAIM_CHARS),
+                "reason": cut_text(verdict.get("reason"), MAX_CLAIM_CHARS),
                 **(source or {"source": None}),
             }
         )
     return out
 
 
-def _cut(text: Any, limit: int) -> str | None:
+def cut_text(text: Any, limit: int) -> str | None:
     """Text cut at `limit` characters, with a mark saying so; None stays None."""
     if text is None:
         return None
@@ -255,11 +255,11 @@ def _cut(text: Any, limit: int) -> str | None:
     return whole if len(whole) <= limit else whole[:limit] + f" […cut at {limit} characters]"
 
 
-def data_script(data: Mapping[str, Any]) -> str:
-    """data.js: `window.JUDGE_VIEW = {...};`, loaded with a script tag (file:// forbids
-    fetching files), every `<`, `>`, `&` and line separator written as a \\u escape so
-    that no text of the data can end a script or be read as markup."""
+def data_script(data: Mapping[str, Any], name: str = "JUDGE_VIEW") -> str:
+    """data.js: `window.JUDGE_VIEW = {...};` (or another `name`), loaded with a script tag
+    (file:// forbids fetching files), every `<`, `>`, `&` and line separator written as a
+    \\u escape so that no text of the data can end a script or be read as markup."""
     text = json.dumps(nan_to_null(data), ensure_ascii=False, allow_nan=False, indent=None)
     for char in ("<", ">", "&", "\u2028", "\u2029"):
         text = text.replace(char, f"\\u{ord(char):04x}")
-    return f"window.JUDGE_VIEW = {text};\n"
+    return f"window.{name} = {text};\n"

@@ -1,6 +1,8 @@
 """The viewer as a static folder: index.html, data.js and the assets shipped in the
-package (Chart.js, view.js, view.css). It opens from file:// with nothing fetched, so
-there is no server to keep running and the folder can be kept as a CI artifact or sent."""
+package (Chart.js, view.js or monitor.js, view.css). It opens from file:// with nothing
+fetched, so there is no server to keep running and the folder can be kept as a CI artifact
+or sent. `build_view` writes the run history's page, `build_monitor_view` a monitor
+state's."""
 
 from __future__ import annotations
 
@@ -14,11 +16,15 @@ from judge.errors import OutputError
 from judge.formatting import escape
 from judge.version import __version__
 from judge.view.data import data_script, view_data
+from judge.view.monitor import monitor_data
 
 # The files of judge/view/assets/ copied into every view's assets/ folder.
 ASSETS = ("chart.umd.js", "chart.js.LICENSE.md", "view.js", "view.css")
+# ... and into a monitor's page's.
+MONITOR_ASSETS = ("chart.umd.js", "chart.js.LICENSE.md", "monitor.js", "view.css")
 
 DEFAULT_OUT = "judge-view"
+DEFAULT_MONITOR_OUT = "judge-monitor-view"
 
 # The page runs its own scripts and nothing else: no inline script, nothing from elsewhere.
 CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:"
@@ -35,14 +41,37 @@ def build_view(
             are replaced, nothing else in it is touched.
     """
     data = view_data(records)
-    folder = Path(out)
+    return _write_site(Path(out), ASSETS, data_script(data), index_html(len(data["runs"])))
+
+
+def build_monitor_view(
+    state: str | os.PathLike[str], out: str | os.PathLike[str] = DEFAULT_MONITOR_OUT
+) -> Path:
+    """Write the page of a monitor state into a folder; returns the path of its index.html.
+
+    The state is read once, read-only, in one short read transaction: a monitor may be
+    writing it meanwhile (it is not held up), and the page shows the last batch it
+    committed. Build it again to see what came since.
+
+    Args:
+        state: the folder `judge monitor` was given as --state (monitor.sqlite in it).
+        out: the folder to write (made if missing); index.html, data.js and assets/ in it
+            are replaced, nothing else in it is touched.
+    """
+    data = monitor_data(state)
+    page = monitor_html(data["state"], len(data["windows"]), len(data["alerts"]))
+    return _write_site(Path(out), MONITOR_ASSETS, data_script(data, "JUDGE_MONITOR"), page)
+
+
+def _write_site(folder: Path, assets: tuple[str, ...], script: str, page: str) -> Path:
+    """Write a page's folder: its assets, data.js and index.html."""
     try:
         (folder / "assets").mkdir(parents=True, exist_ok=True)
-        for name in ASSETS:
+        for name in assets:
             source = resources.files("judge.view") / "assets" / name
             _write(folder / "assets" / name, source.read_bytes())
-        _write(folder / "data.js", data_script(data).encode("utf-8"))
-        _write(folder / "index.html", index_html(len(data["runs"])).encode("utf-8"))
+        _write(folder / "data.js", script.encode("utf-8"))
+        _write(folder / "index.html", page.encode("utf-8"))
     except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as exc:
         raise OutputError(
             f"cannot write the view into {folder}: {exc.strerror or exc} ({exc.filename}); "
@@ -120,6 +149,63 @@ the baseline run is the red diamond.</p>
 <script src="data.js"></script>
 <script src="assets/chart.umd.js"></script>
 <script src="assets/view.js"></script>
+</body>
+</html>
+"""
+
+
+def monitor_html(state: str, windows: int, alerts: int) -> str:
+    """The monitor's page: its skeleton, filled by assets/monitor.js from data.js."""
+    title = f"judge monitor: {state} ({windows} windows, {alerts} alerts)"
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<title>{escape(title)}</title>
+<link rel="stylesheet" href="assets/view.css">
+</head>
+<body>
+<header>
+<h1>Monitor</h1>
+<p class="small">state <bdi><code>{escape(state)}</code></bdi></p>
+<p class="small" id="generated">judge {escape(__version__)}</p>
+<p class="small" id="settings"></p>
+</header>
+<main>
+<section id="counts-section">
+<h2>Traffic</h2>
+<div class="scroll"><table id="counts"></table></div>
+</section>
+<section id="charts-section">
+<h2>Windows</h2>
+<p class="small">Each metric's mean per closed window; the blue band is its 95% bootstrap
+interval. The grey line and band are the baseline's mean and interval (the drop test's
+interval of the baseline mean), the dashed line the reference the drop test compares
+against; the baseline's own windows are hollow points. A red triangle marks a window that
+raised an alert: click it to see the alert's worst traces.</p>
+<div id="charts" class="charts"></div>
+</section>
+<section id="alerts-section">
+<h2>Alerts</h2>
+<p class="small" id="alerts-note"></p>
+<div class="scroll"><table id="alerts"></table></div>
+</section>
+<section id="alert-section" hidden>
+<h2 id="alert-title">Alert</h2>
+<p id="alert-note" class="small"></p>
+<div class="scroll"><table id="worst"></table></div>
+</section>
+<section id="trace-section" hidden>
+<h2 id="trace-title">Trace</h2>
+<p id="trace-note" class="small"></p>
+<div id="trace"></div>
+</section>
+</main>
+<script src="data.js"></script>
+<script src="assets/chart.umd.js"></script>
+<script src="assets/monitor.js"></script>
 </body>
 </html>
 """
