@@ -24,6 +24,7 @@ COMMANDS = (
     "compare",
     "agreement",
     "estimate",
+    "plan",
     "probe",
     "metrics",
     "cache",
