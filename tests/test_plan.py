@@ -19,7 +19,7 @@ from scipy import stats
 import judge
 from judge.errors import InputFormatError, JudgeError
 from judge.run.rows import ResultRow
-from judge.stats import paired_spread, ppi_tuned, units_needed
+from judge.stats import paired_spread, ppi_half_widths, ppi_tuned, units_needed
 
 SIMS = 4_000  # data sets per size: the power's standard error is about 0.006 at 0.8
 POWER, ALPHA = 0.8, 0.05
@@ -332,8 +332,18 @@ def test_a_width_out_of_reach_says_so(tmp_path):
     run = write_run(tmp_path / "a.jsonl", np.linspace(0, 1, 40))
     plan = judge.plan_labels(run, metric="faithfulness", half_width=0.01, judge_correlation=0.5)
     assert plan.needed is None
-    # every row labelled: the labels' own interval, 1.96 * sqrt(0.25 / 40)
-    assert plan.reached == pytest.approx(stats.norm.ppf(0.975) * math.sqrt(0.25 / 40))
+    # the narrowest of every count of labels, and no wider than every row labelled (the
+    # labels' own interval, 1.96 * sqrt(0.25 / 40))
+    assert plan.reached <= stats.norm.ppf(0.975) * math.sqrt(0.25 / 40) + 1e-12
+    widths, _ = ppi_half_widths(
+        np.arange(2, 41),
+        40,
+        var_judged=float(np.linspace(0, 1, 40).var(ddof=1)),
+        var_judged_labelled=float(np.linspace(0, 1, 40).var(ddof=1)),
+        var_labels=0.25,
+        cov=0.5 * math.sqrt(0.25 * np.linspace(0, 1, 40).var(ddof=1)),
+    )
+    assert (plan.reached, plan.reached_at) == (pytest.approx(widths.min()), 2 + widths.argmin())
     assert "no count of labels" in plan.text()
     # a larger run to come reaches it
     assert (

@@ -33,7 +33,9 @@ class LabelPlan:
         needed: the labelled rows needed (of `rows`); None when even labelling every row
             leaves the interval wider.
         lam: PPI++'s lambda at that many labels.
-        reached: the half-width at `needed` labels (at every row labelled when None).
+        reached: the half-width at `needed` labels; when None, the narrowest any count
+            of labels of these rows gives.
+        reached_at: the labels giving `reached`.
         labels_only: the labels the labels-only interval (no judge) would need.
         source: "labels" (a pilot's labels file) or "assumed" (`judge_correlation`).
         correlation: the judge-label correlation, observed on the pilot or assumed.
@@ -52,6 +54,7 @@ class LabelPlan:
     needed: int | None
     lam: float
     reached: float
+    reached_at: int
     labels_only: int
     source: str
     correlation: float
@@ -71,6 +74,7 @@ class LabelPlan:
             "needed": self.needed,
             "lambda": self.lam,
             "reached": self.reached,
+            "reached_at": self.reached_at,
             "labels_only": self.labels_only,
             "source": self.source,
             "correlation": self.correlation,
@@ -86,8 +90,8 @@ class LabelPlan:
         if self.needed is None:
             head = (
                 f"{self.metric}: no count of labels of these {self.rows} rows gives a {level} "
-                f"PPI interval of half-width {self.half_width:g}: labelling all gives "
-                f"{number(self.reached)}; judge more rows (rows=)"
+                f"PPI interval of half-width {self.half_width:g}: the narrowest is "
+                f"{number(self.reached)}, at {self.reached_at} labels; judge more rows (rows=)"
             )
         else:
             head = (
@@ -274,6 +278,7 @@ def plan_labels(
         confidence=confidence,
     )
     found = _search(widths, half_width)
+    at = found if found is not None else int(np.argmin(widths))
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     labels_only = max(2, math.ceil(z**2 * var_y / half_width**2 - 1e-9))
     if scored < scores.size:
@@ -296,8 +301,9 @@ def plan_labels(
         confidence=confidence,
         rows=total,
         needed=None if found is None else int(counts[found]),
-        lam=float(lams[found if found is not None else -1]),
-        reached=float(widths[found if found is not None else -1]),
+        lam=float(lams[at]),
+        reached=float(widths[at]),
+        reached_at=int(counts[at]),
         labels_only=labels_only,
         source=source,
         correlation=correlation,
