@@ -317,6 +317,7 @@ def test_pair_correlation_with_two_runs_is_refused(tmp_path):
         ({}, "give labels= .* or judge_correlation="),
         ({"judge_correlation": 0.5, "labels": "x.jsonl", "label": "ok"}, "not both"),
         ({"labels": "x.jsonl"}, "labels= needs label="),
+        ({"judge_correlation": 0.5, "annotator": "ana"}, r"annotator= is for labels= \("),
         ({"judge_correlation": 1.5}, r"judge_correlation= must lie in \[0, 1\]"),
         ({"judge_correlation": 0.5, "half_width": 0}, "half_width= must be a positive"),
         ({"judge_correlation": 0.5, "rows": 1}, "rows= must be a whole number"),

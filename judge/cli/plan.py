@@ -12,6 +12,10 @@ from judge.cli.words import cli_words
 from judge.errors import JudgeError
 from judge.formatting import terminal_text
 
+# the flags of each plan (their dest names)
+QUESTION_FLAGS = ("power", "alpha", "pair_correlation")
+LABEL_FLAGS = ("labels", "label", "judge_correlation", "confidence", "rows", "annotator")
+
 
 def _probability(text: str) -> float:
     """--power, --alpha, --confidence: strictly between 0 and 1."""
@@ -66,12 +70,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--power",
         type=_probability,
-        default=0.8,
         help="the probability of detecting D (default 0.8)",
     )
-    p.add_argument(
-        "--alpha", type=_probability, default=0.05, help="the test's level (default 0.05)"
-    )
+    p.add_argument("--alpha", type=_probability, help="the test's level (default 0.05)")
     p.add_argument(
         "--pair-correlation",
         type=_number,
@@ -100,7 +101,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--confidence",
         type=_probability,
-        default=0.95,
         help="the PPI interval's coverage (default 0.95)",
     )
     p.add_argument(
@@ -130,12 +130,18 @@ def run_plan(args: argparse.Namespace) -> int:
             "nothing to plan: give --difference D (the questions to detect a difference) "
             "and/or --half-width W (the labels for a PPI interval)"
         )
-    labels_flags = [f for f in ("labels", "label", "judge_correlation", "rows") if getattr(args, f)]
-    if args.half_width is None and labels_flags:
-        flags = ", ".join("--" + f.replace("_", "-") for f in labels_flags)
-        raise JudgeError(f"{flags} plan labels: give --half-width W too")
-    if args.difference is None and args.pair_correlation is not None:
-        raise JudgeError("--pair-correlation plans questions: give --difference D too")
+    # a flag of the plan not asked for is refused, not ignored
+    for plan, asked, flags in (
+        ("labels", args.half_width is not None, LABEL_FLAGS),
+        ("questions", args.difference is not None, QUESTION_FLAGS),
+    ):
+        given = [flag for flag in flags if getattr(args, flag) is not None]
+        if given and not asked:
+            named = ", ".join("--" + f.replace("_", "-") for f in given)
+            needs = "--half-width W" if plan == "labels" else "--difference D"
+            raise JudgeError(
+                f"{named} plan{'s' if len(given) == 1 else ''} {plan}: give {needs} too"
+            )
     out: dict[str, Any] = {}
     texts = []
     if args.difference is not None:
@@ -144,8 +150,8 @@ def run_plan(args: argparse.Namespace) -> int:
             args.runs[1] if len(args.runs) > 1 else None,
             metric=args.metric,
             difference=args.difference,
-            power=args.power,
-            alpha=args.alpha,
+            power=0.8 if args.power is None else args.power,
+            alpha=0.05 if args.alpha is None else args.alpha,
             pair_correlation=args.pair_correlation,
         )
         out["questions"] = _cli_notes(questions.to_dict())
@@ -158,7 +164,7 @@ def run_plan(args: argparse.Namespace) -> int:
             labels=args.labels,
             label=args.label,
             judge_correlation=args.judge_correlation,
-            confidence=args.confidence,
+            confidence=0.95 if args.confidence is None else args.confidence,
             rows=args.rows,
             annotator=args.annotator,
         )

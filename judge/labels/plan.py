@@ -190,6 +190,11 @@ def plan_labels(
         )
     if labels is not None and label is None:
         raise JudgeError("labels= needs label=: the labels' column")
+    if labels is None and (label is not None or annotator is not None):
+        raise JudgeError(
+            f"{'label=' if label is not None else 'annotator='} is for labels= (a labels "
+            "file); without one the plan assumes judge_correlation="
+        )
     notes: list[str] = []
     config: dict[str, Any] = {"results": str(results)}
     pilot_labels = None

@@ -105,7 +105,16 @@ def test_turns_of_conversations_are_planned_by_conversation(tmp_path):
         (["--half-width", "0.05"], "give --labels (a labels file of a random pilot, with --label)"),
         (
             ["--labels", "x.jsonl", "--difference", "0.05"],
-            "--labels plan labels: give --half-width",
+            "--labels plans labels: give --half-width",
+        ),
+        (["--half-width", "0.05", "--power", "0.9"], "--power plans questions: give --difference"),
+        (
+            ["--difference", "0.05", "--label", "ok", "--confidence", "0.9"],
+            "--label, --confidence plan labels: give --half-width W too",
+        ),
+        (
+            ["--half-width", "0.05", "--judge-correlation", "0.5", "--label", "ok"],
+            "--label is for --labels (a labels file); without one the plan assumes --judge-corr",
         ),
         (["--difference", "0.05", "--power", "1.5"], "argument --power: '1.5' is not strictly"),
         (["--difference", "0", "--alpha", "0.1"], "--difference must be a nonzero number"),
