@@ -1,9 +1,10 @@
 """`judge.plan_questions` and `judge.plan_labels` against simulation: for each case a model of
 the data, a pilot drawn from it and written as runs (and a labels file), the plan made from
 the pilot, and then many seeded data sets of the planned size drawn from the model. The
-questions planned must give the power asked for (and be within 15% of the count at which the
-simulated power first reaches it); the labels planned must give the PPI++ interval the
-half-width asked for, within 15%. Counts, not time: vectorised numpy, a few seconds."""
+questions planned must give the power asked for under judge compare's randomisation test
+(and be within 15% of the count at which the simulated power first reaches it); the labels
+planned must give the PPI++ interval the half-width asked for, within 15%. Counts, not
+time: vectorised numpy, a few seconds."""
 
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ from scipy import stats
 import judge
 from judge.errors import InputFormatError, JudgeError
 from judge.run.rows import ResultRow
-from judge.stats import paired_spread, ppi_half_widths, ppi_tuned, units_needed
+from judge.stats import (
+    lattice_step,
+    paired_spread,
+    permutation_p_value,
+    ppi_half_widths,
+    ppi_tuned,
+    units_needed,
+)
 
 SIMS = 4_000  # data sets per size: the power's standard error is about 0.006 at 0.8
 POWER, ALPHA = 0.8, 0.05
@@ -69,25 +77,40 @@ def conversation_differences(rng, sizes, shift=0.05):
     return turns, np.arange(6) < sizes[..., None]
 
 
-def t_test_power(d: np.ndarray) -> float:
-    """The share of data sets (rows of d) where the two-sided paired t-test rejects."""
-    n = d.shape[1]
-    t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
-    return float((np.abs(t) > stats.t.ppf(1 - ALPHA / 2, n - 1)).mean())
+def randomisation_power(totals: np.ndarray) -> float:
+    """The share of data sets (rows) where judge compare's sign-flip randomisation test of
+    the mean of the units' values (`permutation_p_value`: a question's difference, or a
+    conversation's total) rejects, by its normal approximation: the sum of the signs flipped
+    has variance sum(value^2), so |sum| > z * sqrt(sum(value^2)) rejects."""
+    z = stats.norm.ppf(1 - ALPHA / 2)
+    return float((np.abs(totals.sum(axis=1)) > z * np.sqrt((totals**2).sum(axis=1))).mean())
+
+
+def sign_test_power(d: np.ndarray) -> float:
+    """The share of data sets of differences in {-1, 0, 1} where the randomisation test
+    rejects, exactly: flipping signs of such differences is the two-sided sign test."""
+    up, down = (d > 0).sum(axis=1), (d < 0).sum(axis=1)
+    p = np.minimum(1.0, 2 * stats.binom.cdf(np.minimum(up, down), up + down, 0.5))
+    return float((p < ALPHA).mean())
+
+
+def test_the_sign_test_is_judge_compares_randomisation_test_of_0_1_differences():
+    rng = np.random.default_rng(12)
+    for _ in range(4):
+        d = rng.choice([-1.0, 0.0, 0.0, 1.0, 1.0], size=16)
+        up, down = int((d > 0).sum()), int((d < 0).sum())
+        exact = min(1.0, 2 * stats.binom.cdf(min(up, down), up + down, 0.5))
+        assert permutation_p_value(d) == pytest.approx(exact, abs=1e-12)
 
 
 def conversation_power(c: int, seed: int) -> float:
-    """The share of data sets of c conversations where the test of the turn-weighted mean
-    difference (its linearised standard error, t with c - 1 df) rejects."""
+    """The share of data sets of c conversations where judge compare's randomisation test
+    (a whole conversation's sign flipped: the test of its turns' differences summed)
+    rejects."""
     rng = np.random.default_rng(seed)
     sizes = sizes_of(rng, (SIMS, c))
     turns, mask = conversation_differences(rng, sizes)
-    totals = (turns * mask).sum(axis=2)
-    m = sizes.astype(float)
-    ratio = totals.sum(axis=1) / m.sum(axis=1)
-    residuals = (totals - ratio[:, None] * m) / m.mean(axis=1, keepdims=True)
-    se = residuals.std(axis=1, ddof=1) / math.sqrt(c)
-    return float((np.abs(ratio / se) > stats.t.ppf(1 - ALPHA / 2, c - 1)).mean())
+    return randomisation_power((turns * mask).sum(axis=2))
 
 
 def simulated_count(power_at: Callable[[int], float], planned: int) -> int:
@@ -101,7 +124,7 @@ def simulated_count(power_at: Callable[[int], float], planned: int) -> int:
 
 def paired_power(model, n: int, seed: int) -> float:
     a, b = model(np.random.default_rng(seed), n, SIMS)
-    return t_test_power(b - a)
+    return sign_test_power(b - a) if model is binary else randomisation_power(b - a)
 
 
 @pytest.mark.parametrize(
@@ -263,15 +286,27 @@ def test_units_needed_is_the_normal_formula_with_guenthers_correction():
     # sd 0.2, D 0.05, 80% power at 5%: (1.95996 + 0.84162)^2 * 16 = 125.58, + 1.92 -> 128
     assert units_needed(0.2, 0.05) == 128
     assert units_needed(0.2, -0.05) == 128
-    assert units_needed(0.2, 0.05, power=0.9) == math.ceil(
-        ((stats.norm.ppf(0.975) + stats.norm.ppf(0.9)) * 4) ** 2 + stats.norm.ppf(0.975) ** 2 / 2
-    )
-    # agrees with the exact noncentral t power to a question or two
+    z_a, z_b = stats.norm.ppf(0.975), stats.norm.ppf(0.9)
+    assert units_needed(0.2, 0.05, power=0.9) == math.ceil(((z_a + z_b) * 4) ** 2 + z_a**2 / 2)
+    # agrees with the paired t-test's exact (noncentral t) power to a question or two
     n = units_needed(0.2, 0.05)
     delta = 0.05 / 0.2 * math.sqrt(n)
     crit = stats.t.ppf(0.975, n - 1)
     exact = stats.nct.sf(crit, n - 1, delta) + stats.nct.cdf(-crit, n - 1, delta)
     assert exact == pytest.approx(0.8, abs=0.01)
+    # a lattice step h: the least n with D n >= (z_a + z_b) sd sqrt(n) + h, + z_a^2 / 2
+    spread = (z_a + stats.norm.ppf(0.8)) * 0.45
+    x = (spread + math.sqrt(spread**2 + 4 * 0.1 * 1.0)) / (2 * 0.1)
+    assert units_needed(0.45, 0.1, step=1.0) == math.ceil(x * x + z_a**2 / 2)
+    assert units_needed(0.45, 0.1, step=1.0) > units_needed(0.45, 0.1) + 15
+
+
+def test_lattice_steps():
+    assert lattice_step(np.array([0.0, 1.0, -1.0])) == 1.0
+    assert lattice_step(np.array([0.25, -0.5, 0.75])) == 0.25
+    assert lattice_step(np.array([1 / 3, 2 / 3, -1 / 6])) == pytest.approx(1 / 6)
+    assert lattice_step(np.random.default_rng(0).normal(size=50)) == 0.0
+    assert lattice_step(np.zeros(3)) == 0.0
 
 
 def test_the_design_effect_of_equal_conversations_is_kishs():

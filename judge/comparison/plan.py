@@ -3,9 +3,9 @@ one run and an assumed correlation), the questions (or conversations) a paired t
 detect a difference of D in a metric with a given power (`plan_questions`, `judge plan`).
 
 The test planned for is the paired one `judge compare` runs (its randomisation test of
-the mean difference, which for the sample sizes planned here rejects as the paired t-test
-does); the formula is the normal-approximation sample size with Guenther's t correction
-(`judge.stats.units_needed`)."""
+the mean difference, which rejects about as often as the paired t-test, and for 0/1 scores
+is the sign test); the formula is the normal-approximation sample size with Guenther's t
+correction, continuity-corrected for differences on a lattice (`judge.stats.units_needed`)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ class QuestionPlan:
                 "mean_turns": s.mean_size if self.unit == "conversation" else None,
                 "design_effect": s.design_effect if self.unit == "conversation" else None,
                 "icc": s.icc,
+                "step": s.step,
             },
             "paired": self.paired,
             "pair_correlation": self.pair_correlation,
@@ -124,6 +125,17 @@ class QuestionPlan:
                     if s.icc is not None
                     else ""
                 )
+            )
+        if s.step:
+            lines.append(
+                f"the {'differences' if self.paired else 'scores, so the differences,'} lie on "
+                f"steps of {s.step:.3g}"
+                + (
+                    " (per conversation, over its mean turns)"
+                    if self.unit == "conversation"
+                    else ""
+                )
+                + ": the count has a continuity correction for the test's discreteness"
             )
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
@@ -207,7 +219,8 @@ def plan_questions(
     for two systems of equal spread whose scores of a question correlate by r =
     `pair_correlation` (default 0: no benefit of pairing assumed, which over-counts when,
     as usual, the same questions are hard for both). The count is the paired test's
-    normal-approximation sample size with Guenther's t correction (`judge.stats.units_needed`).
+    normal-approximation sample size with Guenther's t correction, continuity-corrected when
+    the differences lie on a lattice, as 0/1 scores' do (`judge.stats.units_needed`).
 
     When the rows are turns of conversations (they carry `conversation_id`), the unit is the
     conversation, as `judge compare` resamples conversations: the count is of conversations,
@@ -261,6 +274,7 @@ def plan_questions(
             mean_size=one.mean_size,
             design_effect=one.design_effect,
             icc=one.icc,
+            step=one.step,  # differences of scores on a lattice lie on it too
         )
         observed = None
         notes.append(
@@ -284,7 +298,7 @@ def plan_questions(
             f"the pilot has {spread.units} {unit}: a spread needs at least 2 "
             f"({FEW_PILOT_UNITS} or more for a steady one)"
         )
-    needed = units_needed(spread.sd, difference, power=power, alpha=alpha)
+    needed = units_needed(spread.sd, difference, power=power, alpha=alpha, step=spread.step)
     if spread.units < FEW_PILOT_UNITS:
         notes.append(
             f"the SD comes from {spread.units} pilot {unit}s: the count may be off by a "
@@ -307,7 +321,8 @@ def plan_questions(
     config = {
         "a": _source(a),
         "b": None if b is None else _source(b),
-        "test": "paired, two-sided: normal approximation with Guenther's t correction",
+        "test": "paired, two-sided: normal approximation with Guenther's t correction"
+        + (", continuity-corrected for differences on a lattice" if spread.step else ""),
     }
     return QuestionPlan(
         metric=metric,
