@@ -12,6 +12,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
 
@@ -583,3 +584,202 @@ def ppi_mean_difference(
     _no_nan_labels(values_a, "labels_a", "judged_labelled_a")
     _no_nan_labels(values_b, "labels_b", "judged_labelled_b")
     return _ppi(unlabelled_b - unlabelled_a, scores_b - scores_a, values_b - values_a, confidence)
+
+
+# Sample sizes: how many questions a paired comparison needs to detect a difference, and how
+# many labels a PPI interval needs to be narrow enough.
+
+
+@dataclass(frozen=True)
+class PairedSpread:
+    """The spread of paired differences B - A per sampling unit: a question, or a whole
+    conversation when rows are turns of conversations.
+
+    Args:
+        sd: the standard deviation of one unit's difference: of a row's, or (conversations)
+            of a conversation's turns' mean difference, linearised for the turn-weighted
+            mean (`paired_spread`).
+        units: the units measured (rows, or conversations).
+        rows: the rows measured.
+        mean_size: rows per unit (1 for rows).
+        design_effect: the variance of the mean by conversation over its variance were the
+            same turns independent rows (1 for rows; Kish 1965).
+        icc: the intra-conversation correlation the design effect implies,
+            (design_effect - 1) / (mean_size - 1); None for rows or one-turn conversations.
+        step: the lattice step of one unit's difference (`lattice_step`; for a
+            conversation, of its turns' differences over mean_size): 0 for none.
+    """
+
+    sd: float
+    units: int
+    rows: int
+    mean_size: float = 1.0
+    design_effect: float = 1.0
+    icc: float | None = None
+    step: float = 0.0
+
+
+def paired_spread(differences: np.ndarray, clusters: np.ndarray | None = None) -> PairedSpread:
+    """The standard deviation of paired differences per unit, from a pilot.
+
+    Rows: the sample standard deviation of the differences. Conversations (`clusters`
+    numbered 0..C-1): the mean difference is the turn-weighted mean, sum(T_c) / sum(m_c)
+    over conversations of m_c turns summing to T_c (what `judge compare`'s cluster bootstrap
+    resamples); its variance is, to first order, var(e_c) / C with the linearised residual
+    e_c = (T_c - dbar * m_c) / mbar (Cochran 1977, *Sampling Techniques*, 6.8, the ratio
+    estimator), which is the variance of the conversations' mean differences when every
+    conversation has mbar turns. Its ratio to the variance of the mean of as many
+    independent rows, mbar * var(e_c) / var(rows), is the design effect, 1 + (mbar - 1) *
+    ICC (Kish 1965, *Survey Sampling*, 8.2).
+
+    Args:
+        differences: B - A per row (no NaN).
+        clusters: the conversation of each row, numbered 0..C-1 with none unused; None
+            when the rows are independent.
+    """
+    rows = int(differences.size)
+    row_var = float(differences.var(ddof=1)) if rows > 1 else math.nan
+    step = lattice_step(differences)
+    if clusters is None:
+        return PairedSpread(sd=math.sqrt(row_var), units=rows, rows=rows, step=step)
+    totals = cluster_totals(differences, clusters)
+    sizes = np.bincount(clusters, minlength=totals.size).astype(np.float64)
+    units = int(totals.size)
+    mean_size = rows / units if units else math.nan
+    ratio = float(totals.sum() / sizes.sum()) if rows else math.nan
+    residuals = (totals - ratio * sizes) / mean_size
+    unit_var = float(residuals.var(ddof=1)) if units > 1 else math.nan
+    deff = unit_var * mean_size / row_var if row_var > 0 else math.nan
+    icc = (deff - 1) / (mean_size - 1) if mean_size > 1 and math.isfinite(deff) else None
+    return PairedSpread(
+        sd=math.sqrt(unit_var),
+        units=units,
+        rows=rows,
+        mean_size=mean_size,
+        design_effect=deff,
+        icc=icc,
+        step=step / mean_size,
+    )
+
+
+def _probability(value: float, name: str, example: str) -> float:
+    """A probability strictly between 0 and 1, or an InputFormatError naming `name`=."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise InputFormatError(
+            f"{name}= must lie strictly between 0 and 1 ({example}), not {value!r}"
+        )
+    return float(value)
+
+
+def lattice_step(values: np.ndarray) -> float:
+    """The step of the lattice the values lie on: the greatest common divisor of their
+    nonzero magnitudes as fractions of denominator at most 1,000 (1 for differences of 0/1
+    scores, 0.25 for differences of quarter grades); 0 for values on no such lattice, or
+    none nonzero."""
+    magnitudes = np.unique(np.abs(values[np.isfinite(values) & (values != 0)]))
+    if not magnitudes.size or magnitudes.size > 1_000:
+        return 0.0
+    step = Fraction(0)
+    for value in magnitudes.tolist():
+        fraction = Fraction(value).limit_denominator(1_000)
+        if abs(float(fraction) - value) > 1e-9 * max(1.0, value):
+            return 0.0
+        step = Fraction(
+            math.gcd(step.numerator * fraction.denominator, fraction.numerator * step.denominator),
+            step.denominator * fraction.denominator,
+        )
+    return float(step)
+
+
+def units_needed(
+    sd: float,
+    difference: float,
+    *,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    step: float = 0.0,
+) -> int:
+    """The units (questions, or conversations) a two-sided paired test at level `alpha`
+    needs to detect a true mean difference `difference` with probability `power`, when one
+    unit's difference has standard deviation `sd`.
+
+    The paired t-test's normal-approximation sample size, ((z_{1-alpha/2} + z_{power}) * sd /
+    D)^2, plus z_{1-alpha/2}^2 / 2, Guenther's correction for the t-test's estimated variance
+    (Guenther 1981, "Sample size formulas for normal theory t tests", The American
+    Statistician 35, 243-244); rounded up, at least 2. `judge compare`'s sign-flip
+    randomisation test (`permutation_p_value`) rejects about as often: its null spread,
+    sqrt(sd^2 + D^2), is wider, but its statistic, normalised by that spread as observed,
+    varies less by about as much (tests/test_plan.py simulates it). For differences on a
+    lattice of step h (`lattice_step`: 1 for 0/1 scores, where the test is the sign test,
+    discrete and so conservative) a continuity correction: the least n with D * n >=
+    (z_{1-alpha/2} + z_{power}) * sd * sqrt(n) + h, plus Guenther's term.
+
+    Args:
+        sd: the standard deviation of one unit's difference (`paired_spread`).
+        difference: the true mean difference to detect (its sign does not matter).
+        power: the probability of detecting it, strictly between 0 and 1.
+        alpha: the test's two-sided level, strictly between 0 and 1.
+        step: the lattice step of one unit's difference (`lattice_step`); 0 for none.
+    """
+    z_alpha = NormalDist().inv_cdf(1 - _probability(alpha, "alpha", "0.05") / 2)
+    z_power = NormalDist().inv_cdf(_probability(power, "power", "0.8 for 80%"))
+    if (
+        isinstance(difference, bool)
+        or not isinstance(difference, (int, float))
+        or not math.isfinite(difference)
+        or difference == 0
+    ):
+        raise InputFormatError(
+            f"difference= must be a nonzero number (the smallest change worth detecting, "
+            f"e.g. 0.05), not {difference!r}"
+        )
+    if not math.isfinite(sd) or sd < 0:
+        raise InputFormatError(f"the standard deviation of the differences is {sd!r}: no plan")
+    d = abs(float(difference))
+    spread = (z_alpha + z_power) * sd
+    root = (spread + math.sqrt(spread**2 + 4 * d * max(step, 0.0))) / (2 * d)  # sqrt(n)
+    n = root**2 + z_alpha**2 / 2
+    # 1e-9: a figure that is an integer up to rounding error is that integer
+    return max(2, math.ceil(n - 1e-9))
+
+
+def ppi_half_widths(
+    labelled: np.ndarray,
+    rows: int,
+    *,
+    var_judged: float,
+    var_judged_labelled: float,
+    var_labels: float,
+    cov: float,
+    confidence: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The PPI++ interval's half-width, and its lambda, for each count of labelled rows
+    among `rows` judged rows (the rest unlabelled), from the moments of a pilot.
+
+    `ppi_tuned`'s formulas with the pilot's moments in place of the data's: lambda(n) =
+    cov / ((1 + n/N) var_judged) clipped to [0, 1], N = rows - n, and the half-width z *
+    sqrt(lambda^2 var_judged / N + var(labels - lambda * judged) / n), where var(labels -
+    lambda * judged) = var_labels - 2 lambda cov + lambda^2 var_judged_labelled on the
+    labelled rows. Every row labelled (N = 0): lambda 0, the labels' own interval.
+
+    Args:
+        labelled: counts of labelled rows, each in 1..rows.
+        rows: the judged rows.
+        var_judged: the variance of the judge's scores over all rows.
+        var_judged_labelled: their variance over labelled rows.
+        var_labels: the variance of the labels.
+        cov: the covariance of labels and the judge's scores on labelled rows.
+        confidence: the interval's coverage.
+    """
+    z = _z(confidence)
+    n = labelled.astype(np.float64)
+    unlabelled = rows - n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = np.where(
+            (unlabelled > 0) & (var_judged > 0),
+            np.clip(cov / ((1 + n / unlabelled) * var_judged), 0.0, 1.0),
+            0.0,
+        )
+        imputed = np.where(unlabelled > 0, lam**2 * var_judged / unlabelled, 0.0)
+    rectifier = np.maximum(var_labels - 2 * lam * cov + lam**2 * var_judged_labelled, 0.0)
+    return z * np.sqrt(imputed + rectifier / n), lam

@@ -40,6 +40,7 @@ from judge.metrics.registry import higher_is_better
 from judge.run.data import read_records
 from judge.run.folder import RunFolder
 from judge.run.gates import Gates, users_metrics
+from judge.run.rows import ResultRow
 from judge.stats import PPIEstimate, ppi_mean
 
 KEY = "id"
@@ -262,6 +263,119 @@ def _lower_is_better(metric: str, folder: RunFolder) -> bool:
     return metric in users_metrics(folder.lower_is_better()) or not higher_is_better(metric)
 
 
+@dataclass(frozen=True)
+class RunScores:
+    """A run's scores of one metric, read as the labels read: higher is better.
+
+    Args:
+        folder: the run's folder.
+        rows: its rows, in order.
+        scores: the metric's score per row (NaN where undefined), 1 - score for a metric
+            where lower is better.
+        up: whether the metric is read as is (False: as 1 - score).
+    """
+
+    folder: RunFolder
+    rows: list[ResultRow]
+    scores: np.ndarray
+    up: bool
+
+
+def run_scores(results: str | os.PathLike[str], metric: str) -> RunScores:
+    """A run's scores of `metric`, oriented as labels are (higher is better).
+
+    Args:
+        results: the run: its output folder or results.jsonl.
+        metric: the metric.
+    """
+    folder = RunFolder.of(results)
+    if not folder.results.is_file():
+        raise InputFormatError(f"{folder.results}: no such results file (judge eval writes one)")
+    rows = [row for _, _, row in folder.rows()]
+    known = sorted({m for r in rows for m in r.scores})
+    if metric not in known:
+        raise InputFormatError(
+            f"{folder.results}: no metric {metric!r} in the run (metrics: "
+            f"{', '.join(known) or 'none'}); name one of them with metric="
+        )
+    up = not _lower_is_better(metric, folder)
+    scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
+    return RunScores(folder, rows, scores if up else 1.0 - scores, up)
+
+
+@dataclass(frozen=True)
+class LabelledRun(RunScores):
+    """A run's oriented scores (`RunScores`) joined by id to the labels of a labels file.
+
+    Args:
+        found: the labels file as read.
+        labelled: the positions of the labelled rows, ascending.
+        unlabelled: the positions of the other rows.
+        values: the label of each labelled row, in the order of `labelled`.
+        unknown: labelled ids that are no row of the run (left out).
+        not_random: labelled rows of the run that record no random sample.
+    """
+
+    found: LabelFile
+    labelled: np.ndarray
+    unlabelled: np.ndarray
+    values: np.ndarray
+    unknown: list[str]
+    not_random: int
+
+
+def labelled_run(
+    results: str | os.PathLike[str],
+    *,
+    labels: str | os.PathLike[str] | list[dict[str, Any]],
+    label: str,
+    metric: str,
+    annotator: str | None = None,
+) -> LabelledRun:
+    """A run's scores of `metric` joined to the labels of a labels file by id (module
+    docstring: the file), as `estimate` joins them.
+
+    Args:
+        results: the run: its output folder or results.jsonl.
+        labels: the labels file (or its records).
+        label: the label column.
+        metric: the metric.
+        annotator: use this annotator's labels only (default: every annotator's, averaged).
+    """
+    run = run_scores(results, metric)
+    folder, rows = run.folder, run.rows
+    found = read_label_file(labels, label=label, annotator=annotator)
+    positions: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        positions.setdefault(str(row.id), []).append(i)
+    doubled = [ident for ident in found.labels if len(positions.get(ident, ())) > 1]
+    if doubled:
+        raise InputFormatError(
+            f"{folder.results}: ids {', '.join(map(repr, doubled[:5]))} name several rows: "
+            "a label cannot be joined to one; give the run unique ids (an id column)"
+        )
+    unknown = sorted(ident for ident in found.labels if ident not in positions)
+    matched = {positions[i][0]: v for i, v in found.labels.items() if i in positions}
+    if not matched:
+        raise InputFormatError(
+            f"no labelled id is a row of {folder.results} (labels for ids "
+            f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
+        )
+    labelled = np.array(sorted(matched), dtype=np.int64)
+    return LabelledRun(
+        folder=folder,
+        rows=rows,
+        scores=run.scores,
+        up=run.up,
+        found=found,
+        labelled=labelled,
+        unlabelled=np.setdiff1d(np.arange(len(rows)), labelled),
+        values=np.array([matched[i] for i in labelled.tolist()], dtype=np.float64),
+        unknown=unknown,
+        not_random=len([i for i in found.not_random if i in positions]),
+    )
+
+
 def estimate(
     results: str | os.PathLike[str],
     *,
@@ -305,49 +419,19 @@ def estimate(
                 f"{checked.words.gate_example(str(bound))} names {bound.metric}: the "
                 f"estimate corrects metric={metric!r} alone"
             )
-    folder = RunFolder.of(results)
-    if not folder.results.is_file():
-        raise InputFormatError(f"{folder.results}: no such results file (judge eval writes one)")
-    rows = [row for _, _, row in folder.rows()]
-    known = sorted({m for r in rows for m in r.scores})
-    if metric not in known:
-        raise InputFormatError(
-            f"{folder.results}: no metric {metric!r} in the run (metrics: "
-            f"{', '.join(known) or 'none'}); name one of them with metric="
-        )
-    found = read_label_file(labels, label=label, annotator=annotator)
-    positions: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        positions.setdefault(str(row.id), []).append(i)
-    doubled = [ident for ident in found.labels if len(positions.get(ident, ())) > 1]
-    if doubled:
-        raise InputFormatError(
-            f"{folder.results}: ids {', '.join(map(repr, doubled[:5]))} name several rows: "
-            "a label cannot be joined to one; give the run unique ids (an id column)"
-        )
-    unknown = sorted(ident for ident in found.labels if ident not in positions)
-    matched = {positions[i][0]: v for i, v in found.labels.items() if i in positions}
-    if not matched:
-        raise InputFormatError(
-            f"no labelled id is a row of {folder.results} (labels for ids "
-            f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
-        )
-    not_random = len([i for i in found.not_random if i in positions])
+    run = labelled_run(results, labels=labels, label=label, metric=metric, annotator=annotator)
+    folder, rows, found, matched = run.folder, run.rows, run.found, run.labelled.size
+    not_random = run.not_random
     if require_random and not_random:
         raise JudgeError(
-            f"{not_random} of {len(matched)} labelled rows record no random sample "
+            f"{not_random} of {matched} labelled rows record no random sample "
             f"(samples: {_samples_text(found.samples)}): the interval holds only for labels "
             "of a random sample; label a seeded random sample of the rows (judge annotate "
             "draws one), or leave out require_random= to estimate anyway, with a warning"
         )
-    up = not _lower_is_better(metric, folder)
-    scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
-    oriented = scores if up else 1.0 - scores
-    labelled = np.array(sorted(matched), dtype=np.int64)
-    unlabelled = np.setdiff1d(np.arange(len(rows)), labelled)
-    values = np.array([matched[i] for i in labelled.tolist()], dtype=np.float64)
-    result = ppi_mean(oriented[unlabelled], oriented[labelled], values, confidence)
-    warnings = _warnings(found, not_random, len(matched), unknown, len(rows))
+    up = run.up
+    result = ppi_mean(run.scores[run.unlabelled], run.scores[run.labelled], run.values, confidence)
+    warnings = _warnings(found, not_random, matched, run.unknown, len(rows))
     if any(r.conversation_id is not None for r in rows):
         warnings.append(
             "the rows are turns of conversations: PPI treats them as independent rows, so "
