@@ -14,6 +14,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -177,13 +178,8 @@ class LLMSession:
         key = self._chat_keys(llm, server, output, n, prompt).messages_key(messages)
         cached = self._lookup(key, label, sample, "chat", llm.model, server)
         if cached is not None:
-            try:
-                # The validator itself: model_validate's wrapper costs as much again here.
-                validate = output.__pydantic_validator__.validate_python
-                replies = [validate(item) for item in cached["choices"]]
-            except (ValidationError, KeyError, TypeError) as exc:  # a reply of another shape
-                self._stale(key, label, sample, exc)  # asked again below, or a CacheMiss
-            else:
+            replies = self._validated(key, cached, output, label, sample)
+            if replies is not None:
                 self.usage.of(label).cache_hits += 1
                 if ledger is not None:
                     ledger.of(label).cache_hits += 1
@@ -212,6 +208,26 @@ class LLMSession:
 
         await _own_task()
         return await self._shared(key, call)
+
+    def _validated(
+        self, key: str, cached: Any, output: type[M], label: str, sample: str | None
+    ) -> list[M] | None:
+        """The replies of a cached chat response, validated as `output` (None when they do
+        not validate: see `_stale`); a built-in judge's are remembered as validated."""
+        if type(cached) is _Validated:
+            if cached.output is output:
+                return list(cached.replies)  # type: ignore[arg-type]  # validated as output
+            cached = cached.response
+        try:
+            # The validator itself: model_validate's wrapper costs as much again here.
+            validate = output.__pydantic_validator__.validate_python
+            replies: list[M] = [validate(item) for item in cached["choices"]]
+        except (ValidationError, KeyError, TypeError) as exc:  # a reply of another shape
+            self._stale(key, label, sample, exc)  # asked again, or a CacheMiss
+            return None
+        if output.__module__ == _BUILT_IN_JUDGES:
+            self._memo.put(key, _Validated(cached, output, tuple(replies)))
+        return replies
 
     def _chat_keys(
         self, llm: LLM, server: str, output: type[BaseModel], n: int, prompt: PromptRef | None
@@ -518,6 +534,24 @@ class LLMSession:
                     alone=False,
                 )
         return found
+
+
+@dataclass(frozen=True)
+class _Validated:
+    """A cached chat response remembered (`ResponseMemo`) with its replies as validated
+    against `output`: a repeated request skips the validation (its pydantic model
+    validators run Python code for every reply) as it skips the lookup and the decoding."""
+
+    response: Any  # the decoded response, for a request of the same key and another output
+    output: type[BaseModel]
+    replies: tuple[BaseModel, ...]
+
+
+# Whose output models' replies are handed out again once validated (`_Validated`): the
+# built-in judges', whose callers copy rather than change them (model_copy, model_dump); a
+# custom judge's code may change what it gets, so its replies are validated, made anew,
+# every time.
+_BUILT_IN_JUDGES = "judge.metrics.judges"
 
 
 def _exactly(value: Any) -> tuple[Any, ...]:
