@@ -39,7 +39,7 @@ from judge.metrics.judges import (
 )
 from judge.metrics.overlap import (
     borrowed_words,
-    drawn_from,
+    drawn_from_all,
     holds_answer_words,
     shares_content,
     unsourced_terms,
@@ -193,8 +193,9 @@ class SampleJudgments:
             + ([aio.start_eagerly(shared.answer_claims())] if shared is not None else [])
         )
         claims: dict[str, list[str]] = {"answer": [], "truth": []}
+        question = s.question_in_context()
         for (kind, text), found in zip(texts.items(), split, strict=False):
-            claims[kind] = [c for c in found if drawn_from(c, text, s.question_in_context())]
+            claims[kind] = drawn_from_all(found, text, question)
             self.evidence[ev.claims_key(kind)] = claims[kind]
             dropped = [c for c in found if c not in claims[kind]]
             if dropped:

@@ -56,6 +56,17 @@ def drawn_from(claim: str, text: str, question: str = "") -> bool:
     return share_in(claim, f"{text}\n{question}") >= MIN_SHARE
 
 
+def drawn_from_all(claims: Sequence[str], text: str, question: str = "") -> list[str]:
+    """The claims `drawn_from` text, in order: the text's words found once for them all."""
+    source = content_tokens(f"{text}\n{question}")
+    kept = []
+    for claim in claims:
+        words = content_tokens(claim)
+        if not words or len(words & source) / len(words) >= MIN_SHARE:
+            kept.append(claim)
+    return kept
+
+
 def _cjk(text: str) -> bool:
     return _CJK_CHAR.search(text) is not None
 

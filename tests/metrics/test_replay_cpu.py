@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from judge.json_values import sha256_hex
 from judge.llm.usage import Usage, UsageLedger
-from judge.metrics.overlap import _CJK_CHAR, _TOKEN, content_tokens
+from judge.metrics.overlap import _CJK_CHAR, _TOKEN, content_tokens, drawn_from, drawn_from_all
 from judge.metrics.prompts import data_json
 from judge.metrics.scorers import answer_relevancy, cosine_similarities
 from judge.run.data import Row
@@ -166,3 +166,14 @@ _TEXTS = st.text(
 )
 def test_data_json_of_texts_and_lists_of_texts_equals_json_dumps(value):
     assert data_json(value) == plain_data_json(value)
+
+
+_WORDY = st.text(alphabet="ab cd 12 Σ中é\n.", max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WORDY, max_size=5), _WORDY, _WORDY)
+def test_claims_drawn_from_all_are_those_drawn_from_each(claims, text, question):
+    assert drawn_from_all(claims, text, question) == [
+        c for c in claims if drawn_from(c, text, question)
+    ]
