@@ -11,6 +11,7 @@ servers serving one model name never share judgments.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -449,20 +450,24 @@ class LLMSession:
         if template is None:
             template = KeyTemplate(material, "text")
             self._remember_template(spec, template)
-        keys = [template.key(canonical_json(t)) for t in texts]
+        # A text's canonical JSON is json's escape of it (see _TEXT_JSON).
+        keys = [template.key(_TEXT_JSON(t) if type(t) is str else canonical_json(t)) for t in texts]
         vectors: dict[str, list[float] | np.ndarray] = {}
         todo: dict[str, dict[str, Any]] = {}
         waiting: dict[str, asyncio.Future[Any]] = {}
+        hits = 0
         for key, text in zip(keys, texts, strict=True):
             entry = self._lookup(key, label, None, "embedding", config.model, server)
             if entry is not None:
                 vectors[key] = entry
-                usage.count("cache_hits")
+                hits += 1
             elif key in self._inflight:
                 # Another row is embedding this text now: share its request, as chat does.
                 waiting[key] = self._inflight[key]
             else:
                 todo.setdefault(key, {**material, "text": text})
+        if hits:
+            usage.count("cache_hits", hits)  # once, not a count per text
         pending = list(todo.items())
         batches = [
             pending[i : i + config.batch_size] for i in range(0, len(pending), config.batch_size)
@@ -546,6 +551,9 @@ class _Validated:
     output: type[BaseModel]
     replies: tuple[BaseModel, ...]
 
+
+# canonical_json of a string: json's C function that escapes one (no ASCII escapes).
+_TEXT_JSON = json.encoder.encode_basestring
 
 # Whose output models' replies are handed out again once validated (`_Validated`): the
 # built-in judges', whose callers copy rather than change them (model_copy, model_dump); a
