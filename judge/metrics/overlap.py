@@ -68,7 +68,8 @@ def drawn_from_all(claims: Sequence[str], text: str, question: str = "") -> list
 
 
 def _cjk(text: str) -> bool:
-    return _CJK_CHAR.search(text) is not None
+    # str.isascii reads a flag of the string; the search reads every character.
+    return not text.isascii() and _CJK_CHAR.search(text) is not None
 
 
 def shares_content(text: str, other: str) -> bool:
