@@ -1,0 +1,79 @@
+"""`judge estimate` and `judge.ppi_mean` against damaged labels files and degenerate labels:
+the files `judge annotate` leaves after a kill, labels that are all the same, values too
+large for the arithmetic."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from judge.annotate.labels_file import LabelsWriter
+from judge.labels.estimate import estimate
+from judge.run.rows import ResultRow
+from tests.helpers.cli import run
+
+RANDOM = {"method": "random", "seed": 7, "of": 40}
+
+
+def write_run(folder: Path, scores: list[float], metric: str = "faithfulness") -> Path:
+    """A results.jsonl of rows r0, r1, ... with one metric's scores."""
+    folder.mkdir(exist_ok=True)
+    lines = [
+        ResultRow(row=i, id=f"r{i}", scores={metric: s}).json_line() for i, s in enumerate(scores)
+    ]
+    path = folder / "results.jsonl"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def scores_of(n: int) -> list[float]:
+    return [round((i * 7 % 11) / 10, 1) for i in range(n)]
+
+
+def labels_for(rows: Iterable[int], scores: list[float], **fields: Any) -> list[dict[str, Any]]:
+    """Labels that mostly agree with the scores: 1 at 0.5 and up, but row 3 the other way."""
+    return [{"id": f"r{i}", "ok": int((scores[i] >= 0.5) != (i == 3)), **fields} for i in rows]
+
+
+def test_a_labels_file_killed_mid_write_and_resumed_is_read_with_a_warning(tmp_path: Path):
+    # judge annotate killed mid-write leaves half a line; the next session starts a new
+    # line after it (LabelsWriter), so the cut line ends up in the middle of the file.
+    scores = scores_of(40)
+    results = write_run(tmp_path / "run", scores)
+    records = labels_for(range(20), scores, sample=RANDOM, annotator="ana")
+    path = tmp_path / "labels.jsonl"
+    writer = LabelsWriter(path)
+    for record in records[:10]:
+        writer.append(record)
+    writer.close()
+    with open(path, "ab") as handle:
+        handle.write(json.dumps(records[10]).encode()[:15])  # SIGKILL mid-write
+    writer = LabelsWriter(path)
+    for record in records[11:]:
+        writer.append(record)
+    writer.close()
+    result = estimate(results, labels=path, label="ok", metric="faithfulness")
+    kept = [r for i, r in enumerate(records) if i != 10]
+    direct = estimate(results, labels=kept, label="ok", metric="faithfulness")
+    assert (result.ppi.mean, result.ppi.low, result.ppi.high) == (
+        direct.ppi.mean,
+        direct.ppi.low,
+        direct.ppi.high,
+    )
+    assert result.ppi.n_labelled == 19
+    assert any(f"{path} line 11" in w and "left out" in w for w in result.warnings)
+    done = run("estimate", results, "--labels", path, "--label", "ok", "--metric", "faithfulness")
+    assert done.returncode == 0, done.stderr
+    assert "line 11" in done.stderr and "judge: warning:" in done.stderr
+
+
+def test_a_labels_file_with_a_byte_order_mark_is_read(tmp_path: Path):
+    scores = scores_of(40)
+    results = write_run(tmp_path / "run", scores)
+    records = labels_for(range(20), scores, sample=RANDOM)
+    path = tmp_path / "labels.jsonl"
+    path.write_text("\ufeff" + "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    result = estimate(results, labels=path, label="ok", metric="faithfulness")
+    assert result.ppi.n_labelled == 20 and result.warnings == []
