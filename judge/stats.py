@@ -438,10 +438,43 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
+def _no_spread_interval(
+    labels: np.ndarray, confidence: float, proportion: bool
+) -> tuple[float, float, str]:
+    """The interval of a mean whose CLT interval has zero width, and a note saying why:
+    labels all 1 (or all 0), when they are 0/1 labels (`proportion`), are n successes
+    (failures) in n, whose exact Clopper-Pearson interval is [(alpha/2)^(1/n), 1] ([0,
+    1 - that]); other labels all the same give no interval (NaN)."""
+    n = labels.size
+    value = float(labels[0])
+    if proportion and np.all(labels == value) and value in (0.0, 1.0):
+        end = ((1 - confidence) / 2) ** (1 / n)
+        low, high = (end, 1.0) if value == 1.0 else (0.0, 1.0 - end)
+        return (
+            low,
+            high,
+            f"every label is {value:g}: the normal interval would have zero width, so the "
+            f"interval is the exact binomial (Clopper-Pearson) one of {n} labels all "
+            f"{value:g}",
+        )
+    shown = f"every label is {value:g}" if np.all(labels == value) else "the labels"
+    return (
+        math.nan,
+        math.nan,
+        f"{shown}: the normal interval has zero width and says nothing of the "
+        "uncertainty; no interval is given (label more rows of the random sample)",
+    )
+
+
 def _ppi(
-    judged: np.ndarray, judged_labelled: np.ndarray, labels: np.ndarray, confidence: float
+    judged: np.ndarray,
+    judged_labelled: np.ndarray,
+    labels: np.ndarray,
+    confidence: float,
+    proportion: bool = True,
 ) -> PPIEstimate:
-    """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows."""
+    """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows;
+    `proportion`: labels all 0 or all 1 get the binomial interval (not for differences)."""
     z = _z(confidence)
     unlabelled = judged[~np.isnan(judged)]
     kept = ~np.isnan(judged_labelled)
@@ -460,8 +493,18 @@ def _ppi(
     judge_low, judge_high = bootstrap_ci(every, confidence)
     labels_mean = float(kept_labels.mean())
     labels_half = z * float(kept_labels.std()) / math.sqrt(n)
+    low, high = float(theta - z * se), float(theta + z * se)
+    labels_low, labels_high = labels_mean - labels_half, labels_mean + labels_half
     notes = []
-    if n < PPI_FEW_LABELS:
+    if float(se) == 0.0:
+        # Labels that are all the same have no spread, so the CLT interval has zero width
+        # (95% sure of a perfect mean from two labels); lambda is then 0, and the estimate
+        # is the labels' own mean.
+        low, high, note = _no_spread_interval(kept_labels, confidence, proportion)
+        if float(lam) == 0.0:
+            labels_low, labels_high = low, high
+        notes.append(note)
+    if n < PPI_FEW_LABELS and not (float(se) == 0.0 and math.isfinite(low)):  # exact: no CLT
         notes.append(
             f"only {n} labels: the normal interval may cover less than {confidence:.0%}; "
             f"{PPI_FEW_LABELS} or more are safer"
@@ -478,16 +521,14 @@ def _ppi(
         )
     return PPIEstimate(
         mean=float(theta),
-        low=float(theta - z * se),
-        high=float(theta + z * se),
+        low=low,
+        high=high,
         confidence=confidence,
         lam=float(lam),
         n_labelled=n,
         n_unlabelled=big_n,
         judge_only=MeanInterval(float(every.mean()), judge_low, judge_high, int(every.size)),
-        labels_only=MeanInterval(
-            labels_mean, labels_mean - labels_half, labels_mean + labels_half, n
-        ),
+        labels_only=MeanInterval(labels_mean, labels_low, labels_high, n),
         left_out=left_out,
         notes=tuple(notes),
     )
@@ -514,7 +555,10 @@ def ppi_mean(
 
     NaN judged scores (a row the judge could not score) are left out, on both sides: the
     estimate is then of the labels' mean over the rows the judge scored, and `left_out`
-    counts them. A NaN label is refused.
+    counts them. A NaN label is refused. Labels that are all 1 (or all 0) have no spread, so
+    their CLT interval would have zero width: the interval is then the exact binomial
+    (Clopper-Pearson) one, [(alpha/2)^(1/n), 1] for n labels all 1; other labels all the
+    same give NaN bounds; `notes` says which.
 
     Args:
         judged: the judge's scores on the rows without a label (the papers' unlabelled
@@ -582,4 +626,10 @@ def ppi_mean_difference(
     _same_length(scores_a, "judged_labelled_a", values_b, "labels_b")
     _no_nan_labels(values_a, "labels_a", "judged_labelled_a")
     _no_nan_labels(values_b, "labels_b", "judged_labelled_b")
-    return _ppi(unlabelled_b - unlabelled_a, scores_b - scores_a, values_b - values_a, confidence)
+    return _ppi(
+        unlabelled_b - unlabelled_a,
+        scores_b - scores_a,
+        values_b - values_a,
+        confidence,
+        proportion=False,
+    )

@@ -9,6 +9,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import judge
 from judge.annotate.labels_file import LabelsWriter
 from judge.labels.estimate import estimate
 from judge.run.rows import ResultRow
@@ -77,3 +80,46 @@ def test_a_labels_file_with_a_byte_order_mark_is_read(tmp_path: Path):
     path.write_text("\ufeff" + "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     result = estimate(results, labels=path, label="ok", metric="faithfulness")
     assert result.ppi.n_labelled == 20 and result.warnings == []
+
+
+@pytest.mark.parametrize("n", [2, 5, 40])
+def test_labels_all_one_give_the_exact_binomial_interval_not_a_zero_width_one(n: int):
+    # The CLT interval of labels that are all 1 is [1, 1]: 95% sure of a perfect mean from
+    # two labels. The labels' mean is a binomial proportion: the exact (Clopper-Pearson)
+    # interval of n successes in n is [(alpha/2)^(1/n), 1].
+    result = judge.ppi_mean([0.5, 0.6] * 20, [0.9] * n, [1] * n)
+    low = 0.025 ** (1 / n)
+    assert result.mean == 1.0 and result.high == 1.0
+    assert result.low == pytest.approx(low, rel=1e-12)
+    assert result.labels_only.low == pytest.approx(low, rel=1e-12)
+    assert any("Clopper-Pearson" in note for note in result.notes)
+    zeros = judge.ppi_mean([0.5, 0.6] * 20, [0.9] * n, [0] * n, confidence=0.9)
+    assert (zeros.mean, zeros.low) == (0.0, 0.0)
+    assert zeros.high == pytest.approx(1 - 0.05 ** (1 / n), rel=1e-12)
+
+
+def test_labels_all_equal_on_another_scale_have_no_interval():
+    result = judge.ppi_mean([0.5, 0.6] * 20, [0.9, 0.1, 0.5], [3, 3, 3])
+    assert result.mean == 3.0
+    assert result.low != result.low and result.high != result.high  # NaN: no interval
+    assert any("every label is 3" in note for note in result.notes)
+    same = judge.ppi_mean_difference(
+        judged_a=[0.2] * 10,
+        judged_b=[0.4] * 10,
+        judged_labelled_a=[0.1, 0.3, 0.2],
+        judged_labelled_b=[0.5, 0.9, 0.2],
+        labels_a=[1, 0, 1],
+        labels_b=[1, 0, 1],
+    )
+    assert same.mean == 0.0 and same.low != same.low
+
+
+def test_a_gate_is_not_met_by_two_labels_that_are_both_yes(tmp_path: Path):
+    scores = scores_of(40)
+    results = write_run(tmp_path / "run", scores)
+    records = [{"id": "r0", "ok": 1, "sample": RANDOM}, {"id": "r5", "ok": 1, "sample": RANDOM}]
+    result = estimate(
+        results, labels=records, label="ok", metric="faithfulness", gates=["faithfulness>=0.99"]
+    )
+    assert result.ppi.low == pytest.approx(0.025**0.5)
+    assert result.missed and "lower end 0.1581 < 0.99" in result.missed[0]
