@@ -3,6 +3,7 @@ labels file's first session, the person's labels so far, and each new label appe
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.annotate.labels_file import SAMPLE, LabelsLog, LabelsWriter, now, read_labels_file
-from judge.annotate.sample import Draw, Order, draw, question_for, row_payload
+from judge.annotate.sample import ORDERS, Draw, Order, draw, question_for, row_payload
 from judge.errors import InputFormatError, JudgeError
 from judge.labels.annotators import AnnotatorAgreement, annotator_agreement
 from judge.run.folder import RunFolder
@@ -98,7 +99,7 @@ class Annotation:
                 f"{str(first.get('results_sha256'))[:12]}); {self.results} has sha256 "
                 f"{self.results_sha256[:12]}: give that run, or a new --labels file"
             )
-        sample = first[SAMPLE]
+        sample = _repeatable(first[SAMPLE], self.labels)
         began = {
             "--metric": first.get("metric"),
             "--order": sample.get("method"),
@@ -284,6 +285,27 @@ class Annotation:
         if len(agreement.annotators) > 1:
             lines.append(agreement.text())
         return lines
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _repeatable(sample: dict[str, Any], labels: Path) -> dict[str, Any]:
+    """The draw a labels file's first label records, refused unless it can be drawn again
+    (a file begun by hand or by another tool may record anything)."""
+    n = sample.get("n")
+    if (
+        sample.get("method") not in ORDERS
+        or not _whole(sample.get("seed"))
+        or not (n is None or (_whole(n) and n >= 1))
+    ):
+        raise InputFormatError(
+            f"{labels}: the draw its first label records ({json.dumps(sample)}) cannot be "
+            f"drawn again: judge annotate needs method {' or '.join(ORDERS)}, a whole "
+            "number seed and a number of rows n (1 or more); give a new --labels file"
+        )
+    return sample
 
 
 def given_labels(log: LabelsLog, index_of: dict[str, int]) -> dict[int, dict[str, int]]:
