@@ -95,6 +95,8 @@ def run_annotate(args: argparse.Namespace) -> int:
 
     if args.agreement and args.export:
         raise JudgeError("--agreement and --export are two commands: give one of them")
+    if not 0 <= args.port <= 65535:
+        raise JudgeError(f"--port {args.port}: give a port from 0 to 65535 (0: any free one)")
     reading = args.agreement or args.export
     annotator = args.annotator if reading else _annotator(args)
     annotation = Annotation(

@@ -68,3 +68,12 @@ def test_a_labels_file_begun_with_a_draw_judge_cannot_repeat_is_refused(
 def test_a_begun_draw_with_n_absent_means_every_row(run: Path, tmp_path: Path) -> None:
     labels = begun(run, tmp_path / "labels.jsonl", {"method": "random", "seed": 7, "n": None})
     assert len(Annotation(run, labels, annotator="bob").draw.rows) == 12
+
+
+@pytest.mark.parametrize("port", ["-1", "65536", "70000"])
+def test_a_port_out_of_range_is_a_usage_error(run: Path, tmp_path: Path, port: str) -> None:
+    labels = tmp_path / "labels.jsonl"
+    done = run_cli("annotate", run, "--labels", labels, "--annotator", "a", "--port", port)
+    assert done.returncode == 2, done.stderr
+    assert f"--port {port}: give a port from 0 to 65535" in done.stderr
+    assert "internal error" not in done.stderr
