@@ -49,6 +49,11 @@ class LabelsLog:
 
     labels: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    cut_off: bool = False  # whether the last line is one cut off mid-write (among problems)
+
+    def unreadable(self) -> int:
+        """The lines that cannot be read, but a last line cut off mid-write."""
+        return len(self.problems) - self.cut_off
 
     def latest(self, annotator: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
         """(annotator, row id) -> that person's latest record of the row (of one annotator
@@ -90,6 +95,7 @@ def read_labels_file(path: str | os.PathLike[str]) -> LabelsLog:
         except (ValueError, KeyError, TypeError) as exc:
             last = number == len(lines)
             cut = last and not raw.endswith(b"\n")
+            log.cut_off = cut
             log.problems.append(
                 f"{where} line {number} "
                 + (

@@ -69,7 +69,19 @@ class Annotation:
             )
         self.labels = Path(labels)
         self.annotator = annotator
+        if self.labels.is_file() and self.labels.samefile(self.results):
+            raise InputFormatError(
+                f"--labels {self.labels} is the run's results file: labels are appended to "
+                "a file of their own; give a new one (labels.jsonl)"
+            )
         self.log = read_labels_file(self.labels)
+        if not self.log.labels and self.log.unreadable():
+            # Never append to a file that is no labels file (a run's summary.json, ...).
+            raise InputFormatError(
+                f"{self.labels} holds no label record ({self.log.problems[0]}): it is no "
+                "labels file, and judge annotate appends to its labels file; give a new "
+                "--labels file"
+            )
         self.draw, self.metric = self._draw(choice)
         self.position_of = {row: at for at, row in enumerate(self.draw.rows)}
         self.index_of = {self.ids[row]: row for row in self.draw.rows}

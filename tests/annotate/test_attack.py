@@ -77,3 +77,26 @@ def test_a_port_out_of_range_is_a_usage_error(run: Path, tmp_path: Path, port: s
     assert done.returncode == 2, done.stderr
     assert f"--port {port}: give a port from 0 to 65535" in done.stderr
     assert "internal error" not in done.stderr
+
+
+def test_the_runs_own_files_are_never_taken_for_a_labels_file(run: Path, tmp_path: Path) -> None:
+    # Tab completion gives --labels run/results.jsonl: the first key pressed would append
+    # a label to the run's results (and summary.json is no labels file either).
+    results = run / "results.jsonl"
+    before = results.read_bytes()
+    with pytest.raises(InputFormatError, match=r"is the run's results file"):
+        Annotation(run, results, annotator="ana")
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"rows": 12, "means": {"faithfulness": 0.5}}, indent=2))
+    with pytest.raises(InputFormatError, match=r"summary\.json holds no label record"):
+        Annotation(run, summary, annotator="ana")
+    done = run_cli("annotate", run, "--labels", results, "--annotator", "ana", "--port", "0")
+    assert done.returncode == 2 and "is the run's results file" in done.stderr
+    assert results.read_bytes() == before
+
+
+def test_a_labels_file_whose_only_line_was_cut_off_is_resumed(run: Path, tmp_path: Path) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"annotator": "ana", "claims": [], "id": "r', encoding="utf-8")
+    annotation = Annotation(run, labels, annotator="ana")
+    assert len(annotation.log.problems) == 1 and annotation.next_open(-1) == 0
