@@ -488,7 +488,13 @@ def _ppi(
             "interval needs at least 2 (30 or more to be trusted); label more rows of a "
             "random sample"
         )
-    theta, se, lam = ppi_tuned(kept_labels, scores, unlabelled)
+    with np.errstate(over="ignore", invalid="ignore"):
+        theta, se, lam = ppi_tuned(kept_labels, scores, unlabelled)
+    if not (math.isfinite(float(theta)) and math.isfinite(float(se))):
+        raise InputFormatError(
+            "the scores or labels are too large for the arithmetic (their squares overflow "
+            "a float): give them on a smaller scale (0/1 labels, scores in [0, 1])"
+        )
     every = np.concatenate([scores, unlabelled])
     judge_low, judge_high = bootstrap_ci(every, confidence)
     labels_mean = float(kept_labels.mean())

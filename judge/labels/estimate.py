@@ -356,6 +356,11 @@ def estimate(
             f"{', '.join(known) or 'none'}); name one of them with metric="
         )
     found = read_label_file(labels, label=label, annotator=annotator)
+    if not found.labels:
+        raise InputFormatError(
+            f"no row is labelled: the {len(found.skipped)} rows of the labels were all "
+            f"skipped (label {label!r} null or blank); label some rows first"
+        )
     positions: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         positions.setdefault(str(row.id), []).append(i)

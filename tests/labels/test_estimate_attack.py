@@ -13,6 +13,7 @@ import pytest
 
 import judge
 from judge.annotate.labels_file import LabelsWriter
+from judge.errors import InputFormatError
 from judge.labels.estimate import estimate
 from judge.run.rows import ResultRow
 from tests.helpers.cli import run
@@ -123,3 +124,18 @@ def test_a_gate_is_not_met_by_two_labels_that_are_both_yes(tmp_path: Path):
     )
     assert result.ppi.low == pytest.approx(0.025**0.5)
     assert result.missed and "lower end 0.1581 < 0.99" in result.missed[0]
+
+
+def test_a_labels_file_of_skips_alone_says_so_not_another_run(tmp_path: Path):
+    results = write_run(tmp_path / "run", scores_of(40))
+    skips = [{"id": f"r{i}", "ok": None, "sample": RANDOM} for i in range(5)]
+    with pytest.raises(InputFormatError, match=r"no row is labelled: the 5 rows .* skipped"):
+        estimate(results, labels=skips, label="ok", metric="faithfulness")
+
+
+def test_values_too_large_for_the_arithmetic_are_refused_not_an_infinite_interval():
+    with pytest.raises(InputFormatError, match=r"too large"):
+        judge.ppi_mean([0.5] * 10, [0.1, 0.9, 0.4], [1e300, 0.0, 1e300])
+    # Scores whose variance overflows get lambda 0: the labels' own estimate, still valid.
+    result = judge.ppi_mean([1e200] * 10, [1e200, 0.0, 1e200], [1.0, 0.0, 1.0])
+    assert result.lam == 0.0 and result.mean == result.labels_only.mean
