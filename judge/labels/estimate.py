@@ -45,7 +45,7 @@ from judge.metrics.registry import higher_is_better
 from judge.run.data import checked_path, loads_json, read_records
 from judge.run.folder import RunFolder
 from judge.run.gates import Gates, users_metrics
-from judge.stats import PPIEstimate, ppi_mean
+from judge.stats import PPIEstimate, ks_two_sample, ppi_mean
 
 KEY = "id"
 SAMPLE = "sample"
@@ -393,6 +393,8 @@ def estimate(
     values = np.array([matched[i] for i in labelled.tolist()], dtype=np.float64)
     result = ppi_mean(oriented[unlabelled], oriented[labelled], values, confidence)
     warnings = _warnings(found, not_random, len(matched), unknown, len(rows))
+    if not not_random:
+        warnings += _not_spread_as_drawn(oriented[labelled], oriented[unlabelled])
     if any(r.conversation_id is not None for r in rows):
         warnings.append(
             "the rows are turns of conversations: PPI treats them as independent rows, so "
@@ -418,6 +420,27 @@ def estimate(
         gates=[str(b) for b in checked.bounds],
         missed=checked.missed_by_intervals({metric: interval}, "PPI interval"),
     )
+
+
+# How unlikely the labelled rows' judged scores must be under a random draw to be said: a
+# random sample is warned about once in a thousand estimates.
+SPREAD_P = 0.001
+
+
+def _not_spread_as_drawn(labelled: np.ndarray, unlabelled: np.ndarray) -> list[str]:
+    """A warning when the labelled rows' judged scores are not spread as the other rows'
+    (two-sample Kolmogorov-Smirnov): labels said to be a random sample that are the
+    judge's disagreements, or its high scores, are no random sample."""
+    labelled, unlabelled = labelled[~np.isnan(labelled)], unlabelled[~np.isnan(unlabelled)]
+    d, p = ks_two_sample(labelled, unlabelled)
+    if not p < SPREAD_P:  # also NaN: no rows on one side
+        return []
+    return [
+        f"the labelled rows' judged scores are not spread as the other rows' (Kolmogorov-"
+        f"Smirnov D = {d:.3f}, p = {p:.1e}): whatever their sample says, they look picked "
+        "by their score (the judge's disagreements, its low scores), and then the PPI "
+        "interval does not hold; label a seeded random sample (judge annotate draws one)"
+    ]
 
 
 def _samples_text(samples: dict[str, int]) -> str:

@@ -139,3 +139,37 @@ def test_values_too_large_for_the_arithmetic_are_refused_not_an_infinite_interva
     # Scores whose variance overflows get lambda 0: the labels' own estimate, still valid.
     result = judge.ppi_mean([1e200] * 10, [1e200, 0.0, 1e200], [1.0, 0.0, 1.0])
     assert result.lam == 0.0 and result.mean == result.labels_only.mean
+
+
+def lying_run(tmp_path: Path) -> tuple[Path, list[float]]:
+    scores = [(i * 37 % 101) / 100 for i in range(400)]
+    return write_run(tmp_path / "run", scores), scores
+
+
+def test_labels_that_say_random_but_are_the_judges_disagreements_are_warned_about(
+    tmp_path: Path,
+):
+    results, scores = lying_run(tmp_path)
+    said = {"method": "random", "seed": 1, "of": 400}
+    nearest = sorted(range(400), key=lambda i: abs(scores[i] - 0.5))[:40]
+    lie = [{"id": f"r{i}", "ok": int(scores[i] > 0.5), "sample": said} for i in nearest]
+    result = estimate(results, labels=lie, label="ok", metric="faithfulness")
+    assert any("not spread as the other rows'" in w for w in result.warnings), result.warnings
+    import random
+
+    honest_rows = random.Random(1).sample(range(400), 40)
+    honest = [{"id": f"r{i}", "ok": int(scores[i] > 0.5), "sample": said} for i in honest_rows]
+    assert estimate(results, labels=honest, label="ok", metric="faithfulness").warnings == []
+
+
+def test_the_two_sample_test_is_kolmogorov_smirnovs():
+    from scipy import stats as scipy_stats
+
+    from judge.stats import ks_two_sample
+
+    a = [(i * 37 % 101) / 100 for i in range(60)]
+    b = [((i * 13 % 17) / 17) ** 2 for i in range(45)]
+    d, p = ks_two_sample(a, b)
+    expected = scipy_stats.ks_2samp(a, b)
+    assert d == pytest.approx(expected.statistic, abs=1e-15)
+    assert p == pytest.approx(scipy_stats.kstwobign.sf(d * (60 * 45 / 105) ** 0.5), rel=1e-9)
