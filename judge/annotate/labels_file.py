@@ -135,6 +135,8 @@ class LabelsWriter:
                 f"cannot write the labels file {self.path}: {exc.strerror or exc}; give "
                 "another --labels"
             ) from None
+        stat = os.fstat(self._fd)
+        self._inode = (stat.st_dev, stat.st_ino)
         if created:
             _sync_folder(self.path.parent)
         elif _ends_mid_line(self.path):
@@ -143,6 +145,18 @@ class LabelsWriter:
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record as a line and sync it to disk."""
+        try:
+            stat = os.stat(self.path)
+            same = (stat.st_dev, stat.st_ino) == self._inode
+        except OSError:
+            same = False
+        if not same:
+            # The open file is no longer the one on disk: a label written to it is lost.
+            raise OutputError(
+                f"the labels file {self.path} was deleted or replaced while labelling: this "
+                "label is not kept, nor will any be; stop judge annotate and start it again "
+                "(it goes on from the file as it is now)"
+            )
         line = json.dumps(escape_surrogates(dict(record)), ensure_ascii=False, sort_keys=True)
         self._write(line.encode("utf-8") + b"\n")
 

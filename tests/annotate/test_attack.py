@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from judge.annotate import Annotation
-from judge.errors import InputFormatError
+from judge.errors import InputFormatError, OutputError
 from judge.run.folder import RunFolder
 from judge.run.rows import ResultRow
 from tests.helpers.cli import run as run_cli
@@ -100,3 +100,23 @@ def test_a_labels_file_whose_only_line_was_cut_off_is_resumed(run: Path, tmp_pat
     labels.write_text('{"annotator": "ana", "claims": [], "id": "r', encoding="utf-8")
     annotation = Annotation(run, labels, annotator="ana")
     assert len(annotation.log.problems) == 1 and annotation.next_open(-1) == 0
+
+
+def test_a_label_written_to_a_labels_file_deleted_meanwhile_is_not_said_saved(
+    run: Path, tmp_path: Path
+) -> None:
+    # `rm labels.jsonl` (or a new file moved over it) while the server runs: its open file
+    # is no longer the file on disk, and every label "saved" after that is lost at exit.
+    labels = tmp_path / "labels.jsonl"
+    annotation = Annotation(run, labels, annotator="ana")
+    annotation.open()
+    try:
+        annotation.record(0, label=1, claims=[])
+        labels.unlink()
+        with pytest.raises(OutputError, match=r"labels\.jsonl was deleted or replaced"):
+            annotation.record(1, label=0, claims=[])
+        labels.write_text("")  # a new file of the same name
+        with pytest.raises(OutputError, match=r"deleted or replaced"):
+            annotation.record(1, label=0, claims=[])
+    finally:
+        annotation.close()
