@@ -122,7 +122,8 @@ class Annotation:
             "--metric": choice.metric,
             "--order": choice.order,
             "--seed": choice.seed,
-            "--sample": choice.sample,
+            # more rows than the run has draws them all, and records that many
+            "--sample": None if choice.sample is None else min(choice.sample, len(self.rows)),
         }
         for flag, value in asked.items():
             if value is not None and value != began[flag]:

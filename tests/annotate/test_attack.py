@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from judge.annotate import Annotation
+from judge.annotate import Annotation, Choice
 from judge.errors import InputFormatError, OutputError
 from judge.run.folder import RunFolder
 from judge.run.rows import ResultRow
@@ -120,3 +120,18 @@ def test_a_label_written_to_a_labels_file_deleted_meanwhile_is_not_said_saved(
             annotation.record(1, label=0, claims=[])
     finally:
         annotation.close()
+
+
+def test_the_same_command_resumes_when_sample_was_more_than_the_rows(
+    run: Path, tmp_path: Path
+) -> None:
+    # --sample 50 of 12 rows draws 12 (and records n 12): the same command again resumes.
+    labels = tmp_path / "labels.jsonl"
+    first = Annotation(run, labels, annotator="ana", choice=Choice(sample=50, seed=3))
+    first.open()
+    first.record(0, label=1, claims=[])
+    first.close()
+    again = Annotation(run, labels, annotator="ana", choice=Choice(sample=50, seed=3))
+    assert again.draw.rows == first.draw.rows and again.next_open(-1) == 1
+    with pytest.raises(InputFormatError, match=r"begun with --sample 12"):
+        Annotation(run, labels, annotator="ana", choice=Choice(sample=5))
