@@ -82,6 +82,8 @@ class Annotation:
                 "labels file, and judge annotate appends to its labels file; give a new "
                 "--labels file"
             )
+        # Whether this session drew the rows itself: another may begin the file meanwhile.
+        self._drew = self.log.drawn() is None
         self.draw, self.metric = self._draw(choice)
         self.position_of = {row: at for at, row in enumerate(self.draw.rows)}
         self.index_of = {self.ids[row]: row for row in self.draw.rows}
@@ -222,10 +224,33 @@ class Annotation:
             "position": position,
             "results_sha256": self.results_sha256,
         }
+        if self._drew:
+            self._same_draw_as_the_file()
         self._writer.append(record)
+        self._drew = False  # the file's first draw is this one from now on
         self.log.labels.append(record)
         self.mine[index] = record
         return {**self.counts(), "next": self.next_open(position)}
+
+    def _same_draw_as_the_file(self) -> None:
+        """Refuse a label of this session's own draw when another session began the file
+        with another draw since this one read it (two annotators starting at once)."""
+        first = read_labels_file(self.labels).drawn()
+        if first is None or (
+            first.get(SAMPLE) == self.draw.record() and first.get("metric") == self.metric
+        ):
+            return
+        sample = first[SAMPLE]
+        began = " ".join(
+            f"{flag} {sample.get(key)}"
+            for flag, key in (("--order", "method"), ("--seed", "seed"), ("--sample", "n"))
+        )
+        raise InputFormatError(
+            f"{self.labels} was begun meanwhile by another session with another draw "
+            f"(--metric {first.get('metric')} {began}): this label is not kept; stop judge "
+            "annotate and start it again without --metric, --order, --seed and --sample, "
+            "to label that draw"
+        )
 
     def agreement(self) -> AnnotatorAgreement:
         """The annotators' agreement on the rows of the draw they all labelled."""

@@ -135,3 +135,26 @@ def test_the_same_command_resumes_when_sample_was_more_than_the_rows(
     assert again.draw.rows == first.draw.rows and again.next_open(-1) == 1
     with pytest.raises(InputFormatError, match=r"begun with --sample 12"):
         Annotation(run, labels, annotator="ana", choice=Choice(sample=5))
+
+
+def test_two_annotators_who_begin_one_file_at_once_with_two_draws_are_told(
+    run: Path, tmp_path: Path
+) -> None:
+    # Both open the empty file before either labels: each draws its own rows. The first
+    # label fixes the file's draw; the other's labels would be of rows of another draw.
+    labels = tmp_path / "labels.jsonl"
+    ana = Annotation(run, labels, annotator="ana", choice=Choice(seed=1, sample=5))
+    bob = Annotation(run, labels, annotator="bob", choice=Choice(seed=2, sample=5))
+    same = Annotation(run, labels, annotator="cy", choice=Choice(seed=1, sample=5))
+    for annotation in (ana, bob, same):
+        annotation.open()
+    try:
+        ana.record(0, label=1, claims=[])
+        with pytest.raises(InputFormatError, match=r"begun meanwhile .* --seed 1"):
+            bob.record(0, label=0, claims=[])
+        same.record(0, label=0, claims=[])  # the same draw: labels go on
+    finally:
+        for annotation in (ana, bob, same):
+            annotation.close()
+    written = [json.loads(line) for line in labels.read_text().splitlines()]
+    assert [r["annotator"] for r in written] == ["ana", "cy"]
