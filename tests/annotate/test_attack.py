@@ -158,3 +158,22 @@ def test_two_annotators_who_begin_one_file_at_once_with_two_draws_are_told(
             annotation.close()
     written = [json.loads(line) for line in labels.read_text().splitlines()]
     assert [r["annotator"] for r in written] == ["ana", "cy"]
+
+
+def test_the_help_says_the_draw_is_of_every_row_as_it_is(run: Path, tmp_path: Path) -> None:
+    # The draw is of the run's rows, those the judge could not score among them (the draw
+    # must stay the same for a labels file begun before); the help said "scored rows".
+    folder = tmp_path / "nan"
+    folder.mkdir()
+    lines = [
+        ResultRow(
+            row=i, id=f"r{i}", scores={"faithfulness": float("nan") if i else 1.0}
+        ).json_line()
+        for i in range(3)
+    ]
+    (folder / "results.jsonl").write_text("".join(line + "\n" for line in lines))
+    annotation = Annotation(folder, tmp_path / "labels.jsonl", annotator="ana")
+    assert sorted(annotation.draw.rows) == [0, 1, 2]
+    shown = " ".join(run_cli("annotate", "--help").stdout.split())
+    assert "scored row" not in shown and "rows the judge scored" not in shown
+    assert "judge estimate leaves out the labels of rows the judge could not score" in shown
