@@ -271,6 +271,32 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def ks_two_sample(
+    first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray
+) -> tuple[float, float]:
+    """The two-sample Kolmogorov-Smirnov statistic D (the largest gap between the two
+    empirical distribution functions) and its asymptotic two-sided p-value, Kolmogorov's
+    limit sf(D * sqrt(nm / (n + m))) (conservative for tied values). NaN for no values.
+
+    Args:
+        first: one sample (no NaN).
+        second: the other.
+    """
+    a = np.sort(np.asarray(first, dtype=np.float64))
+    b = np.sort(np.asarray(second, dtype=np.float64))
+    if not a.size or not b.size:
+        return math.nan, math.nan
+    points = np.concatenate([a, b])
+    gap = np.searchsorted(a, points, side="right") / a.size
+    gap -= np.searchsorted(b, points, side="right") / b.size
+    d = float(np.abs(gap).max())
+    x = d * math.sqrt(a.size * b.size / (a.size + b.size))
+    if x < 0.2:  # the series converges slowly there, and the p-value is 1 to 1e-9
+        return d, 1.0
+    terms = [(-1) ** (j - 1) * math.exp(-2 * j * j * x * x) for j in range(1, 101)]
+    return d, min(1.0, max(0.0, 2 * math.fsum(terms)))
+
+
 # Prediction-powered inference (PPI) of a mean: the judge's scores on many rows, corrected by
 # people's labels on a random few.
 
@@ -439,10 +465,43 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
+def _no_spread_interval(
+    labels: np.ndarray, confidence: float, proportion: bool
+) -> tuple[float, float, str]:
+    """The interval of a mean whose CLT interval has zero width, and a note saying why:
+    labels all 1 (or all 0), when they are 0/1 labels (`proportion`), are n successes
+    (failures) in n, whose exact Clopper-Pearson interval is [(alpha/2)^(1/n), 1] ([0,
+    1 - that]); other labels all the same give no interval (NaN)."""
+    n = labels.size
+    value = float(labels[0])
+    if proportion and np.all(labels == value) and value in (0.0, 1.0):
+        end = ((1 - confidence) / 2) ** (1 / n)
+        low, high = (end, 1.0) if value == 1.0 else (0.0, 1.0 - end)
+        return (
+            low,
+            high,
+            f"every label is {value:g}: the normal interval would have zero width, so the "
+            f"interval is the exact binomial (Clopper-Pearson) one of {n} labels all "
+            f"{value:g}",
+        )
+    shown = f"every label is {value:g}" if np.all(labels == value) else "the labels"
+    return (
+        math.nan,
+        math.nan,
+        f"{shown}: the normal interval has zero width and says nothing of the "
+        "uncertainty; no interval is given (label more rows of the random sample)",
+    )
+
+
 def _ppi(
-    judged: np.ndarray, judged_labelled: np.ndarray, labels: np.ndarray, confidence: float
+    judged: np.ndarray,
+    judged_labelled: np.ndarray,
+    labels: np.ndarray,
+    confidence: float,
+    proportion: bool = True,
 ) -> PPIEstimate:
-    """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows."""
+    """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows;
+    `proportion`: labels all 0 or all 1 get the binomial interval (not for differences)."""
     z = _z(confidence)
     unlabelled = judged[~np.isnan(judged)]
     kept = ~np.isnan(judged_labelled)
@@ -456,13 +515,29 @@ def _ppi(
             "interval needs at least 2 (30 or more to be trusted); label more rows of a "
             "random sample"
         )
-    theta, se, lam = ppi_tuned(kept_labels, scores, unlabelled)
+    with np.errstate(over="ignore", invalid="ignore"):
+        theta, se, lam = ppi_tuned(kept_labels, scores, unlabelled)
+    if not (math.isfinite(float(theta)) and math.isfinite(float(se))):
+        raise InputFormatError(
+            "the scores or labels are too large for the arithmetic (their squares overflow "
+            "a float): give them on a smaller scale (0/1 labels, scores in [0, 1])"
+        )
     every = np.concatenate([scores, unlabelled])
     judge_low, judge_high = bootstrap_ci(every, confidence)
     labels_mean = float(kept_labels.mean())
     labels_half = z * float(kept_labels.std()) / math.sqrt(n)
+    low, high = float(theta - z * se), float(theta + z * se)
+    labels_low, labels_high = labels_mean - labels_half, labels_mean + labels_half
     notes = []
-    if n < PPI_FEW_LABELS:
+    if float(se) == 0.0:
+        # Labels that are all the same have no spread, so the CLT interval has zero width
+        # (95% sure of a perfect mean from two labels); lambda is then 0, and the estimate
+        # is the labels' own mean.
+        low, high, note = _no_spread_interval(kept_labels, confidence, proportion)
+        if float(lam) == 0.0:
+            labels_low, labels_high = low, high
+        notes.append(note)
+    if n < PPI_FEW_LABELS and not (float(se) == 0.0 and math.isfinite(low)):  # exact: no CLT
         notes.append(
             f"only {n} labels: the normal interval may cover less than {confidence:.0%}; "
             f"{PPI_FEW_LABELS} or more are safer"
@@ -479,16 +554,14 @@ def _ppi(
         )
     return PPIEstimate(
         mean=float(theta),
-        low=float(theta - z * se),
-        high=float(theta + z * se),
+        low=low,
+        high=high,
         confidence=confidence,
         lam=float(lam),
         n_labelled=n,
         n_unlabelled=big_n,
         judge_only=MeanInterval(float(every.mean()), judge_low, judge_high, int(every.size)),
-        labels_only=MeanInterval(
-            labels_mean, labels_mean - labels_half, labels_mean + labels_half, n
-        ),
+        labels_only=MeanInterval(labels_mean, labels_low, labels_high, n),
         left_out=left_out,
         notes=tuple(notes),
     )
@@ -515,7 +588,10 @@ def ppi_mean(
 
     NaN judged scores (a row the judge could not score) are left out, on both sides: the
     estimate is then of the labels' mean over the rows the judge scored, and `left_out`
-    counts them. A NaN label is refused.
+    counts them. A NaN label is refused. Labels that are all 1 (or all 0) have no spread, so
+    their CLT interval would have zero width: the interval is then the exact binomial
+    (Clopper-Pearson) one, [(alpha/2)^(1/n), 1] for n labels all 1; other labels all the
+    same give NaN bounds; `notes` says which.
 
     Args:
         judged: the judge's scores on the rows without a label (the papers' unlabelled
@@ -583,7 +659,13 @@ def ppi_mean_difference(
     _same_length(scores_a, "judged_labelled_a", values_b, "labels_b")
     _no_nan_labels(values_a, "labels_a", "judged_labelled_a")
     _no_nan_labels(values_b, "labels_b", "judged_labelled_b")
-    return _ppi(unlabelled_b - unlabelled_a, scores_b - scores_a, values_b - values_a, confidence)
+    return _ppi(
+        unlabelled_b - unlabelled_a,
+        scores_b - scores_a,
+        values_b - values_a,
+        confidence,
+        proportion=False,
+    )
 
 
 # Sample sizes: how many questions a paired comparison needs to detect a difference, and how

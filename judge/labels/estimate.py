@@ -18,7 +18,10 @@ too) holds one record per label given:
   not random: the interval then does not hold, and the estimate says so (or refuses, with
   `require_random=True`).
 
-Every other field (`time`, the row's question and answer, ...) is left alone.
+Every other field (`time`, the row's question and answer, ...) is left alone. In a JSON
+lines file, a line that is no JSON object (the last line of `judge annotate` killed
+mid-write, which the next session leaves in the middle of the file) is left out and said,
+as `judge annotate` does.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,12 +40,13 @@ import numpy as np
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import number
 from judge.json_values import nan_to_null
+from judge.lines import universal_lines
 from judge.metrics.registry import higher_is_better
-from judge.run.data import read_records
+from judge.run.data import checked_path, loads_json, read_records
 from judge.run.folder import RunFolder
 from judge.run.gates import Gates, users_metrics
 from judge.run.rows import ResultRow
-from judge.stats import PPIEstimate, ppi_mean
+from judge.stats import PPIEstimate, ks_two_sample, ppi_mean
 
 KEY = "id"
 SAMPLE = "sample"
@@ -59,6 +64,7 @@ class LabelFile:
         samples: each distinct `sample` description, as JSON text, and the labels giving it.
         skipped: ids of rows whose latest record (of every annotator) is a skip.
         annotators: annotator -> rows labelled.
+        problems: the lines of a JSON-lines file left out, each said in words.
     """
 
     labels: dict[str, float]
@@ -66,6 +72,7 @@ class LabelFile:
     samples: dict[str, int]
     skipped: set[str]
     annotators: dict[str, int]
+    problems: list[str] = field(default_factory=list)
 
 
 def blank_value(value: Any) -> bool:
@@ -102,6 +109,38 @@ def _label(value: Any, where: str, label: str) -> float | None:
     return number_
 
 
+def _read_labels(
+    labels: str | os.PathLike[str] | list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """The label records, their source, and the lines of a JSON-lines file left out for
+    being no JSON object (each said in words); other files as `read_records` reads them."""
+    if not isinstance(labels, (str, os.PathLike)) or Path(labels).suffix.lower() != ".jsonl":
+        records, source = read_records(labels)
+        return records, source, []
+    path, _ = checked_path(os.fspath(labels))
+    found: list[dict[str, Any]] = []
+    problems: list[str] = []
+    with path.open("rb") as handle:
+        for number, raw in universal_lines(handle, path):
+            try:
+                text = raw.decode("utf-8")
+                if number == 1:
+                    text = text.removeprefix("\ufeff")  # a byte order mark, as editors save
+                if not text.strip():
+                    continue
+                record = loads_json(text)
+                if not isinstance(record, dict):
+                    raise ValueError(f"a {type(record).__name__}, not an object")
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+                problems.append(
+                    f"{path} line {number} is no JSON object ({exc}) and is left out (a line "
+                    "cut off when judge annotate was killed mid-write is one)"
+                )
+                continue
+            found.append(record)
+    return found, str(path), problems
+
+
 def read_label_file(
     labels: str | os.PathLike[str] | list[dict[str, Any]],
     *,
@@ -115,7 +154,7 @@ def read_label_file(
         label: the label column.
         annotator: use this annotator's labels only (default: every annotator's, averaged).
     """
-    records, source = read_records(labels)
+    records, source, problems = _read_labels(labels)
     if not any(KEY in r for r in records):
         raise InputFormatError(
             f"{source}: no {KEY!r} field in the labels: each label record names its row by "
@@ -160,6 +199,7 @@ def read_label_file(
         samples=dict(samples),
         skipped=seen - given.keys(),
         annotators=dict(annotators),
+        problems=problems,
     )
 
 
@@ -345,6 +385,11 @@ def labelled_run(
     run = run_scores(results, metric)
     folder, rows = run.folder, run.rows
     found = read_label_file(labels, label=label, annotator=annotator)
+    if not found.labels:
+        raise InputFormatError(
+            f"no row is labelled: the {len(found.skipped)} rows of the labels were all "
+            f"skipped (label {label!r} null or blank); label some rows first"
+        )
     positions: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         positions.setdefault(str(row.id), []).append(i)
@@ -432,6 +477,8 @@ def estimate(
     up = run.up
     result = ppi_mean(run.scores[run.unlabelled], run.scores[run.labelled], run.values, confidence)
     warnings = _warnings(found, not_random, matched, run.unknown, len(rows))
+    if not not_random:
+        warnings += _not_spread_as_drawn(run.scores[run.labelled], run.scores[run.unlabelled])
     if any(r.conversation_id is not None for r in rows):
         warnings.append(
             "the rows are turns of conversations: PPI treats them as independent rows, so "
@@ -459,6 +506,27 @@ def estimate(
     )
 
 
+# How unlikely the labelled rows' judged scores must be under a random draw to be said: a
+# random sample is warned about once in a thousand estimates.
+SPREAD_P = 0.001
+
+
+def _not_spread_as_drawn(labelled: np.ndarray, unlabelled: np.ndarray) -> list[str]:
+    """A warning when the labelled rows' judged scores are not spread as the other rows'
+    (two-sample Kolmogorov-Smirnov): labels said to be a random sample that are the
+    judge's disagreements, or its high scores, are no random sample."""
+    labelled, unlabelled = labelled[~np.isnan(labelled)], unlabelled[~np.isnan(unlabelled)]
+    d, p = ks_two_sample(labelled, unlabelled)
+    if not p < SPREAD_P:  # also NaN: no rows on one side
+        return []
+    return [
+        f"the labelled rows' judged scores are not spread as the other rows' (Kolmogorov-"
+        f"Smirnov D = {d:.3f}, p = {p:.1e}): whatever their sample says, they look picked "
+        "by their score (the judge's disagreements, its low scores), and then the PPI "
+        "interval does not hold; label a seeded random sample (judge annotate draws one)"
+    ]
+
+
 def _samples_text(samples: dict[str, int]) -> str:
     return "; ".join(f"{text} ({n} labels)" for text, n in samples.items())
 
@@ -467,7 +535,7 @@ def _warnings(
     found: LabelFile, not_random: int, matched: int, unknown: list[str], rows: int
 ) -> list[str]:
     """What makes the interval doubtful, in words."""
-    out = []
+    out = list(found.problems)
     if not_random:
         out.append(
             f"{not_random} of {matched} labelled rows record no random sample (samples: "
