@@ -27,6 +27,7 @@ from judge.errors import JudgeError
 from judge.monitor.migrations import APPLICATION_ID, SCHEMA_VERSION, migrate
 from judge.traces.assemble import assemble, is_local_root
 from judge.traces.extract import trace_result
+from judge.traces.otlp import EncodedSpan, decode_span
 from judge.traces.rows import Skip
 from judge.traces.spans import Span
 
@@ -89,8 +90,16 @@ def _bytes_back(item: dict[str, Any]) -> Any:
     return item
 
 
-def span_of(trace_id: str, text: str) -> Span:
-    """A span back from `span_json`."""
+def span_data(span: Span | EncodedSpan) -> str | bytes:
+    """What the state keeps of a span: a span received as protobuf, its protobuf bytes (a
+    BLOB); any other, `span_json`."""
+    return span.data if isinstance(span, EncodedSpan) else span_json(span)
+
+
+def span_of(trace_id: str, text: str | bytes) -> Span:
+    """A span back from `span_data`."""
+    if isinstance(text, bytes):
+        return decode_span(text)
     span_id, parent, name, start, end, attributes, remote = json.loads(
         text, object_hook=_bytes_back
     )
@@ -225,7 +234,7 @@ class MonitorState:
 
     def ingest(
         self,
-        batches: Iterable[Sequence[Span]],
+        batches: Iterable[Sequence[Span | EncodedSpan]],
         now: float,
         *,
         rejected: int = 0,
@@ -246,7 +255,7 @@ class MonitorState:
         added["rejected_spans"] = rejected
         added["bad_lines"] = bad_lines
         # Grouped by trace: one look-up and one update of open_traces per trace and batch.
-        by_trace: dict[str, list[Span]] = {}
+        by_trace: dict[str, list[Span | EncodedSpan]] = {}
         for batch in batches:
             for span in batch:
                 by_trace.setdefault(span.trace_id, []).append(span)
@@ -259,7 +268,7 @@ class MonitorState:
                 before = db.total_changes
                 db.executemany(
                     "INSERT OR IGNORE INTO spans (trace_id, span_id, data) VALUES (?, ?, ?)",
-                    [(trace_id, span.span_id, span_json(span)) for span in spans],
+                    [(trace_id, span.span_id, span_data(span)) for span in spans],
                 )
                 kept = db.total_changes - before
                 added["duplicate_spans"] += len(spans) - kept
