@@ -378,9 +378,20 @@ def _span(span: Any, ids: tuple[str, str, str | None]) -> Span:
         span.name,
         span.start_time_unix_nano,
         span.end_time_unix_nano,
-        {kv.key: _proto_value(kv.value) for kv in span.attributes},
+        _proto_attributes(span.attributes),
         parent_is_remote(span.flags),
     )
+
+
+def _proto_attributes(items: Any) -> dict[str, Any]:
+    """A protobuf span's attributes (`KeyValue`s) as a dict."""
+    out = {}
+    for kv in items:
+        value = kv.value
+        # Most values are text: a non-empty string_value is the value, without asking
+        # which field is set (half the cost of reading an attribute).
+        out[kv.key] = value.string_value or _proto_value(value)
+    return out
 
 
 def _proto_value(value: Any) -> Any:
