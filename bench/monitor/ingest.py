@@ -21,7 +21,9 @@ It prints, for the spans sent (`--spans`, default 1,000,000):
 - the monitor's peak RSS (VmHWM) when 100,000 spans (`--checkpoint`) were answered, and at
   the end; memory is flat when the end's is within 1.2x of the checkpoint's;
 - the time and CPU until every trace is completed (`--linger` seconds after its root),
-  and the state file's size.
+  and the state file's size. With `--receive-only` no trace is completed while the spans
+  come (the monitor's --linger is a day): the CPU is the receipt alone (requests read,
+  parsed, their spans written to the state), and the state holds every span at the end.
 
 The machine's load (os.getloadavg) is printed beside them: the wall figures depend on it,
 the CPU figures less. `--profile FILE` runs the monitor under cProfile (every thread: the
@@ -29,7 +31,8 @@ event loop and the state's thread) and writes the merged stats to FILE (pstats f
 the top entries are printed).
 
     python -m bench.monitor.ingest [--spans 1000000] [--checkpoint 100000]
-        [--concurrency 4] [--linger 5] [--gzip] [--profile FILE] [--keep DIR] [--json FILE]
+        [--concurrency 4] [--linger 5 | --receive-only] [--gzip] [--profile FILE]
+        [--keep DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -318,11 +321,13 @@ async def send(args: argparse.Namespace, port: int, pid: int) -> dict[str, Any]:
         figures["send_peak_mib"] = peak_rss_mib(pid)
         figures["bytes_sent"] = bytes_sent
         # Every trace completed (sampled out): the rest of the monitor's work on them.
-        while True:
+        while not args.receive_only:
             report = await health(session, f"{base}/healthz")
             if report["open_traces"] == 0:
                 break
             await asyncio.sleep(0.5)
+        else:
+            report = await health(session, f"{base}/healthz")
         figures["drain_wall_s"] = time.perf_counter() - wall0
         figures["drain_cpu_s"] = cpu_seconds(pid) - cpu0
         figures["peak_mib"] = peak_rss_mib(pid)
@@ -358,6 +363,11 @@ def main() -> None:
         default=5.0,
         help="the monitor's --linger: seconds a trace waits after its root (5)",
     )
+    parser.add_argument(
+        "--receive-only",
+        action="store_true",
+        help="complete no trace while the spans come (--linger of a day): the receipt alone",
+    )
     parser.add_argument("--gzip", action="store_true", help="gzip the request bodies")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the monitor into FILE")
     parser.add_argument("--keep", metavar="DIR", help="the monitor's --state (kept)")
@@ -372,7 +382,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         state = Path(args.keep or scratch) / "state"
         port = free_port()
-        monitor = start_monitor(state, port, args.linger, args.profile)
+        linger = 86_400.0 if args.receive_only else args.linger
+        monitor = start_monitor(state, port, linger, args.profile)
         try:
             figures = asyncio.run(send(args, port, monitor.pid))
         finally:
@@ -406,14 +417,17 @@ def report(f: dict[str, Any], args: argparse.Namespace) -> None:
         f"received: {f['send_wall_s']:.1f} s wall ({spans / f['send_wall_s']:,.0f} spans/s), "
         f"monitor CPU {f['send_cpu_s']:.1f} s ({spans / f['send_cpu_s']:,.0f} spans/s of CPU)"
     )
-    print(
-        f"all traces completed: {f['drain_wall_s']:.1f} s wall, monitor CPU "
-        f"{f['drain_cpu_s']:.1f} s ({spans / f['drain_cpu_s']:,.0f} spans/s of CPU); "
-        f"{counts.get('spans', 0):,} spans kept, "
-        f"{counts.get('sampled_out', 0) + counts.get('skipped', 0):,} traces completed "
-        f"({counts.get('skipped', 0):,} skipped), "
-        f"{counts.get('duplicate_spans', 0)} duplicate, {counts.get('late_spans', 0)} late"
-    )
+    if args.receive_only:
+        print(f"{counts.get('spans', 0):,} spans kept, no trace completed (--receive-only)")
+    else:
+        print(
+            f"all traces completed: {f['drain_wall_s']:.1f} s wall, monitor CPU "
+            f"{f['drain_cpu_s']:.1f} s ({spans / f['drain_cpu_s']:,.0f} spans/s of CPU); "
+            f"{counts.get('spans', 0):,} spans kept, "
+            f"{counts.get('sampled_out', 0) + counts.get('skipped', 0):,} traces completed "
+            f"({counts.get('skipped', 0):,} skipped), "
+            f"{counts.get('duplicate_spans', 0)} duplicate, {counts.get('late_spans', 0)} late"
+        )
     at = f.get("checkpoint_spans")
     ratio = f["peak_mib"] / f["checkpoint_peak_mib"] if at else float("nan")
     print(
