@@ -71,6 +71,9 @@ def nan_to_null(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
 def lone_surrogate_in(value: Any) -> str | None:
     """Where a lone surrogate is in value (a string, or one inside lists, tuples, arrays
     and mappings, keys too), as "'\\ud800' at character 4"; None when there is none.
@@ -89,7 +92,11 @@ def lone_surrogate_in(value: Any) -> str | None:
                 item.encode("utf-8")
             except UnicodeEncodeError as exc:
                 return f"{item[exc.start]!r} at character {exc.start}"
-        elif isinstance(item, Mapping):
+        elif type(item) in _SCALARS:
+            # Before the Mapping check: isinstance against an ABC costs more than the rest
+            # of the walk, and most of a trace's row is numbers and None.
+            continue
+        elif type(item) is dict or isinstance(item, Mapping):
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):

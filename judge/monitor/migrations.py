@@ -68,7 +68,18 @@ def m002_spend(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE budget")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (m001_create_state, m002_spend)
+def m003_encoded_spans(db: sqlite3.Connection) -> None:
+    """Format 3: a span received as OTLP protobuf is kept as its protobuf bytes (a BLOB in
+    spans.data; the others stay JSON text), decoded once, when its trace is complete. No
+    table changes: the new format number keeps an older judge, which reads JSON alone, from
+    misreading such a state."""
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    m001_create_state,
+    m002_spend,
+    m003_encoded_spans,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

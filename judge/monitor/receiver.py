@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ from aiohttp import web
 
 from judge.errors import InputFormatError
 from judge.lines import max_line_bytes
-from judge.traces.otlp import NESTED, spans_of_json, spans_of_protobuf
+from judge.traces.otlp import NESTED, EncodedSpan, encoded_spans_of_protobuf, spans_of_json
 from judge.traces.spans import Span
 
 PROTOBUF = "application/x-protobuf"
@@ -36,7 +36,7 @@ class Received:
     """One accepted request waiting for its commit: its spans, those refused, and the
     future its handler awaits."""
 
-    spans: list[Span]
+    spans: Sequence[Span | EncodedSpan]
     rejected: int
     done: asyncio.Future[None] = field(repr=False)
 
@@ -73,15 +73,17 @@ def _success(rejected: list[str], protobuf: bool) -> tuple[bytes, str]:
     return json.dumps(body).encode(), JSON
 
 
-def parse_request(body: bytes, content_type: str) -> tuple[list[Span], list[str]]:
-    """The spans of one OTLP/HTTP request body and why each refused span was refused.
+def parse_request(body: bytes, content_type: str) -> tuple[Sequence[Span | EncodedSpan], list[str]]:
+    """The spans of one OTLP/HTTP request body and why each refused span was refused;
+    those of a protobuf body are kept encoded (the state stores them so, and decodes them
+    once, when their trace is complete).
 
     Raises:
         InputFormatError: the body is no `ExportTraceServiceRequest`.
     """
     rejected: list[str] = []
     if content_type == PROTOBUF:
-        return spans_of_protobuf(body, rejected), rejected
+        return encoded_spans_of_protobuf(body, rejected), rejected
     try:
         request = json.loads(body)
     except RecursionError:

@@ -27,6 +27,7 @@ from judge.errors import JudgeError
 from judge.monitor.migrations import APPLICATION_ID, SCHEMA_VERSION, migrate
 from judge.traces.assemble import assemble, is_local_root
 from judge.traces.extract import trace_result
+from judge.traces.otlp import EncodedSpan, decode_span
 from judge.traces.rows import Skip
 from judge.traces.spans import Span
 
@@ -89,8 +90,16 @@ def _bytes_back(item: dict[str, Any]) -> Any:
     return item
 
 
-def span_of(trace_id: str, text: str) -> Span:
-    """A span back from `span_json`."""
+def span_data(span: Span | EncodedSpan) -> str | bytes:
+    """What the state keeps of a span: a span received as protobuf, its protobuf bytes (a
+    BLOB); any other, `span_json`."""
+    return span.data if isinstance(span, EncodedSpan) else span_json(span)
+
+
+def span_of(trace_id: str, text: str | bytes) -> Span:
+    """A span back from `span_data`."""
+    if isinstance(text, bytes):
+        return decode_span(text)
     span_id, parent, name, start, end, attributes, remote = json.loads(
         text, object_hook=_bytes_back
     )
@@ -225,7 +234,7 @@ class MonitorState:
 
     def ingest(
         self,
-        batches: Iterable[Sequence[Span]],
+        batches: Iterable[Sequence[Span | EncodedSpan]],
         now: float,
         *,
         rejected: int = 0,
@@ -246,7 +255,7 @@ class MonitorState:
         added["rejected_spans"] = rejected
         added["bad_lines"] = bad_lines
         # Grouped by trace: one look-up and one update of open_traces per trace and batch.
-        by_trace: dict[str, list[Span]] = {}
+        by_trace: dict[str, list[Span | EncodedSpan]] = {}
         for batch in batches:
             for span in batch:
                 by_trace.setdefault(span.trace_id, []).append(span)
@@ -259,7 +268,7 @@ class MonitorState:
                 before = db.total_changes
                 db.executemany(
                     "INSERT OR IGNORE INTO spans (trace_id, span_id, data) VALUES (?, ?, ?)",
-                    [(trace_id, span.span_id, span_json(span)) for span in spans],
+                    [(trace_id, span.span_id, span_data(span)) for span in spans],
                 )
                 kept = db.total_changes - before
                 added["duplicate_spans"] += len(spans) - kept
@@ -320,34 +329,40 @@ class MonitorState:
                     " ORDER BY first_at, trace_id LIMIT ?",
                     (now - linger, limit),
                 ).fetchall()
+            # Each statement once for the batch (executemany, one IN query): per trace,
+            # four statements cost more than making its row.
+            ids = [trace_id for (trace_id,) in due]
+            stored: dict[str, list[Span]] = {trace_id: [] for trace_id in ids}
+            marks = ",".join("?" * len(ids))
+            for trace_id, text in db.execute(
+                f"SELECT trace_id, data FROM spans WHERE trace_id IN ({marks}) ORDER BY rowid",
+                ids,
+            ):
+                stored[trace_id].append(span_of(trace_id, text))
+            keys = [(trace_id,) for trace_id in ids]
+            db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
+            db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)
             rows: list[tuple[str, dict[str, Any]]] = []
-            for (trace_id,) in due:
-                spans = [
-                    span_of(trace_id, text)
-                    for (text,) in db.execute(
-                        "SELECT data FROM spans WHERE trace_id=? ORDER BY rowid", (trace_id,)
-                    )
-                ]
-                db.execute("DELETE FROM spans WHERE trace_id=?", (trace_id,))
-                db.execute("DELETE FROM open_traces WHERE trace_id=?", (trace_id,))
+            skips: list[tuple[str, float, str, str, str]] = []
+            for trace_id in ids:
                 # One trace's spans in one batch: assemble finds its root as extract does.
-                trace = next(iter(assemble([spans], linger=0)))
+                trace = next(iter(assemble([stored.pop(trace_id)], linger=0)))
                 result = trace_result(trace, mapping)
                 if isinstance(result, Skip):
-                    db.execute(
-                        "INSERT INTO traces (trace_id, seen_at, status, reason, message)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        (trace_id, now, SKIPPED, result.reason, result.message),
-                    )
-                    continue
-                rows.append((trace_id, result))
+                    skips.append((trace_id, now, SKIPPED, result.reason, result.message))
+                else:
+                    rows.append((trace_id, result))
+            db.executemany(
+                "INSERT INTO traces (trace_id, seen_at, status, reason, message)"
+                " VALUES (?, ?, ?, ?, ?)",
+                skips,
+            )
+            completed = []
             # In the order the traces started: the windows of N rows, and the budget's
             # steps, follow the traffic's time, not the order of ids.
             for trace_id, result in sorted(rows, key=lambda item: (item[1]["start_time"], item[0])):
                 fate = choose(db, trace_id, result)
-                db.execute(
-                    "INSERT INTO traces (trace_id, seen_at, start_time, status, row, requests,"
-                    " window) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                completed.append(
                     (
                         trace_id,
                         now,
@@ -357,8 +372,13 @@ class MonitorState:
                         json.dumps(result, ensure_ascii=False) if fate.status == PENDING else None,
                         fate.requests,
                         fate.window,
-                    ),
+                    )
                 )
+            db.executemany(
+                "INSERT INTO traces (trace_id, seen_at, start_time, status, row, requests,"
+                " window) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                completed,
+            )
             return len(due)
 
     def open_traces(self) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from judge.traces.spans import Span
 
@@ -61,7 +62,14 @@ class AssemblyCounts:
     duplicate_spans: int = 0
 
 
-def is_local_root(span: Span) -> bool:
+class Parented(Protocol):
+    """What `is_local_root` reads of a span (a `Span`, or a receiver's encoded span)."""
+
+    parent_id: str | None
+    parent_remote: bool
+
+
+def is_local_root(span: Parented) -> bool:
     """Whether the span says it is its trace's root here: no parent, or a remote one."""
     return span.parent_id is None or span.parent_remote
 

@@ -268,10 +268,55 @@ def spans_of_protobuf(message: bytes, rejected: list[str] | None = None) -> list
     return _protobuf(message, "", None, rejected)
 
 
-def _protobuf(
-    message: bytes, path: PathLike, number: int | None, rejected: list[str] | None = None
-) -> list[Span]:
-    """The spans of one protobuf `ExportTraceServiceRequest`."""
+class EncodedSpan:
+    """A span of an OTLP protobuf request with its ids read (and checked as `Span`'s are)
+    and the rest kept as the span's protobuf bytes, `data`, until `decode`: a receiver that
+    stores spans before it reads them decodes their attributes once, when it reads them."""
+
+    __slots__ = ("data", "parent_id", "parent_remote", "span_id", "trace_id")
+
+    def __init__(
+        self, trace_id: str, span_id: str, parent_id: str | None, parent_remote: bool, data: bytes
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.parent_remote = parent_remote
+        self.data = data
+
+    def decode(self) -> Span:
+        """The span, as `spans_of_protobuf` gives it."""
+        return decode_span(self.data)
+
+
+def encoded_spans_of_protobuf(message: bytes, rejected: list[str]) -> list[EncodedSpan]:
+    """The spans of one protobuf `ExportTraceServiceRequest`, each kept encoded: what
+    `spans_of_protobuf` gives, as `EncodedSpan`s (decoded later, by `decode_span`).
+
+    Args:
+        message: the serialized request.
+        rejected: a span whose ids are malformed is left out and why is appended here.
+    """
+    spans = []
+    for span, ids in _checked_spans(_request(message, "", None), "", None, rejected):
+        spans.append(EncodedSpan(*ids, parent_is_remote(span.flags), span.SerializeToString()))
+    return spans
+
+
+def decode_span(data: bytes) -> Span:
+    """A span back from its protobuf bytes (an `EncodedSpan`'s `data`), its ids checked
+    when it was received."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+    span = ProtoSpan.FromString(data)
+    return _span(
+        span,
+        (span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex() or None),
+    )
+
+
+def _request(message: bytes, path: PathLike, number: int | None) -> Any:
+    """One protobuf `ExportTraceServiceRequest`, parsed."""
     try:
         from google.protobuf.message import DecodeError
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -291,7 +336,15 @@ def _protobuf(
         raise InputFormatError(
             f"{which}not an OTLP protobuf request ({exc})", path=str(path)
         ) from None
-    spans = []
+    return request
+
+
+def _checked_spans(
+    request: Any, path: PathLike, number: int | None, rejected: list[str] | None
+) -> Iterator[tuple[Any, tuple[str, str, str | None]]]:
+    """Each protobuf span of a request with its ids (trace, span, parent) as hex; a span
+    whose ids are malformed is rejected (why appended to `rejected`), or fails the request
+    when `rejected` is None."""
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
@@ -307,17 +360,38 @@ def _protobuf(
                         continue
                     which = f"message {number}: " if number is not None else ""
                     raise InputFormatError(f"{which}{exc}", path=str(path)) from None
-                spans.append(
-                    Span(
-                        *ids,
-                        span.name,
-                        span.start_time_unix_nano,
-                        span.end_time_unix_nano,
-                        {kv.key: _proto_value(kv.value) for kv in span.attributes},
-                        parent_is_remote(span.flags),
-                    )
-                )
-    return spans
+                yield span, ids
+
+
+def _protobuf(
+    message: bytes, path: PathLike, number: int | None, rejected: list[str] | None = None
+) -> list[Span]:
+    """The spans of one protobuf `ExportTraceServiceRequest`."""
+    request = _request(message, path, number)
+    return [_span(span, ids) for span, ids in _checked_spans(request, path, number, rejected)]
+
+
+def _span(span: Any, ids: tuple[str, str, str | None]) -> Span:
+    """A protobuf span as a `Span`, given its ids."""
+    return Span(
+        *ids,
+        span.name,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        _proto_attributes(span.attributes),
+        parent_is_remote(span.flags),
+    )
+
+
+def _proto_attributes(items: Any) -> dict[str, Any]:
+    """A protobuf span's attributes (`KeyValue`s) as a dict."""
+    out = {}
+    for kv in items:
+        value = kv.value
+        # Most values are text: a non-empty string_value is the value, without asking
+        # which field is set (half the cost of reading an attribute).
+        out[kv.key] = value.string_value or _proto_value(value)
+    return out
 
 
 def _proto_value(value: Any) -> Any:

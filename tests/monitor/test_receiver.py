@@ -4,6 +4,7 @@ a full queue, the bearer token, and the health endpoint."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import sqlite3
@@ -204,3 +205,58 @@ def test_a_full_queue_is_answered_503_with_retry_after(tmp_path: Path) -> None:
         second.join(30)
         assert answers == {1: 200, 2: 200}  # kept, once the lock was free
         wait_for(lambda: monitor.state.counts()["spans"] == 3)
+
+
+def test_a_format_2_state_s_json_spans_complete_with_protobuf_ones(tmp_path: Path) -> None:
+    """Spans kept as JSON by a judge of state format 2, and the rest of their trace received
+    as protobuf (kept encoded, format 3), make the row `judge traces extract` makes."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from judge.cache.migrations import apply_in_order
+    from judge.monitor.migrations import MIGRATIONS, SCHEMA_VERSION
+    from judge.monitor.state import SAMPLED_OUT, Completed, span_json
+    from judge.traces.otlp import encoded_spans_of_protobuf, spans_of_json
+    from tests.helpers.traces import rag_request
+
+    request = rag_request(0, question="Où est la rivière ?")
+    root, child = spans_of_json(request)
+    folder = tmp_path / "state"
+    folder.mkdir()
+    db = sqlite3.connect(folder / "monitor.sqlite", isolation_level=None)
+    apply_in_order(db, MIGRATIONS[:2])
+    db.execute(
+        "INSERT INTO spans (trace_id, span_id, data) VALUES (?, ?, ?)",
+        (child.trace_id, child.span_id, span_json(child)),
+    )
+    db.execute("INSERT INTO open_traces VALUES (?, 0, 0, NULL)", (child.trace_id,))
+    db.close()
+    as_proto = json.loads(json.dumps(request))
+    for span in as_proto["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if key in span:  # protobuf's JSON mapping writes bytes in base64
+                span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    body = json_format.ParseDict(as_proto, ExportTraceServiceRequest()).SerializeToString()
+    rows = []
+    state = MonitorState(folder)
+    try:
+        assert state.read("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        # The root again, protobuf: the child is a duplicate, kept once.
+        rejected: list[str] = []
+        state.ingest([encoded_spans_of_protobuf(body, rejected)], 1.0)
+        assert rejected == []
+        kinds = state.read("SELECT span_id, typeof(data) FROM spans ORDER BY rowid")
+        assert kinds == [(child.span_id, "text"), (root.span_id, "blob")]
+
+        def choose(db: sqlite3.Connection, trace_id: str, row: dict) -> Completed:
+            rows.append(row)
+            return Completed(SAMPLED_OUT)
+
+        assert state.complete(2.0, 0.0, choose, everything=True) == 1
+        assert state.counts()["duplicate_spans"] == 1
+    finally:
+        state.close()
+    expected = list(read_rows(write_json_lines([body], tmp_path / "t.jsonl")))
+    assert rows == expected and rows[0]["question"] == "Où est la rivière ?"

@@ -411,3 +411,57 @@ def test_the_summary_says_one_trace_not_one_traces():
     assert text.startswith("1 trace (1 span) read: 1 row | 1 trace skipped (1 no_input)")
     for line in summary.lines():
         assert not line.startswith("1 traces") and not line.startswith("1 spans"), line
+
+
+def test_encoded_protobuf_spans_decode_to_the_spans_read_at_once() -> None:
+    """The receiver keeps protobuf spans encoded and decodes them when their trace is
+    complete: every kind of value, the remote-parent flag and the refused ids come out as
+    `spans_of_protobuf` gives them."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from judge.traces.otlp import decode_span, encoded_spans_of_protobuf, spans_of_protobuf
+
+    values = [
+        {"key": "s", "value": {"stringValue": "text ü"}},
+        {"key": "empty", "value": {"stringValue": ""}},
+        {"key": "none", "value": {}},
+        {"key": "b", "value": {"boolValue": True}},
+        {"key": "i", "value": {"intValue": "-7"}},
+        {"key": "d", "value": {"doubleValue": 0.25}},
+        {"key": "raw", "value": {"bytesValue": "AAE="}},
+        {"key": "a", "value": {"arrayValue": {"values": [{"intValue": "1"}, {}]}}},
+        {"key": "kv", "value": {"kvlistValue": {"values": [{"key": "x", "value": {}}]}}},
+    ]
+    span = {
+        "traceId": "AAECAwQFBgcICQoLDA0ODw==",
+        "spanId": "AAECAwQFBgc=",
+        "name": "child",
+        "startTimeUnixNano": "5",
+        "endTimeUnixNano": "9",
+        "attributes": values,
+    }
+    spans = [
+        span,
+        dict(span, spanId="AQECAwQFBgc=", parentSpanId="AAECAwQFBgc=", flags=0x300, name=""),
+        dict(span, spanId="AAE="),  # 2 bytes: refused
+    ]
+    body = json_format.ParseDict(
+        {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}, ExportTraceServiceRequest()
+    ).SerializeToString()
+    read_rejected: list[str] = []
+    read = spans_of_protobuf(body, read_rejected)
+    encoded_rejected: list[str] = []
+    encoded = encoded_spans_of_protobuf(body, encoded_rejected)
+    assert encoded_rejected == read_rejected and len(read_rejected) == 1
+    fields = ["trace_id", "span_id", "parent_id", "name", "start_ns", "end_ns", "attributes"]
+    decoded = [decode_span(e.data) for e in encoded]
+    assert [[getattr(s, f) for f in [*fields, "parent_remote"]] for s in decoded] == [
+        [getattr(s, f) for f in [*fields, "parent_remote"]] for s in read
+    ]
+    assert [(e.trace_id, e.span_id, e.parent_id, e.parent_remote) for e in encoded] == [
+        (s.trace_id, s.span_id, s.parent_id, s.parent_remote) for s in read
+    ]
+    assert read[1].parent_remote and read[0].attributes["raw"] == b"\x00\x01"
