@@ -251,3 +251,31 @@ def test_a_state_of_format_1_keeps_its_hours_spent(tmp_path: Path) -> None:
         report = once(tmp_path, server, traces, "openai/fake-model", 24)
         assert report.counts["over_budget"] == 4
         assert server.count() == 0
+
+
+@pytest.mark.parametrize("given", ["9" * 400, "$" + "9" * 400 + "/day", "9" * 400 + ".5/h"])
+def test_a_budget_too_large_for_a_number_is_refused(given: str) -> None:
+    # Digits past a float's range read as infinity: an error in the flag's words, not
+    # an OverflowError from int(inf), nor an infinite ceiling taken as one.
+    with pytest.raises(JudgeError, match=r"budget=.*give a finite number"):
+        parse_budget(given)
+
+
+@pytest.mark.parametrize(
+    "amount", [float("inf"), float("nan"), 10**400], ids=["inf", "nan", "1e400"]
+)
+def test_a_budget_object_of_no_finite_amount_is_refused(amount: float) -> None:
+    with pytest.raises(JudgeError, match=r"give a finite number"):
+        Budget(amount)
+    with pytest.raises(JudgeError, match=r"give a finite number"):
+        Budget(amount, dollars=True, seconds=DAY)
+
+
+def test_a_budget_too_large_under_the_cli_is_a_usage_error(tmp_path: Path) -> None:
+    done = run(
+        "monitor", "--once", "--state", tmp_path / "state", "--metrics", "ndcg@10",
+        "--budget", "9" * 400,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "judge: error: --budget 999" in done.stderr
+    assert "give a finite number" in done.stderr
