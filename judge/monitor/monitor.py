@@ -504,10 +504,14 @@ class Monitor:
         metrics = sorted({m for r in rows for m in r["scores"]})
         figures = {m: metric_summary([r["scores"].get(m) for r in rows]) for m in metrics}
         figures = {m: s for m, s in figures.items() if s["scored"]}
+        # The baseline is the first K windows closed, as each recorded it: not the K
+        # lowest numbers, which a straggler's window (a trace from hours before, a skewed
+        # clock) closed later would join.
         base_numbers = [
             n
             for (n,) in db.execute(
-                "SELECT number FROM windows ORDER BY number LIMIT ?",
+                "SELECT number FROM windows WHERE json_extract(summary, '$.baseline')"
+                " ORDER BY number LIMIT ?",
                 (self.config.baseline_windows,),
             )
         ]

@@ -243,16 +243,20 @@ class MonitorCollector(Collector):
                 if summary.get(figure) is not None:
                     family.add_metric([metric], summary[figure])
             yield family
+        detectors = _detectors(db)
+        # The drop test's own baseline mean once it started (a pinned run's, when one is
+        # the baseline: then no window is); before, the baseline windows closed so far.
         baseline = _baseline_means(db, self.baseline_windows)
+        baseline.update({m: d.baseline_mean for m, d in detectors.items()})
         family = GaugeMetricFamily(
             PREFIX + "baseline_mean",
-            "The mean of the metric over the baseline windows' rows (those closed so far).",
+            "The metric's mean over the baseline: the baseline windows' rows (those closed "
+            "so far), or the pinned run's.",
             labels=["metric"],
         )
         for metric, mean in sorted(baseline.items()):
             family.add_metric([metric], mean)
         yield family
-        detectors = _detectors(db)
         for name, text, value_of in _DETECTOR_FIGURES:
             family = GaugeMetricFamily(PREFIX + name, text, labels=["metric"])
             for metric, detector in sorted(detectors.items()):
@@ -276,10 +280,16 @@ _ALERTS = "SELECT metric, count(*) FROM alerts GROUP BY metric"
 
 def _baseline_means(db: sqlite3.Connection, windows: int) -> dict[str, float]:
     """Each metric's mean over the baseline windows' scored rows: their means weighted by
-    their scored rows (the mean of all those rows, as the drop test takes them)."""
+    their scored rows (the mean of all those rows, as the drop test takes them). The
+    baseline windows are those closed first, as each recorded it (not the lowest numbers:
+    a straggler's window closed later is none)."""
     sums: dict[str, float] = {}
     rows: dict[str, int] = {}
-    for (text,) in db.execute("SELECT summary FROM windows ORDER BY number LIMIT ?", (windows,)):
+    for (text,) in db.execute(
+        "SELECT summary FROM windows WHERE json_extract(summary, '$.baseline')"
+        " ORDER BY number LIMIT ?",
+        (windows,),
+    ):
         for metric, summary in json.loads(text)["metrics"].items():
             if summary.get("mean") is None or not summary.get("scored"):
                 continue
