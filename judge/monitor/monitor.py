@@ -63,6 +63,7 @@ from judge.traces.spans import iso_utc
 T = TypeVar("T")
 FIRST_WINDOWS = "the first windows"  # the baseline the state records when no run is pinned
 WORST = 3  # traces named in an alert
+_FIGURES = ("scored", "mean", "ci_low", "ci_high")  # a metric's figures in a summary
 
 
 @dataclass
@@ -228,6 +229,9 @@ class Monitor:
         self.window = (
             config.window if isinstance(config.window, WindowSpec) else parse_window(config.window)
         )
+        # A pinned run's figures per metric (its record's mean and interval), and those
+        # computed once when the record has none: an alert never bootstraps the whole run.
+        self._run_figures: dict[str, dict[str, Any]] = {}
         self._run_baseline, self._baseline_run_id = self._load_baseline()
         self.state = MonitorState(config.state)
         try:
@@ -271,7 +275,20 @@ class Monitor:
             runs=config.runs,
             other_judge=config.baseline_other_judge,
         )
+        for metric, figures in record.summary.items():
+            if isinstance(figures, Mapping) and all(k in figures for k in _FIGURES):
+                self._run_figures[metric] = {k: figures[k] for k in _FIGURES}
         return found, record.id
+
+    def _baseline_figures(self, metric: str, base: Baseline) -> dict[str, Any]:
+        """The baseline's scored rows, mean and interval in an alert: a pinned run's from
+        its record (as judge eval reported them), else computed from its scores."""
+        if base.run is None:
+            return metric_summary(list(base))
+        found = self._run_figures.get(metric)
+        if found is None:  # a record without them: computed once, not at every alert
+            found = self._run_figures[metric] = metric_summary(list(base))
+        return found
 
     def _check_settings(self) -> None:
         """Refuse a window or a baseline other than the state was started with: its
@@ -571,7 +588,7 @@ class Monitor:
                 "window": number,
                 "start": start,
                 "end": end,
-                "baseline": {**metric_summary(list(base)), **base.to_json()},
+                "baseline": {**self._baseline_figures(metric, base), **base.to_json()},
                 "current": current,
                 "test": dict(alert),
                 "worst": [
