@@ -18,7 +18,7 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -626,7 +626,11 @@ class Monitor:
     async def close_windows(self, *, final: bool = False) -> None:
         """Close the windows that are over; alerts fired are logged."""
         before = len(self._alerts), len(self._windows), len(self._notes)
-        await self._db(self._close_windows, final)
+        try:
+            await self._db(self._close_windows, final)
+        except BaseException:  # rolled back: none of it was kept, none of it is said
+            del self._alerts[before[0] :], self._windows[before[1] :], self._notes[before[2] :]
+            raise
         for note in self._notes[before[2] :]:
             self._say(f"note: {note}", always=True)
         for window in self._windows[before[1] :]:
@@ -805,25 +809,40 @@ class Monitor:
 
     async def _judge_loop(self, poll: float) -> None:
         while not self.stop.is_set():
-            try:
-                judged = await self.judge_batch()
-            except JudgeError as exc:  # the judge is down or refuses: try again later
-                wait = poll * 10
-                self._say(f"warning: judging failed, retried in {wait:g} s: {exc}", always=True)
-                await self._sleep(wait)
-                continue
+            judged = await self._retried("judging", self.judge_batch, poll)
             if judged:
-                await self.close_windows()
-            else:
+                await self._retried("closing windows", self.close_windows, poll)
+            elif judged == 0:
                 await self._sleep(poll)
+
+    async def _pass(self, watch: str | os.PathLike[str] | None) -> bool:
+        """One pass: the folder's new lines read, the traces due completed, windows closed."""
+        if watch is not None and Path(watch).is_dir():
+            await self._db(self._read_folder, Path(watch))
+        await self.complete()
+        await self.close_windows()
+        return True
 
     async def _pass_loop(self, watch: str | os.PathLike[str] | None, poll: float) -> None:
         while not self.stop.is_set():
-            if watch is not None and Path(watch).is_dir():
-                await self._db(self._read_folder, Path(watch))
-            await self.complete()
-            await self.close_windows()
-            await self._sleep(poll)
+            if await self._retried("a pass", partial(self._pass, watch), poll) is not None:
+                await self._sleep(poll)
+
+    async def _retried(self, what: str, step: Callable[[], Awaitable[T]], poll: float) -> T | None:
+        """`step()`'s value; None when it failed with a JudgeError (the judge down, the
+        state locked by another process past the busy timeout), said and waited out, so
+        the loop tries again. Any other error stops the monitor: a monitor whose receiver
+        answers while a loop of it is dead would take spans and never judge them."""
+        try:
+            return await step()
+        except JudgeError as exc:
+            wait = poll * 10
+            self._say(f"warning: {what} failed, retried in {wait:g} s: {exc}", always=True)
+            await self._sleep(wait)
+            return None
+        except Exception:
+            self.stop.set()
+            raise
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

@@ -1,0 +1,82 @@
+"""`judge monitor` when its state or its inputs misbehave while it runs: a state locked by
+another process past the busy timeout, a window whose scores the drop test refuses. The
+monitor says so and goes on; it never sits up (the receiver answering) while its loops
+are dead."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from judge.llm.config import LLM
+from judge.monitor import state as state_module
+from judge.monitor.monitor import MonitorConfig
+from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.monitor import rag_traces, serving, state_counts, traces_file, wait_for
+
+
+def test_a_state_locked_for_a_while_stops_nothing_for_good(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another process holds the state's write lock past the busy timeout (a backup, a
+    second monitor started by mistake, sqlite3 in a shell): the monitor's passes fail
+    while it lasts. The pass loop died of the first failure, so a monitor still up,
+    answering /healthz and taking spans, never completed a trace again."""
+    monkeypatch.setattr(state_module, "_BUSY_SECONDS", 0.2)
+    watch = tmp_path / "otel"
+    watch.mkdir()
+    with FakeLLMServer(heuristic_judge) as server:
+        config = MonitorConfig(
+            state=tmp_path / "state",
+            llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+            metrics=["faithfulness"],
+            cache=str(tmp_path / "cache.sqlite"),
+            window="100",
+            linger=0,
+        )
+        with serving(config, watch=watch, poll=0.05):
+            other = sqlite3.connect(tmp_path / "state" / "monitor.sqlite", isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # the write lock, held
+            traces_file(watch / "a.json", lambda p: rag_traces(p, 3))
+            wait_for(lambda: "cannot be written" in capsys.readouterr().err, 30)
+            other.execute("COMMIT")
+            other.close()
+            wait_for(lambda: state_counts(tmp_path / "state").get("judged") == 3, 30)
+
+
+def test_a_loop_that_breaks_stops_the_monitor_instead_of_leaving_it_half_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An error no retry mends (a bug): the monitor stops with it, as a process that exits
+    # can be restarted by its supervisor; it sat up with its pass loop dead.
+    import asyncio
+    import threading
+
+    from judge.monitor.monitor import Monitor
+
+    def broken(self: Monitor, folder: Path) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Monitor, "_read_folder", broken)
+    (tmp_path / "otel").mkdir()
+    monitor = Monitor(MonitorConfig(state=tmp_path / "state", metrics=["ndcg@10"]))
+    raised: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            asyncio.run(monitor.aserve(host=None, watch=tmp_path / "otel", poll=0.05))
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    thread.join(30)
+    alive = thread.is_alive()
+    if alive:
+        monitor.request_stop()
+        thread.join(30)
+    monitor.close()
+    assert not alive, "the monitor stayed up with its pass loop dead"
+    assert [str(e) for e in raised] == ["boom"]
