@@ -568,7 +568,8 @@ class Monitor:
             else:
                 alert, after = check(metric, base, window_scores, before)
             unchecked = after.get(UNCHECKED) if isinstance(after, Mapping) else None
-            if unchecked and before is None:  # said once, when the check first met it
+            # said once: when the check first met it, or first found it untestable
+            if unchecked and not (isinstance(before, Mapping) and UNCHECKED in before):
                 self._notes.append(f"{metric} is not checked for drops: {unchecked}")
             db.execute(
                 "INSERT INTO detectors (metric, state) VALUES (?, ?) ON CONFLICT (metric)"

@@ -80,3 +80,55 @@ def test_a_loop_that_breaks_stops_the_monitor_instead_of_leaving_it_half_up(
     monitor.close()
     assert not alive, "the monitor stayed up with its pass loop dead"
     assert [str(e) for e in raised] == ["boom"]
+
+
+def test_a_score_outside_0_1_leaves_its_metric_unchecked_and_windows_closing(
+    tmp_path: Path,
+) -> None:
+    """A custom metric's scorer may return any number (a 1-5 rating not scaled): the drop
+    test takes [0, 1]. A window after the baseline with such a score made every closing
+    fail: no window closed again (--once failed at each run, exit 2), for every metric."""
+    import json as json_module
+
+    from pydantic import BaseModel
+
+    from judge.metrics.custom import judged_metric
+    from judge.monitor.monitor import Monitor
+
+    class Rated(BaseModel):
+        rating: int
+
+    rating = judged_metric(
+        "rating",
+        prompt="<<<system>>>\nRate the answer.\n<<<user>>>\n{{answer}}",
+        output=Rated,
+        score=lambda r: float(r.rating),  # 1 for a good answer, 5 for a bad one
+    )
+
+    def rate(body: dict[str, object]) -> str:
+        bad = "green cheese" in json_module.dumps(body)
+        return json_module.dumps({"rating": 5 if bad else 1})
+
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 30, bad_from=20))
+    with FakeLLMServer(chat=rate) as server:
+        monitor = Monitor(
+            MonitorConfig(
+                state=tmp_path / "state",
+                llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+                metrics=[rating],
+                window="10",
+                baseline_windows=1,
+                progress=False,
+            )
+        )
+        try:
+            report = monitor.once(tmp_path / "otel")
+        finally:
+            monitor.close()
+    assert [w["number"] for w in report.windows] == [0, 1, 2]
+    assert report.windows[2]["metrics"]["rating"]["mean"] == 5.0
+    assert report.alerts == []
+    [note] = report.notes
+    assert note.startswith("rating is not checked for drops: ")
+    assert "has a score of 5.0, outside [0, 1]" in note
