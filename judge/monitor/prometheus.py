@@ -46,6 +46,7 @@ from judge.monitor.state import (
     MonitorState,
     counts_of,
 )
+from judge.traces.extract import parse_since
 
 PREFIX = "judge_monitor_"
 NS = 1_000_000_000
@@ -184,13 +185,17 @@ class MonitorCollector(Collector):
         if budget is None:
             return
         # The period the budget is spent in now: the traces' start times' hour or day, as
-        # the budget counts it; the clock's when no trace of it came yet.
+        # the budget counts it; the clock's when no trace of it came yet. The latest trace
+        # charged says it, not the latest period ever charged: one trace stamped a year
+        # ahead (an app's clock set wrong) would hold the gauges on its period for good.
         seconds = budget.seconds
-        latest = db.execute("SELECT max(number) FROM spend WHERE seconds=?", (seconds,))
         number = time.time_ns() // (seconds * NS)
-        found_latest = latest.fetchone()[0]
-        if found_latest is not None:
-            number = max(number, int(found_latest))
+        latest = db.execute(
+            "SELECT start_time FROM traces WHERE status IN (?, ?, ?) ORDER BY seq DESC LIMIT 1",
+            (PENDING, JUDGED, OVER_BUDGET),
+        ).fetchone()
+        if latest is not None and latest[0]:
+            number = max(number, parse_since(latest[0]) // (seconds * NS))
         found = db.execute(
             "SELECT requests, dollars FROM spend WHERE seconds=? AND number=?", (seconds, number)
         ).fetchone()
