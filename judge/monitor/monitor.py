@@ -258,6 +258,11 @@ class Monitor:
             queue_capacity=config.queue,
         )
         self.registry.register(self._collector)
+        try:
+            self._collector.open()
+        except BaseException:
+            self.close()
+            raise
         ProcessCollector(registry=self.registry)  # the process's memory, CPU, open files
         self.metrics_port: int | None = None  # the port serving /metrics, once it does
 

@@ -87,11 +87,20 @@ class MonitorCollector(Collector):
                 self._state.close()
                 self._state = None
 
+    def open(self) -> None:
+        """Open the collector's connection to the state now (else at the first scrape):
+        its monitor opens it beside its own, so a state folder deleted while the monitor
+        runs is still read from the file the monitor writes. A reader never makes a state
+        of its own: none there is a MonitorStateError."""
+        with self._lock:
+            if self._state is None:
+                self._state = MonitorState(self.folder, create=False)
+
     def collect(self) -> Iterator[Metric]:
         """The metrics, as the state holds them now (one read transaction)."""
+        self.open()
         with self._lock:
-            if self._state is None:  # opened in the scrape's thread, on first use
-                self._state = MonitorState(self.folder)
+            assert self._state is not None
             with self._state.snapshot() as db:
                 families = list(self._families(db))
         yield from families

@@ -115,10 +115,18 @@ class MonitorState:
 
     Args:
         folder: the --state folder (created when absent); the file is monitor.sqlite in it.
+        create: create the folder and the file when absent; False: a reader's, which
+            never makes a state of its own (a MonitorStateError when there is none).
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], *, create: bool = True) -> None:
         self.folder = Path(folder)
+        self.path = self.folder / STATE_FILE
+        if not create and not self.path.is_file():
+            raise MonitorStateError(
+                f"there is no monitor state {self.path} (its folder was moved or deleted?): "
+                "give --state the folder of a monitor that ran"
+            )
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -126,7 +134,6 @@ class MonitorState:
                 f"--state {self.folder} cannot be created ({exc.strerror or exc}): give a "
                 "writable folder"
             ) from exc
-        self.path = self.folder / STATE_FILE
         self._lock = threading.Lock()
         try:
             self._db = self._connect()

@@ -317,3 +317,42 @@ def test_one_trace_from_a_skewed_clock_does_not_hold_the_budget_gauges(tmp_path:
     if time.time_ns() // day == now // day:  # the test did not straddle midnight (UTC)
         assert value(samples, "judge_monitor_budget_spent", **labels) == 3 * PER_ROW
         assert value(samples, "judge_monitor_budget_left", **labels) == 24000 - 3 * PER_ROW
+
+
+def test_a_scrape_never_makes_a_state_of_its_own(tmp_path: Path) -> None:
+    """The state folder deleted while the monitor runs: a scrape read a new, empty state
+    it created in its place (every counter back to 0, a state the restarted monitor then
+    took as its own); it reads the monitor's own file, which the monitor still writes."""
+    import shutil
+
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 3))
+    with FakeLLMServer(heuristic_judge) as server:
+        monitor = Monitor(
+            MonitorConfig(
+                state=tmp_path / "state",
+                llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+                metrics=["faithfulness"],
+                progress=False,
+            )
+        )
+        try:
+            monitor.once(tmp_path / "otel")
+            shutil.rmtree(tmp_path / "state")
+            samples = parse(generate_latest(monitor.registry).decode())
+        finally:
+            monitor.close()
+    assert value(samples, "judge_monitor_traces_judged_total") == 3
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_collector_of_a_state_that_is_not_there_says_so(tmp_path: Path) -> None:
+    import pytest
+
+    from judge.monitor.prometheus import MonitorCollector
+    from judge.monitor.state import MonitorStateError
+
+    collector = MonitorCollector(tmp_path / "gone", baseline_windows=3)
+    with pytest.raises(MonitorStateError, match="no monitor state"):
+        list(collector.collect())
+    assert not (tmp_path / "gone").exists()
