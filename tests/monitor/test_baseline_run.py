@@ -392,3 +392,27 @@ def test_an_alert_takes_a_pinned_run_s_figures_from_its_record(
         assert {k: alert["baseline"][k] for k in summary} == summary
         assert alert["baseline"]["run"] == made.id
     assert max(sizes) < rows, sizes  # windows of 10 rows: never the run's 2,000 again
+
+
+def test_baseline_windows_with_a_baseline_run_is_refused(tmp_path: Path) -> None:
+    # Two baselines asked for: --baseline-windows was dropped without a word.
+    from judge.runs.store import RunStore
+    from tests.helpers.runs import record
+
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = [{"row": n, "id": f"q{n}", "scores": {"ndcg@10": 0.5}} for n in range(12)]
+    (out / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        store.add(record(out_dir=str(out), metrics=["ndcg@10"], baseline=True))
+    args = ["monitor", "--once", "--state", tmp_path / "state", "--metrics", "ndcg@10"]
+    args += ["--runs", tmp_path / "runs.sqlite", "--baseline-run", "pinned"]
+    done = run(*args)
+    assert done.returncode == 0, done.stderr
+    done = run(*args, "--state", tmp_path / "other", "--baseline-windows", "5")
+    assert done.returncode == 2
+    assert (
+        "judge: error: --baseline-windows 5 takes the first windows as the baseline, and "
+        "--baseline-run takes a run: give one of them"
+    ) in done.stderr
+    assert not (tmp_path / "other").exists()
