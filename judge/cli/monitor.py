@@ -217,6 +217,18 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError("--metrics-host HOST: give --metrics-port PORT too")
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise JudgeError(f"--metrics-port {args.metrics_port}: give a port from 0 to 65535")
+    # The numbers MonitorConfig checks too, said here with their flags and as given.
+    if not args.linger >= 0:  # NaN too: no trace would ever be complete
+        raise JudgeError(f"--linger {args.linger:g}: give seconds, 0 or more")
+    if not 0 <= args.sample_rate <= 1:
+        raise JudgeError(f"--sample-rate {args.sample_rate:g}: give a share from 0 to 1")
+    for flag, number in (
+        ("--batch", args.batch),
+        ("--queue", args.queue),
+        ("--baseline-windows", args.baseline_windows),
+    ):
+        if number is not None and number < 1:
+            raise JudgeError(f"{flag} {number}: give 1 or more")
     if not 0 < args.alpha < 1:
         raise JudgeError(f"--alpha {args.alpha}: give a false-alarm rate per window in (0, 1)")
     if not 0 <= args.min_drop < 1:

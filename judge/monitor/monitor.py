@@ -139,7 +139,7 @@ class MonitorConfig:
         for name in ("baseline_windows", "batch", "queue"):
             if getattr(self, name) < 1:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
-        if self.linger < 0:
+        if not self.linger >= 0:  # NaN too: no trace would ever be complete
             raise JudgeError(f"linger={self.linger}: give seconds, 0 or more")
 
 

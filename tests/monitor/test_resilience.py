@@ -132,3 +132,35 @@ def test_a_score_outside_0_1_leaves_its_metric_unchecked_and_windows_closing(
     [note] = report.notes
     assert note.startswith("rating is not checked for drops: ")
     assert "has a score of 5.0, outside [0, 1]" in note
+
+
+@pytest.mark.parametrize(
+    ("flag", "given", "said"),
+    [
+        ("--linger", "nan", "--linger nan: give seconds, 0 or more"),
+        ("--linger", "-1", "--linger -1: give seconds, 0 or more"),
+        ("--sample-rate", "nan", "--sample-rate nan: give a share from 0 to 1"),
+        ("--sample-rate", "1.5", "--sample-rate 1.5: give a share from 0 to 1"),
+        ("--batch", "0", "--batch 0: give 1 or more"),
+        ("--queue", "0", "--queue 0: give 1 or more"),
+        ("--baseline-windows", "0", "--baseline-windows 0: give 1 or more"),
+    ],
+)
+def test_the_monitor_s_numbers_are_refused_in_the_flags_words(
+    tmp_path: Path, flag: str, given: str, said: str
+) -> None:
+    """A linger of NaN was taken (no trace would ever be complete: NaN compares with
+    nothing), and the numbers refused were said as Python's keywords (`linger=-1.0`)."""
+    from tests.helpers.cli import run
+
+    done = run("monitor", "--once", "--state", tmp_path / "s", "--metrics", "ndcg@10", flag, given)
+    assert done.returncode == 2, done.stderr
+    assert f"judge: error: {said}" in done.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_linger_of_nan_is_refused_in_python(tmp_path: Path) -> None:
+    from judge.errors import JudgeError
+
+    with pytest.raises(JudgeError, match=r"linger=nan: give seconds, 0 or more"):
+        MonitorConfig(state=tmp_path, linger=float("nan"))
