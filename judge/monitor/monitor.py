@@ -306,6 +306,12 @@ class Monitor:
             )
         run_id = self._baseline_run_id
         given = f"run {run_id}" if run_id else FIRST_WINDOWS
+        # A state from before baselines were recorded (format 1) that closed windows made
+        # them, and its detectors, against its first windows: the only baseline then.
+        if self.state.read("SELECT 1 FROM windows LIMIT 1") and not self.state.read(
+            "SELECT 1 FROM settings WHERE key='baseline'"
+        ):
+            self.state.setting("baseline", FIRST_WINDOWS)
         recorded = self.state.setting("baseline", given)
         if recorded != given:
             redo = (

@@ -416,3 +416,33 @@ def test_baseline_windows_with_a_baseline_run_is_refused(tmp_path: Path) -> None
         "--baseline-run takes a run: give one of them"
     ) in done.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_a_state_from_before_baseline_runs_keeps_its_first_windows(tmp_path: Path) -> None:
+    """A state written before --baseline-run existed (format 1) recorded no baseline: its
+    windows and detectors were made against its first windows. Restarted with a pinned
+    run, it was taken silently (the detectors kept the windows' baseline, the alerts named
+    it); it is refused as a state started with the first windows is."""
+    from judge.cache.migrations import apply_in_order
+    from judge.monitor.migrations import MIGRATIONS
+
+    folder = tmp_path / "state"
+    folder.mkdir()
+    db = sqlite3.connect(folder / "monitor.sqlite", isolation_level=None)
+    apply_in_order(db, MIGRATIONS[:1])
+    db.execute("INSERT INTO settings (key, value) VALUES ('window', '10')")
+    summary = {"number": 0, "start": None, "end": None, "rows": 10, "baseline": True}
+    summary["metrics"] = {
+        "faithfulness": {"scored": 10, "mean": 1.0, "ci_low": 1.0, "ci_high": 1.0}
+    }
+    db.execute(
+        "INSERT INTO windows (number, start, end, closed_at, summary) VALUES (0, NULL, NULL, 0, ?)",
+        (json.dumps(summary),),
+    )
+    db.close()
+    with FakeLLMServer(heuristic_judge) as server:
+        pinned_run(tmp_path, server, rows=12)
+        with pytest.raises(JudgeError) as error:
+            Monitor(config(tmp_path, server, "state", baseline_run="pinned"))
+        assert "checks its windows against the baseline of the first windows" in str(error.value)
+        Monitor(config(tmp_path, server, "state")).close()  # as it was started: taken
