@@ -316,6 +316,13 @@ class MonitorState:
         out, over budget, pending). Returns the number completed.
         """
         with self.writing() as db:
+            # Receipt times ahead of the clock: the clock stepped back since (a VM restored,
+            # NTP correcting). They count from now, or they would wait the step out.
+            db.execute(
+                "UPDATE open_traces SET first_at=min(first_at, ?1), last_at=min(last_at, ?1),"
+                " root_at=min(root_at, ?1) WHERE last_at > ?1",
+                (now,),
+            )
             if everything:
                 due = db.execute(
                     "SELECT trace_id FROM open_traces ORDER BY first_at, trace_id LIMIT ?",

@@ -164,3 +164,28 @@ def test_a_linger_of_nan_is_refused_in_python(tmp_path: Path) -> None:
 
     with pytest.raises(JudgeError, match=r"linger=nan: give seconds, 0 or more"):
         MonitorConfig(state=tmp_path, linger=float("nan"))
+
+
+def test_traces_received_before_the_clock_went_back_are_not_held_for_the_jump(
+    tmp_path: Path,
+) -> None:
+    """The monitor's clock stepped back an hour (a VM restored, NTP correcting): traces
+    received before the step carry receipt times an hour "ahead" of the clock. They waited
+    the hour out (`--linger` is 30 s), then came after the traffic that followed them."""
+    import time
+
+    from judge.monitor.state import PENDING, Completed, MonitorState
+    from judge.traces.otlp import spans_of_protobuf
+    from tests.helpers.traces import export
+
+    bodies = export(lambda p: rag_traces(p, 2), batch=4)
+    state = MonitorState(tmp_path / "state")
+    try:
+        now = time.time()
+        state.ingest([spans_of_protobuf(b) for b in bodies], now + 3600)  # before the step
+        done = state.complete(now + 1, 30.0, lambda db, trace_id, row: Completed(PENDING))
+        assert done == 0  # received a second ago: within --linger, still open
+        done = state.complete(now + 31, 30.0, lambda db, trace_id, row: Completed(PENDING))
+        assert done == 2
+    finally:
+        state.close()
