@@ -764,15 +764,21 @@ class Monitor:
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, host, port)
+            shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
             try:
                 await site.start()
-            except BaseException:  # the port taken, say: nothing left listening
+            except BaseException as exc:  # the port taken, say: nothing left listening
                 await runner.cleanup()
                 if metrics is not None:
                     metrics.close()
+                if isinstance(exc, OSError):
+                    raise JudgeError(
+                        f"--listen {shown}:{port}: cannot listen ({exc.strerror or exc}): give "
+                        "a free port, or another host"
+                    ) from exc
                 raise
             bound = int(runner.addresses[0][1])  # the port chosen when 0 was given
-            self._say(f"monitor listening on http://{host}:{bound}/v1/traces")
+            self._say(f"monitor listening on http://{shown}:{bound}/v1/traces")
         if on_ready is not None:
             on_ready(bound)
         tasks = [

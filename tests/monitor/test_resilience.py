@@ -189,3 +189,50 @@ def test_traces_received_before_the_clock_went_back_are_not_held_for_the_jump(
         assert done == 2
     finally:
         state.close()
+
+
+def test_a_listen_port_taken_is_said_with_the_flag(tmp_path: Path) -> None:
+    import socket
+
+    from tests.helpers.cli import run
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run(
+            "monitor", "--listen", f"127.0.0.1:{port}", "--state", tmp_path / "s",
+            "--metrics", "ndcg@10",
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert f"judge: error: --listen 127.0.0.1:{port}: cannot listen (" in done.stderr
+    assert "give a free port" in done.stderr
+
+
+def test_an_ipv6_listen_address_is_said_as_a_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "http://::1:4318/v1/traces" is no URL: an IPv6 host goes in brackets.
+    import asyncio
+
+    from judge.monitor.monitor import Monitor
+
+    if not socket_has_ipv6_loopback():
+        pytest.skip("no IPv6 loopback here")
+    monitor = Monitor(MonitorConfig(state=tmp_path / "s", metrics=["ndcg@10"]))
+    try:
+        asyncio.run(monitor.aserve(host="::1", port=0, on_ready=lambda _: monitor.request_stop()))
+    finally:
+        monitor.close()
+    assert "monitor listening on http://[::1]:" in capsys.readouterr().err
+
+
+def socket_has_ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
