@@ -47,6 +47,25 @@ COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lin
 JUDGE_USAGE = {"judge_requests": "requests", "judge_cache_hits": "cache_hits"}
 
 
+DAMAGED = (
+    "if it is damaged, move it away and a new one is started (what was judged stays in "
+    "judge's cache)"
+)
+
+
+def _remedy(exc: sqlite3.Error) -> str:
+    """What to do about an SQLite error on the state, when it says: "; ..." or nothing."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return (
+            ": another process holds it (a second monitor on this --state, a backup, an "
+            "sqlite3 shell); one monitor per --state"
+        )
+    if "malformed" in text or "not a database" in text:
+        return f": {DAMAGED}"
+    return ""
+
+
 class MonitorStateError(JudgeError):
     """The monitor's state cannot be used: damaged, not a monitor state, or from a newer judge."""
 
@@ -139,8 +158,8 @@ class MonitorState:
             self._db = self._connect()
         except sqlite3.Error as exc:
             raise MonitorStateError(
-                f"the monitor state {self.path} cannot be used ({exc}): if it is damaged, move "
-                "it away and a new one is started (what was judged stays in judge's cache)"
+                f"the monitor state {self.path} cannot be used ({exc})"
+                + (_remedy(exc) or f": {DAMAGED}")
             ) from exc
 
     def _connect(self) -> sqlite3.Connection:
@@ -183,7 +202,7 @@ class MonitorState:
                 yield db
         except sqlite3.Error as exc:
             raise MonitorStateError(
-                f"the monitor state {self.path} cannot be written ({exc})"
+                f"the monitor state {self.path} cannot be written ({exc}){_remedy(exc)}"
             ) from exc
 
     @contextmanager
@@ -200,7 +219,7 @@ class MonitorState:
                         self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise MonitorStateError(
-                    f"the monitor state {self.path} cannot be read ({exc})"
+                    f"the monitor state {self.path} cannot be read ({exc}){_remedy(exc)}"
                 ) from exc
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -210,7 +229,7 @@ class MonitorState:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise MonitorStateError(
-                    f"the monitor state {self.path} cannot be read ({exc})"
+                    f"the monitor state {self.path} cannot be read ({exc}){_remedy(exc)}"
                 ) from exc
 
     # The settings a state was started with: a window that changed would mix two kinds.

@@ -236,3 +236,44 @@ def socket_has_ipv6_loopback() -> bool:
         return True
     except OSError:
         return False
+
+
+def test_a_state_damaged_inside_says_what_to_do(tmp_path: Path) -> None:
+    """A state whose header is sound but a page is not (a disk fault, a copy cut short)
+    opens, then fails at its first query: that said only "cannot be read (database disk
+    image is malformed)"; it says what to do, as a state that does not open does."""
+    from tests.helpers.cli import run
+
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 30))
+    args = ["monitor", "--once", "--state", tmp_path / "s", "--metrics", "ndcg@10", "--quiet"]
+    done = run(*args, "--watch", tmp_path / "otel")
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "s" / "monitor.sqlite"
+    data = bytearray(path.read_bytes())
+    assert len(data) > 3 * 4096
+    data[4096 : 2 * 4096] = bytes(4096)  # a page of the tables zeroed
+    path.write_bytes(bytes(data))
+    done = run(*args)
+    assert done.returncode == 2, done.stderr
+    assert "malformed" in done.stderr
+    assert "move it away and a new one is started" in done.stderr
+
+
+def test_a_state_locked_says_who_may_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from judge.monitor.state import MonitorState, MonitorStateError
+
+    monkeypatch.setattr(state_module, "_BUSY_SECONDS", 0.1)
+    state = MonitorState(tmp_path / "s")
+    other = sqlite3.connect(tmp_path / "s" / "monitor.sqlite", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(MonitorStateError) as error, state.writing():
+            pass
+    finally:
+        other.close()
+        state.close()
+    assert "database is locked" in str(error.value)
+    assert "another process" in str(error.value) and "one monitor per --state" in str(error.value)
