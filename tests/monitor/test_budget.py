@@ -279,3 +279,48 @@ def test_a_budget_too_large_under_the_cli_is_a_usage_error(tmp_path: Path) -> No
     assert done.returncode == 2, done.stderr
     assert "judge: error: --budget 999" in done.stderr
     assert "give a finite number" in done.stderr
+
+
+def test_kill_9_while_judging_charges_each_row_once(tmp_path: Path) -> None:
+    """Killed between the charge (made when the trace completes, with its row pending) and
+    the record of its judgment: restarted, the pending rows are judged without a second
+    charge, and none is lost."""
+    folder = traces_folder(tmp_path / "t", 10, step=10**9, first=10)
+    state = tmp_path / "state"
+    flags = ["--model", "openai/fake-model", "--api-key", "x", "--metrics", "faithfulness"]
+    flags += ["--cache", str(tmp_path / "cache.sqlite"), "--budget", "1200/h", "--window", "100"]
+    with FakeLLMServer(heuristic_judge) as server:
+        server.latency = 0.15  # slow enough to be killed mid-way
+        flags += ["--api-base", server.base_url]
+        command = [sys.executable, "-m", "judge", "monitor", "--watch", str(folder)]
+        command += ["--state", str(state), "--linger", "0", "--batch", "2", *flags]
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, OPENAI_API_KEY="x"),
+        )
+        try:
+            wait_for(lambda: (state / "monitor.sqlite").exists())
+            wait_for(lambda: state_counts(state).get("judged", 0) >= 2)
+        finally:
+            process.kill()  # SIGKILL: no clean-up at all
+            process.wait(30)
+        counts = state_counts(state)
+        assert counts.get("pending", 0) > 0, counts  # killed with rows charged, not judged
+        spend = MonitorState(state)
+        try:
+            charged = spend.read("SELECT requests FROM spend WHERE seconds=3600")
+        finally:
+            spend.close()
+        assert charged == [(10 * PER_ROW,)]  # all ten charged at completion
+        server.latency = 0
+        done = run("monitor", "--once", "--watch", folder, "--state", state, *flags, "--quiet")
+        assert done.returncode == 0, done.stderr
+    assert state_counts(state) == {"judged": 10}
+    spend = MonitorState(state)
+    try:
+        assert spend.read("SELECT requests FROM spend WHERE seconds=3600") == charged
+    finally:
+        spend.close()
