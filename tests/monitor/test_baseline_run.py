@@ -446,3 +446,32 @@ def test_a_state_from_before_baseline_runs_keeps_its_first_windows(tmp_path: Pat
             Monitor(config(tmp_path, server, "state", baseline_run="pinned"))
         assert "checks its windows against the baseline of the first windows" in str(error.value)
         Monitor(config(tmp_path, server, "state")).close()  # as it was started: taken
+
+
+def test_a_run_whose_scores_of_a_metric_are_all_nan_is_refused(tmp_path: Path) -> None:
+    """The guide: a run with no scores of a monitored metric is refused. A run that lists
+    the metric but scored no row of it (every score NaN: the judge failed, the metric did
+    not apply) was taken, and the metric left unchecked for the state's whole life."""
+    from judge.monitor.baseline import run_baseline
+    from judge.runs.store import RunStore
+    from tests.helpers.runs import record
+
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = [
+        {"row": n, "id": f"q{n}", "scores": {"faithfulness": None, "ndcg@10": 0.5}}
+        for n in range(12)
+    ]
+    (out / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    made = record(out_dir=str(out), metrics=["faithfulness", "ndcg@10"], baseline=True)
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        store.add(made)
+    runs = tmp_path / "runs.sqlite"
+    with pytest.raises(JudgeError) as error:
+        run_baseline("pinned", ["faithfulness", "ndcg@10"], model=made.model, runs=runs)
+    assert str(error.value).startswith(
+        f"baseline_run='pinned' (run {made.id}) has no scores of faithfulness (12 rows, "
+        "every score NaN): "
+    )
+    _, found = run_baseline("pinned", ["ndcg@10"], model=None, runs=runs)
+    assert len(found["ndcg@10"]) == 12
