@@ -273,7 +273,10 @@ class DropDetector:
         baseline = (
             baseline_scores if isinstance(baseline_scores, Baseline) else Baseline(baseline_scores)
         )
-        scores, nan = _scores(baseline.scores, "baseline_scores")  # None: NaN, skipped
+        # None: NaN, skipped. Scores given are named by their keyword, a run's or
+        # windows' by their source (no caller of the monitor gave baseline_scores).
+        named = "baseline_scores" if baseline.given else f"{metric}'s baseline ({baseline.source})"
+        scores, nan = _scores(baseline.scores, named)
         kept = scores[~nan]
         # Scores given by the caller are named by their keyword; a run's or windows' by
         # their source, which the message says.
