@@ -107,7 +107,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--baseline-windows",
         type=int,
-        default=3,
+        default=None,
         metavar="K",
         help="the first K windows are the baseline (default 3; not with --baseline-run)",
     )
@@ -217,10 +217,27 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError("--metrics-host HOST: give --metrics-port PORT too")
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise JudgeError(f"--metrics-port {args.metrics_port}: give a port from 0 to 65535")
+    # The numbers MonitorConfig checks too, said here with their flags and as given.
+    if not args.linger >= 0:  # NaN too: no trace would ever be complete
+        raise JudgeError(f"--linger {args.linger:g}: give seconds, 0 or more")
+    if not 0 <= args.sample_rate <= 1:
+        raise JudgeError(f"--sample-rate {args.sample_rate:g}: give a share from 0 to 1")
+    for flag, number in (
+        ("--batch", args.batch),
+        ("--queue", args.queue),
+        ("--baseline-windows", args.baseline_windows),
+    ):
+        if number is not None and number < 1:
+            raise JudgeError(f"{flag} {number}: give 1 or more")
     if not 0 < args.alpha < 1:
         raise JudgeError(f"--alpha {args.alpha}: give a false-alarm rate per window in (0, 1)")
     if not 0 <= args.min_drop < 1:
         raise JudgeError(f"--min-drop {args.min_drop}: give a drop in [0, 1)")
+    if args.baseline_windows is not None and args.baseline_run:
+        raise JudgeError(
+            f"--baseline-windows {args.baseline_windows} takes the first windows as the "
+            "baseline, and --baseline-run takes a run: give one of them"
+        )
     if args.baseline_other_judge and not args.baseline_run:
         raise JudgeError("--baseline-other-judge applies to --baseline-run REF: give both")
     if args.webhook and not args.webhook.startswith(("http://", "https://")):
@@ -243,7 +260,11 @@ def run_monitor(args: argparse.Namespace) -> int:
         sample_rate=args.sample_rate,
         budget=args.budget,
         window=args.window,
-        baseline_windows=args.baseline_windows,
+        baseline_windows=(
+            MonitorConfig.baseline_windows
+            if args.baseline_windows is None
+            else args.baseline_windows
+        ),
         baseline_run=args.baseline_run,
         runs=args.runs,
         baseline_other_judge=args.baseline_other_judge,

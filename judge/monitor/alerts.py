@@ -273,7 +273,10 @@ class DropDetector:
         baseline = (
             baseline_scores if isinstance(baseline_scores, Baseline) else Baseline(baseline_scores)
         )
-        scores, nan = _scores(baseline.scores, "baseline_scores")  # None: NaN, skipped
+        # None: NaN, skipped. Scores given are named by their keyword, a run's or
+        # windows' by their source (no caller of the monitor gave baseline_scores).
+        named = "baseline_scores" if baseline.given else f"{metric}'s baseline ({baseline.source})"
+        scores, nan = _scores(baseline.scores, named)
         kept = scores[~nan]
         # Scores given by the caller are named by their keyword; a run's or windows' by
         # their source, which the message says.
@@ -513,7 +516,16 @@ def drop_check(*, alpha: float = 0.001, min_drop: float = 0.0) -> WindowCheck:
                 return None, {UNCHECKED: str(exc)}
         else:
             detector = DropDetector.from_json(state)
-        alert = detector.update(window)
+        try:
+            alert = detector.update(window)
+        except JudgeError:  # a score outside [0, 1]: a metric of another range
+            outside = [v for v in window if v is not None and not (math.isnan(v) or 0 <= v <= 1)]
+            shown = f" of {outside[0]!r}" if outside else ""
+            return None, {
+                UNCHECKED: f"a window after the baseline has a score{shown}, "
+                "outside [0, 1]: the drop test takes scores in [0, 1]; rescale the metric's "
+                "scores to [0, 1] to have it checked"
+            }
         return (alert.to_json() if alert is not None else None), detector.to_json()
 
     return check

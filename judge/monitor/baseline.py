@@ -197,6 +197,14 @@ def run_baseline(
         for metric in names:
             value = row.scores.get(metric)
             by_metric[metric].append(None if value is None or math.isnan(value) else value)
+    unscored = [m for m, scores in by_metric.items() if all(s is None for s in scores)]
+    if unscored:
+        rows = len(next(iter(by_metric.values()), []))
+        raise JudgeError(
+            f"{where} has no scores of {', '.join(unscored)} ({rows} rows, every score NaN): "
+            "pin a run that scored every monitored metric, or monitor only the metrics the "
+            "run scored (metrics=)"
+        )
     remedy = "pin a run with more rows (judge runs baseline REF)"
     return record, {
         m: Baseline(tuple(scores), run=record.id, remedy=remedy) for m, scores in by_metric.items()

@@ -11,6 +11,7 @@ hourly to daily at a restart still knows what the day has spent.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ class Budget:
     def __post_init__(self) -> None:
         if self.seconds not in STEPS:
             raise JudgeError(f"budget: a period of {self.seconds} s; give {HOUR} or {DAY}")
+        try:
+            finite = math.isfinite(self.amount)
+        except OverflowError:  # an int past a float's range
+            finite = False
+        if not finite:  # before str(self), which takes int(amount)
+            raise JudgeError(f"budget={self.amount!r:.20}: give a finite number, 0 or more")
         if not self.amount >= 0:
             raise JudgeError(f"budget={str(self)!r}: give 0 or more")
         if not self.dollars and self.amount != int(self.amount):
@@ -99,6 +106,8 @@ def parse_budget(value: int | str | Budget | None) -> Budget | None:
         raise JudgeError(f"budget={value!r}: {_FORMS}")
     dollars = match["dollar"] is not None
     amount = float(match["amount"])
+    if not math.isfinite(amount):  # digits past a float's range read as infinity
+        raise JudgeError(f"budget={value!r}: give a finite number, 0 or more; {_FORMS}")
     if not dollars and amount != int(amount):
         raise JudgeError(f"budget={value!r}: requests are whole; {_FORMS}")
     return Budget(amount, dollars, PERIODS[period] if period else HOUR)

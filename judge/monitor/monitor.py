@@ -18,7 +18,7 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -63,6 +63,7 @@ from judge.traces.spans import iso_utc
 T = TypeVar("T")
 FIRST_WINDOWS = "the first windows"  # the baseline the state records when no run is pinned
 WORST = 3  # traces named in an alert
+_FIGURES = ("scored", "mean", "ci_low", "ci_high")  # a metric's figures in a summary
 
 
 @dataclass
@@ -138,7 +139,7 @@ class MonitorConfig:
         for name in ("baseline_windows", "batch", "queue"):
             if getattr(self, name) < 1:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
-        if self.linger < 0:
+        if not self.linger >= 0:  # NaN too: no trace would ever be complete
             raise JudgeError(f"linger={self.linger}: give seconds, 0 or more")
 
 
@@ -228,6 +229,9 @@ class Monitor:
         self.window = (
             config.window if isinstance(config.window, WindowSpec) else parse_window(config.window)
         )
+        # A pinned run's figures per metric (its record's mean and interval), and those
+        # computed once when the record has none: an alert never bootstraps the whole run.
+        self._run_figures: dict[str, dict[str, Any]] = {}
         self._run_baseline, self._baseline_run_id = self._load_baseline()
         self.state = MonitorState(config.state)
         try:
@@ -254,6 +258,11 @@ class Monitor:
             queue_capacity=config.queue,
         )
         self.registry.register(self._collector)
+        try:
+            self._collector.open()
+        except BaseException:
+            self.close()
+            raise
         ProcessCollector(registry=self.registry)  # the process's memory, CPU, open files
         self.metrics_port: int | None = None  # the port serving /metrics, once it does
 
@@ -271,7 +280,20 @@ class Monitor:
             runs=config.runs,
             other_judge=config.baseline_other_judge,
         )
+        for metric, figures in record.summary.items():
+            if isinstance(figures, Mapping) and all(k in figures for k in _FIGURES):
+                self._run_figures[metric] = {k: figures[k] for k in _FIGURES}
         return found, record.id
+
+    def _baseline_figures(self, metric: str, base: Baseline) -> dict[str, Any]:
+        """The baseline's scored rows, mean and interval in an alert: a pinned run's from
+        its record (as judge eval reported them), else computed from its scores."""
+        if base.run is None:
+            return metric_summary(list(base))
+        found = self._run_figures.get(metric)
+        if found is None:  # a record without them: computed once, not at every alert
+            found = self._run_figures[metric] = metric_summary(list(base))
+        return found
 
     def _check_settings(self) -> None:
         """Refuse a window or a baseline other than the state was started with: its
@@ -284,6 +306,12 @@ class Monitor:
             )
         run_id = self._baseline_run_id
         given = f"run {run_id}" if run_id else FIRST_WINDOWS
+        # A state from before baselines were recorded (format 1) that closed windows made
+        # them, and its detectors, against its first windows: the only baseline then.
+        if self.state.read("SELECT 1 FROM windows LIMIT 1") and not self.state.read(
+            "SELECT 1 FROM settings WHERE key='baseline'"
+        ):
+            self.state.setting("baseline", FIRST_WINDOWS)
         recorded = self.state.setting("baseline", given)
         if recorded != given:
             redo = (
@@ -504,10 +532,14 @@ class Monitor:
         metrics = sorted({m for r in rows for m in r["scores"]})
         figures = {m: metric_summary([r["scores"].get(m) for r in rows]) for m in metrics}
         figures = {m: s for m, s in figures.items() if s["scored"]}
+        # The baseline is the first K windows closed, as each recorded it: not the K
+        # lowest numbers, which a straggler's window (a trace from hours before, a skewed
+        # clock) closed later would join.
         base_numbers = [
             n
             for (n,) in db.execute(
-                "SELECT number FROM windows ORDER BY number LIMIT ?",
+                "SELECT number FROM windows WHERE json_extract(summary, '$.baseline')"
+                " ORDER BY number LIMIT ?",
                 (self.config.baseline_windows,),
             )
         ]
@@ -547,7 +579,8 @@ class Monitor:
             else:
                 alert, after = check(metric, base, window_scores, before)
             unchecked = after.get(UNCHECKED) if isinstance(after, Mapping) else None
-            if unchecked and before is None:  # said once, when the check first met it
+            # said once: when the check first met it, or first found it untestable
+            if unchecked and not (isinstance(before, Mapping) and UNCHECKED in before):
                 self._notes.append(f"{metric} is not checked for drops: {unchecked}")
             db.execute(
                 "INSERT INTO detectors (metric, state) VALUES (?, ?) ON CONFLICT (metric)"
@@ -567,7 +600,7 @@ class Monitor:
                 "window": number,
                 "start": start,
                 "end": end,
-                "baseline": {**metric_summary(list(base)), **base.to_json()},
+                "baseline": {**self._baseline_figures(metric, base), **base.to_json()},
                 "current": current,
                 "test": dict(alert),
                 "worst": [
@@ -605,7 +638,11 @@ class Monitor:
     async def close_windows(self, *, final: bool = False) -> None:
         """Close the windows that are over; alerts fired are logged."""
         before = len(self._alerts), len(self._windows), len(self._notes)
-        await self._db(self._close_windows, final)
+        try:
+            await self._db(self._close_windows, final)
+        except BaseException:  # rolled back: none of it was kept, none of it is said
+            del self._alerts[before[0] :], self._windows[before[1] :], self._notes[before[2] :]
+            raise
         for note in self._notes[before[2] :]:
             self._say(f"note: {note}", always=True)
         for window in self._windows[before[1] :]:
@@ -727,15 +764,21 @@ class Monitor:
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, host, port)
+            shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
             try:
                 await site.start()
-            except BaseException:  # the port taken, say: nothing left listening
+            except BaseException as exc:  # the port taken, say: nothing left listening
                 await runner.cleanup()
                 if metrics is not None:
                     metrics.close()
+                if isinstance(exc, OSError):
+                    raise JudgeError(
+                        f"--listen {shown}:{port}: cannot listen ({exc.strerror or exc}): give "
+                        "a free port, or another host"
+                    ) from exc
                 raise
             bound = int(runner.addresses[0][1])  # the port chosen when 0 was given
-            self._say(f"monitor listening on http://{host}:{bound}/v1/traces")
+            self._say(f"monitor listening on http://{shown}:{bound}/v1/traces")
         if on_ready is not None:
             on_ready(bound)
         tasks = [
@@ -784,25 +827,40 @@ class Monitor:
 
     async def _judge_loop(self, poll: float) -> None:
         while not self.stop.is_set():
-            try:
-                judged = await self.judge_batch()
-            except JudgeError as exc:  # the judge is down or refuses: try again later
-                wait = poll * 10
-                self._say(f"warning: judging failed, retried in {wait:g} s: {exc}", always=True)
-                await self._sleep(wait)
-                continue
+            judged = await self._retried("judging", self.judge_batch, poll)
             if judged:
-                await self.close_windows()
-            else:
+                await self._retried("closing windows", self.close_windows, poll)
+            elif judged == 0:
                 await self._sleep(poll)
+
+    async def _pass(self, watch: str | os.PathLike[str] | None) -> bool:
+        """One pass: the folder's new lines read, the traces due completed, windows closed."""
+        if watch is not None and Path(watch).is_dir():
+            await self._db(self._read_folder, Path(watch))
+        await self.complete()
+        await self.close_windows()
+        return True
 
     async def _pass_loop(self, watch: str | os.PathLike[str] | None, poll: float) -> None:
         while not self.stop.is_set():
-            if watch is not None and Path(watch).is_dir():
-                await self._db(self._read_folder, Path(watch))
-            await self.complete()
-            await self.close_windows()
-            await self._sleep(poll)
+            if await self._retried("a pass", partial(self._pass, watch), poll) is not None:
+                await self._sleep(poll)
+
+    async def _retried(self, what: str, step: Callable[[], Awaitable[T]], poll: float) -> T | None:
+        """`step()`'s value; None when it failed with a JudgeError (the judge down, the
+        state locked by another process past the busy timeout), said and waited out, so
+        the loop tries again. Any other error stops the monitor: a monitor whose receiver
+        answers while a loop of it is dead would take spans and never judge them."""
+        try:
+            return await step()
+        except JudgeError as exc:
+            wait = poll * 10
+            self._say(f"warning: {what} failed, retried in {wait:g} s: {exc}", always=True)
+            await self._sleep(wait)
+            return None
+        except Exception:
+            self.stop.set()
+            raise
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

@@ -46,6 +46,7 @@ from judge.monitor.state import (
     MonitorState,
     counts_of,
 )
+from judge.traces.extract import parse_since
 
 PREFIX = "judge_monitor_"
 NS = 1_000_000_000
@@ -86,11 +87,20 @@ class MonitorCollector(Collector):
                 self._state.close()
                 self._state = None
 
+    def open(self) -> None:
+        """Open the collector's connection to the state now (else at the first scrape):
+        its monitor opens it beside its own, so a state folder deleted while the monitor
+        runs is still read from the file the monitor writes. A reader never makes a state
+        of its own: none there is a MonitorStateError."""
+        with self._lock:
+            if self._state is None:
+                self._state = MonitorState(self.folder, create=False)
+
     def collect(self) -> Iterator[Metric]:
         """The metrics, as the state holds them now (one read transaction)."""
+        self.open()
         with self._lock:
-            if self._state is None:  # opened in the scrape's thread, on first use
-                self._state = MonitorState(self.folder)
+            assert self._state is not None
             with self._state.snapshot() as db:
                 families = list(self._families(db))
         yield from families
@@ -184,13 +194,17 @@ class MonitorCollector(Collector):
         if budget is None:
             return
         # The period the budget is spent in now: the traces' start times' hour or day, as
-        # the budget counts it; the clock's when no trace of it came yet.
+        # the budget counts it; the clock's when no trace of it came yet. The latest trace
+        # charged says it, not the latest period ever charged: one trace stamped a year
+        # ahead (an app's clock set wrong) would hold the gauges on its period for good.
         seconds = budget.seconds
-        latest = db.execute("SELECT max(number) FROM spend WHERE seconds=?", (seconds,))
         number = time.time_ns() // (seconds * NS)
-        found_latest = latest.fetchone()[0]
-        if found_latest is not None:
-            number = max(number, int(found_latest))
+        latest = db.execute(
+            "SELECT start_time FROM traces WHERE status IN (?, ?, ?) ORDER BY seq DESC LIMIT 1",
+            (PENDING, JUDGED, OVER_BUDGET),
+        ).fetchone()
+        if latest is not None and latest[0]:
+            number = max(number, parse_since(latest[0]) // (seconds * NS))
         found = db.execute(
             "SELECT requests, dollars FROM spend WHERE seconds=? AND number=?", (seconds, number)
         ).fetchone()
@@ -243,16 +257,20 @@ class MonitorCollector(Collector):
                 if summary.get(figure) is not None:
                     family.add_metric([metric], summary[figure])
             yield family
+        detectors = _detectors(db)
+        # The drop test's own baseline mean once it started (a pinned run's, when one is
+        # the baseline: then no window is); before, the baseline windows closed so far.
         baseline = _baseline_means(db, self.baseline_windows)
+        baseline.update({m: d.baseline_mean for m, d in detectors.items()})
         family = GaugeMetricFamily(
             PREFIX + "baseline_mean",
-            "The mean of the metric over the baseline windows' rows (those closed so far).",
+            "The metric's mean over the baseline: the baseline windows' rows (those closed "
+            "so far), or the pinned run's.",
             labels=["metric"],
         )
         for metric, mean in sorted(baseline.items()):
             family.add_metric([metric], mean)
         yield family
-        detectors = _detectors(db)
         for name, text, value_of in _DETECTOR_FIGURES:
             family = GaugeMetricFamily(PREFIX + name, text, labels=["metric"])
             for metric, detector in sorted(detectors.items()):
@@ -276,10 +294,16 @@ _ALERTS = "SELECT metric, count(*) FROM alerts GROUP BY metric"
 
 def _baseline_means(db: sqlite3.Connection, windows: int) -> dict[str, float]:
     """Each metric's mean over the baseline windows' scored rows: their means weighted by
-    their scored rows (the mean of all those rows, as the drop test takes them)."""
+    their scored rows (the mean of all those rows, as the drop test takes them). The
+    baseline windows are those closed first, as each recorded it (not the lowest numbers:
+    a straggler's window closed later is none)."""
     sums: dict[str, float] = {}
     rows: dict[str, int] = {}
-    for (text,) in db.execute("SELECT summary FROM windows ORDER BY number LIMIT ?", (windows,)):
+    for (text,) in db.execute(
+        "SELECT summary FROM windows WHERE json_extract(summary, '$.baseline')"
+        " ORDER BY number LIMIT ?",
+        (windows,),
+    ):
         for metric, summary in json.loads(text)["metrics"].items():
             if summary.get("mean") is None or not summary.get("scored"):
                 continue

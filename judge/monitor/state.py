@@ -48,6 +48,25 @@ COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lin
 JUDGE_USAGE = {"judge_requests": "requests", "judge_cache_hits": "cache_hits"}
 
 
+DAMAGED = (
+    "if it is damaged, move it away and a new one is started (what was judged stays in "
+    "judge's cache)"
+)
+
+
+def _remedy(exc: sqlite3.Error) -> str:
+    """What to do about an SQLite error on the state, when it says: "; ..." or nothing."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return (
+            ": another process holds it (a second monitor on this --state, a backup, an "
+            "sqlite3 shell); one monitor per --state"
+        )
+    if "malformed" in text or "not a database" in text:
+        return f": {DAMAGED}"
+    return ""
+
+
 class MonitorStateError(JudgeError):
     """The monitor's state cannot be used: damaged, not a monitor state, or from a newer judge."""
 
@@ -124,10 +143,18 @@ class MonitorState:
 
     Args:
         folder: the --state folder (created when absent); the file is monitor.sqlite in it.
+        create: create the folder and the file when absent; False: a reader's, which
+            never makes a state of its own (a MonitorStateError when there is none).
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], *, create: bool = True) -> None:
         self.folder = Path(folder)
+        self.path = self.folder / STATE_FILE
+        if not create and not self.path.is_file():
+            raise MonitorStateError(
+                f"there is no monitor state {self.path} (its folder was moved or deleted?): "
+                "give --state the folder of a monitor that ran"
+            )
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -135,14 +162,13 @@ class MonitorState:
                 f"--state {self.folder} cannot be created ({exc.strerror or exc}): give a "
                 "writable folder"
             ) from exc
-        self.path = self.folder / STATE_FILE
         self._lock = threading.Lock()
         try:
             self._db = self._connect()
         except sqlite3.Error as exc:
             raise MonitorStateError(
-                f"the monitor state {self.path} cannot be used ({exc}): if it is damaged, move "
-                "it away and a new one is started (what was judged stays in judge's cache)"
+                f"the monitor state {self.path} cannot be used ({exc})"
+                + (_remedy(exc) or f": {DAMAGED}")
             ) from exc
 
     def _connect(self) -> sqlite3.Connection:
@@ -185,7 +211,7 @@ class MonitorState:
                 yield db
         except sqlite3.Error as exc:
             raise MonitorStateError(
-                f"the monitor state {self.path} cannot be written ({exc})"
+                f"the monitor state {self.path} cannot be written ({exc}){_remedy(exc)}"
             ) from exc
 
     @contextmanager
@@ -202,7 +228,7 @@ class MonitorState:
                         self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise MonitorStateError(
-                    f"the monitor state {self.path} cannot be read ({exc})"
+                    f"the monitor state {self.path} cannot be read ({exc}){_remedy(exc)}"
                 ) from exc
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -212,7 +238,7 @@ class MonitorState:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
                 raise MonitorStateError(
-                    f"the monitor state {self.path} cannot be read ({exc})"
+                    f"the monitor state {self.path} cannot be read ({exc}){_remedy(exc)}"
                 ) from exc
 
     # The settings a state was started with: a window that changed would mix two kinds.
@@ -318,6 +344,13 @@ class MonitorState:
         out, over budget, pending). Returns the number completed.
         """
         with self.writing() as db:
+            # Receipt times ahead of the clock: the clock stepped back since (a VM restored,
+            # NTP correcting). They count from now, or they would wait the step out.
+            db.execute(
+                "UPDATE open_traces SET first_at=min(first_at, ?1), last_at=min(last_at, ?1),"
+                " root_at=min(root_at, ?1) WHERE last_at > ?1",
+                (now,),
+            )
             if everything:
                 due = db.execute(
                     "SELECT trace_id FROM open_traces ORDER BY first_at, trace_id LIMIT ?",

@@ -245,3 +245,20 @@ def test_good_rows_first_in_the_baseline_do_not_reject_its_mean():
     np.random.default_rng(1).shuffle(rest)
     low, high = betting_interval(np.concatenate([np.ones(80), rest]), 0.01)
     assert low < 0.9 < high
+
+
+def test_a_run_s_or_windows_baseline_outside_zero_to_one_is_said_by_its_source():
+    # The monitor's note for a pinned run (or windows) with a score of 3.0 named
+    # DropDetector's keyword, `baseline_scores:`, which no caller of the monitor gave.
+    from judge.monitor.alerts import UNCHECKED, drop_check
+    from judge.monitor.baseline import Baseline
+
+    check = drop_check()
+    for base, source in (
+        (Baseline([0.5, 3.0] * 10, run="3f2a9c1b7d0e"), "run 3f2a9c1b7d0e"),
+        (Baseline([0.5, 3.0] * 10, windows=(0, 1)), "the first 2 windows"),
+    ):
+        alert, state = check("rating", base, [0.5], None)
+        assert alert is None
+        assert "baseline_scores" not in state[UNCHECKED]
+        assert state[UNCHECKED].startswith(f"rating's baseline ({source}): row 1 is 3.0; ")

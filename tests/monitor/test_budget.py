@@ -251,3 +251,76 @@ def test_a_state_of_format_1_keeps_its_hours_spent(tmp_path: Path) -> None:
         report = once(tmp_path, server, traces, "openai/fake-model", 24)
         assert report.counts["over_budget"] == 4
         assert server.count() == 0
+
+
+@pytest.mark.parametrize("given", ["9" * 400, "$" + "9" * 400 + "/day", "9" * 400 + ".5/h"])
+def test_a_budget_too_large_for_a_number_is_refused(given: str) -> None:
+    # Digits past a float's range read as infinity: an error in the flag's words, not
+    # an OverflowError from int(inf), nor an infinite ceiling taken as one.
+    with pytest.raises(JudgeError, match=r"budget=.*give a finite number"):
+        parse_budget(given)
+
+
+@pytest.mark.parametrize(
+    "amount", [float("inf"), float("nan"), 10**400], ids=["inf", "nan", "1e400"]
+)
+def test_a_budget_object_of_no_finite_amount_is_refused(amount: float) -> None:
+    with pytest.raises(JudgeError, match=r"give a finite number"):
+        Budget(amount)
+    with pytest.raises(JudgeError, match=r"give a finite number"):
+        Budget(amount, dollars=True, seconds=DAY)
+
+
+def test_a_budget_too_large_under_the_cli_is_a_usage_error(tmp_path: Path) -> None:
+    done = run(
+        "monitor", "--once", "--state", tmp_path / "state", "--metrics", "ndcg@10",
+        "--budget", "9" * 400,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "judge: error: --budget 999" in done.stderr
+    assert "give a finite number" in done.stderr
+
+
+def test_kill_9_while_judging_charges_each_row_once(tmp_path: Path) -> None:
+    """Killed between the charge (made when the trace completes, with its row pending) and
+    the record of its judgment: restarted, the pending rows are judged without a second
+    charge, and none is lost."""
+    folder = traces_folder(tmp_path / "t", 10, step=10**9, first=10)
+    state = tmp_path / "state"
+    flags = ["--model", "openai/fake-model", "--api-key", "x", "--metrics", "faithfulness"]
+    flags += ["--cache", str(tmp_path / "cache.sqlite"), "--budget", "1200/h", "--window", "100"]
+    with FakeLLMServer(heuristic_judge) as server:
+        server.latency = 0.15  # slow enough to be killed mid-way
+        flags += ["--api-base", server.base_url]
+        command = [sys.executable, "-m", "judge", "monitor", "--watch", str(folder)]
+        command += ["--state", str(state), "--linger", "0", "--batch", "2", *flags]
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, OPENAI_API_KEY="x"),
+        )
+        try:
+            wait_for(lambda: (state / "monitor.sqlite").exists())
+            wait_for(lambda: state_counts(state).get("judged", 0) >= 2)
+        finally:
+            process.kill()  # SIGKILL: no clean-up at all
+            process.wait(30)
+        counts = state_counts(state)
+        assert counts.get("pending", 0) > 0, counts  # killed with rows charged, not judged
+        spend = MonitorState(state)
+        try:
+            charged = spend.read("SELECT requests FROM spend WHERE seconds=3600")
+        finally:
+            spend.close()
+        assert charged == [(10 * PER_ROW,)]  # all ten charged at completion
+        server.latency = 0
+        done = run("monitor", "--once", "--watch", folder, "--state", state, *flags, "--quiet")
+        assert done.returncode == 0, done.stderr
+    assert state_counts(state) == {"judged": 10}
+    spend = MonitorState(state)
+    try:
+        assert spend.read("SELECT requests FROM spend WHERE seconds=3600") == charged
+    finally:
+        spend.close()

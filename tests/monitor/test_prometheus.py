@@ -279,3 +279,80 @@ def test_two_monitors_in_one_process_each_expose_their_own_state(tmp_path: Path)
     finally:
         for monitor in monitors:
             monitor.close()
+
+
+def test_one_trace_from_a_skewed_clock_does_not_hold_the_budget_gauges(tmp_path: Path) -> None:
+    """The budget gauges show the period being spent: the clock's, or a later one a trace
+    was charged to. One trace stamped a year ahead (an app's clock set wrong) held them
+    on its year-ahead day for good: the day's spend read 2 requests, whatever was spent."""
+    day = 86400 * 10**9
+    now = time.time_ns()
+    ahead, today = tmp_path / "ahead", tmp_path / "today"
+    for folder in (ahead, today):
+        folder.mkdir()
+    traces_file(ahead / "t.json", lambda p: rag_traces(p, 1, start=now + 365 * day))
+    # a minute ago, a second apart: in today's current hour (its step's share is ample)
+    traces_file(
+        today / "t.json", lambda p: rag_traces(p, 3, start=now - 60 * 10**9, step=10**9, first=1)
+    )
+    with FakeLLMServer(heuristic_judge) as server:
+        llm = LLM(model="openai/fake-model", api_base=server.base_url, api_key="x")
+        config = MonitorConfig(
+            state=tmp_path / "state",
+            llm=llm,
+            metrics=["faithfulness"],
+            cache=str(tmp_path / "cache.sqlite"),
+            budget="24000/day",
+            window="100",
+            progress=False,
+        )
+        for folder in (ahead, today):
+            monitor = Monitor(config)
+            try:
+                monitor.once(folder)
+                samples = parse(generate_latest(monitor.registry).decode())
+            finally:
+                monitor.close()
+    labels = {"unit": "requests", "period": "day"}
+    if time.time_ns() // day == now // day:  # the test did not straddle midnight (UTC)
+        assert value(samples, "judge_monitor_budget_spent", **labels) == 3 * PER_ROW
+        assert value(samples, "judge_monitor_budget_left", **labels) == 24000 - 3 * PER_ROW
+
+
+def test_a_scrape_never_makes_a_state_of_its_own(tmp_path: Path) -> None:
+    """The state folder deleted while the monitor runs: a scrape read a new, empty state
+    it created in its place (every counter back to 0, a state the restarted monitor then
+    took as its own); it reads the monitor's own file, which the monitor still writes."""
+    import shutil
+
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 3))
+    with FakeLLMServer(heuristic_judge) as server:
+        monitor = Monitor(
+            MonitorConfig(
+                state=tmp_path / "state",
+                llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+                metrics=["faithfulness"],
+                progress=False,
+            )
+        )
+        try:
+            monitor.once(tmp_path / "otel")
+            shutil.rmtree(tmp_path / "state")
+            samples = parse(generate_latest(monitor.registry).decode())
+        finally:
+            monitor.close()
+    assert value(samples, "judge_monitor_traces_judged_total") == 3
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_collector_of_a_state_that_is_not_there_says_so(tmp_path: Path) -> None:
+    import pytest
+
+    from judge.monitor.prometheus import MonitorCollector
+    from judge.monitor.state import MonitorStateError
+
+    collector = MonitorCollector(tmp_path / "gone", baseline_windows=3)
+    with pytest.raises(MonitorStateError, match="no monitor state"):
+        list(collector.collect())
+    assert not (tmp_path / "gone").exists()

@@ -1,0 +1,340 @@
+"""`judge monitor` when its state or its inputs misbehave while it runs: a state locked by
+another process past the busy timeout, a window whose scores the drop test refuses. The
+monitor says so and goes on; it never sits up (the receiver answering) while its loops
+are dead."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from judge.llm.config import LLM
+from judge.monitor import state as state_module
+from judge.monitor.monitor import MonitorConfig
+from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.monitor import rag_traces, serving, state_counts, traces_file, wait_for
+
+
+def test_a_state_locked_for_a_while_stops_nothing_for_good(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another process holds the state's write lock past the busy timeout (a backup, a
+    second monitor started by mistake, sqlite3 in a shell): the monitor's passes fail
+    while it lasts. The pass loop died of the first failure, so a monitor still up,
+    answering /healthz and taking spans, never completed a trace again."""
+    monkeypatch.setattr(state_module, "_BUSY_SECONDS", 0.2)
+    watch = tmp_path / "otel"
+    watch.mkdir()
+    with FakeLLMServer(heuristic_judge) as server:
+        config = MonitorConfig(
+            state=tmp_path / "state",
+            llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+            metrics=["faithfulness"],
+            cache=str(tmp_path / "cache.sqlite"),
+            window="100",
+            linger=0,
+        )
+        with serving(config, watch=watch, poll=0.05):
+            other = sqlite3.connect(tmp_path / "state" / "monitor.sqlite", isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")  # the write lock, held
+            traces_file(watch / "a.json", lambda p: rag_traces(p, 3))
+            wait_for(lambda: "cannot be written" in capsys.readouterr().err, 30)
+            other.execute("COMMIT")
+            other.close()
+            wait_for(lambda: state_counts(tmp_path / "state").get("judged") == 3, 30)
+
+
+def test_a_loop_that_breaks_stops_the_monitor_instead_of_leaving_it_half_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An error no retry mends (a bug): the monitor stops with it, as a process that exits
+    # can be restarted by its supervisor; it sat up with its pass loop dead.
+    import asyncio
+    import threading
+
+    from judge.monitor.monitor import Monitor
+
+    def broken(self: Monitor, folder: Path) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Monitor, "_read_folder", broken)
+    (tmp_path / "otel").mkdir()
+    monitor = Monitor(MonitorConfig(state=tmp_path / "state", metrics=["ndcg@10"]))
+    raised: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            asyncio.run(monitor.aserve(host=None, watch=tmp_path / "otel", poll=0.05))
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    thread.join(30)
+    alive = thread.is_alive()
+    if alive:
+        monitor.request_stop()
+        thread.join(30)
+    monitor.close()
+    assert not alive, "the monitor stayed up with its pass loop dead"
+    assert [str(e) for e in raised] == ["boom"]
+
+
+def test_a_score_outside_0_1_leaves_its_metric_unchecked_and_windows_closing(
+    tmp_path: Path,
+) -> None:
+    """A custom metric's scorer may return any number (a 1-5 rating not scaled): the drop
+    test takes [0, 1]. A window after the baseline with such a score made every closing
+    fail: no window closed again (--once failed at each run, exit 2), for every metric."""
+    import json as json_module
+
+    from pydantic import BaseModel
+
+    from judge.metrics.custom import judged_metric
+    from judge.monitor.monitor import Monitor
+
+    class Rated(BaseModel):
+        rating: int
+
+    rating = judged_metric(
+        "rating",
+        prompt="<<<system>>>\nRate the answer.\n<<<user>>>\n{{answer}}",
+        output=Rated,
+        score=lambda r: float(r.rating),  # 1 for a good answer, 5 for a bad one
+    )
+
+    def rate(body: dict[str, object]) -> str:
+        bad = "green cheese" in json_module.dumps(body)
+        return json_module.dumps({"rating": 5 if bad else 1})
+
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 30, bad_from=20))
+    with FakeLLMServer(chat=rate) as server:
+        monitor = Monitor(
+            MonitorConfig(
+                state=tmp_path / "state",
+                llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+                metrics=[rating],
+                window="10",
+                baseline_windows=1,
+                progress=False,
+            )
+        )
+        try:
+            report = monitor.once(tmp_path / "otel")
+        finally:
+            monitor.close()
+    assert [w["number"] for w in report.windows] == [0, 1, 2]
+    assert report.windows[2]["metrics"]["rating"]["mean"] == 5.0
+    assert report.alerts == []
+    [note] = report.notes
+    assert note.startswith("rating is not checked for drops: ")
+    assert "has a score of 5.0, outside [0, 1]" in note
+
+
+@pytest.mark.parametrize(
+    ("flag", "given", "said"),
+    [
+        ("--linger", "nan", "--linger nan: give seconds, 0 or more"),
+        ("--linger", "-1", "--linger -1: give seconds, 0 or more"),
+        ("--sample-rate", "nan", "--sample-rate nan: give a share from 0 to 1"),
+        ("--sample-rate", "1.5", "--sample-rate 1.5: give a share from 0 to 1"),
+        ("--batch", "0", "--batch 0: give 1 or more"),
+        ("--queue", "0", "--queue 0: give 1 or more"),
+        ("--baseline-windows", "0", "--baseline-windows 0: give 1 or more"),
+    ],
+)
+def test_the_monitor_s_numbers_are_refused_in_the_flags_words(
+    tmp_path: Path, flag: str, given: str, said: str
+) -> None:
+    """A linger of NaN was taken (no trace would ever be complete: NaN compares with
+    nothing), and the numbers refused were said as Python's keywords (`linger=-1.0`)."""
+    from tests.helpers.cli import run
+
+    done = run("monitor", "--once", "--state", tmp_path / "s", "--metrics", "ndcg@10", flag, given)
+    assert done.returncode == 2, done.stderr
+    assert f"judge: error: {said}" in done.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_linger_of_nan_is_refused_in_python(tmp_path: Path) -> None:
+    from judge.errors import JudgeError
+
+    with pytest.raises(JudgeError, match=r"linger=nan: give seconds, 0 or more"):
+        MonitorConfig(state=tmp_path, linger=float("nan"))
+
+
+def test_traces_received_before_the_clock_went_back_are_not_held_for_the_jump(
+    tmp_path: Path,
+) -> None:
+    """The monitor's clock stepped back an hour (a VM restored, NTP correcting): traces
+    received before the step carry receipt times an hour "ahead" of the clock. They waited
+    the hour out (`--linger` is 30 s), then came after the traffic that followed them."""
+    import time
+
+    from judge.monitor.state import PENDING, Completed, MonitorState
+    from judge.traces.otlp import spans_of_protobuf
+    from tests.helpers.traces import export
+
+    bodies = export(lambda p: rag_traces(p, 2), batch=4)
+    state = MonitorState(tmp_path / "state")
+    try:
+        now = time.time()
+        state.ingest([spans_of_protobuf(b) for b in bodies], now + 3600)  # before the step
+        done = state.complete(now + 1, 30.0, lambda db, trace_id, row: Completed(PENDING))
+        assert done == 0  # received a second ago: within --linger, still open
+        done = state.complete(now + 31, 30.0, lambda db, trace_id, row: Completed(PENDING))
+        assert done == 2
+    finally:
+        state.close()
+
+
+def test_a_listen_port_taken_is_said_with_the_flag(tmp_path: Path) -> None:
+    import socket
+
+    from tests.helpers.cli import run
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run(
+            "monitor", "--listen", f"127.0.0.1:{port}", "--state", tmp_path / "s",
+            "--metrics", "ndcg@10",
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert f"judge: error: --listen 127.0.0.1:{port}: cannot listen (" in done.stderr
+    assert "give a free port" in done.stderr
+
+
+def test_an_ipv6_listen_address_is_said_as_a_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "http://::1:4318/v1/traces" is no URL: an IPv6 host goes in brackets.
+    import asyncio
+
+    from judge.monitor.monitor import Monitor
+
+    if not socket_has_ipv6_loopback():
+        pytest.skip("no IPv6 loopback here")
+    monitor = Monitor(MonitorConfig(state=tmp_path / "s", metrics=["ndcg@10"]))
+    try:
+        asyncio.run(monitor.aserve(host="::1", port=0, on_ready=lambda _: monitor.request_stop()))
+    finally:
+        monitor.close()
+    assert "monitor listening on http://[::1]:" in capsys.readouterr().err
+
+
+def socket_has_ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_a_state_damaged_inside_says_what_to_do(tmp_path: Path) -> None:
+    """A state whose header is sound but a page is not (a disk fault, a copy cut short)
+    opens, then fails at its first query: that said only "cannot be read (database disk
+    image is malformed)"; it says what to do, as a state that does not open does."""
+    from tests.helpers.cli import run
+
+    (tmp_path / "otel").mkdir()
+    traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 30))
+    args = ["monitor", "--once", "--state", tmp_path / "s", "--metrics", "ndcg@10", "--quiet"]
+    done = run(*args, "--watch", tmp_path / "otel")
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "s" / "monitor.sqlite"
+    data = bytearray(path.read_bytes())
+    assert len(data) > 3 * 4096
+    data[4096 : 2 * 4096] = bytes(4096)  # a page of the tables zeroed
+    path.write_bytes(bytes(data))
+    done = run(*args)
+    assert done.returncode == 2, done.stderr
+    assert "malformed" in done.stderr
+    assert "move it away and a new one is started" in done.stderr
+
+
+def test_a_state_locked_says_who_may_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from judge.monitor.state import MonitorState, MonitorStateError
+
+    monkeypatch.setattr(state_module, "_BUSY_SECONDS", 0.1)
+    state = MonitorState(tmp_path / "s")
+    other = sqlite3.connect(tmp_path / "s" / "monitor.sqlite", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(MonitorStateError) as error, state.writing():
+            pass
+    finally:
+        other.close()
+        state.close()
+    assert "database is locked" in str(error.value)
+    assert "another process" in str(error.value) and "one monitor per --state" in str(error.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a row whose time window closed before its trace completed (a trace that began "
+    "just before the window's end and ran past the --linger grace) is judged but counted "
+    "in no window, silently: the window closes --linger after its end, though an open "
+    "trace of it may still complete. Fixing it needs the open traces' start times in the "
+    "state (a migration) to hold the window, or a rule for rows of a closed window",
+)
+def test_a_slow_trace_at_a_window_s_end_is_counted_in_a_window(tmp_path: Path) -> None:
+    import time
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from judge.monitor.state import MonitorState
+
+    def send(base: str, start: int, first: int) -> None:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{base}/v1/traces")))
+        rag_traces(provider, 1, start=start, first=first)
+        provider.shutdown()
+
+    def windows() -> list[tuple[int, int]]:
+        state = MonitorState(tmp_path / "state")
+        try:
+            return [
+                (int(n), int(r))
+                for n, r in state.read(
+                    "SELECT number, json_extract(summary, '$.rows') FROM windows"
+                )
+            ]
+        finally:
+            state.close()
+
+    seconds = 4 * 10**9
+    with FakeLLMServer(heuristic_judge) as server:
+        config = MonitorConfig(
+            state=tmp_path / "state",
+            llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+            metrics=["faithfulness"],
+            window="4s",
+            linger=0.5,
+            progress=False,
+        )
+        with serving(config, poll=0.05) as (_, base):
+            number = time.time_ns() // seconds + 1  # the next window, whole
+            time.sleep(max(0.0, (number * seconds - time.time_ns()) / 1e9))
+            send(base, number * seconds + 10**8, 0)  # a trace at the window's start
+            # A trace that began a second before the window's end and ran 3 s: its root
+            # comes after the window closed (its end + --linger).
+            end = (number + 1) * seconds
+            wait_for(lambda: any(n == number for n, _ in windows()), 30)
+            send(base, end - 10**9, 1)
+            wait_for(lambda: state_counts(tmp_path / "state").get("judged") == 2, 30)
+            # both windows' time is over: every judged row is in a closed window
+            time.sleep(max(0.0, ((number + 2) * seconds - time.time_ns()) / 1e9) + 1)
+            counted = sum(rows for _, rows in windows())
+    assert counted == 2
