@@ -23,6 +23,7 @@ Every other field (`time`, the row's question and answer, ...) is left alone.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -43,7 +44,7 @@ from judge.run.folder import RunFolder
 from judge.run.gates import Gates, users_metrics
 from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
-from judge.stats import PPIEstimate, ppi_mean, ppi_mean_difference
+from judge.stats import MeanInterval, PPIEstimate, ppi_mean, ppi_mean_difference
 
 KEY = "id"
 SAMPLE = "sample"
@@ -51,6 +52,7 @@ RANDOM = "random"
 ANNOTATOR = "annotator"
 METRIC = "metric"
 LOWER = "1 - score (lower is better)"
+RUN_CONFIDENCE = 0.95  # the coverage of a run's own intervals (summary.json's ci_low, ci_high)
 
 
 @dataclass(frozen=True)
@@ -612,6 +614,14 @@ class Labels:
             confidence=self.confidence,
             require_random=self.require_random,
         )
+        ran = result.summary.get(metric)
+        if ran is not None and self.confidence == RUN_CONFIDENCE:
+            # the judge alone as the run's own table says it: the same rows, but the
+            # bootstrap there resamples them in the run's order
+            alone = (ran.mean, ran.ci_low, ran.ci_high)
+            mean, low, high = alone if got.up else (1 - alone[0], 1 - alone[2], 1 - alone[1])
+            judge_only = MeanInterval(mean, low, high, ran.scored)
+            got.ppi = dataclasses.replace(got.ppi, judge_only=judge_only)
         record = got.to_dict()
         del record["gates"], record["config"]  # the run's gates are summary.json's own
         record["labels"] = _source_text(self.labels)

@@ -99,15 +99,23 @@ def test_a_gate_met_by_the_judges_mean_fails_on_the_corrected_lower_end(
     low = f"{expected.low:.4f}"
     missed = f"faithfulness: the label-corrected (PPI) interval's lower end {low} < 0.7"
     assert f"FAILED threshold: {missed}" in done.stderr
+    summary = json.loads((tmp_path / "out/summary.json").read_text())
+    ran = summary["metrics"]["faithfulness"]
+    # the judge alone as the run's table says it, above the line
     line = (
         f"faithfulness corrected by 30 labels: {expected.mean:.3f} [{expected.low:.3f}, "
-        f"{expected.high:.3f}] (judge alone: 0.944 [{expected.judge_only.low:.3f}, "
-        f"{expected.judge_only.high:.3f}]; 95% intervals)"
+        f"{expected.high:.3f}] (judge alone: 0.944 [{ran['ci_low']:.3f}, "
+        f"{ran['ci_high']:.3f}]; 95% intervals)"
     )
     assert line in done.stdout
     assert "gates on faithfulness: checked on its corrected interval" in done.stdout
-    summary = json.loads((tmp_path / "out/summary.json").read_text())
     corrected = summary["label_corrected"]
+    assert corrected["judge_only"] == {
+        "mean": ran["mean"],
+        "low": ran["ci_low"],
+        "high": ran["ci_high"],
+        "n": 60,
+    }
     assert corrected["ppi"]["mean"] == pytest.approx(expected.mean, abs=1e-12)
     assert (corrected["ppi"]["low"], corrected["ppi"]["high"]) == pytest.approx(
         (expected.low, expected.high), abs=1e-12
@@ -229,6 +237,7 @@ def test_the_labelled_metric_is_named_or_found(tmp_path):
     ]
     view = type("View", (), {})()
     view.rows = rows
+    view.summary = {}
     view.config = type("Config", (), {"source": "data.jsonl", "lower_is_better": []})()
     unnamed = labels_file(tmp_path / "unnamed.jsonl", metric=None)
     gates = judge.Gates.of(["faithfulness>=0.5"])
@@ -331,3 +340,27 @@ def test_compare_refuses_labels_of_one_run_alone(tmp_path, flags, message):
     done = run("compare", a, b, *[f.format(a=labels) for f in flags])
     assert done.returncode == 2 and done.stdout == ""
     assert message in done.stderr
+
+
+def test_a_lower_is_better_metric_is_capped_by_its_corrected_upper_end(tmp_path):
+    view = type("View", (), {})()
+    view.rows = [
+        ResultRow(row=i, id=f"r{i}", scores={"hallucination_rate": 1 - s})
+        for i, s in enumerate(SCORES)
+    ]
+    view.summary = {}
+    view.config = type("Config", (), {"source": "data.jsonl", "lower_is_better": []})()
+    labels = labels_file(tmp_path / "labels.jsonl", metric="hallucination_rate")
+    gates = judge.Gates.of(["hallucination_rate<=0.7"])
+    corrected = Labels(labels, label="faithful").correct(view, gates)
+    # the labels say faithful (higher = better): on the metric's scale, 1 - the estimate
+    assert corrected.interval == pytest.approx((1 - direct().high, 1 - direct().low))
+    assert corrected.record["orientation"] == "1 - score (lower is better)"
+    assert corrected.line.startswith(
+        f"hallucination_rate corrected by 30 labels: {1 - direct().mean:.3f}"
+    )
+    upper = 1 - direct().low
+    assert upper > 0.7 > 1 - direct().mean  # the corrected mean meets the cap, its upper end not
+    assert gates.missed({}, {"hallucination_rate": corrected.interval}, "corrected interval") == [
+        f"hallucination_rate: the corrected interval's upper end {upper:.4f} > 0.7"
+    ]
