@@ -321,6 +321,9 @@ def _label_corrected(args: argparse.Namespace, comparison: Comparison, a: str, b
         require_random=args.require_random,
         keyword=KEYWORD,
     )
+    compared = comparison.metrics.get(found.metric)
+    if compared is not None:  # the judge alone as the table above says it
+        found.judge_alone(compared.delta, compared.ci_low, compared.ci_high, compared.n)
     comparison.extra["label_corrected"] = found.to_dict()
     for warning in found.warnings:
         print(terminal_text(f"judge: warning: {cli_words(warning)}"), file=sys.stderr)

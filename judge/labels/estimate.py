@@ -227,6 +227,19 @@ class Estimate:
             return -mean, -high, -low
         return 1 - mean, 1 - high, 1 - low
 
+    def judge_alone(self, mean: float, low: float, high: float, n: int) -> None:
+        """Take the judge-only estimate (on the metric's scale) from where the reader sees
+        it beside this one: the run's table, the comparison's delta. The rows are the
+        same, but their bootstrap resampled them in another order, so its interval differs
+        from `ppi_mean`'s in the last digits; a count that differs changes nothing."""
+        if n != self.ppi.judge_only.n:
+            return
+        if not self.up:  # back to the labels' scale: 1 - x, or -x for a difference
+            mean, low, high = (
+                (-mean, -high, -low) if self.difference else (1 - mean, 1 - high, 1 - low)
+            )
+        self.ppi = dataclasses.replace(self.ppi, judge_only=MeanInterval(mean, low, high, n))
+
     @property
     def interval(self) -> tuple[float, float]:
         """The PPI interval on the metric's scale, the one its gates are checked on."""
@@ -616,12 +629,7 @@ class Labels:
         )
         ran = result.summary.get(metric)
         if ran is not None and self.confidence == RUN_CONFIDENCE:
-            # the judge alone as the run's own table says it: the same rows, but the
-            # bootstrap there resamples them in the run's order
-            alone = (ran.mean, ran.ci_low, ran.ci_high)
-            mean, low, high = alone if got.up else (1 - alone[0], 1 - alone[2], 1 - alone[1])
-            judge_only = MeanInterval(mean, low, high, ran.scored)
-            got.ppi = dataclasses.replace(got.ppi, judge_only=judge_only)
+            got.judge_alone(ran.mean, ran.ci_low, ran.ci_high, ran.scored)
         record = got.to_dict()
         del record["gates"], record["config"]  # the run's gates are summary.json's own
         record["labels"] = _source_text(self.labels)
