@@ -364,3 +364,16 @@ def test_a_lower_is_better_metric_is_capped_by_its_corrected_upper_end(tmp_path)
     assert gates.missed({}, {"hallucination_rate": corrected.interval}, "corrected interval") == [
         f"hallucination_rate: the corrected interval's upper end {upper:.4f} > 0.7"
     ]
+
+
+def test_processes_write_the_same_correction(tmp_path, data, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    labels = labels_file(tmp_path / "labels.jsonl")
+    flags = ("--labels", labels, "--label", "faithful", "--gate", "faithfulness>=0.7")
+    one = run(*eval_command(data, fake_llm_server, tmp_path / "one"), *flags)
+    two = run(*eval_command(data, fake_llm_server, tmp_path / "two"), *flags, "--processes", "2")
+    assert one.returncode == two.returncode == 1, two.stderr
+    summaries = [json.loads((tmp_path / f"{n}/summary.json").read_text()) for n in ("one", "two")]
+    assert summaries[0]["label_corrected"] == summaries[1]["label_corrected"]
+    assert summaries[0]["thresholds"] == summaries[1]["thresholds"]
+    assert summaries[1]["label_corrected"]["n_labelled"] == 30
