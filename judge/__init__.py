@@ -14,8 +14,10 @@ from judge.version import __version__
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and editors
     from judge.cache.store import Cache
     from judge.comparison.evaluations import Comparison, compare
+    from judge.comparison.plan import QuestionPlan, plan_questions
     from judge.experiments.experiment import aexperiment, experiment
     from judge.labels.agreement import AgreementResult, aagreement, agreement
+    from judge.labels.plan import LabelPlan, plan_labels
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.custom import judged_metric
     from judge.metrics.registry import Metric, MetricScore
@@ -75,6 +77,10 @@ _LAZY = {
     "ppi_mean": "judge.stats",
     "ppi_mean_difference": "judge.stats",
     "PPIEstimate": "judge.stats",
+    "plan_questions": "judge.comparison.plan",
+    "QuestionPlan": "judge.comparison.plan",
+    "plan_labels": "judge.labels.plan",
+    "LabelPlan": "judge.labels.plan",
 }
 
 __all__ = [
@@ -89,10 +95,12 @@ __all__ = [
     "Gates",
     "InputFormatError",
     "JudgeError",
+    "LabelPlan",
     "Metric",
     "MetricScore",
     "PPIEstimate",
     "ProbeResult",
+    "QuestionPlan",
     "ResultRow",
     "SampleResult",
     "UnknownMetricError",
@@ -115,6 +123,8 @@ __all__ = [
     "experiment",
     "judged_metric",
     "load_run",
+    "plan_labels",
+    "plan_questions",
     "ppi_mean",
     "ppi_mean_difference",
     "probe",

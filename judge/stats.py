@@ -12,6 +12,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
 
@@ -270,6 +271,32 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def ks_two_sample(
+    first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray
+) -> tuple[float, float]:
+    """The two-sample Kolmogorov-Smirnov statistic D (the largest gap between the two
+    empirical distribution functions) and its asymptotic two-sided p-value, Kolmogorov's
+    limit sf(D * sqrt(nm / (n + m))) (conservative for tied values). NaN for no values.
+
+    Args:
+        first: one sample (no NaN).
+        second: the other.
+    """
+    a = np.sort(np.asarray(first, dtype=np.float64))
+    b = np.sort(np.asarray(second, dtype=np.float64))
+    if not a.size or not b.size:
+        return math.nan, math.nan
+    points = np.concatenate([a, b])
+    gap = np.searchsorted(a, points, side="right") / a.size
+    gap -= np.searchsorted(b, points, side="right") / b.size
+    d = float(np.abs(gap).max())
+    x = d * math.sqrt(a.size * b.size / (a.size + b.size))
+    if x < 0.2:  # the series converges slowly there, and the p-value is 1 to 1e-9
+        return d, 1.0
+    terms = [(-1) ** (j - 1) * math.exp(-2 * j * j * x * x) for j in range(1, 101)]
+    return d, min(1.0, max(0.0, 2 * math.fsum(terms)))
+
+
 # Prediction-powered inference (PPI) of a mean: the judge's scores on many rows, corrected by
 # people's labels on a random few.
 
@@ -438,10 +465,43 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
+def _no_spread_interval(
+    labels: np.ndarray, confidence: float, proportion: bool
+) -> tuple[float, float, str]:
+    """The interval of a mean whose CLT interval has zero width, and a note saying why:
+    labels all 1 (or all 0), when they are 0/1 labels (`proportion`), are n successes
+    (failures) in n, whose exact Clopper-Pearson interval is [(alpha/2)^(1/n), 1] ([0,
+    1 - that]); other labels all the same give no interval (NaN)."""
+    n = labels.size
+    value = float(labels[0])
+    if proportion and np.all(labels == value) and value in (0.0, 1.0):
+        end = ((1 - confidence) / 2) ** (1 / n)
+        low, high = (end, 1.0) if value == 1.0 else (0.0, 1.0 - end)
+        return (
+            low,
+            high,
+            f"every label is {value:g}: the normal interval would have zero width, so the "
+            f"interval is the exact binomial (Clopper-Pearson) one of {n} labels all "
+            f"{value:g}",
+        )
+    shown = f"every label is {value:g}" if np.all(labels == value) else "the labels"
+    return (
+        math.nan,
+        math.nan,
+        f"{shown}: the normal interval has zero width and says nothing of the "
+        "uncertainty; no interval is given (label more rows of the random sample)",
+    )
+
+
 def _ppi(
-    judged: np.ndarray, judged_labelled: np.ndarray, labels: np.ndarray, confidence: float
+    judged: np.ndarray,
+    judged_labelled: np.ndarray,
+    labels: np.ndarray,
+    confidence: float,
+    proportion: bool = True,
 ) -> PPIEstimate:
-    """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows."""
+    """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows;
+    `proportion`: labels all 0 or all 1 get the binomial interval (not for differences)."""
     z = _z(confidence)
     unlabelled = judged[~np.isnan(judged)]
     kept = ~np.isnan(judged_labelled)
@@ -455,13 +515,29 @@ def _ppi(
             "interval needs at least 2 (30 or more to be trusted); label more rows of a "
             "random sample"
         )
-    theta, se, lam = ppi_tuned(kept_labels, scores, unlabelled)
+    with np.errstate(over="ignore", invalid="ignore"):
+        theta, se, lam = ppi_tuned(kept_labels, scores, unlabelled)
+    if not (math.isfinite(float(theta)) and math.isfinite(float(se))):
+        raise InputFormatError(
+            "the scores or labels are too large for the arithmetic (their squares overflow "
+            "a float): give them on a smaller scale (0/1 labels, scores in [0, 1])"
+        )
     every = np.concatenate([scores, unlabelled])
     judge_low, judge_high = bootstrap_ci(every, confidence)
     labels_mean = float(kept_labels.mean())
     labels_half = z * float(kept_labels.std()) / math.sqrt(n)
+    low, high = float(theta - z * se), float(theta + z * se)
+    labels_low, labels_high = labels_mean - labels_half, labels_mean + labels_half
     notes = []
-    if n < PPI_FEW_LABELS:
+    if float(se) == 0.0:
+        # Labels that are all the same have no spread, so the CLT interval has zero width
+        # (95% sure of a perfect mean from two labels); lambda is then 0, and the estimate
+        # is the labels' own mean.
+        low, high, note = _no_spread_interval(kept_labels, confidence, proportion)
+        if float(lam) == 0.0:
+            labels_low, labels_high = low, high
+        notes.append(note)
+    if n < PPI_FEW_LABELS and not (float(se) == 0.0 and math.isfinite(low)):  # exact: no CLT
         notes.append(
             f"only {n} labels: the normal interval may cover less than {confidence:.0%}; "
             f"{PPI_FEW_LABELS} or more are safer"
@@ -478,16 +554,14 @@ def _ppi(
         )
     return PPIEstimate(
         mean=float(theta),
-        low=float(theta - z * se),
-        high=float(theta + z * se),
+        low=low,
+        high=high,
         confidence=confidence,
         lam=float(lam),
         n_labelled=n,
         n_unlabelled=big_n,
         judge_only=MeanInterval(float(every.mean()), judge_low, judge_high, int(every.size)),
-        labels_only=MeanInterval(
-            labels_mean, labels_mean - labels_half, labels_mean + labels_half, n
-        ),
+        labels_only=MeanInterval(labels_mean, labels_low, labels_high, n),
         left_out=left_out,
         notes=tuple(notes),
     )
@@ -514,7 +588,10 @@ def ppi_mean(
 
     NaN judged scores (a row the judge could not score) are left out, on both sides: the
     estimate is then of the labels' mean over the rows the judge scored, and `left_out`
-    counts them. A NaN label is refused.
+    counts them. A NaN label is refused. Labels that are all 1 (or all 0) have no spread, so
+    their CLT interval would have zero width: the interval is then the exact binomial
+    (Clopper-Pearson) one, [(alpha/2)^(1/n), 1] for n labels all 1; other labels all the
+    same give NaN bounds; `notes` says which.
 
     Args:
         judged: the judge's scores on the rows without a label (the papers' unlabelled
@@ -582,4 +659,209 @@ def ppi_mean_difference(
     _same_length(scores_a, "judged_labelled_a", values_b, "labels_b")
     _no_nan_labels(values_a, "labels_a", "judged_labelled_a")
     _no_nan_labels(values_b, "labels_b", "judged_labelled_b")
-    return _ppi(unlabelled_b - unlabelled_a, scores_b - scores_a, values_b - values_a, confidence)
+    return _ppi(
+        unlabelled_b - unlabelled_a,
+        scores_b - scores_a,
+        values_b - values_a,
+        confidence,
+        proportion=False,
+    )
+
+
+# Sample sizes: how many questions a paired comparison needs to detect a difference, and how
+# many labels a PPI interval needs to be narrow enough.
+
+
+@dataclass(frozen=True)
+class PairedSpread:
+    """The spread of paired differences B - A per sampling unit: a question, or a whole
+    conversation when rows are turns of conversations.
+
+    Args:
+        sd: the standard deviation of one unit's difference: of a row's, or (conversations)
+            of a conversation's turns' mean difference, linearised for the turn-weighted
+            mean (`paired_spread`).
+        units: the units measured (rows, or conversations).
+        rows: the rows measured.
+        mean_size: rows per unit (1 for rows).
+        design_effect: the variance of the mean by conversation over its variance were the
+            same turns independent rows (1 for rows; Kish 1965).
+        icc: the intra-conversation correlation the design effect implies,
+            (design_effect - 1) / (mean_size - 1); None for rows or one-turn conversations.
+        step: the lattice step of one unit's difference (`lattice_step`; for a
+            conversation, of its turns' differences over mean_size): 0 for none.
+    """
+
+    sd: float
+    units: int
+    rows: int
+    mean_size: float = 1.0
+    design_effect: float = 1.0
+    icc: float | None = None
+    step: float = 0.0
+
+
+def paired_spread(differences: np.ndarray, clusters: np.ndarray | None = None) -> PairedSpread:
+    """The standard deviation of paired differences per unit, from a pilot.
+
+    Rows: the sample standard deviation of the differences. Conversations (`clusters`
+    numbered 0..C-1): the mean difference is the turn-weighted mean, sum(T_c) / sum(m_c)
+    over conversations of m_c turns summing to T_c (what `judge compare`'s cluster bootstrap
+    resamples); its variance is, to first order, var(e_c) / C with the linearised residual
+    e_c = (T_c - dbar * m_c) / mbar (Cochran 1977, *Sampling Techniques*, 6.8, the ratio
+    estimator), which is the variance of the conversations' mean differences when every
+    conversation has mbar turns. Its ratio to the variance of the mean of as many
+    independent rows, mbar * var(e_c) / var(rows), is the design effect, 1 + (mbar - 1) *
+    ICC (Kish 1965, *Survey Sampling*, 8.2).
+
+    Args:
+        differences: B - A per row (no NaN).
+        clusters: the conversation of each row, numbered 0..C-1 with none unused; None
+            when the rows are independent.
+    """
+    rows = int(differences.size)
+    row_var = float(differences.var(ddof=1)) if rows > 1 else math.nan
+    step = lattice_step(differences)
+    if clusters is None:
+        return PairedSpread(sd=math.sqrt(row_var), units=rows, rows=rows, step=step)
+    totals = cluster_totals(differences, clusters)
+    sizes = np.bincount(clusters, minlength=totals.size).astype(np.float64)
+    units = int(totals.size)
+    mean_size = rows / units if units else math.nan
+    ratio = float(totals.sum() / sizes.sum()) if rows else math.nan
+    residuals = (totals - ratio * sizes) / mean_size
+    unit_var = float(residuals.var(ddof=1)) if units > 1 else math.nan
+    deff = unit_var * mean_size / row_var if row_var > 0 else math.nan
+    icc = (deff - 1) / (mean_size - 1) if mean_size > 1 and math.isfinite(deff) else None
+    return PairedSpread(
+        sd=math.sqrt(unit_var),
+        units=units,
+        rows=rows,
+        mean_size=mean_size,
+        design_effect=deff,
+        icc=icc,
+        step=step / mean_size,
+    )
+
+
+def _probability(value: float, name: str, example: str) -> float:
+    """A probability strictly between 0 and 1, or an InputFormatError naming `name`=."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise InputFormatError(
+            f"{name}= must lie strictly between 0 and 1 ({example}), not {value!r}"
+        )
+    return float(value)
+
+
+def lattice_step(values: np.ndarray) -> float:
+    """The step of the lattice the values lie on: the greatest common divisor of their
+    nonzero magnitudes as fractions of denominator at most 1,000 (1 for differences of 0/1
+    scores, 0.25 for differences of quarter grades); 0 for values on no such lattice, or
+    none nonzero."""
+    magnitudes = np.unique(np.abs(values[np.isfinite(values) & (values != 0)]))
+    if not magnitudes.size or magnitudes.size > 1_000:
+        return 0.0
+    step = Fraction(0)
+    for value in magnitudes.tolist():
+        fraction = Fraction(value).limit_denominator(1_000)
+        if abs(float(fraction) - value) > 1e-9 * max(1.0, value):
+            return 0.0
+        step = Fraction(
+            math.gcd(step.numerator * fraction.denominator, fraction.numerator * step.denominator),
+            step.denominator * fraction.denominator,
+        )
+    return float(step)
+
+
+def units_needed(
+    sd: float,
+    difference: float,
+    *,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    step: float = 0.0,
+) -> int:
+    """The units (questions, or conversations) a two-sided paired test at level `alpha`
+    needs to detect a true mean difference `difference` with probability `power`, when one
+    unit's difference has standard deviation `sd`.
+
+    The paired t-test's normal-approximation sample size, ((z_{1-alpha/2} + z_{power}) * sd /
+    D)^2, plus z_{1-alpha/2}^2 / 2, Guenther's correction for the t-test's estimated variance
+    (Guenther 1981, "Sample size formulas for normal theory t tests", The American
+    Statistician 35, 243-244); rounded up, at least 2. `judge compare`'s sign-flip
+    randomisation test (`permutation_p_value`) rejects about as often: its null spread,
+    sqrt(sd^2 + D^2), is wider, but its statistic, normalised by that spread as observed,
+    varies less by about as much (tests/test_plan.py simulates it). For differences on a
+    lattice of step h (`lattice_step`: 1 for 0/1 scores, where the test is the sign test,
+    discrete and so conservative) a continuity correction: the least n with D * n >=
+    (z_{1-alpha/2} + z_{power}) * sd * sqrt(n) + h, plus Guenther's term.
+
+    Args:
+        sd: the standard deviation of one unit's difference (`paired_spread`).
+        difference: the true mean difference to detect (its sign does not matter).
+        power: the probability of detecting it, strictly between 0 and 1.
+        alpha: the test's two-sided level, strictly between 0 and 1.
+        step: the lattice step of one unit's difference (`lattice_step`); 0 for none.
+    """
+    z_alpha = NormalDist().inv_cdf(1 - _probability(alpha, "alpha", "0.05") / 2)
+    z_power = NormalDist().inv_cdf(_probability(power, "power", "0.8 for 80%"))
+    if (
+        isinstance(difference, bool)
+        or not isinstance(difference, (int, float))
+        or not math.isfinite(difference)
+        or difference == 0
+    ):
+        raise InputFormatError(
+            f"difference= must be a nonzero number (the smallest change worth detecting, "
+            f"e.g. 0.05), not {difference!r}"
+        )
+    if not math.isfinite(sd) or sd < 0:
+        raise InputFormatError(f"the standard deviation of the differences is {sd!r}: no plan")
+    d = abs(float(difference))
+    spread = (z_alpha + z_power) * sd
+    root = (spread + math.sqrt(spread**2 + 4 * d * max(step, 0.0))) / (2 * d)  # sqrt(n)
+    n = root**2 + z_alpha**2 / 2
+    # 1e-9: a figure that is an integer up to rounding error is that integer
+    return max(2, math.ceil(n - 1e-9))
+
+
+def ppi_half_widths(
+    labelled: np.ndarray,
+    rows: int,
+    *,
+    var_judged: float,
+    var_judged_labelled: float,
+    var_labels: float,
+    cov: float,
+    confidence: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The PPI++ interval's half-width, and its lambda, for each count of labelled rows
+    among `rows` judged rows (the rest unlabelled), from the moments of a pilot.
+
+    `ppi_tuned`'s formulas with the pilot's moments in place of the data's: lambda(n) =
+    cov / ((1 + n/N) var_judged) clipped to [0, 1], N = rows - n, and the half-width z *
+    sqrt(lambda^2 var_judged / N + var(labels - lambda * judged) / n), where var(labels -
+    lambda * judged) = var_labels - 2 lambda cov + lambda^2 var_judged_labelled on the
+    labelled rows. Every row labelled (N = 0): lambda 0, the labels' own interval.
+
+    Args:
+        labelled: counts of labelled rows, each in 1..rows.
+        rows: the judged rows.
+        var_judged: the variance of the judge's scores over all rows.
+        var_judged_labelled: their variance over labelled rows.
+        var_labels: the variance of the labels.
+        cov: the covariance of labels and the judge's scores on labelled rows.
+        confidence: the interval's coverage.
+    """
+    z = _z(confidence)
+    n = labelled.astype(np.float64)
+    unlabelled = rows - n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = np.where(
+            (unlabelled > 0) & (var_judged > 0),
+            np.clip(cov / ((1 + n / unlabelled) * var_judged), 0.0, 1.0),
+            0.0,
+        )
+        imputed = np.where(unlabelled > 0, lam**2 * var_judged / unlabelled, 0.0)
+    rectifier = np.maximum(var_labels - 2 * lam * cov + lam**2 * var_judged_labelled, 0.0)
+    return z * np.sqrt(imputed + rectifier / n), lam

@@ -49,6 +49,11 @@ class LabelsLog:
 
     labels: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    cut_off: bool = False  # whether the last line is one cut off mid-write (among problems)
+
+    def unreadable(self) -> int:
+        """The lines that cannot be read, but a last line cut off mid-write."""
+        return len(self.problems) - self.cut_off
 
     def latest(self, annotator: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
         """(annotator, row id) -> that person's latest record of the row (of one annotator
@@ -90,6 +95,7 @@ def read_labels_file(path: str | os.PathLike[str]) -> LabelsLog:
         except (ValueError, KeyError, TypeError) as exc:
             last = number == len(lines)
             cut = last and not raw.endswith(b"\n")
+            log.cut_off = cut
             log.problems.append(
                 f"{where} line {number} "
                 + (
@@ -129,6 +135,8 @@ class LabelsWriter:
                 f"cannot write the labels file {self.path}: {exc.strerror or exc}; give "
                 "another --labels"
             ) from None
+        stat = os.fstat(self._fd)
+        self._inode = (stat.st_dev, stat.st_ino)
         if created:
             _sync_folder(self.path.parent)
         elif _ends_mid_line(self.path):
@@ -137,6 +145,18 @@ class LabelsWriter:
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record as a line and sync it to disk."""
+        try:
+            stat = os.stat(self.path)
+            same = (stat.st_dev, stat.st_ino) == self._inode
+        except OSError:
+            same = False
+        if not same:
+            # The open file is no longer the one on disk: a label written to it is lost.
+            raise OutputError(
+                f"the labels file {self.path} was deleted or replaced while labelling: this "
+                "label is not kept, nor will any be; stop judge annotate and start it again "
+                "(it goes on from the file as it is now)"
+            )
         line = json.dumps(escape_surrogates(dict(record)), ensure_ascii=False, sort_keys=True)
         self._write(line.encode("utf-8") + b"\n")
 

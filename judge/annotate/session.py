@@ -3,6 +3,7 @@ labels file's first session, the person's labels so far, and each new label appe
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.annotate.labels_file import SAMPLE, LabelsLog, LabelsWriter, now, read_labels_file
-from judge.annotate.sample import Draw, Order, draw, question_for, row_payload
+from judge.annotate.sample import ORDERS, Draw, Order, draw, question_for, row_payload
 from judge.errors import InputFormatError, JudgeError
 from judge.labels.annotators import AnnotatorAgreement, annotator_agreement
 from judge.run.folder import RunFolder
@@ -68,7 +69,21 @@ class Annotation:
             )
         self.labels = Path(labels)
         self.annotator = annotator
+        if self.labels.is_file() and self.labels.samefile(self.results):
+            raise InputFormatError(
+                f"--labels {self.labels} is the run's results file: labels are appended to "
+                "a file of their own; give a new one (labels.jsonl)"
+            )
         self.log = read_labels_file(self.labels)
+        if not self.log.labels and self.log.unreadable():
+            # Never append to a file that is no labels file (a run's summary.json, ...).
+            raise InputFormatError(
+                f"{self.labels} holds no label record ({self.log.problems[0]}): it is no "
+                "labels file, and judge annotate appends to its labels file; give a new "
+                "--labels file"
+            )
+        # Whether this session drew the rows itself: another may begin the file meanwhile.
+        self._drew = self.log.drawn() is None
         self.draw, self.metric = self._draw(choice)
         self.position_of = {row: at for at, row in enumerate(self.draw.rows)}
         self.index_of = {self.ids[row]: row for row in self.draw.rows}
@@ -98,7 +113,7 @@ class Annotation:
                 f"{str(first.get('results_sha256'))[:12]}); {self.results} has sha256 "
                 f"{self.results_sha256[:12]}: give that run, or a new --labels file"
             )
-        sample = first[SAMPLE]
+        sample = _repeatable(first[SAMPLE], self.labels)
         began = {
             "--metric": first.get("metric"),
             "--order": sample.get("method"),
@@ -109,7 +124,8 @@ class Annotation:
             "--metric": choice.metric,
             "--order": choice.order,
             "--seed": choice.seed,
-            "--sample": choice.sample,
+            # more rows than the run has draws them all, and records that many
+            "--sample": None if choice.sample is None else min(choice.sample, len(self.rows)),
         }
         for flag, value in asked.items():
             if value is not None and value != began[flag]:
@@ -208,10 +224,33 @@ class Annotation:
             "position": position,
             "results_sha256": self.results_sha256,
         }
+        if self._drew:
+            self._same_draw_as_the_file()
         self._writer.append(record)
+        self._drew = False  # the file's first draw is this one from now on
         self.log.labels.append(record)
         self.mine[index] = record
         return {**self.counts(), "next": self.next_open(position)}
+
+    def _same_draw_as_the_file(self) -> None:
+        """Refuse a label of this session's own draw when another session began the file
+        with another draw since this one read it (two annotators starting at once)."""
+        first = read_labels_file(self.labels).drawn()
+        if first is None or (
+            first.get(SAMPLE) == self.draw.record() and first.get("metric") == self.metric
+        ):
+            return
+        sample = first[SAMPLE]
+        began = " ".join(
+            f"{flag} {sample.get(key)}"
+            for flag, key in (("--order", "method"), ("--seed", "seed"), ("--sample", "n"))
+        )
+        raise InputFormatError(
+            f"{self.labels} was begun meanwhile by another session with another draw "
+            f"(--metric {first.get('metric')} {began}): this label is not kept; stop judge "
+            "annotate and start it again without --metric, --order, --seed and --sample, "
+            "to label that draw"
+        )
 
     def agreement(self) -> AnnotatorAgreement:
         """The annotators' agreement on the rows of the draw they all labelled."""
@@ -284,6 +323,27 @@ class Annotation:
         if len(agreement.annotators) > 1:
             lines.append(agreement.text())
         return lines
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _repeatable(sample: dict[str, Any], labels: Path) -> dict[str, Any]:
+    """The draw a labels file's first label records, refused unless it can be drawn again
+    (a file begun by hand or by another tool may record anything)."""
+    n = sample.get("n")
+    if (
+        sample.get("method") not in ORDERS
+        or not _whole(sample.get("seed"))
+        or not (n is None or (_whole(n) and n >= 1))
+    ):
+        raise InputFormatError(
+            f"{labels}: the draw its first label records ({json.dumps(sample)}) cannot be "
+            f"drawn again: judge annotate needs method {' or '.join(ORDERS)}, a whole "
+            "number seed and a number of rows n (1 or more); give a new --labels file"
+        )
+    return sample
 
 
 def given_labels(log: LabelsLog, index_of: dict[str, int]) -> dict[int, dict[str, int]]:

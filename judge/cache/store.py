@@ -264,12 +264,17 @@ class Cache:
         with none good, it is a CacheMiss saying so."""
         damage: list[tuple[Path, str]] = []
         for path, db in self._readers:
+            # Not through _failing_as_cache_error: a context manager of its own for every
+            # lookup cost more than the lookup's own Python code.
             try:
-                with self._lock, self._failing_as_cache_error("reading", path):
+                with self._lock:
                     row: tuple[Any, ...] | None = db.execute(query, (key,)).fetchone()
-            except _Damaged as exc:
-                damage.append((path, exc.why))
-                continue
+            except sqlite3.Error as exc:
+                error = self._cache_error(exc, "reading", path)
+                if isinstance(error, _Damaged):
+                    damage.append((path, error.why))
+                    continue
+                raise error from exc
             if row is None:
                 continue
             value, why = check(key, row)
@@ -298,19 +303,23 @@ class Cache:
         try:
             yield
         except sqlite3.Error as exc:
-            if doing == "reading" and (is_damage(exc) or is_undecodable(exc)):
-                raise _Damaged(f"SQLite: {exc}") from exc
-            error = CacheStoreError if doing == "writing" else CacheError
-            if is_damage(exc):  # SQLite refuses to write into damaged pages
-                where = path or self.path
-                raise error(
-                    f"{where}: {doing} the cache failed: the file is damaged ({exc}); drop "
-                    f"what is damaged with `judge cache repair {where}`, then rerun"
-                ) from exc
-            raise error(
-                f"{path or self.path}: {doing} the cache failed ({type(exc).__name__}: "
-                f"{exc}); free disk space or give --cache a new path, then rerun to fill the gaps"
-            ) from exc
+            raise self._cache_error(exc, doing, path) from exc
+
+    def _cache_error(self, exc: sqlite3.Error, doing: str, path: Path | None) -> Exception:
+        """What `_failing_as_cache_error` raises for an SQLite failure."""
+        if doing == "reading" and (is_damage(exc) or is_undecodable(exc)):
+            return _Damaged(f"SQLite: {exc}")
+        error = CacheStoreError if doing == "writing" else CacheError
+        if is_damage(exc):  # SQLite refuses to write into damaged pages
+            where = path or self.path
+            return error(
+                f"{where}: {doing} the cache failed: the file is damaged ({exc}); drop "
+                f"what is damaged with `judge cache repair {where}`, then rerun"
+            )
+        return error(
+            f"{path or self.path}: {doing} the cache failed ({type(exc).__name__}: "
+            f"{exc}); free disk space or give --cache a new path, then rerun to fill the gaps"
+        )
 
     def put(self, entry: CacheEntry) -> None:
         """Store an entry (a no-op unless the mode stores); the last write of a key wins."""

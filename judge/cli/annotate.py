@@ -27,9 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "label the row (for faithfulness: is every claim supported?), 1-9 flip a claim's "
         "verdict, s skips, arrows move. Each key is appended to --labels and synced to disk "
         "at once: stop the server at any time and start it again to go on where you "
-        "stopped. The rows are a seeded random sample of the rows the judge scored (so the "
-        "labels serve judge estimate), unless --order disagreements. With --agreement or "
-        "--export nothing is served.",
+        "stopped. The rows are a seeded random sample of the run's rows (so the labels "
+        "serve judge estimate; judge estimate leaves out the labels of rows the judge "
+        "could not score), unless --order disagreements. With --agreement or --export "
+        "nothing is served.",
     )
     p.add_argument("results", help="the run's folder or its results.jsonl")
     p.add_argument("--labels", required=True, help="the labels file (JSON lines; made if absent)")
@@ -46,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--sample",
         type=int,
         metavar="N",
-        help="label N rows drawn at random (default: every scored row, in a random order)",
+        help="label N rows drawn at random (default: every row, in a random order)",
     )
     p.add_argument("--seed", type=int, help="the seed of the draw (default 0)")
     p.add_argument(
@@ -95,6 +96,8 @@ def run_annotate(args: argparse.Namespace) -> int:
 
     if args.agreement and args.export:
         raise JudgeError("--agreement and --export are two commands: give one of them")
+    if not 0 <= args.port <= 65535:
+        raise JudgeError(f"--port {args.port}: give a port from 0 to 65535 (0: any free one)")
     reading = args.agreement or args.export
     annotator = args.annotator if reading else _annotator(args)
     annotation = Annotation(

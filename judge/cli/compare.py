@@ -223,7 +223,7 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
     """B against A: two evaluations, two TREC runs (--qrels) or two columns (--columns)."""
     from judge.comparison.evaluations import compare, write_json
     from judge.comparison.html import write_compare
-    from judge.comparison.trec_runs import compare_runs, unjudged_gain_warning
+    from judge.comparison.trec_runs import compare_runs, unjudged_loss_warning
     from judge.ir import read_qrels, read_run
 
     metrics = metrics_of(args) or None
@@ -259,8 +259,8 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
         comparison = compare(a, b, metrics=metrics)
         corrected = _label_corrected(args, comparison, a, b)
     findings = comparison.diagnosis_b()
-    for found in comparison.extra.get("unjudged_gains", []):
-        said = unjudged_gain_warning(found, comparison.label_a, comparison.label_b)
+    for found in comparison.extra.get("unjudged_losses", []):
+        said = unjudged_loss_warning(found, comparison.label_a, comparison.label_b)
         print(terminal_text(f"judge: warning: {said}"), file=sys.stderr)
     if args.out:
         write_files(

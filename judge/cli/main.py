@@ -26,6 +26,7 @@ COMMANDS = (
     "annotate",
     "estimate",
     "align",
+    "plan",
     "probe",
     "metrics",
     "cache",

@@ -46,6 +46,14 @@ FLAGS = {
     "budget": "--budget",  # judge monitor
     "baseline_windows": "--baseline-windows",
     "baseline_run": "--baseline-run",
+    # judge plan
+    "difference": "--difference",
+    "power": "--power",
+    "alpha": "--alpha",  # judge monitor's flag too
+    "pair_correlation": "--pair-correlation",
+    "half_width": "--half-width",
+    "judge_correlation": "--judge-correlation",
+    "rows": "--rows",
 }
 # Keyword arguments of the Embeddings(...) constructor, which have flags of their own.
 _EMBEDDINGS = {"model": "--embedding-model", "api_base": "--embedding-api-base"}

@@ -47,16 +47,16 @@ def lost_from_top_k(
     return lost
 
 
-# B's judged@k this far below A's (5 points: one more unjudged doc in the top 10 of every
-# other query) makes a gain of B's suspect: unjudged docs count as non-relevant, so a
-# ranking that brings in unjudged docs is measured on fewer judgments than the baseline.
+# The losing run's judged@k this far below the winner's (5 points: one more unjudged doc in
+# the top 10 of every other query) puts its loss in doubt: unjudged docs count as
+# non-relevant, so they can only lower the run that holds them.
 JUDGED_GAP = 0.05
 
 # The cutoff of the judged@k check for a metric without one (map, mrr, r_precision).
 _DEFAULT_JUDGED_CUTOFF = 10
 
 
-def unjudged_gains(
+def unjudged_losses(
     comparison: Comparison,
     qrels: Qrels,
     run_a: Run,
@@ -65,13 +65,15 @@ def unjudged_gains(
     k: int | None = None,
     gap: float = JUDGED_GAP,
 ) -> list[dict[str, Any]]:
-    """The metrics B beats A on while B's top documents are less judged than A's.
+    """The metrics a run loses while its top documents are less judged than the winner's.
 
-    For each metric with a higher mean in B (bpref and judged@k aside: unjudged docs
-    count for nothing in them), judged@c of both runs, c the metric's cutoff (`k`, else
-    10, for a metric without one); listed when B's is below A's by more than `gap`,
-    with the share of the docs B brings into its top c (absent from A's) that are not
-    judged.
+    Every metric but bpref and judged@k reads an unjudged doc as non-relevant, so unjudged
+    docs can only lower the score of the run that holds them: a win despite them stands,
+    but a loss may lie in them (the pool bias against a run the judgments were not pooled
+    from: Buckley & Voorhees 2004). For each metric the runs differ on, judged@c of both,
+    c the metric's cutoff (`k`, else 10, for a metric without one); listed when the
+    loser's is below the winner's by more than `gap`, with the share of the docs the
+    loser brings into its top c (absent from the winner's) that are not judged.
 
     Args:
         comparison: the comparison of the two runs.
@@ -79,12 +81,12 @@ def unjudged_gains(
         run_a: the baseline run.
         run_b: the candidate run.
         k: the cutoff for metrics without one (default 10).
-        gap: how far below A's B's judged@c must be.
+        gap: how far below the winner's the loser's judged@c must be.
     """
     cutoffs: dict[str, int] = {}
     for name, result in comparison.metrics.items():
         measure = parse_measure(name)
-        if measure.family in JUDGED_FAMILIES or not result.delta > 0:
+        if measure.family in JUDGED_FAMILIES or not (result.delta > 0 or result.delta < 0):
             continue
         cutoffs[name] = measure.k or k or _DEFAULT_JUDGED_CUTOFF
     if not cutoffs:
@@ -95,15 +97,19 @@ def unjudged_gains(
     found = []
     for name, cutoff in cutoffs.items():
         a, b = judged_a[f"judged@{cutoff}"], judged_b[f"judged@{cutoff}"]
-        if b < a - gap:
+        b_lost = comparison.metrics[name].delta < 0
+        loser, winner = (b, a) if b_lost else (a, b)
+        if loser < winner - gap:
+            runs = (run_b, run_a) if b_lost else (run_a, run_b)
             found.append(
                 {
                     "metric": name,
                     "delta": comparison.metrics[name].delta,
+                    "loser": "b" if b_lost else "a",
                     "k": cutoff,
                     "judged_a": a,
                     "judged_b": b,
-                    "new_in_b_unjudged": _new_unjudged(qrels, run_a, run_b, cutoff),
+                    "new_unjudged": _new_unjudged(qrels, *runs, cutoff),
                 }
             )
     return found
@@ -113,30 +119,36 @@ def _means(values: Mapping[str, Any]) -> dict[str, float]:
     return {name: math.fsum(array.tolist()) / len(array) for name, array in values.items()}
 
 
-def _new_unjudged(qrels: Qrels, run_a: Run, run_b: Run, k: int) -> float | None:
-    """Of the docs in B's top k and not in A's (over the judged queries), the share that
-    has no judgment (grade below 0, or none); None when B brings in no doc."""
+def _new_unjudged(qrels: Qrels, loser: Run, winner: Run, k: int) -> float | None:
+    """Of the docs in the loser's top k and not in the winner's (over the judged queries),
+    the share that has no judgment (grade below 0, or none); None when there is none."""
     new = unjudged = 0
     for query, judged in qrels.items():
-        before = set(top_k(run_a.get(query, {}), k))
-        for doc in top_k(run_b.get(query, {}), k):
+        before = set(top_k(winner.get(query, {}), k))
+        for doc in top_k(loser.get(query, {}), k):
             if doc not in before:
                 new += 1
                 unjudged += judged.get(doc, -1) < 0
     return unjudged / new if new else None
 
 
-def unjudged_gain_warning(found: Mapping[str, Any], label_a: str, label_b: str) -> str:
-    """One `unjudged_gains` entry as a sentence for the terminal."""
+def unjudged_loss_warning(found: Mapping[str, Any], label_a: str, label_b: str) -> str:
+    """One `unjudged_losses` entry as a sentence for the terminal."""
     k = found["k"]
-    share = found["new_in_b_unjudged"]
-    new = "" if share is None else f"; {share:.0%} of the docs it brings into its top {k} are"
-    new += "" if share is None else " not judged"
+    b_lost = found["loser"] == "b"
+    loser, winner = (label_b, label_a) if b_lost else (label_a, label_b)
+    judged_loser, judged_winner = (
+        (found["judged_b"], found["judged_a"]) if b_lost else (found["judged_a"], found["judged_b"])
+    )
+    share = found["new_unjudged"]
+    new = "" if share is None else f"; {share:.0%} of the docs it ranks there that {winner} "
+    new += "" if share is None else "does not are not judged"
     return (
-        f"{label_b} beats {label_a} on {found['metric']} ({found['delta']:+.4f}), but its top "
-        f"{k} is less judged: judged@{k} {found['judged_b']:.3f} against {found['judged_a']:.3f}"
-        f"{new}. Unjudged docs count as non-relevant, so the gain may lie in them: judge "
-        "those docs, or compare on bpref, which leaves them out."
+        f"{loser} loses to {winner} on {found['metric']} (B - A {found['delta']:+.4f}), but "
+        f"its top {k} is less judged: judged@{k} {judged_loser:.3f} against "
+        f"{judged_winner:.3f}{new}. Unjudged docs count as non-relevant, so the loss may lie "
+        "in them (judgments pooled from the other run): judge those docs, or compare on "
+        "bpref, which leaves them out."
     )
 
 
@@ -160,8 +172,9 @@ def compare_runs(
 ) -> Comparison:
     """Compare two runs query by query with paired tests over every judged query.
 
-    A metric B beats A on while B's judged@k is more than `judged_gap` below A's is listed
-    in `extra["unjudged_gains"]` (`unjudged_gains`): its gain may lie in unjudged docs.
+    A metric a run loses while its judged@k is more than `judged_gap` below the winner's is
+    listed in `extra["unjudged_losses"]` (`unjudged_losses`): the loss may lie in its
+    unjudged docs.
 
     Args:
         qrels: judgments, `{query_id: {doc_id: grade}}`.
@@ -173,7 +186,8 @@ def compare_runs(
             of the judged@k check for metrics without one (10 if None).
         label_a: name of A in reports.
         label_b: name of B in reports.
-        judged_gap: how far below A's B's judged@k must be for a gain to be listed.
+        judged_gap: how far below the winner's the loser's judged@k must be for a loss to
+            be listed.
     """
     names = list(metrics) if metrics else rerank_metrics(k or 5)
     scored_a = ir.score_queries(qrels, run_a, names, relevance_level=relevance_level)
@@ -195,7 +209,7 @@ def compare_runs(
             "unjudged_queries": list(scored_b.unjudged_queries),
         },
     }
-    comparison.extra["unjudged_gains"] = unjudged_gains(
+    comparison.extra["unjudged_losses"] = unjudged_losses(
         comparison, qrels, run_a, run_b, k=k, gap=judged_gap
     )
     if k is not None:

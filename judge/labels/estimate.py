@@ -18,7 +18,10 @@ too) holds one record per label given:
   not random: the interval then does not hold, and the estimate says so (or refuses, with
   `require_random=True`).
 
-Every other field (`time`, the row's question and answer, ...) is left alone.
+Every other field (`time`, the row's question and answer, ...) is left alone. In a JSON
+lines file, a line that is no JSON object (the last line of `judge annotate` killed
+mid-write, which the next session leaves in the middle of the file) is left out and said,
+as `judge annotate` does.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,14 +41,21 @@ import numpy as np
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import number
 from judge.json_values import nan_to_null
+from judge.lines import universal_lines
 from judge.metrics.registry import higher_is_better
 from judge.run.corrected import CorrectedMean
-from judge.run.data import read_records
+from judge.run.data import checked_path, loads_json, read_records
 from judge.run.folder import RunFolder
 from judge.run.gates import Gates, users_metrics
 from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
-from judge.stats import MeanInterval, PPIEstimate, ppi_mean, ppi_mean_difference
+from judge.stats import (
+    MeanInterval,
+    PPIEstimate,
+    ks_two_sample,
+    ppi_mean,
+    ppi_mean_difference,
+)
 
 KEY = "id"
 SAMPLE = "sample"
@@ -65,6 +76,7 @@ class LabelFile:
         samples: each distinct `sample` description, as JSON text, and the labels giving it.
         skipped: ids of rows whose latest record (of every annotator) is a skip.
         annotators: annotator -> rows labelled.
+        problems: the lines of a JSON-lines file left out, each said in words.
         metrics: each metric the labels' `metric` field names (`judge annotate` records
             the metric the person was asked about) and the labels naming it.
     """
@@ -74,6 +86,7 @@ class LabelFile:
     samples: dict[str, int]
     skipped: set[str]
     annotators: dict[str, int]
+    problems: list[str] = field(default_factory=list)
     metrics: dict[str, int] = field(default_factory=dict)
 
 
@@ -111,6 +124,38 @@ def _label(value: Any, where: str, label: str) -> float | None:
     return number_
 
 
+def _read_labels(
+    labels: str | os.PathLike[str] | list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """The label records, their source, and the lines of a JSON-lines file left out for
+    being no JSON object (each said in words); other files as `read_records` reads them."""
+    if not isinstance(labels, (str, os.PathLike)) or Path(labels).suffix.lower() != ".jsonl":
+        records, source = read_records(labels)
+        return records, source, []
+    path, _ = checked_path(os.fspath(labels))
+    found: list[dict[str, Any]] = []
+    problems: list[str] = []
+    with path.open("rb") as handle:
+        for number, raw in universal_lines(handle, path):
+            try:
+                text = raw.decode("utf-8")
+                if number == 1:
+                    text = text.removeprefix("\ufeff")  # a byte order mark, as editors save
+                if not text.strip():
+                    continue
+                record = loads_json(text)
+                if not isinstance(record, dict):
+                    raise ValueError(f"a {type(record).__name__}, not an object")
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+                problems.append(
+                    f"{path} line {number} is no JSON object ({exc}) and is left out (a line "
+                    "cut off when judge annotate was killed mid-write is one)"
+                )
+                continue
+            found.append(record)
+    return found, str(path), problems
+
+
 def read_label_file(
     labels: str | os.PathLike[str] | list[dict[str, Any]],
     *,
@@ -124,7 +169,7 @@ def read_label_file(
         label: the label column.
         annotator: use this annotator's labels only (default: every annotator's, averaged).
     """
-    records, source = read_records(labels)
+    records, source, problems = _read_labels(labels)
     if not any(KEY in r for r in records):
         raise InputFormatError(
             f"{source}: no {KEY!r} field in the labels: each label record names its row by "
@@ -174,6 +219,7 @@ def read_label_file(
         samples=dict(samples),
         skipped=seen - given.keys(),
         annotators=dict(annotators),
+        problems=problems,
         metrics=dict(metrics),
     )
 
@@ -360,6 +406,148 @@ def _check_random(found: LabelFile, not_random: int, matched: int) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Joined:
+    """Labels joined by id to a run's rows.
+
+    Args:
+        labelled: the positions of the labelled rows, ascending.
+        unlabelled: the positions of the other rows.
+        values: the label of each labelled row, in the order of `labelled`.
+        unknown: labelled ids that are no row of the run (left out).
+        not_random: labelled rows of the run that record no random sample.
+    """
+
+    labelled: np.ndarray
+    unlabelled: np.ndarray
+    values: np.ndarray
+    unknown: list[str]
+    not_random: int
+
+
+def join_labels(rows: Sequence[ResultRow], found: LabelFile, *, where: str, label: str) -> Joined:
+    """The labels joined to the rows by id (module docstring: the file); an error when no
+    row is labelled, when no label names a row, or when a labelled id names several.
+
+    Args:
+        rows: the run's rows.
+        found: the labels.
+        where: the run, as messages name it.
+        label: the label column, as messages name it.
+    """
+    if not found.labels:
+        raise InputFormatError(
+            f"no row is labelled: the {len(found.skipped)} rows of the labels were all "
+            f"skipped (label {label!r} null or blank); label some rows first"
+        )
+    positions = _unique_positions(rows, where, found.labels)
+    unknown = sorted(ident for ident in found.labels if ident not in positions)
+    matched = {positions[i]: v for i, v in found.labels.items() if i in positions}
+    if not matched:
+        raise InputFormatError(
+            f"no labelled id is a row of {where} (labels for ids "
+            f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
+        )
+    labelled = np.array(sorted(matched), dtype=np.int64)
+    return Joined(
+        labelled=labelled,
+        unlabelled=np.setdiff1d(np.arange(len(rows)), labelled),
+        values=np.array([matched[i] for i in labelled.tolist()], dtype=np.float64),
+        unknown=unknown,
+        not_random=len([i for i in found.not_random if i in positions]),
+    )
+
+
+@dataclass(frozen=True)
+class RunScores:
+    """A run's scores of one metric, read as the labels read: higher is better.
+
+    Args:
+        folder: the run's folder.
+        rows: its rows, in order.
+        scores: the metric's score per row (NaN where undefined), 1 - score for a metric
+            where lower is better.
+        up: whether the metric is read as is (False: as 1 - score).
+    """
+
+    folder: RunFolder
+    rows: list[ResultRow]
+    scores: np.ndarray
+    up: bool
+
+
+def run_scores(results: str | os.PathLike[str], metric: str) -> RunScores:
+    """A run's scores of `metric`, oriented as labels are (higher is better).
+
+    Args:
+        results: the run: its output folder or results.jsonl.
+        metric: the metric.
+    """
+    folder = RunFolder.of(results)
+    rows = _run_rows(folder)
+    _has_metric(rows, metric, str(folder.results), "metric")
+    up = not _lower_is_better(metric, folder.lower_is_better())
+    scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
+    return RunScores(folder, rows, scores if up else 1.0 - scores, up)
+
+
+@dataclass(frozen=True)
+class LabelledRun(RunScores):
+    """A run's oriented scores (`RunScores`) joined by id to the labels of a labels file.
+
+    Args:
+        found: the labels file as read.
+        labelled: the positions of the labelled rows, ascending.
+        unlabelled: the positions of the other rows.
+        values: the label of each labelled row, in the order of `labelled`.
+        unknown: labelled ids that are no row of the run (left out).
+        not_random: labelled rows of the run that record no random sample.
+    """
+
+    found: LabelFile
+    labelled: np.ndarray
+    unlabelled: np.ndarray
+    values: np.ndarray
+    unknown: list[str]
+    not_random: int
+
+
+def labelled_run(
+    results: str | os.PathLike[str],
+    *,
+    labels: str | os.PathLike[str] | list[dict[str, Any]],
+    label: str,
+    metric: str,
+    annotator: str | None = None,
+) -> LabelledRun:
+    """A run's scores of `metric` joined to the labels of a labels file by id (module
+    docstring: the file), as `estimate` joins them.
+
+    Args:
+        results: the run: its output folder or results.jsonl.
+        labels: the labels file (or its records).
+        label: the label column.
+        metric: the metric.
+        annotator: use this annotator's labels only (default: every annotator's, averaged).
+    """
+    run = run_scores(results, metric)
+    folder, rows = run.folder, run.rows
+    found = read_label_file(labels, label=label, annotator=annotator)
+    joined = join_labels(rows, found, where=str(folder.results), label=label)
+    return LabelledRun(
+        folder=folder,
+        rows=rows,
+        scores=run.scores,
+        up=run.up,
+        found=found,
+        labelled=joined.labelled,
+        unlabelled=joined.unlabelled,
+        values=joined.values,
+        unknown=joined.unknown,
+        not_random=joined.not_random,
+    )
+
+
 def estimate_rows(
     rows: Sequence[ResultRow],
     found: LabelFile,
@@ -387,25 +575,18 @@ def estimate_rows(
         require_random: refuse labels whose rows do not all record a random sample.
         config: the inputs, as `Estimate.config` records them.
     """
-    positions = _unique_positions(rows, where, found.labels)
-    unknown = sorted(ident for ident in found.labels if ident not in positions)
-    matched = {positions[i]: v for i, v in found.labels.items() if i in positions}
-    if not matched:
-        raise InputFormatError(
-            f"no labelled id is a row of {where} (labels for ids "
-            f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
-        )
-    not_random = len([i for i in found.not_random if i in positions])
+    joined = join_labels(rows, found, where=where, label=label)
+    not_random, matched = joined.not_random, joined.labelled.size
     if require_random:
-        _check_random(found, not_random, len(matched))
+        _check_random(found, not_random, matched)
     up = not _lower_is_better(metric, lower_is_better)
     scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
     oriented = scores if up else 1.0 - scores
-    labelled = np.array(sorted(matched), dtype=np.int64)
-    unlabelled = np.setdiff1d(np.arange(len(rows)), labelled)
-    values = np.array([matched[i] for i in labelled.tolist()], dtype=np.float64)
-    result = ppi_mean(oriented[unlabelled], oriented[labelled], values, confidence)
-    warnings = _warnings(found, not_random, len(matched), unknown, len(rows))
+    labelled, unlabelled = oriented[joined.labelled], oriented[joined.unlabelled]
+    result = ppi_mean(unlabelled, labelled, joined.values, confidence)
+    warnings = _warnings(found, not_random, matched, joined.unknown, len(rows))
+    if not not_random:
+        warnings += _not_spread_as_drawn(labelled, unlabelled)
     if any(r.conversation_id is not None for r in rows):
         warnings.append(_TURNS)
     return Estimate(
@@ -680,12 +861,12 @@ def estimate_difference(
     found_a = read_label_file(labels_a, label=label, annotator=annotator)
     found_b = read_label_file(labels_b, label=label, annotator=annotator)
     both = LabelFile(
-        {},
-        set(),
-        {},
-        set(),
-        {},
-        {
+        labels={},
+        not_random=set(),
+        samples={},
+        skipped=set(),
+        annotators={},
+        metrics={
             m: found_a.metrics.get(m, 0) + found_b.metrics.get(m, 0)
             for m in {*found_a.metrics, *found_b.metrics}
         },
@@ -772,6 +953,27 @@ def estimate_difference(
     )
 
 
+# How unlikely the labelled rows' judged scores must be under a random draw to be said: a
+# random sample is warned about once in a thousand estimates.
+SPREAD_P = 0.001
+
+
+def _not_spread_as_drawn(labelled: np.ndarray, unlabelled: np.ndarray) -> list[str]:
+    """A warning when the labelled rows' judged scores are not spread as the other rows'
+    (two-sample Kolmogorov-Smirnov): labels said to be a random sample that are the
+    judge's disagreements, or its high scores, are no random sample."""
+    labelled, unlabelled = labelled[~np.isnan(labelled)], unlabelled[~np.isnan(unlabelled)]
+    d, p = ks_two_sample(labelled, unlabelled)
+    if not p < SPREAD_P:  # also NaN: no rows on one side
+        return []
+    return [
+        f"the labelled rows' judged scores are not spread as the other rows' (Kolmogorov-"
+        f"Smirnov D = {d:.3f}, p = {p:.1e}): whatever their sample says, they look picked "
+        "by their score (the judge's disagreements, its low scores), and then the PPI "
+        "interval does not hold; label a seeded random sample (judge annotate draws one)"
+    ]
+
+
 def _samples_text(samples: dict[str, int]) -> str:
     return "; ".join(f"{text} ({n} labels)" for text, n in samples.items())
 
@@ -780,7 +982,7 @@ def _warnings(
     found: LabelFile, not_random: int, matched: int, unknown: list[str], rows: int
 ) -> list[str]:
     """What makes the interval doubtful, in words."""
-    out = []
+    out = list(found.problems)
     if not_random:
         out.append(
             f"{not_random} of {matched} labelled rows record no random sample (samples: "

@@ -11,9 +11,11 @@ servers serving one model name never share judgments.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -177,13 +179,8 @@ class LLMSession:
         key = self._chat_keys(llm, server, output, n, prompt).messages_key(messages)
         cached = self._lookup(key, label, sample, "chat", llm.model, server)
         if cached is not None:
-            try:
-                # The validator itself: model_validate's wrapper costs as much again here.
-                validate = output.__pydantic_validator__.validate_python
-                replies = [validate(item) for item in cached["choices"]]
-            except (ValidationError, KeyError, TypeError) as exc:  # a reply of another shape
-                self._stale(key, label, sample, exc)  # asked again below, or a CacheMiss
-            else:
+            replies = self._validated(key, cached, output, label, sample)
+            if replies is not None:
                 self.usage.of(label).cache_hits += 1
                 if ledger is not None:
                     ledger.of(label).cache_hits += 1
@@ -212,6 +209,26 @@ class LLMSession:
 
         await _own_task()
         return await self._shared(key, call)
+
+    def _validated(
+        self, key: str, cached: Any, output: type[M], label: str, sample: str | None
+    ) -> list[M] | None:
+        """The replies of a cached chat response, validated as `output` (None when they do
+        not validate: see `_stale`); a built-in judge's are remembered as validated."""
+        if type(cached) is _Validated:
+            if cached.output is output:
+                return list(cached.replies)  # type: ignore[arg-type]  # validated as output
+            cached = cached.response
+        try:
+            # The validator itself: model_validate's wrapper costs as much again here.
+            validate = output.__pydantic_validator__.validate_python
+            replies: list[M] = [validate(item) for item in cached["choices"]]
+        except (ValidationError, KeyError, TypeError) as exc:  # a reply of another shape
+            self._stale(key, label, sample, exc)  # asked again, or a CacheMiss
+            return None
+        if output.__module__ == _BUILT_IN_JUDGES:
+            self._memo.put(key, _Validated(cached, output, tuple(replies)))
+        return replies
 
     def _chat_keys(
         self, llm: LLM, server: str, output: type[BaseModel], n: int, prompt: PromptRef | None
@@ -433,20 +450,24 @@ class LLMSession:
         if template is None:
             template = KeyTemplate(material, "text")
             self._remember_template(spec, template)
-        keys = [template.key(canonical_json(t)) for t in texts]
+        # A text's canonical JSON is json's escape of it (see _TEXT_JSON).
+        keys = [template.key(_TEXT_JSON(t) if type(t) is str else canonical_json(t)) for t in texts]
         vectors: dict[str, list[float] | np.ndarray] = {}
         todo: dict[str, dict[str, Any]] = {}
         waiting: dict[str, asyncio.Future[Any]] = {}
+        hits = 0
         for key, text in zip(keys, texts, strict=True):
             entry = self._lookup(key, label, None, "embedding", config.model, server)
             if entry is not None:
                 vectors[key] = entry
-                usage.count("cache_hits")
+                hits += 1
             elif key in self._inflight:
                 # Another row is embedding this text now: share its request, as chat does.
                 waiting[key] = self._inflight[key]
             else:
                 todo.setdefault(key, {**material, "text": text})
+        if hits:
+            usage.count("cache_hits", hits)  # once, not a count per text
         pending = list(todo.items())
         batches = [
             pending[i : i + config.batch_size] for i in range(0, len(pending), config.batch_size)
@@ -518,6 +539,27 @@ class LLMSession:
                     alone=False,
                 )
         return found
+
+
+@dataclass(frozen=True)
+class _Validated:
+    """A cached chat response remembered (`ResponseMemo`) with its replies as validated
+    against `output`: a repeated request skips the validation (its pydantic model
+    validators run Python code for every reply) as it skips the lookup and the decoding."""
+
+    response: Any  # the decoded response, for a request of the same key and another output
+    output: type[BaseModel]
+    replies: tuple[BaseModel, ...]
+
+
+# canonical_json of a string: json's C function that escapes one (no ASCII escapes).
+_TEXT_JSON = json.encoder.encode_basestring
+
+# Whose output models' replies are handed out again once validated (`_Validated`): the
+# built-in judges', whose callers copy rather than change them (model_copy, model_dump); a
+# custom judge's code may change what it gets, so its replies are validated, made anew,
+# every time.
+_BUILT_IN_JUDGES = "judge.metrics.judges"
 
 
 def _exactly(value: Any) -> tuple[Any, ...]:

@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from judge import aio
 from judge.conversations import CONVERSATION_REFERENCE
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
@@ -39,7 +41,7 @@ from judge.metrics.judges import (
 )
 from judge.metrics.overlap import (
     borrowed_words,
-    drawn_from,
+    drawn_from_all,
     holds_answer_words,
     shares_content,
     unsourced_terms,
@@ -49,6 +51,7 @@ from judge.metrics.scorers import cosine_similarities
 from judge.samples import Sample
 
 T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
 
 # The messages before a turn's question that answer relevancy compares the answer's reverse
 # questions with, besides the question: the exchange a follow-up continues.
@@ -193,8 +196,9 @@ class SampleJudgments:
             + ([aio.start_eagerly(shared.answer_claims())] if shared is not None else [])
         )
         claims: dict[str, list[str]] = {"answer": [], "truth": []}
+        question = s.question_in_context()
         for (kind, text), found in zip(texts.items(), split, strict=False):
-            claims[kind] = [c for c in found if drawn_from(c, text, s.question_in_context())]
+            claims[kind] = drawn_from_all(found, text, question)
             self.evidence[ev.claims_key(kind)] = claims[kind]
             dropped = [c for c in found if c not in claims[kind]]
             if dropped:
@@ -258,9 +262,7 @@ class SampleJudgments:
         )
         answer_verdicts = combined[: len(answer)]
         # Number the ground truth's verdicts from 0 again, as its claims are numbered.
-        truth_verdicts = [
-            v.model_copy(update={"claim": i}) for i, v in enumerate(combined[len(answer) :])
-        ]
+        truth_verdicts = [_with(v, claim=i) for i, v in enumerate(combined[len(answer) :])]
         own = [*answer, *truth, *self.sample.contexts]  # the data the verify call was given
         self._record_verdicts(answer_verdicts, truth_verdicts, own)
         return answer_verdicts, truth_verdicts
@@ -504,7 +506,7 @@ class SampleJudgments:
                 )
             )
         ]
-        grades = [g.model_copy(update={"grade": 1}) if g.context in capped else g for g in grades]
+        grades = [_with(g, grade=1) if g.context in capped else g for g in grades]
         self.evidence[ev.CONTEXT_GRADES] = [g.model_dump() for g in grades]
         if capped:
             self.evidence[ev.CONTEXT_GRADES_CAPPED] = capped
@@ -627,6 +629,13 @@ class SampleJudgments:
         ]
         self.evidence[ev.CITATION_CHECKS] = [c.model_dump() for c in checks]
         return found, checks
+
+
+def _with(reply: R, **changes: Any) -> R:
+    """A judge's reply item with some fields changed: made again from its fields (pydantic
+    validates them in its compiled code), which costs half of model_copy's Python; the
+    values and their dump are the same."""
+    return type(reply)(**{**reply.__dict__, **changes})
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:

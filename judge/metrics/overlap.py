@@ -56,8 +56,20 @@ def drawn_from(claim: str, text: str, question: str = "") -> bool:
     return share_in(claim, f"{text}\n{question}") >= MIN_SHARE
 
 
+def drawn_from_all(claims: Sequence[str], text: str, question: str = "") -> list[str]:
+    """The claims `drawn_from` text, in order: the text's words found once for them all."""
+    source = content_tokens(f"{text}\n{question}")
+    kept = []
+    for claim in claims:
+        words = content_tokens(claim)
+        if not words or len(words & source) / len(words) >= MIN_SHARE:
+            kept.append(claim)
+    return kept
+
+
 def _cjk(text: str) -> bool:
-    return _CJK_CHAR.search(text) is not None
+    # str.isascii reads a flag of the string; the search reads every character.
+    return not text.isascii() and _CJK_CHAR.search(text) is not None
 
 
 def shares_content(text: str, other: str) -> bool:

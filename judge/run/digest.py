@@ -25,7 +25,12 @@ def row_hash(row: Row) -> str:
         "retrieved_ids": row.retrieved_ids,
         "relevance": row.relevance,
     }
-    return sha256_hex(json.dumps(data, sort_keys=True, ensure_ascii=False, default=repr))
+    return sha256_hex(_ROW_JSON.encode(data))
+
+
+# json.dumps(data, sort_keys=True, ensure_ascii=False, default=repr), whose encoder
+# json.dumps builds again on every call (every input row is hashed).
+_ROW_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=repr)
 
 
 def _sample_fields(sample: Sample) -> dict[str, Any]:
@@ -65,7 +70,10 @@ _ROOT = sha256_hex("history")
 
 def _link(previous: str, message: Message) -> str:
     data = [previous, message.role, message.content, message.turn, list(message.contexts)]
-    return sha256_hex(json.dumps(data, ensure_ascii=False))
+    return sha256_hex(_LINK_JSON.encode(data))
+
+
+_LINK_JSON = json.JSONEncoder(ensure_ascii=False)  # json.dumps(data, ensure_ascii=False)
 
 
 class DataDigest:

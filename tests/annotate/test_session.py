@@ -11,7 +11,7 @@ import pytest
 from judge.annotate import Annotation, Choice
 from judge.annotate.labels_file import read_labels_file
 from judge.annotate.sample import draw
-from judge.errors import InputFormatError
+from judge.errors import InputFormatError, JudgeError
 from judge.run.folder import RunFolder
 from tests.helpers.annotate import CLAIMS, HOSTILE_ID, judged_run
 
@@ -151,3 +151,32 @@ def test_a_row_shows_its_claims_with_verdicts_and_its_contexts_with_grades(run: 
     assert [c["grade"] is not None for c in shown["contexts"]] == [True, True, True]
     hostile = session.row(session.draw.rows.index(10))
     assert hostile["id"] == HOSTILE_ID
+
+
+def test_the_labels_of_a_session_are_read_by_judge_estimate(run: Path, tmp_path: Path) -> None:
+    """The annotation page's file is `judge estimate`'s input as it is: a random draw's
+    labels give a PPI estimate without warnings; disagreements first are said not random,
+    and refused when a random sample is required."""
+    from judge.labels.estimate import estimate
+
+    labels = tmp_path / "labels.jsonl"
+    ana = Annotation(run, labels, annotator="ana", choice=Choice(sample=6, seed=3))
+    ana.open()
+    for place in range(6):
+        ana.record(place, label=place % 2, claims=[])
+    ana.close()
+    found = estimate(run, labels=labels, label="label", metric="faithfulness")
+    assert found.random and found.warnings == []
+    assert found.ppi.n_labelled == 6 and found.rows == 11
+    assert found.samples == {'{"method": "random", "n": 6, "of": 11, "seed": 3}': 6}
+
+    first = tmp_path / "disagreements.jsonl"
+    bob = Annotation(run, first, annotator="bob", choice=Choice(order="disagreements"))
+    bob.open()
+    bob.record(0, label=1, claims=[])
+    bob.record(1, label=0, claims=[])
+    bob.close()
+    doubtful = estimate(run, labels=first, label="label", metric="faithfulness")
+    assert not doubtful.random and any("random" in w for w in doubtful.warnings)
+    with pytest.raises(JudgeError, match="no random sample"):
+        estimate(run, labels=first, label="label", metric="faithfulness", require_random=True)

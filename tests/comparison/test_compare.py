@@ -278,54 +278,64 @@ def compare_columns_via_cli(tmp_path: Path, rows: list[dict]) -> dict:
     return json.loads(done.stdout)
 
 
-def unjudged_case(unjudged_top: int) -> tuple[ir.Qrels, ir.Run, ir.Run]:
-    """20 queries, 10 judged docs each (r relevant, n0..n8 not); A ranks two judged
-    non-relevant docs above r; B ranks r first, then `unjudged_top` docs nobody judged."""
+def pooled_case(unjudged_top: int) -> tuple[ir.Qrels, ir.Run, ir.Run]:
+    """20 queries judged on A's pool (r relevant, n0..n8 not): A ranks two judged
+    non-relevant docs above r; B, a new retriever, ranks `unjudged_top` docs nobody judged
+    first, then r, then the rest."""
     qrels: dict[str, dict[str, int]] = {}
     run_a: dict[str, dict[str, float]] = {}
     run_b: dict[str, dict[str, float]] = {}
     for q in (f"q{i}" for i in range(20)):
         qrels[q] = {"r": 1, **{f"n{j}": 0 for j in range(9)}}
         order_a = ["n0", "n1", "r", *(f"n{j}" for j in range(2, 9))]
-        order_b = ["r", *(f"u{j}" for j in range(unjudged_top)), *(f"n{j}" for j in range(9))]
+        order_b = [*(f"u{j}" for j in range(unjudged_top)), "r", *(f"n{j}" for j in range(9))]
         run_a[q] = {d: 100.0 - i for i, d in enumerate(order_a)}
         run_b[q] = {d: 100.0 - i for i, d in enumerate(order_b)}
     return qrels, run_a, run_b
 
 
-def test_a_gain_among_unjudged_docs_is_flagged():
-    qrels, run_a, run_b = unjudged_case(unjudged_top=4)
+def test_a_loss_of_the_less_judged_run_is_flagged():
+    """Unjudged docs count as non-relevant: they can only lower the run holding them, so
+    a loss of the less judged run may lie in them (the pool bias against a new retriever,
+    Buckley & Voorhees 2004). A first version flagged the less judged run's wins instead,
+    which unjudged docs cannot have made."""
+    qrels, run_a, run_b = pooled_case(unjudged_top=4)
     comparison = compare_runs(qrels, run_a, run_b, k=10)
-    found = comparison.extra["unjudged_gains"]
-    # B gains on mrr and ndcg@10 (r moved up); P@10, recall@10 and hit_rate@10 are equal.
+    found = comparison.extra["unjudged_losses"]
+    # B loses on mrr and ndcg@10 (r at 5 against 3); P@10, recall@10, hit_rate@10 tie.
     assert [f["metric"] for f in found] == ["mrr", "ndcg@10"]
     for f in found:
-        assert f["k"] == 10 and f["judged_a"] == 1.0
+        assert f["loser"] == "b" and f["k"] == 10 and f["judged_a"] == 1.0
         assert f["judged_b"] == pytest.approx(0.6)  # 4 of B's top 10 have no judgment
-        assert f["new_in_b_unjudged"] == 1.0  # every doc B brings in is unjudged
-        assert f["delta"] == comparison.metrics[f["metric"]].delta > 0
-    assert comparison.to_dict()["unjudged_gains"] == found
+        assert f["new_unjudged"] == 1.0  # every doc B brings in is unjudged
+        assert f["delta"] == comparison.metrics[f["metric"]].delta < 0
+    assert comparison.to_dict()["unjudged_losses"] == found
     # bpref leaves the unjudged docs out: no warning for it (nor for judged@10 itself).
     names = ["bpref", "judged@10", "mrr"]
-    only = compare_runs(qrels, run_a, run_b, names, k=10).extra["unjudged_gains"]
+    only = compare_runs(qrels, run_a, run_b, names, k=10).extra["unjudged_losses"]
     assert [f["metric"] for f in only] == ["mrr"]
+    # The same with the runs swapped: the less judged run, now A, still loses.
+    swapped = compare_runs(qrels, run_b, run_a, k=10).extra["unjudged_losses"]
+    assert [(f["metric"], f["loser"]) for f in swapped] == [("mrr", "a"), ("ndcg@10", "a")]
 
 
-def test_no_flag_when_b_is_as_judged_or_the_gap_is_small():
-    qrels, run_a, run_b = unjudged_case(unjudged_top=0)  # the same gain, all judged
-    assert compare_runs(qrels, run_a, run_b, k=10).extra["unjudged_gains"] == []
-    qrels, run_a, run_b = unjudged_case(unjudged_top=1)  # judged@10: 0.9 against 1.0
-    assert compare_runs(qrels, run_a, run_b, k=10, judged_gap=0.1).extra["unjudged_gains"] == []
-    assert len(compare_runs(qrels, run_a, run_b, k=10).extra["unjudged_gains"]) == 2
-    # B worse than A with unjudged docs: nothing to flag (the loss is reported as it is).
-    qrels, run_a, run_b = unjudged_case(unjudged_top=4)
-    assert compare_runs(qrels, run_b, run_a, k=10).extra["unjudged_gains"] == []
+def test_no_flag_when_the_loser_is_as_judged_the_gap_small_or_the_less_judged_run_wins():
+    qrels, run_a, run_b = pooled_case(unjudged_top=0)  # B wins, all judged
+    assert compare_runs(qrels, run_a, run_b, k=10).extra["unjudged_losses"] == []
+    qrels, run_a, run_b = pooled_case(unjudged_top=1)  # B wins, r at 2: judged@10 0.9
+    assert compare_runs(qrels, run_a, run_b, k=10).extra["unjudged_losses"] == []
+    qrels, run_a, run_b = pooled_case(unjudged_top=4)
+    assert compare_runs(qrels, run_a, run_b, k=10, judged_gap=0.5).extra["unjudged_losses"] == []
+    # B ranks r first, then unjudged docs: it wins despite them; the win stands.
+    for docs in run_b.values():
+        docs["r"] = 1000.0
+    assert compare_runs(qrels, run_a, run_b, k=10).extra["unjudged_losses"] == []
 
 
-def test_cli_warns_when_the_gain_lies_in_unjudged_docs(tmp_path, capsys):
+def test_cli_warns_when_the_loss_may_lie_in_unjudged_docs(tmp_path, capsys):
     from judge.cli.main import main
 
-    qrels, run_a, run_b = unjudged_case(unjudged_top=4)
+    qrels, run_a, run_b = pooled_case(unjudged_top=4)
     (tmp_path / "qrels").write_text(
         "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
     )
@@ -336,8 +346,8 @@ def test_cli_warns_when_the_gain_lies_in_unjudged_docs(tmp_path, capsys):
     files = [str(tmp_path / "a"), str(tmp_path / "b"), "--qrels", str(tmp_path / "qrels")]
     assert main(["compare", *files, "-k", "10"]) == 0
     err = capsys.readouterr().err
-    assert "judge: warning:" in err and "on mrr (+0.6667)" in err
+    assert "judge: warning:" in err and "loses to" in err and "on mrr (B - A -0.1333)" in err
     assert "judged@10 0.600 against 1.000" in err
-    assert "100% of the docs it brings into its top 10 are not judged" in err
+    assert "100% of the docs it ranks there that" in err
     assert main(["compare", *files, "-k", "10", "-m", "P@10,bpref"]) == 0
     assert "warning" not in capsys.readouterr().err

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from judge.json_values import sha256_hex
 from judge.llm.usage import Usage, UsageLedger
-from judge.metrics.overlap import _CJK_CHAR, _TOKEN, content_tokens
+from judge.metrics.overlap import _CJK_CHAR, _TOKEN, content_tokens, drawn_from, drawn_from_all
+from judge.metrics.prompts import data_json
 from judge.metrics.scorers import answer_relevancy, cosine_similarities
 from judge.run.data import Row
 from judge.run.plan import row_hash
@@ -138,3 +139,41 @@ def test_usage_total_adds_every_counter_in_order():
     total = ledger.total()
     assert (total.requests, total.cache_hits, total.unpriced_requests) == (2, 3, 1)
     assert total.known_cost == 0.0 + 0.1 + 0.2 and total.cost is None
+
+
+def plain_data_json(value):
+    """data_json as it was written first: json.dumps, then markup escaped."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+# Any text, lone surrogates included (they come from JSON's "\ud800"), and markup.
+_TEXTS = st.text(
+    st.characters() | st.sampled_from(["<", ">", "&", '"', "\\", "\n", "\u2028", "\ud800"])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        _TEXTS,
+        st.lists(_TEXTS, max_size=6),
+        st.none(),
+        st.integers(),
+        st.lists(st.one_of(_TEXTS, st.integers(), st.none()), max_size=4),
+        st.dictionaries(_TEXTS, st.lists(_TEXTS, max_size=2), max_size=3),
+    )
+)
+def test_data_json_of_texts_and_lists_of_texts_equals_json_dumps(value):
+    assert data_json(value) == plain_data_json(value)
+
+
+_WORDY = st.text(alphabet="ab cd 12 Σ中é\n.", max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WORDY, max_size=5), _WORDY, _WORDY)
+def test_claims_drawn_from_all_are_those_drawn_from_each(claims, text, question):
+    assert drawn_from_all(claims, text, question) == [
+        c for c in claims if drawn_from(c, text, question)
+    ]

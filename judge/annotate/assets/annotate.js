@@ -221,6 +221,9 @@
     if (state === null || event.ctrlKey || event.metaKey || event.altKey) return;
     if (!KEYS.test(event.key)) return;
     event.preventDefault();
+    // A key held down repeats: an arrow may move on, but a label is given once, to the row
+    // the person saw, never to the rows after it.
+    if (event.repeat && !/^Arrow/.test(event.key)) return;
     var key = event.key;
     setPending(1);
     // Keys are handled one after another, each on the row the one before it left shown.
