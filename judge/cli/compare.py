@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from judge.cli.label_options import KEYWORD, label_options, pair_of
 from judge.cli.options import metric_option, metrics_of, runs_path, runs_path_option
 from judge.cli.output import output_options, write_files
 from judge.errors import JudgeError
 from judge.formatting import terminal_text
 
 if TYPE_CHECKING:
+    from judge.comparison.evaluations import Comparison
     from judge.runs.store import RunRecord, RunStore
 
 
@@ -29,7 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "baseline with Holm's correction across all runs and metrics, and per question what "
         "got worse and better. With --qrels, two TREC run files (e.g. first-stage retrieval "
         "and the same candidates reranked). Exit 1 with --fail-on-regression only when a "
-        "metric drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors.",
+        "metric drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors. "
+        "With --labels-a and --labels-b (people's labels of A's and of B's outputs on the "
+        "same rows), the labelled metric's paired difference B - A corrected by them (PPI) "
+        "is shown beside the judge's.",
     )
     p.add_argument(
         "refs",
@@ -72,6 +77,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="exit 1 if any metric of any run got significantly worse than the baseline",
     )
+    label_options(p, pair=True)
     p.set_defaults(func=run_compare)
 
 
@@ -159,6 +165,9 @@ def run_compare(args: argparse.Namespace) -> int:
         )
     if args.qrels and len(args.refs) != 2:
         raise JudgeError(f"--qrels compares two run files A B, not {len(args.refs)}")
+    labelled = pair_of(args) is not None
+    if labelled and (args.qrels or args.columns):
+        raise JudgeError("--labels-a and --labels-b go with two judge eval runs, not run files")
     if args.columns or args.qrels:
         return _compare_two(args, args.refs[0], args.refs[1] if len(args.refs) > 1 else None)
     baseline, others = _evaluations(args)
@@ -171,6 +180,11 @@ def run_compare(args: argparse.Namespace) -> int:
         raise JudgeError("--top-k applies to run files or --columns")
     if len(others) == 1:
         return _compare_two(args, baseline, others[0])
+    if labelled:
+        raise JudgeError(
+            f"--labels-a and --labels-b correct the difference of two runs, and "
+            f"{len(others) + 1} are given: compare two at a time"
+        )
     return _compare_many(args, baseline, others)
 
 
@@ -213,6 +227,7 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
     from judge.ir import read_qrels, read_run
 
     metrics = metrics_of(args) or None
+    corrected = ""  # the label-corrected difference: of two evaluations only
     if args.columns:
         from judge.comparison.trec_runs import compare_ranked_columns
 
@@ -242,6 +257,7 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
         )
     else:
         comparison = compare(a, b, metrics=metrics)
+        corrected = _label_corrected(args, comparison, a, b)
     findings = comparison.diagnosis_b()
     for found in comparison.extra.get("unjudged_losses", []):
         said = unjudged_loss_warning(found, comparison.label_a, comparison.label_b)
@@ -267,6 +283,8 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             for q in lost["queries"][:20]:
                 line = f"  {q['query']}: {', '.join(q['docs'])} (rank in B: {q['rank_in_b']})"
                 print(terminal_text(line))
+        if corrected:
+            print(terminal_text(f"\n{corrected}"))
         if findings:
             print(terminal_text("\ndiagnosis of B:\n" + "\n".join(f"  - {f}" for f in findings)))
     regressions = comparison.regressions()
@@ -279,3 +297,34 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             file=sys.stderr,
         )
     return 1 if args.fail_on_regression and regressions else 0
+
+
+def _label_corrected(args: argparse.Namespace, comparison: Comparison, a: str, b: str) -> str:
+    """With --labels-a and --labels-b: the labelled metric's paired difference B - A
+    corrected by the labels (`judge.labels.estimate.estimate_difference`), put in the
+    comparison's JSON (`label_corrected`); returns its table ('' without labels). Its
+    warnings go to stderr."""
+    from judge.cli.words import cli_words
+    from judge.labels.estimate import estimate_difference
+
+    pair = pair_of(args)
+    if pair is None:
+        return ""
+    found = estimate_difference(
+        a,
+        b,
+        labels_a=pair[0],
+        labels_b=pair[1],
+        label=args.label,
+        metric=args.label_metric,
+        candidates=metrics_of(args),
+        require_random=args.require_random,
+        keyword=KEYWORD,
+    )
+    compared = comparison.metrics.get(found.metric)
+    if compared is not None:  # the judge alone as the table above says it
+        found.judge_alone(compared.delta, compared.ci_low, compared.ci_high, compared.n)
+    comparison.extra["label_corrected"] = found.to_dict()
+    for warning in found.warnings:
+        print(terminal_text(f"judge: warning: {cli_words(warning)}"), file=sys.stderr)
+    return found.table(warnings=False)

@@ -18,6 +18,7 @@ from judge.cli.finish import (
     say_damaged,
     say_notes,
 )
+from judge.cli.label_options import label_options, labels_of
 from judge.cli.options import (
     JudgeOptions,
     check_destinations,
@@ -41,6 +42,7 @@ from judge.formatting import counted, shell_word, terminal_text
 
 if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load litellm
     from judge.cache.store import Cache
+    from judge.labels.estimate import Labels
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.resolve import MetricLike
     from judge.run.gates import Gates
@@ -88,6 +90,7 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "--out", default="judge-results", help="output directory (default: judge-results)"
     )
     gate_options(p)
+    label_options(p)
     runs_options(p)
     p.add_argument(
         "--prompts",
@@ -160,6 +163,12 @@ def run_eval(args: argparse.Namespace) -> int:
     from judge.run.shard import parse_shard
 
     gates = gates_of(args)
+    labels = labels_of(args)  # a labels file that cannot be used fails before any request
+    if labels is not None and args.shard is not None:
+        raise JudgeError(
+            "--labels correct the whole run's mean, and --shard judges part of it: give "
+            "--labels to judge estimate on the merged run (judge merge)"
+        )
     traces = read_trace_rows(args)
     data = traces.rows if traces is not None else args.data
     if destinations(args):
@@ -186,9 +195,9 @@ def run_eval(args: argparse.Namespace) -> int:
             "of this machine); more processes than that only compete for the cores"
         )
     if args.processes > 1:
-        return run_in_processes(args, gates)
+        return run_in_processes(args, gates, labels)
     if args.ray or args.ray_address:
-        return run_on_ray(args, gates)
+        return run_on_ray(args, gates, labels)
     shard = parse_shard(args.shard) if args.shard is not None else None
     options = data_options(args)  # a malformed --column fails before a cache is opened
     judge = judge_options(args)
@@ -215,7 +224,7 @@ def run_eval(args: argparse.Namespace) -> int:
             raise type(exc)(f"{exc}{resume}") from None
         say_damaged(result, judge.cache, replay=judge.replay)
         say_notes(result)
-        code = finish_run(result, folder, gates)
+        code = finish_run(result, folder, gates, labels=labels)
     record_run(args, folder.path, "eval")  # not a shard's: judge merge records those
     if traces is not None and destinations(args):  # whatever the gates said: the traces' news
         export_scores(args, folder.path, traces.links, f"the traces of {args.data}")
@@ -328,7 +337,7 @@ def _data_files(data: object) -> list[str]:
     return [str(data)] if isinstance(data, (str, os.PathLike)) and os.path.isfile(data) else []
 
 
-def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
+def run_in_processes(args: argparse.Namespace, gates: Gates, labels: Labels | None = None) -> int:
     """`judge eval --processes N`: the run planned here, its N shards executed at once by
     `judge.run.processes`, then joined into --out as `judge merge` joins them; returns the
     exit code of the joined run."""
@@ -407,13 +416,14 @@ def run_in_processes(args: argparse.Namespace, gates: Gates) -> int:
             gates,
             cache=judge.cache,
             replay=judge.replay,
+            labels=labels,
         )
         shutil.rmtree(folder.path / SHARDS_DIR)  # joined: results.jsonl holds every row
     record_run(args, folder.path, "eval")  # one run, however many processes judged it
     return code
 
 
-def run_on_ray(args: argparse.Namespace, gates: Gates) -> int:
+def run_on_ray(args: argparse.Namespace, gates: Gates, labels: Labels | None = None) -> int:
     """`judge eval --ray`: the rows judged by Ray actors and written as a plain run's;
     returns the exit code."""
     from judge.ray.caches import ActorCaches
@@ -454,6 +464,6 @@ def run_on_ray(args: argparse.Namespace, gates: Gates) -> int:
             column_map=column_map(args),
             gates=gates,
         )
-        code = finish_run(result, folder, gates)
+        code = finish_run(result, folder, gates, labels=labels)
     record_run(args, folder.path, "eval")
     return code

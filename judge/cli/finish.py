@@ -15,6 +15,7 @@ from judge.errors import JudgeError
 from judge.formatting import counted, shell_word, terminal_text
 
 if TYPE_CHECKING:
+    from judge.run.corrected import Corrector
     from judge.run.gates import Gates
     from judge.run.output_folder import OutputFolder
 
@@ -51,22 +52,32 @@ def finish_run(
     gates: Gates,
     *,
     results_written: bool = False,
+    labels: Corrector | None = None,
 ) -> int:
     """Write the run's folder and apply its gates (`judge.run.outputs.write_outputs`,
     what `EvaluationResult.write` does), print the table and the verdict, return the exit
     code. With results_written, the rows were joined into `folder.temporary(
-    "results.jsonl")` already (judge merge). The run's checkpoint is deleted: the run is
-    complete."""
+    "results.jsonl")` already (judge merge). With labels (--labels), the labelled
+    metric's corrected mean is printed under the table and its warnings on stderr. The
+    run's checkpoint is deleted: the run is complete."""
     from judge.cli.words import cli_words
     from judge.run.folder import RunFolder
     from judge.run.outputs import write_outputs
 
-    outcome = write_outputs(result, folder, gates=gates, results_written=results_written)
+    outcome = write_outputs(
+        result, folder, gates=gates, results_written=results_written, labels=labels
+    )
     out = outcome.folder
     checkpoint = RunFolder(out).checkpoint
     if checkpoint.exists():
         checkpoint.unlink()  # results.jsonl has every row
     print(terminal_text(result.table()))
+    if outcome.corrected is not None:
+        print(terminal_text(f"\n{outcome.corrected.line}"))
+        if outcome.corrected.metric in gates.metrics:
+            print(f"gates on {outcome.corrected.metric}: checked on its corrected interval")
+    for warning in outcome.warnings:  # as judge estimate says them
+        print(terminal_text(f"judge: warning: {cli_words(warning)}"), file=sys.stderr)
     diagnosis = outcome.summary["diagnosis"]
     if diagnosis:
         print("\ndiagnosis (retrieval first):")
@@ -99,6 +110,7 @@ def merge_into(
     *,
     cache: str | None = None,
     replay: bool = False,
+    labels: Corrector | None = None,
 ) -> int:
     """Join the shards' outputs into the (open) output folder as `judge merge` does;
     returns the exit code. With `cache` (`judge eval --processes`: the shards' cache), the
@@ -116,7 +128,7 @@ def merge_into(
         if cache is not None:
             say_damaged(result, cache, replay=replay)
             say_notes(result)
-    return finish_run(result, folder, gates, results_written=True)
+    return finish_run(result, folder, gates, results_written=True, labels=labels)
 
 
 def record_run(

@@ -40,6 +40,9 @@ FLAGS = {
     "confidence": "--confidence",
     "annotator": "--annotator",
     "require_random": "--require-random",
+    "label_metric": "--label-metric",  # judge eval --labels, judge compare --labels-a
+    "labels_a": "--labels-a",
+    "labels_b": "--labels-b",
     "budget": "--budget",  # judge monitor
     "baseline_windows": "--baseline-windows",
     "baseline_run": "--baseline-run",

@@ -26,11 +26,12 @@ as `judge annotate` does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,16 +43,27 @@ from judge.formatting import number
 from judge.json_values import nan_to_null
 from judge.lines import universal_lines
 from judge.metrics.registry import higher_is_better
+from judge.run.corrected import CorrectedMean
 from judge.run.data import checked_path, loads_json, read_records
 from judge.run.folder import RunFolder
 from judge.run.gates import Gates, users_metrics
+from judge.run.result_view import ResultView
 from judge.run.rows import ResultRow
-from judge.stats import PPIEstimate, ks_two_sample, ppi_mean
+from judge.stats import (
+    MeanInterval,
+    PPIEstimate,
+    ks_two_sample,
+    ppi_mean,
+    ppi_mean_difference,
+)
 
 KEY = "id"
 SAMPLE = "sample"
 RANDOM = "random"
 ANNOTATOR = "annotator"
+METRIC = "metric"
+LOWER = "1 - score (lower is better)"
+RUN_CONFIDENCE = 0.95  # the coverage of a run's own intervals (summary.json's ci_low, ci_high)
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,8 @@ class LabelFile:
         skipped: ids of rows whose latest record (of every annotator) is a skip.
         annotators: annotator -> rows labelled.
         problems: the lines of a JSON-lines file left out, each said in words.
+        metrics: each metric the labels' `metric` field names (`judge annotate` records
+            the metric the person was asked about) and the labels naming it.
     """
 
     labels: dict[str, float]
@@ -73,6 +87,7 @@ class LabelFile:
     skipped: set[str]
     annotators: dict[str, int]
     problems: list[str] = field(default_factory=list)
+    metrics: dict[str, int] = field(default_factory=dict)
 
 
 def blank_value(value: Any) -> bool:
@@ -166,7 +181,7 @@ def read_label_file(
             f"{source}: no label column {label!r} (columns: {', '.join(present)}); name the "
             "right one with label="
         )
-    latest: dict[tuple[str, str], tuple[float | None, dict[str, Any] | None]] = {}
+    latest: dict[tuple[str, str], tuple[float | None, dict[str, Any] | None, str | None]] = {}
     for number_, record in enumerate(records):
         ident = record.get(KEY)
         if blank_value(ident):
@@ -175,15 +190,18 @@ def read_label_file(
         if annotator is not None and who != annotator:
             continue
         value = _label(record.get(label), f"{source}: record {number_} (from 0)", label)
-        latest[(str(ident), who)] = (value, _sample(record.get(SAMPLE)))
+        named = record.get(METRIC)
+        metric = None if blank_value(named) else str(named)
+        latest[(str(ident), who)] = (value, _sample(record.get(SAMPLE)), metric)
     if annotator is not None and not latest:
         raise InputFormatError(f"{source}: no record of annotator={annotator!r}")
     given: dict[str, list[float]] = {}
     randoms: dict[str, bool] = {}
     samples: Counter[str] = Counter()
     annotators: Counter[str] = Counter()
+    metrics: Counter[str] = Counter()
     seen: set[str] = set()
-    for (ident, who), (value, sample) in latest.items():
+    for (ident, who), (value, sample, metric) in latest.items():
         seen.add(ident)
         if value is None:
             continue
@@ -193,6 +211,8 @@ def read_label_file(
         samples[json.dumps(sample, sort_keys=True) if sample else "none recorded"] += 1
         if who:
             annotators[who] += 1
+        if metric is not None:
+            metrics[metric] += 1
     return LabelFile(
         labels={ident: float(np.mean(values)) for ident, values in given.items()},
         not_random={ident for ident, random in randoms.items() if not random},
@@ -200,6 +220,7 @@ def read_label_file(
         skipped=seen - given.keys(),
         annotators=dict(annotators),
         problems=problems,
+        metrics=dict(metrics),
     )
 
 
@@ -221,6 +242,8 @@ class Estimate:
         config: the inputs: results, labels file, confidence.
         gates: the gates checked on the PPI interval (`METRIC>=VALUE`, `METRIC<=VALUE`).
         missed: the gates missed: a floor by the interval's lower end, a cap by its upper.
+        difference: whether this is the paired difference B - A of two runs
+            (`estimate_difference`), not one run's mean.
     """
 
     metric: str
@@ -234,12 +257,61 @@ class Estimate:
     config: dict[str, Any] = field(default_factory=dict)
     gates: list[str] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
+    difference: bool = False
+
+    @property
+    def up(self) -> bool:
+        """Whether the scores are read as they are (higher is better)."""
+        return self.orientation != LOWER
+
+    def on_metric_scale(self, mean: float, low: float, high: float) -> tuple[float, ...]:
+        """(mean, low, high) on the metric's own scale: turned back (1 - x, and for a
+        difference -x) for a metric where lower is better."""
+        if self.up:
+            return mean, low, high
+        if self.difference:
+            return -mean, -high, -low
+        return 1 - mean, 1 - high, 1 - low
+
+    def judge_alone(self, mean: float, low: float, high: float, n: int) -> None:
+        """Take the judge-only estimate (on the metric's scale) from where the reader sees
+        it beside this one: the run's table, the comparison's delta. The rows are the
+        same, but their bootstrap resampled them in another order, so its interval differs
+        from `ppi_mean`'s in the last digits; a count that differs changes nothing."""
+        if n != self.ppi.judge_only.n:
+            return
+        if not self.up:  # back to the labels' scale: 1 - x, or -x for a difference
+            mean, low, high = (
+                (-mean, -high, -low) if self.difference else (1 - mean, 1 - high, 1 - low)
+            )
+        self.ppi = dataclasses.replace(self.ppi, judge_only=MeanInterval(mean, low, high, n))
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The PPI interval on the metric's scale, the one its gates are checked on."""
+        _, low, high = self.on_metric_scale(self.ppi.mean, self.ppi.low, self.ppi.high)
+        return low, high
+
+    def line(self) -> str:
+        """One line for a report: the corrected mean and the judge's, on the metric's
+        scale ("faithfulness corrected by 40 labels: 0.483 [0.396, 0.571] (judge alone:
+        0.686 [0.644, 0.728])")."""
+        p, j = self.ppi, self.ppi.judge_only
+        mean, low, high = self.on_metric_scale(p.mean, p.low, p.high)
+        alone = self.on_metric_scale(j.mean, j.low, j.high)
+        what = f"{self.metric}, B - A," if self.difference else self.metric
+        return (
+            f"{what} corrected by {p.n_labelled} labels: {number(mean)} "
+            f"[{number(low)}, {number(high)}] (judge alone: {number(alone[0])} "
+            f"[{number(alone[1])}, {number(alone[2])}]; {p.confidence:.0%} intervals)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (the `--format json` output), NaN as null."""
         ppi = self.ppi.to_dict()
         data = {
             "metric": self.metric,
+            **({"of": "B - A"} if self.difference else {}),
             "label": self.label,
             "orientation": self.orientation,
             "rows": self.rows,
@@ -260,8 +332,9 @@ class Estimate:
         p = self.ppi
         level = f"{p.confidence:.0%}".rjust(4)
         head = f"{'estimate':<12} {'mean':>7} {level + ' interval':>20} {'n':>7}"
+        of = ", B - A," if self.difference else ""
         lines = [
-            f"{self.metric} ({self.orientation}) against labels {self.label!r}",
+            f"{self.metric} ({self.orientation}){of} against labels {self.label!r}",
             "",
             head,
             "=" * len(head),
@@ -297,10 +370,92 @@ class Estimate:
         return "\n".join(lines)
 
 
-def _lower_is_better(metric: str, folder: RunFolder) -> bool:
+def _lower_is_better(metric: str, own_lower: Iterable[str]) -> bool:
     """Whether lower is better for a metric: the registry's word for built-ins, the run's
     recorded `lower_is_better` for its own."""
-    return metric in users_metrics(folder.lower_is_better()) or not higher_is_better(metric)
+    return metric in users_metrics(own_lower) or not higher_is_better(metric)
+
+
+def _source_text(labels: str | os.PathLike[str] | list[dict[str, Any]]) -> str:
+    """The labels as the outputs name them: the file, or how many records were given."""
+    return f"{len(labels)} records" if isinstance(labels, list) else str(labels)
+
+
+def _unique_positions(rows: Sequence[ResultRow], where: str, ids: Iterable[str]) -> dict[str, int]:
+    """Row id (as text) -> its position; ids among `ids` that name several rows are refused."""
+    positions: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        positions.setdefault(str(row.id), []).append(i)
+    doubled = [ident for ident in ids if len(positions.get(ident, ())) > 1]
+    if doubled:
+        raise InputFormatError(
+            f"{where}: ids {', '.join(map(repr, doubled[:5]))} name several rows: "
+            "a label cannot be joined to one; give the run unique ids (an id column)"
+        )
+    return {ident: found[0] for ident, found in positions.items()}
+
+
+def _check_random(found: LabelFile, not_random: int, matched: int) -> None:
+    """Refuse labels whose rows do not all record a random sample (require_random=)."""
+    if not_random:
+        raise JudgeError(
+            f"{not_random} of {matched} labelled rows record no random sample "
+            f"(samples: {_samples_text(found.samples)}): the interval holds only for labels "
+            "of a random sample; label a seeded random sample of the rows (judge annotate "
+            "draws one), or leave out require_random= to estimate anyway, with a warning"
+        )
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Labels joined by id to a run's rows.
+
+    Args:
+        labelled: the positions of the labelled rows, ascending.
+        unlabelled: the positions of the other rows.
+        values: the label of each labelled row, in the order of `labelled`.
+        unknown: labelled ids that are no row of the run (left out).
+        not_random: labelled rows of the run that record no random sample.
+    """
+
+    labelled: np.ndarray
+    unlabelled: np.ndarray
+    values: np.ndarray
+    unknown: list[str]
+    not_random: int
+
+
+def join_labels(rows: Sequence[ResultRow], found: LabelFile, *, where: str, label: str) -> Joined:
+    """The labels joined to the rows by id (module docstring: the file); an error when no
+    row is labelled, when no label names a row, or when a labelled id names several.
+
+    Args:
+        rows: the run's rows.
+        found: the labels.
+        where: the run, as messages name it.
+        label: the label column, as messages name it.
+    """
+    if not found.labels:
+        raise InputFormatError(
+            f"no row is labelled: the {len(found.skipped)} rows of the labels were all "
+            f"skipped (label {label!r} null or blank); label some rows first"
+        )
+    positions = _unique_positions(rows, where, found.labels)
+    unknown = sorted(ident for ident in found.labels if ident not in positions)
+    matched = {positions[i]: v for i, v in found.labels.items() if i in positions}
+    if not matched:
+        raise InputFormatError(
+            f"no labelled id is a row of {where} (labels for ids "
+            f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
+        )
+    labelled = np.array(sorted(matched), dtype=np.int64)
+    return Joined(
+        labelled=labelled,
+        unlabelled=np.setdiff1d(np.arange(len(rows)), labelled),
+        values=np.array([matched[i] for i in labelled.tolist()], dtype=np.float64),
+        unknown=unknown,
+        not_random=len([i for i in found.not_random if i in positions]),
+    )
 
 
 @dataclass(frozen=True)
@@ -329,16 +484,9 @@ def run_scores(results: str | os.PathLike[str], metric: str) -> RunScores:
         metric: the metric.
     """
     folder = RunFolder.of(results)
-    if not folder.results.is_file():
-        raise InputFormatError(f"{folder.results}: no such results file (judge eval writes one)")
-    rows = [row for _, _, row in folder.rows()]
-    known = sorted({m for r in rows for m in r.scores})
-    if metric not in known:
-        raise InputFormatError(
-            f"{folder.results}: no metric {metric!r} in the run (metrics: "
-            f"{', '.join(known) or 'none'}); name one of them with metric="
-        )
-    up = not _lower_is_better(metric, folder)
+    rows = _run_rows(folder)
+    _has_metric(rows, metric, str(folder.results), "metric")
+    up = not _lower_is_better(metric, folder.lower_is_better())
     scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
     return RunScores(folder, rows, scores if up else 1.0 - scores, up)
 
@@ -385,40 +533,79 @@ def labelled_run(
     run = run_scores(results, metric)
     folder, rows = run.folder, run.rows
     found = read_label_file(labels, label=label, annotator=annotator)
-    if not found.labels:
-        raise InputFormatError(
-            f"no row is labelled: the {len(found.skipped)} rows of the labels were all "
-            f"skipped (label {label!r} null or blank); label some rows first"
-        )
-    positions: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        positions.setdefault(str(row.id), []).append(i)
-    doubled = [ident for ident in found.labels if len(positions.get(ident, ())) > 1]
-    if doubled:
-        raise InputFormatError(
-            f"{folder.results}: ids {', '.join(map(repr, doubled[:5]))} name several rows: "
-            "a label cannot be joined to one; give the run unique ids (an id column)"
-        )
-    unknown = sorted(ident for ident in found.labels if ident not in positions)
-    matched = {positions[i][0]: v for i, v in found.labels.items() if i in positions}
-    if not matched:
-        raise InputFormatError(
-            f"no labelled id is a row of {folder.results} (labels for ids "
-            f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
-        )
-    labelled = np.array(sorted(matched), dtype=np.int64)
+    joined = join_labels(rows, found, where=str(folder.results), label=label)
     return LabelledRun(
         folder=folder,
         rows=rows,
         scores=run.scores,
         up=run.up,
         found=found,
-        labelled=labelled,
-        unlabelled=np.setdiff1d(np.arange(len(rows)), labelled),
-        values=np.array([matched[i] for i in labelled.tolist()], dtype=np.float64),
-        unknown=unknown,
-        not_random=len([i for i in found.not_random if i in positions]),
+        labelled=joined.labelled,
+        unlabelled=joined.unlabelled,
+        values=joined.values,
+        unknown=joined.unknown,
+        not_random=joined.not_random,
     )
+
+
+def estimate_rows(
+    rows: Sequence[ResultRow],
+    found: LabelFile,
+    *,
+    where: str,
+    label: str,
+    metric: str,
+    lower_is_better: Iterable[str] = (),
+    confidence: float = 0.95,
+    require_random: bool = False,
+    config: dict[str, Any] | None = None,
+) -> Estimate:
+    """The PPI estimate of one metric over a run's rows (`estimate`, from rows already
+    read): labels joined to rows by id, NaN scores left out, a lower-is-better metric read
+    as 1 - score.
+
+    Args:
+        rows: the run's rows.
+        found: the labels (`read_label_file`).
+        where: the run, as messages name it.
+        label: the label column.
+        metric: the metric (the run must have it).
+        lower_is_better: the run's own metrics where lower is better.
+        confidence: the intervals' coverage.
+        require_random: refuse labels whose rows do not all record a random sample.
+        config: the inputs, as `Estimate.config` records them.
+    """
+    joined = join_labels(rows, found, where=where, label=label)
+    not_random, matched = joined.not_random, joined.labelled.size
+    if require_random:
+        _check_random(found, not_random, matched)
+    up = not _lower_is_better(metric, lower_is_better)
+    scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
+    oriented = scores if up else 1.0 - scores
+    labelled, unlabelled = oriented[joined.labelled], oriented[joined.unlabelled]
+    result = ppi_mean(unlabelled, labelled, joined.values, confidence)
+    warnings = _warnings(found, not_random, matched, joined.unknown, len(rows))
+    if not not_random:
+        warnings += _not_spread_as_drawn(labelled, unlabelled)
+    if any(r.conversation_id is not None for r in rows):
+        warnings.append(_TURNS)
+    return Estimate(
+        metric=metric,
+        label=label,
+        orientation="score" if up else LOWER,
+        rows=len(rows),
+        ppi=result,
+        random=not not_random,
+        samples=found.samples,
+        warnings=warnings,
+        config=config or {},
+    )
+
+
+_TURNS = (
+    "the rows are turns of conversations: PPI treats them as independent rows, so the "
+    "interval may be too narrow when a conversation's turns move together"
+)
 
 
 def estimate(
@@ -464,45 +651,305 @@ def estimate(
                 f"{checked.words.gate_example(str(bound))} names {bound.metric}: the "
                 f"estimate corrects metric={metric!r} alone"
             )
-    run = labelled_run(results, labels=labels, label=label, metric=metric, annotator=annotator)
-    folder, rows, found, matched = run.folder, run.rows, run.found, run.labelled.size
-    not_random = run.not_random
-    if require_random and not_random:
-        raise JudgeError(
-            f"{not_random} of {matched} labelled rows record no random sample "
-            f"(samples: {_samples_text(found.samples)}): the interval holds only for labels "
-            "of a random sample; label a seeded random sample of the rows (judge annotate "
-            "draws one), or leave out require_random= to estimate anyway, with a warning"
-        )
-    up = run.up
-    result = ppi_mean(run.scores[run.unlabelled], run.scores[run.labelled], run.values, confidence)
-    warnings = _warnings(found, not_random, matched, run.unknown, len(rows))
-    if not not_random:
-        warnings += _not_spread_as_drawn(run.scores[run.labelled], run.scores[run.unlabelled])
-    if any(r.conversation_id is not None for r in rows):
-        warnings.append(
-            "the rows are turns of conversations: PPI treats them as independent rows, so "
-            "the interval may be too narrow when a conversation's turns move together"
-        )
-    # the gates' scale is the metric's: a lower-is-better metric's interval turned back
-    interval = (result.low, result.high) if up else (1 - result.high, 1 - result.low)
-    return Estimate(
-        metric=metric,
+    folder = RunFolder.of(results)
+    rows = _run_rows(folder)
+    _has_metric(rows, metric, str(folder.results), "metric")
+    found = read_label_file(labels, label=label, annotator=annotator)
+    result = estimate_rows(
+        rows,
+        found,
+        where=str(folder.results),
         label=label,
-        orientation="score" if up else "1 - score (lower is better)",
-        rows=len(rows),
-        ppi=result,
-        random=not not_random,
-        samples=found.samples,
-        warnings=warnings,
+        metric=metric,
+        lower_is_better=folder.lower_is_better(),
+        confidence=confidence,
+        require_random=require_random,
         config={
             "results": str(folder.results),
-            "labels": f"{len(labels)} records" if isinstance(labels, list) else str(labels),
+            "labels": _source_text(labels),
             "annotator": annotator,
             "annotators": found.annotators,
         },
-        gates=[str(b) for b in checked.bounds],
-        missed=checked.missed_by_intervals({metric: interval}, "PPI interval"),
+    )
+    result.gates = [str(b) for b in checked.bounds]
+    result.missed = checked.missed_by_intervals({metric: result.interval}, "PPI interval")
+    return result
+
+
+def _run_rows(folder: RunFolder) -> list[ResultRow]:
+    """A run's rows; an error when it has no results file."""
+    if not folder.results.is_file():
+        raise InputFormatError(f"{folder.results}: no such results file (judge eval writes one)")
+    return [row for _, _, row in folder.rows()]
+
+
+def _metrics_of(rows: Iterable[ResultRow]) -> list[str]:
+    """The metrics the rows have scores of, sorted."""
+    return sorted({m for r in rows for m in r.scores})
+
+
+def _has_metric(rows: Sequence[ResultRow], metric: str, where: str, keyword: str) -> None:
+    """Refuse a metric the run does not have, naming the ones it has."""
+    known = _metrics_of(rows)
+    if metric not in known:
+        raise InputFormatError(
+            f"{where}: no metric {metric!r} in the run (metrics: "
+            f"{', '.join(known) or 'none'}); name one of them with {keyword}="
+        )
+
+
+def labelled_metric(
+    found: LabelFile,
+    given: str | None,
+    *,
+    candidates: Sequence[str],
+    known: Sequence[str],
+    keyword: str,
+) -> str:
+    """The metric the labels are of: `given` (metric=), else the one the labels' `metric`
+    field names, else the only one of `candidates` (the gated metrics, or those asked
+    for), else the run's only metric. Labels that name another metric than `given` are
+    refused: a person asked whether an answer is faithful did not grade its relevance.
+
+    Args:
+        found: the labels.
+        given: the metric the caller named, or None.
+        candidates: the metrics the call singles out (the gated ones), in order.
+        known: the run's metrics.
+        keyword: how the caller names the metric, for messages (metric, label_metric).
+    """
+    named = sorted(found.metrics)
+    if given is not None:
+        if named and named != [given]:
+            raise InputFormatError(
+                f"{keyword}={given!r}, but the labels are of {', '.join(map(repr, named))} "
+                f"(their {METRIC!r} field, as judge annotate records it): correct that "
+                f"metric, or leave out {keyword}="
+            )
+        return given
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        raise InputFormatError(
+            f"the labels are of several metrics ({', '.join(map(repr, named))}, their "
+            f"{METRIC!r} field): name the one to correct with {keyword}="
+        )
+    single = list(dict.fromkeys(m for m in candidates if m in known))
+    if len(single) == 1:
+        return single[0]
+    if len(known) == 1:
+        return known[0]
+    raise InputFormatError(
+        f"which metric are the labels of? They record none (no {METRIC!r} field) and the "
+        f"run has {', '.join(known) or 'none'}: name it with {keyword}="
+    )
+
+
+@dataclass(frozen=True)
+class Labels:
+    """People's labels of some of a run's rows, to correct one metric's judged mean where
+    the run is written: `EvaluationResult.write(out, labels=Labels(...))`, `judge eval
+    --labels FILE --label COLUMN`. The corrected mean (PPI, as `estimate`) goes into
+    summary.json (`label_corrected`) and the report, and the metric's gates are held to
+    the corrected interval.
+
+    Args:
+        labels: the labels file (module docstring: its fields), or its records.
+        label: the label column.
+        metric: the metric the labels are of; default the one their `metric` field names
+            (judge annotate records it), else the only gated metric, else the run's only
+            metric.
+        annotator: use this annotator's labels only (default: every annotator's, averaged).
+        require_random: refuse labels whose rows do not all record a random sample
+            (default: a warning).
+        confidence: the interval's coverage, strictly between 0 and 1.
+        keyword: how the caller names `metric` in messages (the CLI: label_metric).
+    """
+
+    labels: str | os.PathLike[str] | list[dict[str, Any]]
+    label: str
+    metric: str | None = None
+    annotator: str | None = None
+    require_random: bool = False
+    confidence: float = 0.95
+    keyword: str = field(default="metric", compare=False, repr=False)
+
+    def read(self) -> LabelFile:
+        """The labels, read and checked (a bad file, labels of another metric than
+        `metric`, or with require_random labels that record no random sample, fail here:
+        `judge eval` reads them before any request)."""
+        found = read_label_file(self.labels, label=self.label, annotator=self.annotator)
+        if self.require_random:
+            _check_random(found, len(found.not_random), len(found.labels))
+        if self.metric is not None:  # labels of another metric than the one named
+            labelled_metric(found, self.metric, candidates=(), known=(), keyword=self.keyword)
+        return found
+
+    def correct(self, result: ResultView, gates: Gates) -> CorrectedMean:
+        """The labelled metric's corrected mean over a finished run (`Corrector`)."""
+        rows = list(result.rows)
+        found = self.read()
+        where = f"the run of {result.config.source}"
+        metric = labelled_metric(
+            found,
+            self.metric,
+            candidates=gates.metrics,
+            known=_metrics_of(rows),
+            keyword=self.keyword,
+        )
+        _has_metric(rows, metric, where, self.keyword)
+        got = estimate_rows(
+            rows,
+            found,
+            where=where,
+            label=self.label,
+            metric=metric,
+            lower_is_better=result.config.lower_is_better,
+            confidence=self.confidence,
+            require_random=self.require_random,
+        )
+        ran = result.summary.get(metric)
+        if ran is not None and self.confidence == RUN_CONFIDENCE:
+            got.judge_alone(ran.mean, ran.ci_low, ran.ci_high, ran.scored)
+        record = got.to_dict()
+        del record["gates"], record["config"]  # the run's gates are summary.json's own
+        record["labels"] = _source_text(self.labels)
+        record["annotator"] = self.annotator
+        return CorrectedMean(
+            metric=metric,
+            interval=got.interval,
+            line=got.line(),
+            record=record,
+            warnings=tuple(got.warnings),
+        )
+
+
+def estimate_difference(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str],
+    *,
+    labels_a: str | os.PathLike[str] | list[dict[str, Any]],
+    labels_b: str | os.PathLike[str] | list[dict[str, Any]],
+    label: str,
+    metric: str | None = None,
+    candidates: Sequence[str] = (),
+    confidence: float = 0.95,
+    annotator: str | None = None,
+    require_random: bool = False,
+    keyword: str = "metric",
+) -> Estimate:
+    """The paired difference B - A of two runs' label means (`judge.ppi_mean_difference`):
+    the rows of both runs joined by id, people's labels of A's outputs in `labels_a` and
+    of B's in `labels_b`; the rows labelled in both files are the labelled rows, every
+    other row both runs scored the unlabelled ones (`judge compare --labels-a/--labels-b`).
+
+    Args:
+        a: the baseline run (output folder or results.jsonl).
+        b: the other run, of the same rows (ids).
+        labels_a: the labels of A's outputs (a labels file, or its records).
+        labels_b: the labels of B's outputs.
+        label: the label column of both files.
+        metric: the metric (default as `labelled_metric` chooses, over both files).
+        candidates: metrics the call singles out (`judge compare --metric`).
+        confidence: the interval's coverage.
+        annotator: use this annotator's labels only.
+        require_random: refuse labels whose rows do not all record a random sample.
+        keyword: how the caller names `metric` in messages.
+    """
+    folders = RunFolder.of(a), RunFolder.of(b)
+    rows_a, rows_b = (_run_rows(f) for f in folders)
+    found_a = read_label_file(labels_a, label=label, annotator=annotator)
+    found_b = read_label_file(labels_b, label=label, annotator=annotator)
+    both = LabelFile(
+        labels={},
+        not_random=set(),
+        samples={},
+        skipped=set(),
+        annotators={},
+        metrics={
+            m: found_a.metrics.get(m, 0) + found_b.metrics.get(m, 0)
+            for m in {*found_a.metrics, *found_b.metrics}
+        },
+    )
+    known = sorted(set(_metrics_of(rows_a)) & set(_metrics_of(rows_b)))
+    chosen = labelled_metric(both, metric, candidates=candidates, known=known, keyword=keyword)
+    for rows, folder in ((rows_a, folders[0]), (rows_b, folders[1])):
+        _has_metric(rows, chosen, str(folder.results), keyword)
+    where_a, where_b = str(folders[0].results), str(folders[1].results)
+    at_a = _unique_positions(rows_a, where_a, found_a.labels)
+    at_b = _unique_positions(rows_b, where_b, found_b.labels)
+    paired = [ident for ident in at_a if ident in at_b]
+    if not paired:
+        raise InputFormatError(
+            f"no row id of {where_a} is a row of {where_b}: the labels' difference pairs the "
+            "two runs' rows by id, so compare runs of the same rows"
+        )
+    labelled = [i for i in paired if i in found_a.labels and i in found_b.labels]
+    if not labelled:
+        raise InputFormatError(
+            "no row is labelled in both labels_a= and labels_b=: a paired difference needs "
+            "people's labels of A's and of B's output on the same rows (label a seeded "
+            "random sample of each run with the same seed: judge annotate draws one)"
+        )
+    up = not _lower_is_better(
+        chosen, [*folders[0].lower_is_better(), *folders[1].lower_is_better()]
+    )
+
+    def scores(rows: list[ResultRow], at: dict[str, int], ids: list[str]) -> np.ndarray:
+        values = np.array([rows[at[i]].scores.get(chosen, math.nan) for i in ids], dtype=float)
+        return values if up else 1.0 - values
+
+    rest = [i for i in paired if i not in set(labelled)]
+    result = ppi_mean_difference(
+        judged_a=scores(rows_a, at_a, rest),
+        judged_b=scores(rows_b, at_b, rest),
+        judged_labelled_a=scores(rows_a, at_a, labelled),
+        judged_labelled_b=scores(rows_b, at_b, labelled),
+        labels_a=[found_a.labels[i] for i in labelled],
+        labels_b=[found_b.labels[i] for i in labelled],
+        confidence=confidence,
+    )
+    warnings = []
+    for side, found, at, rows in (("A", found_a, at_a, rows_a), ("B", found_b, at_b, rows_b)):
+        not_random = len([i for i in found.not_random if i in at])
+        matched = len([i for i in found.labels if i in at])
+        if require_random:
+            _check_random(found, not_random, matched)
+        unknown = sorted(i for i in found.labels if i not in at)
+        warnings += [
+            f"{side}'s labels: {w}"
+            for w in _warnings(found, not_random, matched, unknown, len(rows))
+        ]
+    one_side = sorted(i for i in paired if (i in found_a.labels) != (i in found_b.labels))
+    if one_side:
+        warnings.append(
+            f"{len(one_side)} rows are labelled for one run only, counted as unlabelled: "
+            f"{', '.join(map(repr, one_side[:5]))}{' ...' if len(one_side) > 5 else ''}"
+        )
+    if any(r.conversation_id is not None for r in rows_b):
+        warnings.append(_TURNS)
+    samples = {
+        f"{side}: {text}": n
+        for side, found in (("A", found_a), ("B", found_b))
+        for text, n in found.samples.items()
+    }
+    return Estimate(
+        metric=chosen,
+        label=label,
+        orientation="score" if up else LOWER,
+        rows=len(paired),
+        ppi=result,
+        random=not (found_a.not_random & set(at_a)) and not (found_b.not_random & set(at_b)),
+        samples=samples,
+        warnings=warnings,
+        config={
+            "a": where_a,
+            "b": where_b,
+            "labels_a": _source_text(labels_a),
+            "labels_b": _source_text(labels_b),
+            "annotator": annotator,
+        },
+        difference=True,
     )
 
 

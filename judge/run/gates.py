@@ -280,13 +280,25 @@ class Gates:
             "missed": list(missed),
         }
 
-    def missed(self, summary: Mapping[str, MetricSummary]) -> list[str]:
-        """The bounds the means miss; a metric without a mean (NaN) misses every bound."""
-        means = {
-            b.metric: summary[b.metric].mean if b.metric in summary else math.nan
-            for b in self.bounds
-        }
-        return [b.missed(means[b.metric]) for b in self.bounds if not b.passes(means[b.metric])]
+    def missed(
+        self,
+        summary: Mapping[str, MetricSummary],
+        intervals: Mapping[str, tuple[float, float]] | None = None,
+        what: str = "interval",
+    ) -> list[str]:
+        """The bounds the means miss; a metric without a mean (NaN) misses every bound. A
+        metric in `intervals` (`judge eval --labels`: its label-corrected interval) is
+        held to its interval's far end instead of its mean (`missed_by_intervals`)."""
+        held = intervals or {}
+        missed = []
+        for b in self.bounds:
+            if b.metric in held:
+                missed += Gates((b,)).missed_by_intervals(held, what)
+                continue
+            mean = summary[b.metric].mean if b.metric in summary else math.nan
+            if not b.passes(mean):
+                missed.append(b.missed(mean))
+        return missed
 
     def missed_by_intervals(
         self, intervals: Mapping[str, tuple[float, float]], what: str = "interval"
@@ -313,10 +325,16 @@ class Gates:
                 )
         return missed
 
-    def verdict(self, result: ResultView) -> Verdict:
+    def verdict(
+        self,
+        result: ResultView,
+        intervals: Mapping[str, tuple[float, float]] | None = None,
+        what: str = "interval",
+    ) -> Verdict:
         """Every gate applied to a finished run (a bound on a metric the run did not
-        compute is missed: `check_metrics` refuses it first where that is an error)."""
-        missed = self.missed(result.summary)
+        compute is missed: `check_metrics` refuses it first where that is an error); a
+        metric in `intervals` is held to its interval's far end, named `what` (`missed`)."""
+        missed = self.missed(result.summary, intervals, what)
         too_many = error_rate_failure(result, self.max_error_rate)
         unreadable_note, unreadable = unreadable_failure(result, self.max_error_rate)
         unscored = [m for m, s in result.summary.items() if not s.scored] if result.rows else []

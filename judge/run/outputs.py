@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.run.checkpoint import RowFile
+from judge.run.corrected import CORRECTED_INTERVAL, CorrectedMean, Corrector
 from judge.run.diagnose import diagnose
 from judge.run.folder import CONVERSATIONS, REPORT, RESULTS, SUMMARY, RunFolder
 from judge.run.gates import (
@@ -46,6 +47,8 @@ class RunOutcome:
             "replay", "error rate", "no scores" (a metric that scored no row).
         notes: what is worth saying although the run passed (unreadable rows within the
             limit).
+        corrected: the metric's mean corrected by labels (`labels=`), or None.
+        warnings: what makes the corrected interval doubtful (labels not a random sample).
     """
 
     code: int
@@ -54,6 +57,8 @@ class RunOutcome:
     missed: tuple[str, ...] = ()
     failures: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    corrected: CorrectedMean | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -76,16 +81,23 @@ def write_outputs(
     fail_under: Mapping[str, float] | None = None,
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     results_written: bool = False,
+    labels: Corrector | None = None,
 ) -> RunOutcome:
     """Write the run's outputs into a folder and apply its gates (see
     `EvaluationResult.write`); with results_written, the rows are already in
-    `out.temporary("results.jsonl")` (judge merge joins them there)."""
+    `out.temporary("results.jsonl")` (judge merge joins them there). With `labels`, the
+    labelled metric's corrected mean goes into summary.json and the report, and its
+    gates are held to its corrected interval."""
     checked = as_gates(gates, fail_under, max_error_rate)
     checked.check_metrics(result.summary, result.config.lower_is_better)
     if not isinstance(out, OutputFolder):
         source = result.config.source  # a file it names may not be replaced
         with OutputFolder(out, inputs=[source] if os.path.isfile(source) else []) as folder:
-            return write_outputs(result, folder, gates=checked, results_written=results_written)
+            return write_outputs(
+                result, folder, gates=checked, results_written=results_written, labels=labels
+            )
+    # before anything is written: labels that cannot be used leave the folder as it was
+    corrected = labels.correct(result, checked) if labels is not None else None
     folder = out
     with folder.writing(RESULTS) as results_path:
         # judge merge joined the rows into this very file already
@@ -93,8 +105,13 @@ def write_outputs(
         digest = file_sha256(results_path) if written else result.write_jsonl(results_path)
     summary = result.summary_dict()
     summary["results_sha256"] = digest  # readers refuse a results.jsonl that differs
-    verdict = checked.verdict(result)
+    intervals = {corrected.metric: corrected.interval} if corrected else None
+    verdict = checked.verdict(result, intervals, CORRECTED_INTERVAL)
     summary["thresholds"] = checked.summary(verdict.missed)
+    if corrected is not None:  # keys of their own: a run without labels keeps its bytes
+        gated = corrected.metric in checked.metrics
+        summary["thresholds"]["on_corrected_interval"] = [corrected.metric] if gated else []
+        summary["label_corrected"] = corrected.record
     summary["judge_errors"].update(
         max_rate=checked.max_error_rate, failed=verdict.error_rate_failed
     )
@@ -107,7 +124,7 @@ def write_outputs(
     summary["diagnosis"] = diagnose({m: s.mean for m, s in result.summary.items()})
     outputs = [RESULTS, REPORT]
     with folder.writing(REPORT) as report_path:
-        write_report(result, report_path)
+        write_report(result, report_path, lines=[corrected.line] if corrected else [])
     conversations = result.tally.by_conversation(result.metrics)
     if conversations:
         outputs.append(CONVERSATIONS)
@@ -130,5 +147,12 @@ def write_outputs(
     if isinstance(result.rows, RowFile) and result.rows.path == results_path:
         result.rows.renamed(RunFolder(folder.path).results)
     return RunOutcome(
-        verdict.code, folder.path, summary, verdict.missed, verdict.failures, verdict.notes
+        verdict.code,
+        folder.path,
+        summary,
+        verdict.missed,
+        verdict.failures,
+        verdict.notes,
+        corrected,
+        corrected.warnings if corrected else (),
     )

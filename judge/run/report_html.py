@@ -373,8 +373,9 @@ def _diagnosis(result: ResultView) -> str:
     return "".join(f"<li>{escape(f)}</li>" for f in findings) or "<li>nothing stands out</li>"
 
 
-def render_report(result: ResultView) -> str:
-    """The HTML text of the report."""
+def render_report(result: ResultView, lines: Sequence[str] = ()) -> str:
+    """The HTML text of the report; `lines` (a metric corrected by labels) are said under
+    the summary table."""
     rows = len(result.rows)
     plots = "".join(
         histogram_svg(result.tally.defined(m), m, left_out=rows - result.summary[m].scored)
@@ -388,7 +389,8 @@ def render_report(result: ResultView) -> str:
         f"<h1>judge report</h1><p class=small>{len(result.rows)} rows from "
         f"{escape(result.config.source)}; {result.rows_with_errors} with errors.</p>"
         f"<h2>Summary</h2>{_summary_table(result)}"
-        f"<h2>Diagnosis</h2><ul>{_diagnosis(result)}</ul>"
+        + "".join(f"<p class=corrected>{escape(line)}</p>" for line in lines)
+        + f"<h2>Diagnosis</h2><ul>{_diagnosis(result)}</ul>"
         f"<h2>Distributions</h2><div class=plots>{plots}</div>"
         f"<h2>Worst samples</h2>{_worst(result)}"
         "<h2>Usage and cost</h2><table>"
@@ -402,6 +404,8 @@ def render_report(result: ResultView) -> str:
     )
 
 
-def write_report(result: ResultView, path: str | os.PathLike[str]) -> None:
-    """Write report.html for an EvaluationResult."""
-    write_page(render_report(result), path)
+def write_report(
+    result: ResultView, path: str | os.PathLike[str], lines: Sequence[str] = ()
+) -> None:
+    """Write report.html for an EvaluationResult (`lines`: see `render_report`)."""
+    write_page(render_report(result, lines), path)

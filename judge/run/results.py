@@ -18,6 +18,7 @@ from typing import Any
 from judge.formatting import MISSING, number
 from judge.json_values import nan_to_null
 from judge.run.config import RunConfig
+from judge.run.corrected import Corrector
 from judge.run.folder import record_written
 from judge.run.gates import Gates
 from judge.run.outputs import RunOutcome, write_outputs
@@ -175,6 +176,7 @@ class EvaluationResult:
         fail_under: Mapping[str, float] | None = None,
         max_error_rate: float = 0.05,
         record: bool = True,
+        labels: Corrector | None = None,
     ) -> RunOutcome:
         """Write the folder `judge eval` writes (results.jsonl, report.html, summary.json,
         and a shard's shard.json), byte for byte, and apply its gates.
@@ -197,13 +199,24 @@ class EvaluationResult:
                 .judge/runs.sqlite), as `judge eval` does, so `judge runs` and `judge view`
                 show it (a shard's is not recorded: `judge merge` records the whole run);
                 False skips it (`--no-record`).
+            labels: people's labels of some of the rows, as
+                `judge.labels.estimate.Labels("labels.jsonl", label="faithful")`
+                (`--labels`, `--label`): the labelled metric's mean corrected by them
+                (prediction-powered inference) goes into summary.json
+                (`label_corrected`) and the report, and its gates are held to the
+                corrected interval: a floor by its lower end, a cap by its upper end.
 
         Returns:
             A `judge.run.outputs.RunOutcome`: `code` is `judge eval`'s exit code (0
             passed, 1 a threshold missed, 3 scores missing), with the reasons.
         """
         outcome = write_outputs(
-            self, out, gates=gates, fail_under=fail_under, max_error_rate=max_error_rate
+            self,
+            out,
+            gates=gates,
+            fail_under=fail_under,
+            max_error_rate=max_error_rate,
+            labels=labels,
         )
         if record and self.config.shard is None:
             record_written(outcome.folder, command="python")
