@@ -84,6 +84,15 @@ def add_hops_parser(actions: argparse._SubParsersAction) -> None:  # type: ignor
         help="the traces' format (default: told from each file's content)",
     )
     h.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="FIELD=ATTRIBUTE",
+        help="read from span attributes of custom instrumentation (repeatable): "
+        "question=ATTRIBUTE (the first span, from the root down, that has it) and "
+        "retrieved_ids=ATTRIBUTE (every span that has it is a hop, its ranked ids)",
+    )
+    h.add_argument(
         "--linger",
         type=int,
         default=None,
@@ -101,8 +110,16 @@ def add_hops_parser(actions: argparse._SubParsersAction) -> None:  # type: ignor
 
 def run_hops(args: argparse.Namespace) -> int:
     """The `judge traces hops` command."""
+    from judge.cli.options import trace_mapping
     from judge.traces.assemble import DEFAULT_LINGER
-    from judge.traces.hops import hop_table, hops, read_agent_traces, read_labels, summary_lines
+    from judge.traces.hops import (
+        HOP_MAPPABLE,
+        hop_table,
+        hops,
+        read_agent_traces,
+        read_labels,
+        summary_lines,
+    )
 
     if all(p is None for p in (args.qrels, args.rows, args.expected_tools, args.results)):
         raise JudgeError(
@@ -149,7 +166,14 @@ def run_hops(args: argparse.Namespace) -> int:
 
         read_claims(args.results, labels)
     metrics = metrics_of(args) or list(DEFAULT_METRICS)
-    traces = read_agent_traces(args.traces, source=args.source, linger=linger)
+    mapping = trace_mapping(args.map)
+    hops_only = [field for field in mapping if field not in HOP_MAPPABLE]
+    if hops_only:
+        raise JudgeError(
+            f"--map {hops_only[0]}: judge traces hops reads {', '.join(HOP_MAPPABLE)} from "
+            "span attributes, not the answer or contexts (those are judge traces extract's)"
+        )
+    traces = read_agent_traces(args.traces, source=args.source, linger=linger, mapping=mapping)
     report = hops(
         traces,
         labels,

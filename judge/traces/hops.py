@@ -52,7 +52,7 @@ from judge.metrics.tools import (
 from judge.traces import openinference as oi
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace
 from judge.traces.extract import read_traces
-from judge.traces.rows import forest_order
+from judge.traces.rows import as_list, check_mapping, forest_order, mapped_value
 from judge.traces.spans import Span
 
 if TYPE_CHECKING:
@@ -136,9 +136,13 @@ def _collapsed(text: str) -> str:
     return " ".join(text.split())
 
 
-def _question(spans: Sequence[Span]) -> str | None:
-    """The question as `trace_row` finds it: the input of the first span, from the roots
-    down, that is no retriever, reranker, LLM or embedding span."""
+def _question(spans: Sequence[Span], attribute: str | None = None) -> str | None:
+    """The question as `trace_row` finds it: the mapped attribute's text on the first span,
+    from the roots down, that has it; else the input of the first span that is no
+    retriever, reranker, LLM or embedding span."""
+    if attribute is not None:
+        found = mapped_value(spans, attribute)
+        return found[1] if found is not None and isinstance(found[1], str) else None
     for span in spans:
         if oi.kind_of(span) in (oi.RETRIEVER, oi.RERANKER, oi.LLM, "EMBEDDING"):
             continue
@@ -148,12 +152,38 @@ def _question(spans: Sequence[Span]) -> str | None:
     return None
 
 
-def agent_trace(trace: Trace) -> AgentTrace:
-    """The hops, generator input and tool calls of one trace (`read_traces` gives them)."""
+# What `--map` can name for hops: the question (labels by question) and the ranked ids
+# of custom retrieval spans (every span holding the attribute is a hop).
+HOP_MAPPABLE = ("question", "retrieved_ids")
+
+
+def check_hop_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
+    """The mapping field -> attribute, checked for hops (`HOP_MAPPABLE`)."""
+    checked = check_mapping(mapping)
+    other = [field for field in checked if field not in HOP_MAPPABLE]
+    if other:
+        raise JudgeError(
+            f"mapping: {', '.join(repr(f) for f in other)} is not read by hops; map "
+            f"{' or '.join(HOP_MAPPABLE)} (e.g. mapping={{'retrieved_ids': 'app.doc_ids'}})"
+        )
+    return checked
+
+
+def agent_trace(trace: Trace, mapping: Mapping[str, str] | None = None) -> AgentTrace:
+    """The hops, generator input and tool calls of one trace (`read_traces` gives them);
+    `mapping` (`check_hop_mapping`) reads the question, and each hop's ranked ids, from
+    attributes of custom instrumentation."""
+    mapping = mapping or {}
     spans = forest_order(trace.spans)
     by_start = sorted(spans, key=lambda s: s.start_ns)  # stable: the forest order in a tie
     hops = []
+    ids_attribute = mapping.get("retrieved_ids")
     for span in by_start:
+        if ids_attribute is not None and ids_attribute in span.attributes:
+            listed = as_list(span.attributes[ids_attribute]) or []
+            ranked = [str(d) for d in listed if d is not None]
+            hops.append(Hop(span.span_id, span.name, list(dict.fromkeys(ranked)), {}))
+            continue
         if oi.kind_of(span) != oi.RETRIEVER:
             continue
         docs = oi.retrieved(span, oi.RETRIEVER)
@@ -174,7 +204,8 @@ def agent_trace(trace: Trace) -> AgentTrace:
         if any(texts):
             generator_text = [t for t in texts if t]
     calls = [tool_call(oi.tool_call_of(span)) for span in by_start if oi.is_tool(span)]
-    return AgentTrace(trace.trace_id, _question(spans), hops, generator_ids, generator_text, calls)
+    question = _question(spans, mapping.get("question"))
+    return AgentTrace(trace.trace_id, question, hops, generator_ids, generator_text, calls)
 
 
 def read_agent_traces(
@@ -183,11 +214,14 @@ def read_agent_traces(
     source: str | None = None,
     linger: int = DEFAULT_LINGER,
     counts: AssemblyCounts | None = None,
+    mapping: Mapping[str, str] | None = None,
 ) -> Iterator[AgentTrace]:
-    """The agent traces of trace files, streamed (the readers of `judge traces extract`)."""
+    """The agent traces of trace files, streamed (the readers of `judge traces extract`);
+    `mapping` reads the question and hops of custom instrumentation (`agent_trace`)."""
+    checked = check_hop_mapping(mapping)
     path_list = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     for trace in read_traces(path_list, linger=linger, counts=counts, source=source):
-        yield agent_trace(trace)
+        yield agent_trace(trace, checked)
 
 
 def question_key(question: str) -> str:

@@ -94,14 +94,16 @@ def forest_order(spans: Sequence[Span]) -> list[Span]:
     return out
 
 
-def _mapped(spans: Sequence[Span], attribute: str) -> tuple[Span, Any] | None:
+def mapped_value(spans: Sequence[Span], attribute: str) -> tuple[Span, Any] | None:
+    """The first span (in the order given) that has `attribute`, and its value; None."""
     for span in spans:
         if attribute in span.attributes:
             return span, span.attributes[attribute]
     return None
 
 
-def _as_list(value: Any) -> list[Any] | None:
+def as_list(value: Any) -> list[Any] | None:
+    """An attribute's value as a list: a sequence, JSON text of one, or one text alone."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -129,7 +131,7 @@ def trace_row(
     qa_span: Span | None = None
     question: str | None = None
     if "question" in mapping:
-        found = _mapped(ordered, mapping["question"])
+        found = mapped_value(ordered, mapping["question"])
         if found is not None:
             qa_span, question = found[0], str(found[1])
     else:
@@ -146,7 +148,7 @@ def trace_row(
             trace_id, "no_input", f"no span of the trace has an input ({where}): no question"
         )
     if "answer" in mapping:
-        found = _mapped(ordered, mapping["answer"])
+        found = mapped_value(ordered, mapping["answer"])
         answer = None if found is None else str(found[1])
     else:
         answer = oi.answer_of(qa_span)
@@ -195,9 +197,9 @@ def trace_row(
     retrieved_scores: list[Any] | None = [d.get("score") for d in seen]
     for field in ("contexts", "retrieved_ids", "retrieved_scores"):
         if field in mapping:
-            found = _mapped(ordered, mapping[field])
+            found = mapped_value(ordered, mapping[field])
             if found is not None:
-                value = _as_list(found[1])
+                value = as_list(found[1])
                 if field == "contexts":
                     contexts = value
                 elif field == "retrieved_ids":
@@ -249,7 +251,7 @@ def trace_row(
         prompt, completion, total = prompt + p, completion + c, total + t
     session = None
     if "session_id" in mapping:
-        found = _mapped(ordered, mapping["session_id"])
+        found = mapped_value(ordered, mapping["session_id"])
         session = None if found is None else str(found[1])
     else:
         for span in ordered:

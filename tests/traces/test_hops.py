@@ -466,3 +466,38 @@ def test_the_json_summary_counts_the_diagnosis(made, tmp_path):
         "labelled": 5, "no_relevance_judgments": 1, "traces": 6,
     }  # fmt: skip
     assert "tools" not in summary  # no expected tools given
+
+
+def _custom_agent(provider) -> None:
+    """An agent instrumented by hand: no OpenInference kinds; the question on the root span
+    as app.query, each search's ranked ids as app.doc_ids (a list attribute)."""
+    tracer = provider.get_tracer("custom-agent")
+    with tracer.start_as_current_span("handle") as root:
+        root.set_attribute("app.query", "Who built the  tower?")
+        for ids in (["d9", "d8"], ["d1", "d9"]):
+            with tracer.start_as_current_span("search") as span:
+                span.set_attribute("app.doc_ids", ids)
+
+
+def test_map_reads_the_question_and_each_hops_ids_of_custom_instrumentation(tmp_path):
+    """`judge traces hops` ignored --map: a trace instrumented by hand had no hops and no
+    question, so its labels by question were not found."""
+    traces = write_json_lines(export(_custom_agent), tmp_path / "custom.jsonl")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"question": "Who built the tower?", "relevance": ["d1"]}) + "\n")
+    mapping = {"question": "app.query", "retrieved_ids": "app.doc_ids"}
+    (trace,) = read_agent_traces(traces, mapping=mapping)
+    assert trace.question == "Who built the  tower?"
+    assert [hop.ids for hop in trace.hops] == [["d9", "d8"], ["d1", "d9"]]
+    report = hops([trace], read_labels(rows=rows), ["P@1", "recall@2"])
+    (record,) = report.traces
+    assert record["first_gold_hop"] == 2
+    done = run(
+        *("traces", "hops", traces, "--rows", rows, "--metric", "recall@2", "--format", "json"),
+        *("--map", "question=app.query", "--map", "retrieved_ids=app.doc_ids"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["first_gold_hop"] == {"2": 1}
+    refused = run("traces", "hops", traces, "--rows", rows, "--map", "answer=app.answer")
+    assert refused.returncode == 2
+    assert "--map answer" in refused.stderr and "question, retrieved_ids" in refused.stderr
