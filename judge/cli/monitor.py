@@ -173,6 +173,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--batch", type=int, default=32, metavar="N", help="rows judged at once (default 32)"
     )
     p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="judge each batch in N fresh processes sharing the cache, as judge eval "
+        "--processes does, when one process's client is the limit (default 1: here)",
+    )
+    p.add_argument(
         "--queue",
         type=int,
         default=64,
@@ -224,6 +232,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError(f"--sample-rate {args.sample_rate:g}: give a share from 0 to 1")
     for flag, number in (
         ("--batch", args.batch),
+        ("--processes", args.processes),
         ("--queue", args.queue),
         ("--baseline-windows", args.baseline_windows),
     ):
@@ -258,6 +267,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         embeddings=embeddings,
         cache=cache,
         sample_rate=args.sample_rate,
+        processes=args.processes,
         budget=args.budget,
         window=args.window,
         baseline_windows=(

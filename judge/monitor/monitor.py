@@ -17,6 +17,7 @@ import math
 import os
 import sqlite3
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,7 @@ from judge.run.estimate import Estimate
 from judge.run.evaluate import aevaluate_rows
 from judge.run.inputs import open_input
 from judge.run.options import RunSpec
+from judge.run.processes import evaluate_in_processes
 from judge.run.rows import ResultRow
 from judge.traces.extract import parse_since, sample_key
 from judge.traces.spans import iso_utc
@@ -101,6 +103,8 @@ class MonitorConfig:
         queue: requests the receiver holds before answering 503.
         seed: the sample's seed.
         mapping: field -> attribute for custom instrumentation (`--map`).
+        processes: judge each batch in this many fresh processes (`judge eval
+            --processes`'s executor) when one process's client is the limit; 1: here.
         check: the alert statistics (`judge.monitor.windows.WindowCheck`; default the
             sequential drop test, `judge.monitor.alerts.drop_check()`); None: windows are
             kept with their intervals and no metric is checked.
@@ -127,6 +131,7 @@ class MonitorConfig:
     queue: int = 64
     seed: int = 0
     mapping: Mapping[str, str] | None = None
+    processes: int = 1
     check: WindowCheck | None = field(default_factory=drop_check)
     webhook: str | None = None
     progress: bool = True
@@ -136,7 +141,7 @@ class MonitorConfig:
             raise JudgeError(f"sample_rate={self.sample_rate}: give a share from 0 to 1")
         self.budget = parse_budget(self.budget)
         check_priced(self.budget, self.llm, self.embeddings)
-        for name in ("baseline_windows", "batch", "queue"):
+        for name in ("baseline_windows", "batch", "queue", "processes"):
             if getattr(self, name) < 1:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
         if not self.linger >= 0:  # NaN too: no trace would ever be complete
@@ -400,8 +405,8 @@ class Monitor:
     # -- judging ------------------------------------------------------------------------
 
     async def _judge(self, rows: list[dict[str, Any]]) -> tuple[list[ResultRow], dict[str, Any]]:
-        """The rows' results, and the judge's usage (requests, cache hits) for them."""
-        given = open_input(rows)
+        """The rows' results, and the judge's usage (requests, cache hits) for them: in
+        this process, or in `processes` fresh ones when more than one row is due."""
         spec = RunSpec(
             metrics=self.config.metrics,
             llm=self.config.llm,
@@ -409,8 +414,26 @@ class Monitor:
             cache=self.config.cache,
             progress=False,
         )
+        if self.config.processes > 1 and len(rows) > 1:
+            return await asyncio.to_thread(self._judge_in_processes, rows, spec)
+        given = open_input(rows)
         result = await aevaluate_rows(given, given.columns, given.source, spec)
         return list(result.rows), result.usage
+
+    def _judge_in_processes(
+        self, rows: list[dict[str, Any]], spec: RunSpec
+    ) -> tuple[list[ResultRow], dict[str, Any]]:
+        """The rows judged by the processes executor, through a file of them in a folder of
+        the state's own (removed after: the results are read before)."""
+        with tempfile.TemporaryDirectory(dir=self.state.folder, prefix=".judging-") as folder:
+            data = Path(folder) / "rows.jsonl"
+            with data.open("w", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            work = Path(folder) / "out"
+            work.mkdir()
+            result = evaluate_in_processes(data, spec, self.config.processes, work)
+            return list(result.rows), dict(result.usage)
 
     def _record(
         self,

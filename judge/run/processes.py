@@ -33,12 +33,16 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from judge.aio import run_sync
 from judge.errors import InputFormatError, JudgeError
 from judge.run.folder import RunFolder
 from judge.run.plan import RunPlan
+
+if TYPE_CHECKING:
+    from judge.run.options import RunSpec
+    from judge.run.results import EvaluationResult
 from judge.run.progress import DEFAULT_INTERVAL
 from judge.run.shard import Shard
 from judge.signals import Terminated, raise_on_sigterm
@@ -110,6 +114,56 @@ def shard_jobs(
         )
         for i in range(1, count + 1)
     ]
+
+
+def evaluate_in_processes(
+    data: str | os.PathLike[str], spec: RunSpec, processes: int, work: str | os.PathLike[str]
+) -> EvaluationResult:
+    """A file's rows judged in up to `processes` fresh processes, as `judge eval
+    --processes` judges them: the plan made here, its shards run at once, joined as
+    `judge merge` joins them (the same rows and scores as one process gives).
+
+    Args:
+        data: the input file (`judge.run.inputs.open_input` reads it).
+        spec: the run's choices; its cache, given as a path or a `Cache`, is shared by the
+            processes through its file.
+        processes: how many processes at most (no more than the rows, or conversations).
+        work: an empty folder for the shards' outputs and the joined rows, which the
+            result reads lazily: keep it while the result is used.
+    """
+    from judge.cache.store import Cache
+    from judge.run.dry_run import check_scorable
+    from judge.run.inputs import open_input
+    from judge.run.merge import merge_shards
+    from judge.run.plan import plan_run
+
+    llm, embeddings = spec.models()
+    rows = open_input(data)
+    plan, _ = plan_run(
+        rows,
+        rows.columns,
+        rows.source,
+        metrics=spec.metrics,
+        llm=llm,
+        embeddings=embeddings,
+        gates=spec.gates,
+        prompts=spec.prompts,
+    )
+    check_scorable(plan, rows)
+    plan = dataclasses.replace(plan, data_sha256=rows.data_sha256())
+    cache = spec.cache.path if isinstance(spec.cache, Cache) else spec.cache
+    jobs = shard_jobs(
+        plan,
+        data,
+        Path(work),
+        max(1, min(processes, rows.units())),
+        cache=cache,
+        progress=False,
+        identity=rows.records.identity(),
+        unit=rows.unit,
+    )
+    run_shards(jobs)
+    return merge_shards([job.out for job in jobs], Path(work) / "results.jsonl")
 
 
 def judge_shard(job: ShardJob) -> None:

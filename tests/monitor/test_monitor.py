@@ -369,3 +369,31 @@ def test_a_webhook_that_refuses_the_alert_is_said_not_silent(tmp_path: Path, hoo
         )
     assert report.alerts  # kept in the state and the report whatever the webhook says
     assert any("refused it (HTTP 404)" in note for note in report.notes)
+
+
+def test_processes_judge_a_batch_as_one_process_does(tmp_path: Path) -> None:
+    """--processes N hands each batch to judge eval's processes executor: the same scores
+    and evidence per trace, and the same requests, as judging here."""
+    otel = tmp_path / "otel"
+    otel.mkdir()
+    traces_file(otel / "traces.json", lambda p: rag_traces(p, 6, bad_from=4))
+    judged = {}
+    with FakeLLMServer(heuristic_judge) as server:
+        for processes in ("1", "2"):
+            folder = tmp_path / processes
+            args = ["monitor", "--once", "--watch", otel, "--state", folder / "state"]
+            args += [*judge_flags(server, folder), "--window", "6", "--quiet"]
+            before = server.count()
+            done = run(*args, "--processes", processes)
+            assert done.returncode == 0, done.stderr
+            assert "6 traces judged" in done.stdout
+            assert server.count() - before == 6 * PER_ROW  # each its own cache: asked again
+            state = MonitorState(folder / "state")
+            judged[processes] = state.read(
+                "SELECT trace_id, scores, evidence FROM traces WHERE status='judged'"
+                " ORDER BY trace_id"
+            )
+            state.close()
+            assert not list((folder / "state").glob(".judging-*"))  # the batch's files removed
+    assert len(judged["2"]) == 6 and judged["2"] == judged["1"]
+    assert {json.loads(s)["faithfulness"] for _, s, _ in judged["2"]} == {0.0, 1.0}
