@@ -151,6 +151,9 @@ def test_a_score_outside_0_1_leaves_its_metric_unchecked_and_windows_closing(
     [
         ("--linger", "nan", "--linger nan: give seconds, 0 or more"),
         ("--linger", "-1", "--linger -1: give seconds, 0 or more"),
+        ("--late", "nan", "--late nan: give seconds, 0 or more"),
+        ("--late", "inf", "--late inf: give seconds, 0 or more"),
+        ("--late", "-1", "--late -1: give seconds, 0 or more"),
         ("--sample-rate", "nan", "--sample-rate nan: give a share from 0 to 1"),
         ("--sample-rate", "1.5", "--sample-rate 1.5: give a share from 0 to 1"),
         ("--batch", "0", "--batch 0: give 1 or more"),
@@ -176,6 +179,59 @@ def test_a_linger_of_nan_is_refused_in_python(tmp_path: Path) -> None:
 
     with pytest.raises(JudgeError, match=r"linger=nan: give seconds, 0 or more"):
         MonitorConfig(state=tmp_path, linger=float("nan"))
+
+
+@pytest.mark.parametrize("late", [float("nan"), float("inf"), -1.0])
+def test_a_late_bound_that_could_hold_a_window_forever_is_refused(
+    tmp_path: Path, late: float
+) -> None:
+    from judge.errors import JudgeError
+
+    with pytest.raises(JudgeError, match=rf"late={late}: give seconds, 0 or more"):
+        MonitorConfig(state=tmp_path, late=late)
+
+
+def test_a_state_of_format_3_with_an_open_trace_is_migrated_and_the_trace_counted(
+    tmp_path: Path,
+) -> None:
+    """A state written before open traces had start times (format 3): migrated to format
+    4, its open trace (start time unknown: it holds no window) is completed, judged and
+    counted in its window, not as late."""
+    from judge.cache.migrations import apply_in_order
+    from judge.monitor.migrations import MIGRATIONS, SCHEMA_VERSION
+    from judge.monitor.monitor import Monitor
+    from judge.monitor.state import span_json
+    from judge.traces.otlp import spans_of_protobuf
+    from tests.helpers.traces import export
+
+    folder = tmp_path / "state"
+    folder.mkdir()
+    db = sqlite3.connect(folder / "monitor.sqlite", isolation_level=None)
+    apply_in_order(db, MIGRATIONS[:3])
+    spans = [s for body in export(lambda p: rag_traces(p, 1)) for s in spans_of_protobuf(body)]
+    trace_id = spans[0].trace_id
+    db.execute("INSERT INTO open_traces VALUES (?, 1.0, 1.0, 1.0)", (trace_id,))
+    db.executemany(
+        "INSERT INTO spans VALUES (?, ?, ?)", [(trace_id, s.span_id, span_json(s)) for s in spans]
+    )
+    db.close()
+    with FakeLLMServer(heuristic_judge) as server:
+        monitor = Monitor(
+            MonitorConfig(
+                state=folder,
+                llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+                metrics=["faithfulness"],
+                progress=False,
+            )
+        )
+        try:
+            report = monitor.once()
+            assert monitor.state.read("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        finally:
+            monitor.close()
+    assert SCHEMA_VERSION == 4
+    assert report.counts["judged"] == 1 and "late" not in report.counts
+    assert [w["rows"] for w in report.windows] == [1]
 
 
 def test_traces_received_before_the_clock_went_back_are_not_held_for_the_jump(
