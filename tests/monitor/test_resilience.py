@@ -487,7 +487,11 @@ def test_a_trace_of_a_window_closed_by_an_earlier_once_is_counted_as_late(
     tmp_path: Path,
 ) -> None:
     """Cron with --once: a trace of a window an earlier pass closed is judged and counted
-    as late (after_close), said in the report; the window's figures stay as closed."""
+    as late (after_close), said in the report and the metrics; the window's figures stay
+    as closed."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
     from judge.monitor.monitor import Monitor
 
     otel = tmp_path / "otel"
@@ -510,6 +514,7 @@ def test_a_trace_of_a_window_closed_by_an_earlier_once_is_counted_as_late(
         monitor = Monitor(config)
         try:
             second = monitor.once(otel)
+            scraped = generate_latest(monitor.registry).decode()
         finally:
             monitor.close()
     assert [w["rows"] for w in first.windows] == [2] and second.windows == []
@@ -519,3 +524,10 @@ def test_a_trace_of_a_window_closed_by_an_earlier_once_is_counted_as_late(
         second.lines()
     )
     assert _windows(tmp_path / "state")[first.windows[0]["number"]]["rows"] == 2
+    late = {
+        tuple(sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(scraped)
+        for sample in family.samples
+        if sample.name == "judge_monitor_traces_late_total"
+    }
+    assert late == {(("reason", "after_close"),): 1.0, (("reason", "open_at_close"),): 0.0}
