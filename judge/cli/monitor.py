@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import sys
@@ -170,6 +171,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "(default 30; --once completes every trace it holds)",
     )
     p.add_argument(
+        "--late",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="the longest a time window waits after its end for traces that started inside "
+        "it and are still open (default 300); a row that comes after its window closed is "
+        "judged and counted as late, with its window",
+    )
+    p.add_argument(
         "--batch", type=int, default=32, metavar="N", help="rows judged at once (default 32)"
     )
     p.add_argument(
@@ -228,6 +238,8 @@ def run_monitor(args: argparse.Namespace) -> int:
     # The numbers MonitorConfig checks too, said here with their flags and as given.
     if not args.linger >= 0:  # NaN too: no trace would ever be complete
         raise JudgeError(f"--linger {args.linger:g}: give seconds, 0 or more")
+    if not 0 <= args.late < math.inf:  # NaN or inf: a window could wait forever
+        raise JudgeError(f"--late {args.late:g}: give seconds, 0 or more")
     if not 0 <= args.sample_rate <= 1:
         raise JudgeError(f"--sample-rate {args.sample_rate:g}: give a share from 0 to 1")
     for flag, number in (
@@ -280,6 +292,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         baseline_other_judge=args.baseline_other_judge,
         words=cli_words,
         linger=args.linger,
+        late=args.late,
         batch=args.batch,
         queue=args.queue,
         seed=args.seed,

@@ -75,10 +75,22 @@ def m003_encoded_spans(db: sqlite3.Connection) -> None:
     misreading such a state."""
 
 
+def m004_late_rows(db: sqlite3.Connection) -> None:
+    """Format 4: an open trace's earliest span start time (open_traces.start_ns, Unix
+    nanoseconds; NULL for traces opened before: they hold no window), so that a time
+    window waits for the traces that started inside it; and why a row came after its time
+    window had closed (traces.late: `open_at_close` or `after_close`; NULL for a row in
+    time), so that such a row is counted, not lost."""
+    db.execute("ALTER TABLE open_traces ADD COLUMN start_ns INTEGER")
+    db.execute("CREATE INDEX open_traces_by_start ON open_traces (start_ns)")
+    db.execute("ALTER TABLE traces ADD COLUMN late TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_create_state,
     m002_spend,
     m003_encoded_spans,
+    m004_late_rows,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -99,6 +99,11 @@ class MonitorConfig:
             writes flags for keyword arguments); None: as Python's keyword arguments.
         linger: seconds a trace waits after its root span (or, without one, after its last
             span) for late spans before it is complete.
+        late: the longest, in seconds after its end, a time window waits for the traces
+            that started inside it and are still open (it closes `linger` seconds after
+            its end when none is); a row that completes after its window closed is judged
+            and counted as late, with its window, never in a window's figures. Below
+            `linger`, `linger` is the bound.
         batch: rows judged at once.
         queue: requests the receiver holds before answering 503.
         seed: the sample's seed.
@@ -127,6 +132,7 @@ class MonitorConfig:
     baseline_other_judge: bool = False
     words: Callable[[str], str] | None = None
     linger: float = 30.0
+    late: float = 300.0
     batch: int = 32
     queue: int = 64
     seed: int = 0
@@ -146,6 +152,8 @@ class MonitorConfig:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
         if not self.linger >= 0:  # NaN too: no trace would ever be complete
             raise JudgeError(f"linger={self.linger}: give seconds, 0 or more")
+        if not 0 <= self.late < math.inf:  # NaN or inf: a window could wait forever
+            raise JudgeError(f"late={self.late}: give seconds, 0 or more")
 
 
 @dataclass
@@ -171,6 +179,12 @@ class MonitorReport:
             f"{c.get('skipped', 0)} skipped"
             + (f" ({', '.join(f'{n} {r}' for r, n in skips)})" if skips else "")
         ]
+        if c.get("late"):
+            lates = sorted((k.split(":", 1)[1], v) for k, v in c.items() if k.startswith("late:"))
+            out.append(
+                f"{c['late']} late rows (after their window closed, in no window's figures: "
+                f"{', '.join(f'{n} {r}' for r, n in lates)})"
+            )
         for window in self.windows:
             figures = ", ".join(
                 f"{m} {s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
@@ -252,6 +266,7 @@ class Monitor:
         self._alerts: list[dict[str, Any]] = []
         self._notes: list[str] = []
         self._windows: list[dict[str, Any]] = []
+        self._late: list[str] = []  # the late rows of the batch just recorded, to be said
         # The monitor's own registry (never prometheus_client's global one): two monitors
         # in one process each expose their own state. Read when scraped; `aserve` serves
         # it with metrics_port, or mount it in an app of your own.
@@ -473,6 +488,17 @@ class Monitor:
                     ),
                 )
                 recorded += 1
+            ids = [row["trace_id"] for row in rows]
+            marks = ",".join("?" * len(ids))
+            self._late = [
+                f"trace {trace_id} of window {window} was judged after its window closed "
+                f"({reason}): counted as late, not in the window's figures"
+                for trace_id, window, reason in db.execute(
+                    f"SELECT trace_id, window, late FROM traces WHERE trace_id IN ({marks})"
+                    " AND late IS NOT NULL ORDER BY seq",
+                    ids,
+                )
+            ]
             for name, key in JUDGE_USAGE.items():
                 value = int((usage or {}).get(key) or 0)
                 if value:
@@ -490,6 +516,9 @@ class Monitor:
             return 0
         results, usage = await self._judge(rows)
         recorded = await self._db(self._record, rows, results, usage)
+        late, self._late = self._late, []
+        for line in late:
+            self._say(line, always=True)
         if not recorded:  # never: a run gives every row its result, by the row's id
             raise JudgeError(
                 f"the judged rows came back without their ids (trace ids such as "
@@ -504,8 +533,10 @@ class Monitor:
         return [
             {"trace_id": trace_id, "scores": json.loads(scores), "evidence": evidence}
             for trace_id, scores, evidence in db.execute(
+                # A late row (judged after its window closed) is in no window's figures,
+                # nor the baseline's: they stay what the closed windows recorded.
                 f"SELECT trace_id, scores, evidence FROM traces WHERE status=? AND window IN"
-                f" ({marks}) ORDER BY seq",
+                f" ({marks}) AND late IS NULL ORDER BY seq",
                 (JUDGED, *numbers),
             )
         ]
@@ -529,6 +560,9 @@ class Monitor:
             else:
                 assert spec.seconds is not None
                 grace = 0 if final else int(self.config.linger * NS)
+                # An open trace that started inside a window holds it past the grace, up
+                # to this bound: a slow trace at a window's end is counted in it.
+                bound = max(grace, int(self.config.late * NS))
                 now_ns = time.time_ns()
                 waiting = {
                     n
@@ -545,9 +579,21 @@ class Monitor:
                     if n not in closed
                     and n not in waiting
                     and (n + 1) * spec.seconds * NS + grace <= now_ns
+                    and ((n + 1) * spec.seconds * NS + bound <= now_ns or not self._open_in(db, n))
                 ]
             for number in sorted(due):
                 self._close(db, number)
+
+    def _open_in(self, db: sqlite3.Connection, number: int) -> int:
+        """How many open traces started inside time window `number`."""
+        assert self.window.seconds is not None
+        width = self.window.seconds * NS
+        return int(
+            db.execute(
+                "SELECT count(*) FROM open_traces WHERE start_ns >= ? AND start_ns < ?",
+                (number * width, (number + 1) * width),
+            ).fetchone()[0]
+        )
 
     def _close(self, db: sqlite3.Connection, number: int) -> None:
         spec = self.window
@@ -581,6 +627,9 @@ class Monitor:
             "baseline": baseline,
             "metrics": figures,
         }
+        held = self._open_in(db, number) if spec.seconds is not None else 0
+        if held:  # closed at the --late bound: their rows will be counted as late
+            summary["open_at_close"] = held
         db.execute(
             "INSERT INTO windows (number, start, end, closed_at, summary) VALUES (?, ?, ?, ?, ?)",
             (number, start, end, time.time(), _json(summary)),

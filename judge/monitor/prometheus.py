@@ -39,6 +39,8 @@ from judge.monitor.alerts import DropDetector
 from judge.monitor.budget import Budget
 from judge.monitor.state import (
     JUDGED,
+    LATE_AFTER,
+    LATE_OPEN,
     OVER_BUDGET,
     PENDING,
     SAMPLED_OUT,
@@ -144,6 +146,16 @@ class MonitorCollector(Collector):
             if key.startswith(SKIPPED + ":"):
                 skipped.add_metric([key.split(":", 1)[1]], value)
         yield skipped
+        late_rows = CounterMetricFamily(
+            PREFIX + "traces_late",
+            "Rows that came after their time window closed, by reason (open_at_close, "
+            "after_close): judged, and in no window's figures.",
+            labels=["reason"],
+        )
+        # Both reasons always, 0 until one comes: rate() and alerting rules see a series.
+        for reason in (LATE_AFTER, LATE_OPEN):
+            late_rows.add_metric([reason], counts.get(f"late:{reason}", 0))
+        yield late_rows
         sampled = counts.get(PENDING, 0) + counts.get(OVER_BUDGET, 0) + counts.get(JUDGED, 0)
         for name, value, text in (
             ("traces_sampled", sampled, "Rows chosen by --sample-rate."),

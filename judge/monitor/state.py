@@ -41,6 +41,12 @@ OVER_BUDGET = "over_budget"  # sampled, but its price was over what --budget lef
 PENDING = "pending"  # to be judged
 JUDGED = "judged"
 
+# Why a row came after its time window had closed (the traces table's late column): the
+# window closed at its --late bound while the trace was still open, or the trace's first
+# span came after the window had closed.
+LATE_OPEN = "open_at_close"
+LATE_AFTER = "after_close"
+
 COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lines")
 # Counters of the judge's requests sent (retries included) and answers found in judge's
 # cache, from the run's usage (counter -> usage key), added in the transaction that records
@@ -135,6 +141,11 @@ def counts_of(db: sqlite3.Connection) -> dict[str, int]:
         "SELECT reason, count(*) FROM traces WHERE status=? GROUP BY reason", (SKIPPED,)
     ):
         out[f"skipped:{reason}"] = int(n)
+    for reason, n in db.execute(
+        "SELECT late, count(*) FROM traces WHERE late IS NOT NULL GROUP BY late"
+    ):
+        out["late"] = out.get("late", 0) + int(n)
+        out[f"late:{reason}"] = int(n)
     return out
 
 
@@ -254,7 +265,8 @@ class MonitorState:
     def counts(self) -> dict[str, int]:
         """The counters (spans, duplicate_spans, late_spans, rejected_spans, bad_lines,
         and judge_requests and judge_cache_hits once something was judged) and the traces
-        by status, skips by reason as skipped:REASON."""
+        by status, skips by reason as skipped:REASON; rows that came after their time
+        window closed as late and late:REASON (judged too: counted among their status)."""
         with self.snapshot() as db:
             return counts_of(db)
 
@@ -301,11 +313,16 @@ class MonitorState:
                 if not kept:
                     continue
                 root_at = now if any(is_local_root(span) for span in spans) else None
+                # The earliest start time received: the time window the trace began in
+                # waits for it (a span without a start time, 0, says nothing).
+                start_ns = min((s.start_ns for s in spans if s.start_ns > 0), default=None)
                 db.execute(
-                    "INSERT INTO open_traces (trace_id, first_at, last_at, root_at)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET"
-                    " last_at=excluded.last_at, root_at=coalesce(root_at, excluded.root_at)",
-                    (trace_id, now, now, root_at),
+                    "INSERT INTO open_traces (trace_id, first_at, last_at, root_at, start_ns)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET"
+                    " last_at=excluded.last_at, root_at=coalesce(root_at, excluded.root_at),"
+                    " start_ns=coalesce(min(start_ns, excluded.start_ns), start_ns,"
+                    " excluded.start_ns)",
+                    (trace_id, now, now, root_at, start_ns),
                 )
             for name, value in added.items():
                 if value:
@@ -372,6 +389,11 @@ class MonitorState:
                 ids,
             ):
                 stored[trace_id].append(span_of(trace_id, text))
+            first_at = dict(
+                db.execute(
+                    f"SELECT trace_id, first_at FROM open_traces WHERE trace_id IN ({marks})", ids
+                ).fetchall()
+            )
             keys = [(trace_id,) for trace_id in ids]
             db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
             db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)
@@ -390,11 +412,22 @@ class MonitorState:
                 " VALUES (?, ?, ?, ?, ?)",
                 skips,
             )
+            closed_at = dict(db.execute("SELECT number, closed_at FROM windows").fetchall())
             completed = []
             # In the order the traces started: the windows of N rows, and the budget's
             # steps, follow the traffic's time, not the order of ids.
             for trace_id, result in sorted(rows, key=lambda item: (item[1]["start_time"], item[0])):
                 fate = choose(db, trace_id, result)
+                late = None
+                if fate.status == PENDING and fate.window in closed_at:
+                    # Its time window closed before it completed: judged, and counted as
+                    # late with its window named, never in another window's figures.
+                    opened = first_at.get(trace_id)
+                    late = (
+                        LATE_OPEN
+                        if opened is not None and opened < closed_at[fate.window]
+                        else LATE_AFTER
+                    )
                 completed.append(
                     (
                         trace_id,
@@ -405,11 +438,12 @@ class MonitorState:
                         json.dumps(result, ensure_ascii=False) if fate.status == PENDING else None,
                         fate.requests,
                         fate.window,
+                        late,
                     )
                 )
             db.executemany(
                 "INSERT INTO traces (trace_id, seen_at, start_time, status, row, requests,"
-                " window) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " window, late) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 completed,
             )
             return len(due)

@@ -273,16 +273,23 @@ class EncodedSpan:
     and the rest kept as the span's protobuf bytes, `data`, until `decode`: a receiver that
     stores spans before it reads them decodes their attributes once, when it reads them."""
 
-    __slots__ = ("data", "parent_id", "parent_remote", "span_id", "trace_id")
+    __slots__ = ("data", "parent_id", "parent_remote", "span_id", "start_ns", "trace_id")
 
     def __init__(
-        self, trace_id: str, span_id: str, parent_id: str | None, parent_remote: bool, data: bytes
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: str | None,
+        parent_remote: bool,
+        data: bytes,
+        start_ns: int = 0,
     ) -> None:
         self.trace_id = trace_id
         self.span_id = span_id
         self.parent_id = parent_id
         self.parent_remote = parent_remote
         self.data = data
+        self.start_ns = start_ns  # read with the ids: the monitor's windows wait on it
 
     def decode(self) -> Span:
         """The span, as `spans_of_protobuf` gives it."""
@@ -299,7 +306,14 @@ def encoded_spans_of_protobuf(message: bytes, rejected: list[str]) -> list[Encod
     """
     spans = []
     for span, ids in _checked_spans(_request(message, "", None), "", None, rejected):
-        spans.append(EncodedSpan(*ids, parent_is_remote(span.flags), span.SerializeToString()))
+        spans.append(
+            EncodedSpan(
+                *ids,
+                parent_is_remote(span.flags),
+                span.SerializeToString(),
+                int(span.start_time_unix_nano),
+            )
+        )
     return spans
 
 

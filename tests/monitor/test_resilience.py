@@ -5,8 +5,12 @@ are dead."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +18,15 @@ from judge.llm.config import LLM
 from judge.monitor import state as state_module
 from judge.monitor.monitor import MonitorConfig
 from judge.testing import FakeLLMServer, heuristic_judge
-from tests.helpers.monitor import rag_traces, serving, state_counts, traces_file, wait_for
+from tests.helpers.monitor import (
+    good_answer,
+    rag_traces,
+    serving,
+    state_counts,
+    traces_file,
+    wait_for,
+)
+from tests.helpers.rag_spans import KIND
 
 
 def test_a_state_locked_for_a_while_stops_nothing_for_good(
@@ -139,6 +151,9 @@ def test_a_score_outside_0_1_leaves_its_metric_unchecked_and_windows_closing(
     [
         ("--linger", "nan", "--linger nan: give seconds, 0 or more"),
         ("--linger", "-1", "--linger -1: give seconds, 0 or more"),
+        ("--late", "nan", "--late nan: give seconds, 0 or more"),
+        ("--late", "inf", "--late inf: give seconds, 0 or more"),
+        ("--late", "-1", "--late -1: give seconds, 0 or more"),
         ("--sample-rate", "nan", "--sample-rate nan: give a share from 0 to 1"),
         ("--sample-rate", "1.5", "--sample-rate 1.5: give a share from 0 to 1"),
         ("--batch", "0", "--batch 0: give 1 or more"),
@@ -164,6 +179,59 @@ def test_a_linger_of_nan_is_refused_in_python(tmp_path: Path) -> None:
 
     with pytest.raises(JudgeError, match=r"linger=nan: give seconds, 0 or more"):
         MonitorConfig(state=tmp_path, linger=float("nan"))
+
+
+@pytest.mark.parametrize("late", [float("nan"), float("inf"), -1.0])
+def test_a_late_bound_that_could_hold_a_window_forever_is_refused(
+    tmp_path: Path, late: float
+) -> None:
+    from judge.errors import JudgeError
+
+    with pytest.raises(JudgeError, match=rf"late={late}: give seconds, 0 or more"):
+        MonitorConfig(state=tmp_path, late=late)
+
+
+def test_a_state_of_format_3_with_an_open_trace_is_migrated_and_the_trace_counted(
+    tmp_path: Path,
+) -> None:
+    """A state written before open traces had start times (format 3): migrated to format
+    4, its open trace (start time unknown: it holds no window) is completed, judged and
+    counted in its window, not as late."""
+    from judge.cache.migrations import apply_in_order
+    from judge.monitor.migrations import MIGRATIONS, SCHEMA_VERSION
+    from judge.monitor.monitor import Monitor
+    from judge.monitor.state import span_json
+    from judge.traces.otlp import spans_of_protobuf
+    from tests.helpers.traces import export
+
+    folder = tmp_path / "state"
+    folder.mkdir()
+    db = sqlite3.connect(folder / "monitor.sqlite", isolation_level=None)
+    apply_in_order(db, MIGRATIONS[:3])
+    spans = [s for body in export(lambda p: rag_traces(p, 1)) for s in spans_of_protobuf(body)]
+    trace_id = spans[0].trace_id
+    db.execute("INSERT INTO open_traces VALUES (?, 1.0, 1.0, 1.0)", (trace_id,))
+    db.executemany(
+        "INSERT INTO spans VALUES (?, ?, ?)", [(trace_id, s.span_id, span_json(s)) for s in spans]
+    )
+    db.close()
+    with FakeLLMServer(heuristic_judge) as server:
+        monitor = Monitor(
+            MonitorConfig(
+                state=folder,
+                llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+                metrics=["faithfulness"],
+                progress=False,
+            )
+        )
+        try:
+            report = monitor.once()
+            assert monitor.state.read("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        finally:
+            monitor.close()
+    assert SCHEMA_VERSION == 4
+    assert report.counts["judged"] == 1 and "late" not in report.counts
+    assert [w["rows"] for w in report.windows] == [1]
 
 
 def test_traces_received_before_the_clock_went_back_are_not_held_for_the_jump(
@@ -279,41 +347,59 @@ def test_a_state_locked_says_who_may_hold_it(
     assert "another process" in str(error.value) and "one monitor per --state" in str(error.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a row whose time window closed before its trace completed (a trace that began "
-    "just before the window's end and ran past the --linger grace) is judged but counted "
-    "in no window, silently: the window closes --linger after its end, though an open "
-    "trace of it may still complete. Fixing it needs the open traces' start times in the "
-    "state (a migration) to hold the window, or a rule for rows of a closed window",
-)
-def test_a_slow_trace_at_a_window_s_end_is_counted_in_a_window(tmp_path: Path) -> None:
-    import time
+def _slow_trace(provider: Any, start: int, n: int) -> tuple[Callable[[], None], Any]:
+    """A RAG trace (number n) started at `start` (ns): its retriever span is exported now,
+    its root when the returned function is called. Returns (end the root, the root)."""
+    from opentelemetry.trace import set_span_in_context
 
+    tracer = provider.get_tracer("tests.monitor")
+    root = tracer.start_span("RAG", start_time=start)
+    root.set_attribute(KIND, "CHAIN")
+    root.set_attribute("input.value", f"How long is river {n}?")
+    child = tracer.start_span("retrieve", context=set_span_in_context(root), start_time=start)
+    child.set_attribute(KIND, "RETRIEVER")
+    prefix = "retrieval.documents.0.document"
+    child.set_attribute(f"{prefix}.id", f"r{n}")
+    child.set_attribute(f"{prefix}.content", f"Document {n} says river {n} is {n * 100} km long.")
+    child.end(end_time=start + 10**6)
+
+    def finish() -> None:
+        root.set_attribute("output.value", good_answer(n))
+        root.end()
+
+    return finish, root
+
+
+def _provider(base: str) -> Any:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{base}/v1/traces")))
+    return provider
+
+
+def _windows(folder: Path) -> dict[int, dict[str, Any]]:
+    """The closed windows' summaries by number, read as another process reads them."""
     from judge.monitor.state import MonitorState
 
-    def send(base: str, start: int, first: int) -> None:
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{base}/v1/traces")))
-        rag_traces(provider, 1, start=start, first=first)
-        provider.shutdown()
+    state = MonitorState(folder, create=False)
+    try:
+        return {int(n): json.loads(s) for n, s in state.read("SELECT number, summary FROM windows")}
+    finally:
+        state.close()
 
-    def windows() -> list[tuple[int, int]]:
-        state = MonitorState(tmp_path / "state")
-        try:
-            return [
-                (int(n), int(r))
-                for n, r in state.read(
-                    "SELECT number, json_extract(summary, '$.rows') FROM windows"
-                )
-            ]
-        finally:
-            state.close()
 
+def _sleep_until(ns: int) -> None:
+    time.sleep(max(0.0, (ns - time.time_ns()) / 1e9))
+
+
+def test_a_slow_trace_at_a_window_s_end_is_counted_in_a_window(tmp_path: Path) -> None:
+    """A trace that began just before its time window's end and completed after the
+    window's --linger grace: the window closed at end + linger without it, and its row,
+    judged, was counted in no window, silently. An open trace that started inside a
+    window now holds it (up to --late)."""
     seconds = 4 * 10**9
     with FakeLLMServer(heuristic_judge) as server:
         config = MonitorConfig(
@@ -321,20 +407,127 @@ def test_a_slow_trace_at_a_window_s_end_is_counted_in_a_window(tmp_path: Path) -
             llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
             metrics=["faithfulness"],
             window="4s",
-            linger=0.5,
+            linger=3,
             progress=False,
         )
         with serving(config, poll=0.05) as (_, base):
             number = time.time_ns() // seconds + 1  # the next window, whole
-            time.sleep(max(0.0, (number * seconds - time.time_ns()) / 1e9))
-            send(base, number * seconds + 10**8, 0)  # a trace at the window's start
-            # A trace that began a second before the window's end and ran 3 s: its root
-            # comes after the window closed (its end + --linger).
+            _sleep_until(number * seconds)
+            provider = _provider(base)
+            rag_traces(provider, 1, start=number * seconds + 10**8)  # at the window's start
             end = (number + 1) * seconds
-            wait_for(lambda: any(n == number for n, _ in windows()), 30)
-            send(base, end - 10**9, 1)
-            wait_for(lambda: state_counts(tmp_path / "state").get("judged") == 2, 30)
-            # both windows' time is over: every judged row is in a closed window
-            time.sleep(max(0.0, ((number + 2) * seconds - time.time_ns()) / 1e9) + 1)
-            counted = sum(rows for _, rows in windows())
-    assert counted == 2
+            _sleep_until(end - 10**9 // 2)
+            # its retriever's span half a second before the window's end, its root 1.5 s
+            # later: complete at end + 4 s, after the grace (end + 3 s)
+            finish, _ = _slow_trace(provider, end - 10**9 // 2, 1)
+            _sleep_until(end + 10**9)
+            finish()
+            provider.shutdown()
+            wait_for(lambda: number in _windows(tmp_path / "state"), 30)
+            counts = state_counts(tmp_path / "state")
+    window = _windows(tmp_path / "state")[number]
+    assert counts == {"judged": 2}
+    assert window["rows"] == 2 and "open_at_close" not in window
+
+
+def test_a_trace_that_never_completes_holds_its_window_no_longer_than_late(
+    tmp_path: Path,
+) -> None:
+    """A trace whose spans keep coming (it never completes) holds the window it started in
+    until --late after the window's end, not forever; its row, judged once it completes,
+    is counted as late with its reason and its window, and in no window's figures."""
+    seconds = 4 * 10**9
+    folder = tmp_path / "state"
+    with FakeLLMServer(heuristic_judge) as server:
+        config = MonitorConfig(
+            state=folder,
+            llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+            metrics=["faithfulness"],
+            window="4s",
+            linger=1,
+            late=2,
+            progress=False,
+        )
+        with serving(config, poll=0.05) as (monitor, base):
+            number = time.time_ns() // seconds + 1
+            _sleep_until(number * seconds)
+            provider = _provider(base)
+            rag_traces(provider, 1, start=number * seconds + 10**8)
+            finish, root = _slow_trace(provider, number * seconds + 5 * 10**8, 1)
+            tracer = provider.get_tracer("tests.monitor")
+            end = (number + 1) * seconds
+            trickled = 0
+            from opentelemetry.trace import set_span_in_context
+
+            # a span of it every 0.3 s (within --linger): it stays open
+            while number not in _windows(folder):
+                assert time.time_ns() < end + 20 * 10**9, "the window never closed"
+                span = tracer.start_span("step", context=set_span_in_context(root))
+                span.end()
+                trickled += 1
+                time.sleep(0.3)
+            closed_after = time.time_ns() - end
+            finish()
+            provider.shutdown()
+            wait_for(lambda: state_counts(folder).get("judged") == 2, 30)
+            report = monitor.state.counts()
+    window = _windows(folder)[number]
+    assert 2 * 10**9 <= closed_after < 5 * 10**9  # at --late (2 s) after its end, not later
+    assert window["rows"] == 1 and window["open_at_close"] == 1
+    assert report["late"] == 1 and report["late:open_at_close"] == 1
+    db = sqlite3.connect(folder / "monitor.sqlite")
+    try:
+        late = db.execute("SELECT window, late FROM traces WHERE late IS NOT NULL").fetchall()
+    finally:
+        db.close()
+    assert late == [(number, "open_at_close")]
+
+
+def test_a_trace_of_a_window_closed_by_an_earlier_once_is_counted_as_late(
+    tmp_path: Path,
+) -> None:
+    """Cron with --once: a trace of a window an earlier pass closed is judged and counted
+    as late (after_close), said in the report and the metrics; the window's figures stay
+    as closed."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from judge.monitor.monitor import Monitor
+
+    otel = tmp_path / "otel"
+    otel.mkdir()
+    with FakeLLMServer(heuristic_judge) as server:
+        config = MonitorConfig(
+            state=tmp_path / "state",
+            llm=LLM(model="openai/fake-model", api_base=server.base_url, api_key="x"),
+            metrics=["faithfulness"],
+            window="1h",
+            progress=False,
+        )
+        traces_file(otel / "a.json", lambda p: rag_traces(p, 2))
+        monitor = Monitor(config)
+        try:
+            first = monitor.once(otel)
+        finally:
+            monitor.close()
+        traces_file(otel / "b.json", lambda p: rag_traces(p, 1, first=2))
+        monitor = Monitor(config)
+        try:
+            second = monitor.once(otel)
+            scraped = generate_latest(monitor.registry).decode()
+        finally:
+            monitor.close()
+    assert [w["rows"] for w in first.windows] == [2] and second.windows == []
+    assert second.counts["judged"] == 3
+    assert second.counts["late"] == 1 and second.counts["late:after_close"] == 1
+    assert "1 late rows (after their window closed, in no window's figures: 1 after_close)" in (
+        second.lines()
+    )
+    assert _windows(tmp_path / "state")[first.windows[0]["number"]]["rows"] == 2
+    late = {
+        tuple(sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(scraped)
+        for sample in family.samples
+        if sample.name == "judge_monitor_traces_late_total"
+    }
+    assert late == {(("reason", "after_close"),): 1.0, (("reason", "open_at_close"),): 0.0}
