@@ -224,7 +224,9 @@ def spans_of_json(
                         spans.append(_json_span(span))
                         continue
                     try:
-                        spans.append(_json_span(span))
+                        parsed = _json_span(span)
+                        _check_ids(parsed.trace_id, parsed.span_id)
+                        spans.append(parsed)
                     except InputFormatError as exc:
                         rejected.append(str(exc))
                     except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -240,6 +242,21 @@ def spans_of_json(
             line=where_line,
         ) from None
     return spans
+
+
+def _check_ids(trace_id: str, span_id: str) -> None:
+    """Refuse the ids of a receiver's span that are not valid: OTLP's trace and span ids
+    are valid with a byte that is not zero, and a span without one (empty, or zeros) would
+    join every other such span into one trace, completed once and the rest late for good.
+
+    Raises:
+        InputFormatError: an id is empty or all zeros.
+    """
+    for what, value in (("traceId", trace_id), ("spanId", span_id)):
+        if not value.strip("0"):
+            raise InputFormatError(
+                f"{what} {value!r} is not a valid id (OTLP's ids have a byte that is not zero)"
+            )
 
 
 def _json_span(span: Any) -> Span:
@@ -354,6 +371,8 @@ def _checked_spans(
                         hex_id(span.span_id, 8, "spanId"),
                         hex_id(span.parent_span_id, 8, "parentSpanId") or None,
                     )
+                    if rejected is not None:
+                        _check_ids(ids[0], ids[1])
                 except InputFormatError as exc:
                     if rejected is not None:
                         rejected.append(str(exc))
