@@ -364,3 +364,18 @@ def test_nan_infinite_and_huge_figures_of_a_window_show_as_no_number(tmp_path: P
     build_monitor_view(tmp_path / "state", tmp_path / "page")
     figures = page_data(tmp_path / "page")["windows"][0]["metrics"]["faithfulness"]
     assert figures == {"scored": None, "mean": None, "ci_low": None, "ci_high": None}
+
+
+def test_a_record_of_the_state_that_is_not_json_is_said_damaged(tmp_path: Path) -> None:
+    """A window summary cut short (a state edited or damaged) is refused as a damaged state
+    with what to do, not an internal error."""
+    state = MonitorState(tmp_path / "state")
+    try:
+        with state.writing() as db:
+            db.execute("INSERT INTO windows VALUES (1, 'a', 'b', 0, ?)", ('{"number": 1, "ro',))
+    finally:
+        state.close()
+    with pytest.raises(JudgeError, match=r"cannot be read .*give another state folder"):
+        build_monitor_view(tmp_path / "state", tmp_path / "page")
+    done = run("view", "--monitor", tmp_path / "state", "--out", tmp_path / "page")
+    assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr
