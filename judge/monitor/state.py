@@ -371,7 +371,14 @@ class MonitorState:
                 f"SELECT trace_id, data FROM spans WHERE trace_id IN ({marks}) ORDER BY rowid",
                 ids,
             ):
-                stored[trace_id].append(span_of(trace_id, text))
+                try:
+                    stored[trace_id].append(span_of(trace_id, text))
+                except Exception as exc:  # protobuf's DecodeError, JSON's ValueError...
+                    # ... of a row damaged or edited: every restart would stop on it.
+                    raise MonitorStateError(
+                        f"the monitor state {self.path} holds a span of trace {trace_id} "
+                        f"that cannot be read back ({type(exc).__name__}: {exc}): {DAMAGED}"
+                    ) from exc
             keys = [(trace_id,) for trace_id in ids]
             db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
             db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)

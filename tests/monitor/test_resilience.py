@@ -338,3 +338,26 @@ def test_a_slow_trace_at_a_window_s_end_is_counted_in_a_window(tmp_path: Path) -
             time.sleep(max(0.0, ((number + 2) * seconds - time.time_ns()) / 1e9) + 1)
             counted = sum(rows for _, rows in windows())
     assert counted == 2
+
+
+def test_a_kept_span_that_does_not_read_back_is_a_damaged_state(tmp_path: Path) -> None:
+    """A span kept in the state whose protobuf bytes (or JSON) no longer decode (a disk
+    fault inside a row, an edit) stopped the monitor with protobuf's DecodeError as an
+    internal error, at every restart: it is a damaged state, said with what to do."""
+    from judge.monitor.state import MonitorState
+    from tests.helpers.cli import run
+
+    for data in (b"\xff\xff\xff", "[1, 2"):
+        folder = tmp_path / type(data).__name__
+        state = MonitorState(folder)
+        try:
+            with state.writing() as db:
+                db.execute("INSERT INTO spans VALUES (?, ?, ?)", ("ab" * 16, "cd" * 8, data))
+                db.execute("INSERT INTO open_traces VALUES (?, 0, 0, 0)", ("ab" * 16,))
+        finally:
+            state.close()
+        done = run("monitor", "--once", "--state", folder, "--metrics", "ndcg@10", "--quiet")
+        assert done.returncode == 2, done.stderr
+        assert "internal error" not in done.stderr
+        assert f"trace {'ab' * 16}" in done.stderr
+        assert "move it away and a new one is started" in done.stderr
