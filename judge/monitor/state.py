@@ -82,19 +82,23 @@ class Completed:
 
 def span_json(span: Span) -> str:
     """A span as the JSON text the state keeps (bytes attributes as {"__bytes__": base64})."""
-    return json.dumps(
-        [
-            span.span_id,
-            span.parent_id,
-            span.name,
-            span.start_ns,
-            span.end_ns,
-            span.attributes,
-            span.parent_remote,
-        ],
-        ensure_ascii=False,
-        default=_bytes_json,
-    )
+    fields = [
+        span.span_id,
+        span.parent_id,
+        span.name,
+        span.start_ns,
+        span.end_ns,
+        span.attributes,
+        span.parent_remote,
+    ]
+    text = json.dumps(fields, ensure_ascii=False, default=_bytes_json)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate ("\ud800" is valid OTLP/JSON): SQLite takes UTF-8 text alone,
+        # and the request would fail, with every request kept in its transaction, for good.
+        text = json.dumps(fields, ensure_ascii=True, default=_bytes_json)
+    return text
 
 
 def _bytes_json(value: Any) -> Any:

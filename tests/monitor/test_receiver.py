@@ -298,3 +298,23 @@ def test_spans_with_an_empty_or_all_zero_id_are_refused_as_partial_success(
         assert state.read("SELECT trace_id FROM traces") == [(SPAN["traceId"],)]
     finally:
         state.close()
+
+
+def test_a_lone_surrogate_in_a_json_request_is_kept_and_skipped_as_extract_skips_it(
+    tmp_path: Path,
+) -> None:
+    """ "\\ud800" is valid JSON: its span failed to be kept (SQLite takes UTF-8 alone), so
+    the request, and every request committed with it, was answered 503 and retried for good.
+    It is kept, and its trace skipped as `judge traces extract` skips it (not_unicode)."""
+    from tests.helpers.traces import rag_request
+
+    with serving(config(tmp_path), poll=0.05) as (_monitor, base):
+        url = f"{base}/v1/traces"
+        body = json.dumps(rag_request(0, question="How \ud800 long?")).encode()
+        assert post(url, body, "application/json")[0] == 200
+        wait_for(lambda: state_counts(tmp_path / "state") == {"skipped": 1})
+    state = MonitorState(tmp_path / "state")
+    try:
+        assert state.counts()["skipped:not_unicode"] == 1
+    finally:
+        state.close()
