@@ -323,7 +323,9 @@ class MonitorState:
                     "INSERT INTO files (identity, path, offset, size) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT (identity) DO UPDATE SET path=excluded.path,"
                     " offset=excluded.offset, size=excluded.size",
-                    (identity, path, offset, size),
+                    # A name of no UTF-8 (surrogate escapes) is kept escaped: SQLite takes
+                    # UTF-8 text alone, and the path is only said, never opened again.
+                    (identity, path.encode("utf-8", "backslashreplace").decode(), offset, size),
                 )
 
     def file_offset(self, identity: str) -> tuple[int, int] | None:

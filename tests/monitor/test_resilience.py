@@ -361,3 +361,22 @@ def test_a_kept_span_that_does_not_read_back_is_a_damaged_state(tmp_path: Path) 
         assert "internal error" not in done.stderr
         assert f"trace {'ab' * 16}" in done.stderr
         assert "move it away and a new one is started" in done.stderr
+
+
+def test_a_followed_file_whose_name_is_not_utf_8_is_read(tmp_path: Path) -> None:
+    """A file of --watch whose name is no UTF-8 (Python's surrogate escapes) could not be
+    recorded as read: the monitor stopped with an internal error, at every restart."""
+    import json
+    import os
+
+    from tests.helpers.cli import run
+    from tests.helpers.traces import rag_request
+
+    (tmp_path / "otel").mkdir()
+    name = os.path.join(os.fsencode(tmp_path / "otel"), b"traces-\xff.jsonl")
+    with open(name, "wb") as handle:
+        handle.write(json.dumps(rag_request(1)).encode() + b"\n")
+    args = ["monitor", "--once", "--state", tmp_path / "s", "--metrics", "ndcg@10"]
+    done = run(*args, "--watch", tmp_path / "otel")
+    assert done.returncode == 0, done.stderr
+    assert state_counts(tmp_path / "s") == {"judged": 1}
