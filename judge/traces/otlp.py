@@ -225,7 +225,7 @@ def spans_of_json(
                         continue
                     try:
                         parsed = _json_span(span)
-                        _check_ids(parsed.trace_id, parsed.span_id)
+                        check_ids(parsed.trace_id, parsed.span_id)
                         spans.append(parsed)
                     except InputFormatError as exc:
                         rejected.append(str(exc))
@@ -244,8 +244,8 @@ def spans_of_json(
     return spans
 
 
-def _check_ids(trace_id: str, span_id: str) -> None:
-    """Refuse the ids of a receiver's span that are not valid: OTLP's trace and span ids
+def check_ids(trace_id: str, span_id: str) -> None:
+    """Refuse the ids of a monitored span that are not valid: OTLP's trace and span ids
     are valid with a byte that is not zero, and a span without one (empty, or zeros) would
     join every other such span into one trace, completed once and the rest late for good.
 
@@ -372,7 +372,7 @@ def _checked_spans(
                         hex_id(span.parent_span_id, 8, "parentSpanId") or None,
                     )
                     if rejected is not None:
-                        _check_ids(ids[0], ids[1])
+                        check_ids(ids[0], ids[1])
                 except InputFormatError as exc:
                     if rejected is not None:
                         rejected.append(str(exc))

@@ -380,3 +380,39 @@ def test_a_followed_file_whose_name_is_not_utf_8_is_read(tmp_path: Path) -> None
     done = run(*args, "--watch", tmp_path / "otel")
     assert done.returncode == 0, done.stderr
     assert state_counts(tmp_path / "s") == {"judged": 1}
+
+
+def test_a_watched_protobuf_file_s_spans_of_all_zero_ids_are_refused(tmp_path: Path) -> None:
+    """A protobuf file in --watch is held to OTLP's valid ids as a JSON line is: a span of
+    trace id 000...0 is refused (counted), not kept as a trace every such span joins."""
+    import base64
+
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from judge.monitor.state import MonitorState
+    from tests.helpers.cli import run
+    from tests.helpers.traces import rag_request
+
+    (tmp_path / "otel").mkdir()
+    for name, request in (
+        ("good.pb", rag_request(1)),
+        ("zeros.pb", rag_request(2, trace_id="0" * 32)),
+    ):
+        for span in request["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            for key in ("traceId", "spanId", "parentSpanId"):
+                if span.get(key):  # protobuf's JSON mapping writes bytes in base64
+                    span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+        message = json_format.ParseDict(request, ExportTraceServiceRequest())
+        (tmp_path / "otel" / name).write_bytes(message.SerializeToString())
+    args = ["monitor", "--once", "--state", tmp_path / "s", "--metrics", "ndcg@10"]
+    done = run(*args, "--watch", tmp_path / "otel")
+    assert done.returncode == 0, done.stderr
+    assert state_counts(tmp_path / "s") == {"judged": 1}
+    state = MonitorState(tmp_path / "s")
+    try:
+        assert (state.counts()["spans"], state.counts()["rejected_spans"]) == (2, 2)
+    finally:
+        state.close()
