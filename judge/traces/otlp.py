@@ -259,6 +259,25 @@ def check_ids(trace_id: str, span_id: str) -> None:
             )
 
 
+MAX_NANOS = 2**64 - 1  # OTLP's times are fixed64: nanoseconds since 1970 to the year 2554
+
+
+def _nanos(value: Any, what: str) -> int:
+    """An OTLP/JSON time (nanoseconds since 1970), held to protobuf's fixed64 as a protobuf
+    request's are: a time past it has no date, and its trace no start time.
+
+    Raises:
+        InputFormatError: the time is below 0 or past 2**64 - 1.
+    """
+    number = int(value or 0)
+    if not 0 <= number <= MAX_NANOS:
+        raise InputFormatError(
+            f"{what} {str(number)[:40]} is not an OTLP time (nanoseconds since 1970, from 0 to "
+            "2**64 - 1)"
+        )
+    return number
+
+
 def _json_span(span: Any) -> Span:
     parent = _camel(span, "parentSpanId", "parent_span_id") or ""
     return Span(
@@ -266,8 +285,8 @@ def _json_span(span: Any) -> Span:
         hex_id(_camel(span, "spanId", "span_id"), 8, "spanId"),
         hex_id(parent, 8, "parentSpanId") or None,
         span.get("name") or "",
-        int(_camel(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
-        int(_camel(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
+        _nanos(_camel(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano"),
+        _nanos(_camel(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano"),
         attributes_of(span.get("attributes")),
         bool(span.get("flags")) and parent_is_remote(span["flags"]),
     )

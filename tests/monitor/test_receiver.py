@@ -318,3 +318,21 @@ def test_a_lone_surrogate_in_a_json_request_is_kept_and_skipped_as_extract_skips
         assert state.counts()["skipped:not_unicode"] == 1
     finally:
         state.close()
+
+
+def test_a_json_span_time_past_otlp_s_fixed64_is_refused_not_a_stopped_monitor(
+    tmp_path: Path,
+) -> None:
+    """A startTimeUnixNano past 2**64 - 1 (OTLP/JSON takes any integer; protobuf's fixed64
+    cannot hold it) was kept, and its trace's start time overflowed Python's dates when the
+    trace completed: the monitor stopped, at every restart. It is refused as a partial
+    success, and the monitor goes on."""
+    far = dict(SPAN, startTimeUnixNano="1" + "0" * 25, traceId="1af7651916cd43dd8448eb211c80319c")
+    before = dict(SPAN, endTimeUnixNano="-1", traceId="2af7651916cd43dd8448eb211c80319c")
+    with serving(config(tmp_path), poll=0.05) as (_monitor, base):
+        url = f"{base}/v1/traces"
+        status, _headers, body = post(url, request_of(far, before, SPAN), "application/json")
+        assert status == 200
+        answer = json.loads(body)["partialSuccess"]
+        assert answer["rejectedSpans"] == 2 and "not an OTLP time" in answer["errorMessage"]
+        wait_for(lambda: state_counts(tmp_path / "state") == {"skipped": 1})
