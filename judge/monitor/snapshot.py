@@ -88,6 +88,11 @@ def read_snapshot(folder: str | os.PathLike[str]) -> StateSnapshot:
             f"the monitor state {path} cannot be read ({exc}): if it is damaged, the monitor "
             "says so too; give another state folder"
         ) from exc
+    except (ValueError, TypeError) as exc:  # a record no monitor writes: edited, or damaged
+        raise MonitorStateError(
+            f"the monitor state {path} cannot be read (a record of it is not the JSON a "
+            f"monitor writes: {exc}): it was edited or damaged; give another state folder"
+        ) from exc
     finally:
         db.close()
 

@@ -88,19 +88,23 @@ class Completed:
 
 def span_json(span: Span) -> str:
     """A span as the JSON text the state keeps (bytes attributes as {"__bytes__": base64})."""
-    return json.dumps(
-        [
-            span.span_id,
-            span.parent_id,
-            span.name,
-            span.start_ns,
-            span.end_ns,
-            span.attributes,
-            span.parent_remote,
-        ],
-        ensure_ascii=False,
-        default=_bytes_json,
-    )
+    fields = [
+        span.span_id,
+        span.parent_id,
+        span.name,
+        span.start_ns,
+        span.end_ns,
+        span.attributes,
+        span.parent_remote,
+    ]
+    text = json.dumps(fields, ensure_ascii=False, default=_bytes_json)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate ("\ud800" is valid OTLP/JSON): SQLite takes UTF-8 text alone,
+        # and the request would fail, with every request kept in its transaction, for good.
+        text = json.dumps(fields, ensure_ascii=True, default=_bytes_json)
+    return text
 
 
 def _bytes_json(value: Any) -> Any:
@@ -336,7 +340,9 @@ class MonitorState:
                     "INSERT INTO files (identity, path, offset, size) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT (identity) DO UPDATE SET path=excluded.path,"
                     " offset=excluded.offset, size=excluded.size",
-                    (identity, path, offset, size),
+                    # A name of no UTF-8 (surrogate escapes) is kept escaped: SQLite takes
+                    # UTF-8 text alone, and the path is only said, never opened again.
+                    (identity, path.encode("utf-8", "backslashreplace").decode(), offset, size),
                 )
 
     def file_offset(self, identity: str) -> tuple[int, int] | None:
@@ -388,12 +394,23 @@ class MonitorState:
                 f"SELECT trace_id, data FROM spans WHERE trace_id IN ({marks}) ORDER BY rowid",
                 ids,
             ):
+<<<<<<< HEAD
                 stored[trace_id].append(span_of(trace_id, text))
             first_at = dict(
                 db.execute(
                     f"SELECT trace_id, first_at FROM open_traces WHERE trace_id IN ({marks})", ids
                 ).fetchall()
             )
+=======
+                try:
+                    stored[trace_id].append(span_of(trace_id, text))
+                except Exception as exc:  # protobuf's DecodeError, JSON's ValueError...
+                    # ... of a row damaged or edited: every restart would stop on it.
+                    raise MonitorStateError(
+                        f"the monitor state {self.path} holds a span of trace {trace_id} "
+                        f"that cannot be read back ({type(exc).__name__}: {exc}): {DAMAGED}"
+                    ) from exc
+>>>>>>> atk41b
             keys = [(trace_id,) for trace_id in ids]
             db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
             db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from judge.errors import InputFormatError
 from judge.formatting import terminal_text
-from judge.traces.otlp import encoding_of, read_requests, spans_of_json
+from judge.traces.otlp import check_ids, encoding_of, read_requests, spans_of_json
 from judge.traces.spans import GZIP_MAGIC, Span, head_bytes
 
 MAX_LINES = 5000  # lines read into one batch (one transaction)
@@ -58,6 +58,15 @@ def _warn(message: str) -> None:
     print(terminal_text(f"judge: warning: {message}"), file=sys.stderr)
 
 
+def _valid(span: Span) -> bool:
+    """Whether a span's ids are valid ones (`judge.traces.otlp.check_ids`)."""
+    try:
+        check_ids(span.trace_id, span.span_id)
+    except InputFormatError:
+        return False
+    return True
+
+
 def read_new(path: Path, read_to: tuple[int, int] | None) -> Iterator[Chunk]:
     """What the file holds past what was read (`read_to`: offset and size then, or None)."""
     try:
@@ -76,10 +85,15 @@ def read_new(path: Path, read_to: tuple[int, int] | None) -> Iterator[Chunk]:
             return  # read whole before
         chunk = Chunk(identity, str(path), stat.st_size, stat.st_size)
         try:
-            chunk.batches = list(read_requests(path))
+            batches = list(read_requests(path))
         except InputFormatError as exc:
             _warn(f"{exc}: the file is left unread")
             chunk.bad_lines += 1
+            batches = []
+        for batch in batches:  # ids that are not valid refused, as the JSON lines' are
+            kept = [span for span in batch if _valid(span)]
+            chunk.rejected += len(batch) - len(kept)
+            chunk.batches.append(kept)
         yield chunk
         return
     with open(path, "rb") as handle:

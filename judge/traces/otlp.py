@@ -224,7 +224,9 @@ def spans_of_json(
                         spans.append(_json_span(span))
                         continue
                     try:
-                        spans.append(_json_span(span))
+                        parsed = _json_span(span)
+                        check_ids(parsed.trace_id, parsed.span_id)
+                        spans.append(parsed)
                     except InputFormatError as exc:
                         rejected.append(str(exc))
                     except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -242,6 +244,40 @@ def spans_of_json(
     return spans
 
 
+def check_ids(trace_id: str, span_id: str) -> None:
+    """Refuse the ids of a monitored span that are not valid: OTLP's trace and span ids
+    are valid with a byte that is not zero, and a span without one (empty, or zeros) would
+    join every other such span into one trace, completed once and the rest late for good.
+
+    Raises:
+        InputFormatError: an id is empty or all zeros.
+    """
+    for what, value in (("traceId", trace_id), ("spanId", span_id)):
+        if not value.strip("0"):
+            raise InputFormatError(
+                f"{what} {value!r} is not a valid id (OTLP's ids have a byte that is not zero)"
+            )
+
+
+MAX_NANOS = 2**64 - 1  # OTLP's times are fixed64: nanoseconds since 1970 to the year 2554
+
+
+def _nanos(value: Any, what: str) -> int:
+    """An OTLP/JSON time (nanoseconds since 1970), held to protobuf's fixed64 as a protobuf
+    request's are: a time past it has no date, and its trace no start time.
+
+    Raises:
+        InputFormatError: the time is below 0 or past 2**64 - 1.
+    """
+    number = int(value or 0)
+    if not 0 <= number <= MAX_NANOS:
+        raise InputFormatError(
+            f"{what} {str(number)[:40]} is not an OTLP time (nanoseconds since 1970, from 0 to "
+            "2**64 - 1)"
+        )
+    return number
+
+
 def _json_span(span: Any) -> Span:
     parent = _camel(span, "parentSpanId", "parent_span_id") or ""
     return Span(
@@ -249,8 +285,8 @@ def _json_span(span: Any) -> Span:
         hex_id(_camel(span, "spanId", "span_id"), 8, "spanId"),
         hex_id(parent, 8, "parentSpanId") or None,
         span.get("name") or "",
-        int(_camel(span, "startTimeUnixNano", "start_time_unix_nano") or 0),
-        int(_camel(span, "endTimeUnixNano", "end_time_unix_nano") or 0),
+        _nanos(_camel(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano"),
+        _nanos(_camel(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano"),
         attributes_of(span.get("attributes")),
         bool(span.get("flags")) and parent_is_remote(span["flags"]),
     )
@@ -368,6 +404,8 @@ def _checked_spans(
                         hex_id(span.span_id, 8, "spanId"),
                         hex_id(span.parent_span_id, 8, "parentSpanId") or None,
                     )
+                    if rejected is not None:
+                        check_ids(ids[0], ids[1])
                 except InputFormatError as exc:
                     if rejected is not None:
                         rejected.append(str(exc))

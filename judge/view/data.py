@@ -97,7 +97,10 @@ def finite_number(value: Any) -> float | None:
     """A summary's number, or None when it is missing or undefined (NaN, null)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return None if math.isnan(value) or math.isinf(value) else value
+    try:
+        return None if math.isnan(value) or math.isinf(value) else value
+    except OverflowError:  # an integer past a float's range: no number a page can draw
+        return None
 
 
 def run_results(out_dir: str | None, results_sha256: str | None = None) -> dict[str, Any]:

@@ -74,11 +74,13 @@ def test_once_follows_a_folder_through_rotation_and_judges_only_what_is_new(
         assert server.count() == 9 * PER_ROW
 
 
-def start_listening(server: FakeLLMServer, tmp: Path) -> tuple[subprocess.Popen[str], str]:
+def start_listening(
+    server: FakeLLMServer, tmp: Path, linger: float = 0.5
+) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     command = [sys.executable, "-m", "judge", "monitor", "--listen", f"127.0.0.1:{port}"]
     command += ["--state", str(tmp / "state"), *judge_flags(server, tmp)]
-    command += ["--linger", "0.5", "--batch", "2", "--window", "100"]
+    command += ["--linger", str(linger), "--batch", "2", "--window", "100"]
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -149,6 +151,32 @@ def test_kill_9_and_restart_lose_nothing_and_judge_nothing_twice(tmp_path: Path)
         asked = {t for text in again for answer, t in answers.items() if answer in text}
         assert asked and not asked & judged
         assert len(again) <= (10 - len(judged)) * PER_ROW
+
+
+def test_kill_9_between_receipt_and_completion_keeps_the_encoded_spans(tmp_path: Path) -> None:
+    """Spans acknowledged (kept as protobuf bytes) and killed before their traces complete:
+    a restart completes and judges each trace once, and nothing is judged again after."""
+    with FakeLLMServer(heuristic_judge) as server:
+        process, base = start_listening(server, tmp_path, linger=3600)
+        try:
+            send(base, 6)
+        finally:
+            process.kill()
+            process.wait(30)
+        state = MonitorState(tmp_path / "state")
+        try:
+            assert state.open_traces() == 6
+            kinds = {kind for (kind,) in state.read("SELECT typeof(data) FROM spans")}
+            assert kinds == {"blob"} and state.judged_count() == 0
+        finally:
+            state.close()
+        assert server.requests == []
+        flags = ["--state", tmp_path / "state", *judge_flags(server, tmp_path)]
+        for _ in range(2):
+            done = run("monitor", "--once", *flags, "--window", "100")
+            assert done.returncode == 0, done.stderr
+            assert state_counts(tmp_path / "state") == {"judged": 6}
+            assert len(server.requests) == 6 * PER_ROW
 
 
 def test_sigterm_finishes_the_batch_in_hand_and_exits_143(tmp_path: Path) -> None:

@@ -260,3 +260,79 @@ def test_a_format_2_state_s_json_spans_complete_with_protobuf_ones(tmp_path: Pat
         state.close()
     expected = list(read_rows(write_json_lines([body], tmp_path / "t.jsonl")))
     assert rows == expected and rows[0]["question"] == "Où est la rivière ?"
+
+
+def test_spans_with_an_empty_or_all_zero_id_are_refused_as_partial_success(
+    tmp_path: Path,
+) -> None:
+    """OTLP's ids are valid with a byte that is not zero: a span of trace id 000...0 (or
+    none) is refused, JSON or protobuf, not kept as one trace that every such span joins
+    (completed once, the others counted late for good)."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    zeros = dict(SPAN, traceId="0" * 32)
+    no_trace = dict(SPAN, traceId="", spanId="c7ad6b7169203331")
+    no_span = dict(SPAN, spanId="0" * 16)
+    with serving(config(tmp_path), poll=0.05) as (_monitor, base):
+        url = f"{base}/v1/traces"
+        status, _headers, body = post(
+            url, request_of(zeros, no_trace, no_span, SPAN), "application/json"
+        )
+        assert status == 200
+        assert json.loads(body)["partialSuccess"]["rejectedSpans"] == 3
+        proto = json_format.ParseDict(
+            collector_json_back(request_of(zeros, no_span)), ExportTraceServiceRequest()
+        ).SerializeToString()
+        status, _headers, body = post(url, proto, "application/x-protobuf")
+        message = ExportTraceServiceResponse()
+        message.ParseFromString(body)
+        assert (status, message.partial_success.rejected_spans) == (200, 2)
+        wait_for(lambda: state_counts(tmp_path / "state") == {"skipped": 1})
+    state = MonitorState(tmp_path / "state")
+    try:
+        counts = state.counts()
+        assert (counts["spans"], counts["rejected_spans"]) == (1, 5)
+        assert state.read("SELECT trace_id FROM traces") == [(SPAN["traceId"],)]
+    finally:
+        state.close()
+
+
+def test_a_lone_surrogate_in_a_json_request_is_kept_and_skipped_as_extract_skips_it(
+    tmp_path: Path,
+) -> None:
+    """ "\\ud800" is valid JSON: its span failed to be kept (SQLite takes UTF-8 alone), so
+    the request, and every request committed with it, was answered 503 and retried for good.
+    It is kept, and its trace skipped as `judge traces extract` skips it (not_unicode)."""
+    from tests.helpers.traces import rag_request
+
+    with serving(config(tmp_path), poll=0.05) as (_monitor, base):
+        url = f"{base}/v1/traces"
+        body = json.dumps(rag_request(0, question="How \ud800 long?")).encode()
+        assert post(url, body, "application/json")[0] == 200
+        wait_for(lambda: state_counts(tmp_path / "state") == {"skipped": 1})
+    state = MonitorState(tmp_path / "state")
+    try:
+        assert state.counts()["skipped:not_unicode"] == 1
+    finally:
+        state.close()
+
+
+def test_a_json_span_time_past_otlp_s_fixed64_is_refused_not_a_stopped_monitor(
+    tmp_path: Path,
+) -> None:
+    """A startTimeUnixNano past 2**64 - 1 (OTLP/JSON takes any integer; protobuf's fixed64
+    cannot hold it) was kept, and its trace's start time overflowed Python's dates when the
+    trace completed: the monitor stopped, at every restart. It is refused as a partial
+    success, and the monitor goes on."""
+    far = dict(SPAN, startTimeUnixNano="1" + "0" * 25, traceId="1af7651916cd43dd8448eb211c80319c")
+    before = dict(SPAN, endTimeUnixNano="-1", traceId="2af7651916cd43dd8448eb211c80319c")
+    with serving(config(tmp_path), poll=0.05) as (_monitor, base):
+        url = f"{base}/v1/traces"
+        status, _headers, body = post(url, request_of(far, before, SPAN), "application/json")
+        assert status == 200
+        answer = json.loads(body)["partialSuccess"]
+        assert answer["rejectedSpans"] == 2 and "not an OTLP time" in answer["errorMessage"]
+        wait_for(lambda: state_counts(tmp_path / "state") == {"skipped": 1})

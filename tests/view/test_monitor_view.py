@@ -343,3 +343,39 @@ def test_a_custom_check_s_state_and_alert_show_without_the_drop_test_s_figures(
     assert len(alert["worst"]) == 3 and set(data["traces"]) == {
         w["trace_id"] for w in alert["worst"]
     }
+
+
+def test_nan_infinite_and_huge_figures_of_a_window_show_as_no_number(tmp_path: Path) -> None:
+    """A window's figures that are no finite float (NaN, inf, an integer past a float's
+    range) are shown as missing: no internal error, no Infinity drawn."""
+    state = MonitorState(tmp_path / "state")
+    try:
+        with state.writing() as db:
+            db.execute(
+                "INSERT INTO windows VALUES (1, 'a', 'b', 0, ?)",
+                (
+                    '{"number": 1, "rows": 3, "metrics": {"faithfulness": {"scored": 1'
+                    + "0" * 400
+                    + ', "mean": NaN, "ci_low": -Infinity, "ci_high": 1e999}}}',
+                ),
+            )
+    finally:
+        state.close()
+    build_monitor_view(tmp_path / "state", tmp_path / "page")
+    figures = page_data(tmp_path / "page")["windows"][0]["metrics"]["faithfulness"]
+    assert figures == {"scored": None, "mean": None, "ci_low": None, "ci_high": None}
+
+
+def test_a_record_of_the_state_that_is_not_json_is_said_damaged(tmp_path: Path) -> None:
+    """A window summary cut short (a state edited or damaged) is refused as a damaged state
+    with what to do, not an internal error."""
+    state = MonitorState(tmp_path / "state")
+    try:
+        with state.writing() as db:
+            db.execute("INSERT INTO windows VALUES (1, 'a', 'b', 0, ?)", ('{"number": 1, "ro',))
+    finally:
+        state.close()
+    with pytest.raises(JudgeError, match=r"cannot be read .*give another state folder"):
+        build_monitor_view(tmp_path / "state", tmp_path / "page")
+    done = run("view", "--monitor", tmp_path / "state", "--out", tmp_path / "page")
+    assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from judge.monitor.state import MonitorState
 from judge.view import build_monitor_view
 from tests.helpers.browser import chromium, watched_page
 from tests.helpers.monitor import BAD_ANSWER
@@ -136,6 +138,26 @@ def test_hostile_names_show_as_text_and_run_nothing(browser: Any, built: dict[st
         page.locator("#trace-section").wait_for(state="visible")
         assert page.locator("#trace .answer").inner_text() == BAD_ANSWER
         assert page.evaluate("window.__pwned") is None
+        assert page.problems == []
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("trace", ["%E0%A4%A", "constructor", "__proto__", "toString"])
+def test_a_link_to_a_trace_the_page_has_not_says_so(
+    browser: Any, tmp_path: Path, trace: str
+) -> None:
+    """A link to a trace the page holds no row of (a malformed escape, a name every
+    JavaScript object has) says the state keeps no row of it: the script stopped on a
+    URIError or on Object's own members taken for a trace's row."""
+    MonitorState(tmp_path / "state").close()
+    index = build_monitor_view(tmp_path / "state", tmp_path / "page")
+    page = watched_page(browser)
+    try:
+        page.goto(index.as_uri() + "#trace=" + trace)
+        page.wait_for_load_state("load")
+        page.locator("#trace-section").wait_for(state="visible")
+        assert "keeps no judged row" in page.locator("#trace-note").inner_text()
         assert page.problems == []
     finally:
         page.close()

@@ -411,7 +411,9 @@
   }
 
   function showTrace(traceId) {
-    var t = data.traces[traceId];
+    // Own rows alone: a link naming "constructor" or "toString" is no trace of the page.
+    var t = Object.prototype.hasOwnProperty.call(data.traces, traceId) ?
+      data.traces[traceId] : null;
     var section = document.getElementById("trace-section");
     var holder = document.getElementById("trace");
     var note = document.getElementById("trace-note");
@@ -464,7 +466,12 @@
     var hash = window.location.hash;
     var trace = /^#trace=(.+)$/.exec(hash);
     if (trace) {
-      showTrace(decodeURIComponent(trace[1]));
+      var id = trace[1];
+      try {
+        id = decodeURIComponent(id);
+      } catch (error) { // a malformed escape in a link: shown as it is
+      }
+      showTrace(id);
       return;
     }
     var alert = /^#alert=(\d+)$/.exec(hash);
