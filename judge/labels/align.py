@@ -436,18 +436,16 @@ async def aalign(
                 f"{source}: align needs at least two rows labelled {name} in {label!r}, one "
                 "for each split"
             )
-    groups = None
+    group_of = None
     if group is not None:
         if not any(group in r for r in records):
             raise InputFormatError(
                 f"{source}: no group column {group!r} (columns: "
                 f"{', '.join(sorted({k for r in records for k in r}))})"
             )
-        groups = [
-            f"row {i}" if r.get(group) in (None, "") else f"group {r[group]}"
-            for i, r in enumerate(records)
-        ]
-    split = split_rows(labels.values, held_out, seed, groups)
+        group_of = [None if r.get(group) in (None, "") else str(r[group]) for r in records]
+    split = split_rows(labels.values, held_out, seed, _units(records, group_of))
+    _refuse_one_sided(split, labels.values, source, group)
     tuned_name = TUNED_PROMPTS[metric]
     folder = Path(out)
     (folder / "candidates").mkdir(parents=True, exist_ok=True)
@@ -587,6 +585,50 @@ async def aalign(
         prompt_set=str(prompt_set),
         notes=notes,
     )
+
+
+def _units(records: Sequence[dict[str, Any]], given: Sequence[str | None] | None) -> list[str]:
+    """Each row's unit of the split: rows of one group, and rows showing the same answer
+    and contexts (one row labelled twice), are split together, so a held-out row's text
+    can never be a tune row's example."""
+    parent = list(range(len(records)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str], int] = {}
+    for i, record in enumerate(records):
+        content = json.dumps(
+            [record.get("answer"), record.get("contexts")], sort_keys=True, default=str
+        )
+        keys = [("content", content)]
+        named = None if given is None else given[i]
+        if named is not None:
+            keys.append(("group", named))
+        for key in keys:
+            j = first.setdefault(key, i)
+            parent[root(i)] = root(j)
+    return [f"unit {root(i)}" for i in range(len(records))]
+
+
+def _refuse_one_sided(split: Split, labels: np.ndarray, source: str, group: str | None) -> None:
+    """An InputFormatError when a split holds no row of a label (rows split together)."""
+    for name, rows in (("held-out", split.held_out), ("tune", split.tune)):
+        for value, said in ((1.0, "1 (faithful)"), (0.0, "0 (not faithful)")):
+            if not (labels[rows] == value).any():
+                together = (
+                    f"rows of one {group!r} group or with the same answer and contexts"
+                    if group is not None
+                    else "rows with the same answer and contexts"
+                )
+                raise InputFormatError(
+                    f"{source}: the {name} split has no row labelled {said}: "
+                    f"{together} are split together, and too few units hold that label; "
+                    "label rows of more groups (or questions), or split by another column"
+                )
 
 
 def _or_minus(value: float) -> float:

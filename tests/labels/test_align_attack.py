@@ -4,8 +4,16 @@ splits without a label, candidates whose folders collide, a set file edited in p
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import pytest
+
+from judge import LLM
+from judge.errors import JudgeError
+from judge.labels.align import align
 from judge.metrics.prompts import load_prompt_set, prompts_dir
+from judge.testing import FakeLLMServer
+from tests.labels.test_align import example_markers, labelled, markers, shown_a_person
 
 
 def test_an_edited_prompt_set_file_gets_a_new_version_even_with_the_same_stat(tmp_path):
@@ -22,3 +30,68 @@ def test_an_edited_prompt_set_file_gets_a_new_version_even_with_the_same_stat(tm
     file.write_text(text + "\nStrict B.\n", encoding="utf-8")
     os.utime(file, ns=(1_000_000_000, 1_000_000_000))
     assert load_prompt_set(folder)["verify"].version != first
+
+
+def duplicated(n: int) -> list[dict[str, Any]]:
+    """n distinct rows, each twice under two ids (one question labelled by two people)."""
+    rows = []
+    for row in labelled(n):
+        rows.append(row)
+        rows.append({**row, "id": row["id"] + "-again"})
+    return rows
+
+
+def test_a_held_out_row_that_repeats_a_tune_row_is_never_shown_as_an_example(tmp_path):
+    rows = duplicated(30)
+    with FakeLLMServer(chat=shown_a_person) as server:
+        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        result = align(
+            rows,
+            metric="faithfulness",
+            label="human",
+            llm=llm,
+            out=tmp_path / "aligned",
+            progress=False,
+        )
+        shown = example_markers(server)
+    held = set().union(*(markers(rows[i]["answer"]) for i in result.split.held_out))
+    assert shown
+    assert not shown & held  # a held-out row's text reached a prompt as an example
+
+
+def test_one_group_is_refused_not_measured_on_no_rows(tmp_path):
+    rows = [{**r, "question_id": "same"} for r in labelled(10)]
+    with FakeLLMServer(chat=shown_a_person) as server:
+        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        with pytest.raises(JudgeError, match="split has no row labelled"):
+            align(
+                rows,
+                metric="faithfulness",
+                label="human",
+                llm=llm,
+                out=tmp_path / "aligned",
+                group="question_id",
+                progress=False,
+            )
+        assert server.requests == []
+
+
+def test_groups_that_leave_a_split_without_a_label_are_refused(tmp_path):
+    # Every unfaithful row shares a group with a faithful one: one mixed group of the 0s
+    # and some all-1 groups; the held-out split can hold no 0 at all.
+    rows = labelled(12)
+    for i, row in enumerate(rows):
+        row["question_id"] = "mixed" if row["human"] == 0 or i == 0 else f"g{i}"
+    with FakeLLMServer(chat=shown_a_person) as server:
+        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        with pytest.raises(JudgeError, match="held-out split has no row labelled 0"):
+            align(
+                rows,
+                metric="faithfulness",
+                label="human",
+                llm=llm,
+                out=tmp_path / "aligned",
+                group="question_id",
+                progress=False,
+            )
+        assert server.requests == []
