@@ -512,6 +512,7 @@ async def aalign(
 
     notes: list[str] = []
     tried: set[int] = set()
+    used: set[str] = set()  # candidate folders of this run: each candidate its own
     for wanted in examples:
         picked = pick_examples(disagreements, wanted)
         shown = [(i, lab) for i, lab, _ in picked]
@@ -521,7 +522,7 @@ async def aalign(
             continue
         tried.add(len(kept))
         name = f"examples-{len(kept)}"
-        where = folder / "candidates" / name
+        where = _fresh(folder / "candidates" / name, used)
         text = (prompts_dir() / f"{tuned_name}.txt").read_text(encoding="utf-8")
         _write_text(where / f"{tuned_name}.txt", with_examples(text, [e for _, e in kept]))
         rows = await judged(held_records, llm, where)
@@ -531,7 +532,11 @@ async def aalign(
     for given in candidates:
         path = Path(given)
         if path.exists():
-            where = folder / "candidates" / _safe_name(path.stem if path.is_file() else path.name)
+            where = _fresh(
+                folder / "candidates" / _safe_name(path.stem if path.is_file() else path.name),
+                used,
+                path,
+            )
             if path.is_file():
                 if path.stem not in BUILTIN_PROMPTS:
                     raise AlignError(
@@ -629,6 +634,24 @@ def _refuse_one_sided(split: Split, labels: np.ndarray, source: str, group: str 
                     f"{together} are split together, and too few units hold that label; "
                     "label rows of more groups (or questions), or split by another column"
                 )
+
+
+def _fresh(where: Path, used: set[str], source: Path | None = None) -> Path:
+    """A candidate's own folder, emptied: `where`, or `where-2`, ... when another candidate
+    of this run has it (two `verify.txt` files, a folder named `examples-4`). Shared, the
+    later one's files would replace or join the earlier one's, and a chosen candidate
+    would be published with prompts it was not measured with."""
+    name, number = where.name, 1
+    # A candidate given from this folder (a former run's candidates/verify) is not emptied.
+    inside = source is not None and source.resolve().is_relative_to(where.resolve())
+    while where.name in used or inside:
+        number += 1
+        where = where.with_name(f"{name}-{number}")
+        inside = source is not None and source.resolve().is_relative_to(where.resolve())
+    used.add(where.name)
+    if where.exists():
+        shutil.rmtree(where)  # a former run's files must not join this candidate's
+    return where
 
 
 def _or_minus(value: float) -> float:

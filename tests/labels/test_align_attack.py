@@ -4,6 +4,7 @@ splits without a label, candidates whose folders collide, a set file edited in p
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,3 +96,56 @@ def test_groups_that_leave_a_split_without_a_label_are_refused(tmp_path):
                 progress=False,
             )
         assert server.requests == []
+
+
+def test_candidates_of_one_name_are_each_measured_and_published_as_measured(tmp_path):
+    text = (prompts_dir() / "verify.txt").read_text(encoding="utf-8")
+    for name, extra in (("a", "First variant."), ("b", "Second variant, longer text.")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "verify.txt").write_text(f"{text}\n{extra}\n", encoding="utf-8")
+    # A folder named like an examples candidate must not merge into that one's folder.
+    (tmp_path / "c" / "examples-2").mkdir(parents=True)
+    (tmp_path / "c" / "examples-2" / "verify.txt").write_text(f"{text}\nThird.\n", "utf-8")
+    with FakeLLMServer(chat=shown_a_person) as server:
+        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        result = align(
+            labelled(20),
+            metric="faithfulness",
+            label="human",
+            llm=llm,
+            out=tmp_path / "aligned",
+            examples=[2],
+            candidates=[
+                str(tmp_path / "a" / "verify.txt"),
+                str(tmp_path / "b" / "verify.txt"),
+                str(tmp_path / "c" / "examples-2"),
+            ],
+            progress=False,
+        )
+    folders = [c.folder for c in result.candidates if c.folder is not None]
+    assert len(folders) == len(set(folders)) == 4
+    for c in result.candidates:
+        if c.folder is not None:
+            on_disk = load_prompt_set(Path(c.folder))["verify"].version
+            assert on_disk == c.prompts["verify"], c.name
+
+
+def test_a_candidate_from_the_output_folder_is_not_emptied_before_it_is_read(tmp_path):
+    text = (prompts_dir() / "verify.txt").read_text(encoding="utf-8")
+    source = tmp_path / "aligned" / "candidates" / "mine"
+    source.mkdir(parents=True)
+    (source / "verify.txt").write_text(f"{text}\nMine.\n", encoding="utf-8")
+    with FakeLLMServer(chat=shown_a_person) as server:
+        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        result = align(
+            labelled(12),
+            metric="faithfulness",
+            label="human",
+            llm=llm,
+            out=tmp_path / "aligned",
+            examples=[2],
+            candidates=[str(source)],
+            progress=False,
+        )
+    assert (source / "verify.txt").read_text(encoding="utf-8").endswith("Mine.\n")
+    assert result.candidates[-1].prompts["verify"] == load_prompt_set(source)["verify"].version
