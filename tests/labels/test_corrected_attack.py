@@ -1,0 +1,82 @@
+"""Attacks on `judge eval --labels` and its gates (issue 42)."""
+
+from __future__ import annotations
+
+import json
+
+from judge.testing import heuristic_judge
+from tests.helpers.cli import run
+from tests.labels.test_corrected_runs import (
+    CHOSEN,
+    SAMPLE,
+    data,
+    eval_command,
+    labels_file,
+    write_jsonl,
+)
+
+__all__ = ["data"]  # the fixture
+
+
+def test_labels_of_no_row_of_the_run_never_pass_a_gate(tmp_path, data, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": f"other{i}", "faithful": i % 2, "sample": SAMPLE} for i in CHOSEN],
+    )
+    done = run(
+        *eval_command(data, fake_llm_server, tmp_path / "out", "--gate", "faithfulness>=0.1"),
+        "--labels",
+        labels,
+        "--label",
+        "faithful",
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+
+
+def test_labels_all_one_grade_without_an_interval_miss_the_gate(tmp_path, data, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": f"r{i}", "faithful": 0.5, "sample": SAMPLE} for i in CHOSEN],
+    )
+    done = run(
+        *eval_command(data, fake_llm_server, tmp_path / "out", "--gate", "faithfulness>=0.1"),
+        "--labels",
+        labels,
+        "--label",
+        "faithful",
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["label_corrected"]["ppi"]["low"] is None
+    assert summary["thresholds"]["missed"] == [
+        "faithfulness: the label-corrected (PPI) interval's lower end n/a < 0.1"
+    ]
+
+
+def test_labels_edited_mid_run_are_the_labels_checked_before_it(tmp_path, data, fake_llm_server):
+    """The labels are read and checked before any request; an edit while the rows are
+    judged (another metric's labels, here) must not change what corrects the run."""
+    labels = labels_file(tmp_path / "labels.jsonl")
+    edited = []
+
+    def chat(body):
+        if not edited:
+            edited.append(True)
+            labels_file(tmp_path / "labels.jsonl", metric="answer_relevancy")
+        return heuristic_judge(body)
+
+    fake_llm_server.chat = chat
+    done = run(
+        *eval_command(data, fake_llm_server, tmp_path / "out", "--gate", "faithfulness>=0.1"),
+        "--labels",
+        labels,
+        "--label",
+        "faithful",
+        "--require-random",
+    )
+    assert edited and done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["label_corrected"]["metric"] == "faithfulness"
+    assert summary["label_corrected"]["n_labelled"] == 30
