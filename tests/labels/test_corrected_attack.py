@@ -105,3 +105,23 @@ def test_labels_of_no_row_are_refused_before_any_request(tmp_path, data, fake_ll
         "faithful",
     )
     assert done.returncode == 2 and fake_llm_server.requests == []
+
+
+def test_compare_fails_on_a_regression_the_labels_show_and_the_judge_hides(tmp_path):
+    """B's judge calls every row faithful, people call none of B's labelled rows so: the
+    judge's difference is a gain, the corrected one a loss whose whole interval is below
+    0; --fail-on-regression must fail."""
+    from tests.labels.test_corrected_runs import PEOPLE, SCORES, write_run
+
+    a = write_run(tmp_path / "a", SCORES)
+    b = write_run(tmp_path / "b", [1.0] * len(SCORES))
+    labels_a = labels_file(tmp_path / "a.jsonl")
+    labels_b = labels_file(tmp_path / "b.jsonl", [0] * len(PEOPLE))
+    args = ["compare", a, b, "--labels-a", labels_a, "--labels-b", labels_b, "--label", "faithful"]
+    shown = run(*args, "--format", "json")
+    corrected = json.loads(shown.stdout)["label_corrected"]
+    assert corrected["judge_only"]["mean"] > 0 > corrected["ppi"]["high"]
+    done = run(*args, "--fail-on-regression")
+    assert done.returncode == 1, done.stderr
+    assert "REGRESSION: faithfulness got worse by the labels" in done.stderr
+    assert run(*args).returncode == 0  # without the flag, said only
