@@ -96,7 +96,10 @@ def split_rows(
         units.setdefault(str(i) if groups is None else groups[i], []).append(i)
     strata: dict[tuple[float, ...], list[str]] = {}
     for key, rows in units.items():
-        strata.setdefault(tuple(sorted(labels[rows].tolist())), []).append(key)
+        # by the labels a unit holds, not how many of each: units of 2 and of 3 faithful
+        # rows are one stratum (by counts, each would be a stratum of its own, and a
+        # stratum of one unit is never held out)
+        strata.setdefault(tuple(sorted(set(labels[rows].tolist()))), []).append(key)
     rng = np.random.default_rng(seed)
     chosen: set[int] = set()
     for stratum in sorted(strata):

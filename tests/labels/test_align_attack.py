@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from judge import LLM
 from judge.errors import JudgeError
-from judge.labels.align import align
+from judge.labels.align import align, split_rows
 from judge.metrics.prompts import load_prompt_set, prompts_dir
 from judge.testing import FakeLLMServer
 from tests.labels.test_align import example_markers, labelled, markers, shown_a_person
@@ -149,3 +150,17 @@ def test_a_candidate_from_the_output_folder_is_not_emptied_before_it_is_read(tmp
         )
     assert (source / "verify.txt").read_text(encoding="utf-8").endswith("Mine.\n")
     assert result.candidates[-1].prompts["verify"] == load_prompt_set(source)["verify"].version
+
+
+def test_groups_of_different_sizes_are_one_stratum():
+    """Groups holding only 1s (or only 0s) are one stratum whatever their sizes: counted
+    by size, each group of a new size was a stratum of one, never held out."""
+    sizes = [1, 2, 3, 4, 5, 6]  # one group of each size, all 1s; then the same of 0s
+    labels, groups = [], []
+    for value in (1.0, 0.0):
+        for size in sizes:
+            labels += [value] * size
+            groups += [f"{value}-{size}"] * size
+    split = split_rows(np.array(labels), 0.3, seed=0, groups=groups)
+    held = {groups[i] for i in split.held_out}
+    assert len(held) == 4  # round(0.3 * 6) groups of each label
