@@ -580,6 +580,16 @@ def estimate_rows(
     if require_random:
         _check_random(found, not_random, matched)
     up = not _lower_is_better(metric, lower_is_better)
+    values = joined.values
+    if not up and values.size and not ((values >= 0) & (values <= 1)).all():
+        # 1 - score is compared with labels on [0, 1]: graded labels (1-5) would give a
+        # 'rate' of -1.4, under every cap its gates set
+        raise InputFormatError(
+            f"{metric} is a metric where lower is better, read as 1 - score against labels on "
+            f"[0, 1] (1 = good); the labels in {label!r} run from {number(float(values.min()))} "
+            f"to {number(float(values.max()))}: give 0/1 labels (1 = good), or labels rescaled "
+            "to [0, 1]"
+        )
     scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
     oriented = scores if up else 1.0 - scores
     labelled, unlabelled = oriented[joined.labelled], oriented[joined.unlabelled]

@@ -125,3 +125,26 @@ def test_compare_fails_on_a_regression_the_labels_show_and_the_judge_hides(tmp_p
     assert done.returncode == 1, done.stderr
     assert "REGRESSION: faithfulness got worse by the labels" in done.stderr
     assert run(*args).returncode == 0  # without the flag, said only
+
+
+def test_graded_labels_of_a_lower_is_better_metric_are_refused_not_a_negative_rate(tmp_path):
+    """hallucination_rate is read as 1 - score against labels on [0, 1]: 1-5 grades gave a
+    corrected rate of -1.42 that met the cap hallucination_rate<=0.2."""
+    import judge
+    from judge.errors import InputFormatError
+    from judge.labels.estimate import Labels
+    from judge.run.rows import ResultRow
+    from tests.labels.test_corrected_runs import PEOPLE, SCORES
+
+    view = type("View", (), {})()
+    view.rows = [
+        ResultRow(row=i, id=f"r{i}", scores={"hallucination_rate": 1 - s})
+        for i, s in enumerate(SCORES)
+    ]
+    view.summary = {}
+    view.config = type("Config", (), {"source": "data.jsonl", "lower_is_better": []})()
+    graded = [1 + 4 * p for p in PEOPLE]
+    labels = labels_file(tmp_path / "labels.jsonl", graded, metric="hallucination_rate")
+    gates = judge.Gates.of(["hallucination_rate<=0.2"])
+    with pytest.raises(InputFormatError, match=r"labels in 'faithful' run from 1\.000 to 5\.000"):
+        Labels(labels, label="faithful").correct(view, gates)
