@@ -461,6 +461,8 @@ async def aalign(
         result = await aevaluate(rows, metrics=[metric], llm=model, prompts=prompts, **options)
         return list(result.rows)
 
+    for given in candidates:  # a candidate that cannot be used fails before any request
+        _check_candidate(given)
     # The built-in judge on every row: its tune rows give the disagreements.
     everything = await judged(records, llm, None)
     scores = np.array([r.scores.get(metric, math.nan) for r in everything])
@@ -541,12 +543,6 @@ async def aalign(
                 path,
             )
             if path.is_file():
-                if path.stem not in BUILTIN_PROMPTS:
-                    raise AlignError(
-                        f"candidate {given!r}: a prompt file is named after the built-in "
-                        f"prompt it replaces ({', '.join(f'{n}.txt' for n in BUILTIN_PROMPTS)})"
-                    )
-                parse_prompt(path.read_text(encoding="utf-8"), path.stem)
                 where.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, where / path.name)
             else:
@@ -637,6 +633,34 @@ def _refuse_one_sided(split: Split, labels: np.ndarray, source: str, group: str 
                     f"{together} are split together, and too few units hold that label; "
                     "label rows of more groups (or questions), or split by another column"
                 )
+
+
+def _check_candidate(given: str) -> None:
+    """An AlignError (or PromptError) for a candidate prompt file or set that cannot be
+    used: named after no built-in prompt, unreadable, not UTF-8, not a prompt, or not
+    using exactly the variables its judge fills. A name that is no path is a model's."""
+    path = Path(given)
+    if not path.exists():
+        return
+    if not path.is_file():
+        load_prompt_set(path)
+        return
+    if path.stem not in BUILTIN_PROMPTS:
+        raise AlignError(
+            f"candidate {given!r}: a prompt file is named after the built-in "
+            f"prompt it replaces ({', '.join(f'{n}.txt' for n in BUILTIN_PROMPTS)})"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AlignError(f"candidate {given!r}: cannot read it as UTF-8 text: {exc}") from exc
+    prompt, builtin = parse_prompt(text, path.stem), load_prompt(path.stem)
+    if prompt.variables != builtin.variables:
+        raise AlignError(
+            f"candidate {given!r} must use exactly the variables the {path.stem} judge fills "
+            f"({', '.join(sorted(builtin.variables))}), not "
+            f"{', '.join(sorted(prompt.variables)) or 'none'}"
+        )
 
 
 def _fresh(where: Path, used: set[str], source: Path | None = None) -> Path:

@@ -164,3 +164,28 @@ def test_groups_of_different_sizes_are_one_stratum():
     split = split_rows(np.array(labels), 0.3, seed=0, groups=groups)
     held = {groups[i] for i in split.held_out}
     assert len(held) == 4  # round(0.3 * 6) groups of each label
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"<<<system>>>\nx\n<<<user>>>\n{{claims}}\n", "must use exactly the variables"),
+        (b"<<<system>>>\n\xff\xfe\n<<<user>>>\n{{claims}} {{contexts}}\n", "cannot read it"),
+    ],
+)
+def test_a_candidate_file_that_cannot_be_used_fails_before_any_request(tmp_path, content, says):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "verify.txt").write_bytes(content)
+    with FakeLLMServer(chat=shown_a_person) as server:
+        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        with pytest.raises(JudgeError, match=says):
+            align(
+                labelled(12),
+                metric="faithfulness",
+                label="human",
+                llm=llm,
+                out=tmp_path / "aligned",
+                candidates=[str(tmp_path / "mine" / "verify.txt")],
+                progress=False,
+            )
+        assert server.requests == []
