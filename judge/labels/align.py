@@ -45,7 +45,7 @@ from judge.metrics.prompts import (
     parse_prompt,
     prompts_dir,
 )
-from judge.run.data import read_records
+from judge.run.data import read_records, resolve_columns
 from judge.run.evaluate import aevaluate
 from judge.run.options import RunOptions, Unpack
 from judge.run.rows import ResultRow
@@ -447,7 +447,14 @@ async def aalign(
                 f"{', '.join(sorted({k for r in records for k in r}))})"
             )
         group_of = [None if r.get(group) in (None, "") else str(r[group]) for r in records]
-    split = split_rows(labels.values, held_out, seed, _units(records, group_of))
+    try:  # the answer and contexts as the run will read them (aliases, column_map)
+        columns = resolve_columns(
+            list(dict.fromkeys(k for r in records for k in r)), options.get("column_map"), source
+        )
+    except JudgeError:  # the run says what is missing, in its own words
+        columns = {}
+    content = (columns.get("answer", "answer"), columns.get("contexts", "contexts"))
+    split = split_rows(labels.values, held_out, seed, _units(records, group_of, content))
     _refuse_one_sided(split, labels.values, source, group)
     tuned_name = TUNED_PROMPTS[metric]
     folder = Path(out)
@@ -591,7 +598,11 @@ async def aalign(
     )
 
 
-def _units(records: Sequence[dict[str, Any]], given: Sequence[str | None] | None) -> list[str]:
+def _units(
+    records: Sequence[dict[str, Any]],
+    given: Sequence[str | None] | None,
+    shown: tuple[str, str] = ("answer", "contexts"),
+) -> list[str]:
     """Each row's unit of the split: rows of one group, and rows showing the same answer
     and contexts (one row labelled twice), are split together, so a held-out row's text
     can never be a tune row's example."""
@@ -605,10 +616,13 @@ def _units(records: Sequence[dict[str, Any]], given: Sequence[str | None] | None
 
     first: dict[tuple[str, str], int] = {}
     for i, record in enumerate(records):
-        content = json.dumps(
-            [record.get("answer"), record.get("contexts")], sort_keys=True, default=str
+        values = [record.get(column) for column in shown]
+        # a row without either shows nothing an example could: it joins no other
+        keys = (
+            [("content", json.dumps(values, sort_keys=True, default=str))]
+            if any(v is not None for v in values)
+            else []
         )
-        keys = [("content", content)]
         named = None if given is None else given[i]
         if named is not None:
             keys.append(("group", named))

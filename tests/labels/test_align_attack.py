@@ -189,3 +189,34 @@ def test_a_candidate_file_that_cannot_be_used_fails_before_any_request(tmp_path,
                 progress=False,
             )
         assert server.requests == []
+
+
+def test_repeated_rows_are_found_under_their_columns_own_names(tmp_path):
+    """Rows whose answer and contexts sit in other columns (response, retrieved_contexts,
+    as the run reads them) are kept together by those, and distinct rows are not all made
+    one unit because the columns named answer and contexts are absent."""
+    rows = [
+        {
+            "id": r["id"],
+            "question": r["question"],
+            "response": r["answer"],
+            "retrieved_contexts": r["contexts"],
+            "human": r["human"],
+        }
+        for r in duplicated(20)
+    ]
+    with FakeLLMServer(chat=shown_a_person) as server:
+        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        result = align(
+            rows,
+            metric="faithfulness",
+            label="human",
+            llm=llm,
+            out=tmp_path / "aligned",
+            examples=[2],
+            progress=False,
+        )
+        shown = example_markers(server)
+    held = set().union(*(markers(rows[i]["response"]) for i in result.split.held_out))
+    assert len(result.split.held_out) == 12  # 6 of the 20 distinct rows, each twice
+    assert shown and not shown & held
