@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from judge.cli.label_options import KEYWORD, label_options, pair_of
 from judge.cli.options import metric_option, metrics_of, runs_path, runs_path_option
@@ -34,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "metric drops significantly (Holm-adjusted p < 0.05), 2 on usage and input errors. "
         "With --labels-a and --labels-b (people's labels of A's and of B's outputs on the "
         "same rows), the labelled metric's paired difference B - A corrected by them (PPI) "
-        "is shown beside the judge's.",
+        "is shown beside the judge's, and an interval of it wholly below 0 is a regression "
+        "too.",
     )
     p.add_argument(
         "refs",
@@ -296,7 +297,21 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             ),
             file=sys.stderr,
         )
-    return 1 if args.fail_on_regression and regressions else 0
+    # The labels' difference counts too: a lenient judge of B can show a gain where people
+    # see a loss (on the labels' scale, higher is better, whatever the metric's direction).
+    labelled: dict[str, Any] = comparison.extra.get("label_corrected") or {}
+    ppi = labelled.get("ppi") or {}
+    worse = (ppi.get("high") or 0.0) < 0  # null (no interval): no verdict
+    if worse:
+        print(
+            terminal_text(
+                f"REGRESSION: {labelled['metric']} got worse by the labels, corrected "
+                f"difference B - A {ppi['mean']:+.4f}, interval [{ppi['low']:+.4f}, "
+                f"{ppi['high']:+.4f}] wholly below 0"
+            ),
+            file=sys.stderr,
+        )
+    return 1 if args.fail_on_regression and (regressions or worse) else 0
 
 
 def _label_corrected(args: argparse.Namespace, comparison: Comparison, a: str, b: str) -> str:

@@ -72,8 +72,9 @@ def labels_of(args: argparse.Namespace) -> Labels | None:
         require_random=args.require_random,
         keyword=KEYWORD,
     )
-    labels.read()
-    return labels
+    # read once, before any request: the run is corrected with these labels, not with
+    # what the file holds when it ends
+    return labels.read_now()
 
 
 def pair_of(args: argparse.Namespace) -> tuple[str, str] | None:

@@ -45,7 +45,7 @@ from judge.metrics.prompts import (
     parse_prompt,
     prompts_dir,
 )
-from judge.run.data import read_records
+from judge.run.data import read_records, resolve_columns
 from judge.run.evaluate import aevaluate
 from judge.run.options import RunOptions, Unpack
 from judge.run.rows import ResultRow
@@ -96,7 +96,10 @@ def split_rows(
         units.setdefault(str(i) if groups is None else groups[i], []).append(i)
     strata: dict[tuple[float, ...], list[str]] = {}
     for key, rows in units.items():
-        strata.setdefault(tuple(sorted(labels[rows].tolist())), []).append(key)
+        # by the labels a unit holds, not how many of each: units of 2 and of 3 faithful
+        # rows are one stratum (by counts, each would be a stratum of its own, and a
+        # stratum of one unit is never held out)
+        strata.setdefault(tuple(sorted(set(labels[rows].tolist()))), []).append(key)
     rng = np.random.default_rng(seed)
     chosen: set[int] = set()
     for stratum in sorted(strata):
@@ -436,18 +439,23 @@ async def aalign(
                 f"{source}: align needs at least two rows labelled {name} in {label!r}, one "
                 "for each split"
             )
-    groups = None
+    group_of = None
     if group is not None:
         if not any(group in r for r in records):
             raise InputFormatError(
                 f"{source}: no group column {group!r} (columns: "
                 f"{', '.join(sorted({k for r in records for k in r}))})"
             )
-        groups = [
-            f"row {i}" if r.get(group) in (None, "") else f"group {r[group]}"
-            for i, r in enumerate(records)
-        ]
-    split = split_rows(labels.values, held_out, seed, groups)
+        group_of = [None if r.get(group) in (None, "") else str(r[group]) for r in records]
+    try:  # the answer and contexts as the run will read them (aliases, column_map)
+        columns = resolve_columns(
+            list(dict.fromkeys(k for r in records for k in r)), options.get("column_map"), source
+        )
+    except JudgeError:  # the run says what is missing, in its own words
+        columns = {}
+    content = (columns.get("answer", "answer"), columns.get("contexts", "contexts"))
+    split = split_rows(labels.values, held_out, seed, _units(records, group_of, content))
+    _refuse_one_sided(split, labels.values, source, group)
     tuned_name = TUNED_PROMPTS[metric]
     folder = Path(out)
     (folder / "candidates").mkdir(parents=True, exist_ok=True)
@@ -460,6 +468,8 @@ async def aalign(
         result = await aevaluate(rows, metrics=[metric], llm=model, prompts=prompts, **options)
         return list(result.rows)
 
+    for given in candidates:  # a candidate that cannot be used fails before any request
+        _check_candidate(given)
     # The built-in judge on every row: its tune rows give the disagreements.
     everything = await judged(records, llm, None)
     scores = np.array([r.scores.get(metric, math.nan) for r in everything])
@@ -514,6 +524,7 @@ async def aalign(
 
     notes: list[str] = []
     tried: set[int] = set()
+    used: set[str] = set()  # candidate folders of this run: each candidate its own
     for wanted in examples:
         picked = pick_examples(disagreements, wanted)
         shown = [(i, lab) for i, lab, _ in picked]
@@ -523,7 +534,7 @@ async def aalign(
             continue
         tried.add(len(kept))
         name = f"examples-{len(kept)}"
-        where = folder / "candidates" / name
+        where = _fresh(folder / "candidates" / name, used)
         text = (prompts_dir() / f"{tuned_name}.txt").read_text(encoding="utf-8")
         _write_text(where / f"{tuned_name}.txt", with_examples(text, [e for _, e in kept]))
         rows = await judged(held_records, llm, where)
@@ -533,14 +544,12 @@ async def aalign(
     for given in candidates:
         path = Path(given)
         if path.exists():
-            where = folder / "candidates" / _safe_name(path.stem if path.is_file() else path.name)
+            where = _fresh(
+                folder / "candidates" / _safe_name(path.stem if path.is_file() else path.name),
+                used,
+                path,
+            )
             if path.is_file():
-                if path.stem not in BUILTIN_PROMPTS:
-                    raise AlignError(
-                        f"candidate {given!r}: a prompt file is named after the built-in "
-                        f"prompt it replaces ({', '.join(f'{n}.txt' for n in BUILTIN_PROMPTS)})"
-                    )
-                parse_prompt(path.read_text(encoding="utf-8"), path.stem)
                 where.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, where / path.name)
             else:
@@ -587,6 +596,103 @@ async def aalign(
         prompt_set=str(prompt_set),
         notes=notes,
     )
+
+
+def _units(
+    records: Sequence[dict[str, Any]],
+    given: Sequence[str | None] | None,
+    shown: tuple[str, str] = ("answer", "contexts"),
+) -> list[str]:
+    """Each row's unit of the split: rows of one group, and rows showing the same answer
+    and contexts (one row labelled twice), are split together, so a held-out row's text
+    can never be a tune row's example."""
+    parent = list(range(len(records)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[tuple[str, str], int] = {}
+    for i, record in enumerate(records):
+        values = [record.get(column) for column in shown]
+        # a row without either shows nothing an example could: it joins no other
+        keys = (
+            [("content", json.dumps(values, sort_keys=True, default=str))]
+            if any(v is not None for v in values)
+            else []
+        )
+        named = None if given is None else given[i]
+        if named is not None:
+            keys.append(("group", named))
+        for key in keys:
+            j = first.setdefault(key, i)
+            parent[root(i)] = root(j)
+    return [f"unit {root(i)}" for i in range(len(records))]
+
+
+def _refuse_one_sided(split: Split, labels: np.ndarray, source: str, group: str | None) -> None:
+    """An InputFormatError when a split holds no row of a label (rows split together)."""
+    for name, rows in (("held-out", split.held_out), ("tune", split.tune)):
+        for value, said in ((1.0, "1 (faithful)"), (0.0, "0 (not faithful)")):
+            if not (labels[rows] == value).any():
+                together = (
+                    f"rows of one {group!r} group or with the same answer and contexts"
+                    if group is not None
+                    else "rows with the same answer and contexts"
+                )
+                raise InputFormatError(
+                    f"{source}: the {name} split has no row labelled {said}: "
+                    f"{together} are split together, and too few units hold that label; "
+                    "label rows of more groups (or questions), or split by another column"
+                )
+
+
+def _check_candidate(given: str) -> None:
+    """An AlignError (or PromptError) for a candidate prompt file or set that cannot be
+    used: named after no built-in prompt, unreadable, not UTF-8, not a prompt, or not
+    using exactly the variables its judge fills. A name that is no path is a model's."""
+    path = Path(given)
+    if not path.exists():
+        return
+    if not path.is_file():
+        load_prompt_set(path)
+        return
+    if path.stem not in BUILTIN_PROMPTS:
+        raise AlignError(
+            f"candidate {given!r}: a prompt file is named after the built-in "
+            f"prompt it replaces ({', '.join(f'{n}.txt' for n in BUILTIN_PROMPTS)})"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AlignError(f"candidate {given!r}: cannot read it as UTF-8 text: {exc}") from exc
+    prompt, builtin = parse_prompt(text, path.stem), load_prompt(path.stem)
+    if prompt.variables != builtin.variables:
+        raise AlignError(
+            f"candidate {given!r} must use exactly the variables the {path.stem} judge fills "
+            f"({', '.join(sorted(builtin.variables))}), not "
+            f"{', '.join(sorted(prompt.variables)) or 'none'}"
+        )
+
+
+def _fresh(where: Path, used: set[str], source: Path | None = None) -> Path:
+    """A candidate's own folder, emptied: `where`, or `where-2`, ... when another candidate
+    of this run has it (two `verify.txt` files, a folder named `examples-4`). Shared, the
+    later one's files would replace or join the earlier one's, and a chosen candidate
+    would be published with prompts it was not measured with."""
+    name, number = where.name, 1
+    # A candidate given from this folder (a former run's candidates/verify) is not emptied.
+    inside = source is not None and source.resolve().is_relative_to(where.resolve())
+    while where.name in used or inside:
+        number += 1
+        where = where.with_name(f"{name}-{number}")
+        inside = source is not None and source.resolve().is_relative_to(where.resolve())
+    used.add(where.name)
+    if where.exists():
+        shutil.rmtree(where)  # a former run's files must not join this candidate's
+    return where
 
 
 def _or_minus(value: float) -> float:

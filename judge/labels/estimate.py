@@ -580,6 +580,16 @@ def estimate_rows(
     if require_random:
         _check_random(found, not_random, matched)
     up = not _lower_is_better(metric, lower_is_better)
+    values = joined.values
+    if not up and values.size and not ((values >= 0) & (values <= 1)).all():
+        # 1 - score is compared with labels on [0, 1]: graded labels (1-5) would give a
+        # 'rate' of -1.4, under every cap its gates set
+        raise InputFormatError(
+            f"{metric} is a metric where lower is better, read as 1 - score against labels on "
+            f"[0, 1] (1 = good); the labels in {label!r} run from {number(float(values.min()))} "
+            f"to {number(float(values.max()))}: give 0/1 labels (1 = good), or labels rescaled "
+            "to [0, 1]"
+        )
     scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
     oriented = scores if up else 1.0 - scores
     labelled, unlabelled = oriented[joined.labelled], oriented[joined.unlabelled]
@@ -773,17 +783,26 @@ class Labels:
     require_random: bool = False
     confidence: float = 0.95
     keyword: str = field(default="metric", compare=False, repr=False)
+    snapshot: LabelFile | None = field(default=None, compare=False, repr=False)
 
     def read(self) -> LabelFile:
         """The labels, read and checked (a bad file, labels of another metric than
         `metric`, or with require_random labels that record no random sample, fail here:
-        `judge eval` reads them before any request)."""
+        `judge eval` reads them before any request); the snapshot when there is one."""
+        if self.snapshot is not None:
+            return self.snapshot
         found = read_label_file(self.labels, label=self.label, annotator=self.annotator)
         if self.require_random:
             _check_random(found, len(found.not_random), len(found.labels))
         if self.metric is not None:  # labels of another metric than the one named
             labelled_metric(found, self.metric, candidates=(), known=(), keyword=self.keyword)
         return found
+
+    def read_now(self) -> Labels:
+        """These labels with the file read and checked now, and kept (`snapshot`): a run
+        is then corrected with the labels checked before it, whatever is written to the
+        file while its rows are judged (an edit that would fail the run at its end)."""
+        return dataclasses.replace(self, snapshot=self.read())
 
     def correct(self, result: ResultView, gates: Gates) -> CorrectedMean:
         """The labelled metric's corrected mean over a finished run (`Corrector`)."""

@@ -214,6 +214,15 @@ def plan_labels(
                 "score: the plan needs at least 2 (30 or more for a steady one); label more "
                 "rows of a random sample"
             )
+        if values.size and bool((values == values[0]).all()):
+            # No spread to plan with: every count's normal half-width would be 0, and
+            # judge estimate gives such labels an exact binomial interval, not PPI's.
+            raise InputFormatError(
+                f"the pilot's {values.size} labels are all {float(values[0]):g}: "
+                "their spread, which the count depends on, is unknown; label more rows of "
+                "the random sample (or plan with judge_correlation=, an assumed "
+                "judge-label correlation)"
+            )
         unlabelled = scores[run.unlabelled]
         every = np.concatenate([judged_l, unlabelled[~np.isnan(unlabelled)]])
         var_f = float(every.var(ddof=1))

@@ -268,7 +268,10 @@ def load_prompt_set(folder: str | os.PathLike[str]) -> dict[str, Prompt]:
                 f"prompt set {str(folder)!r}: {file.name} replaces no built-in prompt; name "
                 f"it after one of {', '.join(f'{n}.txt' for n in BUILTIN_PROMPTS)}"
             )
-        prompt = load_prompt(file)
+        # Read whole, not through load_prompt's cache of (path, mtime, size): a file
+        # rewritten with text of the same size within one tick of the file clock (a few
+        # ms on Linux) would keep the old version, and the old set's cached judgments.
+        prompt = _read_prompt_file(str(file))
         if prompt.variables != builtin.variables:
             raise PromptError(
                 f"prompt set {str(folder)!r}: {file.name} must use exactly the variables the "
@@ -296,6 +299,11 @@ def _resolve_prompt_path(name_or_path: str, builtin: Path) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _load(path: str, mtime_ns: int, size: int) -> Prompt:
+    return _read_prompt_file(path)
+
+
+def _read_prompt_file(path: str) -> Prompt:
+    """The prompt file at path, read and parsed now."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
