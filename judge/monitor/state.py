@@ -394,14 +394,6 @@ class MonitorState:
                 f"SELECT trace_id, data FROM spans WHERE trace_id IN ({marks}) ORDER BY rowid",
                 ids,
             ):
-<<<<<<< HEAD
-                stored[trace_id].append(span_of(trace_id, text))
-            first_at = dict(
-                db.execute(
-                    f"SELECT trace_id, first_at FROM open_traces WHERE trace_id IN ({marks})", ids
-                ).fetchall()
-            )
-=======
                 try:
                     stored[trace_id].append(span_of(trace_id, text))
                 except Exception as exc:  # protobuf's DecodeError, JSON's ValueError...
@@ -410,7 +402,11 @@ class MonitorState:
                         f"the monitor state {self.path} holds a span of trace {trace_id} "
                         f"that cannot be read back ({type(exc).__name__}: {exc}): {DAMAGED}"
                     ) from exc
->>>>>>> atk41b
+            first_at = dict(
+                db.execute(
+                    f"SELECT trace_id, first_at FROM open_traces WHERE trace_id IN ({marks})", ids
+                ).fetchall()
+            )
             keys = [(trace_id,) for trace_id in ids]
             db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
             db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)
