@@ -413,6 +413,14 @@ class RowTally:
         scores = np.frombuffer(self._scores[metric], dtype=np.float64)
         return scores[~np.isnan(scores)]
 
+    def _defined_or_all(self, metric: str) -> np.ndarray:
+        """`defined(metric)`, but the tally's own scores (a view, not a copy of every row's)
+        when none is NaN; only while no row is added (a view pins the array's size)."""
+        scores = np.frombuffer(self._scores[metric], dtype=np.float64)
+        if np.isnan(scores).any():
+            return scores[~np.isnan(scores)]
+        return scores
+
     def summary(self, metric: str) -> MetricSummary:
         """Mean, bootstrap interval, counts of one metric."""
         return self.summaries([metric])[metric]
@@ -507,7 +515,7 @@ class RowTally:
         When rows are turns of conversations the intervals resample conversations
         (`judge.stats.cluster_bootstrap_cis`), each row that is no turn as a conversation
         of its own; else rows, as they always did."""
-        columns = [self.defined(m) for m in metrics]
+        columns = [self._defined_or_all(m) for m in metrics]
         clusters = self.clusters()
         if clusters is None:
             intervals = bootstrap_cis(columns)

@@ -58,3 +58,41 @@ def test_a_histogram_counted_by_chunks_is_that_of_every_value_at_once(monkeypatc
 def test_the_report_histogram_of_many_rows_holds_no_copy_of_their_scores():
     tally = _tally(400_000)  # 3 MiB of scores: a copy of them, scaled, cast, was 9 MiB
     assert _peak(lambda: tally.histogram("m")) < 2 * 2**20  # a few chunks, not the rows
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1 << 16])
+def test_distinct_values_counted_by_chunks_are_those_of_np_unique(monkeypatch, chunk):
+    from judge import stats
+
+    monkeypatch.setattr(stats, "DISTINCT_CHUNK", chunk)
+    values = np.random.default_rng(chunk).integers(0, 7, 500) / 3
+    distinct, counts = stats._distinct_counts(values, 500)
+    whole, whole_counts = np.unique(values, return_counts=True)
+    assert distinct.tolist() == whole.tolist() and distinct.dtype == whole.dtype
+    assert counts.tolist() == whole_counts.tolist() and counts.dtype == whole_counts.dtype
+    assert stats._distinct_counts(values, 6) is None  # 7 distinct values: more than 6
+
+
+def test_the_summaries_of_many_rows_are_those_of_their_defined_scores():
+    from judge.stats import bootstrap_cis
+
+    for tally in (_tally(30_000, seed=1), _tally(30_000, seed=2)):
+        values = tally.defined("m")
+        (low, high), mean = bootstrap_cis([values])[0], float(values.mean())
+        got = tally.summary("m")
+        assert (got.mean, got.ci_low, got.ci_high, got.scored) == (mean, low, high, values.size)
+    full = _tally(30_000, seed=3)
+    full._scores["m"] = array("d", np.nan_to_num(np.frombuffer(full._scores["m"])).tobytes())
+    values = full.defined("m")
+    got = full.summary("m")
+    assert (got.mean, (got.ci_low, got.ci_high)) == (
+        float(values.mean()),
+        bootstrap_cis([values])[0],
+    )
+
+
+def test_the_summaries_of_many_rows_hold_no_copy_of_their_scores():
+    tally = _tally(400_000)
+    tally._scores["m"] = array("d", np.nan_to_num(np.frombuffer(tally._scores["m"])).tobytes())
+    # 3 MiB of scores: their defined copy and np.unique's sorted copy were 6 MiB more
+    assert _peak(lambda: tally.summary("m")) < 2 * 2**20
