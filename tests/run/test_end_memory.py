@@ -96,3 +96,14 @@ def test_the_summaries_of_many_rows_hold_no_copy_of_their_scores():
     tally._scores["m"] = array("d", np.nan_to_num(np.frombuffer(tally._scores["m"])).tobytes())
     # 3 MiB of scores: their defined copy and np.unique's sorted copy were 6 MiB more
     assert _peak(lambda: tally.summary("m")) < 2 * 2**20
+
+
+def test_a_row_file_keeps_the_array_of_offsets_it_is_given(tmp_path):
+    from judge.run.checkpoint import RowFile
+
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"row": 0}\n{"row": 1}\n')
+    offsets = array("q", [0, 11]) * 200_000  # 3 MiB: the run's own, not copied again
+    assert _peak(lambda: RowFile(path, offsets)) < 2**16
+    assert [r.row for r in RowFile(path, array("q", [11, 0]))] == [1, 0]
+    assert [r.row for r in RowFile(path, [11, 0])] == [1, 0]  # any sequence: copied
