@@ -162,9 +162,10 @@ def _tied_means(values: np.ndarray) -> np.ndarray | None:
     n = values.size
     if n < TIED_FROM:
         return None
-    distinct, counts = np.unique(values, return_counts=True)
-    if distinct.size * TIED_SHARE > n:
+    found = _distinct_counts(values, n // TIED_SHARE)
+    if found is None:
         return None
+    distinct, counts = found
     rng = np.random.default_rng(SEED)
     step = max(1, 2_000_000 // distinct.size)
     means = []
@@ -172,6 +173,27 @@ def _tied_means(values: np.ndarray) -> np.ndarray | None:
         drawn = rng.multinomial(n, counts / n, size=min(step, BOOTSTRAP_RESAMPLES - lo))
         means.append((drawn * distinct).sum(axis=1) / n)  # not BLAS: the same sum anywhere
     return np.concatenate(means)
+
+
+# Values np.unique sorts at once in `_distinct_counts`: a sorted copy of a million scores
+# was 8 MiB of the end of a run.
+DISTINCT_CHUNK = 1 << 16
+
+
+def _distinct_counts(values: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """np.unique(values, return_counts=True), counted a chunk at a time (the same arrays),
+    or None as soon as more than `most` distinct values are found."""
+    distinct = np.zeros(0, dtype=values.dtype)
+    counts = np.zeros(0, dtype=np.int64)
+    for start in range(0, values.size, DISTINCT_CHUNK):
+        found, found_counts = np.unique(values[start : start + DISTINCT_CHUNK], return_counts=True)
+        distinct, where = np.unique(np.concatenate([distinct, found]), return_inverse=True)
+        merged = np.zeros(distinct.size, dtype=np.int64)
+        np.add.at(merged, where.reshape(-1), np.concatenate([counts, found_counts]))
+        counts = merged
+        if distinct.size > most:
+            return None
+    return distinct, counts
 
 
 def _percentiles(means: np.ndarray, tail: float) -> tuple[float, float]:

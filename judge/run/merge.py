@@ -21,6 +21,7 @@ import dataclasses
 import heapq
 import json
 import os
+from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -253,11 +254,11 @@ def _recorded_tally(shards: Sequence[ShardOutput], total: int) -> RowTally | Non
 
 def _join_lines(
     shards: Sequence[ShardOutput], rows_path: str | os.PathLike[str], total: int
-) -> list[int]:
+) -> array[int]:
     """Copy the shards' lines into rows_path in input order (shard r % N holds row r), as
     they are; returns where each row starts. Their tallies vouch for them (see
     `ShardOutput.recorded_tally`): the lines are not parsed."""
-    offsets: list[int] = []
+    offsets = array("q")  # 8 bytes a row; a list of ints held 36
     with contextlib.ExitStack() as stack:
         files = [stack.enter_context(open(s.results, "rb")) for s in shards]
         out = stack.enter_context(open(rows_path, "wb"))
@@ -282,10 +283,10 @@ def _join_lines(
 
 def _join_parsed(
     shards: Sequence[ShardOutput], rows_path: str | os.PathLike[str], metrics: list[str]
-) -> tuple[RowTally, list[int]]:
+) -> tuple[RowTally, array[int]]:
     """Copy the shards' lines into rows_path in input order, parsing and checking each
     one and tallying it; returns the tally and where each row starts."""
-    offsets: list[int] = []
+    offsets = array("q")  # 8 bytes a row; a list of ints held 36
     # The summary's counts are gathered as the rows go by, each line parsed once: the
     # lines are written as they are (judge wrote them, as it writes an unsharded run's).
     tally = RowTally(metrics)

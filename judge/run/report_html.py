@@ -21,7 +21,7 @@ from judge.metrics.findings import (
 from judge.metrics.registry import JUDGE_ERROR, findings_of
 from judge.metrics.turns import HISTORY_NAME
 from judge.run.result_view import ResultView
-from judge.run.rows import ResultRow
+from judge.run.rows import ResultRow, histogram_counts
 
 
 def histogram_svg(
@@ -30,12 +30,15 @@ def histogram_svg(
     """An inline SVG histogram of values in [0, 1] (values outside are clipped; the last bin
     holds 1.0): a count over every bar that has rows, the bin edges on the x axis, "rows" up
     the y axis, and in the title how many values it shows and how many NaN were left out."""
+    counts = histogram_counts(np.asarray(values, dtype=np.float64), bins)
+    return counts_svg([int(c) for c in counts], title, left_out=left_out)
+
+
+def counts_svg(counts: Sequence[int], title: str, left_out: int = 0) -> str:
+    """`histogram_svg` of values already counted in equal bins of [0, 1] (`histogram_counts`)."""
     width, height = 300, 170
     left, right, top, bottom = 34, 10, 30, 40  # the plot area's margins
-    # Counted in numpy, not over a list of Python floats: a million rows' scores as a list
-    # would be the largest thing a run holds. The bin is int(v * bins), clipped.
-    scaled = np.clip(np.asarray(values, dtype=np.float64) * bins, 0, bins - 1)
-    counts = np.bincount(scaled.astype(np.int64), minlength=bins).tolist()
+    bins = len(counts)
     most = max(counts) or 1
     bar = (width - left - right) / bins
     floor = height - bottom
@@ -59,7 +62,7 @@ def histogram_svg(
         f'text-anchor="middle">{i / bins:g}</text>'
         for i in range(bins + 1)
     )
-    shown = f"n={len(values)}" + (f"; {left_out} NaN left out" if left_out else "")
+    shown = f"n={sum(counts)}" + (f"; {left_out} NaN left out" if left_out else "")
     return (
         f'<svg class="plot" width="{width}" height="{height}" role="img" '
         f'aria-label="{escape(title)} distribution"><text x="{left}" y="14" font-size="12">'
@@ -378,7 +381,10 @@ def render_report(result: ResultView, lines: Sequence[str] = ()) -> str:
     the summary table."""
     rows = len(result.rows)
     plots = "".join(
-        histogram_svg(result.tally.defined(m), m, left_out=rows - result.summary[m].scored)
+        # counted from the tally a chunk at a time, not from a copy of every defined score
+        counts_svg(
+            [int(c) for c in result.tally.histogram(m)], m, left_out=rows - result.summary[m].scored
+        )
         for m in result.metrics
     )
     usage = result.usage or {}
