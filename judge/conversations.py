@@ -107,7 +107,9 @@ def turn_records(record: Mapping[str, Any], number: int) -> list[dict[str, Any]]
     try:
         return _turns(record, cid)
     except BadConversation as exc:
-        return [{"id": cid, "conversation_id": cid, CONVERSATION_ERROR: str(exc)}]
+        # Its question column is there (empty): an input of conversations none of which can
+        # be read is their error rows, not "no question column".
+        return [{"id": cid, "conversation_id": cid, "question": None, CONVERSATION_ERROR: str(exc)}]
 
 
 def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:

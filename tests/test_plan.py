@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from scipy import stats
 
 import judge
 from judge.errors import InputFormatError, JudgeError
-from judge.run.rows import ResultRow
 from judge.stats import (
     lattice_step,
     paired_spread,
@@ -28,21 +26,10 @@ from judge.stats import (
     ppi_tuned,
     units_needed,
 )
+from tests.helpers.plan import write_run
 
 SIMS = 4_000  # data sets per size: the power's standard error is about 0.006 at 0.8
 POWER, ALPHA = 0.8, 0.05
-
-
-def write_run(path: Path, scores: np.ndarray, conversations: np.ndarray | None = None) -> Path:
-    """results.jsonl of rows q0, q1, ... with one faithfulness score each (and a
-    conversation each, as turns)."""
-    lines = []
-    for i, score in enumerate(scores.tolist()):
-        turn = {} if conversations is None else {"conversation_id": f"c{conversations[i]}"}
-        row = ResultRow(row=i, id=f"q{i}", scores={"faithfulness": score}, turn=2, **turn)
-        lines.append(row.json_line() + "\n")
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
 
 
 # Models of a pilot's two runs: (rng, units, sims) -> A and B, shaped (sims, units) (or

@@ -9,7 +9,7 @@ import pytest
 
 import judge
 from judge.errors import InputFormatError
-from tests.test_plan import write_run
+from tests.helpers.plan import write_run
 
 
 @pytest.mark.parametrize("value", [0, 1])

@@ -134,6 +134,7 @@ def _load_or_whole_input_error(data: Any, given_rows: list[Any]) -> None:
 @example([{"question": "q", "relevance": DEEP}])
 @example([{"user_input": "q", "other": [math.nan, {"x": None}]}])
 @example([{"answer": "no question column"}])
+@example([{"user_input": [{}]}])  # a conversation that cannot be read: its error row
 @example([])
 def test_load_rows_gives_one_row_per_record_or_a_whole_input_error(given_rows):
     _load_or_whole_input_error(given_rows, given_rows)

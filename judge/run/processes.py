@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from judge.aio import run_sync
 from judge.errors import InputFormatError, JudgeError
-from judge.run.folder import RunFolder
+from judge.run.folder import RESULTS, RunFolder
 from judge.run.plan import RunPlan
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def evaluate_in_processes(
         unit=rows.unit,
     )
     run_shards(jobs)
-    return merge_shards([job.out for job in jobs], Path(work) / "results.jsonl")
+    return merge_shards([job.out for job in jobs], Path(work) / RESULTS)
 
 
 def judge_shard(job: ShardJob) -> None:

@@ -15,7 +15,7 @@ from judge.errors import JudgeError
 from judge.labels.align import align, split_rows
 from judge.metrics.prompts import load_prompt_set, prompts_dir
 from judge.testing import FakeLLMServer
-from tests.labels.test_align import example_markers, labelled, markers, shown_a_person
+from tests.helpers.align import example_markers, labelled, markers, shown_a_person
 
 
 def test_an_edited_prompt_set_file_gets_a_new_version_even_with_the_same_stat(tmp_path):

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from judge.testing import heuristic_judge
 from tests.helpers.cli import run
-from tests.labels.test_corrected_runs import (
+from tests.helpers.corrected_runs import (
     CHOSEN,
     SAMPLE,
-    data,
+    data_file,
     eval_command,
     labels_file,
     write_jsonl,
 )
 
-__all__ = ["data"]  # the fixture
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return data_file(tmp_path)
 
 
 def test_labels_of_no_row_of_the_run_never_pass_a_gate(tmp_path, data, fake_llm_server):
@@ -111,7 +115,7 @@ def test_compare_fails_on_a_regression_the_labels_show_and_the_judge_hides(tmp_p
     """B's judge calls every row faithful, people call none of B's labelled rows so: the
     judge's difference is a gain, the corrected one a loss whose whole interval is below
     0; --fail-on-regression must fail."""
-    from tests.labels.test_corrected_runs import PEOPLE, SCORES, write_run
+    from tests.helpers.corrected_runs import PEOPLE, SCORES, write_run
 
     a = write_run(tmp_path / "a", SCORES)
     b = write_run(tmp_path / "b", [1.0] * len(SCORES))
@@ -134,7 +138,7 @@ def test_graded_labels_of_a_lower_is_better_metric_are_refused_not_a_negative_ra
     from judge.errors import InputFormatError
     from judge.labels.estimate import Labels
     from judge.run.rows import ResultRow
-    from tests.labels.test_corrected_runs import PEOPLE, SCORES
+    from tests.helpers.corrected_runs import PEOPLE, SCORES
 
     view = type("View", (), {})()
     view.rows = [

@@ -6,7 +6,6 @@ interval), `EvaluationResult.write(labels=...)`, and `judge compare --labels-a/-
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -18,63 +17,26 @@ from judge.labels.estimate import Labels
 from judge.run.rows import ResultRow
 from judge.testing import heuristic_judge
 from tests.helpers.cli import run
-from tests.helpers.labels import row
-
-# the heuristic judge calls every answer without an invented claim faithful (1; 2/3 with
-# one of three invented); people call only the even rows' answers faithful: the judge is
-# lenient, its mean ~0.94 against ~0.33 labelled
-CLAIMS = [(3, 0), (2, 0), (2, 1), (1, 0), (3, 0), (2, 0)] * 10
-SCORES = [s / (s + u) for s, u in CLAIMS]
-PEOPLE = [int(u == 0 and i % 2 == 0) for i, (_, u) in enumerate(CLAIMS)]
-CHOSEN = sorted(random.Random(5).sample(range(len(CLAIMS)), 30))
-SAMPLE = {"method": "random", "seed": 5, "of": len(CLAIMS)}
-
-
-def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
+from tests.helpers.corrected_runs import (
+    CHOSEN,
+    PEOPLE,
+    SCORES,
+    data_file,
+    eval_command,
+    labels_file,
+    write_jsonl,
+    write_run,
+)
 
 
-def labels_file(path: Path, people: list[int] = PEOPLE, **fields: Any) -> Path:
-    """People's labels of the CHOSEN rows, as judge annotate records them (`fields` replace
-    or, as None, drop a field)."""
-    records = []
-    for i in CHOSEN:
-        record = {"id": f"r{i}", "faithful": people[i], "annotator": "ana", "sample": SAMPLE}
-        record.update({"metric": "faithfulness", **fields})
-        records.append({k: v for k, v in record.items() if v is not None})
-    return write_jsonl(path, records)
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return data_file(tmp_path)
 
 
 def direct() -> judge.PPIEstimate:
     rest = [s for i, s in enumerate(SCORES) if i not in CHOSEN]
     return judge.ppi_mean(rest, [SCORES[i] for i in CHOSEN], [PEOPLE[i] for i in CHOSEN])
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return write_jsonl(tmp_path / "data.jsonl", [row(i, s, u) for i, (s, u) in enumerate(CLAIMS)])
-
-
-def eval_command(data: Path, server: Any, out: Path, *extra: Any) -> list[Any]:
-    return [
-        "eval",
-        data,
-        "--metrics",
-        "faithfulness",
-        "--model",
-        "openai/judge",
-        "--api-base",
-        server.base_url,
-        "--api-key",
-        "k",
-        "--cache",
-        out.parent / "cache.sqlite",
-        "--out",
-        out,
-        "--no-progress",
-        *extra,
-    ]
 
 
 def test_a_gate_met_by_the_judges_mean_fails_on_the_corrected_lower_end(
@@ -256,17 +218,6 @@ def test_the_labelled_metric_is_named_or_found(tmp_path):
         Labels(
             labels_file(tmp_path / "p.jsonl", sample=None), label="faithful", require_random=True
         ).read()
-
-
-def write_run(folder: Path, scores: list[float]) -> Path:
-    folder.mkdir()
-    lines = [
-        ResultRow(row=i, id=f"r{i}", scores={"faithfulness": s}).json_line()
-        for i, s in enumerate(scores)
-    ]
-    path = folder / "results.jsonl"
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
 
 
 def test_compare_shows_the_corrected_difference_beside_the_judges(tmp_path):
