@@ -19,9 +19,9 @@ from judge.view.data import data_script, view_data
 from judge.view.monitor import monitor_data
 
 # The files of judge/view/assets/ copied into every view's assets/ folder.
-ASSETS = ("chart.umd.js", "chart.js.LICENSE.md", "view.js", "view.css")
+ASSETS = ("chart.umd.js", "chart.js.LICENSE.md", "dom.js", "view.js", "view.css")
 # ... and into a monitor's page's.
-MONITOR_ASSETS = ("chart.umd.js", "chart.js.LICENSE.md", "monitor.js", "view.css")
+MONITOR_ASSETS = ("chart.umd.js", "chart.js.LICENSE.md", "dom.js", "monitor.js", "view.css")
 
 DEFAULT_OUT = "judge-view"
 DEFAULT_MONITOR_OUT = "judge-monitor-view"
@@ -148,6 +148,7 @@ the baseline run is the red diamond.</p>
 </main>
 <script src="data.js"></script>
 <script src="assets/chart.umd.js"></script>
+<script src="assets/dom.js"></script>
 <script src="assets/view.js"></script>
 </body>
 </html>
@@ -205,6 +206,7 @@ raised an alert: click it to see the alert's worst traces.</p>
 </main>
 <script src="data.js"></script>
 <script src="assets/chart.umd.js"></script>
+<script src="assets/dom.js"></script>
 <script src="assets/monitor.js"></script>
 </body>
 </html>

@@ -70,6 +70,7 @@ def test_the_page_holds_the_state_s_windows_alerts_baseline_and_worst_traces(
     assert sorted(p.name for p in (tmp_path / "page" / "assets").iterdir()) == [
         "chart.js.LICENSE.md",
         "chart.umd.js",
+        "dom.js",
         "monitor.js",
         "view.css",
     ]

@@ -15,21 +15,7 @@
   var MISSING = "\u2013";
   var LINKED_ALERTS = 12; // alerts linked under a metric's chart, the latest ones
 
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (key) {
-      var value = attrs[key];
-      if (value === null || value === undefined || value === false) return;
-      if (key === "text") node.textContent = String(value);
-      else if (key === "className") node.className = value;
-      else node.setAttribute(key, value === true ? "" : String(value));
-    });
-    (children || []).forEach(function (child) {
-      if (child === null || child === undefined) return;
-      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    });
-    return node;
-  }
+  var el = window.JudgeDom.el; // assets/dom.js
 
   function num(value, digits) {
     if (value === null || value === undefined || Number.isNaN(value)) return MISSING;

@@ -12,21 +12,7 @@
   var MISSING = "\u2013";
   var CHART_NAME_CHARS = 24; // a run's name in a chart's labels; the whole name on hover
 
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (key) {
-      var value = attrs[key];
-      if (value === null || value === undefined || value === false) return;
-      if (key === "text") node.textContent = String(value);
-      else if (key === "className") node.className = value;
-      else node.setAttribute(key, value === true ? "" : String(value));
-    });
-    (children || []).forEach(function (child) {
-      if (child === null || child === undefined) return;
-      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    });
-    return node;
-  }
+  var el = window.JudgeDom.el; // assets/dom.js
 
   function num(value, digits, sign) {
     if (value === null || value === undefined || Number.isNaN(value)) return MISSING;
