@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from judge import ir
 from judge.comparison.evaluations import Comparison, Scores, compare_scores
 from judge.errors import InputFormatError
+from judge.fields import cell_list
 from judge.ir.measure_names import JUDGED_FAMILIES, parse_measure
 from judge.ir.ranking import Qrels, Run
 from judge.run.data import parse_relevance, read_records, resolve_columns
@@ -221,8 +221,7 @@ def compare_runs(
 
 
 def _ranked_run(ids: Any, column: str, row: int) -> dict[str, float]:
-    if isinstance(ids, str):  # CSV cells hold lists as JSON text
-        ids = json.loads(ids) if ids.strip() else []
+    ids = cell_list(ids)  # CSV cells hold lists as JSON text
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
     if not isinstance(ids, list) or not all(isinstance(d, str) for d in ids):
