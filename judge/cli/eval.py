@@ -343,11 +343,8 @@ def run_in_processes(args: argparse.Namespace, gates: Gates, labels: Labels | No
     exit code of the joined run."""
     import shutil
 
-    from judge.run.dry_run import check_scorable
-    from judge.run.inputs import open_input
     from judge.run.output_folder import OutputFolder
-    from judge.run.plan import plan_run
-    from judge.run.processes import SHARDS_DIR, run_shards, shard_jobs
+    from judge.run.processes import SHARDS_DIR, plan_for_shards, run_shards, shard_jobs
 
     if args.shard is not None:
         raise JudgeError(
@@ -363,22 +360,16 @@ def run_in_processes(args: argparse.Namespace, gates: Gates, labels: Labels | No
     if opened is not None:  # an older cache file upgraded once here, not in every shard
         opened.close()
         cache = judge.cache
-    rows = open_input(args.data, options["column_map"])  # names and count: no row kept
-    plan, _ = plan_run(
-        rows,
-        rows.columns,
-        rows.source,
+    plan, rows = plan_for_shards(
+        args.data,
+        options["column_map"],
         metrics=metrics,
         llm=llm,
         embeddings=embeddings,
-        metric_modules=args.metrics_module,
         gates=gates,
         prompts=args.prompts,
+        metric_modules=args.metrics_module,
     )
-    check_scorable(plan, rows)  # as judge.evaluate checks it: before any shard starts
-    # Every shard's summary holds the whole input's hash: computed here, in a pass that
-    # keeps nothing of the rows, so each shard reads only its own rows.
-    plan = dataclasses.replace(plan, data_sha256=rows.data_sha256())
     # A shard holds at least one row (or conversation): no process judges nothing.
     units = rows.units()
     count = min(args.processes, units)

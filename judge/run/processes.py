@@ -41,6 +41,10 @@ from judge.run.folder import RESULTS, RunFolder
 from judge.run.plan import RunPlan
 
 if TYPE_CHECKING:
+    from judge.llm.config import LLM, Embeddings
+    from judge.metrics.resolve import MetricLike
+    from judge.run.gates import Gates
+    from judge.run.inputs import InputRows
     from judge.run.options import RunSpec
     from judge.run.results import EvaluationResult
 from judge.run.progress import DEFAULT_INTERVAL
@@ -116,6 +120,42 @@ def shard_jobs(
     ]
 
 
+def plan_for_shards(
+    data: str | os.PathLike[str],
+    column_map: Mapping[str, str] | None = None,
+    *,
+    metrics: Sequence[MetricLike] | str | None,
+    llm: LLM | None,
+    embeddings: Embeddings | None,
+    gates: Gates | None = None,
+    prompts: str | os.PathLike[str] | None = None,
+    metric_modules: Sequence[str] = (),
+) -> tuple[RunPlan, InputRows]:
+    """The plan of a run its shards will execute, made once here and checked scorable
+    before any shard starts (as `judge.evaluate` checks it), with the input it reads (names
+    and count: no row kept) for `shard_jobs`' identity and unit."""
+    from judge.run.dry_run import check_scorable
+    from judge.run.inputs import open_input
+    from judge.run.plan import plan_run
+
+    rows = open_input(data, column_map)
+    plan, _ = plan_run(
+        rows,
+        rows.columns,
+        rows.source,
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        metric_modules=metric_modules,
+        gates=gates,
+        prompts=prompts,
+    )
+    check_scorable(plan, rows)
+    # Every shard's summary holds the whole input's hash: computed here, in a pass that
+    # keeps nothing of the rows, so each shard reads only its own rows.
+    return dataclasses.replace(plan, data_sha256=rows.data_sha256()), rows
+
+
 def evaluate_in_processes(
     data: str | os.PathLike[str], spec: RunSpec, processes: int, work: str | os.PathLike[str]
 ) -> EvaluationResult:
@@ -132,25 +172,17 @@ def evaluate_in_processes(
             result reads lazily: keep it while the result is used.
     """
     from judge.cache.store import Cache
-    from judge.run.dry_run import check_scorable
-    from judge.run.inputs import open_input
     from judge.run.merge import merge_shards
-    from judge.run.plan import plan_run
 
     llm, embeddings = spec.models()
-    rows = open_input(data)
-    plan, _ = plan_run(
-        rows,
-        rows.columns,
-        rows.source,
+    plan, rows = plan_for_shards(
+        data,
         metrics=spec.metrics,
         llm=llm,
         embeddings=embeddings,
         gates=spec.gates,
         prompts=spec.prompts,
     )
-    check_scorable(plan, rows)
-    plan = dataclasses.replace(plan, data_sha256=rows.data_sha256())
     cache = spec.cache.path if isinstance(spec.cache, Cache) else spec.cache
     jobs = shard_jobs(
         plan,

@@ -96,9 +96,9 @@ def _write(path: Path, content: bytes) -> None:
             temporary.unlink()
 
 
-def index_html(runs: int) -> str:
-    """The page: its skeleton, filled by assets/view.js from data.js."""
-    title = f"judge runs ({runs})"
+def page_html(title: str, header: str, main: str, script: str) -> str:
+    """A viewer page: the shared head (CSP, stylesheet), the page's own header and main,
+    then its data and scripts (Chart.js, the shared dom.js, the page's `script`)."""
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -110,11 +110,25 @@ def index_html(runs: int) -> str:
 </head>
 <body>
 <header>
-<h1>Run history</h1>
-<p class="small" id="generated">judge {escape(__version__)}</p>
-</header>
+{header}</header>
 <main>
-<section id="charts-section">
+{main}</main>
+<script src="data.js"></script>
+<script src="assets/chart.umd.js"></script>
+<script src="assets/dom.js"></script>
+<script src="assets/{script}"></script>
+</body>
+</html>
+"""
+
+
+def index_html(runs: int) -> str:
+    """The page: its skeleton, filled by assets/view.js from data.js."""
+    title = f"judge runs ({runs})"
+    header = f"""<h1>Run history</h1>
+<p class="small" id="generated">judge {escape(__version__)}</p>
+"""
+    main = """<section id="charts-section">
 <h2>Metrics across runs</h2>
 <p class="small">Each metric's mean per run, in time order; the band is its 95% interval;
 the baseline run is the red diamond.</p>
@@ -145,37 +159,19 @@ the baseline run is the red diamond.</p>
 <p id="conversation-note" class="small"></p>
 <div id="turns"></div>
 </section>
-</main>
-<script src="data.js"></script>
-<script src="assets/chart.umd.js"></script>
-<script src="assets/dom.js"></script>
-<script src="assets/view.js"></script>
-</body>
-</html>
 """
+    return page_html(title, header, main, "view.js")
 
 
 def monitor_html(state: str, windows: int, alerts: int) -> str:
     """The monitor's page: its skeleton, filled by assets/monitor.js from data.js."""
     title = f"judge monitor: {state} ({windows} windows, {alerts} alerts)"
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<title>{escape(title)}</title>
-<link rel="stylesheet" href="assets/view.css">
-</head>
-<body>
-<header>
-<h1>Monitor</h1>
+    header = f"""<h1>Monitor</h1>
 <p class="small">state <bdi><code>{escape(state)}</code></bdi></p>
 <p class="small" id="generated">judge {escape(__version__)}</p>
 <p class="small" id="settings"></p>
-</header>
-<main>
-<section id="counts-section">
+"""
+    main = """<section id="counts-section">
 <h2>Traffic</h2>
 <div class="scroll"><table id="counts"></table></div>
 </section>
@@ -203,11 +199,5 @@ raised an alert: click it to see the alert's worst traces.</p>
 <p id="trace-note" class="small"></p>
 <div id="trace"></div>
 </section>
-</main>
-<script src="data.js"></script>
-<script src="assets/chart.umd.js"></script>
-<script src="assets/dom.js"></script>
-<script src="assets/monitor.js"></script>
-</body>
-</html>
 """
+    return page_html(title, header, main, "monitor.js")

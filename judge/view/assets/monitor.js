@@ -7,20 +7,12 @@
   "use strict";
 
   var data = window.JUDGE_MONITOR;
-  var BLUE = "rgb(63, 111, 181)";
-  var BAND = "rgba(63, 111, 181, 0.18)";
-  var GREY = "rgb(110, 110, 110)";
-  var GREY_BAND = "rgba(110, 110, 110, 0.14)";
-  var RED = "rgb(176, 0, 32)";
-  var MISSING = "\u2013";
   var LINKED_ALERTS = 12; // alerts linked under a metric's chart, the latest ones
 
-  var el = window.JudgeDom.el; // assets/dom.js
-
-  function num(value, digits) {
-    if (value === null || value === undefined || Number.isNaN(value)) return MISSING;
-    return Number(value).toFixed(digits === undefined ? 3 : digits);
-  }
+  var dom = window.JudgeDom; // assets/dom.js
+  var el = dom.el, num = dom.num, isolated = dom.isolated, bdi = dom.bdi, MISSING = dom.MISSING;
+  var BLUE = dom.colours.BLUE, BAND = dom.colours.BAND, RED = dom.colours.RED;
+  var GREY = dom.colours.GREY, GREY_BAND = dom.colours.GREY_BAND;
 
   function big(value) {
     if (value === null || value === undefined) return MISSING;
@@ -31,15 +23,6 @@
     if (!figures || figures.mean === null || figures.mean === undefined) return MISSING;
     if (figures.ci_low === null || figures.ci_low === undefined) return num(figures.mean);
     return num(figures.mean) + " [" + num(figures.ci_low) + ", " + num(figures.ci_high) + "]";
-  }
-
-  // User text in a plain string (a canvas label, a title attribute).
-  function isolated(text) {
-    return "\u2068" + text + "\u2069";
-  }
-
-  function bdi(text) {
-    return el("bdi", { text: text });
   }
 
   function when(text) {

@@ -6,30 +6,11 @@
   "use strict";
 
   var data = window.JUDGE_VIEW;
-  var BLUE = "rgb(63, 111, 181)";
-  var BAND = "rgba(63, 111, 181, 0.18)";
-  var RED = "rgb(176, 0, 32)";
-  var MISSING = "\u2013";
   var CHART_NAME_CHARS = 24; // a run's name in a chart's labels; the whole name on hover
 
-  var el = window.JudgeDom.el; // assets/dom.js
-
-  function num(value, digits, sign) {
-    if (value === null || value === undefined || Number.isNaN(value)) return MISSING;
-    var text = Number(value).toFixed(digits === undefined ? 3 : digits);
-    return sign && value > 0 ? "+" + text : text;
-  }
-
-  // User text in a plain string (a canvas label, a title attribute): first strong
-  // isolate ... pop directional isolate, which also ends any override opened inside.
-  function isolated(text) {
-    return "\u2068" + text + "\u2069";
-  }
-
-  // User text in the page: its own <bdi>.
-  function bdi(text) {
-    return el("bdi", { text: text });
-  }
+  var dom = window.JudgeDom; // assets/dom.js
+  var el = dom.el, num = dom.num, isolated = dom.isolated, bdi = dom.bdi, MISSING = dom.MISSING;
+  var BLUE = dom.colours.BLUE, BAND = dom.colours.BAND, RED = dom.colours.RED;
 
   // A run as text: its name (isolated) and the start of its id; the id alone without one.
   function runLabelText(run, nameChars) {
