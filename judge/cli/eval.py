@@ -194,6 +194,8 @@ def run_eval(args: argparse.Namespace) -> int:
             f"--processes {args.processes}: give at most {max_processes()} (4 per CPU core "
             "of this machine); more processes than that only compete for the cores"
         )
+    if labels is not None:  # labels that cannot correct the run fail before any request
+        check_labels(args, data, gates, labels)
     if args.processes > 1:
         return run_in_processes(args, gates, labels)
     if args.ray or args.ray_address:
@@ -311,6 +313,39 @@ def run_dry(args: argparse.Namespace, data: Any, gates: Gates) -> int:
         above = f" (and {counted(more, 'more problem')} above)" if more else ""
         raise JudgeError(f"--dry-run: a run would not work: {result.problems[0]}{above}")
     return 0
+
+
+def check_labels(args: argparse.Namespace, data: Any, gates: Gates, labels: Labels) -> None:
+    """Refuse labels that cannot correct the run (`Labels.check_rows`) before any row is
+    judged, rather than once the whole run is: the metrics planned as the run plans them,
+    and the input's row ids read in a pass of their own that keeps only the labelled ids
+    it meets (memory stays flat however many rows there are)."""
+    from judge.run.inputs import open_input
+    from judge.run.plan import own_lower_is_better, plan_run
+
+    metrics = metrics_given(args)
+    llm, embeddings = models_of(args)
+    if llm is None:
+        check_retrieval_only(metrics)
+    rows = open_input(data, column_map(args))
+    plan, _ = plan_run(
+        rows,
+        rows.columns,
+        rows.source,
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        metric_modules=args.metrics_module,
+        gates=gates,
+        prompts=args.prompts,
+    )
+    labels.check_rows(
+        rows.ids(),
+        metrics=plan.names,
+        gates=gates,
+        where=rows.source,
+        lower_is_better=own_lower_is_better(plan.metrics.judged),
+    )
 
 
 def _judge_setup(
