@@ -267,6 +267,39 @@ def test_compare_shows_the_corrected_difference_beside_the_judges(tmp_path):
     )
 
 
+def test_compare_html_shows_the_corrected_difference_beside_the_judges(tmp_path):
+    """compare.html had the judge's difference alone: the labels' correction was in the
+    terminal and comparison.json only."""
+    from tests.helpers.report_page import parse
+
+    a = write_run(tmp_path / "a", SCORES)
+    b = write_run(tmp_path / "b", [1.0] * len(SCORES))  # a lenient judge of B
+    labels_a = labels_file(tmp_path / "a.jsonl")
+    labels_b = labels_file(tmp_path / "b.jsonl", [0] * len(PEOPLE))  # people: B is worse
+    flags = ["--labels-a", labels_a, "--labels-b", labels_b, "--label", "faithful"]
+    done = run("compare", a, b, *flags, "--out", tmp_path / "labelled")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "labelled/comparison.json").read_text())["label_corrected"]
+    ppi, alone = found["ppi"], found["judge_only"]
+    html = (tmp_path / "labelled/compare.html").read_text()
+    shown = " ".join(parse(html).sections["Corrected by people's labels"].split())
+    for name, e, n in (
+        ("judge only", alone, 60),
+        ("labels only", found["labels_only"], 30),
+        ("PPI", ppi, 60),
+    ):
+        # the cells' texts, run together by the parser
+        assert f"{name}{e['mean']:+.3f}[{e['low']:+.3f}, {e['high']:+.3f}]{n}" in shown
+    assert alone["mean"] > 0 > ppi["high"]  # the judge's gain, the labels' loss: both shown
+    assert "by the labels, B is worse: the corrected interval lies wholly below 0" in shown
+    assert "faithfulness (score), B - A, against labels 'faithful': 30 rows labelled" in shown
+    # without labels, the page is as it was: the section is all the labels add
+    assert run("compare", a, b, "--out", tmp_path / "plain").returncode == 0
+    start = html.index("<h2>Corrected by people's labels</h2>")
+    end = html.index("<h2>", start + 1)
+    assert html[:start] + html[end:] == (tmp_path / "plain/compare.html").read_text()
+
+
 def json_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
