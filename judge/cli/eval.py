@@ -167,7 +167,8 @@ def run_eval(args: argparse.Namespace) -> int:
     if labels is not None and args.shard is not None:
         raise JudgeError(
             "--labels correct the whole run's mean, and --shard judges part of it: give "
-            "--labels to judge estimate on the merged run (judge merge)"
+            "--labels to judge merge, which joins the shards into the whole run (or to judge "
+            "estimate on the merged run)"
         )
     traces = read_trace_rows(args)
     data = traces.rows if traces is not None else args.data

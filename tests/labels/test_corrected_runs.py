@@ -150,7 +150,10 @@ def test_labels_outside_a_random_sample_are_warned_about_or_refused_before_any_r
             "no label column 'ok' (columns: annotator, faithful, id, metric, sample); name the "
             "right one with --label",
         ),
-        (["--labels", "{labels}", "--label", "faithful", "--shard", "1/2"], "--shard judges part"),
+        (
+            ["--labels", "{labels}", "--label", "faithful", "--shard", "1/2"],
+            "--shard judges part of it: give --labels to judge merge",
+        ),
     ],
 )
 def test_label_options_that_cannot_work_fail_before_any_request(
@@ -361,3 +364,34 @@ def test_processes_write_the_same_correction(tmp_path, data, fake_llm_server):
     assert summaries[0]["label_corrected"] == summaries[1]["label_corrected"]
     assert summaries[0]["thresholds"] == summaries[1]["thresholds"]
     assert summaries[1]["label_corrected"]["n_labelled"] == 30
+
+
+def test_merge_corrects_the_joined_run_as_a_plain_run_is(tmp_path, data, fake_llm_server):
+    """judge eval --shard refuses --labels (a shard is part of the run): judge merge takes
+    them and writes the correction and the verdict of the unsharded run."""
+    fake_llm_server.chat = heuristic_judge
+    labels = labels_file(tmp_path / "labels.jsonl")
+    flags = ("--labels", labels, "--label", "faithful", "--gate", "faithfulness>=0.7")
+    plain = run(*eval_command(data, fake_llm_server, tmp_path / "plain"), *flags)
+    assert plain.returncode == 1, plain.stderr  # the judge meets 0.7, the labels do not
+    shards = []
+    for i in (1, 2):
+        shard = tmp_path / f"shard{i}"
+        done = run(*eval_command(data, fake_llm_server, shard), "--shard", f"{i}/2")
+        assert done.returncode == 0, done.stderr
+        shards.append(shard)
+    merged = run("merge", tmp_path / "merged", *shards, *flags, "--no-record")
+    assert merged.returncode == 1, merged.stderr
+    summaries = [
+        json.loads((tmp_path / f"{n}/summary.json").read_text()) for n in ("plain", "merged")
+    ]
+    assert summaries[1]["label_corrected"] == summaries[0]["label_corrected"]
+    assert summaries[1]["thresholds"] == summaries[0]["thresholds"]
+    assert summaries[1]["label_corrected"]["n_labelled"] == 30
+    line = next(x for x in plain.stdout.splitlines() if x.startswith("faithfulness corrected"))
+    assert line in merged.stdout
+    assert f"<p class=corrected>{line}</p>" in (tmp_path / "merged/report.html").read_text()
+    # a labels file that cannot be used fails before the join: nothing is written
+    bad = run("merge", tmp_path / "bad", *shards, "--labels", labels, "--no-record")
+    assert bad.returncode == 2 and "name the labels' column with --label COLUMN" in bad.stderr
+    assert not (tmp_path / "bad" / "summary.json").exists()
