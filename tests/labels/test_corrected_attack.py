@@ -110,6 +110,24 @@ def test_labels_of_no_row_are_refused_before_any_request(tmp_path, data, fake_ll
     assert not (tmp_path / "out" / "results.jsonl").exists()
 
 
+def test_a_dry_run_says_a_run_would_refuse_labels_of_no_row(tmp_path, data, fake_llm_server):
+    """--dry-run checks the data as a run would: labels a run would refuse are said, exit 2."""
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": f"other{i}", "faithful": i % 2, "sample": SAMPLE} for i in CHOSEN],
+    )
+    flags = ("--labels", labels, "--label", "faithful", "--dry-run")
+    done = run(*eval_command(data, fake_llm_server, tmp_path / "out"), *flags)
+    assert done.returncode == 2 and fake_llm_server.requests == [], done.stderr
+    assert "--dry-run: a run would refuse the labels: no labelled id is a row of" in done.stderr
+    assert not (tmp_path / "out").exists()
+    good = labels_file(tmp_path / "good.jsonl")
+    passed = run(
+        *eval_command(data, fake_llm_server, tmp_path / "out"), *flags[:1], good, *flags[2:]
+    )
+    assert passed.returncode == 0 and fake_llm_server.requests == [], passed.stderr
+
+
 def test_labels_of_an_id_of_several_rows_are_refused_before_any_request(tmp_path, fake_llm_server):
     fake_llm_server.chat = heuristic_judge
     rows = [row(i, 2, i % 2) for i in range(6)]
