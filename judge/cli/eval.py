@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,7 +168,8 @@ def run_eval(args: argparse.Namespace) -> int:
     if labels is not None and args.shard is not None:
         raise JudgeError(
             "--labels correct the whole run's mean, and --shard judges part of it: give "
-            "--labels to judge estimate on the merged run (judge merge)"
+            "--labels to judge merge, which joins the shards into the whole run (or to judge "
+            "estimate on the merged run)"
         )
     traces = read_trace_rows(args)
     data = traces.rows if traces is not None else args.data
@@ -184,7 +186,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
         load_prompt_set(args.prompts)
     if args.dry_run:
-        return run_dry(args, data, gates)
+        return run_dry(args, data, gates, labels)
     if args.format != "text":
         raise JudgeError("--format json goes with --dry-run (a run writes summary.json to --out)")
     if args.processes < 1:
@@ -194,6 +196,8 @@ def run_eval(args: argparse.Namespace) -> int:
             f"--processes {args.processes}: give at most {max_processes()} (4 per CPU core "
             "of this machine); more processes than that only compete for the cores"
         )
+    if labels is not None:  # labels that cannot correct the run fail before any request
+        check_labels(args, data, gates, labels)
     if args.processes > 1:
         return run_in_processes(args, gates, labels)
     if args.ray or args.ray_address:
@@ -272,10 +276,10 @@ def read_trace_rows(args: argparse.Namespace) -> TraceRows | None:
     return TraceRows(rows, trace_links(rows, path=str(args.data)))
 
 
-def run_dry(args: argparse.Namespace, data: Any, gates: Gates) -> int:
+def run_dry(args: argparse.Namespace, data: Any, gates: Gates, labels: Labels | None = None) -> int:
     """`judge eval --dry-run`: the data checked and the run estimated, nothing sent or
     written; 0 when the data is usable, else a `judge: error:` line (exit 2), as for a
-    gate the run would refuse."""
+    gate, or labels (--labels), the run would refuse."""
     import json
 
     from judge.cli.words import cli_words
@@ -310,7 +314,62 @@ def run_dry(args: argparse.Namespace, data: Any, gates: Gates) -> int:
         more = len(result.problems) - 1
         above = f" (and {counted(more, 'more problem')} above)" if more else ""
         raise JudgeError(f"--dry-run: a run would not work: {result.problems[0]}{above}")
+    if labels is not None:
+        try:
+            check_labels(
+                args,
+                data,
+                gates,
+                labels,
+                metrics=[m.name for m in result.metrics],
+                lower_is_better=own_lower_is_better(own),
+            )
+        except JudgeError as exc:
+            raise JudgeError(f"--dry-run: a run would refuse the labels: {exc}") from None
     return 0
+
+
+def check_labels(
+    args: argparse.Namespace,
+    data: Any,
+    gates: Gates,
+    labels: Labels,
+    *,
+    metrics: Sequence[str] | None = None,
+    lower_is_better: Sequence[str] = (),
+) -> None:
+    """Refuse labels that cannot correct the run (`Labels.check_rows`) before any row is
+    judged, rather than once the whole run is: the run's `metrics` (default: planned as
+    the run plans them), and the input's row ids read in a pass of their own that keeps
+    only the labelled ids it meets (memory stays flat however many rows there are)."""
+    from judge.run.inputs import open_input
+    from judge.run.plan import own_lower_is_better, plan_run
+
+    rows = open_input(data, column_map(args))
+    if metrics is None:
+        given = metrics_given(args)
+        llm, embeddings = models_of(args)
+        if llm is None:
+            check_retrieval_only(given)
+        plan, _ = plan_run(
+            rows,
+            rows.columns,
+            rows.source,
+            metrics=given,
+            llm=llm,
+            embeddings=embeddings,
+            metric_modules=args.metrics_module,
+            gates=gates,
+            prompts=args.prompts,
+        )
+        metrics, lower_is_better = plan.names, own_lower_is_better(plan.metrics.judged)
+    labels.check_rows(
+        rows.ids(),
+        metrics=metrics,
+        gates=gates,
+        where=rows.source,
+        lower_is_better=lower_is_better,
+    )
 
 
 def _judge_setup(

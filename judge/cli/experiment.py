@@ -100,6 +100,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="output directory (default: judge-experiment)",
     )
     gate_options(p)
+    # people's labels of the answers cannot exist before the run makes them: say the route
+    p.add_argument("--labels", metavar="FILE", help=argparse.SUPPRESS)
     runs_options(p)
     p.set_defaults(func=run_experiment_command)
 
@@ -113,6 +115,14 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     from judge.run.results import EvaluationResult
 
     gates = gates_of(args)
+    if args.labels is not None:
+        raise JudgeError(
+            f"--labels {args.labels}: judge experiment judges the answers its run makes, which "
+            "no one can have labelled before it: label them once it is done (judge annotate "
+            "OUT --labels FILE), then correct its mean with judge estimate OUT --labels FILE "
+            "--label COLUMN --metric NAME, or judge again with judge eval OUT/app_outputs.jsonl "
+            "--labels FILE --label COLUMN (the app is not asked again)"
+        )
     if args.app_concurrency < 1:
         raise JudgeError(f"--app-concurrency {args.app_concurrency}: give at least 1")
     if not args.app_timeout > 0:

@@ -86,6 +86,49 @@ def _turns_html(comparison: Comparison) -> str:
     )
 
 
+def _corrected_html(comparison: Comparison) -> str:
+    """The labelled metric's difference B - A corrected by people's labels (`judge compare
+    --labels-a/--labels-b`: the comparison's `label_corrected`) beside the judge's own and
+    the labels' alone, as the terminal's table gives them; '' without labels."""
+    found = comparison.extra.get("label_corrected")
+    if not found:
+        return ""
+    ppi = found["ppi"]
+    estimates = (
+        ("judge only", found["judge_only"], found["judge_only"]["n"]),
+        ("labels only", found["labels_only"], found["n_labelled"]),
+        ("PPI", ppi, found["n_labelled"] + found["n_unlabelled"]),
+    )
+    rows = "".join(
+        f"<tr><td>{name}</td><td class=n>{number(e['mean'], sign='+')}</td>"
+        f"<td class=n>[{number(e['low'], sign='+')}, {number(e['high'], sign='+')}]</td>"
+        f"<td class=n>{n}</td></tr>"
+        for name, e, n in estimates
+    )
+    low, high = ppi["low"], ppi["high"]
+    if low is None or high is None:
+        verdict = "no corrected interval: no verdict by the labels"
+    elif high < 0:
+        verdict = "by the labels, B is worse: the corrected interval lies wholly below 0"
+    elif low > 0:
+        verdict = "by the labels, B is better: the corrected interval lies wholly above 0"
+    else:
+        verdict = "by the labels, the difference is within noise: the corrected interval holds 0"
+    level = f"{found['confidence']:.0%}"
+    said = [*found.get("notes", []), *(f"warning: {w}" for w in found.get("warnings", []))]
+    notes = f"<ul>{''.join(f'<li>{escape(n)}</li>' for n in said)}</ul>" if said else ""
+    return (
+        "<h2>Corrected by people's labels</h2>"
+        f"<p class=small><code>{escape(found['metric'])}</code> "
+        f"({escape(found['orientation'])}), B - A, against labels {escape(repr(found['label']))}: "
+        f"{found['n_labelled']} rows labelled in both runs, {found['n_unlabelled']} judged "
+        f"without a label; {level} intervals (PPI, lambda {number(ppi['lambda'])}). The "
+        "judge-only interval is of the judge's own difference: blind to the judge's bias.</p>"
+        f"<table><tr><th>estimate</th><th>Δ</th><th>{level} interval of Δ</th><th>n</th></tr>"
+        f"{rows}</table><p class=corrected>{escape(verdict)}</p>{notes}"
+    )
+
+
 def render_compare(comparison: Comparison, findings: list[str]) -> str:
     """The HTML text of the comparison page."""
     rows = [_stats_row(m, marked=False) for m in comparison.metrics.values()]
@@ -115,7 +158,8 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         f"{_resampled_note(comparison)}</p>"
         "<table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
         "<th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th><th>verdict</th></tr>"
-        f"{''.join(rows)}</table>{_turns_html(comparison)}{lost_html}"
+        f"{''.join(rows)}</table>{_corrected_html(comparison)}{_turns_html(comparison)}"
+        f"{lost_html}"
         f"<h2>Diagnosis of B</h2><ul>{notes}</ul>"
         f"<h2>Per-sample deltas</h2><div class=plots>{plots}</div>",
     )

@@ -388,11 +388,45 @@ def _unique_positions(rows: Sequence[ResultRow], where: str, ids: Iterable[str])
         positions.setdefault(str(row.id), []).append(i)
     doubled = [ident for ident in ids if len(positions.get(ident, ())) > 1]
     if doubled:
-        raise InputFormatError(
-            f"{where}: ids {', '.join(map(repr, doubled[:5]))} name several rows: "
-            "a label cannot be joined to one; give the run unique ids (an id column)"
-        )
+        raise _doubled(where, doubled)
     return {ident: found[0] for ident, found in positions.items()}
+
+
+def _doubled(where: str, doubled: Sequence[str]) -> InputFormatError:
+    """The error of labelled ids that name several rows."""
+    return InputFormatError(
+        f"{where}: ids {', '.join(map(repr, doubled[:5]))} name several rows: "
+        "a label cannot be joined to one; give the run unique ids (an id column)"
+    )
+
+
+def _none_labelled(found: LabelFile, label: str) -> InputFormatError:
+    """The error of labels that are all skips."""
+    return InputFormatError(
+        f"no row is labelled: the {len(found.skipped)} rows of the labels were all "
+        f"skipped (label {label!r} null or blank); label some rows first"
+    )
+
+
+def _no_row(where: str, unknown: Sequence[str]) -> InputFormatError:
+    """The error of labels none of whose ids is a row of the run."""
+    return InputFormatError(
+        f"no labelled id is a row of {where} (labels for ids "
+        f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
+    )
+
+
+def _check_graded(metric: str, label: str, values: np.ndarray) -> None:
+    """Refuse labels off [0, 1] for a metric where lower is better (read as 1 - score)."""
+    if values.size and not ((values >= 0) & (values <= 1)).all():
+        # 1 - score is compared with labels on [0, 1]: graded labels (1-5) would give a
+        # 'rate' of -1.4, under every cap its gates set
+        raise InputFormatError(
+            f"{metric} is a metric where lower is better, read as 1 - score against labels on "
+            f"[0, 1] (1 = good); the labels in {label!r} run from {number(float(values.min()))} "
+            f"to {number(float(values.max()))}: give 0/1 labels (1 = good), or labels rescaled "
+            "to [0, 1]"
+        )
 
 
 def _check_random(found: LabelFile, not_random: int, matched: int) -> None:
@@ -436,18 +470,12 @@ def join_labels(rows: Sequence[ResultRow], found: LabelFile, *, where: str, labe
         label: the label column, as messages name it.
     """
     if not found.labels:
-        raise InputFormatError(
-            f"no row is labelled: the {len(found.skipped)} rows of the labels were all "
-            f"skipped (label {label!r} null or blank); label some rows first"
-        )
+        raise _none_labelled(found, label)
     positions = _unique_positions(rows, where, found.labels)
     unknown = sorted(ident for ident in found.labels if ident not in positions)
     matched = {positions[i]: v for i, v in found.labels.items() if i in positions}
     if not matched:
-        raise InputFormatError(
-            f"no labelled id is a row of {where} (labels for ids "
-            f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
-        )
+        raise _no_row(where, unknown)
     labelled = np.array(sorted(matched), dtype=np.int64)
     return Joined(
         labelled=labelled,
@@ -580,16 +608,8 @@ def estimate_rows(
     if require_random:
         _check_random(found, not_random, matched)
     up = not _lower_is_better(metric, lower_is_better)
-    values = joined.values
-    if not up and values.size and not ((values >= 0) & (values <= 1)).all():
-        # 1 - score is compared with labels on [0, 1]: graded labels (1-5) would give a
-        # 'rate' of -1.4, under every cap its gates set
-        raise InputFormatError(
-            f"{metric} is a metric where lower is better, read as 1 - score against labels on "
-            f"[0, 1] (1 = good); the labels in {label!r} run from {number(float(values.min()))} "
-            f"to {number(float(values.max()))}: give 0/1 labels (1 = good), or labels rescaled "
-            "to [0, 1]"
-        )
+    if not up:
+        _check_graded(metric, label, joined.values)
     scores = np.array([r.scores.get(metric, math.nan) for r in rows], dtype=np.float64)
     oriented = scores if up else 1.0 - scores
     labelled, unlabelled = oriented[joined.labelled], oriented[joined.unlabelled]
@@ -700,7 +720,11 @@ def _metrics_of(rows: Iterable[ResultRow]) -> list[str]:
 
 def _has_metric(rows: Sequence[ResultRow], metric: str, where: str, keyword: str) -> None:
     """Refuse a metric the run does not have, naming the ones it has."""
-    known = _metrics_of(rows)
+    _is_known(_metrics_of(rows), metric, where, keyword)
+
+
+def _is_known(known: Sequence[str], metric: str, where: str, keyword: str) -> None:
+    """Refuse a metric that is not among the run's metrics `known`, naming them."""
     if metric not in known:
         raise InputFormatError(
             f"{where}: no metric {metric!r} in the run (metrics: "
@@ -803,6 +827,54 @@ class Labels:
         is then corrected with the labels checked before it, whatever is written to the
         file while its rows are judged (an edit that would fail the run at its end)."""
         return dataclasses.replace(self, snapshot=self.read())
+
+    def check_rows(
+        self,
+        ids: Iterable[Any],
+        *,
+        metrics: Sequence[str],
+        gates: Gates,
+        where: str,
+        lower_is_better: Iterable[str] = (),
+    ) -> None:
+        """Refuse, before any row is judged, what `correct` would refuse once the run is
+        judged (`judge eval --labels` calls it on its input): labels of no metric the run
+        computes, all skipped, of no row of the input, or of an id that names several rows
+        (or, for a metric where lower is better, labels off [0, 1]).
+
+        Args:
+            ids: each row's id as results.jsonl will write it, in order
+                (`judge.run.inputs.InputRows.ids`); read once, only the labelled ids seen
+                are kept.
+            metrics: the metrics the run will compute.
+            gates: the run's gates (their metric may say which one the labels are of).
+            where: the input, as messages name it.
+            lower_is_better: the run's own metrics where lower is better.
+        """
+        found = self.read()
+        known = sorted(metrics)
+        metric = labelled_metric(
+            found, self.metric, candidates=gates.metrics, known=known, keyword=self.keyword
+        )
+        _is_known(known, metric, where, self.keyword)
+        if not found.labels:
+            raise _none_labelled(found, self.label)
+        seen: set[str] = set()
+        doubled: list[str] = []
+        for ident in ids:
+            text = str(ident)
+            if text not in found.labels:
+                continue
+            if text in seen and text not in doubled:
+                doubled.append(text)
+            seen.add(text)
+        if doubled:
+            raise _doubled(where, doubled)
+        if not seen:
+            raise _no_row(where, sorted(found.labels))
+        if _lower_is_better(metric, lower_is_better):
+            values = np.array([found.labels[i] for i in sorted(seen)], dtype=np.float64)
+            _check_graded(metric, self.label, values)
 
     def correct(self, result: ResultView, gates: Gates) -> CorrectedMean:
         """The labelled metric's corrected mean over a finished run (`Corrector`)."""

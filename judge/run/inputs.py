@@ -561,6 +561,13 @@ class InputRows:
         for number, _, _ in self.records.read_units(shard):
             yield number
 
+    def ids(self) -> Iterator[Any]:
+        """Each row's id as its result will carry it (results.jsonl's `id`: the id column's
+        text, else the row's number), in order: the rows are built one at a time and
+        dropped, so a pass holds none of them."""
+        for row in self:
+            yield row.sample.id if row.sample is not None else row.id
+
     def extra_columns(self) -> list[str]:
         """The columns no field reads: a sample's `extra` (custom prompts' variables)."""
         used = set(self.columns.values())

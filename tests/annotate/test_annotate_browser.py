@@ -1,7 +1,7 @@
 """`judge annotate`'s page in a real browser: the system's headless Chromium driven by
 Playwright (tests/helpers/browser.py), against the command run as a user runs it. Keys
 pressed, labels read back from the file, the server killed and started again, and the
-labels then read by `judge agreement`."""
+labels then read by `judge estimate` and `judge agreement`."""
 
 from __future__ import annotations
 
@@ -193,6 +193,19 @@ def test_keys_label_rows_at_once_and_a_killed_server_resumes(
     assert len(log.problems) == 1
     latest = {r["id"]: r for r in log.labels}
     assert [latest[i]["label"] for i in ids] == [1, 0, None, 1, 0]
+    # The labels the keys wrote are judge estimate's input as they are: a random draw of
+    # the run's 11 rows, the skip and the line cut off said, not refused.
+    estimated = run_cli(
+        "estimate", run, "--labels", labels, "--label", "label", "--metric", "faithfulness",
+        "--format", "json",
+    )  # fmt: skip
+    assert estimated.returncode == 0, estimated.stderr
+    corrected = json.loads(estimated.stdout)
+    assert corrected["metric"] == "faithfulness" and corrected["random_sample"] is True
+    assert (corrected["n_labelled"], corrected["rows"]) == (4, 11)
+    assert corrected["labels_only"]["mean"] == pytest.approx(0.5)  # 1, 0, 1, 0
+    assert any("1 rows were skipped" in w for w in corrected["warnings"])
+    assert any("cut off when judge annotate was killed" in w for w in corrected["warnings"])
 
     # A second annotator, through the page's own API; then their agreement.
     bob = Server(run, labels, "--annotator", "bob")

@@ -265,3 +265,16 @@ def test_an_experiment_never_replaces_its_test_set(server, tmp_path, name):
     assert done.returncode == 2, done.stdout + done.stderr
     assert str(data) in done.stderr and "another folder" in done.stderr, done.stderr
     assert data.read_bytes() == before and [p.name for p in out.iterdir()] == [name]
+
+
+def test_labels_are_refused_with_the_route_for_an_experiments_answers(server, tmp_path):
+    """The answers an experiment judges are made by its run: no one can have labelled them
+    before it. --labels says how to label and correct them after, and asks nothing."""
+    data = questions(tmp_path / "q.jsonl")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"id": "q1", "faithful": 1}\n', encoding="utf-8")
+    done = run(*experiment_args(data, "answer", server, tmp_path / "out", "--labels", str(labels)))
+    assert done.returncode == 2 and server.requests == []
+    assert "judge estimate OUT --labels FILE" in done.stderr
+    assert "judge eval OUT/app_outputs.jsonl --labels FILE" in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from judge import LLM
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import data_blocks, message_text
 
@@ -60,6 +61,20 @@ def labelled(n: int) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def duplicated(n: int) -> list[dict[str, Any]]:
+    """n distinct rows, each twice under two ids (one question labelled by two people)."""
+    rows = []
+    for row in labelled(n):
+        rows.append(row)
+        rows.append({**row, "id": row["id"] + "-again"})
+    return rows
+
+
+def fake_judge(server: FakeLLMServer) -> LLM:
+    """The fake server's judge model, never retried (a refused request is one request)."""
+    return LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
 
 
 def markers(text: str) -> set[int]:

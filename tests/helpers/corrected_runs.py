@@ -1,9 +1,11 @@
-"""Runs and labels files shared by the tests of label-corrected runs (tests/labels/)."""
+"""Runs and labels files shared by the tests of label-corrected runs and estimates
+(tests/labels/)."""
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +64,32 @@ def eval_command(data: Path, server: Any, out: Path, *extra: Any) -> list[Any]:
     ]
 
 
-def write_run(folder: Path, scores: list[float]) -> Path:
-    folder.mkdir()
+def write_run(
+    folder: Path,
+    scores: list[float],
+    metric: str = "faithfulness",
+    ids: list[Any] | None = None,
+) -> Path:
+    """A results.jsonl of rows r0, r1, ... (or `ids`) with one metric's scores."""
+    folder.mkdir(exist_ok=True)
     lines = [
-        ResultRow(row=i, id=f"r{i}", scores={"faithfulness": s}).json_line()
+        ResultRow(row=i, id=f"r{i}" if ids is None else ids[i], scores={metric: s}).json_line()
         for i, s in enumerate(scores)
     ]
     path = folder / "results.jsonl"
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+# the sample of the judge estimate tests' labels: 40 rows, seeded
+RANDOM = {"method": "random", "seed": 7, "of": 40}
+
+
+def scores_of(n: int) -> list[float]:
+    """n judged scores on 0, 0.1, ..., 1, spread over the rows."""
+    return [round((i * 7 % 11) / 10, 1) for i in range(n)]
+
+
+def labels_for(rows: Iterable[int], scores: list[float], **fields: Any) -> list[dict[str, Any]]:
+    """Labels that mostly agree with the scores: 1 at 0.5 and up, but row 3 the other way."""
+    return [{"id": f"r{i}", "ok": int((scores[i] >= 0.5) != (i == 3)), **fields} for i in rows]

@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pytest
 
-from judge import LLM
 from judge.labels.align import (
     AlignError,
     align,
@@ -23,6 +22,7 @@ from judge.testing.replies import data_blocks
 from tests.helpers.align import (
     CANARIES,
     example_markers,
+    fake_judge,
     labelled,
     markers,
     shown_a_person,
@@ -50,7 +50,7 @@ def test_split_is_stratified_seeded_and_disjoint():
 def test_examples_tune_the_judge_and_no_held_out_row_is_ever_an_example(tmp_path):
     rows = labelled(60)
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         result = align(
             rows,
             metric="faithfulness",
@@ -101,7 +101,7 @@ def test_examples_tune_the_judge_and_no_held_out_row_is_ever_an_example(tmp_path
 
 def test_a_small_held_out_split_says_the_gain_is_within_noise(tmp_path):
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         result = align(
             labelled(20),
             metric="faithfulness",
@@ -154,7 +154,7 @@ def test_the_examples_block_keeps_every_canary_inside_it():
 
 def test_bad_options_are_refused_before_any_request(tmp_path):
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k")
+        llm = fake_judge(server)
         with pytest.raises(AlignError, match="cannot be tuned"):
             align(labelled(10), metric="answer_relevancy", label="human", llm=llm, out=tmp_path)
         with pytest.raises(AlignError, match="between 0 and 1"):

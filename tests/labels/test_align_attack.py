@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
-from judge import LLM
 from judge.errors import JudgeError
 from judge.labels.align import align, split_rows
 from judge.metrics.prompts import load_prompt_set, prompts_dir
 from judge.testing import FakeLLMServer
-from tests.helpers.align import example_markers, labelled, markers, shown_a_person
+from tests.helpers.align import (
+    duplicated,
+    example_markers,
+    fake_judge,
+    labelled,
+    markers,
+    shown_a_person,
+)
 
 
 def test_an_edited_prompt_set_file_gets_a_new_version_even_with_the_same_stat(tmp_path):
@@ -34,19 +39,10 @@ def test_an_edited_prompt_set_file_gets_a_new_version_even_with_the_same_stat(tm
     assert load_prompt_set(folder)["verify"].version != first
 
 
-def duplicated(n: int) -> list[dict[str, Any]]:
-    """n distinct rows, each twice under two ids (one question labelled by two people)."""
-    rows = []
-    for row in labelled(n):
-        rows.append(row)
-        rows.append({**row, "id": row["id"] + "-again"})
-    return rows
-
-
 def test_a_held_out_row_that_repeats_a_tune_row_is_never_shown_as_an_example(tmp_path):
     rows = duplicated(30)
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         result = align(
             rows,
             metric="faithfulness",
@@ -64,7 +60,7 @@ def test_a_held_out_row_that_repeats_a_tune_row_is_never_shown_as_an_example(tmp
 def test_one_group_is_refused_not_measured_on_no_rows(tmp_path):
     rows = [{**r, "question_id": "same"} for r in labelled(10)]
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         with pytest.raises(JudgeError, match="split has no row labelled"):
             align(
                 rows,
@@ -85,7 +81,7 @@ def test_groups_that_leave_a_split_without_a_label_are_refused(tmp_path):
     for i, row in enumerate(rows):
         row["question_id"] = "mixed" if row["human"] == 0 or i == 0 else f"g{i}"
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         with pytest.raises(JudgeError, match="held-out split has no row labelled 0"):
             align(
                 rows,
@@ -108,7 +104,7 @@ def test_candidates_of_one_name_are_each_measured_and_published_as_measured(tmp_
     (tmp_path / "c" / "examples-2").mkdir(parents=True)
     (tmp_path / "c" / "examples-2" / "verify.txt").write_text(f"{text}\nThird.\n", "utf-8")
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         result = align(
             labelled(20),
             metric="faithfulness",
@@ -137,7 +133,7 @@ def test_a_candidate_from_the_output_folder_is_not_emptied_before_it_is_read(tmp
     source.mkdir(parents=True)
     (source / "verify.txt").write_text(f"{text}\nMine.\n", encoding="utf-8")
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         result = align(
             labelled(12),
             metric="faithfulness",
@@ -177,7 +173,7 @@ def test_a_candidate_file_that_cannot_be_used_fails_before_any_request(tmp_path,
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "verify.txt").write_bytes(content)
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         with pytest.raises(JudgeError, match=says):
             align(
                 labelled(12),
@@ -206,7 +202,7 @@ def test_repeated_rows_are_found_under_their_columns_own_names(tmp_path):
         for r in duplicated(20)
     ]
     with FakeLLMServer(chat=shown_a_person) as server:
-        llm = LLM("openai/judge", api_base=server.base_url, api_key="k", max_retries=0)
+        llm = fake_judge(server)
         result = align(
             rows,
             metric="faithfulness",

@@ -17,6 +17,7 @@ from tests.helpers.corrected_runs import (
     labels_file,
     write_jsonl,
 )
+from tests.helpers.labels import row
 
 
 @pytest.fixture
@@ -88,18 +89,53 @@ def test_labels_edited_mid_run_are_the_labels_checked_before_it(tmp_path, data, 
     assert summary["label_corrected"]["n_labelled"] == 30
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the labels' ids are matched to the run's rows only when the run is written (the "
-    "rows are streamed, their ids known as they are judged): labels of no row of the data "
-    "cost a whole judged run, then exit 2 with no results.jsonl (the judgments are in the "
-    "cache and checkpoint); checking them up front needs the input's id column read first",
-)
-def test_labels_of_no_row_are_refused_before_any_request(tmp_path, data, fake_llm_server):
+@pytest.mark.parametrize("extra", [(), ("--processes", "2")], ids=["one process", "processes"])
+def test_labels_of_no_row_are_refused_before_any_request(tmp_path, data, fake_llm_server, extra):
+    """The ids were matched to the rows only when the run was written: labels of no row
+    of the data cost a whole judged run, then exit 2 with no results.jsonl."""
     fake_llm_server.chat = heuristic_judge
     labels = write_jsonl(
         tmp_path / "labels.jsonl",
         [{"id": f"other{i}", "faithful": i % 2, "sample": SAMPLE} for i in CHOSEN],
+    )
+    done = run(
+        *eval_command(data, fake_llm_server, tmp_path / "out", *extra),
+        "--labels",
+        labels,
+        "--label",
+        "faithful",
+    )
+    assert done.returncode == 2 and fake_llm_server.requests == [], done.stderr
+    assert f"no labelled id is a row of {data} (labels for ids 'other0'" in done.stderr
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_a_dry_run_says_a_run_would_refuse_labels_of_no_row(tmp_path, data, fake_llm_server):
+    """--dry-run checks the data as a run would: labels a run would refuse are said, exit 2."""
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": f"other{i}", "faithful": i % 2, "sample": SAMPLE} for i in CHOSEN],
+    )
+    flags = ("--labels", labels, "--label", "faithful", "--dry-run")
+    done = run(*eval_command(data, fake_llm_server, tmp_path / "out"), *flags)
+    assert done.returncode == 2 and fake_llm_server.requests == [], done.stderr
+    assert "--dry-run: a run would refuse the labels: no labelled id is a row of" in done.stderr
+    assert not (tmp_path / "out").exists()
+    good = labels_file(tmp_path / "good.jsonl")
+    passed = run(
+        *eval_command(data, fake_llm_server, tmp_path / "out"), *flags[:1], good, *flags[2:]
+    )
+    assert passed.returncode == 0 and fake_llm_server.requests == [], passed.stderr
+
+
+def test_labels_of_an_id_of_several_rows_are_refused_before_any_request(tmp_path, fake_llm_server):
+    fake_llm_server.chat = heuristic_judge
+    rows = [row(i, 2, i % 2) for i in range(6)]
+    rows[4]["id"] = "r1"  # r1 twice: its label cannot be joined to one row
+    data = write_jsonl(tmp_path / "data.jsonl", rows)
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": f"r{i}", "faithful": 1, "sample": SAMPLE} for i in (0, 1)],
     )
     done = run(
         *eval_command(data, fake_llm_server, tmp_path / "out"),
@@ -108,7 +144,30 @@ def test_labels_of_no_row_are_refused_before_any_request(tmp_path, data, fake_ll
         "--label",
         "faithful",
     )
-    assert done.returncode == 2 and fake_llm_server.requests == []
+    assert done.returncode == 2 and fake_llm_server.requests == [], done.stderr
+    assert "ids 'r1' name several rows" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        # labels of a metric the run does not compute
+        ({"metric": "answer_relevancy"}, "no metric 'answer_relevancy' in the run"),
+        # labels that name no metric, of a run of two (and no gate to tell)
+        ({"metric": None}, "which metric are the labels of?"),
+    ],
+    ids=["another metric", "no metric named"],
+)
+def test_labels_of_no_metric_of_the_run_are_refused_before_any_request(
+    tmp_path, data, fake_llm_server, fields, said
+):
+    fake_llm_server.chat = heuristic_judge
+    labels = labels_file(tmp_path / "labels.jsonl", **fields)
+    command = eval_command(data, fake_llm_server, tmp_path / "out")
+    command[command.index("faithfulness")] = "faithfulness,hallucination_rate"
+    done = run(*command, "--labels", labels, "--label", "faithful")
+    assert done.returncode == 2 and fake_llm_server.requests == [], done.stderr
+    assert said in done.stderr and "--label-metric" in done.stderr
 
 
 def test_compare_fails_on_a_regression_the_labels_show_and_the_judge_hides(tmp_path):

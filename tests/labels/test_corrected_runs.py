@@ -150,7 +150,10 @@ def test_labels_outside_a_random_sample_are_warned_about_or_refused_before_any_r
             "no label column 'ok' (columns: annotator, faithful, id, metric, sample); name the "
             "right one with --label",
         ),
-        (["--labels", "{labels}", "--label", "faithful", "--shard", "1/2"], "--shard judges part"),
+        (
+            ["--labels", "{labels}", "--label", "faithful", "--shard", "1/2"],
+            "--shard judges part of it: give --labels to judge merge",
+        ),
     ],
 )
 def test_label_options_that_cannot_work_fail_before_any_request(
@@ -267,6 +270,39 @@ def test_compare_shows_the_corrected_difference_beside_the_judges(tmp_path):
     )
 
 
+def test_compare_html_shows_the_corrected_difference_beside_the_judges(tmp_path):
+    """compare.html had the judge's difference alone: the labels' correction was in the
+    terminal and comparison.json only."""
+    from tests.helpers.report_page import parse
+
+    a = write_run(tmp_path / "a", SCORES)
+    b = write_run(tmp_path / "b", [1.0] * len(SCORES))  # a lenient judge of B
+    labels_a = labels_file(tmp_path / "a.jsonl")
+    labels_b = labels_file(tmp_path / "b.jsonl", [0] * len(PEOPLE))  # people: B is worse
+    flags = ["--labels-a", labels_a, "--labels-b", labels_b, "--label", "faithful"]
+    done = run("compare", a, b, *flags, "--out", tmp_path / "labelled")
+    assert done.returncode == 0, done.stderr
+    found = json.loads((tmp_path / "labelled/comparison.json").read_text())["label_corrected"]
+    ppi, alone = found["ppi"], found["judge_only"]
+    html = (tmp_path / "labelled/compare.html").read_text()
+    shown = " ".join(parse(html).sections["Corrected by people's labels"].split())
+    for name, e, n in (
+        ("judge only", alone, 60),
+        ("labels only", found["labels_only"], 30),
+        ("PPI", ppi, 60),
+    ):
+        # the cells' texts, run together by the parser
+        assert f"{name}{e['mean']:+.3f}[{e['low']:+.3f}, {e['high']:+.3f}]{n}" in shown
+    assert alone["mean"] > 0 > ppi["high"]  # the judge's gain, the labels' loss: both shown
+    assert "by the labels, B is worse: the corrected interval lies wholly below 0" in shown
+    assert "faithfulness (score), B - A, against labels 'faithful': 30 rows labelled" in shown
+    # without labels, the page is as it was: the section is all the labels add
+    assert run("compare", a, b, "--out", tmp_path / "plain").returncode == 0
+    start = html.index("<h2>Corrected by people's labels</h2>")
+    end = html.index("<h2>", start + 1)
+    assert html[:start] + html[end:] == (tmp_path / "plain/compare.html").read_text()
+
+
 def json_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -328,3 +364,34 @@ def test_processes_write_the_same_correction(tmp_path, data, fake_llm_server):
     assert summaries[0]["label_corrected"] == summaries[1]["label_corrected"]
     assert summaries[0]["thresholds"] == summaries[1]["thresholds"]
     assert summaries[1]["label_corrected"]["n_labelled"] == 30
+
+
+def test_merge_corrects_the_joined_run_as_a_plain_run_is(tmp_path, data, fake_llm_server):
+    """judge eval --shard refuses --labels (a shard is part of the run): judge merge takes
+    them and writes the correction and the verdict of the unsharded run."""
+    fake_llm_server.chat = heuristic_judge
+    labels = labels_file(tmp_path / "labels.jsonl")
+    flags = ("--labels", labels, "--label", "faithful", "--gate", "faithfulness>=0.7")
+    plain = run(*eval_command(data, fake_llm_server, tmp_path / "plain"), *flags)
+    assert plain.returncode == 1, plain.stderr  # the judge meets 0.7, the labels do not
+    shards = []
+    for i in (1, 2):
+        shard = tmp_path / f"shard{i}"
+        done = run(*eval_command(data, fake_llm_server, shard), "--shard", f"{i}/2")
+        assert done.returncode == 0, done.stderr
+        shards.append(shard)
+    merged = run("merge", tmp_path / "merged", *shards, *flags, "--no-record")
+    assert merged.returncode == 1, merged.stderr
+    summaries = [
+        json.loads((tmp_path / f"{n}/summary.json").read_text()) for n in ("plain", "merged")
+    ]
+    assert summaries[1]["label_corrected"] == summaries[0]["label_corrected"]
+    assert summaries[1]["thresholds"] == summaries[0]["thresholds"]
+    assert summaries[1]["label_corrected"]["n_labelled"] == 30
+    line = next(x for x in plain.stdout.splitlines() if x.startswith("faithfulness corrected"))
+    assert line in merged.stdout
+    assert f"<p class=corrected>{line}</p>" in (tmp_path / "merged/report.html").read_text()
+    # a labels file that cannot be used fails before the join: nothing is written
+    bad = run("merge", tmp_path / "bad", *shards, "--labels", labels, "--no-record")
+    assert bad.returncode == 2 and "name the labels' column with --label COLUMN" in bad.stderr
+    assert not (tmp_path / "bad" / "summary.json").exists()

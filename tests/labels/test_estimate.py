@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import math
 import random
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,38 +13,16 @@ import pytest
 import judge
 from judge.errors import InputFormatError, JudgeError
 from judge.labels.estimate import estimate, read_label_file
-from judge.run.rows import ResultRow
 from judge.testing import heuristic_judge
 from tests.helpers.cli import run
+from tests.helpers.corrected_runs import (
+    RANDOM,
+    labels_for,
+    scores_of,
+    write_jsonl,
+    write_run,
+)
 from tests.helpers.labels import row
-
-RANDOM = {"method": "random", "seed": 7, "of": 40}
-
-
-def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
-def write_run(folder: Path, scores: list[float], metric: str = "faithfulness", ids=None) -> Path:
-    """A results.jsonl of rows r0, r1, ... (or `ids`) with one metric's scores."""
-    folder.mkdir(exist_ok=True)
-    lines = [
-        ResultRow(row=i, id=f"r{i}" if ids is None else ids[i], scores={metric: s}).json_line()
-        for i, s in enumerate(scores)
-    ]
-    path = folder / "results.jsonl"
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
-def scores_of(n: int) -> list[float]:
-    return [round((i * 7 % 11) / 10, 1) for i in range(n)]
-
-
-def labels_for(rows: list[int], scores: list[float], **fields: Any) -> list[dict[str, Any]]:
-    """Labels that mostly agree with the scores: 1 at 0.5 and up, but row 3 the other way."""
-    return [{"id": f"r{i}", "ok": int((scores[i] >= 0.5) != (i == 3)), **fields} for i in rows]
 
 
 def test_estimate_is_ppi_of_the_rows_joined_by_id(tmp_path):

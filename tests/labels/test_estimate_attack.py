@@ -5,9 +5,7 @@ large for the arithmetic."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,30 +13,8 @@ import judge
 from judge.annotate.labels_file import LabelsWriter
 from judge.errors import InputFormatError
 from judge.labels.estimate import estimate
-from judge.run.rows import ResultRow
 from tests.helpers.cli import run
-
-RANDOM = {"method": "random", "seed": 7, "of": 40}
-
-
-def write_run(folder: Path, scores: list[float], metric: str = "faithfulness") -> Path:
-    """A results.jsonl of rows r0, r1, ... with one metric's scores."""
-    folder.mkdir(exist_ok=True)
-    lines = [
-        ResultRow(row=i, id=f"r{i}", scores={metric: s}).json_line() for i, s in enumerate(scores)
-    ]
-    path = folder / "results.jsonl"
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
-def scores_of(n: int) -> list[float]:
-    return [round((i * 7 % 11) / 10, 1) for i in range(n)]
-
-
-def labels_for(rows: Iterable[int], scores: list[float], **fields: Any) -> list[dict[str, Any]]:
-    """Labels that mostly agree with the scores: 1 at 0.5 and up, but row 3 the other way."""
-    return [{"id": f"r{i}", "ok": int((scores[i] >= 0.5) != (i == 3)), **fields} for i in rows]
+from tests.helpers.corrected_runs import RANDOM, labels_for, scores_of, write_run
 
 
 def test_a_labels_file_killed_mid_write_and_resumed_is_read_with_a_warning(tmp_path: Path):

@@ -16,8 +16,8 @@ import judge
 from judge.errors import InputFormatError
 from judge.pytest_plugin import ConversationResult, ScoreAssertionError
 from judge.pytest_plugin.conversation import turn_samples
-from judge.testing import FakeLLMServer, heuristic_judge
-from tests.helpers.pytester import load_judged_modules
+from judge.testing import FakeLLMServer
+from tests.helpers.pytester import judge_args, judging, load_judged_modules
 
 load_judged_modules()
 
@@ -60,22 +60,7 @@ GROUNDED = {
 
 @pytest.fixture
 def server(fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
-    fake_llm_server.chat = heuristic_judge
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    return fake_llm_server
-
-
-def judge_args(server: FakeLLMServer, cache: Path) -> list[str]:
-    return [
-        "--judge-model",
-        "openai/judge-model",
-        "--judge-api-base",
-        server.base_url,
-        "--judge-cache",
-        str(cache),
-        "-p",
-        "no:randomly",
-    ]
+    return judging(fake_llm_server, monkeypatch)
 
 
 def write_tests(pytester: pytest.Pytester, body: str) -> None:

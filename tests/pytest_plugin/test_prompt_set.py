@@ -10,42 +10,16 @@ from pathlib import Path
 import pytest
 
 from judge.metrics.prompts import load_prompt, load_prompt_set
-from judge.testing import FakeLLMServer, heuristic_judge
+from judge.testing import FakeLLMServer
 from tests.helpers.prompt_sets import MARK, edited_verify, verify_systems
-from tests.helpers.pytester import load_judged_modules
+from tests.helpers.pytester import FAITHFUL, judge_args, judging, load_judged_modules
 
 load_judged_modules()  # before any pytester run (tests/helpers/pytester.py)
-
-FAITHFUL = """
-def test_faithful(rag_judge):
-    result = rag_judge.score(
-        "Where is the Eiffel Tower?",
-        "The Eiffel Tower is in Paris.",
-        ["The Eiffel Tower is a tower in Paris, France."],
-        metrics=["faithfulness"],
-    )
-    judge.assert_scores(result, faithfulness=0.8)
-"""
-
-
-def judge_args(server: FakeLLMServer, cache: Path) -> list[str]:
-    return [
-        "--judge-model",
-        "openai/judge-model",
-        "--judge-api-base",
-        server.base_url,
-        "--judge-cache",
-        str(cache),
-        "-p",
-        "no:randomly",
-    ]
 
 
 @pytest.fixture
 def server(fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
-    fake_llm_server.chat = heuristic_judge
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    return fake_llm_server
+    return judging(fake_llm_server, monkeypatch)
 
 
 @pytest.mark.parametrize("given", ["flag", "ini"])
