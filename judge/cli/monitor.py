@@ -191,6 +191,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--processes does, when one process's client is the limit (default 1: here)",
     )
     p.add_argument(
+        "--ray",
+        action="store_true",
+        help="judge each batch on Ray (needs judge[ray]), as judge eval --ray does: a pool of "
+        "--ray-actors actors, each with its own session and its own cache file in the "
+        "directory beside --cache (cache.sqlite -> cache.ray/); not with --processes",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="the Ray cluster to join (e.g. 10.0.0.1:6379, as `ray start --head` prints); "
+        "implies --ray; default: a local Ray started by the monitor",
+    )
+    p.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="actors judging each batch with --ray (default 2)",
+    )
+    p.add_argument(
         "--queue",
         type=int,
         default=64,
@@ -242,9 +262,15 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError(f"--late {args.late:g}: give seconds, 0 or more")
     if not 0 <= args.sample_rate <= 1:
         raise JudgeError(f"--sample-rate {args.sample_rate:g}: give a share from 0 to 1")
+    if (args.ray or args.ray_address) and args.processes > 1:
+        raise JudgeError(
+            f"--processes {args.processes} cannot be used with --ray: Ray has its own actors "
+            "(--ray-actors); drop one of them"
+        )
     for flag, number in (
         ("--batch", args.batch),
         ("--processes", args.processes),
+        ("--ray-actors", args.ray_actors),
         ("--queue", args.queue),
         ("--baseline-windows", args.baseline_windows),
     ):
@@ -280,6 +306,9 @@ def run_monitor(args: argparse.Namespace) -> int:
         cache=cache,
         sample_rate=args.sample_rate,
         processes=args.processes,
+        ray=args.ray or args.ray_address is not None,
+        ray_address=args.ray_address,
+        ray_actors=args.ray_actors,
         budget=args.budget,
         window=args.window,
         baseline_windows=(

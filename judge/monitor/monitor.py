@@ -110,6 +110,13 @@ class MonitorConfig:
         mapping: field -> attribute for custom instrumentation (`--map`).
         processes: judge each batch in this many fresh processes (`judge eval
             --processes`'s executor) when one process's client is the limit; 1: here.
+        ray: judge each batch on Ray instead (`judge eval --ray`'s executor,
+            `judge.ray.file_eval.evaluate_on_ray`; needs judge[ray]): a pool of
+            `ray_actors` actors, each with its own session and its own cache file in the
+            directory beside `cache`. Not with `processes`.
+        ray_address: the Ray cluster to join (`ray start --head` prints it); implies `ray`;
+            None: a local Ray started by the monitor (or the one this process joined).
+        ray_actors: the actors judging each batch with `ray`.
         check: the alert statistics (`judge.monitor.windows.WindowCheck`; default the
             sequential drop test, `judge.monitor.alerts.drop_check()`); None: windows are
             kept with their intervals and no metric is checked.
@@ -138,6 +145,9 @@ class MonitorConfig:
     seed: int = 0
     mapping: Mapping[str, str] | None = None
     processes: int = 1
+    ray: bool = False
+    ray_address: str | None = None
+    ray_actors: int = 2
     check: WindowCheck | None = field(default_factory=drop_check)
     webhook: str | None = None
     progress: bool = True
@@ -147,9 +157,20 @@ class MonitorConfig:
             raise JudgeError(f"sample_rate={self.sample_rate}: give a share from 0 to 1")
         self.budget = parse_budget(self.budget)
         check_priced(self.budget, self.llm, self.embeddings)
-        for name in ("baseline_windows", "batch", "queue", "processes"):
+        for name in ("baseline_windows", "batch", "queue", "processes", "ray_actors"):
             if getattr(self, name) < 1:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
+        if self.ray_address is not None:
+            self.ray = True
+        if self.ray and self.processes > 1:
+            raise JudgeError(
+                f"processes={self.processes} with ray=True: Ray has its own actors "
+                "(ray_actors=); give one of them"
+            )
+        if self.ray:
+            from judge.ray.evaluate import require_ray
+
+            require_ray()  # said at once, not at the first batch
         if not self.linger >= 0:  # NaN too: no trace would ever be complete
             raise JudgeError(f"linger={self.linger}: give seconds, 0 or more")
         if not 0 <= self.late < math.inf:  # NaN or inf: a window could wait forever
@@ -429,6 +450,8 @@ class Monitor:
             cache=self.config.cache,
             progress=False,
         )
+        if self.config.ray:
+            return await asyncio.to_thread(self._judge_on_ray, rows, spec)
         if self.config.processes > 1 and len(rows) > 1:
             return await asyncio.to_thread(self._judge_in_processes, rows, spec)
         given = open_input(rows)
@@ -449,6 +472,34 @@ class Monitor:
             work.mkdir()
             result = evaluate_in_processes(data, spec, self.config.processes, work)
             return list(result.rows), dict(result.usage)
+
+    def _judge_on_ray(
+        self, rows: list[dict[str, Any]], spec: RunSpec
+    ) -> tuple[list[ResultRow], dict[str, Any]]:
+        """The rows judged by Ray's actors (`judge eval --ray`'s executor), their results
+        spilled in a folder of the state's own (removed after: the results are read
+        before)."""
+        from judge.ray.file_eval import evaluate_on_ray
+
+        with tempfile.TemporaryDirectory(dir=self.state.folder, prefix=".judging-") as folder:
+            result = evaluate_on_ray(
+                rows,
+                spec,
+                actors=self.config.ray_actors,
+                address=self.config.ray_address,
+                work=folder,
+            )
+            return list(result.rows), dict(result.usage)
+
+    def _join_ray(self) -> None:
+        """Join (or start) the Ray cluster before any trace is taken: an address where no
+        cluster answers is refused at once, not retried at every batch."""
+        if not self.config.ray:
+            return
+        from judge.ray.evaluate import require_ray
+        from judge.ray.file_eval import connect
+
+        connect(require_ray(), self.config.ray_address)
 
     def _record(
         self,
@@ -782,6 +833,7 @@ class Monitor:
                     "Collector's file exporter writes)"
                 )
             await self._db(self._read_folder, folder)
+        self._join_ray()
         await self.complete(everything=True)
         while not self.stop.is_set() and await self.judge_batch():
             await self.close_windows()
@@ -822,6 +874,7 @@ class Monitor:
         from aiohttp import web
 
         self._loop = asyncio.get_running_loop()
+        self._join_ray()
         queue: asyncio.Queue[Received] = asyncio.Queue(self.config.queue)
         runner = None
         bound = None
