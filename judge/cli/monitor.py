@@ -137,8 +137,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--webhook",
         metavar="URL",
-        help="POST each alert as JSON to URL (retried; a delivery that fails is said on "
-        "stderr; the state keeps every alert)",
+        help="POST each alert as JSON to URL, at least once: queued in --state with the alert "
+        "and posted (retried with backoff, again after 60 s and at the next start, even "
+        'after kill -9) until URL answers 2xx; every copy has the alert\'s "id" (and '
+        "Idempotency-Key header) to de-duplicate by; a failure is said on stderr",
     )
     p.add_argument(
         "--metrics-port",

@@ -19,6 +19,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from judge.monitor.receiver import Received, make_app
 from judge.monitor.state import (
     JUDGE_USAGE,
     JUDGED,
+    OUTBOX_PENDING,
     OVER_BUDGET,
     PENDING,
     SAMPLED_OUT,
@@ -65,6 +67,9 @@ from judge.traces.spans import iso_utc
 T = TypeVar("T")
 FIRST_WINDOWS = "the first windows"  # the baseline the state records when no run is pinned
 WORST = 3  # traces named in an alert
+# Seconds before the outbox is tried again after the webhook could not be reached: its
+# alerts wait in the state, and the monitor does not spend each pass on a dead receiver.
+DELIVERY_RETRY = 60.0
 _FIGURES = ("scored", "mean", "ci_low", "ci_high")  # a metric's figures in a summary
 
 
@@ -120,8 +125,12 @@ class MonitorConfig:
         check: the alert statistics (`judge.monitor.windows.WindowCheck`; default the
             sequential drop test, `judge.monitor.alerts.drop_check()`); None: windows are
             kept with their intervals and no metric is checked.
-        webhook: a URL each alert is POSTed to as JSON (retried; a delivery that still fails
-            is said on stderr and in the report's notes; the state keeps every alert).
+        webhook: a URL each alert is POSTed to as JSON, at least once: queued in the
+            state's outbox with the alert, retried with backoff, and posted again after
+            `DELIVERY_RETRY` seconds, or at the next start (after kill -9 too), until the
+            webhook answers 2xx; the alert's "id" (also its Idempotency-Key header) lets a
+            receiver drop a second copy. A refusal (another 4xx) is not posted again; each
+            failure is said on stderr and in the report's notes.
         progress: say on stderr what each pass did.
     """
 
@@ -276,9 +285,14 @@ class Monitor:
         self.state = MonitorState(config.state)
         try:
             self._check_settings()
+            # An alert's id is this state's id and the alert's number: unique across the
+            # monitors sharing a load, the same in every delivery of one alert.
+            self._state_id = self.state.setting("id", uuid.uuid4().hex[:16])
         except BaseException:
             self.state.close()
             raise
+        self._delivering = asyncio.Lock()
+        self._deliver_at = 0.0  # time.monotonic() before which the outbox is not tried
         # All the state's work runs in this one thread: SQLite's calls never block the
         # event loop that receives traces and awaits the judge.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-monitor")
@@ -718,7 +732,9 @@ class Monitor:
             worst = sorted(scored, key=lambda r: (sign * r["scores"][metric], r["trace_id"]))
             worst = worst[:WORST]
             assert isinstance(base, Baseline)
+            (alert_number,) = db.execute("SELECT coalesce(max(id), 0) + 1 FROM alerts").fetchone()
             record = {
+                "id": f"{self._state_id}-{alert_number}",
                 "metric": metric,
                 "window": number,
                 "start": start,
@@ -736,10 +752,16 @@ class Monitor:
                     for r in worst
                 ],
             }
+            now = time.time()
             db.execute(
-                "INSERT INTO alerts (window, metric, at, alert) VALUES (?, ?, ?, ?)",
-                (number, metric, time.time(), _json(record)),
+                "INSERT INTO alerts (id, window, metric, at, alert) VALUES (?, ?, ?, ?, ?)",
+                (alert_number, number, metric, now, _json(record)),
             )
+            if self.config.webhook:  # in the alert's transaction: posted at least once
+                db.execute(
+                    "INSERT INTO outbox (alert, status, queued_at) VALUES (?, ?, ?)",
+                    (alert_number, OUTBOX_PENDING, now),
+                )
             self._alerts.append(record)
 
     def _baseline(
@@ -772,12 +794,41 @@ class Monitor:
             self._say(f"window {window['number']} closed: {window['rows']} rows")
         for alert in self._alerts[before[0] :]:
             print(terminal_text(f"judge: {alert_line(alert)}"), file=sys.stderr)
-            if self.config.webhook:
-                failure = await post_alert(self.config.webhook, alert)
-                if failure is not None:
-                    note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
-                    self._notes.append(note)
-                    self._say(f"note: {note}", always=True)
+        await self.deliver()
+
+    async def deliver(self) -> int:
+        """Post the alerts the state's outbox holds undelivered to the webhook, oldest first,
+        each marked delivered once the webhook took it: at least once, across restarts and
+        kill -9 (a kill after the POST and before the mark posts it again, with the same
+        id). After a failed try the outbox waits `DELIVERY_RETRY` seconds. Returns how
+        many were delivered."""
+        url = self.config.webhook
+        if url is None or time.monotonic() < self._deliver_at:
+            return 0
+        delivered = 0
+        async with self._delivering:  # the judging and the passes close windows at once
+            for number, text in await self._db(self.state.undelivered):
+                alert = json.loads(text)
+                failure = await post_alert(url, alert)
+                reason = None if failure is None else failure.reason
+                retry = failure is not None and failure.retry
+                await self._db(self.state.delivery, number, time.time(), reason, retry)
+                if failure is None:
+                    delivered += 1
+                    self._say(f"alert {alert.get('id', number)} delivered to the webhook")
+                    continue
+                note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
+                if retry:  # the webhook is down: this one and those after it wait
+                    note += (
+                        f"; kept in the state's outbox, posted again in {DELIVERY_RETRY:g} s "
+                        "or at the next start"
+                    )
+                    self._deliver_at = time.monotonic() + DELIVERY_RETRY
+                self._notes.append(note)
+                self._say(f"note: {note}", always=True)
+                if retry:
+                    break
+        return delivered
 
     # -- sources ------------------------------------------------------------------------
 
@@ -833,6 +884,7 @@ class Monitor:
                     "Collector's file exporter writes)"
                 )
             await self._db(self._read_folder, folder)
+        await self.deliver()  # what a run before left undelivered (killed, webhook down)
         self._join_ray()
         await self.complete(everything=True)
         while not self.stop.is_set() and await self.judge_batch():

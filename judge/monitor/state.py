@@ -47,6 +47,11 @@ JUDGED = "judged"
 LATE_OPEN = "open_at_close"
 LATE_AFTER = "after_close"
 
+# What became of an alert queued for the webhook (the outbox table's status).
+OUTBOX_PENDING = "pending"  # to be posted (again, after a failed try)
+OUTBOX_DELIVERED = "delivered"  # the webhook answered 2xx
+OUTBOX_REFUSED = "refused"  # the webhook answered another 4xx: not posted again
+
 COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lines")
 # Counters of the judge's requests sent (retries included) and answers found in judge's
 # cache, from the run's usage (counter -> usage key), added in the transaction that records
@@ -265,6 +270,30 @@ class MonitorState:
                 return str(found[0])
             db.execute("INSERT INTO settings (key, value) VALUES (?, ?)", (key, value))
             return value
+
+    def undelivered(self) -> list[tuple[int, str]]:
+        """The outbox's pending alerts, oldest first: (the alert's number, its JSON)."""
+        return [
+            (int(number), str(text))
+            for number, text in self.read(
+                "SELECT o.alert, a.alert FROM outbox o JOIN alerts a ON a.id = o.alert"
+                " WHERE o.status=? ORDER BY o.alert",
+                (OUTBOX_PENDING,),
+            )
+        ]
+
+    def delivery(self, number: int, at: float, failure: str | None, retry: bool) -> None:
+        """Record a try at posting alert `number`: delivered (no `failure`), refused (a
+        failure not worth a `retry`), or still pending."""
+        status = (
+            OUTBOX_DELIVERED if failure is None else OUTBOX_PENDING if retry else OUTBOX_REFUSED
+        )
+        with self.writing() as db:
+            db.execute(
+                "UPDATE outbox SET status=?, attempts=attempts+1, last_at=?, failure=?"
+                " WHERE alert=?",
+                (status, at, failure, number),
+            )
 
     def counts(self) -> dict[str, int]:
         """The counters (spans, duplicate_spans, late_spans, rejected_spans, bad_lines,
