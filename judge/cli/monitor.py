@@ -182,6 +182,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "judged and counted as late, with its window",
     )
     p.add_argument(
+        "--keep-traces",
+        metavar="DURATION",
+        help="forget a trace's row (its fields, scores and evidence) this long after it was "
+        "completed and judged (7d, 12h, 30m; 0: at once), so the state stays bounded; its "
+        "numbers stay in the counts and metrics. Kept whatever their age: rows pending, rows "
+        "of windows still open and of the baseline windows, each alert's worst traces, and "
+        "every window's figures and alert (default: keep every trace)",
+    )
+    p.add_argument(
         "--batch", type=int, default=32, metavar="N", help="rows judged at once (default 32)"
     )
     p.add_argument(
@@ -262,6 +271,14 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError(f"--linger {args.linger:g}: give seconds, 0 or more")
     if not 0 <= args.late < math.inf:  # NaN or inf: a window could wait forever
         raise JudgeError(f"--late {args.late:g}: give seconds, 0 or more")
+    if args.keep_traces is not None:
+        from judge.monitor.windows import parse_duration
+
+        if parse_duration(args.keep_traces) is None:
+            raise JudgeError(
+                f"--keep-traces {args.keep_traces}: give a duration, e.g. 7d, 12h or 30m "
+                "(0: as soon as nothing reads them)"
+            )
     if not 0 <= args.sample_rate <= 1:
         raise JudgeError(f"--sample-rate {args.sample_rate:g}: give a share from 0 to 1")
     if (args.ray or args.ray_address) and args.processes > 1:
@@ -330,6 +347,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         mapping=trace_mapping(args.map),
         check=drop_check(alpha=args.alpha, min_drop=args.min_drop),
         webhook=args.webhook,
+        keep_traces=args.keep_traces,
         progress=not args.quiet,
     )
     monitor = Monitor(config)

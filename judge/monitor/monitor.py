@@ -50,10 +50,18 @@ from judge.monitor.state import (
     SAMPLED_OUT,
     Completed,
     MonitorState,
+    judged_total,
 )
 from judge.monitor.watch import files_in, identity_of, read_new
 from judge.monitor.webhook import post_alert
-from judge.monitor.windows import NS, WindowCheck, WindowSpec, metric_summary, parse_window
+from judge.monitor.windows import (
+    NS,
+    WindowCheck,
+    WindowSpec,
+    metric_summary,
+    parse_duration,
+    parse_window,
+)
 from judge.run.dry_run import dry_run
 from judge.run.estimate import Estimate
 from judge.run.evaluate import aevaluate_rows
@@ -70,6 +78,7 @@ WORST = 3  # traces named in an alert
 # Seconds before the outbox is tried again after the webhook could not be reached: its
 # alerts wait in the state, and the monitor does not spend each pass on a dead receiver.
 DELIVERY_RETRY = 60.0
+PRUNE_EVERY = 60.0  # seconds between two prunings of the state (`keep_traces`) while serving
 _FIGURES = ("scored", "mean", "ci_low", "ci_high")  # a metric's figures in a summary
 
 
@@ -131,6 +140,12 @@ class MonitorConfig:
             webhook answers 2xx; the alert's "id" (also its Idempotency-Key header) lets a
             receiver drop a second copy. A refusal (another 4xx) is not posted again; each
             failure is said on stderr and in the report's notes.
+        keep_traces: forget a completed trace's row in the state (its input fields, scores
+            and evidence) this long after it was completed and judged: seconds, or a
+            duration ("7d", "12h"); its numbers stay in the counts, and a span of it that
+            comes later starts a new trace. Kept whatever their age: rows pending, rows of
+            windows not closed yet and of the baseline windows, each alert's worst traces,
+            and every window's figures and alert. None: keep every trace.
         progress: say on stderr what each pass did.
     """
 
@@ -159,6 +174,7 @@ class MonitorConfig:
     ray_actors: int = 2
     check: WindowCheck | None = field(default_factory=drop_check)
     webhook: str | None = None
+    keep_traces: float | str | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -180,6 +196,16 @@ class MonitorConfig:
             from judge.ray.evaluate import require_ray
 
             require_ray()  # said at once, not at the first batch
+        if isinstance(self.keep_traces, str):
+            seconds = parse_duration(self.keep_traces)
+            if seconds is None:
+                raise JudgeError(
+                    f"keep_traces={self.keep_traces!r}: give a duration, e.g. '7d', '12h', or "
+                    "seconds"
+                )
+            self.keep_traces = seconds
+        if self.keep_traces is not None and not 0 <= self.keep_traces < math.inf:
+            raise JudgeError(f"keep_traces={self.keep_traces}: give seconds, 0 or more")
         if not self.linger >= 0:  # NaN too: no trace would ever be complete
             raise JudgeError(f"linger={self.linger}: give seconds, 0 or more")
         if not 0 <= self.late < math.inf:  # NaN or inf: a window could wait forever
@@ -209,6 +235,11 @@ class MonitorReport:
             f"{c.get('skipped', 0)} skipped"
             + (f" ({', '.join(f'{n} {r}' for r, n in skips)})" if skips else "")
         ]
+        if c.get("forgotten"):
+            out.append(
+                f"{c['forgotten']} traces forgotten by keep_traces= (counted above; their rows "
+                "are no longer in the state)"
+            )
         if c.get("late"):
             lates = sorted((k.split(":", 1)[1], v) for k, v in c.items() if k.startswith("late:"))
             out.append(
@@ -293,6 +324,7 @@ class Monitor:
             raise
         self._delivering = asyncio.Lock()
         self._deliver_at = 0.0  # time.monotonic() before which the outbox is not tried
+        self._prune_at = 0.0  # time.monotonic() before which the state is not pruned
         # All the state's work runs in this one thread: SQLite's calls never block the
         # event loop that receives traces and awaits the judge.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-monitor")
@@ -527,9 +559,7 @@ class Monitor:
         now = time.time()
         recorded = 0
         with self.state.writing() as db:
-            judged = int(
-                db.execute("SELECT count(*) FROM traces WHERE status=?", (JUDGED,)).fetchone()[0]
-            )
+            judged = judged_total(db)
             for row in rows:
                 result = by_id.get(str(row["id"]))
                 if result is None:
@@ -795,6 +825,21 @@ class Monitor:
         for alert in self._alerts[before[0] :]:
             print(terminal_text(f"judge: {alert_line(alert)}"), file=sys.stderr)
         await self.deliver()
+        if time.monotonic() >= self._prune_at:
+            await self.prune()
+
+    async def prune(self) -> int:
+        """Forget the traces older than `keep_traces` that nothing reads any more
+        (`MonitorState.prune`); returns how many."""
+        keep = self.config.keep_traces
+        if keep is None:
+            return 0
+        assert not isinstance(keep, str)  # parsed by MonitorConfig
+        self._prune_at = time.monotonic() + PRUNE_EVERY
+        forgotten = await self._db(self.state.prune, time.time() - keep)
+        if forgotten:
+            self._say(f"{forgotten} traces older than keep_traces= forgotten")
+        return forgotten
 
     async def deliver(self) -> int:
         """Post the alerts the state's outbox holds undelivered to the webhook, oldest first,
@@ -891,6 +936,7 @@ class Monitor:
             await self.close_windows()
         if not self.stop.is_set():
             await self.close_windows(final=True)
+            await self.prune()  # the windows closed last count too
         return await self._report()
 
     once = sync_twin(aonce)

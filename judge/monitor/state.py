@@ -52,6 +52,12 @@ OUTBOX_PENDING = "pending"  # to be posted (again, after a failed try)
 OUTBOX_DELIVERED = "delivered"  # the webhook answered 2xx
 OUTBOX_REFUSED = "refused"  # the webhook answered another 4xx: not posted again
 
+# The counters of traces forgotten by --keep-traces: PRUNED + what `counts_of` counted them
+# as (a status, skipped:REASON, late, late:REASON), added back there, and FORGOTTEN, all.
+PRUNED = "pruned:"
+FORGOTTEN = "forgotten"
+_PRUNE_BATCH = 5000  # traces forgotten per transaction
+
 COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lines")
 # Counters of the judge's requests sent (retries included) and answers found in judge's
 # cache, from the run's usage (counter -> usage key), added in the transaction that records
@@ -143,7 +149,12 @@ def span_of(trace_id: str, text: str | bytes) -> Span:
 def counts_of(db: sqlite3.Connection) -> dict[str, int]:
     """`MonitorState.counts` read on a connection (in a transaction of the caller's)."""
     out = dict.fromkeys(COUNTERS, 0)
-    out.update({name: int(value) for name, value in db.execute("SELECT * FROM counts")})
+    pruned: dict[str, int] = {}
+    for name, value in db.execute("SELECT * FROM counts"):
+        if name.startswith(PRUNED):
+            pruned[name[len(PRUNED) :]] = int(value)
+        else:
+            out[name] = int(value)
     for status, n in db.execute("SELECT status, count(*) FROM traces GROUP BY status"):
         out[status] = int(n)
     for reason, n in db.execute(
@@ -155,7 +166,17 @@ def counts_of(db: sqlite3.Connection) -> dict[str, int]:
     ):
         out["late"] = out.get("late", 0) + int(n)
         out[f"late:{reason}"] = int(n)
+    for key, n in pruned.items():  # the traces forgotten, counted as they were
+        out[key] = out.get(key, 0) + n
     return out
+
+
+def judged_total(db: sqlite3.Connection) -> int:
+    """How many rows were judged, those forgotten by `MonitorState.prune` too: the windows
+    of N rows are numbered by it."""
+    kept = int(db.execute("SELECT count(*) FROM traces WHERE status=?", (JUDGED,)).fetchone()[0])
+    found = db.execute("SELECT value FROM counts WHERE name=?", (PRUNED + JUDGED,)).fetchone()
+    return kept + (int(found[0]) if found else 0)
 
 
 class MonitorState:
@@ -504,5 +525,47 @@ class MonitorState:
         ]
 
     def judged_count(self) -> int:
-        """How many rows were judged."""
-        return int(self.read("SELECT count(*) FROM traces WHERE status=?", (JUDGED,))[0][0])
+        """How many rows were judged (those forgotten by `prune` too)."""
+        with self.snapshot() as db:
+            return judged_total(db)
+
+    def prune(self, before: float) -> int:
+        """Forget the traces completed (and judged) before `before`, seconds of the
+        monitor's clock, that nothing reads any more, one transaction per few thousand;
+        their numbers stay in the counts (`counts_of`). Kept whatever their age: rows
+        pending, judged rows of a window not closed yet or of a baseline window (the check
+        reads them at every window), and each alert's worst traces (the viewer shows their
+        rows and evidence). Returns how many were forgotten."""
+        total = 0
+        while True:
+            with self.writing() as db:
+                found = db.execute(
+                    "SELECT seq, status, reason, late FROM traces WHERE status != ?"
+                    " AND seen_at < ? AND coalesce(judged_at, 0) < ?"
+                    " AND (status != ? OR window IN (SELECT number FROM windows"
+                    "  WHERE NOT coalesce(json_extract(summary, '$.baseline'), 0)))"
+                    " AND trace_id NOT IN (SELECT json_extract(w.value, '$.trace_id')"
+                    "  FROM alerts, json_each(alerts.alert, '$.worst') AS w"
+                    "  WHERE json_extract(w.value, '$.trace_id') IS NOT NULL)"
+                    " ORDER BY seq LIMIT ?",
+                    (PENDING, before, before, JUDGED, _PRUNE_BATCH),
+                ).fetchall()
+                added: dict[str, int] = {}
+                for _, status, reason, late in found:
+                    keys = [status, FORGOTTEN]
+                    if status == SKIPPED:
+                        keys.append(f"{SKIPPED}:{reason}")
+                    if late is not None:
+                        keys += ["late", f"late:{late}"]
+                    for key in keys:
+                        name = key if key == FORGOTTEN else PRUNED + key
+                        added[name] = added.get(name, 0) + 1
+                db.executemany("DELETE FROM traces WHERE seq=?", [(seq,) for seq, *_ in found])
+                db.executemany(
+                    "INSERT INTO counts (name, value) VALUES (?, ?) ON CONFLICT (name)"
+                    " DO UPDATE SET value=value+excluded.value",
+                    sorted(added.items()),
+                )
+            total += len(found)
+            if len(found) < _PRUNE_BATCH:
+                return total

@@ -99,7 +99,7 @@ def test_ray_judges_a_batch_as_the_monitor_s_own_process_does(
 def test_ray_with_processes_is_refused_in_each_front_end_s_words(tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"processes=2 with ray=True: Ray has its own actors"):
         MonitorConfig(state=tmp_path / "state", processes=2, ray_address="127.0.0.1:1")
-    args = ["monitor", "--once", "--state", tmp_path / "state", "--metrics", "context_recall"]
+    args = ["monitor", "--once", "--state", tmp_path / "state", "--metrics", "recall@10"]
     done = run(*args, "--ray", "--processes", "2")
     assert done.returncode == 2
     assert "--processes 2 cannot be used with --ray: Ray has its own actors" in done.stderr
