@@ -229,7 +229,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="requests held by the receiver before it answers 503 Retry-After (default 64)",
     )
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
-    p.add_argument("--quiet", action="store_true", help="say only alerts and errors on stderr")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="say only alerts and errors on stderr, and the address listened on when the "
+        "system chose its port (--listen :0, --metrics-port 0)",
+    )
     p.set_defaults(func=run_monitor)
 
 

@@ -980,7 +980,8 @@ class Monitor:
         if metrics_port is not None:
             metrics = serve_metrics(self.registry, metrics_host, metrics_port)
             self.metrics_port = metrics.port
-            self._say(f"metrics on {metrics.url}")
+            # A port chosen by the system is said even when quiet: nothing else tells it.
+            self._say(f"metrics on {metrics.url}", always=metrics_port == 0)
         if host is not None:
             self._collector.queue_depth = queue.qsize
             app = make_app(queue, token=token, health=self.health)
@@ -1001,7 +1002,7 @@ class Monitor:
                     ) from exc
                 raise
             bound = int(runner.addresses[0][1])  # the port chosen when 0 was given
-            self._say(f"monitor listening on http://{shown}:{bound}/v1/traces")
+            self._say(f"monitor listening on http://{shown}:{bound}/v1/traces", always=port == 0)
         if on_ready is not None:
             on_ready(bound)
         tasks = [
