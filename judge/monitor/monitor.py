@@ -62,7 +62,7 @@ from judge.monitor.windows import (
     parse_duration,
     parse_window,
 )
-from judge.run.dry_run import dry_run
+from judge.run.dry_run import dry_run, row_estimates
 from judge.run.estimate import Estimate
 from judge.run.evaluate import aevaluate_rows
 from judge.run.inputs import open_input
@@ -325,6 +325,7 @@ class Monitor:
         self._delivering = asyncio.Lock()
         self._deliver_at = 0.0  # time.monotonic() before which the outbox is not tried
         self._prune_at = 0.0  # time.monotonic() before which the state is not pruned
+        self._prices: dict[str, Estimate] = {}  # trace id -> its row's price (`_price`)
         # All the state's work runs in this one thread: SQLite's calls never block the
         # event loop that receives traces and awaits the judge.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-monitor")
@@ -440,8 +441,12 @@ class Monitor:
 
     # -- sampling -----------------------------------------------------------------------
 
-    def _estimate(self, row: dict[str, Any]) -> Estimate:
-        """The judge requests a row takes and their cost, as the dry run estimates them."""
+    def _estimate(self, trace_id: str, row: dict[str, Any]) -> Estimate:
+        """The judge requests a row takes and their cost, as the dry run estimates them:
+        priced with its batch by `_price`, else now."""
+        found = self._prices.pop(trace_id, None)
+        if found is not None:
+            return found
         if self.config.llm is None:
             return Estimate(cost=0.0)
         return dry_run(
@@ -451,18 +456,40 @@ class Monitor:
             embeddings=self.config.embeddings,
         ).total
 
+    def _sampled_out(self, trace_id: str) -> bool:
+        """Whether --sample-rate leaves the trace out (by a hash of its id)."""
+        rate = self.config.sample_rate
+        return rate < 1 and sample_key(self.config.seed, trace_id) >= rate * 2**64
+
+    def _price(self, rows: list[tuple[str, dict[str, Any]]]) -> None:
+        """Price a batch of completed rows at once, before the transaction that charges
+        them (`MonitorState.complete`): the metrics, prompts and stand-in judge are made
+        once, not per row, and the state is not held meanwhile."""
+        self._prices = {}
+        if self.config.budget is None or self.config.llm is None:
+            return
+        rows = [(t, row) for t, row in rows if not self._sampled_out(t)]  # never charged
+        if not rows:
+            return
+        estimates = row_estimates(
+            [row for _, row in rows],
+            metrics=self.config.metrics,
+            llm=self.config.llm,
+            embeddings=self.config.embeddings,
+        )
+        self._prices = {t: e for (t, _), e in zip(rows, estimates, strict=True)}
+
     def _choose(self, db: sqlite3.Connection, trace_id: str, row: dict[str, Any]) -> Completed:
         """What becomes of a completed trace's row: sampled out, over budget, or pending."""
         start_ns = parse_since(row["start_time"])
         window = start_ns // (self.window.seconds * NS) if self.window.seconds else None
-        rate = self.config.sample_rate
-        if rate < 1 and sample_key(self.config.seed, trace_id) >= rate * 2**64:
+        if self._sampled_out(trace_id):
             return Completed(SAMPLED_OUT, window=window)
         budget = self.config.budget
         if budget is None:
             return Completed(PENDING, window=window)
         assert isinstance(budget, Budget)  # parsed by MonitorConfig
-        estimate = self._estimate(row)
+        estimate = self._estimate(trace_id, row)
         requests = estimate.chat_requests + estimate.embedding_requests
         if not charge(db, budget, start_ns, requests, estimate.cost):
             return Completed(OVER_BUDGET, requests, window)
@@ -479,6 +506,7 @@ class Monitor:
                 self._choose,
                 everything=everything,
                 mapping=dict(self.config.mapping or {}),
+                price=self._price,
             )
             total += done
             if not done:

@@ -409,12 +409,15 @@ class MonitorState:
         everything: bool = False,
         mapping: dict[str, str] | None = None,
         limit: int = 1000,
+        price: Callable[[list[tuple[str, dict[str, Any]]]], None] | None = None,
     ) -> int:
-        """Complete the traces due (one transaction): those whose root came `linger` seconds
-        ago or more, those without a root whose last span came `linger` seconds ago or more
-        (`everything`: every open trace). Each becomes its row, as `judge traces extract`
-        makes it, or a skip with its reason; `choose` says what becomes of a row (sampled
-        out, over budget, pending). Returns the number completed.
+        """Complete the traces due (one transaction records them): those whose root came
+        `linger` seconds ago or more, those without a root whose last span came `linger`
+        seconds ago or more (`everything`: every open trace). Each becomes its row, as
+        `judge traces extract` makes it, or a skip with its reason; `price`, when given, is
+        called with the rows (trace id, row) before that transaction, for a chooser's slow
+        work (the budget's pricing) to be done outside it; `choose` says what becomes of a
+        row (sampled out, over budget, pending). Returns the number completed.
         """
         with self.writing() as db:
             # Receipt times ahead of the clock: the clock stepped back since (a VM restored,
@@ -457,9 +460,6 @@ class MonitorState:
                     f"SELECT trace_id, first_at FROM open_traces WHERE trace_id IN ({marks})", ids
                 ).fetchall()
             )
-            keys = [(trace_id,) for trace_id in ids]
-            db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
-            db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)
             rows: list[tuple[str, dict[str, Any]]] = []
             skips: list[tuple[str, float, str, str, str]] = []
             for trace_id in ids:
@@ -470,6 +470,28 @@ class MonitorState:
                     skips.append((trace_id, now, SKIPPED, result.reason, result.message))
                 else:
                     rows.append((trace_id, result))
+        if not ids:
+            return 0
+        if price is not None and rows:
+            # Outside the transaction that records them: nothing else writes meanwhile (the
+            # state's work runs in one thread, and one monitor holds a --state).
+            price(rows)
+        with self.writing() as db:
+            # Still open (a second process on this state may have completed one since):
+            # a trace id is completed once.
+            still = {
+                t
+                for (t,) in db.execute(
+                    f"SELECT trace_id FROM open_traces WHERE trace_id IN ({marks})", ids
+                )
+            }
+            if len(still) < len(ids):
+                ids = [t for t in ids if t in still]
+                rows = [(t, row) for t, row in rows if t in still]
+                skips = [skip for skip in skips if skip[0] in still]
+            keys = [(trace_id,) for trace_id in ids]
+            db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
+            db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)
             db.executemany(
                 "INSERT INTO traces (trace_id, seen_at, status, reason, message)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -509,7 +531,7 @@ class MonitorState:
                 " window, late) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 completed,
             )
-            return len(due)
+            return len(ids)
 
     def open_traces(self) -> int:
         """How many traces are still open (spans received, not yet complete)."""
