@@ -125,3 +125,21 @@ def test_a_ray_address_where_nothing_answers_is_refused_before_any_trace(
         assert f"no Ray cluster answers at --ray-address {address}" in done.stderr
         assert "Traceback" not in done.stderr
         assert server.count() == 0
+
+
+def test_the_command_line_judges_on_a_local_ray(tmp_path: Path) -> None:
+    """`judge monitor --once --ray`: a local Ray started by the command; the same state as
+    without --ray."""
+    otel = tmp_path / "otel"
+    otel.mkdir()
+    traces_file(otel / "traces.json", lambda p: rag_traces(p, 4, bad_from=2))
+    with FakeLLMServer(heuristic_judge) as server:
+        for name, flags in (("here", []), ("ray", ["--ray", "--ray-actors", "1"])):
+            folder = tmp_path / name
+            args = ["monitor", "--once", "--watch", otel, "--state", folder / "state"]
+            done = run(*args, *judge_flags(server, folder), "--window", "4", "--quiet", *flags)
+            assert done.returncode == 0, done.stderr
+            assert "4 traces judged" in done.stdout
+        assert server.count() == 2 * 4 * PER_ROW
+    assert judged(tmp_path / "ray" / "state") == judged(tmp_path / "here" / "state")
+    assert list((tmp_path / "ray" / "cache.ray").glob("actor-*.sqlite"))
