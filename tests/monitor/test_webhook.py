@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from judge.llm.config import LLM
 from judge.monitor.monitor import Monitor, MonitorConfig
@@ -79,6 +81,17 @@ def config(tmp: Path, server: FakeLLMServer, **options: Any) -> MonitorConfig:
     )
 
 
+def webhook_gauge(monitor: Monitor) -> dict[str, float]:
+    """judge_monitor_webhook_alerts by status, as Prometheus reads the monitor's registry."""
+    text = generate_latest(monitor.registry).decode()
+    return {
+        sample.labels["status"]: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "judge_monitor_webhook_alerts"
+        for sample in family.samples
+    }
+
+
 def outbox(state: Path) -> list[tuple[Any, ...]]:
     db = MonitorState(state)
     try:
@@ -134,8 +147,10 @@ def test_an_alert_waits_in_the_outbox_while_the_webhook_is_down(tmp_path: Path) 
         monitor = Monitor(config(tmp_path, server, webhook=down, **options))
         try:
             report = monitor.once(tmp_path / "otel")
+            held = webhook_gauge(monitor)
         finally:
             monitor.close()
+        assert held == {"pending": len(report.alerts), "delivered": 0, "refused": 0}
         assert report.alerts
         notes = [n for n in report.notes if "kept in the state's outbox" in n]
         assert len(notes) == 1 and "not delivered to" in notes[0]
@@ -151,6 +166,7 @@ def test_an_alert_waits_in_the_outbox_while_the_webhook_is_down(tmp_path: Path) 
             monitor = Monitor(config(tmp_path, server, webhook=url, **options))
             try:
                 again = monitor.once(tmp_path / "otel")
+                sent = webhook_gauge(monitor)
             finally:
                 monitor.close()
         finally:
@@ -159,6 +175,7 @@ def test_an_alert_waits_in_the_outbox_while_the_webhook_is_down(tmp_path: Path) 
     assert not again.alerts and not again.notes
     assert [post for post, _ in _Hook.posts] == json.loads(json.dumps(report.alerts))
     assert {status for _, status, _ in outbox(tmp_path / "state")} == {"delivered"}
+    assert sent == {"pending": 0, "delivered": len(report.alerts), "refused": 0}
 
 
 def test_a_refused_alert_is_not_posted_again(tmp_path: Path, hook: str) -> None:
