@@ -201,7 +201,7 @@ def evaluate_on_ray(
         column_map: as for `judge.evaluate`.
     """
     if actors < 1:
-        raise JudgeError(f"ray_actors={actors}: give 1 or more")
+        raise JudgeError(f"actors={actors}: give 1 or more")
     if spec.prompts is not None:
         raise JudgeError("prompts= cannot be used on Ray yet: drop it, or judge without Ray")
     if spec.part is not None:
