@@ -28,10 +28,11 @@ LAYERS: list[set[str]] = [
     {"metrics"},
     {"runs"},  # the run store: `judge.run.folder` records runs in it
     {"run"},
+    {"ray"},  # judge eval --ray's executor, which `judge monitor --ray` hands batches to
     {"comparison", "labels", "testset", "experiments", "traces"},
     {"monitor"},  # `judge monitor` reads traces as `judge.traces` does
     {"probes", "view", "annotate"},
-    {"ray", "testing"},
+    {"testing"},
     {"cli"},
     {"pytest_plugin"},
     {"__init__", "__main__"},

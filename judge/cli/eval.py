@@ -476,9 +476,9 @@ def run_in_processes(args: argparse.Namespace, gates: Gates, labels: Labels | No
 def run_on_ray(args: argparse.Namespace, gates: Gates, labels: Labels | None = None) -> int:
     """`judge eval --ray`: the rows judged by Ray actors and written as a plain run's;
     returns the exit code."""
-    from judge.ray.caches import ActorCaches
     from judge.ray.evaluate import require_ray
-    from judge.ray.file_eval import evaluate_file
+    from judge.ray.file_eval import evaluate_on_ray
+    from judge.run.options import RunSpec
     from judge.run.output_folder import OutputFolder
 
     if args.shard is not None:
@@ -492,27 +492,26 @@ def run_on_ray(args: argparse.Namespace, gates: Gates, labels: Labels | None = N
         raise JudgeError(f"--ray-actors {args.ray_actors}: give at least 1")
     require_ray()  # before reading the data: say at once that the extra is missing
     judge = judge_options(args)
+    # The actors open the caches: here only its path (the actors read it, never create it).
     llm, embeddings, _ = dataclasses.replace(judge, no_cache=True).open()
-    cache = Path(judge.cache)
-    metrics = metrics_given(args)
+    spec = RunSpec(
+        metrics=metrics_given(args),
+        llm=llm,
+        embeddings=embeddings,
+        cache=None if judge.no_cache else judge.cache,
+        progress=not args.no_progress,
+        gates=gates,
+    )
     # only once the options are known to be good
     with OutputFolder(args.out, inputs=_data_files(args.data)) as folder:
-        result = evaluate_file(
+        result = evaluate_on_ray(
             args.data,
-            metrics=metrics,
-            llm=llm,
-            embeddings=embeddings,
-            caches=ActorCaches.of(
-                None if judge.no_cache else cache.with_name(cache.stem + ".ray"),
-                judge.cache_mode,
-                [] if judge.no_cache else [cache],
-            ),
+            spec,
             actors=args.ray_actors,
             address=args.ray_address,
-            rows_dir=folder.path,
-            progress=not args.no_progress,
+            work=folder.path,
+            cache_mode=judge.cache_mode,
             column_map=column_map(args),
-            gates=gates,
         )
         code = finish_run(result, folder, gates, labels=labels)
     record_run(args, folder.path, "eval")

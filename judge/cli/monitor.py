@@ -137,8 +137,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--webhook",
         metavar="URL",
-        help="POST each alert as JSON to URL (retried; a delivery that fails is said on "
-        "stderr; the state keeps every alert)",
+        help="POST each alert as JSON to URL, at least once: queued in --state with the alert "
+        "and posted (retried with backoff, again after 60 s and at the next start, even "
+        'after kill -9) until URL answers 2xx; every copy has the alert\'s "id" (and '
+        "Idempotency-Key header) to de-duplicate by; a failure is said on stderr",
     )
     p.add_argument(
         "--metrics-port",
@@ -180,6 +182,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "judged and counted as late, with its window",
     )
     p.add_argument(
+        "--keep-traces",
+        metavar="DURATION",
+        help="forget a trace's row (its fields, scores and evidence) this long after it was "
+        "completed and judged (7d, 12h, 30m; 0: at once), so the state stays bounded; its "
+        "numbers stay in the counts and metrics. Kept whatever their age: rows pending, rows "
+        "of windows still open and of the baseline windows, each alert's worst traces, and "
+        "every window's figures and alert (default: keep every trace)",
+    )
+    p.add_argument(
         "--batch", type=int, default=32, metavar="N", help="rows judged at once (default 32)"
     )
     p.add_argument(
@@ -191,6 +202,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--processes does, when one process's client is the limit (default 1: here)",
     )
     p.add_argument(
+        "--ray",
+        action="store_true",
+        help="judge each batch on Ray (needs judge[ray]), as judge eval --ray does: a pool of "
+        "--ray-actors actors, each with its own session and its own cache file in the "
+        "directory beside --cache (cache.sqlite -> cache.ray/); not with --processes",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="the Ray cluster to join (e.g. 10.0.0.1:6379, as `ray start --head` prints); "
+        "implies --ray; default: a local Ray started by the monitor",
+    )
+    p.add_argument(
+        "--ray-actors",
+        type=int,
+        default=2,
+        metavar="N",
+        help="actors judging each batch with --ray (default 2)",
+    )
+    p.add_argument(
         "--queue",
         type=int,
         default=64,
@@ -198,7 +229,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="requests held by the receiver before it answers 503 Retry-After (default 64)",
     )
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
-    p.add_argument("--quiet", action="store_true", help="say only alerts and errors on stderr")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="say only alerts and errors on stderr, and the address listened on when the "
+        "system chose its port (--listen :0, --metrics-port 0)",
+    )
     p.set_defaults(func=run_monitor)
 
 
@@ -240,11 +276,25 @@ def run_monitor(args: argparse.Namespace) -> int:
         raise JudgeError(f"--linger {args.linger:g}: give seconds, 0 or more")
     if not 0 <= args.late < math.inf:  # NaN or inf: a window could wait forever
         raise JudgeError(f"--late {args.late:g}: give seconds, 0 or more")
+    if args.keep_traces is not None:
+        from judge.monitor.windows import parse_duration
+
+        if parse_duration(args.keep_traces) is None:
+            raise JudgeError(
+                f"--keep-traces {args.keep_traces}: give a duration, e.g. 7d, 12h or 30m "
+                "(0: as soon as nothing reads them)"
+            )
     if not 0 <= args.sample_rate <= 1:
         raise JudgeError(f"--sample-rate {args.sample_rate:g}: give a share from 0 to 1")
+    if (args.ray or args.ray_address) and args.processes > 1:
+        raise JudgeError(
+            f"--processes {args.processes} cannot be used with --ray: Ray has its own actors "
+            "(--ray-actors); drop one of them"
+        )
     for flag, number in (
         ("--batch", args.batch),
         ("--processes", args.processes),
+        ("--ray-actors", args.ray_actors),
         ("--queue", args.queue),
         ("--baseline-windows", args.baseline_windows),
     ):
@@ -280,6 +330,9 @@ def run_monitor(args: argparse.Namespace) -> int:
         cache=cache,
         sample_rate=args.sample_rate,
         processes=args.processes,
+        ray=args.ray or args.ray_address is not None,
+        ray_address=args.ray_address,
+        ray_actors=args.ray_actors,
         budget=args.budget,
         window=args.window,
         baseline_windows=(
@@ -299,6 +352,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         mapping=trace_mapping(args.map),
         check=drop_check(alpha=args.alpha, min_drop=args.min_drop),
         webhook=args.webhook,
+        keep_traces=args.keep_traces,
         progress=not args.quiet,
     )
     monitor = Monitor(config)

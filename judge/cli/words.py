@@ -46,6 +46,7 @@ FLAGS = {
     "budget": "--budget",  # judge monitor
     "baseline_windows": "--baseline-windows",
     "baseline_run": "--baseline-run",
+    "keep_traces": "--keep-traces",
     # judge plan
     "difference": "--difference",
     "power": "--power",

@@ -86,11 +86,26 @@ def m004_late_rows(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE traces ADD COLUMN late TEXT")
 
 
+def m005_alert_outbox(db: sqlite3.Connection) -> None:
+    """Format 5: the webhook's outbox, one row per alert to post (queued in the transaction
+    that records the alert, when a webhook is given): `pending` until the webhook took it
+    (`delivered`) or refused it (`refused`, a 4xx), with the tries made and the last
+    failure, so that an alert is posted at least once across restarts and kill -9. The
+    alerts recorded before are not queued: they were posted at most once, as then."""
+    db.execute(
+        "CREATE TABLE outbox (alert INTEGER PRIMARY KEY, status TEXT NOT NULL,"
+        " queued_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_at REAL,"
+        " failure TEXT)"
+    )
+    db.execute("CREATE INDEX outbox_by_status ON outbox (status, alert)")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_create_state,
     m002_spend,
     m003_encoded_spans,
     m004_late_rows,
+    m005_alert_outbox,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

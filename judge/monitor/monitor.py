@@ -19,6 +19,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,16 +44,25 @@ from judge.monitor.receiver import Received, make_app
 from judge.monitor.state import (
     JUDGE_USAGE,
     JUDGED,
+    OUTBOX_PENDING,
     OVER_BUDGET,
     PENDING,
     SAMPLED_OUT,
     Completed,
     MonitorState,
+    judged_total,
 )
 from judge.monitor.watch import files_in, identity_of, read_new
 from judge.monitor.webhook import post_alert
-from judge.monitor.windows import NS, WindowCheck, WindowSpec, metric_summary, parse_window
-from judge.run.dry_run import dry_run
+from judge.monitor.windows import (
+    NS,
+    WindowCheck,
+    WindowSpec,
+    metric_summary,
+    parse_duration,
+    parse_window,
+)
+from judge.run.dry_run import dry_run, row_estimates
 from judge.run.estimate import Estimate
 from judge.run.evaluate import aevaluate_rows
 from judge.run.inputs import open_input
@@ -65,6 +75,10 @@ from judge.traces.spans import iso_utc
 T = TypeVar("T")
 FIRST_WINDOWS = "the first windows"  # the baseline the state records when no run is pinned
 WORST = 3  # traces named in an alert
+# Seconds before the outbox is tried again after the webhook could not be reached: its
+# alerts wait in the state, and the monitor does not spend each pass on a dead receiver.
+DELIVERY_RETRY = 60.0
+PRUNE_EVERY = 60.0  # seconds between two prunings of the state (`keep_traces`) while serving
 _FIGURES = ("scored", "mean", "ci_low", "ci_high")  # a metric's figures in a summary
 
 
@@ -110,11 +124,28 @@ class MonitorConfig:
         mapping: field -> attribute for custom instrumentation (`--map`).
         processes: judge each batch in this many fresh processes (`judge eval
             --processes`'s executor) when one process's client is the limit; 1: here.
+        ray: judge each batch on Ray instead (`judge eval --ray`'s executor,
+            `judge.ray.file_eval.evaluate_on_ray`; needs judge[ray]): a pool of
+            `ray_actors` actors, each with its own session and its own cache file in the
+            directory beside `cache`. Not with `processes`.
+        ray_address: the Ray cluster to join (`ray start --head` prints it); implies `ray`;
+            None: a local Ray started by the monitor (or the one this process joined).
+        ray_actors: the actors judging each batch with `ray`.
         check: the alert statistics (`judge.monitor.windows.WindowCheck`; default the
             sequential drop test, `judge.monitor.alerts.drop_check()`); None: windows are
             kept with their intervals and no metric is checked.
-        webhook: a URL each alert is POSTed to as JSON (retried; a delivery that still fails
-            is said on stderr and in the report's notes; the state keeps every alert).
+        webhook: a URL each alert is POSTed to as JSON, at least once: queued in the
+            state's outbox with the alert, retried with backoff, and posted again after
+            `DELIVERY_RETRY` seconds, or at the next start (after kill -9 too), until the
+            webhook answers 2xx; the alert's "id" (also its Idempotency-Key header) lets a
+            receiver drop a second copy. A refusal (another 4xx) is not posted again; each
+            failure is said on stderr and in the report's notes.
+        keep_traces: forget a completed trace's row in the state (its input fields, scores
+            and evidence) this long after it was completed and judged: seconds, or a
+            duration ("7d", "12h"); its numbers stay in the counts, and a span of it that
+            comes later starts a new trace. Kept whatever their age: rows pending, rows of
+            windows not closed yet and of the baseline windows, each alert's worst traces,
+            and every window's figures and alert. None: keep every trace.
         progress: say on stderr what each pass did.
     """
 
@@ -138,8 +169,12 @@ class MonitorConfig:
     seed: int = 0
     mapping: Mapping[str, str] | None = None
     processes: int = 1
+    ray: bool = False
+    ray_address: str | None = None
+    ray_actors: int = 2
     check: WindowCheck | None = field(default_factory=drop_check)
     webhook: str | None = None
+    keep_traces: float | str | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -147,9 +182,30 @@ class MonitorConfig:
             raise JudgeError(f"sample_rate={self.sample_rate}: give a share from 0 to 1")
         self.budget = parse_budget(self.budget)
         check_priced(self.budget, self.llm, self.embeddings)
-        for name in ("baseline_windows", "batch", "queue", "processes"):
+        for name in ("baseline_windows", "batch", "queue", "processes", "ray_actors"):
             if getattr(self, name) < 1:
                 raise JudgeError(f"{name}={getattr(self, name)}: give 1 or more")
+        if self.ray_address is not None:
+            self.ray = True
+        if self.ray and self.processes > 1:
+            raise JudgeError(
+                f"processes={self.processes} with ray=True: Ray has its own actors "
+                "(ray_actors=); give one of them"
+            )
+        if self.ray:
+            from judge.ray.evaluate import require_ray
+
+            require_ray()  # said at once, not at the first batch
+        if isinstance(self.keep_traces, str):
+            seconds = parse_duration(self.keep_traces)
+            if seconds is None:
+                raise JudgeError(
+                    f"keep_traces={self.keep_traces!r}: give a duration, e.g. '7d', '12h', or "
+                    "seconds"
+                )
+            self.keep_traces = seconds
+        if self.keep_traces is not None and not 0 <= self.keep_traces < math.inf:
+            raise JudgeError(f"keep_traces={self.keep_traces}: give seconds, 0 or more")
         if not self.linger >= 0:  # NaN too: no trace would ever be complete
             raise JudgeError(f"linger={self.linger}: give seconds, 0 or more")
         if not 0 <= self.late < math.inf:  # NaN or inf: a window could wait forever
@@ -179,6 +235,11 @@ class MonitorReport:
             f"{c.get('skipped', 0)} skipped"
             + (f" ({', '.join(f'{n} {r}' for r, n in skips)})" if skips else "")
         ]
+        if c.get("forgotten"):
+            out.append(
+                f"{c['forgotten']} traces forgotten by keep_traces= (counted above; their rows "
+                "are no longer in the state)"
+            )
         if c.get("late"):
             lates = sorted((k.split(":", 1)[1], v) for k, v in c.items() if k.startswith("late:"))
             out.append(
@@ -255,9 +316,16 @@ class Monitor:
         self.state = MonitorState(config.state)
         try:
             self._check_settings()
+            # An alert's id is this state's id and the alert's number: unique across the
+            # monitors sharing a load, the same in every delivery of one alert.
+            self._state_id = self.state.setting("id", uuid.uuid4().hex[:16])
         except BaseException:
             self.state.close()
             raise
+        self._delivering = asyncio.Lock()
+        self._deliver_at = 0.0  # time.monotonic() before which the outbox is not tried
+        self._prune_at = 0.0  # time.monotonic() before which the state is not pruned
+        self._prices: dict[str, Estimate] = {}  # trace id -> its row's price (`_price`)
         # All the state's work runs in this one thread: SQLite's calls never block the
         # event loop that receives traces and awaits the judge.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-monitor")
@@ -373,8 +441,12 @@ class Monitor:
 
     # -- sampling -----------------------------------------------------------------------
 
-    def _estimate(self, row: dict[str, Any]) -> Estimate:
-        """The judge requests a row takes and their cost, as the dry run estimates them."""
+    def _estimate(self, trace_id: str, row: dict[str, Any]) -> Estimate:
+        """The judge requests a row takes and their cost, as the dry run estimates them:
+        priced with its batch by `_price`, else now."""
+        found = self._prices.pop(trace_id, None)
+        if found is not None:
+            return found
         if self.config.llm is None:
             return Estimate(cost=0.0)
         return dry_run(
@@ -384,18 +456,40 @@ class Monitor:
             embeddings=self.config.embeddings,
         ).total
 
+    def _sampled_out(self, trace_id: str) -> bool:
+        """Whether --sample-rate leaves the trace out (by a hash of its id)."""
+        rate = self.config.sample_rate
+        return rate < 1 and sample_key(self.config.seed, trace_id) >= rate * 2**64
+
+    def _price(self, rows: list[tuple[str, dict[str, Any]]]) -> None:
+        """Price a batch of completed rows at once, before the transaction that charges
+        them (`MonitorState.complete`): the metrics, prompts and stand-in judge are made
+        once, not per row, and the state is not held meanwhile."""
+        self._prices = {}
+        if self.config.budget is None or self.config.llm is None:
+            return
+        rows = [(t, row) for t, row in rows if not self._sampled_out(t)]  # never charged
+        if not rows:
+            return
+        estimates = row_estimates(
+            [row for _, row in rows],
+            metrics=self.config.metrics,
+            llm=self.config.llm,
+            embeddings=self.config.embeddings,
+        )
+        self._prices = {t: e for (t, _), e in zip(rows, estimates, strict=True)}
+
     def _choose(self, db: sqlite3.Connection, trace_id: str, row: dict[str, Any]) -> Completed:
         """What becomes of a completed trace's row: sampled out, over budget, or pending."""
         start_ns = parse_since(row["start_time"])
         window = start_ns // (self.window.seconds * NS) if self.window.seconds else None
-        rate = self.config.sample_rate
-        if rate < 1 and sample_key(self.config.seed, trace_id) >= rate * 2**64:
+        if self._sampled_out(trace_id):
             return Completed(SAMPLED_OUT, window=window)
         budget = self.config.budget
         if budget is None:
             return Completed(PENDING, window=window)
         assert isinstance(budget, Budget)  # parsed by MonitorConfig
-        estimate = self._estimate(row)
+        estimate = self._estimate(trace_id, row)
         requests = estimate.chat_requests + estimate.embedding_requests
         if not charge(db, budget, start_ns, requests, estimate.cost):
             return Completed(OVER_BUDGET, requests, window)
@@ -412,6 +506,7 @@ class Monitor:
                 self._choose,
                 everything=everything,
                 mapping=dict(self.config.mapping or {}),
+                price=self._price,
             )
             total += done
             if not done:
@@ -429,6 +524,8 @@ class Monitor:
             cache=self.config.cache,
             progress=False,
         )
+        if self.config.ray:
+            return await asyncio.to_thread(self._judge_on_ray, rows, spec)
         if self.config.processes > 1 and len(rows) > 1:
             return await asyncio.to_thread(self._judge_in_processes, rows, spec)
         given = open_input(rows)
@@ -450,6 +547,34 @@ class Monitor:
             result = evaluate_in_processes(data, spec, self.config.processes, work)
             return list(result.rows), dict(result.usage)
 
+    def _judge_on_ray(
+        self, rows: list[dict[str, Any]], spec: RunSpec
+    ) -> tuple[list[ResultRow], dict[str, Any]]:
+        """The rows judged by Ray's actors (`judge eval --ray`'s executor), their results
+        spilled in a folder of the state's own (removed after: the results are read
+        before)."""
+        from judge.ray.file_eval import evaluate_on_ray
+
+        with tempfile.TemporaryDirectory(dir=self.state.folder, prefix=".judging-") as folder:
+            result = evaluate_on_ray(
+                rows,
+                spec,
+                actors=self.config.ray_actors,
+                address=self.config.ray_address,
+                work=folder,
+            )
+            return list(result.rows), dict(result.usage)
+
+    def _join_ray(self) -> None:
+        """Join (or start) the Ray cluster before any trace is taken: an address where no
+        cluster answers is refused at once, not retried at every batch."""
+        if not self.config.ray:
+            return
+        from judge.ray.evaluate import require_ray
+        from judge.ray.file_eval import connect
+
+        connect(require_ray(), self.config.ray_address)
+
     def _record(
         self,
         rows: list[dict[str, Any]],
@@ -462,9 +587,7 @@ class Monitor:
         now = time.time()
         recorded = 0
         with self.state.writing() as db:
-            judged = int(
-                db.execute("SELECT count(*) FROM traces WHERE status=?", (JUDGED,)).fetchone()[0]
-            )
+            judged = judged_total(db)
             for row in rows:
                 result = by_id.get(str(row["id"]))
                 if result is None:
@@ -667,7 +790,9 @@ class Monitor:
             worst = sorted(scored, key=lambda r: (sign * r["scores"][metric], r["trace_id"]))
             worst = worst[:WORST]
             assert isinstance(base, Baseline)
+            (alert_number,) = db.execute("SELECT coalesce(max(id), 0) + 1 FROM alerts").fetchone()
             record = {
+                "id": f"{self._state_id}-{alert_number}",
                 "metric": metric,
                 "window": number,
                 "start": start,
@@ -685,10 +810,16 @@ class Monitor:
                     for r in worst
                 ],
             }
+            now = time.time()
             db.execute(
-                "INSERT INTO alerts (window, metric, at, alert) VALUES (?, ?, ?, ?)",
-                (number, metric, time.time(), _json(record)),
+                "INSERT INTO alerts (id, window, metric, at, alert) VALUES (?, ?, ?, ?, ?)",
+                (alert_number, number, metric, now, _json(record)),
             )
+            if self.config.webhook:  # in the alert's transaction: posted at least once
+                db.execute(
+                    "INSERT INTO outbox (alert, status, queued_at) VALUES (?, ?, ?)",
+                    (alert_number, OUTBOX_PENDING, now),
+                )
             self._alerts.append(record)
 
     def _baseline(
@@ -721,12 +852,56 @@ class Monitor:
             self._say(f"window {window['number']} closed: {window['rows']} rows")
         for alert in self._alerts[before[0] :]:
             print(terminal_text(f"judge: {alert_line(alert)}"), file=sys.stderr)
-            if self.config.webhook:
-                failure = await post_alert(self.config.webhook, alert)
-                if failure is not None:
-                    note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
-                    self._notes.append(note)
-                    self._say(f"note: {note}", always=True)
+        await self.deliver()
+        if time.monotonic() >= self._prune_at:
+            await self.prune()
+
+    async def prune(self) -> int:
+        """Forget the traces older than `keep_traces` that nothing reads any more
+        (`MonitorState.prune`); returns how many."""
+        keep = self.config.keep_traces
+        if keep is None:
+            return 0
+        assert not isinstance(keep, str)  # parsed by MonitorConfig
+        self._prune_at = time.monotonic() + PRUNE_EVERY
+        forgotten = await self._db(self.state.prune, time.time() - keep)
+        if forgotten:
+            self._say(f"{forgotten} traces older than keep_traces= forgotten")
+        return forgotten
+
+    async def deliver(self) -> int:
+        """Post the alerts the state's outbox holds undelivered to the webhook, oldest first,
+        each marked delivered once the webhook took it: at least once, across restarts and
+        kill -9 (a kill after the POST and before the mark posts it again, with the same
+        id). After a failed try the outbox waits `DELIVERY_RETRY` seconds. Returns how
+        many were delivered."""
+        url = self.config.webhook
+        if url is None or time.monotonic() < self._deliver_at:
+            return 0
+        delivered = 0
+        async with self._delivering:  # the judging and the passes close windows at once
+            for number, text in await self._db(self.state.undelivered):
+                alert = json.loads(text)
+                failure = await post_alert(url, alert)
+                reason = None if failure is None else failure.reason
+                retry = failure is not None and failure.retry
+                await self._db(self.state.delivery, number, time.time(), reason, retry)
+                if failure is None:
+                    delivered += 1
+                    self._say(f"alert {alert.get('id', number)} delivered to the webhook")
+                    continue
+                note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
+                if retry:  # the webhook is down: this one and those after it wait
+                    note += (
+                        f"; kept in the state's outbox, posted again in {DELIVERY_RETRY:g} s "
+                        "or at the next start"
+                    )
+                    self._deliver_at = time.monotonic() + DELIVERY_RETRY
+                self._notes.append(note)
+                self._say(f"note: {note}", always=True)
+                if retry:
+                    break
+        return delivered
 
     # -- sources ------------------------------------------------------------------------
 
@@ -782,11 +957,14 @@ class Monitor:
                     "Collector's file exporter writes)"
                 )
             await self._db(self._read_folder, folder)
+        await self.deliver()  # what a run before left undelivered (killed, webhook down)
+        self._join_ray()
         await self.complete(everything=True)
         while not self.stop.is_set() and await self.judge_batch():
             await self.close_windows()
         if not self.stop.is_set():
             await self.close_windows(final=True)
+            await self.prune()  # the windows closed last count too
         return await self._report()
 
     once = sync_twin(aonce)
@@ -822,6 +1000,7 @@ class Monitor:
         from aiohttp import web
 
         self._loop = asyncio.get_running_loop()
+        self._join_ray()
         queue: asyncio.Queue[Received] = asyncio.Queue(self.config.queue)
         runner = None
         bound = None
@@ -829,7 +1008,8 @@ class Monitor:
         if metrics_port is not None:
             metrics = serve_metrics(self.registry, metrics_host, metrics_port)
             self.metrics_port = metrics.port
-            self._say(f"metrics on {metrics.url}")
+            # A port chosen by the system is said even when quiet: nothing else tells it.
+            self._say(f"metrics on {metrics.url}", always=metrics_port == 0)
         if host is not None:
             self._collector.queue_depth = queue.qsize
             app = make_app(queue, token=token, health=self.health)
@@ -850,7 +1030,7 @@ class Monitor:
                     ) from exc
                 raise
             bound = int(runner.addresses[0][1])  # the port chosen when 0 was given
-            self._say(f"monitor listening on http://{shown}:{bound}/v1/traces")
+            self._say(f"monitor listening on http://{shown}:{bound}/v1/traces", always=port == 0)
         if on_ready is not None:
             on_ready(bound)
         tasks = [

@@ -41,6 +41,9 @@ from judge.monitor.state import (
     JUDGED,
     LATE_AFTER,
     LATE_OPEN,
+    OUTBOX_DELIVERED,
+    OUTBOX_PENDING,
+    OUTBOX_REFUSED,
     OVER_BUDGET,
     PENDING,
     SAMPLED_OUT,
@@ -112,6 +115,22 @@ class MonitorCollector(Collector):
         yield from self._traffic(db, counts)
         yield from self._budget(db)
         yield from self._windows(db)
+        yield self._outbox(db)
+
+    def _outbox(self, db: sqlite3.Connection) -> Metric:
+        """The alerts queued for the webhook, by status: a pending one that stays is a
+        webhook that does not take them."""
+        family = GaugeMetricFamily(
+            PREFIX + "webhook_alerts",
+            "Alerts queued for --webhook, by status: pending (not taken yet: retried), "
+            "delivered, refused (a 4xx: not retried).",
+            labels=["status"],
+        )
+        found = dict.fromkeys((OUTBOX_PENDING, OUTBOX_DELIVERED, OUTBOX_REFUSED), 0)
+        found.update({s: int(n) for s, n in db.execute(_OUTBOX)})
+        for status, n in found.items():
+            family.add_metric([status], n)
+        return family
 
     def _traffic(self, db: sqlite3.Connection, counts: dict[str, int]) -> Iterator[Metric]:
         spans = CounterMetricFamily(
@@ -302,6 +321,7 @@ class MonitorCollector(Collector):
 
 _STATUSES = (SKIPPED, SAMPLED_OUT, OVER_BUDGET, PENDING, JUDGED)
 _ALERTS = "SELECT metric, count(*) FROM alerts GROUP BY metric"
+_OUTBOX = "SELECT status, count(*) FROM outbox GROUP BY status"
 
 
 def _baseline_means(db: sqlite3.Connection, windows: int) -> dict[str, float]:

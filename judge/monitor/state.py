@@ -47,6 +47,17 @@ JUDGED = "judged"
 LATE_OPEN = "open_at_close"
 LATE_AFTER = "after_close"
 
+# What became of an alert queued for the webhook (the outbox table's status).
+OUTBOX_PENDING = "pending"  # to be posted (again, after a failed try)
+OUTBOX_DELIVERED = "delivered"  # the webhook answered 2xx
+OUTBOX_REFUSED = "refused"  # the webhook answered another 4xx: not posted again
+
+# The counters of traces forgotten by --keep-traces: PRUNED + what `counts_of` counted them
+# as (a status, skipped:REASON, late, late:REASON), added back there, and FORGOTTEN, all.
+PRUNED = "pruned:"
+FORGOTTEN = "forgotten"
+_PRUNE_BATCH = 5000  # traces forgotten per transaction
+
 COUNTERS = ("spans", "duplicate_spans", "late_spans", "rejected_spans", "bad_lines")
 # Counters of the judge's requests sent (retries included) and answers found in judge's
 # cache, from the run's usage (counter -> usage key), added in the transaction that records
@@ -138,7 +149,12 @@ def span_of(trace_id: str, text: str | bytes) -> Span:
 def counts_of(db: sqlite3.Connection) -> dict[str, int]:
     """`MonitorState.counts` read on a connection (in a transaction of the caller's)."""
     out = dict.fromkeys(COUNTERS, 0)
-    out.update({name: int(value) for name, value in db.execute("SELECT * FROM counts")})
+    pruned: dict[str, int] = {}
+    for name, value in db.execute("SELECT * FROM counts"):
+        if name.startswith(PRUNED):
+            pruned[name[len(PRUNED) :]] = int(value)
+        else:
+            out[name] = int(value)
     for status, n in db.execute("SELECT status, count(*) FROM traces GROUP BY status"):
         out[status] = int(n)
     for reason, n in db.execute(
@@ -150,7 +166,17 @@ def counts_of(db: sqlite3.Connection) -> dict[str, int]:
     ):
         out["late"] = out.get("late", 0) + int(n)
         out[f"late:{reason}"] = int(n)
+    for key, n in pruned.items():  # the traces forgotten, counted as they were
+        out[key] = out.get(key, 0) + n
     return out
+
+
+def judged_total(db: sqlite3.Connection) -> int:
+    """How many rows were judged, those forgotten by `MonitorState.prune` too: the windows
+    of N rows are numbered by it."""
+    kept = int(db.execute("SELECT count(*) FROM traces WHERE status=?", (JUDGED,)).fetchone()[0])
+    found = db.execute("SELECT value FROM counts WHERE name=?", (PRUNED + JUDGED,)).fetchone()
+    return kept + (int(found[0]) if found else 0)
 
 
 class MonitorState:
@@ -266,6 +292,30 @@ class MonitorState:
             db.execute("INSERT INTO settings (key, value) VALUES (?, ?)", (key, value))
             return value
 
+    def undelivered(self) -> list[tuple[int, str]]:
+        """The outbox's pending alerts, oldest first: (the alert's number, its JSON)."""
+        return [
+            (int(number), str(text))
+            for number, text in self.read(
+                "SELECT o.alert, a.alert FROM outbox o JOIN alerts a ON a.id = o.alert"
+                " WHERE o.status=? ORDER BY o.alert",
+                (OUTBOX_PENDING,),
+            )
+        ]
+
+    def delivery(self, number: int, at: float, failure: str | None, retry: bool) -> None:
+        """Record a try at posting alert `number`: delivered (no `failure`), refused (a
+        failure not worth a `retry`), or still pending."""
+        status = (
+            OUTBOX_DELIVERED if failure is None else OUTBOX_PENDING if retry else OUTBOX_REFUSED
+        )
+        with self.writing() as db:
+            db.execute(
+                "UPDATE outbox SET status=?, attempts=attempts+1, last_at=?, failure=?"
+                " WHERE alert=?",
+                (status, at, failure, number),
+            )
+
     def counts(self) -> dict[str, int]:
         """The counters (spans, duplicate_spans, late_spans, rejected_spans, bad_lines,
         and judge_requests and judge_cache_hits once something was judged) and the traces
@@ -359,12 +409,15 @@ class MonitorState:
         everything: bool = False,
         mapping: dict[str, str] | None = None,
         limit: int = 1000,
+        price: Callable[[list[tuple[str, dict[str, Any]]]], None] | None = None,
     ) -> int:
-        """Complete the traces due (one transaction): those whose root came `linger` seconds
-        ago or more, those without a root whose last span came `linger` seconds ago or more
-        (`everything`: every open trace). Each becomes its row, as `judge traces extract`
-        makes it, or a skip with its reason; `choose` says what becomes of a row (sampled
-        out, over budget, pending). Returns the number completed.
+        """Complete the traces due (one transaction records them): those whose root came
+        `linger` seconds ago or more, those without a root whose last span came `linger`
+        seconds ago or more (`everything`: every open trace). Each becomes its row, as
+        `judge traces extract` makes it, or a skip with its reason; `price`, when given, is
+        called with the rows (trace id, row) before that transaction, for a chooser's slow
+        work (the budget's pricing) to be done outside it; `choose` says what becomes of a
+        row (sampled out, over budget, pending). Returns the number completed.
         """
         with self.writing() as db:
             # Receipt times ahead of the clock: the clock stepped back since (a VM restored,
@@ -407,9 +460,6 @@ class MonitorState:
                     f"SELECT trace_id, first_at FROM open_traces WHERE trace_id IN ({marks})", ids
                 ).fetchall()
             )
-            keys = [(trace_id,) for trace_id in ids]
-            db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
-            db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)
             rows: list[tuple[str, dict[str, Any]]] = []
             skips: list[tuple[str, float, str, str, str]] = []
             for trace_id in ids:
@@ -420,6 +470,28 @@ class MonitorState:
                     skips.append((trace_id, now, SKIPPED, result.reason, result.message))
                 else:
                     rows.append((trace_id, result))
+        if not ids:
+            return 0
+        if price is not None and rows:
+            # Outside the transaction that records them: nothing else writes meanwhile (the
+            # state's work runs in one thread, and one monitor holds a --state).
+            price(rows)
+        with self.writing() as db:
+            # Still open (a second process on this state may have completed one since):
+            # a trace id is completed once.
+            still = {
+                t
+                for (t,) in db.execute(
+                    f"SELECT trace_id FROM open_traces WHERE trace_id IN ({marks})", ids
+                )
+            }
+            if len(still) < len(ids):
+                ids = [t for t in ids if t in still]
+                rows = [(t, row) for t, row in rows if t in still]
+                skips = [skip for skip in skips if skip[0] in still]
+            keys = [(trace_id,) for trace_id in ids]
+            db.executemany("DELETE FROM spans WHERE trace_id=?", keys)
+            db.executemany("DELETE FROM open_traces WHERE trace_id=?", keys)
             db.executemany(
                 "INSERT INTO traces (trace_id, seen_at, status, reason, message)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -459,7 +531,7 @@ class MonitorState:
                 " window, late) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 completed,
             )
-            return len(due)
+            return len(ids)
 
     def open_traces(self) -> int:
         """How many traces are still open (spans received, not yet complete)."""
@@ -475,5 +547,47 @@ class MonitorState:
         ]
 
     def judged_count(self) -> int:
-        """How many rows were judged."""
-        return int(self.read("SELECT count(*) FROM traces WHERE status=?", (JUDGED,))[0][0])
+        """How many rows were judged (those forgotten by `prune` too)."""
+        with self.snapshot() as db:
+            return judged_total(db)
+
+    def prune(self, before: float) -> int:
+        """Forget the traces completed (and judged) before `before`, seconds of the
+        monitor's clock, that nothing reads any more, one transaction per few thousand;
+        their numbers stay in the counts (`counts_of`). Kept whatever their age: rows
+        pending, judged rows of a window not closed yet or of a baseline window (the check
+        reads them at every window), and each alert's worst traces (the viewer shows their
+        rows and evidence). Returns how many were forgotten."""
+        total = 0
+        while True:
+            with self.writing() as db:
+                found = db.execute(
+                    "SELECT seq, status, reason, late FROM traces WHERE status != ?"
+                    " AND seen_at < ? AND coalesce(judged_at, 0) < ?"
+                    " AND (status != ? OR window IN (SELECT number FROM windows"
+                    "  WHERE NOT coalesce(json_extract(summary, '$.baseline'), 0)))"
+                    " AND trace_id NOT IN (SELECT json_extract(w.value, '$.trace_id')"
+                    "  FROM alerts, json_each(alerts.alert, '$.worst') AS w"
+                    "  WHERE json_extract(w.value, '$.trace_id') IS NOT NULL)"
+                    " ORDER BY seq LIMIT ?",
+                    (PENDING, before, before, JUDGED, _PRUNE_BATCH),
+                ).fetchall()
+                added: dict[str, int] = {}
+                for _, status, reason, late in found:
+                    keys = [status, FORGOTTEN]
+                    if status == SKIPPED:
+                        keys.append(f"{SKIPPED}:{reason}")
+                    if late is not None:
+                        keys += ["late", f"late:{late}"]
+                    for key in keys:
+                        name = key if key == FORGOTTEN else PRUNED + key
+                        added[name] = added.get(name, 0) + 1
+                db.executemany("DELETE FROM traces WHERE seq=?", [(seq,) for seq, *_ in found])
+                db.executemany(
+                    "INSERT INTO counts (name, value) VALUES (?, ?) ON CONFLICT (name)"
+                    " DO UPDATE SET value=value+excluded.value",
+                    sorted(added.items()),
+                )
+            total += len(found)
+            if len(found) < _PRUNE_BATCH:
+                return total

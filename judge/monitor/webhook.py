@@ -1,10 +1,12 @@
 """An alert sent to a webhook: one JSON POST, retried with backoff on a connection error or
-a 5xx/429 answer."""
+a 5xx/429 answer. The monitor posts what its state's outbox holds undelivered
+(`judge.monitor.monitor.Monitor.deliver`): at least once, with the alert's id."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -13,15 +15,34 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 ATTEMPTS = 4  # the first try and three retries
 
 
+@dataclass(frozen=True)
+class Undelivered:
+    """Why an alert was not delivered, and whether a later try may deliver it.
+
+    Attributes:
+        reason: what went wrong, in a sentence's words.
+        retry: True when the webhook could not be reached or answered 429 or 5xx after
+            every try; False when it refused the alert (another 4xx): sending it again
+            would be refused again.
+    """
+
+    reason: str
+    retry: bool
+
+    def __str__(self) -> str:
+        return self.reason
+
+
 class _Retryable(Exception):
     """A delivery worth trying again: no connection, or the server's own trouble."""
 
 
 async def post_alert(
     url: str, alert: Mapping[str, Any], *, attempts: int = ATTEMPTS, wait: float = 0.5
-) -> str | None:
-    """POST the alert as JSON to `url`; None when the server took it (2xx), else why it
-    was not delivered after `attempts` tries.
+) -> Undelivered | None:
+    """POST the alert as JSON to `url` (its "id", when it has one, also as the
+    Idempotency-Key header); None when the server took it (2xx), else why it was not
+    delivered after `attempts` tries.
 
     Args:
         url: the webhook.
@@ -31,6 +52,8 @@ async def post_alert(
     """
     body = json.dumps(alert, ensure_ascii=False, sort_keys=True).encode("utf-8")
     headers = {"Content-Type": "application/json"}
+    if alert.get("id"):  # a receiver de-duplicates a redelivered alert by it
+        headers["Idempotency-Key"] = str(alert["id"])
     try:
         async for attempt in AsyncRetrying(
             stop=stop_after_attempt(attempts),
@@ -50,9 +73,9 @@ async def post_alert(
                 if status == 429 or status >= 500:
                     raise _Retryable(f"the webhook answered HTTP {status}")
                 if not 200 <= status < 300:
-                    return f"the webhook {url} refused it (HTTP {status})"
+                    return Undelivered(f"the webhook {url} refused it (HTTP {status})", False)
     except _Retryable as exc:
-        return f"not delivered to {url} after {attempts} tries ({exc})"
+        return Undelivered(f"not delivered to {url} after {attempts} tries ({exc})", True)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        return f"not delivered to {url} ({type(exc).__name__}: {exc})"
+        return Undelivered(f"not delivered to {url} ({type(exc).__name__}: {exc})", True)
     return None

@@ -46,6 +46,15 @@ def parse_window(text: str) -> WindowSpec:
     )
 
 
+def parse_duration(text: str) -> int | None:
+    """A duration (90s, 30m, 12h, 7d, or 0) in seconds; None when `text` is none."""
+    given = text.strip().lower()
+    if given == "0":
+        return 0
+    match = re.fullmatch(r"(\d+)\s*([smhd])", given)
+    return int(match[1]) * _UNITS[match[2]] if match else None
+
+
 class WindowCheck(Protocol):
     """The alert statistics of one metric, window after window (the sequential test).
 

@@ -84,6 +84,16 @@ class ActorCache(Cache):
             self._lock_file = None
 
 
+def caches_beside(cache: Cache | str | os.PathLike[str] | None, mode: CacheMode) -> ActorCaches:
+    """The actors' caches of a run whose cache is `cache` (a `Cache` or its path; None: no
+    cache): their files in the directory beside it (cache.sqlite -> cache.ray/), each
+    reading the cache itself too, as `judge eval --ray` keeps them."""
+    if cache is None:
+        return ActorCaches()
+    path = cache.path if isinstance(cache, Cache) else Path(cache)
+    return ActorCaches.of(path.with_name(path.stem + ".ray"), mode, [path])
+
+
 def claim_slot(directory: Path) -> tuple[Path, TextIO]:
     """The lowest `actor-K.sqlite` no live process holds, and the open lock that holds it."""
     directory.mkdir(parents=True, exist_ok=True)

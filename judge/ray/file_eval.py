@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from judge.cache.store import Cache, CacheMode
 from judge.errors import InputFormatError, JudgeError
 from judge.llm.config import LLM, Embeddings
 from judge.llm.usage import Usage
 from judge.metrics.resolve import MetricLike
 from judge.ray.actor import NUMBER, RECORD, RESULT, ROW
-from judge.ray.caches import ActorCaches
+from judge.ray.caches import ActorCaches, caches_beside
 from judge.ray.evaluate import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_NUM_CPUS,
@@ -36,6 +37,7 @@ from judge.run.data import as_turn_records, build_rows, read_records, resolve_co
 from judge.run.dry_run import check_scorable
 from judge.run.gates import Gates
 from judge.run.merge import sum_usage
+from judge.run.options import RunSpec
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow
 
@@ -86,7 +88,7 @@ def evaluate_file(
     data: Any,
     *,
     metrics: Sequence[MetricLike] | None,
-    llm: LLM,
+    llm: LLM | None,
     embeddings: Embeddings | None,
     caches: ActorCaches,
     column_map: Mapping[str, str] | None = None,
@@ -168,3 +170,57 @@ def evaluate_file(
     finished = spill.rows([offsets[n] for n in range(len(records))], names)
     usage = sum_usage([Usage().as_dict(), *usages])  # a plain run's keys, in its order
     return EvaluationResult(finished, names, config, usage)
+
+
+def evaluate_on_ray(
+    data: Any,
+    spec: RunSpec,
+    *,
+    actors: int = 2,
+    address: str | None = None,
+    work: str | os.PathLike[str] | None = None,
+    cache_mode: CacheMode | None = None,
+    column_map: Mapping[str, str] | None = None,
+) -> EvaluationResult:
+    """Rows judged by Ray actors, as `judge eval --ray` judges them: the Ray twin of
+    `judge.run.processes.evaluate_in_processes` (the same rows and scores as one process
+    gives).
+
+    Args:
+        data: what `judge.evaluate` takes (a path, a list of dicts, ...).
+        spec: the run's choices (metrics, models, gates, progress); its judge is an `LLM`,
+            never a session (each actor opens its own). Its cache, a `Cache` or a path, is
+            read by every actor, each of which writes its own file in the directory
+            beside it (`judge.ray.caches.caches_beside`: cache.sqlite -> cache.ray/).
+        actors: the number of actors.
+        address: the Ray cluster (`ray start --head` prints it); None starts a local one
+            (or uses the Ray this process already joined).
+        work: where the rows are kept while the result is used (default the system's
+            temporary directory).
+        cache_mode: the actors' cache mode (None: the `Cache`'s own, else "read-write").
+        column_map: as for `judge.evaluate`.
+    """
+    if actors < 1:
+        raise JudgeError(f"actors={actors}: give 1 or more")
+    if spec.prompts is not None:
+        raise JudgeError("prompts= cannot be used on Ray yet: drop it, or judge without Ray")
+    if spec.part is not None:
+        raise JudgeError(
+            "shard= cannot be used on Ray: Ray spreads the rows over its actors itself"
+        )
+    llm, embeddings = spec.models()
+    if isinstance(spec.cache, Cache) and cache_mode is None:
+        cache_mode = spec.cache.mode
+    return evaluate_file(
+        data,
+        metrics=spec.metrics,
+        llm=llm,
+        embeddings=embeddings,
+        caches=caches_beside(spec.cache, cache_mode or "read-write"),
+        column_map=column_map,
+        actors=actors,
+        address=address,
+        rows_dir=work,
+        progress=spec.progress,
+        gates=spec.gates,
+    )

@@ -53,8 +53,10 @@ __all__ = [
     "MetricCheck",
     "acheck_scorable",
     "adry_run",
+    "arow_estimates",
     "check_scorable",
     "dry_run",
+    "row_estimates",
 ]
 
 
@@ -165,6 +167,43 @@ async def adry_run(
 
 
 dry_run = sync_twin(adry_run)
+
+
+async def arow_estimates(
+    data: Any,
+    *,
+    metrics: Sequence[MetricLike] | str | None = None,
+    llm: LLM | None = None,
+    embeddings: Embeddings | None = None,
+    column_map: Mapping[str, str] | None = None,
+) -> list[Estimate]:
+    """Each row's own requests, tokens and price, as `dry_run` estimates a row given alone
+    (nothing shared between rows), with the metrics chosen, the prompts read and the
+    stand-in judge made once for them all (`row_estimates` from sync code): the price of
+    each row `judge monitor --budget` charges, a batch at a time.
+
+    Args:
+        data: the rows, as for `judge.evaluate` (a list of dicts, ...).
+        metrics, llm, embeddings, column_map: as for `dry_run`.
+    """
+    rows = open_input(data, column_map)
+    choice = _choice(metrics, "retrieved_ids" in rows.columns, embeddings)
+    check_variables(list(choice.judged), rows)
+    runnable = [m for m in choice.judged if not (m.needs_embeddings and embeddings is None)]
+    retrieval = list(choice.retrieval)
+    prompts = load_prompts()
+    checks = {m.name: MetricCheck(m.name, "judged") for m in choice.judged}
+    checks.update({name: MetricCheck(name, "retrieval") for name in retrieval})
+    session = StandInJudge(llm, embeddings)
+    out = []
+    for row in rows.only(rows.shard_of(None)):
+        estimate = await _judge_row(session, row, runnable, retrieval, prompts, checks, set())
+        estimate.priced(llm, embeddings)
+        out.append(estimate)
+    return out
+
+
+row_estimates = sync_twin(arow_estimates)
 
 
 async def _judge_row(

@@ -324,3 +324,51 @@ def test_kill_9_while_judging_charges_each_row_once(tmp_path: Path) -> None:
         assert spend.read("SELECT requests FROM spend WHERE seconds=3600") == charged
     finally:
         spend.close()
+
+
+def test_a_batch_priced_at_once_costs_each_row_what_the_dry_run_says_of_it() -> None:
+    from judge.run.dry_run import row_estimates
+
+    rows = [row_of(n) for n in (1, 22, 333)]
+    rows[1]["answer"] = "A longer answer. It has three sentences. Each is a claim."
+    llm = LLM(model=PRICED)
+    alone = [dry_run([row], metrics=["faithfulness"], llm=llm).total for row in rows]
+    together = row_estimates(rows, metrics=["faithfulness"], llm=llm)
+    assert together == alone
+    assert len({e.chat_requests for e in together}) == 1  # claims, then their verdicts
+    assert len({e.cost for e in together}) == 3  # priced by each row's own tokens
+
+
+def test_rows_are_priced_outside_the_transaction_that_charges_them(tmp_path: Path) -> None:
+    """Pricing takes milliseconds a row: `MonitorState.complete` calls its `price` with the
+    batch's rows before the transaction that records them, the write lock free meanwhile
+    (another connection takes it without waiting), and then `choose` for each."""
+    from judge.monitor.state import PENDING, Completed
+    from judge.traces.otlp import spans_of_protobuf
+
+    bodies = export(lambda provider: rag_traces(provider, 5), batch=4)
+    state = MonitorState(tmp_path / "state")
+    priced: list[str] = []
+    chosen: list[str] = []
+
+    def price(rows: list[tuple[str, dict]]) -> None:
+        other = sqlite3.connect(tmp_path / "state" / "monitor.sqlite", timeout=0)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # "database is locked" at once if it were held
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        priced.extend(trace_id for trace_id, row in rows if row["question"])
+
+    def choose(db: sqlite3.Connection, trace_id: str, row: dict) -> Completed:
+        assert trace_id in priced  # priced before
+        chosen.append(trace_id)
+        return Completed(PENDING)
+
+    try:
+        state.ingest([spans_of_protobuf(body) for body in bodies], 1.0)
+        assert state.complete(2.0, 0.0, choose, everything=True, price=price) == 5
+        assert state.counts()["pending"] == 5
+    finally:
+        state.close()
+    assert len(priced) == 5 and sorted(chosen) == sorted(priced)

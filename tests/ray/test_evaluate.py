@@ -24,17 +24,6 @@ pytest.importorskip("ray.data", reason="ray[data] is not installed: pip install 
 import judge.ray  # noqa: E402 (only once ray is known to be importable)
 
 
-@pytest.fixture(scope="session")
-def local_ray():
-    """One local Ray for every test here: starting it costs seconds."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def without_usage(out: Path) -> list[dict]:
     """The rows of results.jsonl without their usage (a rerun's requests are cache hits)."""
     lines = (out / "results.jsonl").read_text().splitlines()
