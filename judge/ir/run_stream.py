@@ -213,19 +213,21 @@ class _Stream:
         self.scores.append(scores)
         self.ranks.append(rank)
         self.tied.append(is_tied)
-        self._keep_ties(lines, rows[tied], to_judged)
+        self._keep_ties(lines, starts, rows[tied], to_judged)
 
-    def _keep_ties(self, lines: _Lines, tied: np.ndarray, to_judged: np.ndarray) -> None:
-        """The ids of the docs that share the score of a judged doc found that is ranked."""
-        if not tied.size:
+    def _keep_ties(
+        self, lines: _Lines, starts: np.ndarray, rows: np.ndarray, to_judged: np.ndarray
+    ) -> None:
+        """The ids of the docs that share the score of a tied judged doc (at `rows`)."""
+        if not rows.size:
             return
-        # (+ 0.0 makes -0.0 into 0.0: equal scores, so the same key.)
-        score_bits = (lines.scores + 0.0).view(np.uint64)
-        key = mix(score_bits ^ mix(lines.query.astype(np.uint64)))
-        # (Binary searches in the few tied keys: np.isin would sort every line's key.)
-        wanted = np.sort(key[tied])
-        at = np.minimum(np.searchsorted(wanted, key), wanted.size - 1)
-        shared = np.flatnonzero(wanted[at] == key)
+        # Only the lines of the queries with a tie are searched: a few in a chunk.
+        wanted = np.unique(np.searchsorted(starts, rows, side="right") - 1)
+        ends = np.append(starts[1:], lines.query.size)
+        lengths = ends[wanted] - starts[wanted]
+        near = np.repeat(starts[wanted] - np.cumsum(lengths) + lengths, lengths)
+        near += np.arange(near.size)
+        shared = near[np.isin(_score_keys(lines, near), _score_keys(lines, rows))]
         docs = take(_chunked(lines.docs), shared).to_pylist()
         groups: dict[tuple[int, float], list[str]] = {}
         for query, score, doc in zip(
@@ -276,6 +278,12 @@ class _Stream:
         )
         unjudged = tuple(sorted(q for q in self.run_qids if q not in judged.position))
         return ranked, unjudged
+
+
+def _score_keys(lines: _Lines, at: np.ndarray) -> np.ndarray:
+    """A hash of the (query, score) of the lines `at`."""
+    # (+ 0.0 makes -0.0 into 0.0: equal scores, so the same key.)
+    return mix((lines.scores[at] + 0.0).view(np.uint64) ^ mix(lines.query[at].astype(np.uint64)))
 
 
 def _chunked(docs: list[Any]) -> Any:
