@@ -152,7 +152,7 @@ class _Stream:
         """Take a parsed chunk; check every query it completes."""
         if piece is not None:
             distinct, local, docs, scores, keys = piece
-            ids = [self._number(q) for q in distinct.to_pylist()]
+            ids = [self._number(q) for q in distinct]
             lines = _Lines(np.asarray(ids, dtype=np.int64)[local], docs, scores, keys)
             self.pending = self.pending.then(lines)
         lines = self.pending

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from judge.ir.arrow import mix, string_hashes, take, to_numpy
+from judge.ir.arrow import mix, string_hashes, strings_to_arrow, take, to_numpy
 from judge.threads import map_ahead
 
 # Its own, not judge.ir.trec's: judge.ir.trec imports this module (an import circle).
@@ -167,7 +167,7 @@ def chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, bytes, int]]:
 def _store(built: _Columns, cut: int, piece: _Piece, query_ids: dict[str, int]) -> None:
     """Number a parsed chunk's queries (in order of first appearance) and add its lines."""
     distinct, local, docs, scores, keys = piece
-    ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct.to_pylist()]
+    ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct]
     built.add(cut, (np.asarray(ids, dtype=np.int32)[local], docs, scores, keys))
 
 
@@ -199,31 +199,44 @@ def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
 
 # A parsed chunk: (its distinct query ids, each line's index among them, doc chunks,
 # values, keys).
-_Piece = tuple[Any, np.ndarray, list[Any], np.ndarray, np.ndarray]
+_Piece = tuple[list[str], np.ndarray, list[Any], np.ndarray, np.ndarray]
+
+_LINE_ENDS = np.array([b"\n"[0], b"\r"[0]], dtype=np.uint8)
+# Grades of at most this many digits fit in 64 bits.
+_GRADE_DIGITS = 18
 
 
 def parse_chunk(block: bytes, cut: int, separator: bytes, fields: int, kind: Kind) -> _Piece | None:
     """The lines `block[:cut]`, parsed (see `_Piece`); None if blank. Touches no shared
     state: it runs in a thread beside the caller."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as csv
 
     other = b" " if separator == b"\t" else b"\t"
     # (The bytes past `cut` are checked too: they are the start of the next chunk.)
     if not block.isascii() or any(c in block for c in (other, *_OTHER_WHITESPACE)):
         raise Unsuitable
-    names = [f"f{i}" for i in range(fields)]
+    if _empty_field(block, cut, separator):
+        raise Unsuitable
     value = "f4" if kind == "run" else "f3"
-    types = {n: pa.string() for n in names} | ({"f4": pa.float64()} if kind == "run" else {})
+    # Only the columns used are converted (pyarrow still counts every line's fields);
+    # queries dictionary-encoded, so their distinct ids come with the parse.
+    types = {
+        "f0": pa.dictionary(pa.int32(), pa.string()),
+        "f2": pa.string(),
+        value: pa.float64() if kind == "run" else pa.string(),
+    }
     table = csv.read_csv(
         _arrow_copy(block, cut),
-        read_options=csv.ReadOptions(column_names=names, block_size=_BLOCK_BYTES),
+        read_options=csv.ReadOptions(
+            column_names=[f"f{i}" for i in range(fields)], block_size=_BLOCK_BYTES
+        ),
         parse_options=csv.ParseOptions(
             delimiter=separator.decode(), quote_char=False, double_quote=False, escape_char=False
         ),
         convert_options=csv.ConvertOptions(
             column_types=types,
+            include_columns=list(types),
             null_values=[],
             strings_can_be_null=False,
             check_utf8=False,  # ASCII, checked above
@@ -231,31 +244,73 @@ def parse_chunk(block: bytes, cut: int, separator: bytes, fields: int, kind: Kin
     )
     if table.num_rows == 0:
         return None
-    # Separators side by side, or at either end of a line, make empty fields where
-    # str.split() would see fewer fields: only the line reader handles those.
-    for name in names:
-        if name != value or kind == "qrels":
-            for column in table.column(name).chunks:
-                offsets = to_numpy(column, np.int32, extra=1)
-                if np.any(offsets[1:] == offsets[:-1]):
-                    raise Unsuitable
-    values = table.column(value)
+    values = table.column(value).chunks
     if kind == "run":
-        scores = _join(values, np.float64)
+        scores = np.concatenate([to_numpy(chunk, np.float64) for chunk in values])
         if np.isnan(scores).any():
             raise Unsuitable
     else:
-        # int() reads signs, underscores and other digits differently from pyarrow: plain
-        # decimal integers only, then pyarrow's cast refuses what does not fit in 64 bits.
-        if not pc.all(pc.match_substring_regex(values, r"^-?[0-9]+$")).as_py():
-            raise Unsuitable
-        scores = _join(pc.cast(values, pa.int64()), np.int64)
-    queries, docs = table.column("f0"), table.column("f2").chunks
-    distinct = pc.unique(queries)
-    local = _join(pc.index_in(queries, value_set=distinct), np.int32)
-    query_hash = mix(string_hashes(distinct))[local]
+        scores = np.concatenate([_grades(chunk) for chunk in values])
+    distinct, local = _queries(table.column("f0").chunks)
+    query_hash = mix(string_hashes(strings_to_arrow(distinct)))[local]
+    docs = table.column("f2").chunks
     doc_hash = np.concatenate([string_hashes(chunk) for chunk in docs])
     return distinct, local, docs, scores, mix(doc_hash ^ query_hash)
+
+
+def _empty_field(block: bytes, cut: int, separator: bytes) -> bool:
+    """Whether a line of `block[:cut]` has an empty field: separators side by side, or at
+    either end of a line, where str.split() would see fewer fields than pyarrow."""
+    text = np.frombuffer(block, dtype=np.uint8, count=cut)
+    sep = separator[0]
+    if text[0] == sep or text[-1] == sep:
+        return True
+    # Pairs of bytes both at most a space (ASCII, no other whitespace: separators, line
+    # ends and control characters) are rare; only those are looked at.
+    low = text <= 32
+    pairs = np.flatnonzero(low[1:] & low[:-1])
+    if not pairs.size:
+        return False
+    left, right = text[pairs], text[pairs + 1]
+    return bool(
+        np.any(
+            ((left == sep) & ((right == sep) | np.isin(right, _LINE_ENDS)))
+            | (np.isin(left, _LINE_ENDS) & (right == sep))
+        )
+    )
+
+
+def _queries(chunks: list[Any]) -> tuple[list[str], np.ndarray]:
+    """The distinct query ids of dictionary-encoded chunks, in order of first appearance
+    in the dictionaries, and each line's index among them."""
+    distinct: dict[str, int] = {}
+    local = []
+    for chunk in chunks:
+        ids = [distinct.setdefault(q, len(distinct)) for q in chunk.dictionary.to_pylist()]
+        local.append(np.asarray(ids, dtype=np.int32)[to_numpy(chunk.indices, np.int32)])
+    return list(distinct), np.concatenate(local)
+
+
+def _grades(strings: Any) -> np.ndarray:
+    """Grades as int64: plain decimal integers only (int() reads signs, underscores and
+    other digits differently from pyarrow), of at most 18 digits (they fit in 64 bits)."""
+    offsets = to_numpy(strings, np.int32, extra=1)
+    text = np.frombuffer(strings.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    starts = (offsets[:-1] - offsets[0]).astype(np.int64)
+    lengths = np.diff(offsets).astype(np.int64)  # at least 1: no empty field gets here
+    digits = text - np.uint8(48)  # (bytes below "0" wrap round to above 9)
+    negative = text[starts] == b"-"[0]
+    wrong = digits > 9
+    wrong[starts[negative]] = False
+    count = lengths - negative
+    if wrong.any() or count.min() < 1 or count.max() > _GRADE_DIGITS:
+        raise Unsuitable
+    first = starts + negative
+    grades = np.zeros(offsets.size - 1, dtype=np.int64)
+    for k in range(int(count.max())):
+        more = count > k
+        grades[more] = grades[more] * 10 + digits[first[more] + k]
+    return np.where(negative, -grades, grades)
 
 
 def _arrow_copy(block: bytes, cut: int) -> Any:
@@ -272,10 +327,6 @@ def _arrow_copy(block: bytes, cut: int) -> Any:
     copy = pa.allocate_buffer(cut)
     np.frombuffer(copy, dtype=np.uint8)[:] = np.frombuffer(block, dtype=np.uint8, count=cut)
     return copy
-
-
-def _join(chunked: Any, dtype: type) -> np.ndarray:
-    return np.concatenate([to_numpy(chunk, dtype) for chunk in chunked.chunks])
 
 
 def query_groups(columns: TrecColumns) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
