@@ -44,7 +44,9 @@ def count_above(
     if n and lengths.min() == lengths.max():  # (the usual case: np.unique is slower)
         distinct = [int(lengths[0])]
     else:
-        distinct = np.unique(lengths).tolist()
+        # (Not np.unique, which imports numpy.ma: some 40 ms that judge ir need not pay.)
+        ordered = np.sort(lengths)
+        distinct = ordered[np.diff(ordered, prepend=-1) != 0].tolist()
     for length in distinct:
         members = np.arange(n) if len(distinct) == 1 else np.flatnonzero(lengths == length)
         tasks += _blocks(members, pair_query[members], length)

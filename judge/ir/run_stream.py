@@ -222,12 +222,16 @@ class _Stream:
         if not rows.size:
             return
         # Only the lines of the queries with a tie are searched: a few in a chunk.
-        wanted = np.unique(np.searchsorted(starts, rows, side="right") - 1)
+        segments = np.searchsorted(starts, rows, side="right") - 1  # (rows ascend)
+        wanted = segments[np.diff(segments, prepend=-1) != 0]
         ends = np.append(starts[1:], lines.query.size)
         lengths = ends[wanted] - starts[wanted]
         near = np.repeat(starts[wanted] - np.cumsum(lengths) + lengths, lengths)
         near += np.arange(near.size)
-        shared = near[np.isin(_score_keys(lines, near), _score_keys(lines, rows))]
+        keys = np.sort(_score_keys(lines, rows))
+        near_keys = _score_keys(lines, near)
+        at = np.minimum(np.searchsorted(keys, near_keys), keys.size - 1)
+        shared = near[keys[at] == near_keys]
         docs = take(_chunked(lines.docs), shared).to_pylist()
         groups: dict[tuple[int, float], list[str]] = {}
         for query, score, doc in zip(

@@ -201,7 +201,6 @@ def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
 # values, keys).
 _Piece = tuple[list[str], np.ndarray, list[Any], np.ndarray, np.ndarray]
 
-_LINE_ENDS = np.array([b"\n"[0], b"\r"[0]], dtype=np.uint8)
 # Grades of at most this many digits fit in 64 bits.
 _GRADE_DIGITS = 18
 
@@ -274,11 +273,9 @@ def _empty_field(block: bytes, cut: int, separator: bytes) -> bool:
         return False
     pairs = np.flatnonzero(both)
     left, right = text[pairs], text[pairs + 1]
+    left_ends, right_ends = (left == 10) | (left == 13), (right == 10) | (right == 13)
     return bool(
-        np.any(
-            ((left == sep) & ((right == sep) | np.isin(right, _LINE_ENDS)))
-            | (np.isin(left, _LINE_ENDS) & (right == sep))
-        )
+        np.any(((left == sep) & ((right == sep) | right_ends)) | (left_ends & (right == sep)))
     )
 
 
