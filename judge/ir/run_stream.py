@@ -206,7 +206,8 @@ class _Stream:
         # (rows ascend, so their queries' positions in this chunk do not decrease)
         segment = np.searchsorted(starts, rows, side="right") - 1
         scores = lines.scores[rows]
-        rank, tied = count_above(lines.scores, starts, lengths, segment, scores)
+        # (A chunk's rows are few: threads would cost more than they save.)
+        rank, tied = count_above(lines.scores, starts, lengths, segment, scores, threads=False)
         is_tied = np.zeros(rows.size, dtype=bool)
         is_tied[tied] = True
         self.found.append(judged)
