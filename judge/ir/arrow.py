@@ -102,7 +102,8 @@ def take(strings: Any, rows: np.ndarray) -> Any:
     for i, chunk in enumerate(chunks):
         at = by_chunk[cuts[i] : cuts[i + 1]]
         if at.size:
-            offsets = to_numpy(chunk, np.int32, extra=1)
+            wide_offsets = pa.types.is_large_string(chunk.type)
+            offsets = to_numpy(chunk, np.int64 if wide_offsets else np.int32, extra=1)
             local = rows[at] - bounds[i]
             lengths[at] = offsets[local + 1] - offsets[local]
             sources.append((chunk, at, offsets[local].astype(np.int64)))

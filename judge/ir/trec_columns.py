@@ -293,6 +293,8 @@ def _queries(chunks: list[Any]) -> tuple[list[str], np.ndarray]:
 def _grades(strings: Any) -> np.ndarray:
     """Grades as int64: plain decimal integers only (int() reads signs, underscores and
     other digits differently from pyarrow), of at most 18 digits (they fit in 64 bits)."""
+    if not len(strings):
+        return np.empty(0, dtype=np.int64)
     offsets = to_numpy(strings, np.int32, extra=1)
     text = np.frombuffer(strings.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
     starts = (offsets[:-1] - offsets[0]).astype(np.int64)
