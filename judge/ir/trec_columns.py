@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -266,9 +267,11 @@ def _empty_field(block: bytes, cut: int, separator: bytes) -> bool:
     if text[0] == sep or text[-1] == sep:
         return True
     # Pairs of bytes both at most a space (ASCII, no other whitespace: separators, line
-    # ends and control characters) are rare; only those are looked at.
-    low = text <= 32
-    both = low[1:] & low[:-1]
+    # ends and control characters) are rare; only those are looked at. (Into buffers kept
+    # by the thread: new 4 MB arrays for each chunk took three times as long.)
+    scratch = _scratch(cut)
+    low = np.less_equal(text, 32, out=scratch[0][:cut])
+    both = np.logical_and(low[1:], low[:-1], out=scratch[1][: cut - 1])
     if not both.any():
         return False
     pairs = np.flatnonzero(both)
@@ -277,6 +280,17 @@ def _empty_field(block: bytes, cut: int, separator: bytes) -> bool:
     return bool(
         np.any(((left == sep) & ((right == sep) | right_ends)) | (left_ends & (right == sep)))
     )
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two boolean arrays of at least `size`, this thread's own, reused chunk after chunk."""
+    arrays: tuple[np.ndarray, np.ndarray] | None = getattr(_SCRATCH, "arrays", None)
+    if arrays is None or arrays[0].size < size:
+        arrays = _SCRATCH.arrays = (np.empty(size, dtype=bool), np.empty(size, dtype=bool))
+    return arrays
 
 
 def _queries(chunks: list[Any]) -> tuple[list[str], np.ndarray]:
