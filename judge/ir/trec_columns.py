@@ -267,28 +267,34 @@ def _empty_field(block: bytes, cut: int, separator: bytes) -> bool:
     if text[0] == sep or text[-1] == sep:
         return True
     # Pairs of bytes both at most a space (ASCII, no other whitespace: separators, line
-    # ends and control characters) are rare; only those are looked at. (Into buffers kept
-    # by the thread: new 4 MB arrays for each chunk took three times as long.)
-    scratch = _scratch(cut)
-    low = np.less_equal(text, 32, out=scratch[0][:cut])
-    both = np.logical_and(low[1:], low[:-1], out=scratch[1][: cut - 1])
-    if not both.any():
-        return False
-    pairs = np.flatnonzero(both)
-    left, right = text[pairs], text[pairs + 1]
-    left_ends, right_ends = (left == 10) | (left == 13), (right == 10) | (right == 13)
-    return bool(
-        np.any(((left == sep) & ((right == sep) | right_ends)) | (left_ends & (right == sep)))
-    )
+    # ends and control characters) are rare; only those are looked at. A slice at a time,
+    # into two small arrays the thread keeps: new arrays the size of the chunk, for each
+    # chunk, took three times as long.
+    low, both = _scratch()
+    for start in range(0, cut - 1, _SCAN_BYTES):
+        part = text[start : start + _SCAN_BYTES + 1]  # (one byte more: the pair across)
+        n = part.size
+        np.less_equal(part, 32, out=low[:n])
+        np.logical_and(low[1:n], low[: n - 1], out=both[: n - 1])
+        if not both[: n - 1].any():
+            continue
+        pairs = np.flatnonzero(both[: n - 1])
+        left, right = part[pairs], part[pairs + 1]
+        left_ends, right_ends = (left == 10) | (left == 13), (right == 10) | (right == 13)
+        if np.any(((left == sep) & ((right == sep) | right_ends)) | (left_ends & (right == sep))):
+            return True
+    return False
 
 
+_SCAN_BYTES = 1 << 20
 _SCRATCH = threading.local()
 
 
-def _scratch(size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Two boolean arrays of at least `size`, this thread's own, reused chunk after chunk."""
+def _scratch() -> tuple[np.ndarray, np.ndarray]:
+    """Two boolean arrays of `_SCAN_BYTES + 1`, this thread's own, reused chunk after chunk."""
     arrays: tuple[np.ndarray, np.ndarray] | None = getattr(_SCRATCH, "arrays", None)
-    if arrays is None or arrays[0].size < size:
+    if arrays is None:
+        size = _SCAN_BYTES + 1
         arrays = _SCRATCH.arrays = (np.empty(size, dtype=bool), np.empty(size, dtype=bool))
     return arrays
 

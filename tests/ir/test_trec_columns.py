@@ -331,3 +331,30 @@ def test_ranking_a_big_run_file_does_not_import_pyarrow_compute(tmp_path: Path) 
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.split() == ["True", "False", "False"], result.stderr
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.binary(max_size=40).map(lambda b: bytes(b"ab \t\n\r\x01"[x % 7] for x in b)),
+    separator=st.sampled_from([b" ", b"\t"]),
+    scan=st.sampled_from([1, 2, 3, 7, 1 << 20]),
+)
+def test_empty_fields_are_found_across_scan_slices(
+    text: bytes, separator: bytes, scan: int
+) -> None:
+    import threading
+
+    if not text:
+        return
+    sep = separator
+    # Separators side by side, or at either end of a line or of the text.
+    expected = text.startswith(sep) or text.endswith(sep)
+    expected |= any(
+        p in text for p in (sep + sep, b"\n" + sep, sep + b"\n", b"\r" + sep, sep + b"\r")
+    )
+    old = columns._SCAN_BYTES, columns._SCRATCH
+    columns._SCAN_BYTES, columns._SCRATCH = scan, threading.local()
+    try:
+        assert columns._empty_field(text, len(text), separator) == expected
+    finally:
+        columns._SCAN_BYTES, columns._SCRATCH = old
