@@ -84,24 +84,41 @@ def mix(x: np.ndarray) -> np.ndarray:
 
 
 def take(strings: Any, rows: np.ndarray) -> Any:
-    """`strings[rows]` of a pyarrow string array, chunked or not, chunk by chunk.
+    """`strings[rows]` of a pyarrow string array, chunked or not, gathered with numpy.
 
-    (pyarrow's `take` on a chunked array joins all its chunks first: a copy of the whole
-    column per call.)
+    (pyarrow's `take` imports pyarrow.compute, some 70 ms that `judge ir` need not pay,
+    and on a chunked array joins all its chunks first: a copy of the whole column.)
     """
     import pyarrow as pa
 
     chunks = strings.chunks if isinstance(strings, pa.ChunkedArray) else [strings]
+    rows = np.asarray(rows, dtype=np.int64)
     bounds = np.cumsum([0, *map(len, chunks)])
-    order = np.argsort(rows, kind="stable")
-    ordered = rows[order]
-    cuts = np.searchsorted(ordered, bounds)
-    parts = [
-        chunk.take(to_arrow(ordered[cuts[i] : cuts[i + 1]] - bounds[i]))
-        for i, chunk in enumerate(chunks)
-        if cuts[i] < cuts[i + 1]
-    ]
-    taken = pa.concat_arrays(parts) if parts else strings_to_arrow([])
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(order.size)
-    return taken.take(to_arrow(inverse))
+    which = np.searchsorted(bounds, rows, side="right") - 1
+    lengths = np.empty(rows.size, dtype=np.int64)
+    sources = []  # (chunk, the result's rows from it, their first bytes in its data)
+    by_chunk = np.argsort(which, kind="stable")
+    cuts = np.searchsorted(which[by_chunk], np.arange(len(chunks) + 1))
+    for i, chunk in enumerate(chunks):
+        at = by_chunk[cuts[i] : cuts[i + 1]]
+        if at.size:
+            wide_offsets = pa.types.is_large_string(chunk.type)
+            offsets = to_numpy(chunk, np.int64 if wide_offsets else np.int32, extra=1)
+            local = rows[at] - bounds[i]
+            lengths[at] = offsets[local + 1] - offsets[local]
+            sources.append((chunk, at, offsets[local].astype(np.int64)))
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if ends.size else 0
+    gathered = np.empty(total, dtype=np.uint8)
+    for chunk, at, first in sources:
+        n, into = lengths[at], ends[at] - lengths[at]
+        if not n.sum():
+            continue  # (all empty: the chunk may have no data buffer)
+        # Byte j of a row's run of bytes: from its first byte plus j, to its place plus j.
+        step = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8)
+        gathered[np.repeat(into, n) + step] = data[np.repeat(first, n) + step]
+    wide = total >= 2**31
+    offsets_out = np.concatenate(([0], ends)).astype(np.int64 if wide else np.int32)
+    buffers = [None, pa.py_buffer(offsets_out), pa.py_buffer(gathered)]
+    return pa.Array.from_buffers(pa.large_string() if wide else pa.string(), rows.size, buffers)

@@ -1,11 +1,12 @@
-"""Rank judged docs while a TREC run file is read, keeping only the run's scores.
+"""Rank judged docs while a TREC run file is read, keeping none of the run's lines.
 
 A run file grouped by query (every query's lines together, as systems write them) is
 read a chunk at a time; each chunk's lines are matched against the judgments, checked
-for docs listed twice and for score ties with judged docs, then dropped: what stays is
-one float per line (the scores that ranks are counted in) and, for the few judged docs
-whose score another doc of their query shares, the ids of those docs. A query's lines
-that run on into the next chunk wait for it, so every check sees whole queries.
+for docs listed twice, and each judged doc found is ranked among its query's lines (the
+docs scored higher counted, score ties with other docs noted), then the lines are
+dropped: what stays is, per judged doc found, its score and rank and, for the few whose
+score another doc of their query shares, the ids of those docs. A query's lines that run
+on into the next chunk wait for it, so every check sees whole queries.
 
 Anything else (a run not grouped by query, a file the fast reader leaves to the line
 reader, a hash collision) returns None: the caller reads the file as before, with the
@@ -23,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from judge.ir.arrow import mix, take
-from judge.ir.ranking import RankedJudgments, RunArrays, rank_arrays
+from judge.ir.rank_counts import count_above
+from judge.ir.ranking import Pairs, RankedJudgments, ranked_judgments
 from judge.ir.trec import PathLike
 from judge.ir.trec_columns import (
     TrecColumns,
@@ -125,47 +127,32 @@ def _slice_docs(docs: list[Any], at: int) -> tuple[list[Any], list[Any]]:
     return before, after
 
 
-class _Scores:
-    """A float array that grows by chunks, sized from the first so it is rarely copied."""
-
-    def __init__(self, file_size: int):
-        self.file_size, self.n = file_size, 0
-        self.array = np.empty(0, dtype=np.float64)
-
-    def add(self, values: np.ndarray, read: int) -> None:
-        m = values.size
-        if self.n + m > self.array.size:
-            estimate = int(self.file_size / max(read, 1) * (self.n + m) * 1.05) + 1024
-            grown = np.empty(max(estimate, (self.n + m) * 5 // 4), dtype=np.float64)
-            grown[: self.n] = self.array[: self.n]
-            self.array = grown
-        self.array[self.n : self.n + m] = values
-        self.n += m
-
-
 class _Stream:
-    """What is kept of the run as its chunks are checked, in file order."""
+    """What is kept of the run as its chunks are checked: per judged doc found, its rank."""
 
-    def __init__(self, judged: _Judged, file_size: int, least_grade: int):
+    def __init__(self, judged: _Judged, least_grade: int):
         self.judged, self.least_grade = judged, least_grade
         self.run_qids: list[str] = []
         self.run_index: dict[str, int] = {}
         self.to_judged: list[int] = []  # judged query index of each run query, or -1
-        self.scores = _Scores(file_size)
-        self.segments: list[tuple[int, int, int]] = []  # (run query, first line, lines)
-        self.rows: list[np.ndarray] = []  # run line of each judged doc found...
-        self.found: list[np.ndarray] = []  # ...and which judged doc it is
+        self.lengths: list[tuple[int, int]] = []  # (run query, lines) of each query checked
+        # Per chunk, for each judged doc found that is ranked: which judged doc it is, its
+        # score, its rank ignoring ties, and whether another doc of its query shares its score.
+        self.found: list[np.ndarray] = []
+        self.scores: list[np.ndarray] = []
+        self.ranks: list[np.ndarray] = []
+        self.tied: list[np.ndarray] = []
         # judged query -> score -> sorted ids of the docs that share a judged doc's score
         self.ties: dict[int, dict[float, list[str]]] = {}
         self.pending = _Lines(
             np.empty(0, np.int64), [], np.empty(0, np.float64), np.empty(0, np.uint64)
         )
 
-    def add(self, piece: Any, read: int, last: bool) -> None:
+    def add(self, piece: Any, last: bool) -> None:
         """Take a parsed chunk; check every query it completes."""
         if piece is not None:
             distinct, local, docs, scores, keys = piece
-            ids = [self._number(q) for q in distinct.to_pylist()]
+            ids = [self._number(q) for q in distinct]
             lines = _Lines(np.asarray(ids, dtype=np.int64)[local], docs, scores, keys)
             self.pending = self.pending.then(lines)
         lines = self.pending
@@ -175,7 +162,7 @@ class _Stream:
         queries = lines.query[starts]
         # Grouped: each query's lines together, so the queries are numbered 0, 1, 2, ...
         # in the order their lines come (a query seen again was numbered before).
-        first = self.segments[-1][0] + 1 if self.segments else 0
+        first = self.lengths[-1][0] + 1 if self.lengths else 0
         if not np.array_equal(queries, np.arange(first, first + queries.size)):
             raise Unsuitable
         if last:
@@ -184,7 +171,7 @@ class _Stream:
             done, self.pending = lines.split(int(starts[-1]))
             starts, queries = starts[:-1], queries[:-1]
         if done.query.size:
-            self._check(done, starts, queries, read)
+            self._check(done, starts, queries)
 
     def _number(self, query: str) -> int:
         index = self.run_index.get(query)
@@ -194,16 +181,13 @@ class _Stream:
             self.to_judged.append(self.judged.position.get(query, -1))
         return index
 
-    def _check(self, lines: _Lines, starts: np.ndarray, queries: np.ndarray, read: int) -> None:
-        """Check whole queries' lines, keep their scores, matches and ties."""
+    def _check(self, lines: _Lines, starts: np.ndarray, queries: np.ndarray) -> None:
+        """Check whole queries' lines and rank the judged docs among them; the lines are
+        dropped after (only the ids of docs tied with a judged doc are kept)."""
         if np.any(np.diff(np.sort(lines.keys)) == 0):  # a doc twice for a query (or a collision)
             raise Unsuitable
-        offset = self.scores.n
         lengths = np.diff(np.append(starts, lines.query.size))
-        self.segments += zip(
-            queries.tolist(), (starts + offset).tolist(), lengths.tolist(), strict=True
-        )
-        self.scores.add(lines.scores, read)
+        self.lengths += zip(queries.tolist(), lengths.tolist(), strict=True)
         rows, judged = self.judged.match(lines.keys)
         if not rows.size:
             return
@@ -215,26 +199,40 @@ class _Stream:
             and run_docs.equals(take(self.judged.docs, judged))
         ):
             raise Unsuitable
-        self.rows.append(rows + offset)
-        self.found.append(judged)
         ranked = self.judged.grades[judged] >= self.least_grade
-        self._keep_ties(lines, rows[ranked], to_judged)
+        rows, judged = rows[ranked], judged[ranked]
+        if not rows.size:
+            return
+        # (rows ascend, so their queries' positions in this chunk do not decrease)
+        segment = np.searchsorted(starts, rows, side="right") - 1
+        scores = lines.scores[rows]
+        # (A chunk's rows are few: threads would cost more than they save.)
+        rank, tied = count_above(lines.scores, starts, lengths, segment, scores, threads=False)
+        is_tied = np.zeros(rows.size, dtype=bool)
+        is_tied[tied] = True
+        self.found.append(judged)
+        self.scores.append(scores)
+        self.ranks.append(rank)
+        self.tied.append(is_tied)
+        self._keep_ties(lines, starts, rows[tied], to_judged)
 
-    def _keep_ties(self, lines: _Lines, ranked: np.ndarray, to_judged: np.ndarray) -> None:
-        """The ids of the docs that share the score of a judged doc found that is ranked."""
-        if not ranked.size:
+    def _keep_ties(
+        self, lines: _Lines, starts: np.ndarray, rows: np.ndarray, to_judged: np.ndarray
+    ) -> None:
+        """The ids of the docs that share the score of a tied judged doc (at `rows`)."""
+        if not rows.size:
             return
-        # (+ 0.0 makes -0.0 into 0.0: equal scores, so the same key.)
-        score_bits = (lines.scores + 0.0).view(np.uint64)
-        key = mix(score_bits ^ mix(lines.query.astype(np.uint64)))
-        # (Binary searches in the few ranked keys: np.isin would sort every line's key.)
-        wanted = np.sort(key[ranked])
-        at = np.minimum(np.searchsorted(wanted, key), wanted.size - 1)
-        candidates = np.flatnonzero(wanted[at] == key)
-        values, counts = np.unique(key[candidates], return_counts=True)
-        shared = candidates[np.isin(key[candidates], values[counts > 1])]
-        if not shared.size:
-            return
+        # Only the lines of the queries with a tie are searched: a few in a chunk.
+        segments = np.searchsorted(starts, rows, side="right") - 1  # (rows ascend)
+        wanted = segments[np.diff(segments, prepend=-1) != 0]
+        ends = np.append(starts[1:], lines.query.size)
+        lengths = ends[wanted] - starts[wanted]
+        near = np.repeat(starts[wanted] - np.cumsum(lengths) + lengths, lengths)
+        near += np.arange(near.size)
+        keys = np.sort(_score_keys(lines, rows))
+        near_keys = _score_keys(lines, near)
+        at = np.minimum(np.searchsorted(keys, near_keys), keys.size - 1)
+        shared = near[keys[at] == near_keys]
         docs = take(_chunked(lines.docs), shared).to_pylist()
         groups: dict[tuple[int, float], list[str]] = {}
         for query, score, doc in zip(
@@ -249,30 +247,48 @@ class _Stream:
     def ranked(self) -> tuple[RankedJudgments, tuple[str, ...]]:
         """The ranked judgments over every judged query, and the run's unjudged queries."""
         judged = self.judged
-        nq = len(judged.qids)
-        run_start, run_length = np.zeros(nq, dtype=np.int64), np.zeros(nq, dtype=np.int64)
-        if self.segments:
-            segments = np.array(self.segments, dtype=np.int64)
-            target = np.asarray(self.to_judged, dtype=np.int64)[segments[:, 0]]
+        run_length = np.zeros(len(judged.qids), dtype=np.int64)
+        if self.lengths:
+            lengths = np.array(self.lengths, dtype=np.int64)
+            target = np.asarray(self.to_judged, dtype=np.int64)[lengths[:, 0]]
             keep = target >= 0
-            run_start[target[keep]] = segments[keep, 1]
-            run_length[target[keep]] = segments[keep, 2]
-        scores = self.scores.array[: self.scores.n]
-        found = np.full(judged.query.size, np.nan)
-        if self.rows:
-            found[np.concatenate(self.found)] = scores[np.concatenate(self.rows)]
-        arrays = RunArrays(
-            qids=judged.qids,
-            scores=scores,
-            run_start=run_start,
-            run_length=run_length,
-            judged_query=judged.query,
-            grades=judged.grades,
-            found=found,
-            doc_ids=_KeptTies(self.ties, judged.docs),
+            run_length[target[keep]] = lengths[keep, 1]
+        index, scores, rank, tied = (
+            np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+            for parts, dtype in (
+                (self.found, np.int64),
+                (self.scores, np.float64),
+                (self.ranks, np.int64),
+                (self.tied, bool),
+            )
+        )
+        # Judged docs are grouped by query in sorted order: pairs by judged doc, by query.
+        order = np.argsort(index, kind="stable")
+        index = index[order]
+        pairs = Pairs(
+            index=index,
+            query=judged.query[index],
+            score=scores[order],
+            rank=rank[order],
+            tied=np.flatnonzero(tied[order]),
+        )
+        ranked = ranked_judgments(
+            judged.qids,
+            judged.query,
+            judged.grades,
+            run_length,
+            pairs,
+            _KeptTies(self.ties, judged.docs),
+            self.least_grade,
         )
         unjudged = tuple(sorted(q for q in self.run_qids if q not in judged.position))
-        return rank_arrays(arrays, self.least_grade), unjudged
+        return ranked, unjudged
+
+
+def _score_keys(lines: _Lines, at: np.ndarray) -> np.ndarray:
+    """A hash of the (query, score) of the lines `at`."""
+    # (+ 0.0 makes -0.0 into 0.0: equal scores, so the same key.)
+    return mix((lines.scores[at] + 0.0).view(np.uint64) ^ mix(lines.query[at].astype(np.uint64)))
 
 
 def _chunked(docs: list[Any]) -> Any:
@@ -315,17 +331,12 @@ def rank_run_file(
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
         with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            stream = _Stream(judged_from(qrels), size, least_grade)
-            parsed = map_ahead(
-                lambda chunk: (chunk[1], parse_chunk(*chunk, "run")), chunks(handle, "run")
-            )
-            read = 0  # bytes of the lines parsed so far (the reader is a chunk ahead)
+            stream = _Stream(judged_from(qrels), least_grade)
+            parsed = map_ahead(lambda chunk: parse_chunk(*chunk, "run"), chunks(handle, "run"))
             with contextlib.closing(parsed):
-                for cut, piece in parsed:
-                    read += cut
-                    stream.add(piece, read, last=False)
-            stream.add(None, read, last=True)
+                for piece in parsed:
+                    stream.add(piece, last=False)
+            stream.add(None, last=True)
         return stream.ranked()
     except (OSError, Unsuitable, pa.ArrowException):
         return None

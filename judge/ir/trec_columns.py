@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from judge.ir.arrow import mix, string_hashes, take, to_numpy
+from judge.ir.arrow import mix, string_hashes, strings_to_arrow, take, to_numpy
 from judge.threads import map_ahead
 
 # Its own, not judge.ir.trec's: judge.ir.trec imports this module (an import circle).
@@ -167,7 +168,7 @@ def chunks(handle: Any, kind: Kind) -> Iterator[tuple[bytes, int, bytes, int]]:
 def _store(built: _Columns, cut: int, piece: _Piece, query_ids: dict[str, int]) -> None:
     """Number a parsed chunk's queries (in order of first appearance) and add its lines."""
     distinct, local, docs, scores, keys = piece
-    ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct.to_pylist()]
+    ids = [query_ids.setdefault(q, len(query_ids)) for q in distinct]
     built.add(cut, (np.asarray(ids, dtype=np.int32)[local], docs, scores, keys))
 
 
@@ -199,63 +200,147 @@ def _layout(chunk: bytes, kind: Kind) -> tuple[bytes, int] | None:
 
 # A parsed chunk: (its distinct query ids, each line's index among them, doc chunks,
 # values, keys).
-_Piece = tuple[Any, np.ndarray, list[Any], np.ndarray, np.ndarray]
+_Piece = tuple[list[str], np.ndarray, list[Any], np.ndarray, np.ndarray]
+
+# Grades of at most this many digits fit in 64 bits.
+_GRADE_DIGITS = 18
 
 
 def parse_chunk(block: bytes, cut: int, separator: bytes, fields: int, kind: Kind) -> _Piece | None:
     """The lines `block[:cut]`, parsed (see `_Piece`); None if blank. Touches no shared
     state: it runs in a thread beside the caller."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as csv
 
     other = b" " if separator == b"\t" else b"\t"
     # (The bytes past `cut` are checked too: they are the start of the next chunk.)
     if not block.isascii() or any(c in block for c in (other, *_OTHER_WHITESPACE)):
         raise Unsuitable
-    names = [f"f{i}" for i in range(fields)]
+    if _empty_field(block, cut, separator):
+        raise Unsuitable
     value = "f4" if kind == "run" else "f3"
-    types = {n: pa.string() for n in names} | ({"f4": pa.float64()} if kind == "run" else {})
+    # Only the columns used are converted (pyarrow still counts every line's fields);
+    # queries dictionary-encoded, so their distinct ids come with the parse.
+    types = {
+        "f0": pa.dictionary(pa.int32(), pa.string()),
+        "f2": pa.string(),
+        value: pa.float64() if kind == "run" else pa.string(),
+    }
     table = csv.read_csv(
         _arrow_copy(block, cut),
-        read_options=csv.ReadOptions(column_names=names, block_size=_BLOCK_BYTES),
+        read_options=csv.ReadOptions(
+            column_names=[f"f{i}" for i in range(fields)], block_size=_BLOCK_BYTES
+        ),
         parse_options=csv.ParseOptions(
             delimiter=separator.decode(), quote_char=False, double_quote=False, escape_char=False
         ),
         convert_options=csv.ConvertOptions(
             column_types=types,
+            include_columns=list(types),
             null_values=[],
             strings_can_be_null=False,
             check_utf8=False,  # ASCII, checked above
         ),
+        memory_pool=_memory_pool(),
     )
     if table.num_rows == 0:
         return None
-    # Separators side by side, or at either end of a line, make empty fields where
-    # str.split() would see fewer fields: only the line reader handles those.
-    for name in names:
-        if name != value or kind == "qrels":
-            for column in table.column(name).chunks:
-                offsets = to_numpy(column, np.int32, extra=1)
-                if np.any(offsets[1:] == offsets[:-1]):
-                    raise Unsuitable
-    values = table.column(value)
+    values = table.column(value).chunks
     if kind == "run":
-        scores = _join(values, np.float64)
+        scores = np.concatenate([to_numpy(chunk, np.float64) for chunk in values])
         if np.isnan(scores).any():
             raise Unsuitable
     else:
-        # int() reads signs, underscores and other digits differently from pyarrow: plain
-        # decimal integers only, then pyarrow's cast refuses what does not fit in 64 bits.
-        if not pc.all(pc.match_substring_regex(values, r"^-?[0-9]+$")).as_py():
-            raise Unsuitable
-        scores = _join(pc.cast(values, pa.int64()), np.int64)
-    queries, docs = table.column("f0"), table.column("f2").chunks
-    distinct = pc.unique(queries)
-    local = _join(pc.index_in(queries, value_set=distinct), np.int32)
-    query_hash = mix(string_hashes(distinct))[local]
+        scores = np.concatenate([_grades(chunk) for chunk in values])
+    distinct, local = _queries(table.column("f0").chunks)
+    query_hash = mix(string_hashes(strings_to_arrow(distinct)))[local]
+    docs = table.column("f2").chunks
     doc_hash = np.concatenate([string_hashes(chunk) for chunk in docs])
     return distinct, local, docs, scores, mix(doc_hash ^ query_hash)
+
+
+def _empty_field(block: bytes, cut: int, separator: bytes) -> bool:
+    """Whether a line of `block[:cut]` has an empty field: separators side by side, or at
+    either end of a line, where str.split() would see fewer fields than pyarrow."""
+    text = np.frombuffer(block, dtype=np.uint8, count=cut)
+    sep = separator[0]
+    if text[0] == sep or text[-1] == sep:
+        return True
+    # Pairs of bytes both at most a space (ASCII, no other whitespace: separators, line
+    # ends and control characters) are rare; only those are looked at. A slice at a time,
+    # into two small arrays the thread keeps: new arrays the size of the chunk, for each
+    # chunk, took three times as long.
+    low, both = _scratch()
+    for start in range(0, cut - 1, _SCAN_BYTES):
+        part = text[start : start + _SCAN_BYTES + 1]  # (one byte more: the pair across)
+        n = part.size
+        np.less_equal(part, 32, out=low[:n])
+        np.logical_and(low[1:n], low[: n - 1], out=both[: n - 1])
+        if not both[: n - 1].any():
+            continue
+        pairs = np.flatnonzero(both[: n - 1])
+        left, right = part[pairs], part[pairs + 1]
+        left_ends, right_ends = (left == 10) | (left == 13), (right == 10) | (right == 13)
+        if np.any(((left == sep) & ((right == sep) | right_ends)) | (left_ends & (right == sep))):
+            return True
+    return False
+
+
+_SCAN_BYTES = 1 << 20
+_SCRATCH = threading.local()
+
+
+def _scratch() -> tuple[np.ndarray, np.ndarray]:
+    """Two boolean arrays of `_SCAN_BYTES + 1`, this thread's own, reused chunk after chunk."""
+    arrays: tuple[np.ndarray, np.ndarray] | None = getattr(_SCRATCH, "arrays", None)
+    if arrays is None:
+        size = _SCAN_BYTES + 1
+        arrays = _SCRATCH.arrays = (np.empty(size, dtype=bool), np.empty(size, dtype=bool))
+    return arrays
+
+
+def _queries(chunks: list[Any]) -> tuple[list[str], np.ndarray]:
+    """The distinct query ids of dictionary-encoded chunks, in order of first appearance
+    in the dictionaries, and each line's index among them."""
+    distinct: dict[str, int] = {}
+    local = []
+    for chunk in chunks:
+        ids = [distinct.setdefault(q, len(distinct)) for q in chunk.dictionary.to_pylist()]
+        local.append(np.asarray(ids, dtype=np.int32)[to_numpy(chunk.indices, np.int32)])
+    return list(distinct), np.concatenate(local)
+
+
+def _grades(strings: Any) -> np.ndarray:
+    """Grades as int64: plain decimal integers only (int() reads signs, underscores and
+    other digits differently from pyarrow), of at most 18 digits (they fit in 64 bits)."""
+    if not len(strings):
+        return np.empty(0, dtype=np.int64)
+    offsets = to_numpy(strings, np.int32, extra=1)
+    text = np.frombuffer(strings.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    starts = (offsets[:-1] - offsets[0]).astype(np.int64)
+    lengths = np.diff(offsets).astype(np.int64)  # at least 1: no empty field gets here
+    digits = text - np.uint8(48)  # (bytes below "0" wrap round to above 9)
+    negative = text[starts] == b"-"[0]
+    wrong = digits > 9
+    wrong[starts[negative]] = False
+    count = lengths - negative
+    if wrong.any() or count.min() < 1 or count.max() > _GRADE_DIGITS:
+        raise Unsuitable
+    first = starts + negative
+    grades = np.zeros(offsets.size - 1, dtype=np.int64)
+    for k in range(int(count.max())):
+        more = count > k
+        grades[more] = grades[more] * 10 + digits[first[more] + k]
+    return np.where(negative, -grades, grades)
+
+
+def _memory_pool() -> Any:
+    """The C library's allocator for the tables of each chunk: pyarrow's default
+    (mimalloc) keeps the pages of the freed tables, some 30 MiB more at the peak of a
+    5M-line run; malloc gives them back, in the same time."""
+    import pyarrow as pa
+
+    return pa.system_memory_pool()
 
 
 def _arrow_copy(block: bytes, cut: int) -> Any:
@@ -269,13 +354,9 @@ def _arrow_copy(block: bytes, cut: int) -> Any:
     """
     import pyarrow as pa
 
-    copy = pa.allocate_buffer(cut)
+    copy = pa.allocate_buffer(cut, memory_pool=_memory_pool())
     np.frombuffer(copy, dtype=np.uint8)[:] = np.frombuffer(block, dtype=np.uint8, count=cut)
     return copy
-
-
-def _join(chunked: Any, dtype: type) -> np.ndarray:
-    return np.concatenate([to_numpy(chunk, dtype) for chunk in chunked.chunks])
 
 
 def query_groups(columns: TrecColumns) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:

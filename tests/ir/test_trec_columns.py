@@ -279,3 +279,82 @@ def test_a_grouped_run_is_ranked_as_it_is_read(tmp_path: Path, monkeypatch: Any)
     assert run_stream.rank_run_file(judged, run) is None
     with pytest.raises(InputFormatError, match="appears twice"):
         evaluate(qrels, run, ["map"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    chunks=st.lists(st.lists(st.text(max_size=6), max_size=5), min_size=1, max_size=4),
+    picks=st.lists(st.integers(0, 10**6), max_size=12),
+    sliced=st.booleans(),
+)
+def test_take_gathers_what_pyarrow_take_gathers(
+    chunks: list[list[str]], picks: list[int], sliced: bool
+) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    kind = pa.large_string() if len(chunks) % 2 else pa.string()  # (take's own when big)
+    parts = [pa.array(chunk, kind) for chunk in chunks]
+    if sliced:  # arrays that start inside their buffers
+        parts = [part.slice(min(1, len(part))) for part in parts]
+    strings = pa.chunked_array(parts, kind)
+    if not len(strings):
+        return
+    rows = np.array([p % len(strings) for p in picks], dtype=np.int64)
+    assert arrow.take(strings, rows).to_pylist() == strings.take(pa.array(rows)).to_pylist()
+    first = parts[0]
+    if len(first):
+        rows = rows % len(first)
+        assert arrow.take(first, rows).to_pylist() == first.take(pa.array(rows)).to_pylist()
+
+
+@pytest.mark.parametrize(
+    "grade", ["1" * 18, "-" + "9" * 18, "1" * 19, "9" * 30, "-0", "0007", "+3", "-", "--1", "1-"]
+)
+def test_long_and_odd_grades_read_as_the_line_reader_reads_them(tmp_path: Path, grade: str) -> None:
+    path = tmp_path / "qrels"
+    path.write_text(f"q 0 a 1\nq 0 b {grade}\nr 0 c -2\n")
+    assert outcome(read_qrels, path) == outcome(read_qrels_by_line, path)
+
+
+def test_ranking_a_big_run_file_does_not_import_pyarrow_compute(tmp_path: Path) -> None:
+    # pyarrow.compute and numpy.ma (np.unique imports it) cost some 70 and 40 ms of
+    # import that judge ir on big files does not need.
+    import subprocess
+
+    qrels, run = write_big(tmp_path)
+    code = (
+        "import sys; from judge.ir.run_stream import rank_run_file; "
+        "from judge.ir.trec_columns import read_columns; "
+        f"ranked = rank_run_file(read_columns({str(qrels)!r}, 'qrels'), {str(run)!r}, 0); "
+        "print(ranked is not None, 'pyarrow.compute' in sys.modules, 'numpy.ma' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.split() == ["True", "False", "False"], result.stderr
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.binary(max_size=40).map(lambda b: bytes(b"ab \t\n\r\x01"[x % 7] for x in b)),
+    separator=st.sampled_from([b" ", b"\t"]),
+    scan=st.sampled_from([1, 2, 3, 7, 1 << 20]),
+)
+def test_empty_fields_are_found_across_scan_slices(
+    text: bytes, separator: bytes, scan: int
+) -> None:
+    import threading
+
+    if not text:
+        return
+    sep = separator
+    # Separators side by side, or at either end of a line or of the text.
+    expected = text.startswith(sep) or text.endswith(sep)
+    expected |= any(
+        p in text for p in (sep + sep, b"\n" + sep, sep + b"\n", b"\r" + sep, sep + b"\r")
+    )
+    old = columns._SCAN_BYTES, columns._SCRATCH
+    columns._SCAN_BYTES, columns._SCRATCH = scan, threading.local()
+    try:
+        assert columns._empty_field(text, len(text), separator) == expected
+    finally:
+        columns._SCAN_BYTES, columns._SCRATCH = old
