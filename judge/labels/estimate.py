@@ -839,8 +839,8 @@ class Labels:
     ) -> None:
         """Refuse, before any row is judged, what `correct` would refuse once the run is
         judged (`judge eval --labels` calls it on its input): labels of no metric the run
-        computes, all skipped, of no row of the input, or of an id that names several rows
-        (or, for a metric where lower is better, labels off [0, 1]).
+        computes, all skipped, of no row of the input or of one row only, or of an id that
+        names several rows (or, for a metric where lower is better, labels off [0, 1]).
 
         Args:
             ids: each row's id as results.jsonl will write it, in order
@@ -872,6 +872,12 @@ class Labels:
             raise _doubled(where, doubled)
         if not seen:
             raise _no_row(where, sorted(found.labels))
+        if len(seen) < 2:  # the interval needs two labelled rows: refused now, not at the end
+            raise InputFormatError(
+                f"only 1 labelled row is a row of {where} ({next(iter(seen))!r}): the "
+                "corrected interval needs at least 2 labelled rows (30 or more to be "
+                "trusted); label more rows of a random sample"
+            )
         if _lower_is_better(metric, lower_is_better):
             values = np.array([found.labels[i] for i in sorted(seen)], dtype=np.float64)
             _check_graded(metric, self.label, values)
