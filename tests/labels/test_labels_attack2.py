@@ -36,3 +36,43 @@ def test_one_labelled_row_of_the_input_is_refused_before_any_request(
     assert "1 labelled row is a row of" in done.stderr
     assert "at least 2" in done.stderr
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_compare_fails_when_every_labelled_row_says_b_is_worse(tmp_path):
+    """People call A faithful and B not on each of 30 labelled rows; the judge calls B
+    better. Every labelled difference is -1, so the normal interval had zero width and
+    none was given: no verdict by the labels, and --fail-on-regression passed (exit 0)."""
+    from tests.helpers.corrected_runs import PEOPLE, SCORES, labels_file, write_run
+
+    a = write_run(tmp_path / "a", SCORES)
+    b = write_run(tmp_path / "b", [1.0] * len(SCORES))
+    labels_a = labels_file(tmp_path / "a.jsonl", [1] * len(PEOPLE))
+    labels_b = labels_file(tmp_path / "b.jsonl", [0] * len(PEOPLE))
+    args = ["compare", a, b, "--labels-a", labels_a, "--labels-b", labels_b, "--label", "faithful"]
+    done = run(*args, "--fail-on-regression")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "REGRESSION: faithfulness got worse by the labels" in done.stderr
+
+
+def test_a_difference_of_binary_labels_all_one_way_has_the_exact_interval():
+    """n differences all -1 (0/1 labels, B's 0 and A's 1 on every labelled row): B's share
+    of rows worse is at least (alpha/2)^(1/n) (Clopper-Pearson), so the mean difference is
+    at most 1 - 2 (alpha/2)^(1/n); all +1 is the mirror image."""
+    import math
+
+    from judge.stats import ppi_mean_difference
+
+    n = 30
+    end = 0.025 ** (1 / n)
+    for a, b in ((1.0, 0.0), (0.0, 1.0)):
+        got = ppi_mean_difference(
+            judged_a=[0.5] * 10,
+            judged_b=[0.9] * 10,
+            judged_labelled_a=[0.5] * n,
+            judged_labelled_b=[0.9] * n,
+            labels_a=[a] * n,
+            labels_b=[b] * n,
+        )
+        expected = (-1.0, 1 - 2 * end) if b < a else (2 * end - 1, 1.0)
+        assert (got.low, got.high) == pytest.approx(expected, abs=1e-12)
+        assert got.mean == b - a and math.isfinite(got.labels_only.high)
