@@ -11,7 +11,9 @@ from tests.helpers.corrected_runs import SAMPLE, data_file, eval_command, write_
 
 
 @pytest.mark.parametrize(
-    "extra", [(), ("--processes", "2"), ("--dry-run",)], ids=["one process", "processes", "dry"]
+    "extra",
+    [(), ("--processes", "2"), ("--ray",), ("--dry-run",)],
+    ids=["one process", "processes", "ray", "dry"],
 )
 def test_one_labelled_row_of_the_input_is_refused_before_any_request(
     tmp_path, fake_llm_server, extra
@@ -76,3 +78,35 @@ def test_a_difference_of_binary_labels_all_one_way_has_the_exact_interval():
         expected = (-1.0, 1 - 2 * end) if b < a else (2 * end - 1, 1.0)
         assert (got.low, got.high) == pytest.approx(expected, abs=1e-12)
         assert got.mean == b - a and math.isfinite(got.labels_only.high)
+
+
+def test_compare_html_keeps_hostile_names_of_the_corrected_difference_escaped(tmp_path):
+    """The corrected difference's section names the metric, the label column, the ids of
+    its warnings and the labels' sample: each is the user's text, and must stay text."""
+    from tests.helpers.corrected_runs import CHOSEN, PEOPLE, SCORES, write_run
+
+    metric = "<img src=x onerror=alert(1)>"
+    ids = [f"<i>{i}" for i in range(len(SCORES))]
+    a = write_run(tmp_path / "a", SCORES, metric=metric, ids=ids)
+    b = write_run(tmp_path / "b", [1.0] * len(SCORES), metric=metric, ids=ids)
+    column = "<script>x()</script>"
+    labels_a = write_jsonl(
+        tmp_path / "a.jsonl",
+        [{"id": ids[i], column: PEOPLE[i], "sample": SAMPLE} for i in CHOSEN]
+        + [{"id": "<b>unknown</b>", column: 1, "sample": SAMPLE}],
+    )
+    labels_b = write_jsonl(
+        tmp_path / "b.jsonl",
+        [{"id": ids[i], column: 0, "sample": {"method": "<u>manual</u>"}} for i in CHOSEN],
+    )
+    flags = ["--labels-a", labels_a, "--labels-b", labels_b, "--label", column]
+    done = run("compare", a, b, *flags, "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "out" / "compare.html").read_text(encoding="utf-8")
+    section = page[page.index("<h2>Corrected by people's labels</h2>") :]
+    section = section[: section.index("<h2>", 5)]
+    for raw in ("<img", "<script", "<i>", "<b>", "<u>"):
+        assert raw not in section, raw
+    assert "&lt;img src=x onerror=alert(1)&gt;" in section
+    assert "&lt;b&gt;unknown&lt;/b&gt;" in section  # the warning of an id of no row
+    assert "&lt;u&gt;manual&lt;/u&gt;" in section  # the warning of no random sample
