@@ -3,6 +3,8 @@ difference (issue 42): what a careless or hostile user gives them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from judge.testing import heuristic_judge
@@ -110,3 +112,59 @@ def test_compare_html_keeps_hostile_names_of_the_corrected_difference_escaped(tm
     assert "&lt;img src=x onerror=alert(1)&gt;" in section
     assert "&lt;b&gt;unknown&lt;/b&gt;" in section  # the warning of an id of no row
     assert "&lt;u&gt;manual&lt;/u&gt;" in section  # the warning of no random sample
+
+
+def conversations(path, n=4):
+    """n conversations of 3 turns; the assistant's turns are the rows, ids c0#2, c0#4, ..."""
+    records = []
+    for c in range(n):
+        turns = []
+        for t in range(3):
+            turns += [
+                {"role": "user", "content": f"question {c} {t}"},
+                {
+                    "role": "assistant",
+                    "content": "Python was created by Guido van Rossum.",
+                    "contexts": ["Python was created by Guido van Rossum."],
+                },
+            ]
+        records.append({"id": f"c{c}", "turns": turns})
+    return write_jsonl(path, records)
+
+
+@pytest.mark.parametrize(
+    ("ids", "rows_said"),
+    [
+        # labels of whole conversations, where the rows are their turns
+        ([f"c{c}" for c in range(4)], "'c0#2', 'c0#4', 'c0#6'"),
+        # ids written as floats (a spreadsheet's export) of rows numbered 0, 1, ...
+        ([float(i) for i in range(4)], "'0', '1', '2'"),
+    ],
+    ids=["conversation ids", "float ids"],
+)
+def test_labels_of_no_row_are_told_what_the_rows_ids_look_like(
+    tmp_path, fake_llm_server, ids, rows_said
+):
+    """'no labelled id is a row ... are the labels of another run?' named the labels' ids
+    only: a user who labelled conversations (the rows are their turns, CONV#TURN) or whose
+    spreadsheet wrote 3 as 3.0 could not see why they match no row."""
+    fake_llm_server.chat = heuristic_judge
+    if isinstance(ids[0], str):
+        data = conversations(tmp_path / "chats.jsonl")
+    else:
+        data = data_file(tmp_path)
+        records = [json.loads(line) for line in data.read_text().splitlines()]
+        write_jsonl(data, [{k: v for k, v in r.items() if k != "id"} for r in records])
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": ident, "faithful": 1, "sample": SAMPLE} for ident in ids],
+    )
+    done = run(
+        *eval_command(data, fake_llm_server, tmp_path / "out"),
+        "--labels",
+        labels,
+        "--label",
+        "faithful",
+    )
+    assert done.returncode == 2 and fake_llm_server.requests == [], done.stderr
+    assert f"the rows' ids are like {rows_said}" in done.stderr
