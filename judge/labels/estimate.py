@@ -408,11 +408,17 @@ def _none_labelled(found: LabelFile, label: str) -> InputFormatError:
     )
 
 
-def _no_row(where: str, unknown: Sequence[str]) -> InputFormatError:
-    """The error of labels none of whose ids is a row of the run."""
+_ROW_IDS_SHOWN = 3  # row ids an error of labels of no row quotes
+
+
+def _no_row(where: str, unknown: Sequence[str], row_ids: Sequence[str]) -> InputFormatError:
+    """The error of labels none of whose ids is a row of the run, with the first few rows'
+    ids (`row_ids`): a conversation's turns are CONV#TURN, and 3.0 is not the row 3."""
+    like = ", ".join(map(repr, row_ids[:_ROW_IDS_SHOWN]))
     return InputFormatError(
         f"no labelled id is a row of {where} (labels for ids "
-        f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
+        f"{', '.join(map(repr, unknown[:5]))}; the rows' ids are like {like}): are the "
+        "labels of another run? A label's id is its row's id in results.jsonl, as text"
     )
 
 
@@ -475,7 +481,7 @@ def join_labels(rows: Sequence[ResultRow], found: LabelFile, *, where: str, labe
     unknown = sorted(ident for ident in found.labels if ident not in positions)
     matched = {positions[i]: v for i, v in found.labels.items() if i in positions}
     if not matched:
-        raise _no_row(where, unknown)
+        raise _no_row(where, unknown, [str(row.id) for row in rows[:_ROW_IDS_SHOWN]])
     labelled = np.array(sorted(matched), dtype=np.int64)
     return Joined(
         labelled=labelled,
@@ -861,8 +867,11 @@ class Labels:
             raise _none_labelled(found, self.label)
         seen: set[str] = set()
         doubled: list[str] = []
+        first: list[str] = []  # the first rows' ids, for an error of labels of no row
         for ident in ids:
             text = str(ident)
+            if len(first) < _ROW_IDS_SHOWN:
+                first.append(text)
             if text not in found.labels:
                 continue
             if text in seen and text not in doubled:
@@ -871,7 +880,7 @@ class Labels:
         if doubled:
             raise _doubled(where, doubled)
         if not seen:
-            raise _no_row(where, sorted(found.labels))
+            raise _no_row(where, sorted(found.labels), first)
         if len(seen) < 2:  # the interval needs two labelled rows: refused now, not at the end
             raise InputFormatError(
                 f"only 1 labelled row is a row of {where} ({next(iter(seen))!r}): the "
