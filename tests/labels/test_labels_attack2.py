@@ -168,3 +168,33 @@ def test_labels_of_no_row_are_told_what_the_rows_ids_look_like(
     )
     assert done.returncode == 2 and fake_llm_server.requests == [], done.stderr
     assert f"the rows' ids are like {rows_said}" in done.stderr
+
+
+def test_labels_that_fail_once_the_rows_are_judged_say_the_rows_are_kept(tmp_path, fake_llm_server):
+    """The two labelled rows have no answer, so the judge scores neither: that is known
+    only once the run is judged, and the run ended with exit 2, no results.jsonl and
+    nothing said of the judged rows, which its checkpoint keeps (the same command again
+    judges nothing)."""
+    fake_llm_server.chat = heuristic_judge
+    data = data_file(tmp_path)
+    records = [json.loads(line) for line in data.read_text().splitlines()]
+    for i in (1, 2):
+        records[i]["answer"] = ""
+    write_jsonl(data, records)
+    labels = write_jsonl(
+        tmp_path / "labels.jsonl",
+        [{"id": f"r{i}", "faithful": 1, "sample": SAMPLE} for i in (1, 2)],
+    )
+    command = [*eval_command(data, fake_llm_server, tmp_path / "out"), "--no-cache"]
+    command.remove("--cache")
+    command.remove(tmp_path / "cache.sqlite")
+    done = run(*command, "--labels", labels, "--label", "faithful")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "0 labelled rows with a judged score" in done.stderr
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+    assert "the judged rows are kept" in done.stderr, done.stderr
+    assert "without --labels" in done.stderr
+    asked = len(fake_llm_server.requests)
+    again = run(*command)
+    assert again.returncode == 0, again.stderr
+    assert len(fake_llm_server.requests) == asked  # the checkpoint's rows: nothing asked
