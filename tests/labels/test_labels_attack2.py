@@ -198,3 +198,26 @@ def test_labels_that_fail_once_the_rows_are_judged_say_the_rows_are_kept(tmp_pat
     again = run(*command)
     assert again.returncode == 0, again.stderr
     assert len(fake_llm_server.requests) == asked  # the checkpoint's rows: nothing asked
+
+
+def test_labels_read_the_wrong_way_round_are_warned_about(tmp_path):
+    """People asked 'did the answer hallucinate?' wrote 1 for yes, where labels are read
+    higher = better (1 = no hallucination). The judge agrees with them row for row, yet the
+    corrected hallucination_rate came out as 1 minus theirs (0.733 [0.575, 0.892], where
+    the labelled rows' rate is 0.267) with nothing said but a note that lambda is 0."""
+    from judge.labels.estimate import estimate
+    from tests.helpers.corrected_runs import write_run
+
+    n = 60
+    scores = [1.0 if i % 8 == 0 else 0.0 for i in range(n)]  # the judge: 1 in 8 hallucinate
+    run_folder = write_run(tmp_path / "run", scores, metric="hallucination_rate").parent
+    sample = {"method": "random", "seed": 1, "of": n}
+    labels = [{"id": f"r{i}", "bad": int(scores[i]), "sample": sample} for i in range(0, n, 2)]
+    got = estimate(run_folder, labels=labels, label="bad", metric="hallucination_rate")
+    said = " ".join(got.warnings)
+    assert "the labels fall as the judge's scores rise" in said, got.warnings
+    assert "1 = good" in said
+    # labels the right way round (1 = no hallucination) are not warned about
+    right = [{**record, "bad": 1 - record["bad"]} for record in labels]
+    fine = estimate(run_folder, labels=right, label="bad", metric="hallucination_rate")
+    assert not any("fall as" in w for w in fine.warnings), fine.warnings
