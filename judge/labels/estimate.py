@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -621,6 +622,7 @@ def estimate_rows(
     labelled, unlabelled = oriented[joined.labelled], oriented[joined.unlabelled]
     result = ppi_mean(unlabelled, labelled, joined.values, confidence)
     warnings = _warnings(found, not_random, matched, joined.unknown, len(rows))
+    warnings += _falling(labelled, joined.values, metric, up)
     if not not_random:
         warnings += _not_spread_as_drawn(labelled, unlabelled)
     if any(r.conversation_id is not None for r in rows):
@@ -1077,6 +1079,34 @@ def _not_spread_as_drawn(labelled: np.ndarray, unlabelled: np.ndarray) -> list[s
         f"Smirnov D = {d:.3f}, p = {p:.1e}): whatever their sample says, they look picked "
         "by their score (the judge's disagreements, its low scores), and then the PPI "
         "interval does not hold; label a seeded random sample (judge annotate draws one)"
+    ]
+
+
+def _falling(scores: np.ndarray, labels: np.ndarray, metric: str, up: bool) -> list[str]:
+    """A warning when the labels fall as the judge's (oriented) scores rise, beyond chance
+    (Pearson's r, one-sided by Fisher's z, p below SPREAD_P): labels written 1 = bad (1 =
+    'it hallucinated') where they are read 1 = good make the corrected mean the opposite
+    of theirs, and lambda 0 hides it."""
+    kept = ~np.isnan(scores)
+    scores, labels = scores[kept], labels[kept]
+    n = scores.size
+    if n < 4 or np.ptp(scores) == 0 or np.ptp(labels) == 0:
+        return []
+    r = float(np.corrcoef(scores, labels)[0, 1])
+    if not r < 0:
+        return []
+    z = math.atanh(max(r, -1 + 1e-15)) * math.sqrt(n - 3)
+    p = NormalDist().cdf(z)
+    if not p < SPREAD_P:
+        return []
+    good = "1 = good (faithful, relevant)"
+    if not up:
+        good = f"1 = good: for {metric}, 1 = no {metric.removesuffix('_rate')}"
+    return [
+        f"the labels fall as the judge's scores rise (Pearson r = {r:.2f} over {n} labelled "
+        f"rows, p = {p:.1e}): labels are read higher = better, {good}; labels written 1 = "
+        "bad make the corrected mean the opposite of theirs. Write them 1 = good (or 1 - "
+        "label), or check the judge"
     ]
 
 
