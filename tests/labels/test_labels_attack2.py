@@ -9,7 +9,14 @@ import pytest
 
 from judge.testing import heuristic_judge
 from tests.helpers.cli import run
-from tests.helpers.corrected_runs import SAMPLE, data_file, eval_command, write_jsonl
+from tests.helpers.corrected_runs import (
+    CHOSEN,
+    PEOPLE,
+    SAMPLE,
+    data_file,
+    eval_command,
+    write_jsonl,
+)
 
 
 @pytest.mark.parametrize(
@@ -221,3 +228,27 @@ def test_labels_read_the_wrong_way_round_are_warned_about(tmp_path):
     right = [{**record, "bad": 1 - record["bad"]} for record in labels]
     fine = estimate(run_folder, labels=right, label="bad", metric="hallucination_rate")
     assert not any("fall as" in w for w in fine.warnings), fine.warnings
+
+
+def test_require_random_counts_the_labels_of_the_runs_rows_only(tmp_path, fake_llm_server):
+    """A label of another run's row, drawn by hand, is left out of the estimate; judge eval
+    --require-random refused the whole file for it ('1 of 31 labelled rows record no random
+    sample'), where judge estimate --require-random on the same run took the labels."""
+    fake_llm_server.chat = heuristic_judge
+    data = data_file(tmp_path)
+    records = [
+        {"id": f"r{i}", "faithful": PEOPLE[i], "sample": SAMPLE, "metric": "faithfulness"}
+        for i in CHOSEN
+    ]
+    records.append({"id": "elsewhere", "faithful": 1, "sample": {"method": "manual"}})
+    labels = write_jsonl(tmp_path / "labels.jsonl", records)
+    flags = ["--labels", labels, "--label", "faithful", "--require-random"]
+    done = run(*eval_command(data, fake_llm_server, tmp_path / "out"), *flags)
+    assert done.returncode == 0, done.stderr
+    assert "1 labelled ids are no row of the run, left out: 'elsewhere'" in done.stderr
+    estimated = run(
+        "estimate", tmp_path / "out", *flags, "--metric", "faithfulness", "--format", "json"
+    )
+    assert estimated.returncode == 0, estimated.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["label_corrected"]["ppi"] == json.loads(estimated.stdout)["ppi"]
