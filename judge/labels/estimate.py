@@ -818,14 +818,13 @@ class Labels:
     snapshot: LabelFile | None = field(default=None, compare=False, repr=False)
 
     def read(self) -> LabelFile:
-        """The labels, read and checked (a bad file, labels of another metric than
-        `metric`, or with require_random labels that record no random sample, fail here:
-        `judge eval` reads them before any request); the snapshot when there is one."""
+        """The labels, read and checked (a bad file, or labels of another metric than
+        `metric`, fail here: `judge eval` reads them before any request); the snapshot
+        when there is one. require_random is checked on the labels of the run's rows
+        (`check_rows`, `correct`): a label of no row is left out, random or not."""
         if self.snapshot is not None:
             return self.snapshot
         found = read_label_file(self.labels, label=self.label, annotator=self.annotator)
-        if self.require_random:
-            _check_random(found, len(found.not_random), len(found.labels))
         if self.metric is not None:  # labels of another metric than the one named
             labelled_metric(found, self.metric, candidates=(), known=(), keyword=self.keyword)
         return found
@@ -848,7 +847,8 @@ class Labels:
         """Refuse, before any row is judged, what `correct` would refuse once the run is
         judged (`judge eval --labels` calls it on its input): labels of no metric the run
         computes, all skipped, of no row of the input or of one row only, or of an id that
-        names several rows (or, for a metric where lower is better, labels off [0, 1]).
+        names several rows, or (require_random) of rows that record no random sample (or,
+        for a metric where lower is better, labels off [0, 1]).
 
         Args:
             ids: each row's id as results.jsonl will write it, in order
@@ -883,6 +883,8 @@ class Labels:
             raise _doubled(where, doubled)
         if not seen:
             raise _no_row(where, sorted(found.labels), first)
+        if self.require_random:  # as `correct` checks it: on the labels of the run's rows
+            _check_random(found, len(found.not_random & seen), len(seen))
         if len(seen) < 2:  # the interval needs two labelled rows: refused now, not at the end
             raise InputFormatError(
                 f"only 1 labelled row is a row of {where} ({next(iter(seen))!r}): the "
