@@ -252,3 +252,14 @@ def test_require_random_counts_the_labels_of_the_runs_rows_only(tmp_path, fake_l
     assert estimated.returncode == 0, estimated.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["label_corrected"]["ppi"] == json.loads(estimated.stdout)["ppi"]
+
+
+def test_a_labels_file_of_one_json_document_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """Windows editors save UTF-8 with a byte order mark: a .jsonl or .csv labels file with
+    one was read, a .json one refused ('Unexpected UTF-8 BOM')."""
+    from judge.labels.estimate import read_label_file
+
+    records = [{"id": "r1", "ok": 1}, {"id": "r2", "ok": 0}]
+    path = tmp_path / "labels.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(records).encode())
+    assert read_label_file(path, label="ok").labels == {"r1": 1.0, "r2": 0.0}
