@@ -263,3 +263,31 @@ def test_a_labels_file_of_one_json_document_saved_with_a_byte_order_mark_is_read
     path = tmp_path / "labels.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(records).encode())
     assert read_label_file(path, label="ok").labels == {"r1": 1.0, "r2": 0.0}
+
+
+def test_a_gate_held_to_graded_labels_off_the_metrics_scale_is_warned_about(tmp_path):
+    """A run gated faithfulness>=0.8 given 1-5 grades: the corrected mean is on the grades'
+    scale (3.2), so the gate, written for scores on [0, 1], passes whatever people said,
+    and nothing said so."""
+    import judge
+    from judge.labels.estimate import Labels
+    from judge.run.rows import ResultRow
+    from tests.helpers.corrected_runs import SCORES
+
+    rows = [ResultRow(row=i, id=f"r{i}", scores={"faithfulness": s}) for i, s in enumerate(SCORES)]
+    view = type("View", (), {})()
+    view.rows, view.summary = rows, {}
+    view.config = type("Config", (), {"source": "data.jsonl", "lower_is_better": []})()
+    grades = [
+        {"id": f"r{i}", "grade": 1 + (i % 5), "sample": SAMPLE, "metric": "faithfulness"}
+        for i in CHOSEN
+    ]
+    gated = Labels(grades, label="grade").correct(view, judge.Gates.of(["faithfulness>=0.8"]))
+    said = " ".join(gated.warnings)
+    assert "the labels run from 1 to 5" in said and "faithfulness>=0.8" in said, said
+    # without a gate on it, or with labels on [0, 1], there is nothing to say
+    plain = Labels(grades, label="grade").correct(view, judge.Gates())
+    assert not any("run from" in w for w in plain.warnings)
+    binary = [{**g, "grade": int(g["grade"] > 3)} for g in grades]
+    fine = Labels(binary, label="grade").correct(view, judge.Gates.of(["faithfulness>=0.8"]))
+    assert not any("run from" in w for w in fine.warnings)
