@@ -921,6 +921,7 @@ class Labels:
         ran = result.summary.get(metric)
         if ran is not None and self.confidence == RUN_CONFIDENCE:
             got.judge_alone(ran.mean, ran.ci_low, ran.ci_high, ran.scored)
+        got.warnings += _gated_off_scale(rows, found, metric, gates)
         record = got.to_dict()
         del record["gates"], record["config"]  # the run's gates are summary.json's own
         record["labels"] = _source_text(self.labels)
@@ -1109,6 +1110,31 @@ def _falling(scores: np.ndarray, labels: np.ndarray, metric: str, up: bool) -> l
         f"rows, p = {p:.1e}): labels are read higher = better, {good}; labels written 1 = "
         "bad make the corrected mean the opposite of theirs. Write them 1 = good (or 1 - "
         "label), or check the judge"
+    ]
+
+
+def _gated_off_scale(
+    rows: Sequence[ResultRow], found: LabelFile, metric: str, gates: Gates
+) -> list[str]:
+    """A warning when the run's gates on the labelled metric, whose scores lie on [0, 1],
+    are held to a mean of labels off [0, 1] (1-5 grades): the gate was written for the
+    metric's scale and is met or missed on the labels' (faithfulness>=0.8 by grades
+    averaging 3.2)."""
+    gated = [str(bound) for bound in gates.bounds if bound.metric == metric]
+    if not gated:
+        return []
+    at = {str(row.id) for row in rows}
+    values = [value for ident, value in found.labels.items() if ident in at]
+    scores = [row.scores.get(metric, math.nan) for row in rows]
+    on_unit = all(0 <= s <= 1 for s in scores if not math.isnan(s))
+    if not values or not on_unit or (min(values) >= 0 and max(values) <= 1):
+        return []
+    low, high = min(values), max(values)
+    return [
+        f"the labels run from {low:g} to {high:g}, so the corrected mean is on their scale, "
+        f"and the gates {', '.join(gated)} are held to it where {metric}'s scores lie on "
+        "[0, 1]: give labels on [0, 1] (1-5 grades as (grade - 1) / 4), or gates on the "
+        "labels' scale"
     ]
 
 
