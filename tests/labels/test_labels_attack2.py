@@ -291,3 +291,28 @@ def test_a_gate_held_to_graded_labels_off_the_metrics_scale_is_warned_about(tmp_
     binary = [{**g, "grade": int(g["grade"] > 3)} for g in grades]
     fine = Labels(binary, label="grade").correct(view, judge.Gates.of(["faithfulness>=0.8"]))
     assert not any("run from" in w for w in fine.warnings)
+
+
+def test_compare_warns_of_labels_read_the_wrong_way_round(tmp_path):
+    """judge compare's corrected difference: labels written 1 = bad for both runs fall as
+    the judge's differences rise, and the difference came out the opposite of theirs
+    with nothing said (as one run's mean did)."""
+    from judge.labels.estimate import estimate_difference
+    from tests.helpers.corrected_runs import write_run
+
+    n = 60
+    a_scores = [0.0] * n
+    b_scores = [1.0 if i % 3 else 0.0 for i in range(n)]  # B hallucinates on 2 rows in 3
+    a = write_run(tmp_path / "a", a_scores, metric="hallucination_rate")
+    b = write_run(tmp_path / "b", b_scores, metric="hallucination_rate")
+    sample = {"method": "random", "seed": 1, "of": n}
+
+    def labels(scores):  # 1 = 'it hallucinated', as the judge says
+        return [{"id": f"r{i}", "bad": int(scores[i]), "sample": sample} for i in range(0, n, 2)]
+
+    got = estimate_difference(
+        a, b, labels_a=labels(a_scores), labels_b=labels(b_scores), label="bad"
+    )
+    assert any("the labels fall as the judge's scores rise" in w for w in got.warnings), (
+        got.warnings
+    )
