@@ -1031,6 +1031,12 @@ def estimate_difference(
             f"{side}'s labels: {w}"
             for w in _warnings(found, not_random, matched, unknown, len(rows))
         ]
+    warnings += _falling(
+        scores(rows_b, at_b, labelled) - scores(rows_a, at_a, labelled),
+        np.array([found_b.labels[i] - found_a.labels[i] for i in labelled], dtype=float),
+        chosen,
+        up,
+    )
     one_side = sorted(i for i in paired if (i in found_a.labels) != (i in found_b.labels))
     if one_side:
         warnings.append(
