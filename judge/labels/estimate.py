@@ -1125,7 +1125,7 @@ def _gated_off_scale(
     """A warning when the run's gates on the labelled metric, whose scores lie on [0, 1],
     are held to a mean of labels off [0, 1] (1-5 grades): the gate was written for the
     metric's scale and is met or missed on the labels' (faithfulness>=0.8 by grades
-    averaging 3.2)."""
+    averaging 2.8)."""
     gated = [str(bound) for bound in gates.bounds if bound.metric == metric]
     if not gated:
         return []

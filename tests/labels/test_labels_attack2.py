@@ -267,7 +267,7 @@ def test_a_labels_file_of_one_json_document_saved_with_a_byte_order_mark_is_read
 
 def test_a_gate_held_to_graded_labels_off_the_metrics_scale_is_warned_about(tmp_path):
     """A run gated faithfulness>=0.8 given 1-5 grades: the corrected mean is on the grades'
-    scale (3.2), so the gate, written for scores on [0, 1], passes whatever people said,
+    scale (2.8), so the gate, written for scores on [0, 1], passes whatever people said,
     and nothing said so."""
     import judge
     from judge.labels.estimate import Labels
