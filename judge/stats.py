@@ -488,14 +488,31 @@ def _z(confidence: float) -> float:
 
 
 def _no_spread_interval(
-    labels: np.ndarray, confidence: float, proportion: bool
+    labels: np.ndarray, confidence: float, proportion: bool, binary_difference: bool = False
 ) -> tuple[float, float, str]:
     """The interval of a mean whose CLT interval has zero width, and a note saying why:
     labels all 1 (or all 0), when they are 0/1 labels (`proportion`), are n successes
     (failures) in n, whose exact Clopper-Pearson interval is [(alpha/2)^(1/n), 1] ([0,
-    1 - that]); other labels all the same give no interval (NaN)."""
+    1 - that]); differences of 0/1 labels (`binary_difference`) all -1 (or all +1) bound
+    the mean difference by that share (below); other labels all the same give no
+    interval (NaN)."""
     n = labels.size
     value = float(labels[0])
+    if binary_difference and np.all(labels == value) and value in (-1.0, 1.0):
+        # Each difference is -1, 0 or +1 and the mean is P(+1) - P(-1). n differences all
+        # -1: P(-1) >= e = (alpha/2)^(1/n) (Clopper-Pearson's lower end of n in n), and
+        # P(+1) <= 1 - P(-1), so the mean is at most 1 - 2e (all +1: at least 2e - 1).
+        # Without it the interval was NaN, and a regression every labelled row showed
+        # passed judge compare --fail-on-regression.
+        end = ((1 - confidence) / 2) ** (1 / n)
+        low, high = (-1.0, 1.0 - 2 * end) if value == -1.0 else (2 * end - 1, 1.0)
+        return (
+            low,
+            high,
+            f"every labelled difference is {value:+g}: the normal interval would have zero "
+            f"width, so the interval is the one of the exact binomial (Clopper-Pearson) "
+            f"share of rows {'worse' if value < 0 else 'better'}, {n} in {n}",
+        )
     if proportion and np.all(labels == value) and value in (0.0, 1.0):
         end = ((1 - confidence) / 2) ** (1 / n)
         low, high = (end, 1.0) if value == 1.0 else (0.0, 1.0 - end)
@@ -521,9 +538,11 @@ def _ppi(
     labels: np.ndarray,
     confidence: float,
     proportion: bool = True,
+    binary_difference: bool = False,
 ) -> PPIEstimate:
     """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows;
-    `proportion`: labels all 0 or all 1 get the binomial interval (not for differences)."""
+    `proportion`: labels all 0 or all 1 get the binomial interval (not for differences);
+    `binary_difference`: differences of 0/1 labels all -1 or all +1 get theirs."""
     z = _z(confidence)
     unlabelled = judged[~np.isnan(judged)]
     kept = ~np.isnan(judged_labelled)
@@ -555,7 +574,9 @@ def _ppi(
         # Labels that are all the same have no spread, so the CLT interval has zero width
         # (95% sure of a perfect mean from two labels); lambda is then 0, and the estimate
         # is the labels' own mean.
-        low, high, note = _no_spread_interval(kept_labels, confidence, proportion)
+        low, high, note = _no_spread_interval(
+            kept_labels, confidence, proportion, binary_difference
+        )
         if float(lam) == 0.0:
             labels_low, labels_high = low, high
         notes.append(note)
@@ -657,6 +678,9 @@ def ppi_mean_difference(
     A's) go through `ppi_mean`, so the interval is of the mean paired difference of the
     labels (PPI++ for the mean of differences; Angelopoulos, Duchi & Zrnic 2023). A row
     where either judged score is NaN is left out. Keyword-only: a swapped pair flips the sign.
+    Differences of 0/1 labels that are all -1 (or all +1) have no spread: the interval is
+    then [-1, 1 - 2 (alpha/2)^(1/n)] (or its mirror image), from the exact binomial
+    interval of the share of rows B is worse (better) on.
 
     Args:
         judged_a: A's judged scores on the rows without labels.
@@ -681,12 +705,14 @@ def ppi_mean_difference(
     _same_length(scores_a, "judged_labelled_a", values_b, "labels_b")
     _no_nan_labels(values_a, "labels_a", "judged_labelled_a")
     _no_nan_labels(values_b, "labels_b", "judged_labelled_b")
+    binary = bool(np.isin(values_a, (0.0, 1.0)).all() and np.isin(values_b, (0.0, 1.0)).all())
     return _ppi(
         unlabelled_b - unlabelled_a,
         scores_b - scores_a,
         values_b - values_a,
         confidence,
         proportion=False,
+        binary_difference=binary,
     )
 
 

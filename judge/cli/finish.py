@@ -64,9 +64,20 @@ def finish_run(
     from judge.run.folder import RunFolder
     from judge.run.outputs import write_outputs
 
-    outcome = write_outputs(
-        result, folder, gates=gates, results_written=results_written, labels=labels
-    )
+    try:
+        outcome = write_outputs(
+            result, folder, gates=gates, results_written=results_written, labels=labels
+        )
+    except JudgeError as exc:
+        # Labels can fail only once the rows are judged (the labelled rows unscored):
+        # the folder is left as it was, and its checkpoint keeps every judged row.
+        kept = RunFolder(folder if isinstance(folder, Path) else folder.path).checkpoint
+        if labels is None or not kept.exists():
+            raise
+        raise JudgeError(
+            f"{exc}; the judged rows are kept ({kept}): the same command without --labels, "
+            "or with labels that can correct the run, writes it and judges nothing again"
+        ) from None
     out = outcome.folder
     checkpoint = RunFolder(out).checkpoint
     if checkpoint.exists():

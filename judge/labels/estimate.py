@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -408,11 +409,17 @@ def _none_labelled(found: LabelFile, label: str) -> InputFormatError:
     )
 
 
-def _no_row(where: str, unknown: Sequence[str]) -> InputFormatError:
-    """The error of labels none of whose ids is a row of the run."""
+_ROW_IDS_SHOWN = 3  # row ids an error of labels of no row quotes
+
+
+def _no_row(where: str, unknown: Sequence[str], row_ids: Sequence[str]) -> InputFormatError:
+    """The error of labels none of whose ids is a row of the run, with the first few rows'
+    ids (`row_ids`): a conversation's turns are CONV#TURN, and 3.0 is not the row 3."""
+    like = ", ".join(map(repr, row_ids[:_ROW_IDS_SHOWN]))
     return InputFormatError(
         f"no labelled id is a row of {where} (labels for ids "
-        f"{', '.join(map(repr, unknown[:5]))}): are the labels of another run?"
+        f"{', '.join(map(repr, unknown[:5]))}; the rows' ids are like {like}): are the "
+        "labels of another run? A label's id is its row's id in results.jsonl, as text"
     )
 
 
@@ -475,7 +482,7 @@ def join_labels(rows: Sequence[ResultRow], found: LabelFile, *, where: str, labe
     unknown = sorted(ident for ident in found.labels if ident not in positions)
     matched = {positions[i]: v for i, v in found.labels.items() if i in positions}
     if not matched:
-        raise _no_row(where, unknown)
+        raise _no_row(where, unknown, [str(row.id) for row in rows[:_ROW_IDS_SHOWN]])
     labelled = np.array(sorted(matched), dtype=np.int64)
     return Joined(
         labelled=labelled,
@@ -615,6 +622,7 @@ def estimate_rows(
     labelled, unlabelled = oriented[joined.labelled], oriented[joined.unlabelled]
     result = ppi_mean(unlabelled, labelled, joined.values, confidence)
     warnings = _warnings(found, not_random, matched, joined.unknown, len(rows))
+    warnings += _falling(labelled, joined.values, metric, up)
     if not not_random:
         warnings += _not_spread_as_drawn(labelled, unlabelled)
     if any(r.conversation_id is not None for r in rows):
@@ -810,14 +818,13 @@ class Labels:
     snapshot: LabelFile | None = field(default=None, compare=False, repr=False)
 
     def read(self) -> LabelFile:
-        """The labels, read and checked (a bad file, labels of another metric than
-        `metric`, or with require_random labels that record no random sample, fail here:
-        `judge eval` reads them before any request); the snapshot when there is one."""
+        """The labels, read and checked (a bad file, or labels of another metric than
+        `metric`, fail here: `judge eval` reads them before any request); the snapshot
+        when there is one. require_random is checked on the labels of the run's rows
+        (`check_rows`, `correct`): a label of no row is left out, random or not."""
         if self.snapshot is not None:
             return self.snapshot
         found = read_label_file(self.labels, label=self.label, annotator=self.annotator)
-        if self.require_random:
-            _check_random(found, len(found.not_random), len(found.labels))
         if self.metric is not None:  # labels of another metric than the one named
             labelled_metric(found, self.metric, candidates=(), known=(), keyword=self.keyword)
         return found
@@ -839,8 +846,9 @@ class Labels:
     ) -> None:
         """Refuse, before any row is judged, what `correct` would refuse once the run is
         judged (`judge eval --labels` calls it on its input): labels of no metric the run
-        computes, all skipped, of no row of the input, or of an id that names several rows
-        (or, for a metric where lower is better, labels off [0, 1]).
+        computes, all skipped, of no row of the input or of one row only, or of an id that
+        names several rows, or (require_random) of rows that record no random sample (or,
+        for a metric where lower is better, labels off [0, 1]).
 
         Args:
             ids: each row's id as results.jsonl will write it, in order
@@ -861,8 +869,11 @@ class Labels:
             raise _none_labelled(found, self.label)
         seen: set[str] = set()
         doubled: list[str] = []
+        first: list[str] = []  # the first rows' ids, for an error of labels of no row
         for ident in ids:
             text = str(ident)
+            if len(first) < _ROW_IDS_SHOWN:
+                first.append(text)
             if text not in found.labels:
                 continue
             if text in seen and text not in doubled:
@@ -871,7 +882,15 @@ class Labels:
         if doubled:
             raise _doubled(where, doubled)
         if not seen:
-            raise _no_row(where, sorted(found.labels))
+            raise _no_row(where, sorted(found.labels), first)
+        if self.require_random:  # as `correct` checks it: on the labels of the run's rows
+            _check_random(found, len(found.not_random & seen), len(seen))
+        if len(seen) < 2:  # the interval needs two labelled rows: refused now, not at the end
+            raise InputFormatError(
+                f"only 1 labelled row is a row of {where} ({next(iter(seen))!r}): the "
+                "corrected interval needs at least 2 labelled rows (30 or more to be "
+                "trusted); label more rows of a random sample"
+            )
         if _lower_is_better(metric, lower_is_better):
             values = np.array([found.labels[i] for i in sorted(seen)], dtype=np.float64)
             _check_graded(metric, self.label, values)
@@ -902,6 +921,7 @@ class Labels:
         ran = result.summary.get(metric)
         if ran is not None and self.confidence == RUN_CONFIDENCE:
             got.judge_alone(ran.mean, ran.ci_low, ran.ci_high, ran.scored)
+        got.warnings += _gated_off_scale(rows, found, metric, gates)
         record = got.to_dict()
         del record["gates"], record["config"]  # the run's gates are summary.json's own
         record["labels"] = _source_text(self.labels)
@@ -1011,6 +1031,12 @@ def estimate_difference(
             f"{side}'s labels: {w}"
             for w in _warnings(found, not_random, matched, unknown, len(rows))
         ]
+    warnings += _falling(
+        scores(rows_b, at_b, labelled) - scores(rows_a, at_a, labelled),
+        np.array([found_b.labels[i] - found_a.labels[i] for i in labelled], dtype=float),
+        chosen,
+        up,
+    )
     one_side = sorted(i for i in paired if (i in found_a.labels) != (i in found_b.labels))
     if one_side:
         warnings.append(
@@ -1062,6 +1088,59 @@ def _not_spread_as_drawn(labelled: np.ndarray, unlabelled: np.ndarray) -> list[s
         f"Smirnov D = {d:.3f}, p = {p:.1e}): whatever their sample says, they look picked "
         "by their score (the judge's disagreements, its low scores), and then the PPI "
         "interval does not hold; label a seeded random sample (judge annotate draws one)"
+    ]
+
+
+def _falling(scores: np.ndarray, labels: np.ndarray, metric: str, up: bool) -> list[str]:
+    """A warning when the labels fall as the judge's (oriented) scores rise, beyond chance
+    (Pearson's r, one-sided by Fisher's z, p below SPREAD_P): labels written 1 = bad (1 =
+    'it hallucinated') where they are read 1 = good make the corrected mean the opposite
+    of theirs, and lambda 0 hides it."""
+    kept = ~np.isnan(scores)
+    scores, labels = scores[kept], labels[kept]
+    n = scores.size
+    if n < 4 or np.ptp(scores) == 0 or np.ptp(labels) == 0:
+        return []
+    r = float(np.corrcoef(scores, labels)[0, 1])
+    if not r < 0:
+        return []
+    z = math.atanh(max(r, -1 + 1e-15)) * math.sqrt(n - 3)
+    p = NormalDist().cdf(z)
+    if not p < SPREAD_P:
+        return []
+    good = "1 = good (faithful, relevant)"
+    if not up:
+        good = f"1 = good: for {metric}, 1 = no {metric.removesuffix('_rate')}"
+    return [
+        f"the labels fall as the judge's scores rise (Pearson r = {r:.2f} over {n} labelled "
+        f"rows, p = {p:.1e}): labels are read higher = better, {good}; labels written 1 = "
+        "bad make the corrected mean the opposite of theirs. Write them 1 = good (or 1 - "
+        "label), or check the judge"
+    ]
+
+
+def _gated_off_scale(
+    rows: Sequence[ResultRow], found: LabelFile, metric: str, gates: Gates
+) -> list[str]:
+    """A warning when the run's gates on the labelled metric, whose scores lie on [0, 1],
+    are held to a mean of labels off [0, 1] (1-5 grades): the gate was written for the
+    metric's scale and is met or missed on the labels' (faithfulness>=0.8 by grades
+    averaging 2.8)."""
+    gated = [str(bound) for bound in gates.bounds if bound.metric == metric]
+    if not gated:
+        return []
+    at = {str(row.id) for row in rows}
+    values = [value for ident, value in found.labels.items() if ident in at]
+    scores = [row.scores.get(metric, math.nan) for row in rows]
+    on_unit = all(0 <= s <= 1 for s in scores if not math.isnan(s))
+    if not values or not on_unit or (min(values) >= 0 and max(values) <= 1):
+        return []
+    low, high = min(values), max(values)
+    return [
+        f"the labels run from {low:g} to {high:g}, so the corrected mean is on their scale, "
+        f"and the gates {', '.join(gated)} are held to it where {metric}'s scores lie on "
+        "[0, 1]: give labels on [0, 1] (1-5 grades as (grade - 1) / 4), or gates on the "
+        "labels' scale"
     ]
 
 

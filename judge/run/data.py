@@ -238,7 +238,9 @@ def loads_json(text: str) -> Any:
 def _read_json(path: Path) -> list[dict[str, Any]]:
     if path.suffix.lower() == ".json":
         try:
-            value = loads_json(path.read_text(encoding="utf-8"))
+            # utf-8-sig: a byte order mark (as Windows editors save) is no JSON, and read
+            # as the .jsonl and .csv readers read it
+            value = loads_json(path.read_text(encoding="utf-8-sig"))
         except RecursionError:
             raise InputFormatError(f"{path}: {NESTED}") from None
         if isinstance(value, dict):  # {"column": [values...]}

@@ -217,10 +217,11 @@ def test_the_labelled_metric_is_named_or_found(tmp_path):
     assert Labels(recorded, label="faithful").correct(view, gates).metric == "context_recall"
     with pytest.raises(InputFormatError, match="metric='faithfulness', but the labels are of"):
         Labels(recorded, label="faithful", metric="faithfulness").correct(view, gates)
+    # require_random: on the labels of the run's rows (a label of no row is left out)
     with pytest.raises(JudgeError, match="require_random="):
         Labels(
             labels_file(tmp_path / "p.jsonl", sample=None), label="faithful", require_random=True
-        ).read()
+        ).correct(view, gates)
 
 
 def test_compare_shows_the_corrected_difference_beside_the_judges(tmp_path):
