@@ -65,13 +65,25 @@ async def post_alert(
                 try:
                     async with (
                         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
-                        session.post(url, data=body, headers=headers) as answer,
+                        # A redirect is not followed: aiohttp would GET a 301-303's
+                        # Location without the alert (and its 200 would mark it delivered),
+                        # or send the alert to whatever host a 307's Location names.
+                        session.post(
+                            url, data=body, headers=headers, allow_redirects=False
+                        ) as answer,
                     ):
                         status = answer.status
+                        location = answer.headers.get("Location")
                 except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                     raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
                 if status == 429 or status >= 500:
                     raise _Retryable(f"the webhook answered HTTP {status}")
+                if 300 <= status < 400:  # kept: the next start, given that URL, posts it
+                    return Undelivered(
+                        f"the webhook {url} redirected it (HTTP {status}) to {location} (not "
+                        "followed): give the URL that takes the POST itself",
+                        True,
+                    )
                 if not 200 <= status < 300:
                     return Undelivered(f"the webhook {url} refused it (HTTP {status})", False)
     except _Retryable as exc:
