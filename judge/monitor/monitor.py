@@ -892,11 +892,13 @@ class Monitor:
                     continue
                 note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
                 if retry:  # the webhook is down: this one and those after it wait
+                    # ... as long as its Retry-After asked, when it asked for longer
+                    pause = max(DELIVERY_RETRY, failure.after or 0.0)
                     note += (
-                        f"; kept in the state's outbox, posted again in {DELIVERY_RETRY:g} s "
+                        f"; kept in the state's outbox, posted again in {pause:g} s "
                         "or at the next start"
                     )
-                    self._deliver_at = time.monotonic() + DELIVERY_RETRY
+                    self._deliver_at = time.monotonic() + pause
                 self._notes.append(note)
                 self._say(f"note: {note}", always=True)
                 if retry:

@@ -1,18 +1,28 @@
 """An alert sent to a webhook: one JSON POST, retried with backoff on a connection error or
-a 5xx/429 answer. The monitor posts what its state's outbox holds undelivered
-(`judge.monitor.monitor.Monitor.deliver`): at least once, with the alert's id."""
+a 5xx/429 answer (after the Retry-After the webhook gives, when it gives one). The monitor
+posts what its state's outbox holds undelivered (`judge.monitor.monitor.Monitor.deliver`):
+at least once, with the alert's id."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 ATTEMPTS = 4  # the first try and three retries
+LONGEST_WAIT = 30.0  # seconds: a longer Retry-After ends the tries (the outbox waits it)
 
 
 @dataclass(frozen=True)
@@ -24,17 +34,39 @@ class Undelivered:
         retry: True when the webhook could not be reached or answered 429 or 5xx after
             every try; False when it refused the alert (another 4xx): sending it again
             would be refused again.
+        after: the seconds the webhook asked to wait (its Retry-After), when it said.
     """
 
     reason: str
     retry: bool
+    after: float | None = None
 
     def __str__(self) -> str:
         return self.reason
 
 
 class _Retryable(Exception):
-    """A delivery worth trying again: no connection, or the server's own trouble."""
+    """A delivery worth trying again: no connection, or the server's own trouble (with the
+    seconds its Retry-After asked for, when it said)."""
+
+    def __init__(self, reason: str, after: float | None = None) -> None:
+        super().__init__(reason)
+        self.after = after
+
+
+def retry_after(value: str | None) -> float | None:
+    """A Retry-After header's seconds (given as seconds or as an HTTP date); None when
+    absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 async def post_alert(
@@ -50,6 +82,15 @@ async def post_alert(
         attempts: tries in all.
         wait: the first wait between tries, in seconds (doubled each time).
     """
+    backoff = wait_exponential(multiplier=wait, max=LONGEST_WAIT)
+
+    def pause(state: RetryCallState) -> float:
+        """The webhook's Retry-After when it gave one, else the backoff."""
+        failed = state.outcome.exception() if state.outcome else None
+        if isinstance(failed, _Retryable) and failed.after is not None:
+            return failed.after
+        return float(backoff(state))
+
     body = json.dumps(alert, ensure_ascii=False, sort_keys=True).encode("utf-8")
     headers = {"Content-Type": "application/json"}
     if alert.get("id"):  # a receiver de-duplicates a redelivered alert by it
@@ -57,7 +98,7 @@ async def post_alert(
     try:
         async for attempt in AsyncRetrying(
             stop=stop_after_attempt(attempts),
-            wait=wait_exponential(multiplier=wait, max=30),
+            wait=pause,
             retry=retry_if_exception_type(_Retryable),
             reraise=True,
         ):
@@ -74,8 +115,14 @@ async def post_alert(
                     ):
                         status = answer.status
                         location = answer.headers.get("Location")
+                        asked = retry_after(answer.headers.get("Retry-After"))
                 except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                     raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+                if (status == 429 or status >= 500) and asked is not None:
+                    said = f"the webhook answered HTTP {status}, Retry-After {asked:g} s"
+                    if asked > LONGEST_WAIT:  # asked not to be tried again that soon
+                        return Undelivered(f"not delivered to {url} ({said})", True, asked)
+                    raise _Retryable(said, asked)
                 if status == 429 or status >= 500:
                     raise _Retryable(f"the webhook answered HTTP {status}")
                 if 300 <= status < 400:  # kept: the next start, given that URL, posts it
@@ -87,7 +134,9 @@ async def post_alert(
                 if not 200 <= status < 300:
                     return Undelivered(f"the webhook {url} refused it (HTTP {status})", False)
     except _Retryable as exc:
-        return Undelivered(f"not delivered to {url} after {attempts} tries ({exc})", True)
+        return Undelivered(
+            f"not delivered to {url} after {attempts} tries ({exc})", True, exc.after
+        )
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         return Undelivered(f"not delivered to {url} ({type(exc).__name__}: {exc})", True)
     return None
