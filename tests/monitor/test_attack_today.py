@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from aiohttp import web
@@ -15,7 +17,8 @@ from aiohttp import web
 from judge.monitor.monitor import Monitor
 from judge.monitor.webhook import post_alert
 from judge.testing import FakeLLMServer, heuristic_judge
-from tests.monitor.test_webhook import config, dropping_traces
+from tests.helpers.monitor import rag_traces, state_counts, traces_file, wait_for
+from tests.monitor.test_webhook import config, dropping_traces, outbox
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -138,3 +141,96 @@ def test_the_outbox_waits_what_retry_after_asked(tmp_path: Path) -> None:
     assert report.alerts and len(posts) == 1
     notes = [n for n in report.notes if "kept in the state's outbox" in n]
     assert len(notes) == 1 and "posted again in 600 s" in notes[0], notes
+
+
+class _Hanging(http.server.BaseHTTPRequestHandler):
+    """A webhook that takes the POST and answers nothing while `hang` is set."""
+
+    posts: ClassVar[list[str]] = []
+    hang: ClassVar[threading.Event] = threading.Event()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).posts.append(self.headers.get("Idempotency-Key") or "")
+        while type(self).hang.is_set():
+            threading.Event().wait(0.05)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def hanging() -> Iterator[str]:
+    """The URL of a webhook that hangs until the test ends."""
+    _Hanging.posts = []
+    _Hanging.hang.set()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hanging)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/alerts"
+    _Hanging.hang.clear()
+    server.shutdown()
+    server.server_close()
+
+
+def serving(monitor: Monitor, folder: Path) -> threading.Thread:
+    """The monitor serving `folder` (no receiver) in a thread of its own."""
+    thread = threading.Thread(
+        target=lambda: asyncio.run(monitor.aserve(host=None, watch=folder, poll=0.05)),
+        daemon=True,
+    )
+    thread.start()
+    return thread
+
+
+def test_judging_goes_on_while_the_webhook_does_not_answer(tmp_path: Path, hanging: str) -> None:
+    """close_windows awaited the outbox: a webhook that took the POST and did not answer
+    held the judging and the passes (traces completed, folder read) for its 30 s timeout
+    times four tries, every minute."""
+    dropping_traces(tmp_path / "otel")
+    with FakeLLMServer(heuristic_judge) as server:
+        options = {"window": "10", "baseline_windows": 1, "linger": 0}
+        monitor = Monitor(config(tmp_path, server, webhook=hanging, **options))
+        thread = serving(monitor, tmp_path / "otel")
+        try:
+            wait_for(lambda: bool(_Hanging.posts), 60)
+            traces_file(tmp_path / "otel" / "u.json", lambda p: rag_traces(p, 20, first=60))
+            wait_for(lambda: state_counts(tmp_path / "state").get("judged") == 80, 20)
+        finally:
+            monitor.request_stop()
+            _Hanging.hang.clear()
+            thread.join(180)
+            monitor.close()
+
+
+@pytest.mark.parametrize("serve", [True, False], ids=["serve", "once"])
+def test_a_stop_is_not_held_by_a_webhook_that_does_not_answer(
+    tmp_path: Path, hanging: str, serve: bool
+) -> None:
+    """SIGTERM (request_stop) waited for the hanging POST's tries, about two minutes (a
+    supervisor's stop timeout kills it first); the alert stays queued for the next start."""
+    dropping_traces(tmp_path / "otel")
+    with FakeLLMServer(heuristic_judge) as server:
+        options = {"window": "10", "baseline_windows": 1, "linger": 0}
+        monitor = Monitor(config(tmp_path, server, webhook=hanging, **options))
+        if serve:
+            thread = serving(monitor, tmp_path / "otel")
+        else:
+            thread = threading.Thread(target=monitor.once, args=(tmp_path / "otel",))
+            thread.start()
+        try:
+            wait_for(lambda: bool(_Hanging.posts), 60)
+            monitor.request_stop()
+            stopped = time.monotonic()
+            thread.join(10)
+            waited = time.monotonic() - stopped
+        finally:
+            monitor.request_stop()
+            _Hanging.hang.clear()
+            thread.join(180)
+            monitor.close()
+    assert waited < 5, f"the stop waited {waited:.0f} s for the webhook"
+    assert outbox(tmp_path / "state") == [(1, "pending", 0)]
