@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -15,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from judge.monitor.monitor import Monitor
+from judge.monitor.state import MonitorStateError
 from judge.monitor.webhook import post_alert
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.monitor import rag_traces, state_counts, traces_file, wait_for
@@ -234,3 +236,18 @@ def test_a_stop_is_not_held_by_a_webhook_that_does_not_answer(
             monitor.close()
     assert waited < 5, f"the stop waited {waited:.0f} s for the webhook"
     assert outbox(tmp_path / "state") == [(1, "pending", 0)]
+
+
+def test_a_second_monitor_on_a_state_in_use_is_refused(tmp_path: Path) -> None:
+    """Two monitors on one --state (two cron passes overlapping, say) judged the same
+    pending rows twice: 689 judge requests for 200 traces one monitor judges with 400. The
+    guide said never to; nothing stopped it."""
+    with FakeLLMServer(heuristic_judge) as server:
+        first = Monitor(config(tmp_path, server))
+        try:
+            with pytest.raises(MonitorStateError, match="another judge monitor") as refused:
+                Monitor(config(tmp_path, server))
+            assert f"process {os.getpid()}" in str(refused.value)
+        finally:
+            first.close()
+        Monitor(config(tmp_path, server)).close()  # free once the first closed
