@@ -315,6 +315,7 @@ class Monitor:
         self._run_baseline, self._baseline_run_id = self._load_baseline()
         self.state = MonitorState(config.state)
         try:
+            self.state.hold()  # one monitor per state: a second would judge rows twice
             self._check_settings()
             # An alert's id is this state's id and the alert's number: unique across the
             # monitors sharing a load, the same in every delivery of one alert.
