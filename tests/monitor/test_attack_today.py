@@ -251,3 +251,20 @@ def test_a_second_monitor_on_a_state_in_use_is_refused(tmp_path: Path) -> None:
         finally:
             first.close()
         Monitor(config(tmp_path, server)).close()  # free once the first closed
+
+
+@pytest.mark.parametrize("status", [408, 425])
+def test_a_webhook_that_timed_out_or_asks_again_later_is_retried(status: int) -> None:
+    """408 (the webhook's server timed out reading the request) and 425 (too early) say
+    "send it again", as 429 does; they were taken for refusals and the alert dropped."""
+    posts: list[float] = []
+
+    async def attempt() -> Any:
+        runner, url = await serve(busy(status, "0", posts))
+        try:
+            return await post_alert(url, {"id": "s-1"}, attempts=2, wait=0.01)
+        finally:
+            await runner.cleanup()
+
+    failure = asyncio.run(attempt())
+    assert failure is not None and failure.retry and len(posts) == 2
