@@ -138,8 +138,9 @@ class MonitorConfig:
             state's outbox with the alert, retried with backoff, and posted again after
             `DELIVERY_RETRY` seconds, or at the next start (after kill -9 too), until the
             webhook answers 2xx; the alert's "id" (also its Idempotency-Key header) lets a
-            receiver drop a second copy. A refusal (another 4xx) is not posted again; each
-            failure is said on stderr and in the report's notes.
+            receiver drop a second copy. A refusal (a 4xx but 408, 425 and 429) is not
+            posted again, nor is a redirect followed; each failure is said on stderr and in
+            the report's notes.
         keep_traces: forget a completed trace's row in the state (its input fields, scores
             and evidence) this long after it was completed and judged: seconds, or a
             duration ("7d", "12h"); its numbers stay in the counts, and a span of it that

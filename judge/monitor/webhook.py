@@ -1,7 +1,7 @@
 """An alert sent to a webhook: one JSON POST, retried with backoff on a connection error or
-a 5xx/429 answer (after the Retry-After the webhook gives, when it gives one). The monitor
-posts what its state's outbox holds undelivered (`judge.monitor.monitor.Monitor.deliver`):
-at least once, with the alert's id."""
+a 5xx, 408, 425 or 429 answer (after the Retry-After the webhook gives, when it gives
+one). The monitor posts what its state's outbox holds undelivered
+(`judge.monitor.monitor.Monitor.deliver`): at least once, with the alert's id."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ from tenacity import (
 )
 
 ATTEMPTS = 4  # the first try and three retries
+# 4xx answers that ask for the request again (timed out reading it, too early, too many):
+# retried as a 5xx is; any other 4xx refuses the alert.
+RETRIED_4XX = frozenset({408, 425, 429})
 LONGEST_WAIT = 30.0  # seconds: a longer Retry-After ends the tries (the outbox waits it)
 
 
@@ -31,7 +34,7 @@ class Undelivered:
 
     Attributes:
         reason: what went wrong, in a sentence's words.
-        retry: True when the webhook could not be reached or answered 429 or 5xx after
+        retry: True when the webhook could not be reached or answered 408, 425, 429 or 5xx after
             every try; False when it refused the alert (another 4xx): sending it again
             would be refused again.
         after: the seconds the webhook asked to wait (its Retry-After), when it said.
@@ -118,12 +121,12 @@ async def post_alert(
                         asked = retry_after(answer.headers.get("Retry-After"))
                 except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                     raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-                if (status == 429 or status >= 500) and asked is not None:
+                if (status in RETRIED_4XX or status >= 500) and asked is not None:
                     said = f"the webhook answered HTTP {status}, Retry-After {asked:g} s"
                     if asked > LONGEST_WAIT:  # asked not to be tried again that soon
                         return Undelivered(f"not delivered to {url} ({said})", True, asked)
                     raise _Retryable(said, asked)
-                if status == 429 or status >= 500:
+                if status in RETRIED_4XX or status >= 500:
                     raise _Retryable(f"the webhook answered HTTP {status}")
                 if 300 <= status < 400:  # kept: the next start, given that URL, posts it
                     return Undelivered(
