@@ -268,3 +268,39 @@ def test_a_webhook_that_timed_out_or_asks_again_later_is_retried(status: int) ->
 
     failure = asyncio.run(attempt())
     assert failure is not None and failure.retry and len(posts) == 2
+
+
+def test_a_state_of_format_4_with_alerts_posts_only_the_alerts_after_it(
+    tmp_path: Path, hanging: str
+) -> None:
+    """Yesterday's state (format 4, no outbox) held alerts: the migration queues none of
+    them (they were posted, at most once, then); the alerts fired after are posted, with
+    ids that go on from the old alerts' numbers."""
+    import sqlite3
+
+    dropping_traces(tmp_path / "otel")
+    _Hanging.hang.clear()
+    options = {"window": "10", "baseline_windows": 1, "linger": 0}
+    with FakeLLMServer(heuristic_judge) as server:
+        monitor = Monitor(config(tmp_path, server, **options))
+        try:
+            before = monitor.once(tmp_path / "otel")
+        finally:
+            monitor.close()
+        assert before.alerts
+        db = sqlite3.connect(tmp_path / "state" / "monitor.sqlite", isolation_level=None)
+        db.execute("DROP TABLE outbox")  # as format 4 was
+        db.execute("PRAGMA user_version=4")
+        db.close()
+        traces_file(tmp_path / "otel" / "u.json", lambda p: rag_traces(p, 30, first=60, bad_from=0))
+        monitor = Monitor(config(tmp_path, server, webhook=hanging, **options))
+        try:
+            after = monitor.once(tmp_path / "otel")
+        finally:
+            monitor.close()
+    old = {a["id"] for a in before.alerts}
+    assert after.alerts and not old & {a["id"] for a in after.alerts}
+    assert sorted(_Hanging.posts) == sorted(a["id"] for a in after.alerts)
+    assert [status for _, status, _ in outbox(tmp_path / "state")] == ["delivered"] * len(
+        after.alerts
+    )
