@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 from aiohttp import web
 
-from judge.monitor.monitor import Monitor
+from judge.monitor.monitor import Monitor, MonitorConfig
 from judge.monitor.state import MonitorStateError
 from judge.monitor.webhook import post_alert
 from judge.testing import FakeLLMServer, heuristic_judge
@@ -304,3 +304,37 @@ def test_a_state_of_format_4_with_alerts_posts_only_the_alerts_after_it(
     assert [status for _, status, _ in outbox(tmp_path / "state")] == ["delivered"] * len(
         after.alerts
     )
+
+
+def test_a_name_of_two_addresses_on_port_0_is_served_on_the_port_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--listen localhost:0 where localhost is ::1 and 127.0.0.1 (most Linux hosts): each
+    address got a port of its own from the system, and the port said (and given to
+    on_ready) was the first's only; the other address answered nowhere near it."""
+    import socket
+
+    resolve = socket.getaddrinfo
+
+    def both(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "localhost":
+            return resolve("127.0.0.1", *args, **kwargs) + resolve("::1", *args, **kwargs)
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", both)
+    monitor = Monitor(MonitorConfig(state=tmp_path / "state", metrics=["ndcg@10"]))
+    answered: dict[str, bool] = {}
+
+    def ready(port: int | None) -> None:
+        for address in ("127.0.0.1", "::1"):
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            with socket.socket(family) as probe:
+                probe.settimeout(5)
+                answered[address] = probe.connect_ex((address, port or 0)) == 0
+        monitor.request_stop()
+
+    try:
+        asyncio.run(monitor.aserve(host="localhost", port=0, on_ready=ready))
+    finally:
+        monitor.close()
+    assert answered == {"127.0.0.1": True, "::1": True}
