@@ -40,7 +40,7 @@ from judge.monitor.alerts import UNCHECKED, drop_check
 from judge.monitor.baseline import Baseline, run_baseline, window_baseline
 from judge.monitor.budget import Budget, charge, check_priced, parse_budget
 from judge.monitor.prometheus import MonitorCollector, serve_metrics
-from judge.monitor.receiver import Received, make_app
+from judge.monitor.receiver import Received, listen, make_app
 from judge.monitor.state import (
     JUDGE_USAGE,
     JUDGED,
@@ -1057,10 +1057,9 @@ class Monitor:
             app = make_app(queue, token=token, health=self.health)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            site = web.TCPSite(runner, host, port)
             shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
             try:
-                await site.start()
+                await listen(runner, host, port)
             except BaseException as exc:  # the port taken, say: nothing left listening
                 await runner.cleanup()
                 if metrics is not None:
