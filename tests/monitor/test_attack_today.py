@@ -338,3 +338,27 @@ def test_a_name_of_two_addresses_on_port_0_is_served_on_the_port_said(
     finally:
         monitor.close()
     assert answered == {"127.0.0.1": True, "::1": True}
+
+
+def test_a_webhook_url_s_secret_is_not_said_nor_kept() -> None:
+    """A Slack or Discord webhook's URL is its secret (the path), and a URL can carry a
+    password: every failure said it whole on stderr, in the report's notes and in the
+    state's outbox."""
+    posts: list[float] = []
+
+    async def attempt() -> list[Any]:
+        runner, url = await serve(busy(404, "0", posts))
+        secret = url.replace("http://", "http://user:hunter2@").replace(
+            "/alerts", "/services/T0/B0/XyZsEcReT"
+        )
+        try:
+            failures = [await post_alert(secret, {"id": "s-1"}, wait=0.01)]
+        finally:
+            await runner.cleanup()
+        failures.append(await post_alert(secret, {"id": "s-1"}, attempts=1))  # nothing there
+        return failures
+
+    for failure in asyncio.run(attempt()):
+        assert failure is not None
+        assert "XyZsEcReT" not in failure.reason and "hunter2" not in failure.reason
+        assert "http://127.0.0.1:" in failure.reason  # where it went, still said
