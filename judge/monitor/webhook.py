@@ -20,6 +20,7 @@ from tenacity import (
     stop_after_attempt,
     wait_exponential,
 )
+from yarl import URL
 
 ATTEMPTS = 4  # the first try and three retries
 # 4xx answers that ask for the request again (timed out reading it, too early, too many):
@@ -70,6 +71,29 @@ def retry_after(value: str | None) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
+
+
+def shown(url: str | None) -> str:
+    """A URL as messages say it: its scheme, host and port alone. A chat webhook's path is
+    its secret (Slack's, Discord's), and a URL can carry a password."""
+    if not url:
+        return "(none)"
+    try:
+        parsed = URL(url)
+        origin = str(parsed.origin())
+    except ValueError:  # not absolute: nothing of it is said
+        return "(a URL not absolute)"
+    return origin + ("/..." if parsed.path not in ("", "/") or parsed.query_string else "")
+
+
+def _location(url: str, location: str | None) -> str:
+    """Where a redirect pointed, as `shown` says it (a relative Location too)."""
+    if not location:
+        return "nowhere"
+    try:
+        return shown(str(URL(url).join(URL(location))))
+    except ValueError:  # a Location no URL can be made of
+        return "a Location that is no URL"
 
 
 async def post_alert(
@@ -124,22 +148,25 @@ async def post_alert(
                 if (status in RETRIED_4XX or status >= 500) and asked is not None:
                     said = f"the webhook answered HTTP {status}, Retry-After {asked:g} s"
                     if asked > LONGEST_WAIT:  # asked not to be tried again that soon
-                        return Undelivered(f"not delivered to {url} ({said})", True, asked)
+                        return Undelivered(f"not delivered to {shown(url)} ({said})", True, asked)
                     raise _Retryable(said, asked)
                 if status in RETRIED_4XX or status >= 500:
                     raise _Retryable(f"the webhook answered HTTP {status}")
                 if 300 <= status < 400:  # kept: the next start, given that URL, posts it
+                    target = _location(url, location)
                     return Undelivered(
-                        f"the webhook {url} redirected it (HTTP {status}) to {location} (not "
-                        "followed): give the URL that takes the POST itself",
+                        f"the webhook {shown(url)} redirected it (HTTP {status}) to {target} "
+                        "(not followed): give the URL that takes the POST itself",
                         True,
                     )
                 if not 200 <= status < 300:
-                    return Undelivered(f"the webhook {url} refused it (HTTP {status})", False)
+                    return Undelivered(
+                        f"the webhook {shown(url)} refused it (HTTP {status})", False
+                    )
     except _Retryable as exc:
         return Undelivered(
-            f"not delivered to {url} after {attempts} tries ({exc})", True, exc.after
+            f"not delivered to {shown(url)} after {attempts} tries ({exc})", True, exc.after
         )
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        return Undelivered(f"not delivered to {url} ({type(exc).__name__}: {exc})", True)
+        return Undelivered(f"not delivered to {shown(url)} ({type(exc).__name__})", True)
     return None

@@ -73,7 +73,8 @@ def test_a_redirect_is_not_followed_nor_taken_for_a_delivery(status: int) -> Non
     assert got == []  # nothing went where the redirect pointed
     assert failure is not None
     assert failure.retry  # kept in the outbox: the next start with the right URL posts it
-    assert f"HTTP {status}" in failure.reason and target in failure.reason
+    origin = target.removesuffix("/alerts")  # a URL's path is not said (it can be a secret)
+    assert f"HTTP {status}" in failure.reason and f"to {origin}/..." in failure.reason
 
 
 def busy(status: int, retry_after: str, posts: list[float]) -> Handler:
