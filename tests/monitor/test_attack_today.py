@@ -382,3 +382,18 @@ def test_a_week_of_backlog_is_not_judged_with_a_week_of_budget_at_once(tmp_path:
         finally:
             monitor.close()
     assert report.counts.get("judge_requests", 0) <= 10  # what one day allows
+
+
+def test_a_cron_pass_overlapping_the_last_is_refused_with_exit_2(tmp_path: Path) -> None:
+    from tests.helpers.cli import run
+
+    holder = Monitor(MonitorConfig(state=tmp_path / "state", metrics=["ndcg@10"]))
+    try:
+        done = run("monitor", "--once", "--state", tmp_path / "state", "--metrics", "ndcg@10")
+    finally:
+        holder.close()
+    assert done.returncode == 2
+    assert f"another judge monitor (process {os.getpid()}) is using this state" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = run("monitor", "--once", "--state", tmp_path / "state", "--metrics", "ndcg@10")
+    assert done.returncode == 0, done.stderr
