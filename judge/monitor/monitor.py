@@ -40,7 +40,7 @@ from judge.monitor.alerts import UNCHECKED, drop_check
 from judge.monitor.baseline import Baseline, run_baseline, window_baseline
 from judge.monitor.budget import Budget, charge, check_priced, parse_budget
 from judge.monitor.prometheus import MonitorCollector, serve_metrics
-from judge.monitor.receiver import Received, make_app
+from judge.monitor.receiver import Received, listen, make_app
 from judge.monitor.state import (
     JUDGE_USAGE,
     JUDGED,
@@ -53,7 +53,7 @@ from judge.monitor.state import (
     judged_total,
 )
 from judge.monitor.watch import files_in, identity_of, read_new
-from judge.monitor.webhook import post_alert
+from judge.monitor.webhook import Undelivered, post_alert
 from judge.monitor.windows import (
     NS,
     WindowCheck,
@@ -138,8 +138,9 @@ class MonitorConfig:
             state's outbox with the alert, retried with backoff, and posted again after
             `DELIVERY_RETRY` seconds, or at the next start (after kill -9 too), until the
             webhook answers 2xx; the alert's "id" (also its Idempotency-Key header) lets a
-            receiver drop a second copy. A refusal (another 4xx) is not posted again; each
-            failure is said on stderr and in the report's notes.
+            receiver drop a second copy. A refusal (a 4xx but 408, 425 and 429) is not
+            posted again, nor is a redirect followed; each failure is said on stderr and in
+            the report's notes.
         keep_traces: forget a completed trace's row in the state (its input fields, scores
             and evidence) this long after it was completed and judged: seconds, or a
             duration ("7d", "12h"); its numbers stay in the counts, and a span of it that
@@ -315,6 +316,7 @@ class Monitor:
         self._run_baseline, self._baseline_run_id = self._load_baseline()
         self.state = MonitorState(config.state)
         try:
+            self.state.hold()  # one monitor per state: a second would judge rows twice
             self._check_settings()
             # An alert's id is this state's id and the alert's number: unique across the
             # monitors sharing a load, the same in every delivery of one alert.
@@ -323,6 +325,10 @@ class Monitor:
             self.state.close()
             raise
         self._delivering = asyncio.Lock()
+        # While serving, the outbox is posted by a task of its own (`_deliver_soon`): a
+        # webhook slow to answer must not hold the judging and the passes.
+        self._delivery: asyncio.Task[int | None] | None = None
+        self._serving_poll: float | None = None
         self._deliver_at = 0.0  # time.monotonic() before which the outbox is not tried
         self._prune_at = 0.0  # time.monotonic() before which the state is not pruned
         self._prices: dict[str, Estimate] = {}  # trace id -> its row's price (`_price`)
@@ -852,7 +858,10 @@ class Monitor:
             self._say(f"window {window['number']} closed: {window['rows']} rows")
         for alert in self._alerts[before[0] :]:
             print(terminal_text(f"judge: {alert_line(alert)}"), file=sys.stderr)
-        await self.deliver()
+        if self._serving_poll is None:
+            await self.deliver()
+        else:
+            self._deliver_soon(self._serving_poll)
         if time.monotonic() >= self._prune_at:
             await self.prune()
 
@@ -869,6 +878,29 @@ class Monitor:
             self._say(f"{forgotten} traces older than keep_traces= forgotten")
         return forgotten
 
+    def _deliver_soon(self, poll: float) -> None:
+        """Post the outbox in a task of its own, unless one is at it already."""
+        if self._delivery is None or self._delivery.done():
+            self._delivery = asyncio.create_task(self._retried("delivering", self.deliver, poll))
+
+    async def _posted(self, url: str, alert: dict[str, Any]) -> tuple[bool, Undelivered | None]:
+        """(whether the POST was answered, `post_alert`'s answer): not answered when the
+        monitor was stopped first; the POST is then abandoned (the alert stays pending,
+        posted at the next start)."""
+        posting = asyncio.ensure_future(post_alert(url, alert))
+        stopping = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({posting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not posting.done():
+                posting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await posting
+        if posting.cancelled():
+            return False, None
+        return True, posting.result()
+
     async def deliver(self) -> int:
         """Post the alerts the state's outbox holds undelivered to the webhook, oldest first,
         each marked delivered once the webhook took it: at least once, across restarts and
@@ -882,7 +914,15 @@ class Monitor:
         async with self._delivering:  # the judging and the passes close windows at once
             for number, text in await self._db(self.state.undelivered):
                 alert = json.loads(text)
-                failure = await post_alert(url, alert)
+                # A stop (SIGTERM) does not wait for a webhook slow to answer.
+                answered, failure = await self._posted(url, alert)
+                if not answered:
+                    self._say(
+                        f"note: stopped before the webhook took alert {alert.get('id', number)}"
+                        "; kept in the state's outbox, posted at the next start",
+                        always=True,
+                    )
+                    break
                 reason = None if failure is None else failure.reason
                 retry = failure is not None and failure.retry
                 await self._db(self.state.delivery, number, time.time(), reason, retry)
@@ -892,11 +932,13 @@ class Monitor:
                     continue
                 note = f"the alert of {alert['metric']} in window {alert['window']}: {failure}"
                 if retry:  # the webhook is down: this one and those after it wait
+                    # ... as long as its Retry-After asked, when it asked for longer
+                    pause = max(DELIVERY_RETRY, failure.after or 0.0)
                     note += (
-                        f"; kept in the state's outbox, posted again in {DELIVERY_RETRY:g} s "
+                        f"; kept in the state's outbox, posted again in {pause:g} s "
                         "or at the next start"
                     )
-                    self._deliver_at = time.monotonic() + DELIVERY_RETRY
+                    self._deliver_at = time.monotonic() + pause
                 self._notes.append(note)
                 self._say(f"note: {note}", always=True)
                 if retry:
@@ -1015,10 +1057,9 @@ class Monitor:
             app = make_app(queue, token=token, health=self.health)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
-            site = web.TCPSite(runner, host, port)
             shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
             try:
-                await site.start()
+                await listen(runner, host, port)
             except BaseException as exc:  # the port taken, say: nothing left listening
                 await runner.cleanup()
                 if metrics is not None:
@@ -1033,6 +1074,7 @@ class Monitor:
             self._say(f"monitor listening on http://{shown}:{bound}/v1/traces", always=port == 0)
         if on_ready is not None:
             on_ready(bound)
+        self._serving_poll = poll
         tasks = [
             asyncio.create_task(self._ingest_loop(queue)),
             asyncio.create_task(self._judge_loop(poll)),
@@ -1045,6 +1087,9 @@ class Monitor:
                 await runner.cleanup()  # no new request; those in hand are answered
             for task in tasks:
                 await asyncio.wait_for(task, timeout=None)
+            self._serving_poll = None
+            if self._delivery is not None:  # stopped too: it ends without the webhook
+                await self._delivery
             self._collector.queue_depth = None
             if metrics is not None:  # scraped to the end: the last batch's figures too
                 metrics.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -171,3 +172,42 @@ def make_app(
     app.router.add_post("/v1/traces", traces)
     app.router.add_get("/healthz", healthz)
     return app
+
+
+async def listen(runner: web.AppRunner, host: str, port: int, *, tries: int = 5) -> None:
+    """Serve `runner` on every address `host` names, on `port`: with 0, the port the system
+    chose for the first address is taken on the others too (each would get a port of its
+    own, and only one is said), tried again with another when one of them has it taken.
+
+    Args:
+        runner: the app's runner, set up.
+        host: a name or address (a name can stand for several, localhost for ::1 and
+            127.0.0.1).
+        port: the port, or 0 for one the system chooses.
+        tries: how many ports chosen by the system are tried at most.
+    """
+    if port != 0 or not host:  # "": every interface, as asyncio's create_server takes it
+        await web.TCPSite(runner, host, port).start()
+        return
+    loop = asyncio.get_running_loop()
+    found = await loop.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    if len(addresses) < 2:
+        await web.TCPSite(runner, host, 0).start()
+        return
+    for attempt in range(tries):
+        first = web.TCPSite(runner, addresses[0], 0)
+        await first.start()
+        chosen = int(runner.addresses[-1][1])
+        started = [first]
+        try:
+            for address in addresses[1:]:
+                site = web.TCPSite(runner, address, chosen)
+                await site.start()
+                started.append(site)
+            return
+        except OSError:  # that port taken on another address: all again, on another
+            for site in started:
+                await site.stop()
+            if attempt == tries - 1:
+                raise
