@@ -89,10 +89,11 @@ class Alert:
 
     Args:
         metric: the metric's name.
-        window: the window that raised it, counted from 0 over every window given to the
-            detector (windows with no score included).
-        since_window: the first window of the evidence: the e-CUSUM's restart point, an
-            estimate of when the drop began.
+        window: the window that raised it: its `number` given to `DropDetector.update`,
+            else counted from 0 over every window given to the detector (windows with no
+            score included).
+        since_window: the first window of the evidence (numbered as `window`): the
+            e-CUSUM's restart point, an estimate of when the drop began.
         higher_is_better: the metric's direction.
         baseline_mean: the baseline's mean.
         baseline_interval: its interval at level `1 - baseline_alpha` (betting).
@@ -345,16 +346,22 @@ class DropDetector:
         top = float(self._log_m.max())
         return top + math.log(float(np.exp(self._log_m - top).mean()))
 
-    def update(self, window_scores: Sequence[float] | np.ndarray) -> Alert | None:
+    def update(
+        self, window_scores: Sequence[float] | np.ndarray, *, number: int | None = None
+    ) -> Alert | None:
         """Take one window's per-trace scores; the alert when they complete a drop.
 
         Args:
             window_scores: the window's scores in [0, 1], in the order judged; NaN or None
                 ones (undefined scores, as results.jsonl writes them) are skipped and
                 counted.
+            number: the window's number as the caller counts windows (the monitor's,
+                which skips none and starts before the baseline's end), which the alert's
+                `window` and `since_window` name; None: the detector's own count, from
+                0 at its first window.
         """
         scores, nan = _scores(window_scores, "window_scores")
-        window = self.windows
+        window = self.windows if number is None else int(number)
         self.windows += 1
         self.nan_rows += int(nan.sum())
         kept = scores[~nan]
@@ -499,7 +506,12 @@ def drop_check(*, alpha: float = 0.001, min_drop: float = 0.0) -> WindowCheck:
         raise JudgeError(f"min_drop={min_drop!r}: give a drop in [0, 1)")
 
     def check(
-        metric: str, baseline: Baseline, window: Sequence[float], state: Any | None
+        metric: str,
+        baseline: Baseline,
+        window: Sequence[float],
+        state: Any | None,
+        *,
+        number: int,
     ) -> tuple[Mapping[str, Any] | None, Any]:
         if isinstance(state, Mapping) and UNCHECKED in state:
             return None, state  # a baseline too small to test against stays so
@@ -517,7 +529,7 @@ def drop_check(*, alpha: float = 0.001, min_drop: float = 0.0) -> WindowCheck:
         else:
             detector = DropDetector.from_json(state)
         try:
-            alert = detector.update(window)
+            alert = detector.update(window, number=number)
         except JudgeError:  # a score outside [0, 1]: a metric of another range
             outside = [v for v in window if v is not None and not (math.isnan(v) or 0 <= v <= 1)]
             shown = f" of {outside[0]!r}" if outside else ""

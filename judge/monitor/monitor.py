@@ -778,7 +778,7 @@ class Monitor:
             if isinstance(base, str):  # a metric the pinned run has no scores of
                 alert, after = None, {UNCHECKED: base}
             else:
-                alert, after = check(metric, base, window_scores, before)
+                alert, after = check(metric, base, window_scores, before, number=number)
             unchecked = after.get(UNCHECKED) if isinstance(after, Mapping) else None
             # said once: when the check first met it, or first found it untestable
             if unchecked and not (isinstance(before, Mapping) and UNCHECKED in before):

@@ -59,8 +59,9 @@ class WindowCheck(Protocol):
     """The alert statistics of one metric, window after window (the sequential test).
 
     Called with the metric, the baseline (a `Baseline`: its scores, a sequence, and where
-    they came from), the closed window's scores and the state it returned for the window
-    before (None the first time); returns the alert (a
+    they came from), the closed window's scores, the state it returned for the window
+    before (None the first time) and, as `number`, the window's number as the monitor
+    counts windows (an alert that names windows names them so); returns the alert (a
     JSON object: the test's statistic and what it concluded) or None, and its new state
     (JSON values), which the monitor keeps in its state between windows and restarts.
     """
@@ -71,6 +72,8 @@ class WindowCheck(Protocol):
         baseline: Baseline,
         window: Sequence[float],
         state: Any | None,
+        *,
+        number: int,
     ) -> tuple[Mapping[str, Any] | None, Any]:
         """(the alert or None, the new state) of one closed window."""
         ...

@@ -258,7 +258,7 @@ def test_a_run_s_or_windows_baseline_outside_zero_to_one_is_said_by_its_source()
         (Baseline([0.5, 3.0] * 10, run="3f2a9c1b7d0e"), "run 3f2a9c1b7d0e"),
         (Baseline([0.5, 3.0] * 10, windows=(0, 1)), "the first 2 windows"),
     ):
-        alert, state = check("rating", base, [0.5], None)
+        alert, state = check("rating", base, [0.5], None, number=0)
         assert alert is None
         assert "baseline_scores" not in state[UNCHECKED]
         assert state[UNCHECKED].startswith(f"rating's baseline ({source}): row 1 is 3.0; ")

@@ -399,14 +399,6 @@ def test_a_cron_pass_overlapping_the_last_is_refused_with_exit_2(tmp_path: Path)
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the alert the state keeps and the webhook receives names its window in the "
-    "monitor's numbering ('window': 4) but its test's window and since_window in the "
-    "detector's own (counted from the first window after the baseline: 3 and 2), so a "
-    "receiver reads that the drop began in window 2, a healthy one (it began in 3); with "
-    "time windows the two numberings differ by the hours since 1970",
-)
 def test_an_alert_s_test_names_windows_as_the_monitor_numbers_them(tmp_path: Path) -> None:
     dropping_traces(tmp_path / "otel")  # faithfulness 1, then 0 from trace 30 (window 3)
     with FakeLLMServer(heuristic_judge) as server:

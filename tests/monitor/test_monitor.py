@@ -268,7 +268,9 @@ def test_windows_after_the_baseline_go_to_the_check_and_its_alerts_are_kept(
     ids = traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 16, bad_from=12))
     seen: list[tuple[int, int, Any]] = []
 
-    def check(metric: str, baseline: Any, window: Any, state: Any) -> tuple[Any, Any]:
+    def check(
+        metric: str, baseline: Any, window: Any, state: Any, *, number: int
+    ) -> tuple[Any, Any]:
         seen.append((len(baseline), len(window), state))
         drop = sum(baseline) / len(baseline) - sum(window) / len(window)
         calls = (state or 0) + 1
