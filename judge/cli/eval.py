@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load lite
     from judge.labels.estimate import Labels
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.resolve import MetricLike
+    from judge.run.dry_report import DryRun
     from judge.run.gates import Gates
 
 
@@ -276,9 +277,6 @@ def run_dry(args: argparse.Namespace, data: Any, gates: Gates) -> int:
     """`judge eval --dry-run`: the data checked and the run estimated, nothing sent or
     written; 0 when the data is usable, else a `judge: error:` line (exit 2), as for a
     gate the run would refuse."""
-    import json
-
-    from judge.cli.words import cli_words
     from judge.metrics.registry import Metric
     from judge.run.dry_run import dry_run
     from judge.run.plan import own_lower_is_better
@@ -296,7 +294,18 @@ def run_dry(args: argparse.Namespace, data: Any, gates: Gates) -> int:
     )
     own = [m for m in metrics or [] if isinstance(m, Metric)]
     gates.check_metrics([m.name for m in result.metrics], own_lower_is_better(own))
-    if args.format == "json":
+    return show_dry_run(result, args.format)
+
+
+def show_dry_run(result: DryRun, form: str) -> int:
+    """Print a dry run (`form` "text" or "json") in the command line's words; 0 when the
+    data is usable, else a `judge: error:` line (exit 2), as for a gate the run would
+    refuse."""
+    import json
+
+    from judge.cli.words import cli_words
+
+    if form == "json":
         shown = result.to_dict()
         shown["problems"] = [cli_words(p) for p in shown["problems"]]
         shown["notes"] = [cli_words(n) for n in shown["notes"]]
