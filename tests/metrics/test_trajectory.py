@@ -168,3 +168,69 @@ def test_judge_eval_scores_a_conversations_tool_calls_turn_by_turn(
         "user: What will the weather be there tomorrow?",
     ]
     assert blocks["outcome"] == "The user knows tomorrow's weather in Lyon."
+
+
+def test_a_conversations_tool_calls_are_gathered_with_their_results(
+    models, fake_llm_server: FakeLLMServer
+):
+    """OpenAI's messages (tool_calls on an assistant message, results by tool_call_id) and
+    RAGAS's (tool_calls with args, tool results in order) give the turn's tools_called."""
+    openai_chat = {
+        "id": "openai",
+        "turns": [
+            {"role": "user", "content": "What will the weather be in Lyon tomorrow?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "forecast", "arguments": '{"city": "Lyon"}'},
+                    },
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "geocode", "arguments": '{"city": "Lyon"}'},
+                    },
+                ],
+            },
+            # answered out of order: matched by id
+            {"role": "tool", "tool_call_id": "call_1", "content": "45.76, 4.84"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "sunny"},
+            {"role": "assistant", "content": "Sunny.", "expected_tools": WEATHER},
+        ],
+    }
+    ragas_chat = {
+        "id": "ragas",
+        "user_input": [
+            {"type": "human", "content": "What will the weather be in Lyon tomorrow?"},
+            {
+                "type": "ai",
+                "content": "",
+                "tool_calls": [{"name": "forecast", "args": {"city": "Lyon", "days": 1}}],
+            },
+            {"type": "tool", "content": "sunny"},
+            {"type": "ai", "content": "Sunny.", "expected_tools": WEATHER},
+        ],
+    }
+    result = judge.evaluate(
+        [openai_chat, ragas_chat],
+        metrics=["trajectory_accuracy", "tool_call_recall"],
+        llm=models["llm"],
+        progress=False,
+    )
+    rows = {r.id: r for r in result.rows}
+    assert rows["openai#5"].scores["tool_call_recall"] == 1.0
+    assert rows["openai#5"].scores["trajectory_accuracy"] == 1.0  # judged: the order differs
+    assert rows["ragas#4"].scores["tool_call_recall"] == 0.5
+    assert rows["ragas#4"].scores["trajectory_accuracy"] == 0.0  # geocode never called
+    bodies = [r.body for r in fake_llm_server.requests if r.path.endswith("/chat/completions")]
+    called = sorted((data_blocks(b["messages"][1]["content"])["called"] for b in bodies), key=len)
+    assert called == [
+        [{"name": "forecast", "arguments": {"city": "Lyon", "days": 1}, "result": "sunny"}],
+        [
+            {"name": "forecast", "arguments": {"city": "Lyon"}, "result": "sunny"},
+            {"name": "geocode", "arguments": {"city": "Lyon"}, "result": "45.76, 4.84"},
+        ],
+    ]
