@@ -16,7 +16,10 @@ ground_truth, retrieved_ids, relevance), plus `conversation_id`, `turn` (the ass
 message's 1-based position in the conversation) and `history` (every message before it,
 the question's own included). The question is the user's message (several in a row:
 joined) since the assistant last said something: an assistant message that only calls
-tools (no content) is not a turn, and the tools' results stay in the history. An assistant
+tools (no content) is not a turn, and the tools' results stay in the history; the calls
+made since the user's message (OpenAI's and RAGAS's `tool_calls` on assistant messages,
+each given the content of the tool message answering it, by `tool_call_id` or else in
+order) are the turn's `tools_called`, unless its answer gives DeepEval's. An assistant
 message before any user message (a greeting) answers nothing: it stays in the history of
 later turns and is not a row.
 """
@@ -45,6 +48,9 @@ CONVERSATION_KEYS = (*TURNS_KEYS, RAGAS_MESSAGES)
 CONVERSATION_REFERENCE = "conversation_reference"
 # The last turn of a conversation: the conversation-level metrics judge it.
 FINAL_TURN = "final_turn"
+# A turn's tool calls: DeepEval's field on the answer, else gathered from the assistant
+# messages' `tool_calls` since the user's message, each with its tool message's result.
+TOOLS_CALLED = "tools_called"
 # A conversation that cannot be read gives one record holding why: its row is an error.
 CONVERSATION_ERROR = "conversation_error"
 # An assistant message's record of the app's failure to answer (`judge experiment`).
@@ -71,6 +77,26 @@ _TURN_KEYS = frozenset(
         CONVERSATION_REFERENCE,
     }
 )
+
+
+def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message's tool calls (OpenAI's and RAGAS's `tool_calls`), copied."""
+    found = message.get("tool_calls")
+    if not isinstance(found, list):
+        return []
+    return [dict(call) for call in found if isinstance(call, Mapping)]
+
+
+def _tool_result(calls: list[dict[str, Any]], message: Mapping[str, Any], content: str) -> None:
+    """A tool message's content as the `output` of the call it answers: the call of its
+    `tool_call_id` (OpenAI's), else the first call without one (RAGAS's, in order)."""
+    ident = message.get("tool_call_id")
+    waiting = [call for call in calls if "output" not in call]
+    found = next((c for c in waiting if ident is not None and c.get("id") == ident), None)
+    if found is None and ident is None and waiting:
+        found = waiting[0]
+    if found is not None:
+        found["output"] = content
 
 
 class BadConversation(ValueError):
@@ -139,6 +165,7 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
     }
     history = _Transcript()  # every message so far, in order
     asked: list[str] = []  # the user's messages since the assistant last said something
+    calls: list[dict[str, Any]] = []  # the tool calls made since then, with their results
     rows: list[dict[str, Any]] = []
     for position, message in enumerate(messages, start=1):
         role, content = role_and_content(message, cid, position)
@@ -146,6 +173,10 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"role": role, "content": content, "turn": position}
         if contexts:
             entry["contexts"] = contexts
+        if role == "assistant":
+            calls.extend(_tool_calls(message))
+        elif role == "tool":
+            _tool_result(calls, message, content)
         if role == "user":
             asked.append(content)
         # An assistant message that only calls tools says nothing to judge; the tools'
@@ -154,9 +185,12 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         elif role == "assistant" and (content.strip() or _app_failed(message)):
             if asked:
                 rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
+                if calls and rows[-1].get(TOOLS_CALLED) is None:
+                    rows[-1][TOOLS_CALLED] = calls
                 if reference is not None:
                     rows[-1][CONVERSATION_REFERENCE] = reference
             asked = []
+            calls = []
         history.add(entry, Message(role, content, position, tuple(contexts)))
     if rows:
         rows[-1][FINAL_TURN] = True

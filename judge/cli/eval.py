@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # imported when a command runs: `judge ir` must not load lite
     from judge.labels.estimate import Labels
     from judge.llm.config import LLM, Embeddings
     from judge.metrics.resolve import MetricLike
+    from judge.run.dry_report import DryRun
     from judge.run.gates import Gates
 
 
@@ -280,9 +281,6 @@ def run_dry(args: argparse.Namespace, data: Any, gates: Gates, labels: Labels | 
     """`judge eval --dry-run`: the data checked and the run estimated, nothing sent or
     written; 0 when the data is usable, else a `judge: error:` line (exit 2), as for a
     gate, or labels (--labels), the run would refuse."""
-    import json
-
-    from judge.cli.words import cli_words
     from judge.metrics.registry import Metric
     from judge.run.dry_run import dry_run
     from judge.run.plan import own_lower_is_better
@@ -300,7 +298,31 @@ def run_dry(args: argparse.Namespace, data: Any, gates: Gates, labels: Labels | 
     )
     own = [m for m in metrics or [] if isinstance(m, Metric)]
     gates.check_metrics([m.name for m in result.metrics], own_lower_is_better(own))
-    if args.format == "json":
+    code = show_dry_run(result, args.format)
+    if labels is not None:
+        try:
+            check_labels(
+                args,
+                data,
+                gates,
+                labels,
+                metrics=[m.name for m in result.metrics],
+                lower_is_better=own_lower_is_better(own),
+            )
+        except JudgeError as exc:
+            raise JudgeError(f"--dry-run: a run would refuse the labels: {exc}") from None
+    return code
+
+
+def show_dry_run(result: DryRun, form: str) -> int:
+    """Print a dry run (`form` "text" or "json") in the command line's words; 0 when the
+    data is usable, else a `judge: error:` line (exit 2), as for a gate the run would
+    refuse."""
+    import json
+
+    from judge.cli.words import cli_words
+
+    if form == "json":
         shown = result.to_dict()
         shown["problems"] = [cli_words(p) for p in shown["problems"]]
         shown["notes"] = [cli_words(n) for n in shown["notes"]]
@@ -314,18 +336,6 @@ def run_dry(args: argparse.Namespace, data: Any, gates: Gates, labels: Labels | 
         more = len(result.problems) - 1
         above = f" (and {counted(more, 'more problem')} above)" if more else ""
         raise JudgeError(f"--dry-run: a run would not work: {result.problems[0]}{above}")
-    if labels is not None:
-        try:
-            check_labels(
-                args,
-                data,
-                gates,
-                labels,
-                metrics=[m.name for m in result.metrics],
-                lower_is_better=own_lower_is_better(own),
-            )
-        except JudgeError as exc:
-            raise JudgeError(f"--dry-run: a run would refuse the labels: {exc}") from None
     return 0
 
 

@@ -9,22 +9,27 @@ import io
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judge.cli.finish import finish_run, record_run, say_damaged, say_notes
 from judge.cli.options import (
     check_retrieval_only,
+    column_map,
     data_options,
     gate_options,
     gates_of,
     judge_options,
     metrics_given,
     model_options,
+    models_of,
     runs_options,
     runs_path,
 )
 from judge.errors import JudgeError
 from judge.formatting import counted, terminal_text
+
+if TYPE_CHECKING:  # imported when the command runs
+    from judge.run.gates import Gates
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -99,6 +104,43 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="judge-experiment",
         help="output directory (default: judge-experiment)",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="call neither the app nor the judge and write nothing: estimate the judging of "
+        "the experiment as judge eval --dry-run does, each question (or conversation turn) "
+        "taken as answered with an assumed reply (--assume-answer-chars, --assume-contexts, "
+        "--assume-context-chars); the questions, ground truths, labels and conversations "
+        "are the test set's. The app's module is imported, never called. Exit 0 when the "
+        "test set is usable for the metrics, else 2",
+    )
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="with --dry-run: print the estimate as a text table or as JSON (default text)",
+    )
+    p.add_argument(
+        "--assume-answer-chars",
+        type=int,
+        default=300,
+        metavar="N",
+        help="with --dry-run: the length of the app's answers, in characters (default 300)",
+    )
+    p.add_argument(
+        "--assume-contexts",
+        type=int,
+        default=4,
+        metavar="N",
+        help="with --dry-run: the contexts the app retrieves per question (default 4)",
+    )
+    p.add_argument(
+        "--assume-context-chars",
+        type=int,
+        default=800,
+        metavar="N",
+        help="with --dry-run: the length of each context, in characters (default 800)",
+    )
     gate_options(p)
     # people's labels of the answers cannot exist before the run makes them: say the route
     p.add_argument("--labels", metavar="FILE", help=argparse.SUPPRESS)
@@ -123,6 +165,10 @@ def run_experiment_command(args: argparse.Namespace) -> int:
             "--label COLUMN --metric NAME, or judge again with judge eval OUT/app_outputs.jsonl "
             "--labels FILE --label COLUMN (the app is not asked again)"
         )
+    if args.dry_run:
+        return run_dry_experiment(args, gates)
+    if args.format != "text":
+        raise JudgeError("--format json goes with --dry-run (a run writes summary.json to --out)")
     if args.app_concurrency < 1:
         raise JudgeError(f"--app-concurrency {args.app_concurrency}: give at least 1")
     if not args.app_timeout > 0:
@@ -180,6 +226,40 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     if result.config.app is not None:
         print(terminal_text(app_line(result.config.app)), file=sys.stderr)
     return codes[0]
+
+
+def run_dry_experiment(args: argparse.Namespace, gates: Gates) -> int:
+    """`judge experiment --dry-run`: the experiment's judging estimated with the app and the
+    judge never called, nothing written; 0 when the test set is usable, else exit 2."""
+    from judge.cli.eval import show_dry_run
+    from judge.experiments.dry_run import Assumed, dry_run_experiment
+    from judge.metrics.registry import Metric
+    from judge.run.plan import own_lower_is_better
+
+    assumed = Assumed(args.assume_answer_chars, args.assume_contexts, args.assume_context_chars)
+    for flag, value, least in (
+        ("--assume-answer-chars", assumed.answer_chars, 1),
+        ("--assume-contexts", assumed.contexts, 0),
+        ("--assume-context-chars", assumed.context_chars, 1),
+    ):
+        if value < least:
+            raise JudgeError(f"{flag} {value}: give at least {least}")
+    llm, embeddings = models_of(args)
+    metrics = metrics_given(args)
+    result = dry_run_experiment(
+        args.app,
+        args.data,
+        metrics=metrics,
+        llm=llm,
+        embeddings=embeddings,
+        column_map=column_map(args),
+        qrels=args.qrels,
+        assumed=assumed,
+        max_error_rate=args.max_error_rate,
+    )
+    own = [m for m in metrics or [] if isinstance(m, Metric)]
+    gates.check_metrics([m.name for m in result.metrics], own_lower_is_better(own))
+    return show_dry_run(result, args.format)
 
 
 def app_line(app: dict[str, Any]) -> str:

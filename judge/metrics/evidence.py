@@ -32,6 +32,7 @@ ANSWER_CLAIMS_UNSOURCED = "answer_claims_unsourced"
 RETENTION = "retention"  # a turn's answer against each earlier user message
 QUERY_REWRITE = "query_rewrite"  # a turn's retriever query against its message
 GOAL = "goal"  # a conversation against its expected outcome (on its final turn)
+TRAJECTORY = "trajectory"  # tool calls made against the expected ones (judged or settled)
 SUPPORTED = "supported"
 
 

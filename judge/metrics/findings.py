@@ -27,6 +27,7 @@ from judge.metrics.evidence import (
     QUERY_REWRITE,
     RETENTION,
     REVERSE_QUESTIONS,
+    TRAJECTORY,
     TRUTH,
     ClaimVerdict,
     Evidence,
@@ -422,3 +423,23 @@ def goal_findings(metric: str, evidence: Evidence, contexts: Sequence[str]) -> l
     item = Item("expected outcome", "", _words(verdict), verdict == "achieved", reason)
     summary = f"the conversation {_words(verdict)} its expected outcome: {reason}"
     return [Finding("conversation outcome", summary, (item,), None, frozenset({GOAL}))]
+
+
+# What a trajectory settled without the judge is, in a report's words.
+_SETTLED = {
+    "same_calls": "the calls made are the expected ones (no request)",
+    "nothing_called": "no tool was called where calls were expected (no request)",
+}
+
+
+def trajectory_findings(metric: str, evidence: Evidence, contexts: Sequence[str]) -> list[Finding]:
+    """What the judge (or the deterministic comparison) said of the tool calls made."""
+    found = evidence.reply(TRAJECTORY)
+    if not isinstance(found, Mapping):
+        return []
+    verdict = str(found.get("verdict", "?"))
+    settled = found.get("settled")
+    reason = _SETTLED.get(str(settled), str(settled)) if settled else str(found.get("reason", ""))
+    item = Item("tool calls", "", _words(verdict), verdict == "sound", reason)
+    summary = f"the tool calls are {_words(verdict)}: {reason}"
+    return [Finding("tool-call trajectory", summary, (item,), None, frozenset({TRAJECTORY}))]

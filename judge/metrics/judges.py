@@ -71,6 +71,14 @@ class GoalCheck(BaseModel):
     verdict: Literal["achieved", "not_achieved"]
 
 
+class TrajectoryCheck(BaseModel):
+    """Whether tool calls that differ from the expected ones still serve the user's goal
+    (the reason is written first)."""
+
+    reason: str
+    verdict: Literal["sound", "unsound"]
+
+
 class CitationCheck(BaseModel):
     """Whether one cited context supports the statement citing it."""
 
@@ -526,6 +534,37 @@ async def check_goal(
         {"conversation": list(conversation), "outcome": outcome},
         GoalCheck,
         label="goal",
+        sample=sample,
+        ledger=ledger,
+    )
+
+
+async def check_trajectory(
+    session: Judge,
+    *,
+    request: Sequence[str],
+    outcome: str,
+    expected: Sequence[Any],
+    called: Sequence[Any],
+    answer: str,
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
+) -> TrajectoryCheck:
+    """Judge whether the calls made (JSON values) serve the user's `request` ("role: text"
+    lines) as the expected calls would, in one call."""
+    return await _chat_own_reasons(
+        session,
+        _given(prompt, "trajectory"),
+        {
+            "request": list(request),
+            "outcome": outcome,
+            "expected": list(expected),
+            "called": list(called),
+            "answer": answer,
+        },
+        TrajectoryCheck,
+        label="trajectory",
         sample=sample,
         ledger=ledger,
     )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from judge import aio
-from judge.conversations import CONVERSATION_REFERENCE
+from judge.conversations import CONVERSATION_REFERENCE, FINAL_TURN
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.llm.judge import Judge
 from judge.llm.usage import UsageLedger
@@ -32,6 +32,7 @@ from judge.metrics.judges import (
     check_goal,
     check_query_rewrite,
     check_retention,
+    check_trajectory,
     context_sentences,
     extract_claims,
     grade_contexts,
@@ -48,6 +49,7 @@ from judge.metrics.overlap import (
 )
 from judge.metrics.prompts import Prompt, load_prompt
 from judge.metrics.scorers import cosine_similarities
+from judge.metrics.tools import ToolCall, judged_calls, settled_trajectory, settled_verdict
 from judge.samples import Sample
 
 T = TypeVar("T")
@@ -433,6 +435,37 @@ class SampleJudgments:
         )
         self.evidence[ev.GOAL] = checked.model_dump()
         return checked
+
+    def trajectory(self, called: list[ToolCall], expected: list[ToolCall]) -> Awaitable[str]:
+        """The verdict on the calls made against the expected ones (`sound`, `unsound`):
+        settled by the deterministic scores when they can (no request), else judged."""
+        return self._once("trajectory", lambda: self._trajectory(called, expected))
+
+    async def _trajectory(self, called: list[ToolCall], expected: list[ToolCall]) -> str:
+        how = settled_trajectory(called, expected)
+        if how is not None:
+            self.evidence[ev.TRAJECTORY] = {"settled": how, "verdict": settled_verdict(how)}
+            return settled_verdict(how)
+        s = self.sample
+        request = [f"user: {s.question}"]
+        if s.in_conversation:
+            request = [*turns.conversation_lines(s.history, REWRITE_MESSAGES), *request]
+        outcome = s.ground_truth if _filled(s.ground_truth) else None
+        if outcome is None and s.extra.get(FINAL_TURN) is True:
+            outcome = s.extra.get(CONVERSATION_REFERENCE)
+        checked = await check_trajectory(
+            self.session,
+            request=request,
+            outcome=outcome if isinstance(outcome, str) else "",
+            expected=judged_calls(expected),
+            called=judged_calls(called),
+            answer=s.answer or "",
+            sample=s.id,
+            ledger=self.ledger,
+            prompt=self.prompt("trajectory"),
+        )
+        self.evidence[ev.TRAJECTORY] = checked.model_dump()
+        return checked.verdict
 
     def query_rewrite(self) -> Awaitable[QueryRewriteCheck]:
         """The turn's retriever query judged against its message and the conversation."""

@@ -30,6 +30,7 @@ BUILTIN_PROMPTS = (
     "retention",
     "query_rewrite",
     "goal",
+    "trajectory",
 )
 _VARIABLE = re.compile(r"\{\{(\w+)\}\}")
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*$", re.MULTILINE)

@@ -19,7 +19,12 @@ from judge.metrics import findings, scorers, turns
 from judge.metrics.evidence import ANSWER, TRUTH, Evidence
 from judge.metrics.findings import Finding, FindingsOf
 from judge.metrics.judgments import SampleJudgments
-from judge.metrics.tools import TOOL_METRICS
+from judge.metrics.tools import (
+    INVALID_TOOL_CALLS,
+    NO_EXPECTED_TOOLS,
+    TOOL_METRICS,
+    row_tool_calls,
+)
 
 NAN = float("nan")
 
@@ -149,6 +154,17 @@ async def _goal_accuracy(j: SampleJudgments) -> MetricScore:
         return MetricScore(NAN, NO_REFERENCE)
     checked = await j.goal()
     return MetricScore(float(checked.verdict == "achieved"))
+
+
+async def _trajectory_accuracy(j: SampleJudgments) -> MetricScore:
+    try:
+        called, expected = row_tool_calls(j.sample.extra)
+    except ValueError:
+        return MetricScore(NAN, INVALID_TOOL_CALLS)
+    if expected is None:
+        return MetricScore(NAN, NO_EXPECTED_TOOLS)
+    verdict = await j.trajectory(called or [], expected)
+    return MetricScore(scorers.trajectory_accuracy(verdict))
 
 
 async def _answer_relevancy(j: SampleJudgments) -> MetricScore:
@@ -328,6 +344,15 @@ BUILTIN: dict[str, Metric] = {
             "outcome (`reference` of the conversation), else 0; one request per conversation",
             _goal_accuracy,
             findings=findings.goal_findings,
+        ),
+        Metric(
+            "trajectory_accuracy",
+            "1 if the tool calls made (`tools_called`) serve the user's goal as the expected "
+            "ones (`expected_tools`) would, else 0: the same calls are 1 and no call where "
+            "calls were expected is 0 with no request; calls that differ are judged (one "
+            "request)",
+            _trajectory_accuracy,
+            findings=findings.trajectory_findings,
         ),
         Metric(
             "context_ndcg",

@@ -97,6 +97,11 @@ def knowledge_retention(verdicts: Sequence[str]) -> float:
     return float(not any(v in ("contradicted", "asked_again") for v in verdicts))
 
 
+def trajectory_accuracy(verdict: str) -> float:
+    """1 for a trajectory judged (or settled) `sound`, else 0."""
+    return 1.0 if verdict == "sound" else 0.0
+
+
 def citation_accuracy(supported: Sequence[bool]) -> float:
     """Share of citations whose cited context supports the citing statement; NaN if none."""
     return sum(map(bool, supported)) / len(supported) if supported else NAN

@@ -19,6 +19,9 @@ the test set expects (`expected_tools`), each a name and, optionally, its argume
   expected order; one matched call is in order.
 
 An undefined score is NaN with a reason (`REASONS`), never 0.
+
+`trajectory_accuracy` is judged on top of these: the judge is asked only when the calls
+made differ from the expected ones (`settled_trajectory` settles the rest, no request).
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ REASONS = {
     NO_EXPECTED_ARGUMENTS: "no matched expected call gives arguments: nothing to compare them with",
 }
 
+# A row's tools_called or expected_tools that is no list of calls (judge eval's reason).
+INVALID_TOOL_CALLS = "invalid_tool_calls"
+
 # What a call says of itself, per call.
 NO_NAME = "no_name"  # a call without a name (matches nothing)
 ARGUMENTS_NOT_JSON = "arguments_not_json"  # its arguments cannot be read as JSON
@@ -76,6 +82,9 @@ class ToolCall:
     arguments: str | None
     has_arguments: bool = True
     note: str | None = None
+    # What the call returned, when recorded (DeepEval's `output`, or `result`): shown to
+    # the trajectory judge, never compared.
+    result: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The call as JSON values (its arguments left out: they may be huge)."""
@@ -136,7 +145,22 @@ def tool_call(item: Any) -> ToolCall:
             break
     arguments = canonical_arguments(raw)
     note = NO_NAME if name is None else (ARGUMENTS_NOT_JSON if arguments is None else None)
-    return ToolCall(name, arguments, has_arguments, note)
+    return ToolCall(name, arguments, has_arguments, note, _result(item))
+
+
+def _result(item: Mapping[str, Any]) -> str | None:
+    """A call's recorded result as text (JSON text for a value that is not text)."""
+    for key in ("output", "result"):
+        value = item.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            return value
+        try:
+            return canonical_json(_normalised(value))
+        except (ValueError, TypeError, RecursionError):
+            return str(value)
+    return None
 
 
 def parse_tool_calls(
@@ -297,3 +321,80 @@ def score_tool_calls(
         scores[TOOL_ARGUMENT_MATCH], reasons[TOOL_ARGUMENT_MATCH] = NAN, NO_EXPECTED_ARGUMENTS
     scores[TOOL_CALL_ORDER] = _in_order([pairs[c] for c in sorted(pairs)]) / matched
     return ToolCallScores(scores, reasons, calls)
+
+
+def row_tool_calls(extra: Mapping[str, Any]) -> tuple[list[ToolCall] | None, list[ToolCall] | None]:
+    """A row's calls made (`tools_called`) and expected (`expected_tools`), each None when
+    the row has none.
+
+    Args:
+        extra: the row's other columns (`Sample.extra`).
+
+    Raises:
+        ValueError: either is not a list of calls, or an expected call has no name or
+            arguments that are not JSON (the message names the column).
+    """
+    called = parse_tool_calls(extra.get("tools_called"), "tools_called")
+    expected = parse_tool_calls(extra.get("expected_tools"), "expected_tools", strict=True)
+    return called, expected
+
+
+# The trajectory verdicts, and how a trajectory was settled without the judge.
+SOUND, UNSOUND = "sound", "unsound"
+SAME_CALLS = "same_calls"  # the calls made are the expected ones: sound
+NOTHING_CALLED = "nothing_called"  # calls were expected and none was made: unsound
+
+
+def settled_trajectory(
+    called: Sequence[ToolCall] | None, expected: Sequence[ToolCall]
+) -> str | None:
+    """How the deterministic scores settle a trajectory (`SAME_CALLS`, `NOTHING_CALLED`),
+    or None when the judge must decide: the calls made differ from the expected ones in
+    a name, an argument the expected call gives, their order or their number.
+
+    Args:
+        called: the calls made (None: none).
+        expected: the calls expected.
+    """
+    called = list(called or ())
+    if not called:
+        return SAME_CALLS if not expected else NOTHING_CALLED
+    if len(called) != len(expected):
+        return None
+    scores = score_tool_calls(called, expected).scores
+    arguments = scores[TOOL_ARGUMENT_MATCH]
+    same = (
+        scores[TOOL_CALL_PRECISION] == 1.0
+        and scores[TOOL_CALL_RECALL] == 1.0
+        and scores[TOOL_CALL_ORDER] == 1.0
+        and (math.isnan(arguments) or arguments == 1.0)  # NaN: no expected call gives any
+    )
+    return SAME_CALLS if same else None
+
+
+def settled_verdict(how: str) -> str:
+    """The verdict a settled trajectory gets (`settled_trajectory`'s answer)."""
+    return SOUND if how == SAME_CALLS else UNSOUND
+
+
+# A recorded result longer than this is cut for the judge: the calls decide, not all
+# of what a search returned (a long tool output would make every request long).
+RESULT_CHARS = 1000
+
+
+def judged_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """Calls as the trajectory judge reads them: name, arguments (as JSON values; left out
+    for an expected call that gives none, null with a note when not JSON) and the
+    recorded result, cut at `RESULT_CHARS` characters."""
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        entry: dict[str, Any] = {"name": call.name or ""}
+        if call.has_arguments:
+            entry["arguments"] = None if call.arguments is None else json.loads(call.arguments)
+        if call.note is not None:
+            entry["note"] = call.note
+        if call.result is not None:
+            cut = len(call.result) > RESULT_CHARS
+            entry["result"] = call.result[:RESULT_CHARS] + (" [cut]" if cut else "")
+        out.append(entry)
+    return out

@@ -453,7 +453,10 @@ def as_conversations(
 
 def records_of(data: Any) -> Records:
     """The records of any input `load_rows` takes, not yet read; refused as `load_rows`
-    refuses it (no such file, a type judge does not read, a DatasetDict)."""
+    refuses it (no such file, a type judge does not read, a DatasetDict); `Records` are
+    taken as they are (`judge experiment --dry-run`'s, made from a test set)."""
+    if isinstance(data, Records):
+        return data
     if isinstance(data, (str, os.PathLike)):
         text = os.fspath(data)
         if isinstance(text, str) and text.startswith(HUB):

@@ -20,7 +20,12 @@ from judge.llm.session import LLMSession
 from judge.metrics.judgments import Conversations
 from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
-from judge.metrics.tools import TOOL_METRICS, parse_tool_calls, score_tool_calls
+from judge.metrics.tools import (
+    INVALID_TOOL_CALLS,
+    TOOL_METRICS,
+    row_tool_calls,
+    score_tool_calls,
+)
 from judge.run.checkpoint import Checkpoint
 from judge.run.data import Row
 from judge.run.digest import DataDigest, row_hash
@@ -37,7 +42,6 @@ from judge.samples import Sample
 # without relevance judgments.
 ROW_ERROR = "row_error"
 NO_RELEVANCE_JUDGMENTS = "no_relevance_judgments"
-INVALID_TOOL_CALLS = "invalid_tool_calls"  # tools_called or expected_tools is no list of calls
 
 # Rows served from the cache finish without waiting, so a worker runs them back to back;
 # it lets the loop turn this often, so the requests of other rows and the progress go on.
@@ -302,8 +306,7 @@ def tool_scores(row: Row, names: list[str]) -> tuple[dict[str, float], dict[str,
     assert row.sample is not None
     extra = row.sample.extra
     try:
-        called = parse_tool_calls(extra.get("tools_called"), "tools_called")
-        expected = parse_tool_calls(extra.get("expected_tools"), "expected_tools", strict=True)
+        called, expected = row_tool_calls(extra)
     except ValueError:
         return dict.fromkeys(names, math.nan), dict.fromkeys(names, INVALID_TOOL_CALLS)
     result = score_tool_calls(called, expected)

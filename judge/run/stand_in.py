@@ -101,6 +101,8 @@ def _stand_in(prompt: str, blocks: Mapping[str, Any], output: type[M]) -> M:
         reply = {"reason": STAND_IN_REASON, "verdict": "achieved"}
     elif prompt == "query_rewrite":
         reply = {"reason": STAND_IN_REASON, "verdict": "faithful"}
+    elif prompt == "trajectory":
+        reply = {"reason": STAND_IN_REASON, "verdict": "sound"}
     else:
         raise JudgeError(NO_STAND_IN)
     try:

@@ -138,6 +138,7 @@ _JUDGES = {
     "You check whether an": "retention",
     "You check the sear": "query_rewrite",
     "You check whether a conv": "goal",
+    "You check an agent's": "trajectory",
 }
 
 
@@ -172,7 +173,8 @@ def heuristic_judge(body: dict[str, Any]) -> str:
     tests and benchmarks can rely on it. An earlier user message sharing a word with the
     answer is kept by it (none is contradicted); a retriever query holding every word of
     the message is faithful to it, else incomplete; a conversation whose messages hold every
-    word of its expected outcome achieved it.
+    word of its expected outcome achieved it; tool calls that call every expected tool by
+    name (whatever their arguments) are sound.
     """
     messages = body.get("messages") or [{}]
     system = message_text(messages[0].get("content"))
@@ -258,6 +260,15 @@ def heuristic_judge(body: dict[str, Any]) -> str:
             {
                 "reason": "every word of the outcome was said" if not missing else "not said",
                 "verdict": "achieved" if not missing else "not_achieved",
+            }
+        )
+    if kind == "trajectory":
+        made = {call.get("name") for call in _block(user, "called")}
+        left = [c.get("name") for c in _block(user, "expected") if c.get("name") not in made]
+        return json.dumps(
+            {
+                "reason": "every expected tool was called" if not left else "a tool not called",
+                "verdict": "sound" if not left else "unsound",
             }
         )
     if kind == "query_rewrite":

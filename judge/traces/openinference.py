@@ -286,6 +286,7 @@ LLM_PROMPTS = "llm.prompts"
 LLM_PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 _GEN_AI_TOOL = "execute_tool"
 
 
@@ -318,6 +319,15 @@ def tool_call_of(span: Span) -> dict[str, Any]:
             call["arguments"] = attributes[key]
             break
     return call
+
+
+def tool_output_of(span: Span) -> Any:
+    """What a tool span returned, as recorded (gen_ai.tool.call.result, else output.value),
+    or None."""
+    for key in (GEN_AI_TOOL_CALL_RESULT, OUTPUT_VALUE):
+        if span.attributes.get(key) is not None:
+            return span.attributes[key]
+    return None
 
 
 def input_texts(span: Span) -> list[str]:

@@ -16,6 +16,10 @@ depth first: every span without a parent, or whose parent is not in the trace, i
   with its output: the last reranker's output, then the documents of any retriever after it;
 - `models` and `token_counts`: the LLM spans' model names and summed token counts;
 - `session_id`: `session.id` (GenAI: `gen_ai.conversation.id`) of the first span having it;
+- `tools_called`, only when the trace has tool spans (OpenInference TOOL, GenAI
+  execute_tool): each one's call in start order, {"name", "arguments", "output"} as
+  recorded (what `trajectory_accuracy` and the tool-call metrics read, beside an
+  `expected_tools` column of your own);
 - `start_time` and `latency_s`: from the earliest start among the trace's spans to the
   latest end (a child can end after its root).
 
@@ -262,7 +266,7 @@ def trace_row(
     # outlive the request: async work, a stream).
     start_ns = min(span.start_ns for span in ordered)
     end_ns = max(span.end_ns for span in ordered)
-    return {
+    row = {
         "id": trace_id,
         "question": question,
         "answer": answer,
@@ -278,6 +282,19 @@ def trace_row(
         "token_counts": {"prompt": prompt, "completion": completion, "total": total},
         "session_id": session,
     }
+    tools = sorted((span for span in ordered if oi.is_tool(span)), key=lambda s: s.start_ns)
+    if tools:  # a trace without tool spans keeps the row it always had
+        row["tools_called"] = [_tool_called(span) for span in tools]
+    return row
+
+
+def _tool_called(span: Span) -> dict[str, Any]:
+    """A tool span's call as a row records it: its name, arguments and output as recorded."""
+    call = oi.tool_call_of(span)
+    output = oi.tool_output_of(span)
+    if output is not None:
+        call["output"] = output
+    return call
 
 
 def retriever_query(spans: Sequence[Span], question: str) -> str | None:

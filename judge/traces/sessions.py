@@ -3,7 +3,7 @@
     {"id": SESSION, "turns": [{"role": "user", "content": QUESTION},
                               {"role": "assistant", "content": ANSWER, "contexts": [...],
                                "retrieved_ids": [...], "trace_id": TRACE, "span_id": SPAN,
-                               "query": QUERY}, ...]}
+                               "query": QUERY, "tools_called": [...]}, ...]}
 
 Each trace is one turn (its question, then its answer); the turns of a session in start
 time order, ties broken by trace id; the sessions in the order of their first turn, ties
@@ -51,8 +51,8 @@ def turns_of(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A trace's row as two turns of its conversation: the user's question and the
     assistant's answer (with the contexts and ids it was given, its trace id, the span id of
     the span that gave the question and the answer, which scores sent back are parented to
-    as a row's are, and the retriever's query when it is recorded and is not the
-    question)."""
+    as a row's are, the retriever's query when it is recorded and is not the question, and
+    the tool spans' calls when it has any)."""
     assistant: dict[str, Any] = {
         "role": "assistant",
         "content": row["answer"],
@@ -64,6 +64,8 @@ def turns_of(row: Mapping[str, Any]) -> list[dict[str, Any]]:
         assistant["span_id"] = row["span_id"]
     if row.get("query") is not None:
         assistant["query"] = row["query"]
+    if row.get("tools_called") is not None:  # the trace's tool spans: the turn's calls
+        assistant["tools_called"] = row["tools_called"]
     return [{"role": "user", "content": row["question"]}, assistant]
 
 

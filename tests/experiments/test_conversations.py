@@ -20,7 +20,8 @@ from judge.experiments.calls import ProgressFile
 from judge.experiments.chats import play_all
 from judge.experiments.experiment import PROGRESS_FILE, load_testset
 from tests.helpers import apps, chat_apps
-from tests.helpers.chat_apps import EXPECTED, SYSTEM, said, user
+from tests.helpers.chat_apps import EXPECTED, SYSTEM, said
+from tests.helpers.chats import conversation, user
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -185,10 +186,6 @@ def test_a_conversational_app_on_single_questions_gets_an_empty_history(logged, 
 def test_an_app_without_history_is_refused_on_conversations_before_any_call(tmp_path):
     with pytest.raises(AppError, match=r"holds conversations, but app .* takes no conversation"):
         experiment(apps.counted, chat_apps.CONVERSATIONS, out=tmp_path / "out", progress=False)
-
-
-def conversation(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"id": "c", **fields, "turns": list(messages)}
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.apps import answer
+from tests.helpers.chats import user
 
 # Two conversations: the first gives its first turn's labels on the assistant slot, and its
 # second user message has none; the second has a system message and three user messages.
@@ -72,10 +73,6 @@ SYSTEM = {"role": "system", "content": "Answer from the chunks."}
 def said(question: str) -> dict[str, str]:
     """What the app answers a question with (its best chunk), as a history message."""
     return {"role": "assistant", "content": answer(question)["answer"]}
-
-
-def user(text: str) -> dict[str, str]:
-    return {"role": "user", "content": text}
 
 
 # What the app must have been given at each turn: the messages before the question, its

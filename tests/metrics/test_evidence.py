@@ -47,6 +47,9 @@ RENDERERS: dict[str, tuple[str, ...] | None] = {
 CITED = {
     **GOOD,
     "answer": "Guido van Rossum created Python [1]. It runs on Mars [3].",
+    # tool calls that differ from the expected ones, so trajectory_accuracy is judged
+    "tools_called": [{"name": "search", "arguments": {"q": "Python author"}}],
+    "expected_tools": [{"name": "search", "arguments": {"q": "Python creator"}}],
 }
 
 
@@ -117,6 +120,8 @@ def turn() -> ResultRow:
                 "contexts": GOOD["contexts"],
                 "ground_truth": GOOD["ground_truth"],
                 "query": "Python creator",
+                "tools_called": CITED["tools_called"],
+                "expected_tools": CITED["expected_tools"],
             },
         ],
     }

@@ -49,6 +49,9 @@ BLOCK_TAGS = (
     "message",
     "query",
     "outcome",
+    "request",
+    "expected",
+    "called",
     "examples",  # judge align's few-shot examples (tests/labels/test_align.py)
 )
 REAL_REASON = "The judge's own reasoning."
@@ -84,6 +87,9 @@ def renderings(name: str, c: dict[str, Any]) -> list[dict[str, Any]]:
             "message": q,
             "query": single,
             "outcome": single,
+            "request": [q, single],
+            "expected": [{"name": "search", "arguments": {"q": single}}],
+            "called": [{"name": "search", "arguments": {"q": q}, "result": single}],
             "n": 3,
         }
         assert variables <= slots.keys(), f"{name}: new variables {variables - slots.keys()}"
@@ -158,6 +164,7 @@ _KINDS = {
     "You check whether an": "retention",
     "You check the sear": "query_rewrite",
     "You check whether a conv": "goal",
+    "You check an agent's": "trajectory",
 }
 
 
@@ -203,6 +210,8 @@ def honest_judgment(kind: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"reason": REAL_REASON, "verdict": "drifted"}
     if kind == "goal":
         return {"reason": REAL_REASON, "verdict": "not_achieved"}
+    if kind == "trajectory":
+        return {"reason": REAL_REASON, "verdict": "unsound"}
     if kind == "retention":
         items = range(len(data["earlier"]))
         verdict = {"verdict": "contradicted", "reason": REAL_REASON}
@@ -269,6 +278,7 @@ METRIC_OF = {
     "retention": "knowledge_retention",
     "query_rewrite": "query_rewrite_fidelity",
     "goal": "goal_accuracy",
+    "trajectory": "trajectory_accuracy",
 }
 
 
@@ -276,6 +286,26 @@ def score(server: FakeLLMServer, canary: dict[str, Any], metric: str) -> Any:
     """The canary's sample scored on `metric`; knowledge_retention on a conversation whose
     earlier user message is the canary's question and whose last answer is its answer."""
     base = server.base_url
+    if metric == "trajectory_accuracy":
+        # calls that differ from the expected one (so the judge is asked): the answer as
+        # the search made, the ground truth as its result
+        row = {
+            "question": canary["question"],
+            "answer": canary["answer"],
+            "contexts": canary["contexts"],
+            "tools_called": [
+                {"name": "search", "arguments": {"q": canary["answer"]}},
+                {"name": "lookup", "output": canary["ground_truth"]},
+            ],
+            "expected_tools": [{"name": "search", "arguments": {"q": canary["question"]}}],
+        }
+        result = judge.evaluate(
+            [row],
+            metrics=[metric],
+            llm=LLM("openai/judge", api_base=base, api_key="x", max_retries=0, max_reasks=1),
+            progress=False,
+        )
+        return result.rows[0]
     if metric in ("knowledge_retention", "query_rewrite_fidelity", "goal_accuracy"):
         # the retriever query of the last turn is the canary's answer (for query_rewrite)
         last = {"role": "assistant", "content": canary["answer"], "contexts": canary["contexts"]}
@@ -412,6 +442,7 @@ FITS_SCHEMA = {
     "injected_retention_json": True,
     "injected_query_rewrite_json": True,
     "injected_goal_json": True,
+    "injected_trajectory_json": True,
 }
 
 

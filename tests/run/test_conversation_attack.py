@@ -23,19 +23,12 @@ from judge.conversations import CONVERSATION_ERROR, flat_turn_records, turn_reco
 from judge.run.data import load_rows
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import FakeHTTPError
+from tests.helpers.chats import assistant, user
 from tests.helpers.cli import eval_args, run
 
 
 def llm_at(server: FakeLLMServer) -> LLM:
     return LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
-
-
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def assistant(text: str, *contexts: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": text, "contexts": list(contexts), **extra}
 
 
 def jsonl(path: Path, records: list[dict[str, Any]]) -> Path:

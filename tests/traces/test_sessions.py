@@ -15,6 +15,8 @@ import pytest
 from judge.ir.trec import read_run
 from judge.traces.extract import ExtractSummary, extract, judged_ids, read_sessions
 from judge.traces.sessions import SessionSpool
+from tests.helpers.chats import assistant as said
+from tests.helpers.chats import user
 from tests.helpers.cli import run
 from tests.helpers.rag_spans import DOCS, KIND
 from tests.helpers.session_traces import SECOND, START, Traces
@@ -25,22 +27,18 @@ def jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def user(text: str) -> dict:
-    return {"role": "user", "content": text}
-
-
 def assistant(
     text: str, trace_id: str, span_id: str, docs: tuple[str, ...] = ("d1",), **extra: Any
 ) -> dict:
-    return {
-        "role": "assistant",
-        "content": text,
-        "contexts": [DOCS[d] for d in docs],
-        "retrieved_ids": list(docs),
-        "trace_id": trace_id,
-        "span_id": span_id,
+    """A session's turn as `--sessions` writes it: the documents the trace retrieved."""
+    return said(
+        text,
+        *[DOCS[d] for d in docs],
+        retrieved_ids=list(docs),
+        trace_id=trace_id,
+        span_id=span_id,
         **extra,
-    }
+    )
 
 
 @pytest.fixture(scope="module")
