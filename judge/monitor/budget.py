@@ -1,5 +1,6 @@
 """`--budget`: a ceiling on judge requests or dollars per hour or per day, spent in steps of
-the traces' start times so that a burst takes only its step's share.
+the traces' start times so that a burst takes only its step's share, and never more than
+the budget in an hour or day of the clock (a backlog of old traces included).
 
 A row's price is what the dry run estimates for it (`judge.run.dry_run`, as `judge eval
 --dry-run` shows it): its requests, and their cost at the model's list price. What was
@@ -127,25 +128,41 @@ def check_priced(budget: Budget | None, llm: LLM | None, embeddings: Embeddings 
 
 
 def charge(
-    db: sqlite3.Connection, budget: Budget, start_ns: int, requests: int, dollars: float | None
+    db: sqlite3.Connection,
+    budget: Budget,
+    start_ns: int,
+    requests: int,
+    dollars: float | None,
+    now_ns: int,
 ) -> bool:
-    """Spend a row's requests and dollars from the budget of the period its trace started
-    in, if they fit what the period's steps so far allow; whether they did. Spent in the
-    caller's transaction, recorded per hour and per day."""
+    """Spend a row's requests and dollars if they fit two ledgers: the period its trace
+    started in (what that period's steps so far allow: a burst takes only its step's
+    share) and the period of the clock now (the whole budget at most, so that a backlog of
+    old traces spanning many periods is not judged at once with a budget for each); whether
+    they did. Spent in the caller's transaction, recorded per hour and per day in both."""
+    price = (dollars or 0.0) if budget.dollars else requests
     number, into = divmod(start_ns, budget.seconds * NS)
+    if _spent(db, "spend", budget, number) + price > budget.allowed(into):
+        return False
+    if _spent(db, "spend_judged", budget, now_ns // (budget.seconds * NS)) + price > budget.amount:
+        return False
+    for table, at_ns in (("spend", start_ns), ("spend_judged", now_ns)):
+        for seconds in STEPS:
+            db.execute(
+                f"INSERT INTO {table} (seconds, number, requests, dollars) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (seconds, number) DO UPDATE SET"
+                " requests=requests+excluded.requests, dollars=dollars+excluded.dollars",
+                (seconds, at_ns // (seconds * NS), requests, dollars or 0.0),
+            )
+    return True
+
+
+def _spent(db: sqlite3.Connection, table: str, budget: Budget, number: int) -> float:
+    """What a ledger (`spend` or `spend_judged`) holds for the budget's period `number`."""
     found = db.execute(
-        "SELECT requests, dollars FROM spend WHERE seconds=? AND number=?",
+        f"SELECT requests, dollars FROM {table} WHERE seconds=? AND number=?",
         (budget.seconds, number),
     ).fetchone()
-    spent = (float(found[1]) if budget.dollars else int(found[0])) if found else 0
-    price = (dollars or 0.0) if budget.dollars else requests
-    if spent + price > budget.allowed(into):
-        return False
-    for seconds in STEPS:
-        db.execute(
-            "INSERT INTO spend (seconds, number, requests, dollars) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (seconds, number) DO UPDATE SET"
-            " requests=requests+excluded.requests, dollars=dollars+excluded.dollars",
-            (seconds, start_ns // (seconds * NS), requests, dollars or 0.0),
-        )
-    return True
+    if not found:
+        return 0
+    return float(found[1]) if budget.dollars else int(found[0])

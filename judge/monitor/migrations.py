@@ -100,12 +100,25 @@ def m005_alert_outbox(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX outbox_by_status ON outbox (status, alert)")
 
 
+def m006_spend_when_judged(db: sqlite3.Connection) -> None:
+    """Format 6: the budget spent per hour and per day of the clock when the rows were
+    charged (`spend_judged`, as `spend` is per period of the traces' start times), so that
+    a backlog of old traces is not judged at once with a fresh budget for each of the
+    periods it spans. Nothing spent before is carried over: the current hour and day start
+    from nothing once."""
+    db.execute(
+        "CREATE TABLE spend_judged (seconds INTEGER NOT NULL, number INTEGER NOT NULL,"
+        " requests INTEGER NOT NULL, dollars REAL NOT NULL, PRIMARY KEY (seconds, number))"
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     m001_create_state,
     m002_spend,
     m003_encoded_spans,
     m004_late_rows,
     m005_alert_outbox,
+    m006_spend_when_judged,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

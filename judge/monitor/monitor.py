@@ -497,7 +497,7 @@ class Monitor:
         assert isinstance(budget, Budget)  # parsed by MonitorConfig
         estimate = self._estimate(trace_id, row)
         requests = estimate.chat_requests + estimate.embedding_requests
-        if not charge(db, budget, start_ns, requests, estimate.cost):
+        if not charge(db, budget, start_ns, requests, estimate.cost, time.time_ns()):
             return Completed(OVER_BUDGET, requests, window)
         return Completed(PENDING, requests, window)
 
