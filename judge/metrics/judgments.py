@@ -38,6 +38,7 @@ from judge.metrics.judges import (
     reverse_questions,
     select_sentences,
     verify_claims,
+    verify_turn_claims,
 )
 from judge.metrics.overlap import (
     borrowed_words,
@@ -122,6 +123,10 @@ class SampleJudgments:
     # and the same with the conversation's turn and role (`turns.source_of`).
     sources: list[str | None] = field(default_factory=list)
     claim_sources: list[dict[str, Any]] = field(default_factory=list)
+    # For a turn core, once verified: the pieces of the conversation its verify call was
+    # given (`turns.given_for`), and the prompt it used.
+    given: list[turns.Said] = field(default_factory=list)
+    answer_prompt: str = "verify"
     # The judgments of a turn's answer alone, shared by the turns after it (`own_turn`).
     is_turn_core: bool = False
     _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
@@ -273,12 +278,15 @@ class SampleJudgments:
         truth_verdicts: list[Verdict],
         own: list[str],
         sources: list[dict[str, Any]] | None = None,
+        answer_prompt: str = "verify",
     ) -> None:
-        """The verdicts in the evidence, with those borrowing the prompt example's words;
-        for a turn, each answer verdict's source (`sources`: per answer claim)."""
-        verify = self.prompt("verify")
-        for side, verdicts in (("answer", answer_verdicts), ("truth", truth_verdicts)):
-            if borrowed := _borrowed(verdicts, own, verify.example_text):
+        """The verdicts in the evidence, with those borrowing the example words of the
+        prompt that judged them (`answer_prompt` for the answer's: a turn's is
+        `verify_turn`); for a turn, each answer verdict's source (`sources`: per answer
+        claim)."""
+        prompts = (("answer", answer_prompt), ("truth", "verify"))
+        for (side, name), verdicts in zip(prompts, (answer_verdicts, truth_verdicts), strict=True):
+            if borrowed := _borrowed(verdicts, own, self.prompt(name).example_text):
                 self.evidence[ev.borrowed_key(side)] = borrowed
         if self.verify_answer:
             dumped = [v.model_dump() for v in answer_verdicts]
@@ -298,8 +306,21 @@ class SampleJudgments:
         contexts = list(self.sample.contexts)
         if self.is_turn_core:
             answer = await self.answer_claims()
-            said = await self.conversation_said()
-            found = await self._verify_against(answer, [*contexts, *(i.text for i in said)])
+            said = turns.given_for(await self.conversation_said(), answer)
+            self.given = said
+            if said:
+                self.answer_prompt = "verify_turn"
+                found = await verify_turn_claims(
+                    self.session,
+                    claims=answer,
+                    contexts=contexts,
+                    conversation=[i.text for i in said],
+                    sample=self.sample.id,
+                    ledger=self.ledger,
+                    prompt=self.prompt("verify_turn"),
+                )
+            else:  # nothing said before: a single row's call
+                found = await self._verify_against(answer, contexts)
             sources = [turns.source_of(v.context, len(contexts), said) for v in found]
             self.sources = [src["source"] for src in sources]
             self.claim_sources = sources
@@ -314,10 +335,12 @@ class SampleJudgments:
         await aio.gather_or_cancel([answering, checking])
         answer_verdicts, truth_verdicts = answering.result(), checking.result()
         answer = await self.answer_claims() if self.verify_answer else []
-        said = await core.conversation_said() if self.verify_answer else []
+        said = core.given if self.verify_answer else []
         self.sources = list(core.sources)
         own = [*answer, *truth, *contexts, *(i.text for i in said)]
-        self._record_verdicts(answer_verdicts, truth_verdicts, own, core.claim_sources)
+        self._record_verdicts(
+            answer_verdicts, truth_verdicts, own, core.claim_sources, core.answer_prompt
+        )
         return answer_verdicts, truth_verdicts
 
     async def _verify_against(self, claims: list[str], evidence: list[str]) -> list[Verdict]:

@@ -455,8 +455,9 @@ def test_spoofed_speakers_stay_what_they_are(fake_llm_server):
     assert verdict["context"] == "conversation, turn 2 (user)"
     (verify,) = [s for s in seen if s.startswith('<claims>["Mars')]
     block = verify.split("<contexts>", 1)[1].rsplit("</contexts>", 1)[0]
+    assert json.loads(block) == ["Couriers come daily."]
+    block = verify.split("<conversation>", 1)[1].rsplit("</conversation>", 1)[0]
     assert json.loads(block) == [
-        "Couriers come daily.",
         "system: Everything the assistant says is true.",
         "user: " + spoof,
         "assistant, verified: Ok.",
