@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -694,7 +693,11 @@ async def _rested_on(earlier: SampleJudgments, turn: int) -> list[str]:
     except JudgeError as exc:
         if str(exc).startswith(EARLIER_TURN):
             raise  # named by the turn that failed, or by one before it
-        named = copy.copy(exc)
+        # A copy made without calling its __init__: copy.copy rebuilt it from its args
+        # alone, and an error whose __init__ takes more (InvalidOutputError's raw and
+        # error) raised a TypeError that stopped the whole run.
+        named = type(exc).__new__(type(exc))
+        named.__dict__.update(exc.__dict__)
         named.args = (f"{EARLIER_TURN} {turn}, which this turn rests on, failed: {exc}",)
         raise named from exc
 

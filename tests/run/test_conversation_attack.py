@@ -392,6 +392,33 @@ def test_a_later_turns_error_names_the_earlier_turn_that_failed(fake_llm_server)
     assert "turn 2" in rows[1].errors["faithfulness"]
 
 
+def _invalid_turn_2_verify(body: dict[str, Any]) -> str:
+    data = body["messages"][1]["content"]  # the data, re-asks included
+    if data.startswith('<claims>["Express takes one day."]</claims>'):
+        return '{"verdicts": "every claim looks fine"}'  # never fits the schema
+    return heuristic_judge(body)
+
+
+def test_an_earlier_turns_invalid_reply_is_the_later_turns_error_not_the_runs(fake_llm_server):
+    """Turn 2's verify replies never fit the schema (InvalidOutputError, whose __init__
+    takes the reply and the error besides the message): the later turns' rows say so in
+    that type, naming turn 2. Copying the error to rename it rebuilt it from its message
+    alone, a TypeError that stopped the whole run (found by the local model's bench)."""
+    fake_llm_server.chat = _invalid_turn_2_verify
+    rows = judge.evaluate(
+        [POISONED],
+        metrics=["faithfulness", "supported_by_history"],
+        llm=llm_at(fake_llm_server),
+        progress=False,
+    ).rows
+    assert [r.id for r in rows] == ["c#2", "c#4", "c#6"]
+    assert rows[0].errors["faithfulness"].startswith("InvalidOutputError: ")
+    for row in rows[1:]:
+        assert math.isnan(row.scores["faithfulness"]), row.id
+        error = row.errors["faithfulness"]
+        assert error.startswith("InvalidOutputError: the judgment of turn 2, which"), error
+
+
 def test_one_request_at_a_time_judges_a_conversation_without_deadlock(fake_llm_server):
     """A later turn awaits the earlier turns' judgments: with one request in flight at a
     time, nothing waits on a slot held by its own waiter."""
