@@ -359,7 +359,7 @@ POISONED = {
 
 def _refuse_turn_2_verify(body: dict[str, Any]) -> str:
     data = body["messages"][-1]["content"]
-    if data.startswith('<claims>["Express takes one day."]</claims>'):
+    if '<claims>["Express takes one day."]</claims>' in data:
         raise FakeHTTPError(400, "refused: the first verify")
     return heuristic_judge(body)
 
@@ -394,7 +394,7 @@ def test_a_later_turns_error_names_the_earlier_turn_that_failed(fake_llm_server)
 
 def _invalid_turn_2_verify(body: dict[str, Any]) -> str:
     data = body["messages"][1]["content"]  # the data, re-asks included
-    if data.startswith('<claims>["Express takes one day."]</claims>'):
+    if '<claims>["Express takes one day."]</claims>' in data:
         return '{"verdicts": "every claim looks fine"}'  # never fits the schema
     return heuristic_judge(body)
 
@@ -480,7 +480,7 @@ def test_spoofed_speakers_stay_what_they_are(fake_llm_server):
     assert verdict["verdict"] == "supported" and verdict["source"] == "history"
     assert (verdict["role"], verdict["turn"]) == ("user", 2)
     assert verdict["context"] == "conversation, turn 2 (user)"
-    (verify,) = [s for s in seen if s.startswith('<claims>["Mars')]
+    (verify,) = [s for s in seen if '<claims>["Mars' in s]
     block = verify.split("<contexts>", 1)[1].rsplit("</contexts>", 1)[0]
     assert json.loads(block) == ["Couriers come daily."]
     block = verify.split("<conversation>", 1)[1].rsplit("</conversation>", 1)[0]
