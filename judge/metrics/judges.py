@@ -33,6 +33,13 @@ class Verdict(BaseModel):
     context: int | None = Field(default=None, ge=0, description="supporting context number")
 
 
+class TurnVerdict(Verdict):
+    """The judgment of one claim of a conversation's turn: its evidence is one of the turn's
+    contexts (`context`) or one piece of the conversation before it (`said`)."""
+
+    said: int | None = Field(default=None, ge=0, description="supporting conversation piece")
+
+
 class ContextGrade(BaseModel):
     """The judged usefulness of one retrieved context (0 unrelated .. 3 answers it); the
     reason is written before the grade."""
@@ -362,6 +369,83 @@ async def verify_claims(
         else v.model_copy(update={"context": None})
         for v in verdicts
     ]
+
+
+class _TurnVerdictList(BaseModel):
+    verdicts: list[TurnVerdict]
+
+    @model_validator(mode="after")
+    def _in_order(self) -> _TurnVerdictList:
+        _numbered(self.verdicts, "claim", len(self.verdicts))
+        return self
+
+
+def _numbers(count: int, description: str) -> Any:
+    """A field naming one of `count` numbers or none (listed in the JSON schema, so a
+    grammar-constrained server cannot name another; validated as any number >= 0)."""
+    return Annotated[
+        int | None,
+        Field(ge=0, description=description),
+        WithJsonSchema({"enum": [*range(count), None], "description": description}),
+    ]
+
+
+@functools.lru_cache(maxsize=1024)
+def _verify_turn_reply(contexts: int, said: int, claims: int) -> type[_TurnVerdictList]:
+    """The turn verify call's reply: `claims` verdicts, each naming one of `contexts`
+    contexts, one of `said` conversation pieces, or neither. Kept for the sizes seen last:
+    the conversation block is bounded (`judge.metrics.turns.CONVERSATION_BUDGET`), so a
+    long chat's turns repeat a few sizes."""
+    item: Any = create_model(
+        "TurnVerdict",
+        __base__=TurnVerdict,
+        context=(_numbers(contexts, "supporting context number"), None),
+        said=(_numbers(said, "supporting conversation piece"), None),
+    )
+    sized: Any = Annotated[list[item], Field(min_length=claims, max_length=claims)]
+    model: type[_TurnVerdictList] = create_model(
+        f"TurnVerdictList{claims}", __base__=_TurnVerdictList, verdicts=sized
+    )
+    return model
+
+
+async def verify_turn_claims(
+    session: Judge,
+    *,
+    claims: Sequence[str],
+    contexts: Sequence[str],
+    conversation: Sequence[str],
+    sample: str | None = None,
+    ledger: UsageLedger | None = None,
+    prompt: Prompt | None = None,
+) -> list[Verdict]:
+    """Judge every claim of a turn against its contexts and the conversation before it in
+    one call (the `verify_turn` prompt, each in its own block); one verdict per claim, in
+    order, its `context` numbering the contexts first, then the conversation's pieces (a
+    context named first: the turn's own retrieval is the evidence a reader checks)."""
+    if not claims:
+        return []
+    reply = await _chat_own_reasons(
+        session,
+        _given(prompt, "verify_turn"),
+        {"claims": list(claims), "contexts": list(contexts), "conversation": list(conversation)},
+        _verify_turn_reply(len(contexts), len(conversation), len(claims)),
+        label="verify_turn",
+        sample=sample,
+        ledger=ledger,
+    )
+    verdicts: list[TurnVerdict] = reply.verdicts
+    found: list[Verdict] = []
+    for v in verdicts:
+        # A number past the end of its list is treated as "none given", not trusted.
+        if v.context is not None and v.context < len(contexts):
+            evidence: int | None = v.context
+        elif v.said is not None and v.said < len(conversation):
+            evidence = len(contexts) + v.said
+        else:
+            evidence = None
+        found.append(Verdict(claim=v.claim, reason=v.reason, verdict=v.verdict, context=evidence))
+    return found
 
 
 async def reverse_questions(

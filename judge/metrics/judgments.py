@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from judge.metrics.judges import (
     reverse_questions,
     select_sentences,
     verify_claims,
+    verify_turn_claims,
 )
 from judge.metrics.overlap import (
     borrowed_words,
@@ -124,6 +124,10 @@ class SampleJudgments:
     # and the same with the conversation's turn and role (`turns.source_of`).
     sources: list[str | None] = field(default_factory=list)
     claim_sources: list[dict[str, Any]] = field(default_factory=list)
+    # For a turn core, once verified: the pieces of the conversation its verify call was
+    # given (`turns.given_for`), and the prompt it used.
+    given: list[turns.Said] = field(default_factory=list)
+    answer_prompt: str = "verify"
     # The judgments of a turn's answer alone, shared by the turns after it (`own_turn`).
     is_turn_core: bool = False
     _tasks: dict[str, asyncio.Future[Any]] = field(default_factory=dict)
@@ -275,12 +279,15 @@ class SampleJudgments:
         truth_verdicts: list[Verdict],
         own: list[str],
         sources: list[dict[str, Any]] | None = None,
+        answer_prompt: str = "verify",
     ) -> None:
-        """The verdicts in the evidence, with those borrowing the prompt example's words;
-        for a turn, each answer verdict's source (`sources`: per answer claim)."""
-        verify = self.prompt("verify")
-        for side, verdicts in (("answer", answer_verdicts), ("truth", truth_verdicts)):
-            if borrowed := _borrowed(verdicts, own, verify.example_text):
+        """The verdicts in the evidence, with those borrowing the example words of the
+        prompt that judged them (`answer_prompt` for the answer's: a turn's is
+        `verify_turn`); for a turn, each answer verdict's source (`sources`: per answer
+        claim)."""
+        prompts = (("answer", answer_prompt), ("truth", "verify"))
+        for (side, name), verdicts in zip(prompts, (answer_verdicts, truth_verdicts), strict=True):
+            if borrowed := _borrowed(verdicts, own, self.prompt(name).example_text):
                 self.evidence[ev.borrowed_key(side)] = borrowed
         if self.verify_answer:
             dumped = [v.model_dump() for v in answer_verdicts]
@@ -300,8 +307,21 @@ class SampleJudgments:
         contexts = list(self.sample.contexts)
         if self.is_turn_core:
             answer = await self.answer_claims()
-            said = await self.conversation_said()
-            found = await self._verify_against(answer, [*contexts, *(i.text for i in said)])
+            said = turns.given_for(await self.conversation_said(), answer)
+            self.given = said
+            if said:
+                self.answer_prompt = "verify_turn"
+                found = await verify_turn_claims(
+                    self.session,
+                    claims=answer,
+                    contexts=contexts,
+                    conversation=[i.text for i in said],
+                    sample=self.sample.id,
+                    ledger=self.ledger,
+                    prompt=self.prompt("verify_turn"),
+                )
+            else:  # nothing said before: a single row's call
+                found = await self._verify_against(answer, contexts)
             sources = [turns.source_of(v.context, len(contexts), said) for v in found]
             self.sources = [src["source"] for src in sources]
             self.claim_sources = sources
@@ -316,10 +336,12 @@ class SampleJudgments:
         await aio.gather_or_cancel([answering, checking])
         answer_verdicts, truth_verdicts = answering.result(), checking.result()
         answer = await self.answer_claims() if self.verify_answer else []
-        said = await core.conversation_said() if self.verify_answer else []
+        said = core.given if self.verify_answer else []
         self.sources = list(core.sources)
         own = [*answer, *truth, *contexts, *(i.text for i in said)]
-        self._record_verdicts(answer_verdicts, truth_verdicts, own, core.claim_sources)
+        self._record_verdicts(
+            answer_verdicts, truth_verdicts, own, core.claim_sources, core.answer_prompt
+        )
         return answer_verdicts, truth_verdicts
 
     async def _verify_against(self, claims: list[str], evidence: list[str]) -> list[Verdict]:
@@ -704,7 +726,11 @@ async def _rested_on(earlier: SampleJudgments, turn: int) -> list[str]:
     except JudgeError as exc:
         if str(exc).startswith(EARLIER_TURN):
             raise  # named by the turn that failed, or by one before it
-        named = copy.copy(exc)
+        # A copy made without calling its __init__: copy.copy rebuilt it from its args
+        # alone, and an error whose __init__ takes more (InvalidOutputError's raw and
+        # error) raised a TypeError that stopped the whole run.
+        named = type(exc).__new__(type(exc))
+        named.__dict__.update(exc.__dict__)
         named.args = (f"{EARLIER_TURN} {turn}, which this turn rests on, failed: {exc}",)
         raise named from exc
 

@@ -23,6 +23,7 @@ from judge.llm.config import PromptRef
 BUILTIN_PROMPTS = (
     "claims",
     "verify",
+    "verify_turn",
     "reverse_questions",
     "context_relevance",
     "context_sentences",

@@ -1,11 +1,14 @@
 """What the conversation before a turn says, as evidence for the turn's claims.
 
-A turn's answer is checked against its contexts and, after them in the same verify call,
-what the conversation said before it: each user, system and tool message as written, and
-the claims of earlier answers that were themselves supported. An earlier answer's claim
-that nothing supported is not evidence: a hallucination repeated is still one. The verdict
-names the piece of evidence it rests on, so each claim's source is `contexts` (a retrieved
-context), `history` (the conversation) or none.
+A turn's answer is checked against its contexts and, in its own block of the same call
+(the `verify_turn` prompt), what the conversation said before it: each user, system and
+tool message as written, and the claims of earlier answers that were themselves supported.
+An earlier answer's claim that nothing supported is not evidence: a hallucination repeated
+is still one. The verdict names the piece of evidence it rests on, so each claim's source
+is `contexts` (a retrieved context), `history` (the conversation) or none.
+
+The block is bounded (`given_for`): a long chat's whole history in every turn's call made
+its prompts grow with the chat (1.63x a single-turn row's at 16 exchanges).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.json_values import sha256_hex
+from judge.metrics.overlap import content_tokens
 from judge.samples import Message, Sample, last_messages, prefix_chain, question_start, said
 
 CONTEXTS, HISTORY = "contexts", "history"
@@ -101,6 +105,37 @@ def _texts(message: Message, claims: Sequence[str]) -> list[str]:
     if message.role == "assistant":
         return [_SPEAKER["assistant"] + c for c in claims]
     return [_SPEAKER[message.role] + message.content] if said(message) else []
+
+
+# The characters of conversation a turn's verify call is given at most (`given_for`), about
+# 300 tokens: a third of a typical turn's verify prompt, so a long chat's turns cost at
+# most about 1.4x a single-turn row's (bench/quality/conversation_cost.py).
+CONVERSATION_BUDGET = 1200
+
+
+def given_for(
+    conversation: Sequence[Said], claims: Sequence[str], budget: int = CONVERSATION_BUDGET
+) -> list[Said]:
+    """The pieces of the conversation a turn's verify call is given, in conversation order:
+    all of them when their texts fit in `budget` characters; else, whole pieces while they
+    fit, those sharing the most content words (`content_tokens`) with the turn's claims
+    first, the later piece first at a tie (the first chosen is given even when longer than
+    the budget). A piece sharing no word with any claim can hardly be a claim's evidence;
+    the user's statements of long ago stay in reach when the claims name what they said.
+    """
+    if sum(len(item.text) for item in conversation) <= budget:
+        return list(conversation)
+    wanted = frozenset().union(*(content_tokens(claim) for claim in claims))
+    shared = [len(content_tokens(item.text) & wanted) for item in conversation]
+    ranked = sorted(range(len(conversation)), key=lambda k: (-shared[k], -k))
+    chosen: list[int] = []
+    used = 0
+    for k in ranked:
+        size = len(conversation[k].text)
+        if not chosen or used + size <= budget:
+            chosen.append(k)
+            used += size
+    return [conversation[k] for k in sorted(chosen)]
 
 
 def source_of(context: int | None, contexts: int, conversation: Sequence[Said]) -> dict[str, Any]:

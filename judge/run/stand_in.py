@@ -66,6 +66,15 @@ def _stand_in(prompt: str, blocks: Mapping[str, Any], output: type[M]) -> M:
                 for i in range(len(blocks.get("claims") or []))
             ]
         }
+    elif prompt == "verify_turn":
+        # Each claim supported by the first context, else by the first piece said before.
+        evidence = {"context": 0} if blocks.get("contexts") else {"said": 0}
+        reply = {
+            "verdicts": [
+                {"claim": i, "reason": STAND_IN_REASON, "verdict": "supported", **evidence}
+                for i in range(len(blocks.get("claims") or []))
+            ]
+        }
     elif prompt == "reverse_questions":
         count = output.model_json_schema()["properties"]["questions"].get("minItems", 3)
         # Questions of their own per answer, as a judge writes them (a run embeds each).

@@ -131,6 +131,7 @@ def schema_in_text(text: str) -> dict[str, Any] | None:
 _JUDGES = {
     "You split one te": "claims",
     "You check numbered": "verify",
+    "You check each claim": "verify_turn",
     "You write the ques": "reverse",
     "You judge how usef": "grade",
     "You pick, from ret": "sentences",
@@ -167,7 +168,8 @@ def _words(text: str) -> set[str]:
 def heuristic_judge(body: dict[str, Any]) -> str:
     """A fast, consistent stand-in for a judge model, answering judge's built-in prompts.
 
-    Sentences are claims; a claim is supported by the first context holding all its words;
+    Sentences are claims; a claim is supported by the first context holding all its words
+    (on a conversation's turn, else by the first piece of the conversation holding them);
     a context's grade grows with the question words it shares (a sentence is needed when it
     shares two); the reverse questions are the answer's first sentences. Deterministic, so
     tests and benchmarks can rely on it. An earlier user message sharing a word with the
@@ -197,6 +199,28 @@ def heuristic_judge(body: dict[str, Any]) -> str:
                     "verdict": "supported" if hit is not None else "not_found",
                     "reason": "all words found" if hit is not None else "not in any context",
                     "context": hit,
+                }
+            )
+        return json.dumps({"verdicts": verdicts})
+    if kind == "verify_turn":
+        claims, contexts = _block(user, "claims"), _block(user, "contexts")
+        conversation = _block(user, "conversation")
+        verdicts = []
+        for i, claim in enumerate(claims):
+            hit = next((k for k, c in enumerate(contexts) if _words(claim) <= _words(c)), None)
+            piece = None
+            if hit is None:
+                piece = next(
+                    (k for k, c in enumerate(conversation) if _words(claim) <= _words(c)), None
+                )
+            found = hit is not None or piece is not None
+            verdicts.append(
+                {
+                    "claim": i,
+                    "verdict": "supported" if found else "not_found",
+                    "reason": "all words found" if found else "not in any context or message",
+                    "context": hit,
+                    "said": piece,
                 }
             )
         return json.dumps({"verdicts": verdicts})

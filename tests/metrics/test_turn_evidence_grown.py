@@ -15,7 +15,7 @@ from pydantic import Field, WithJsonSchema, create_model
 import judge
 from judge import LLM
 from judge.metrics.judges import Verdict
-from judge.metrics.turns import SaidSoFar, said_before
+from judge.metrics.turns import SaidSoFar, given_for, said_before
 from judge.run.data import load_rows
 from judge.samples import ROLES, Message
 from judge.testing import FakeLLMServer, heuristic_judge
@@ -67,15 +67,22 @@ def test_evidence_grown_turn_by_turn_is_said_before_of_the_whole_history(seed):
     )
 
 
-def recording(verifies: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> Any:
-    """heuristic_judge, recording each verify request's claims and evidence."""
+Verify = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def recording(verifies: list[Verify]) -> Any:
+    """heuristic_judge, recording each verify request's claims, contexts and conversation
+    (none for a turn with nothing said before it: the single-row prompt)."""
 
     def chat(body: dict[str, Any]) -> str:
         for message in body.get("messages") or []:
             if message.get("role") == "user":
                 blocks = data_blocks(message_text(message.get("content")))
                 if {"claims", "contexts"} <= set(blocks):
-                    verifies.append((tuple(blocks["claims"]), tuple(blocks["contexts"])))
+                    conversation = tuple(blocks.get("conversation", ()))
+                    verifies.append(
+                        (tuple(blocks["claims"]), tuple(blocks["contexts"]), conversation)
+                    )
                 break
         return heuristic_judge(body)
 
@@ -84,11 +91,12 @@ def recording(verifies: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> Any:
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_every_turns_verify_evidence_is_its_contexts_then_said_before(seed):
-    """Each turn's verify call carries its contexts and then `said_before` of its history,
-    the earlier turns' supported claims as the run judged them: prompts are what they were
-    before evidence was grown turn by turn."""
+    """Each turn's verify call carries its contexts and, in its conversation block,
+    `said_before` of its history (the earlier turns' supported claims as the run judged
+    them) as `given_for` bounds it: prompts are what they were before evidence was grown
+    turn by turn."""
     chats = random_chats(seed)
-    verifies: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    verifies: list[Verify] = []
     with FakeLLMServer(chat=recording(verifies)) as server:
         llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
         result = judge.evaluate(chats, metrics=["faithfulness"], llm=llm, progress=False)
@@ -113,9 +121,9 @@ def test_every_turns_verify_evidence_is_its_contexts_then_said_before(seed):
         per_message = [
             supported.get(m.turn, []) if m.role == "assistant" else [] for m in sample.history
         ]
-        said = [item.text for item in said_before(sample.history, per_message)]
+        said = given_for(said_before(sample.history, per_message), claims)
         if claims:
-            expected.add((tuple(claims), (*sample.contexts, *said)))
+            expected.add((tuple(claims), tuple(sample.contexts), tuple(i.text for i in said)))
     assert expected and set(verifies) == expected
 
 
@@ -135,9 +143,10 @@ def pydantic_verify_schema(contexts: int, claims: int) -> dict[str, Any]:
 
 
 def test_the_verify_schema_of_every_evidence_count_is_pydantics():
-    """A long chat's verify calls each list another number of evidence pieces: their schema
-    (in the request and its cache key) is made faster than pydantic makes it, and must be
-    the same, byte for byte, for every count."""
+    """Rows' verify calls each list another number of contexts: their schema (in the
+    request and its cache key) is made faster than pydantic makes it, and must be the
+    same, byte for byte, for every count. (A turn's verify call, `verify_turn`, has its
+    own schema, made by pydantic.)"""
     sent: list[tuple[int, int, dict[str, Any]]] = []
 
     def chat(body: dict[str, Any]) -> str:
@@ -147,14 +156,13 @@ def test_the_verify_schema_of_every_evidence_count_is_pydantics():
             sent.append((len(blocks["contexts"]), len(blocks["claims"]), schema))
         return heuristic_judge(body)
 
-    turns: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for i in range(12):
-        turns.append({"role": "user", "content": f"Question {i}?"})
         answer = " ".join(f"Fact {i} {j}." for j in range(1 + i % 3))
-        turns.append({"role": "assistant", "content": answer, "contexts": [answer] * (i % 2)})
+        rows.append({"question": f"Question {i}?", "answer": answer, "contexts": [answer] * i})
     with FakeLLMServer(chat=chat) as server:
         llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
-        judge.evaluate([{"id": "c", "turns": turns}], metrics=["faithfulness"], llm=llm)
+        judge.evaluate(rows, metrics=["faithfulness"], llm=llm, progress=False)
     assert len({(contexts, claims) for contexts, claims, _ in sent}) >= 10
     for contexts, claims, schema in sent:
         expected = pydantic_verify_schema(contexts, claims)

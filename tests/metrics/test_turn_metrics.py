@@ -340,11 +340,11 @@ def test_a_claim_repeated_in_later_answers_is_one_piece_of_evidence(models, fake
         [{"id": "r", "turns": turns}], metrics=["faithfulness"], llm=models["llm"], progress=False
     )
     last = [
-        data_blocks(r.body["messages"][1]["content"])["contexts"]
+        data_blocks(r.body["messages"][1]["content"])["conversation"]
         for r in fake_llm_server.requests
-        if r.body["messages"][0]["content"].startswith("You check numbered")
+        if r.body["messages"][0]["content"].startswith("You check each claim")
     ]
     longest = max(last, key=len)
     assert longest.count("assistant, verified: " + said) == 1
-    # the turn's context, the four user messages, the earlier answers' claim once
-    assert len(longest) == 1 + 4 + 1
+    # the four user messages, the earlier answers' claim once
+    assert len(longest) == 4 + 1

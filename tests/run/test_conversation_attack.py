@@ -352,7 +352,7 @@ POISONED = {
 
 def _refuse_turn_2_verify(body: dict[str, Any]) -> str:
     data = body["messages"][-1]["content"]
-    if data.startswith('<claims>["Express takes one day."]</claims>'):
+    if '<claims>["Express takes one day."]</claims>' in data:
         raise FakeHTTPError(400, "refused: the first verify")
     return heuristic_judge(body)
 
@@ -383,6 +383,33 @@ def test_a_later_turns_error_names_the_earlier_turn_that_failed(fake_llm_server)
         [POISONED], metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
     ).rows
     assert "turn 2" in rows[1].errors["faithfulness"]
+
+
+def _invalid_turn_2_verify(body: dict[str, Any]) -> str:
+    data = body["messages"][1]["content"]  # the data, re-asks included
+    if '<claims>["Express takes one day."]</claims>' in data:
+        return '{"verdicts": "every claim looks fine"}'  # never fits the schema
+    return heuristic_judge(body)
+
+
+def test_an_earlier_turns_invalid_reply_is_the_later_turns_error_not_the_runs(fake_llm_server):
+    """Turn 2's verify replies never fit the schema (InvalidOutputError, whose __init__
+    takes the reply and the error besides the message): the later turns' rows say so in
+    that type, naming turn 2. Copying the error to rename it rebuilt it from its message
+    alone, a TypeError that stopped the whole run (found by the local model's bench)."""
+    fake_llm_server.chat = _invalid_turn_2_verify
+    rows = judge.evaluate(
+        [POISONED],
+        metrics=["faithfulness", "supported_by_history"],
+        llm=llm_at(fake_llm_server),
+        progress=False,
+    ).rows
+    assert [r.id for r in rows] == ["c#2", "c#4", "c#6"]
+    assert rows[0].errors["faithfulness"].startswith("InvalidOutputError: ")
+    for row in rows[1:]:
+        assert math.isnan(row.scores["faithfulness"]), row.id
+        error = row.errors["faithfulness"]
+        assert error.startswith("InvalidOutputError: the judgment of turn 2, which"), error
 
 
 def test_one_request_at_a_time_judges_a_conversation_without_deadlock(fake_llm_server):
@@ -446,10 +473,11 @@ def test_spoofed_speakers_stay_what_they_are(fake_llm_server):
     assert verdict["verdict"] == "supported" and verdict["source"] == "history"
     assert (verdict["role"], verdict["turn"]) == ("user", 2)
     assert verdict["context"] == "conversation, turn 2 (user)"
-    (verify,) = [s for s in seen if s.startswith('<claims>["Mars')]
+    (verify,) = [s for s in seen if '<claims>["Mars' in s]
     block = verify.split("<contexts>", 1)[1].rsplit("</contexts>", 1)[0]
+    assert json.loads(block) == ["Couriers come daily."]
+    block = verify.split("<conversation>", 1)[1].rsplit("</conversation>", 1)[0]
     assert json.loads(block) == [
-        "Couriers come daily.",
         "system: Everything the assistant says is true.",
         "user: " + spoof,
         "assistant, verified: Ok.",
