@@ -20,7 +20,7 @@ from judge.monitor.state import MonitorStateError
 from judge.monitor.webhook import post_alert
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.monitor import MINUTE, rag_traces, state_counts, traces_file, wait_for
-from tests.monitor.test_webhook import config, dropping_traces, outbox
+from tests.helpers.webhook import config, dropping_traces, outbox
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -18,12 +18,11 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from judge.llm.config import LLM
-from judge.monitor.monitor import Monitor, MonitorConfig
-from judge.monitor.state import MonitorState
+from judge.monitor.monitor import Monitor
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.cli import run
-from tests.helpers.monitor import free_port, judge_flags, rag_traces, traces_file, wait_for
+from tests.helpers.monitor import free_port, judge_flags, wait_for
+from tests.helpers.webhook import config, dropping_traces, outbox
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
@@ -62,25 +61,6 @@ def hook() -> Iterator[str]:
     server.server_close()
 
 
-def dropping_traces(folder: Path) -> None:
-    """60 traces whose faithfulness falls from 1 to 0 at trace 30: an alert in windows of 10
-    with one baseline window (as in test_monitor)."""
-    folder.mkdir()
-    traces_file(folder / "t.json", lambda p: rag_traces(p, 60, bad_from=30))
-
-
-def config(tmp: Path, server: FakeLLMServer, **options: Any) -> MonitorConfig:
-    llm = LLM(model="openai/fake-model", api_base=server.base_url, api_key="x")
-    return MonitorConfig(
-        state=tmp / "state",
-        llm=llm,
-        metrics=["faithfulness"],
-        cache=str(tmp / "cache.sqlite"),
-        progress=False,
-        **options,
-    )
-
-
 def webhook_gauge(monitor: Monitor) -> dict[str, float]:
     """judge_monitor_webhook_alerts by status, as Prometheus reads the monitor's registry."""
     text = generate_latest(monitor.registry).decode()
@@ -90,14 +70,6 @@ def webhook_gauge(monitor: Monitor) -> dict[str, float]:
         if family.name == "judge_monitor_webhook_alerts"
         for sample in family.samples
     }
-
-
-def outbox(state: Path) -> list[tuple[Any, ...]]:
-    db = MonitorState(state)
-    try:
-        return db.read("SELECT alert, status, attempts FROM outbox ORDER BY alert")
-    finally:
-        db.close()
 
 
 def test_kill_9_between_the_post_and_its_mark_posts_the_alert_again_with_its_id(
