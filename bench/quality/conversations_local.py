@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import judge
+from bench.support.cache_cost import recorded_cost
 from judge import LLM, Cache
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import data_blocks
@@ -309,7 +310,7 @@ def flattened_cost(rows: list[Any], llm: LLM) -> tuple[int, int, int]:
         judge.evaluate(
             singles, metrics=["faithfulness"], llm=fake, cache=Cache(path), progress=False
         )
-        requests, characters = cost(path)  # counted as the conversations' are: in a cache
+        requests, characters = recorded_cost(path)  # counted as the conversations' are: in a cache
     return len(singles), requests, characters
 
 
@@ -345,7 +346,7 @@ def main() -> None:
         print(f"  ({name}: {time.monotonic() - started:,.0f} s; load {load})", flush=True)
     print("\nclaims where the model's claims matched the labelled sentences one to one:")
     print_agreement("conversation", agree)
-    requests, characters = cost(conv_cache)
+    requests, characters = recorded_cost(conv_cache)
     turns = len(rows)
     print(
         f"\ncost per turn, {turns} turns: conversation {requests / turns:.2f} chat requests, "
@@ -373,20 +374,10 @@ def main() -> None:
             if len(got) == len(want):
                 alone.update(zip(want, got, strict=True))
         print_agreement("single-turn rows, judged by the model", alone)
-        requests, characters = cost(single_cache)
+        requests, characters = recorded_cost(single_cache)
         n = len(single.rows)
         print(f"  single-turn rows: {requests / n:.2f} requests, {characters / n:,.0f} characters")
     print("load after:", Path("/proc/loadavg").read_text().strip())
-
-
-def cost(path: str) -> tuple[int, int]:
-    """Chat requests recorded in a cache, and the characters of their messages."""
-    requests = characters = 0
-    for entry in Cache(path, mode="replay").entries():
-        if entry.kind == "chat":
-            requests += 1
-            characters += sum(len(str(m.get("content", ""))) for m in entry.request["messages"])
-    return requests, characters
 
 
 if __name__ == "__main__":

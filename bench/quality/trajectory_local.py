@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import judge
+from bench.support.cache_cost import recorded_cost
 from judge import LLM, Cache
 
 WEATHER_Q = "What will the weather be in Lyon tomorrow?"
@@ -189,23 +190,13 @@ def main() -> None:
             judged += 1
             right += verdict == labels[str(row.id)]
             print(f"    reason: {evidence.get('reason', row.errors.get('trajectory_accuracy'))}")
-    requests, characters = cost(args.cache)
+    requests, characters = recorded_cost(args.cache)
     print(f"\njudged rows as labelled: {right}/{judged}")
     print(
         f"{requests} chat requests recorded for {judged} judged rows "
         f"({len(SETTLED)} settled with none); {characters / max(requests, 1):,.0f} prompt "
         "characters per request"
     )
-
-
-def cost(path: str) -> tuple[int, int]:
-    """Chat requests recorded in a cache, and the characters of their messages."""
-    requests = characters = 0
-    for entry in Cache(path, mode="replay").entries():
-        if entry.kind == "chat":
-            requests += 1
-            characters += sum(len(str(m.get("content", ""))) for m in entry.request["messages"])
-    return requests, characters
 
 
 if __name__ == "__main__":

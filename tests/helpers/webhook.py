@@ -1,5 +1,5 @@
-"""What the webhook's tests share: a monitor judging faithfulness on the fake server, the
-traces of a drop, and the state's outbox."""
+"""What the monitor's and the webhook's tests share: a monitor judging faithfulness on the
+fake server, the traces of a drop, and the state's outbox."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def dropping_traces(folder: Path) -> None:
 
 
 def config(tmp: Path, server: FakeLLMServer, **options: Any) -> MonitorConfig:
+    """A monitor judging faithfulness on the fake server, its state and cache under `tmp`."""
     llm = LLM(model="openai/fake-model", api_base=server.base_url, api_key="x")
     return MonitorConfig(
         state=tmp / "state",

@@ -17,8 +17,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from judge.llm.config import LLM
-from judge.monitor.monitor import Monitor, MonitorConfig
+from judge.monitor.monitor import Monitor
 from judge.monitor.state import MonitorState
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.traces.extract import sample_key
@@ -35,6 +34,7 @@ from tests.helpers.monitor import (
     traces_file,
     wait_for,
 )
+from tests.helpers.webhook import config
 
 
 def test_once_follows_a_folder_through_rotation_and_judges_only_what_is_new(
@@ -208,18 +208,6 @@ def test_sigterm_finishes_the_batch_in_hand_and_exits_143(tmp_path: Path) -> Non
         assert done.returncode == 0, done.stderr
         assert state_counts(tmp_path / "state") == {"judged": 6}
         assert server.count() == 6 * PER_ROW
-
-
-def config(tmp: Path, server: FakeLLMServer, **options: Any) -> MonitorConfig:
-    llm = LLM(model="openai/fake-model", api_base=server.base_url, api_key="x")
-    return MonitorConfig(
-        state=tmp / "state",
-        llm=llm,
-        metrics=["faithfulness"],
-        cache=str(tmp / "cache.sqlite"),
-        progress=False,
-        **options,
-    )
 
 
 def once(tmp: Path, server: FakeLLMServer, folder: Path, **options: Any) -> Any:
