@@ -20,7 +20,17 @@ ROOT = Path(judge.__file__).parent
 # packages in one layer do not import each other. Top-level modules count as packages.
 LAYERS: list[set[str]] = [
     {"errors", "json_values", "version"},
-    {"aio", "formatting", "threads", "fields", "spreadsheet", "samples", "signals", "lines"},
+    {
+        "aio",
+        "formatting",
+        "threads",
+        "fields",
+        "spreadsheet",
+        "samples",
+        "signals",
+        "lines",
+        "locks",
+    },
     {"stats", "conversations"},
     {"cache"},
     {"llm"},

@@ -15,7 +15,6 @@ import base64
 import json
 import os
 import sqlite3
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,15 +24,13 @@ from typing import IO, Any
 
 from judge.cache.sqlite import immediate_transaction
 from judge.errors import JudgeError
+from judge.locks import LockHeld, hold_lock
 from judge.monitor.migrations import APPLICATION_ID, SCHEMA_VERSION, migrate
 from judge.traces.assemble import assemble, is_local_root
 from judge.traces.extract import trace_result
 from judge.traces.otlp import EncodedSpan, decode_span
 from judge.traces.rows import Skip
 from judge.traces.spans import Span
-
-if sys.platform != "win32":  # on Windows two monitors on one state are not stopped
-    import fcntl
 
 STATE_FILE = "monitor.sqlite"
 LOCK_FILE = "monitor.lock"  # held (flock) by the monitor writing the state, with its pid
@@ -250,35 +247,22 @@ class MonitorState:
         would judge the same pending rows again (and post the same alerts). Refused with
         the holder's process id while another monitor holds it; a monitor killed (kill -9
         too) lets go of it with its process."""
-        if sys.platform == "win32" or self._held is not None:  # pragma: no cover
+        if self._held is not None:
             return
         path = self.folder / LOCK_FILE
         try:
-            handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held while open)
+            self._held = hold_lock(path)
+        except LockHeld as held:
+            raise MonitorStateError(
+                f"--state {self.folder}: another judge monitor (process {held.holder}) is "
+                "using this state (two would judge the same rows twice); stop it first, or "
+                "give this monitor a --state of its own"
+            ) from None
         except OSError as exc:
             raise MonitorStateError(
                 f"--state {self.folder}: {path} cannot be opened ({exc.strerror or exc}): "
                 "give a writable folder"
             ) from exc
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # EWOULDBLOCK: another monitor holds it
-            handle.seek(0)
-            other = handle.read().strip() or "unknown"
-            handle.close()
-            raise MonitorStateError(
-                f"--state {self.folder}: another judge monitor (process {other}) is using "
-                "this state (two would judge the same rows twice); stop it first, or give "
-                "this monitor a --state of its own"
-            ) from None
-        except OSError:  # no locks on this file system (some network and FUSE mounts)
-            handle.close()
-            return
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._held = handle
 
     def close(self) -> None:
         """Close the file (and let go of the state, when held)."""

@@ -18,16 +18,13 @@ import errno
 import os
 import re
 import secrets
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from judge.errors import OutputError
+from judge.locks import LockHeld, hold_lock
 from judge.run.folder import OUTPUT_NAMES, check_results_hash, file_sha256
-
-if sys.platform != "win32":  # on Windows two runs on one folder are not stopped
-    import fcntl
 
 __all__ = [
     "OUTPUT_NAMES",
@@ -136,39 +133,15 @@ class OutputFolder:
         remove_debris(self.path)
 
     def _take_lock(self) -> None:
-        if sys.platform == "win32":  # pragma: no cover
-            return
-        path = self.path / LOCK_NAME
-        while True:
-            try:
-                handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held while open)
-            except OSError as exc:
-                raise write_failure(path, exc) from None
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # EWOULDBLOCK: another process holds it
-                handle.seek(0)
-                other = handle.read().strip() or "unknown"
-                handle.close()
-                raise OutputError(
-                    f"{self.path}: another judge run (process {other}) is writing to this "
-                    "folder; wait for it to finish, or give this run another output folder"
-                ) from None
-            except OSError:  # no locks on this file system (some network and FUSE mounts)
-                handle.close()
-                return
-            try:  # still the folder's lock file, not one a finishing run just removed
-                same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            handle.close()
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._lock = handle
+        try:
+            self._lock = hold_lock(self.path / LOCK_NAME)
+        except LockHeld as held:
+            raise OutputError(
+                f"{self.path}: another judge run (process {held.holder}) is writing to this "
+                "folder; wait for it to finish, or give this run another output folder"
+            ) from None
+        except OSError as exc:
+            raise write_failure(self.path / LOCK_NAME, exc) from None
 
     def close(self) -> None:
         """Remove the temporary files not published and release the lock."""
