@@ -324,7 +324,9 @@ def test_a_custom_check_s_state_and_alert_show_without_the_drop_test_s_figures(
     (tmp_path / "otel").mkdir()
     traces_file(tmp_path / "otel" / "t.json", lambda p: rag_traces(p, 16, bad_from=12))
 
-    def check(metric: str, baseline: Any, window: Any, state: Any) -> tuple[Any, Any]:
+    def check(
+        metric: str, baseline: Any, window: Any, state: Any, *, number: int
+    ) -> tuple[Any, Any]:
         drop = sum(baseline) / len(baseline) - sum(window) / len(window)
         return ({"statistic": drop} if drop > 0.5 else None), (state or 0) + 1
 
