@@ -158,7 +158,9 @@ def test_evaluate_stops_at_a_configuration_error_and_a_rerun_resumes(tmp_path, f
 
 def test_a_configuration_error_cancels_the_requests_in_flight(tmp_path, fake_llm_server):
     fake_llm_server.chat = heuristic_judge
-    fake_llm_server.fail_next(Fault.status(401), *[Fault.delay(20)] * 60)
+    # The first request hangs, so one is surely in flight when the second meets the 401
+    # (a 401 first could be answered, on a loaded machine, before any other was sent).
+    fake_llm_server.fail_next(Fault.delay(20), Fault.status(401), *[Fault.delay(20)] * 60)
     llm = llm_at(fake_llm_server.base_url, max_concurrency=8)
 
     async def main() -> tuple[float, int]:
@@ -170,7 +172,7 @@ def test_a_configuration_error_cancels_the_requests_in_flight(tmp_path, fake_llm
 
     seconds, left_running = asyncio.run(main())
     assert left_running == 0 and seconds < 10  # the delayed requests were not waited for
-    assert fake_llm_server.count() > 1  # other requests were in flight when it stopped
+    assert fake_llm_server.count() > 1  # the hanging one was in flight when it stopped
     assert not (tmp_path / "ck.jsonl").exists()  # no row had finished
 
 
