@@ -5,6 +5,7 @@ each a CHAIN root with a retriever and an answer that the heuristic judge finds 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import sqlite3
 import threading
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.cli import run
 from tests.helpers.rag_spans import KIND
 from tests.helpers.traces import export, write_json_lines
 
@@ -147,11 +149,12 @@ def state_counts(folder: Path) -> dict[str, int]:
         db.close()
 
 
-def judge_flags(server: Any, tmp: Path) -> list[str]:
-    """The judge flags of `judge monitor` against the fake judge, faithfulness only."""
+def judge_flags(server: Any, tmp: Path, model: str = "openai/fake-model") -> list[str]:
+    """The judge flags of `judge monitor` (or `judge eval`) against the fake judge,
+    faithfulness only."""
     return [
         "--model",
-        "openai/fake-model",
+        model,
         "--api-base",
         server.base_url,
         "--api-key",
@@ -161,6 +164,30 @@ def judge_flags(server: Any, tmp: Path) -> list[str]:
         "--metrics",
         "faithfulness",
     ]
+
+
+def pinned_run(tmp: Path, server: Any, rows: int = 40) -> str:
+    """A `judge eval` of `rows` faithful rows recorded in tmp/runs.sqlite and pinned with
+    `judge runs baseline`; its id."""
+    data = tmp / "gold.jsonl"
+    with open(data, "w", encoding="utf-8") as f:
+        for n in range(1000, 1000 + rows):  # not the traces' rows: nothing cached for them
+            row = {
+                "id": f"g{n}",
+                "question": f"How long is river {n}?",
+                "answer": good_answer(n),
+                "contexts": [f"Document {n} says river {n} is {n * 100} km long."],
+            }
+            f.write(json.dumps(row) + "\n")
+    runs = str(tmp / "runs.sqlite")
+    done = run("eval", data, *judge_flags(server, tmp), "--out", tmp / "gold", "--runs", runs)
+    assert done.returncode == 0, done.stderr
+    done = run("runs", "list", "--json", "--runs", runs)
+    [record] = json.loads(done.stdout)
+    assert record["summary"]["faithfulness"]["mean"] == 1.0
+    done = run("runs", "baseline", record["id"], "--runs", runs)
+    assert done.returncode == 0, done.stderr
+    return str(record["id"])
 
 
 def traces_file(path: Path, make: Any) -> list[str]:

@@ -12,8 +12,7 @@ from typing import Any
 from judge.llm.config import LLM
 from judge.monitor.monitor import Monitor, MonitorConfig
 from judge.testing import FakeLLMServer, heuristic_judge
-from tests.helpers.cli import run
-from tests.helpers.monitor import good_answer, no_retriever_trace, rag_traces, traces_file
+from tests.helpers.monitor import no_retriever_trace, rag_traces, traces_file
 from tests.helpers.view import HOSTILE
 
 TRACES = 60
@@ -101,28 +100,3 @@ def make_hostile(state: Path, metric: str = HOSTILE, trace_id: str = HOSTILE) ->
             db.execute("UPDATE traces SET reason=? WHERE status='skipped'", (HOSTILE,))
     finally:
         db.close()
-
-
-def pinned_run(tmp: Path, server: FakeLLMServer, rows: int = 40) -> str:
-    """A `judge eval` of `rows` faithful rows recorded in tmp/runs.sqlite and pinned with
-    `judge runs baseline`; its id."""
-    data = tmp / "gold.jsonl"
-    with open(data, "w", encoding="utf-8") as f:
-        for n in range(1000, 1000 + rows):  # not the traces' rows: nothing cached for them
-            row = {
-                "id": f"g{n}",
-                "question": f"How long is river {n}?",
-                "answer": good_answer(n),
-                "contexts": [f"Document {n} says river {n} is {n * 100} km long."],
-            }
-            f.write(json.dumps(row) + "\n")
-    runs = tmp / "runs.sqlite"
-    flags = ["--model", "openai/fake-model", "--api-base", server.base_url, "--api-key", "x"]
-    flags += ["--cache", str(tmp / "cache.sqlite"), "--metrics", "faithfulness"]
-    done = run("eval", data, *flags, "--out", tmp / "gold", "--runs", runs)
-    assert done.returncode == 0, done.stderr
-    done = run("runs", "list", "--json", "--runs", runs)
-    [record] = json.loads(done.stdout)
-    done = run("runs", "baseline", record["id"], "--runs", runs)
-    assert done.returncode == 0, done.stderr
-    return str(record["id"])

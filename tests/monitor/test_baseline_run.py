@@ -18,39 +18,10 @@ from judge.monitor.monitor import Monitor, MonitorConfig
 from judge.monitor.state import MonitorState
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.cli import run
-from tests.helpers.monitor import START, good_answer, rag_traces
+from tests.helpers.monitor import START, judge_flags, pinned_run, rag_traces
 from tests.helpers.traces import export, write_json_lines
 
 PER_ROW = 2  # faithfulness asks the heuristic judge twice a row
-
-
-def judge_flags(server: FakeLLMServer, tmp: Path, model: str = "openai/fake-model") -> list[str]:
-    flags = ["--model", model, "--api-base", server.base_url, "--api-key", "x"]
-    return [*flags, "--cache", str(tmp / "cache.sqlite"), "--metrics", "faithfulness"]
-
-
-def pinned_run(tmp: Path, server: FakeLLMServer, rows: int = 40) -> str:
-    """A `judge eval` of `rows` faithful rows recorded in tmp/runs.sqlite and pinned as the
-    baseline; its id."""
-    data = tmp / "gold.jsonl"
-    with open(data, "w", encoding="utf-8") as f:
-        for n in range(1000, 1000 + rows):  # not the traces' rows: nothing cached for them
-            row = {
-                "id": f"g{n}",
-                "question": f"How long is river {n}?",
-                "answer": good_answer(n),
-                "contexts": [f"Document {n} says river {n} is {n * 100} km long."],
-            }
-            f.write(json.dumps(row) + "\n")
-    runs = str(tmp / "runs.sqlite")
-    done = run("eval", data, *judge_flags(server, tmp), "--out", tmp / "gold", "--runs", runs)
-    assert done.returncode == 0, done.stderr
-    done = run("runs", "list", "--json", "--runs", runs)
-    [record] = json.loads(done.stdout)
-    assert record["summary"]["faithfulness"]["mean"] == 1.0
-    done = run("runs", "baseline", record["id"], "--runs", runs)
-    assert done.returncode == 0, done.stderr
-    return str(record["id"])
 
 
 def traces_folder(folder: Path, **options: Any) -> list[str]:

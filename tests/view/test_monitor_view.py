@@ -29,6 +29,7 @@ from tests.helpers.cli import run
 from tests.helpers.monitor import (
     BAD_ANSWER,
     MINUTE,
+    pinned_run,
     post,
     rag_traces,
     serving,
@@ -42,7 +43,6 @@ from tests.helpers.monitor_view import (
     make_hostile,
     monitor_config,
     page_data,
-    pinned_run,
 )
 from tests.helpers.traces import export
 from tests.helpers.view import HOSTILE
