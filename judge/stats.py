@@ -473,8 +473,9 @@ def _same_length(first: np.ndarray, first_name: str, second: np.ndarray, second_
         )
 
 
-def _z(confidence: float) -> float:
-    """The normal quantile of a two-sided interval of this coverage."""
+def normal_quantile(confidence: float) -> float:
+    """The normal quantile of a two-sided interval of this coverage (`confidence=`, checked
+    strictly between 0 and 1)."""
     if (
         isinstance(confidence, bool)
         or not isinstance(confidence, (int, float))
@@ -543,7 +544,7 @@ def _ppi(
     """`ppi_mean` of checked arrays: NaN scores left out, at least 2 labelled rows;
     `proportion`: labels all 0 or all 1 get the binomial interval (not for differences);
     `binary_difference`: differences of 0/1 labels all -1 or all +1 get theirs."""
-    z = _z(confidence)
+    z = normal_quantile(confidence)
     unlabelled = judged[~np.isnan(judged)]
     kept = ~np.isnan(judged_labelled)
     scores, kept_labels = judged_labelled[kept], labels[kept]
@@ -901,7 +902,7 @@ def ppi_half_widths(
         cov: the covariance of labels and the judge's scores on labelled rows.
         confidence: the interval's coverage.
     """
-    z = _z(confidence)
+    z = normal_quantile(confidence)
     n = labelled.astype(np.float64)
     unlabelled = rows - n
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,7 @@ import numpy as np
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import number
 from judge.json_values import nan_to_null
-from judge.stats import ppi_half_widths, ppi_tuned
+from judge.stats import normal_quantile, ppi_half_widths, ppi_tuned
 
 from .estimate import RunScores, labelled_run, run_scores
 
@@ -173,15 +172,7 @@ def plan_labels(
         raise InputFormatError(f"half_width= must be a positive number, not {half_width!r}")
     if not (math.isfinite(half_width) and half_width > 0):
         raise InputFormatError(f"half_width= must be a positive number, not {half_width!r}")
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, (int, float))
-        or not 0 < confidence < 1
-    ):
-        raise InputFormatError(
-            f"confidence= must lie strictly between 0 and 1 (0.95 for a 95% interval), not "
-            f"{confidence!r}"
-        )
+    z = normal_quantile(confidence)
     if (labels is None) == (judge_correlation is None):
         raise JudgeError(
             "give labels= (a labels file of a random pilot, with label=) or "
@@ -233,7 +224,7 @@ def plan_labels(
         pilot_labels = int(values.size)
         # the pilot's interval exactly as judge estimate computes it
         _, se, _ = ppi_tuned(values, judged_l, unlabelled[~np.isnan(unlabelled)])
-        pilot_half_width = float(NormalDist().inv_cdf(0.5 + confidence / 2) * se)
+        pilot_half_width = float(z * se)
         source = "labels"
         config.update(labels=str(labels) if not isinstance(labels, list) else "records")
         config.update(label=label, annotator=annotator)
@@ -293,7 +284,6 @@ def plan_labels(
     )
     found = _search(widths, half_width)
     at = found if found is not None else int(np.argmin(widths))
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     labels_only = max(2, math.ceil(z**2 * var_y / half_width**2 - 1e-9))
     if scored < scores.size:
         notes.append(f"{scores.size - scored} rows the judge left NaN are not counted")
