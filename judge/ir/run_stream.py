@@ -63,9 +63,16 @@ class _Judged:
         maybe = np.flatnonzero(self.bitmap[keys >> np.uint64(64 - _BITS)])
         if not self.ordered.size or not maybe.size:
             return maybe[:0], maybe[:0]
-        at = np.minimum(np.searchsorted(self.ordered, keys[maybe]), self.ordered.size - 1)
-        hit = self.ordered[at] == keys[maybe]
-        return maybe[hit], self.by_key[at[hit]]
+        # The keys searched in ascending order: each search starts where the last one
+        # ended, so it reads memory near it (in random order, a cache miss a step).
+        maybe = maybe[np.argsort(keys[maybe])]
+        wanted = keys[maybe]
+        at = np.minimum(np.searchsorted(self.ordered, wanted), self.ordered.size - 1)
+        hit = self.ordered[at] == wanted
+        # (Positions back in ascending order, as the caller's segments need.)
+        rows, judged = maybe[hit], self.by_key[at[hit]]
+        order = np.argsort(rows)
+        return rows[order], judged[order]
 
 
 def judged_from(qrels: TrecColumns) -> _Judged:
