@@ -76,14 +76,21 @@ def _small_scores(args: argparse.Namespace, metrics: list[str]) -> QueryScores |
     return score_small(qrels, run, metrics, relevance_level=args.relevance_level)
 
 
-def _one_blas_thread() -> None:
-    """Ask OpenBLAS for a single thread before numpy loads it (a value already set is kept).
+def _numpy_with_one_blas_thread() -> None:
+    """Import numpy with OpenBLAS asked for a single thread, unless numpy is loaded already
+    or the caller chose a number (OPENBLAS_NUM_THREADS).
 
-    judge ir does no linear algebra, but OpenBLAS starts a thread per core when numpy is
-    imported: some 35 ms of CPU, a tenth of judge ir's start-up on big files.
+    judge ir does no linear algebra, but the threads OpenBLAS starts when numpy loads it
+    cost some 35 ms of CPU. OpenBLAS reads the variable as it loads, so it is set for the
+    import only: processes started later inherit the caller's environment.
     """
-    if "numpy" not in sys.modules:  # (once loaded, OpenBLAS has read its setting)
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def run_ir(args: argparse.Namespace) -> int:
@@ -91,7 +98,7 @@ def run_ir(args: argparse.Namespace) -> int:
     metrics = metrics_of(args) or list(DEFAULT_METRICS)
     scores = _small_scores(args, metrics)
     if scores is None:
-        _one_blas_thread()
+        _numpy_with_one_blas_thread()
         from judge.ir.evaluate import score_queries
 
         # Paths, not dicts: big files are read straight into the arrays the metrics use.
