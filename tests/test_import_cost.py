@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,42 @@ def test_import_judge_and_help_load_no_ray():
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert "--ray" in result.stdout or args == '"--help"', result.stdout
         assert result.stdout.strip().splitlines()[-1] == "False", (args, result.stderr)
+
+
+BLAS_CHECK = """
+import os, sys, runpy
+sys.argv = ["judge", "ir", {qrels!r}, {run!r}, "-m", "map"]
+try:
+    runpy.run_module("judge", run_name="__main__")
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+from threadpoolctl import threadpool_info
+print(os.environ.get("OPENBLAS_NUM_THREADS"), [
+    pool["num_threads"] for pool in threadpool_info() if pool["internal_api"] == "openblas"
+])
+"""
+
+
+def big_files(folder: Path) -> tuple[Path, Path]:
+    """A qrels and a run file over judge ir's small-file size (1 MiB): read with numpy."""
+    run = [f"q{q} Q0 d{d} {d + 1} {1000 - d} tag" for q in range(50) for d in range(1000)]
+    (folder / "run").write_text("\n".join(run) + "\n")
+    (folder / "qrels").write_text("".join(f"q{q} 0 d{q} 1\n" for q in range(50)))
+    assert (folder / "run").stat().st_size > 1 << 20
+    return folder / "qrels", folder / "run"
+
+
+def test_judge_ir_on_big_files_asks_openblas_for_one_thread(tmp_path: Path) -> None:
+    # OpenBLAS starts a thread per core at numpy's import (CPU time judge ir, which does
+    # no linear algebra, need not spend); a caller's own setting is kept.
+    qrels, run = big_files(tmp_path)
+    code = BLAS_CHECK.format(qrels=str(qrels), run=str(run))
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    # (Set for numpy's import only: not passed on to processes started later.)
+    assert result.stdout.splitlines()[-1] == "None [1]"
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].split()[0] == "2"

@@ -76,11 +76,29 @@ def _small_scores(args: argparse.Namespace, metrics: list[str]) -> QueryScores |
     return score_small(qrels, run, metrics, relevance_level=args.relevance_level)
 
 
+def _numpy_with_one_blas_thread() -> None:
+    """Import numpy with OpenBLAS asked for a single thread, unless numpy is loaded already
+    or the caller chose a number (OPENBLAS_NUM_THREADS).
+
+    judge ir does no linear algebra, but the threads OpenBLAS starts when numpy loads it
+    cost some 35 ms of CPU. OpenBLAS reads the variable as it loads, so it is set for the
+    import only: processes started later inherit the caller's environment.
+    """
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+
+
 def run_ir(args: argparse.Namespace) -> int:
     """The `judge ir` command."""
     metrics = metrics_of(args) or list(DEFAULT_METRICS)
     scores = _small_scores(args, metrics)
     if scores is None:
+        _numpy_with_one_blas_thread()
         from judge.ir.evaluate import score_queries
 
         # Paths, not dicts: big files are read straight into the arrays the metrics use.

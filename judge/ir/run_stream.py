@@ -63,9 +63,16 @@ class _Judged:
         maybe = np.flatnonzero(self.bitmap[keys >> np.uint64(64 - _BITS)])
         if not self.ordered.size or not maybe.size:
             return maybe[:0], maybe[:0]
-        at = np.minimum(np.searchsorted(self.ordered, keys[maybe]), self.ordered.size - 1)
-        hit = self.ordered[at] == keys[maybe]
-        return maybe[hit], self.by_key[at[hit]]
+        # The keys searched in ascending order: each search starts where the last one
+        # ended, so it reads memory near it (in random order, a cache miss a step).
+        maybe = maybe[np.argsort(keys[maybe])]
+        wanted = keys[maybe]
+        at = np.minimum(np.searchsorted(self.ordered, wanted), self.ordered.size - 1)
+        hit = self.ordered[at] == wanted
+        # (Positions back in ascending order, as the caller's segments need.)
+        rows, judged = maybe[hit], self.by_key[at[hit]]
+        order = np.argsort(rows)
+        return rows[order], judged[order]
 
 
 def judged_from(qrels: TrecColumns) -> _Judged:
@@ -158,7 +165,9 @@ class _Stream:
         lines = self.pending
         if not lines.query.size:
             return
-        starts = np.flatnonzero(np.diff(lines.query, prepend=-1))
+        new = np.ones(lines.query.size, dtype=bool)
+        np.not_equal(lines.query[1:], lines.query[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
         queries = lines.query[starts]
         # Grouped: each query's lines together, so the queries are numbered 0, 1, 2, ...
         # in the order their lines come (a query seen again was numbered before).
@@ -184,8 +193,10 @@ class _Stream:
     def _check(self, lines: _Lines, starts: np.ndarray, queries: np.ndarray) -> None:
         """Check whole queries' lines and rank the judged docs among them; the lines are
         dropped after (only the ids of docs tied with a judged doc are kept)."""
-        if np.any(np.diff(np.sort(lines.keys)) == 0):  # a doc twice for a query (or a collision)
+        ordered = np.sort(lines.keys)
+        if (ordered[1:] == ordered[:-1]).any():  # a doc twice for a query (or a collision)
             raise Unsuitable
+        del ordered
         lengths = np.diff(np.append(starts, lines.query.size))
         self.lengths += zip(queries.tolist(), lengths.tolist(), strict=True)
         rows, judged = self.judged.match(lines.keys)

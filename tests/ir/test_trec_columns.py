@@ -358,3 +358,19 @@ def test_empty_fields_are_found_across_scan_slices(
         assert columns._empty_field(text, len(text), separator) == expected
     finally:
         columns._SCAN_BYTES, columns._SCRATCH = old
+
+
+def test_a_chunk_parsed_keeps_its_ids_when_the_next_chunk_reuses_the_buffer() -> None:
+    # Each chunk is copied into one pyarrow buffer the reading thread keeps: what a parsed
+    # chunk holds must be pyarrow's copies, not views of that buffer.
+    first = b"".join(b"q1 Q0 doc%d %d %d.5 run\n" % (i, i, i) for i in range(500))
+    second = b"".join(b"zz Q0 other%d %d 0.25 run\n" % (i, i) for i in range(300))
+    piece = columns.parse_chunk(first, len(first), b" ", 6, "run")
+    assert piece is not None
+    distinct, _, docs, scores, _ = piece
+    kept = columns._SCRATCH.buffer
+    columns.parse_chunk(second, len(second), b" ", 6, "run")  # a shorter chunk: the same buffer
+    assert columns._SCRATCH.buffer is kept
+    assert distinct == ["q1"]
+    assert [doc for chunk in docs for doc in chunk.to_pylist()] == [f"doc{i}" for i in range(500)]
+    assert scores.tolist() == [i + 0.5 for i in range(500)]
