@@ -16,7 +16,9 @@ ground_truth, retrieved_ids, relevance), plus `conversation_id`, `turn` (the ass
 message's 1-based position in the conversation) and `history` (every message before it,
 the question's own included). The question is the user's message (several in a row:
 joined) since the assistant last said something: an assistant message that only calls
-tools (no content) is not a turn, and the tools' results stay in the history; the calls
+tools (no content) is not a turn, and the tools' results stay in the history; every
+assistant message that says something after it is a turn answering it (one saying "Let me
+check." as it calls a tool, then the answer from the tool's result); the calls
 made since the user's message (OpenAI's and RAGAS's `tool_calls` on assistant messages,
 each given the content of the tool message answering it, by `tool_call_id` or else in
 order) are the turn's `tools_called`, unless its answer gives DeepEval's. An assistant
@@ -164,7 +166,8 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS) and k not in _TURN_KEYS
     }
     history = _Transcript()  # every message so far, in order
-    asked: list[str] = []  # the user's messages since the assistant last said something
+    asked: list[str] = []  # the user's messages of the question being answered
+    answered = False  # whether an assistant message answered `asked` already
     calls: list[dict[str, Any]] = []  # the tool calls made since then, with their results
     rows: list[dict[str, Any]] = []
     for position, message in enumerate(messages, start=1):
@@ -178,19 +181,24 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         elif role == "tool":
             _tool_result(calls, message, content)
         if role == "user":
+            if answered:  # a new question
+                asked, calls, answered = [], [], False
             asked.append(content)
         # An assistant message that only calls tools says nothing to judge; the tools'
         # results and the answer after them still answer the same question. One that
         # records an app's failure (`judge experiment`) is a turn: an error row says so.
-        elif role == "assistant" and (content.strip() or _app_failed(message)):
-            if asked:
-                rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
-                if calls and rows[-1].get(TOOLS_CALLED) is None:
-                    rows[-1][TOOLS_CALLED] = calls
-                if reference is not None:
-                    rows[-1][CONVERSATION_REFERENCE] = reference
-            asked = []
-            calls = []
+        # Every assistant message that says something to the question is a turn: one
+        # that calls a tool saying "Let me check.", and the answer after the tool's
+        # result (which was no row, never judged), or a second chat bubble.
+        elif role == "assistant" and (content.strip() or _app_failed(message)) and asked:
+            rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
+            if calls and rows[-1].get(TOOLS_CALLED) is None:
+                # the calls so far (those made later are not this message's); each call's
+                # result, when its tool message comes later, still reaches it
+                rows[-1][TOOLS_CALLED] = list(calls)
+            if reference is not None:
+                rows[-1][CONVERSATION_REFERENCE] = reference
+            answered = True
         history.add(entry, Message(role, content, position, tuple(contexts)))
     if rows:
         rows[-1][FINAL_TURN] = True

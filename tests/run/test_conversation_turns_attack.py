@@ -1,0 +1,96 @@
+"""Conversations attacked again (issue 40): what an assistant says after its first answer
+to a question, and the places where a conversation's turns are put in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import judge
+from judge import LLM
+from judge.conversations import turn_records
+from judge.samples import Message, Sample
+from judge.testing import FakeLLMServer, heuristic_judge
+from tests.helpers.chats import assistant, user
+
+TRACK = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "track", "arguments": '{"parcel": 7}'},
+}
+# RAGAS's and OpenAI's agent shape: the assistant says something while it calls a tool, the
+# tool answers, and the assistant answers the user from the tool's result.
+AGENT = {
+    "id": "agent",
+    "turns": [
+        user("Where is parcel 7?"),
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [TRACK]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Parcel 7 is in Lyon."},
+        assistant(
+            "Parcel 7 is on Mars.",
+            "Parcel 7 is in Lyon.",
+            expected_tools=[{"name": "track", "arguments": {"parcel": 7}}],
+        ),
+    ],
+}
+
+
+def llm_at(server: FakeLLMServer) -> LLM:
+    return LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
+
+
+def by_turn(records: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {r["turn"]: r for r in records}
+
+
+def test_the_answer_after_a_tool_call_with_words_is_a_turn_with_its_calls():
+    """The answer given from the tool's result was no row: the message calling the tool
+    said "Let me check.", so it was the turn, and the answer after it answered no user
+    message (it was never judged: a hallucinated answer went unseen)."""
+    rows = by_turn(turn_records(AGENT, 0))
+    assert sorted(rows) == [2, 4]
+    final = rows[4]
+    assert final["question"] == "Where is parcel 7?" and final["answer"] == "Parcel 7 is on Mars."
+    assert final["expected_tools"] == [{"name": "track", "arguments": {"parcel": 7}}]
+    ((called,),) = [final["tools_called"]]
+    assert called["function"]["name"] == "track" and called["output"] == "Parcel 7 is in Lyon."
+    assert final.get("final_turn") is True and not rows[2].get("final_turn")
+
+
+def test_a_second_assistant_message_in_a_row_is_judged(fake_llm_server):
+    """Two assistant messages after one user message (two chat bubbles): the second was no
+    row, so whatever it invented counted nowhere."""
+    chat = {
+        "id": "b",
+        "turns": [
+            user("Where is parcel 7?"),
+            assistant("Parcel 7 is in Lyon.", "Parcel 7 is in Lyon."),
+            assistant("Parcel 7 is on Mars.", "Parcel 7 is in Lyon."),
+        ],
+    }
+    fake_llm_server.chat = heuristic_judge
+    result = judge.evaluate(
+        [chat], metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+    )
+    scores = {row.id: row.scores["faithfulness"] for row in result.rows}
+    assert scores == {"b#2": 1.0, "b#3": 0.0}
+    assert [row.question for row in result.rows] == ["Where is parcel 7?"] * 2
+
+
+def test_an_earlier_turn_is_read_back_from_a_history_as_its_own_row_holds_it():
+    """A later turn rests on the earlier turns' judgments, rebuilt from its history
+    (`Sample.earlier_turn`): each earlier answer of the agent is the turn its row is."""
+    later = {**AGENT, "turns": [*AGENT["turns"], user("Thanks."), assistant("Bye.", "Bye.")]}
+    rows = by_turn(turn_records(later, 0))
+    history = [
+        Message(m["role"], m["content"], m["turn"], tuple(m.get("contexts", ())))
+        for m in rows[6]["history"]
+    ]
+    sample = Sample("Thanks.", "Bye.", ("Bye.",), history=history, turn=6, conversation_id="agent")
+    for index, message in enumerate(history):
+        rebuilt = sample.earlier_turn(index)
+        if message.turn in rows:
+            assert rebuilt is not None, message
+            row = rows[message.turn]
+            assert (rebuilt.question, rebuilt.answer) == (row["question"], row["answer"])
+        else:
+            assert rebuilt is None, message
