@@ -94,3 +94,42 @@ def test_an_earlier_turn_is_read_back_from_a_history_as_its_own_row_holds_it():
             assert (rebuilt.question, rebuilt.answer) == (row["question"], row["answer"])
         else:
             assert rebuilt is None, message
+
+
+def test_an_answer_from_a_tools_result_alone_is_judged_against_it(fake_llm_server):
+    """A first exchange whose answer rests on a tool's result (the agent retrieved
+    nothing): the tool's message is evidence, yet the turn was not judged (no_contexts), as
+    nothing was said before the user's question. Nor was a second answer to the question,
+    the first answer's supported claims being its evidence."""
+    called = {"role": "assistant", "content": "", "tool_calls": [TRACK]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "Parcel 7 is in Lyon."}
+    chats = [
+        {
+            "id": "t",
+            "turns": [
+                user("Where is parcel 7?"),
+                called,
+                result,
+                assistant("Parcel 7 is in Lyon."),
+            ],
+        },
+        {
+            "id": "b",
+            "turns": [
+                user("Where is parcel 7?"),
+                assistant("Parcel 7 is in Lyon.", "Parcel 7 is in Lyon."),
+                assistant("Parcel 7 is in Lyon."),
+            ],
+        },
+    ]
+    fake_llm_server.chat = heuristic_judge
+    rows = judge.evaluate(
+        chats, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+    ).rows
+    assert {row.id: row.scores["faithfulness"] for row in rows} == {
+        "t#4": 1.0,
+        "b#2": 1.0,
+        "b#3": 1.0,
+    }
+    (verdict,) = rows[0].evidence["answer_verdicts"]
+    assert (verdict["source"], verdict["role"], verdict["turn"]) == ("history", "tool", 3)
