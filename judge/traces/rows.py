@@ -71,7 +71,8 @@ def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
 
 def forest_order(spans: Sequence[Span]) -> list[Span]:
     """The spans as one forest, depth first: the roots (spans without a parent, or whose
-    parent is not among the spans) in start order, each span's children in start order.
+    parent is not among the spans) in start order, each span's children in start order
+    (then end order: those starting in one tick of the clock ran in the order they ended).
     Each span once, however many times it was given."""
     by_id = {span.span_id: span for span in reversed(spans)}  # the first of a repeated id
     unique = list(by_id.values())
@@ -82,7 +83,9 @@ def forest_order(spans: Sequence[Span]) -> list[Span]:
             roots.append(span)
         else:
             children.setdefault(span.parent_id, []).append(span)
-    order = lambda s: (s.start_ns, s.span_id)  # noqa: E731
+    # Siblings that start in one tick of a coarse clock (a millisecond export, a Windows
+    # clock) in the order they ran, as far as their ends say; their ids are random.
+    order = lambda s: (s.start_ns, s.end_ns, s.span_id)  # noqa: E731
     for kids in children.values():
         kids.sort(key=order)
     out: list[Span] = []
@@ -303,7 +306,7 @@ def retriever_query(spans: Sequence[Span], question: str) -> str | None:
     (a chat app rewrites a turn into a standalone query); else None."""
     retrievers = sorted(
         (span for span in spans if oi.kind_of(span) == oi.RETRIEVER),
-        key=lambda span: (span.start_ns, span.span_id),
+        key=lambda span: (span.start_ns, span.end_ns, span.span_id),
     )
     for span in retrievers:
         query = span.attributes.get(oi.GEN_AI_RETRIEVAL_QUERY)
