@@ -274,13 +274,16 @@ class JudgedClaim:
 
 def read_claims(results: PathLike, labels: Labels) -> None:
     """The answer claims of a `judge eval` run of the traces (its folder or results.jsonl),
-    by trace id (the row's id), into `labels.claims_by_trace`: a claim's hop is found by
-    the text of the context that supports it, among the hops' documents."""
+    by trace id (the row's `trace_id`, else its id: a run of `extract --sessions`'s
+    conversations names its turns "session#turn"), into `labels.claims_by_trace`: a
+    claim's hop is found by the text of the context that supports it, among the hops'
+    documents."""
     from judge.metrics.evidence import Evidence
     from judge.traces.reading import read_results
 
     for row in read_results(results):
-        if row.id is None:
+        trace_id = row.trace_id if row.trace_id is not None else row.id
+        if trace_id is None:
             continue
         claims = Evidence(row.evidence).claims("answer")
         if claims is None:
@@ -301,7 +304,7 @@ def read_claims(results: PathLike, labels: Labels) -> None:
                     _collapsed(context) if isinstance(context, str) else None,
                 )
             )
-        labels.claims_by_trace[str(row.id)] = judged
+        labels.claims_by_trace[str(trace_id)] = judged
 
 
 def attribute_claims(trace: AgentTrace, claims: Sequence[JudgedClaim]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ in the same tick are still put in the order they ran."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
+from judge.testing import heuristic_judge
 from judge.traces.hops import read_agent_traces
+from tests.helpers.cli import eval_args, run
 
 KIND = "openinference.span.kind"
 TICK = 1_700_000_000_000_000_000  # a clock of one tick: every span starts at it
@@ -57,3 +60,57 @@ def test_hops_starting_in_one_tick_are_in_the_order_they_ran(tmp_path):
     wrong hop; they are in the order of their end times."""
     (agent,) = read_agent_traces(coarse_clock_trace(tmp_path / "agent.pb"))
     assert [hop.ids for hop in agent.hops] == [["first"], ["second"]]
+
+
+def chat_agent_traces(path: Path) -> Path:
+    """Two turns of a chat with an agent, one trace each, in session "s": each searches,
+    and the generator's prompt holds the document found."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("agent")
+    texts = {"d1": "Parcel 7 is in Lyon.", "d2": "Parcel 8 is in Paris."}
+    for n, (question, doc) in enumerate([("Where is parcel 7?", "d1"), ("And 8?", "d2")]):
+        at = TICK + n * 10**9
+        root = tracer.start_span("agent", start_time=at, attributes={KIND: "AGENT"})
+        root.set_attributes({"input.value": question, "session.id": "s"})
+        root.set_attribute("output.value", texts[doc])
+        context = trace.set_span_in_context(root)
+        hop = tracer.start_span("search", context=context, start_time=at + 10)
+        hop.set_attributes({KIND: "RETRIEVER", "input.value": question})
+        hop.set_attributes(
+            {
+                "retrieval.documents.0.document.id": doc,
+                "retrieval.documents.0.document.content": texts[doc],
+            }
+        )
+        hop.end(end_time=at + 20)
+        llm = tracer.start_span("llm", context=context, start_time=at + 30)
+        llm.set_attributes({KIND: "LLM", "input.value": f"Context: {texts[doc]}"})
+        llm.set_attribute("output.value", texts[doc])
+        llm.end(end_time=at + 40)
+        root.end(end_time=at + 50)
+    path.write_bytes(encode_spans(spans.get_finished_spans()).SerializeToString())
+    return path
+
+
+def test_a_sessions_runs_claims_are_attributed_to_their_traces_hops(tmp_path, fake_llm_server):
+    """`judge eval` of the conversations `judge traces extract --sessions` wrote: its rows
+    are turns (ids "s#2", "s#4"), each with its trace id; the claims were looked up by the
+    row's id alone, so none was attributed to a hop."""
+    fake_llm_server.chat = heuristic_judge
+    traces = chat_agent_traces(tmp_path / "chat.pb")
+    sessions = tmp_path / "sessions.jsonl"
+    done = run("traces", "extract", traces, "--sessions", "-o", sessions)
+    assert done.returncode == 0, done.stderr
+    done = run(*eval_args(sessions, fake_llm_server, tmp_path, "--metrics", "faithfulness"))
+    assert done.returncode == 0, done.stderr
+    ids = [json.loads(line)["trace_id"] for line in (tmp_path / "out/results.jsonl").open()]
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text(f"{ids[0]} 0 d1 1\n{ids[1]} 0 d2 1\n", encoding="utf-8")
+    out = tmp_path / "hops.jsonl"
+    done = run("traces", "hops", traces, "--qrels", qrels, "--results", tmp_path / "out", "-o", out)
+    assert done.returncode == 0, done.stderr
+    records = {r["trace_id"]: r for r in map(json.loads, out.open())}
+    assert [records[t]["claims"][0]["doc_id"] for t in ids] == ["d1", "d2"]
+    assert [records[t]["claims"][0]["hop"] for t in ids] == [1, 1]
