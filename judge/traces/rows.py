@@ -266,8 +266,9 @@ def trace_row(
             if session is not None:
                 break
     # The trace's time: from its first span's start to its last span's end (a child may
-    # outlive the request: async work, a stream).
-    start_ns = min(span.start_ns for span in ordered)
+    # outlive the request: async work, a stream). A span without a start time (0 in
+    # OTLP: a damaged export) says nothing of when the trace started.
+    start_ns = min((span.start_ns for span in ordered if span.start_ns > 0), default=0)
     end_ns = max(span.end_ns for span in ordered)
     row = {
         "id": trace_id,
