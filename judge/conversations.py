@@ -62,7 +62,11 @@ APP_ERROR = "app_error"
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _CONTEXTS_KEYS = ("contexts", "retrieved_contexts", "retrieval_context")
 _TRUTH_KEYS = ("ground_truth", "reference", "expected_output")
-_MESSAGE_KEYS = frozenset({"role", "type", "content", *_CONTEXTS_KEYS, *_TRUTH_KEYS})
+# The reader's own marks of a turn's row: a message's or a conversation's field of one of
+# these names is not copied onto its rows (an app writing `final_turn` on every answer had
+# each turn's goal judged; one writing `conversation_error` hid a bad answer as an error).
+_READER_KEYS = frozenset({FINAL_TURN, CONVERSATION_ERROR})
+_MESSAGE_KEYS = frozenset({"role", "type", "content", *_CONTEXTS_KEYS, *_TRUTH_KEYS, *_READER_KEYS})
 # Turn-record keys a conversation-level field of the same name must not overwrite.
 _TURN_KEYS = frozenset(
     {
@@ -163,7 +167,9 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
     shared = {
         k: v
         for k, v in record.items()
-        if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS) and k not in _TURN_KEYS
+        if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS)
+        and k not in _TURN_KEYS
+        and k not in _READER_KEYS
     }
     history = _Transcript()  # every message so far, in order
     asked: list[str] = []  # the user's messages of the question being answered
@@ -452,7 +458,7 @@ def flat_turn_records(
     for index, key in enumerate(keys):
         if key is not None:
             by_conversation.setdefault(key[0], []).append((key[1], index))
-    out: list[dict[str, Any]] = [dict(record) for record in records]
+    out = [{k: v for k, v in record.items() if k not in _READER_KEYS} for record in records]
     for index, key in enumerate(keys):
         if key is None:
             record = records[index]

@@ -7,7 +7,7 @@ from typing import Any
 
 import judge
 from judge import LLM
-from judge.conversations import turn_records
+from judge.conversations import flat_turn_records, turn_records
 from judge.samples import Message, Sample
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.chats import assistant, user
@@ -152,3 +152,48 @@ def test_two_conversations_of_one_id_are_not_one_conversation_of_twice_the_turns
     )
     by_turn = [(t.position, t.turns) for t in result.tally.by_turn(["faithfulness"])]
     assert by_turn == [(1, 2), (2, 2)]
+
+
+def test_a_message_cannot_make_its_turn_final_or_an_error(fake_llm_server):
+    """The reader's own marks were copied from a message (or the conversation) onto its
+    row like any other field: an app writing `final_turn` on every answer had each turn's
+    goal judged (the goal's mean is a share of conversations), and one writing
+    `conversation_error` on a bad answer made it an error row, left out of the means."""
+    fake_llm_server.chat = heuristic_judge
+    chat = {
+        "id": "c",
+        "final_turn": True,
+        "reference": "Parcel goes to Lyon.",
+        "turns": [
+            user("Parcel goes to Lyon."),
+            assistant("Parcel goes to Lyon.", "Parcel goes to Lyon.", final_turn=True),
+            user("Ok?"),
+            assistant("Mars is red.", "Lyon.", conversation_error="not a real error"),
+        ],
+    }
+    rows = judge.evaluate(
+        [chat],
+        metrics=["faithfulness", "goal_accuracy"],
+        llm=llm_at(fake_llm_server),
+        progress=False,
+    ).rows
+    assert [row.error for row in rows] == [None, None]
+    assert rows[0].reasons.get("goal_accuracy") == "not_final_turn"
+    assert rows[1].scores["faithfulness"] == 0.0
+
+
+def test_a_flat_tables_own_marks_are_not_the_readers():
+    table = [
+        {"conversation_id": "c", "turn": 1, "question": "q1", "answer": "a1", "final_turn": True},
+        {"conversation_id": "c", "turn": 2, "question": "q2", "answer": "a2"},
+        {
+            "conversation_id": "d",
+            "turn": 1,
+            "question": "q",
+            "answer": "a",
+            "conversation_error": "x",
+        },
+    ]
+    rows = flat_turn_records(table)
+    assert [r.get("final_turn") for r in rows] == [None, True, True]
+    assert [r.get("conversation_error") for r in rows] == [None, None, None]
