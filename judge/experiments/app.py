@@ -64,7 +64,16 @@ RESERVED: dict[str, str] = {
     "id": "judge's name for the id column",
     **{
         name: f"judge's name for the {fld} column"
-        for fld in ("ground_truth", "relevance", "retrieved_ids")
+        # a conversation's turn: a reply making its row one, with a history it wrote,
+        # had its claims "supported" by what it made the user say
+        for fld in (
+            "ground_truth",
+            "relevance",
+            "retrieved_ids",
+            "history",
+            "conversation_id",
+            "turn",
+        )
         for name in COLUMNS[fld].names
         if name not in REPLY_FIELDS
     },
