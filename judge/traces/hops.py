@@ -52,7 +52,7 @@ from judge.metrics.tools import (
 from judge.traces import openinference as oi
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace
 from judge.traces.extract import read_traces
-from judge.traces.rows import as_list, check_mapping, forest_order, mapped_value
+from judge.traces.rows import as_list, check_mapping, forest_order, mapped_value, started
 from judge.traces.spans import Span
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def agent_trace(trace: Trace, mapping: Mapping[str, str] | None = None) -> Agent
     attributes of custom instrumentation."""
     mapping = mapping or {}
     spans = forest_order(trace.spans)
-    by_start = sorted(spans, key=lambda s: s.start_ns)  # stable: the forest order in a tie
+    by_start = sorted(spans, key=started)  # stable: the forest order in a tie
     hops = []
     ids_attribute = mapping.get("retrieved_ids")
     for span in by_start:

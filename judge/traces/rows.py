@@ -69,6 +69,12 @@ def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
+def started(span: Span) -> int:
+    """When a span started, for putting spans in order: its start time, else (lost in a
+    damaged export: 0 in OTLP) its end, which a sequential agent's spans keep in order."""
+    return span.start_ns or span.end_ns
+
+
 def forest_order(spans: Sequence[Span]) -> list[Span]:
     """The spans as one forest, depth first: the roots (spans without a parent, or whose
     parent is not among the spans) in start order, each span's children in start order
@@ -85,7 +91,7 @@ def forest_order(spans: Sequence[Span]) -> list[Span]:
             children.setdefault(span.parent_id, []).append(span)
     # Siblings that start in one tick of a coarse clock (a millisecond export, a Windows
     # clock) in the order they ran, as far as their ends say; their ids are random.
-    order = lambda s: (s.start_ns, s.end_ns, s.span_id)  # noqa: E731
+    order = lambda s: (started(s), s.end_ns, s.span_id)  # noqa: E731
     for kids in children.values():
         kids.sort(key=order)
     out: list[Span] = []
@@ -175,7 +181,7 @@ def trace_row(
     rounds: list[tuple[str, list[dict[str, Any]]]] = []
     found_spans = sorted(
         ((span, kind) for span, kind in kinds if kind in (oi.RETRIEVER, oi.RERANKER)),
-        key=lambda item: item[0].start_ns,
+        key=lambda item: started(item[0]),
     )
     for span, kind in found_spans:
         docs = oi.retrieved(span, kind)
@@ -286,7 +292,7 @@ def trace_row(
         "token_counts": {"prompt": prompt, "completion": completion, "total": total},
         "session_id": session,
     }
-    tools = sorted((span for span in ordered if oi.is_tool(span)), key=lambda s: s.start_ns)
+    tools = sorted((span for span in ordered if oi.is_tool(span)), key=started)
     if tools:  # a trace without tool spans keeps the row it always had
         row["tools_called"] = [_tool_called(span) for span in tools]
     return row
@@ -307,7 +313,7 @@ def retriever_query(spans: Sequence[Span], question: str) -> str | None:
     (a chat app rewrites a turn into a standalone query); else None."""
     retrievers = sorted(
         (span for span in spans if oi.kind_of(span) == oi.RETRIEVER),
-        key=lambda span: (span.start_ns, span.end_ns, span.span_id),
+        key=lambda span: (started(span), span.end_ns, span.span_id),
     )
     for span in retrievers:
         query = span.attributes.get(oi.GEN_AI_RETRIEVAL_QUERY)

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from judge.testing import heuristic_judge
 from judge.traces.hops import read_agent_traces
 from tests.helpers.cli import eval_args, run
+from tests.helpers.traces import collector_json
 
 KIND = "openinference.span.kind"
 TICK = 1_700_000_000_000_000_000  # a clock of one tick: every span starts at it
@@ -114,3 +115,32 @@ def test_a_sessions_runs_claims_are_attributed_to_their_traces_hops(tmp_path, fa
     records = {r["trace_id"]: r for r in map(json.loads, out.open())}
     assert [records[t]["claims"][0]["doc_id"] for t in ids] == ["d1", "d2"]
     assert [records[t]["claims"][0]["hop"] for t in ids] == [1, 1]
+
+
+def test_a_hop_that_lost_its_start_time_keeps_its_place(tmp_path):
+    """A damaged export lost the second search's start time: it started in 1970, so it was
+    hop 1. A span without a start time is placed by its end."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("agent")
+    root = tracer.start_span("agent", start_time=TICK, attributes={KIND: "AGENT"})
+    root.set_attribute("input.value", "Which document?")
+    context = trace.set_span_in_context(root)
+    for n, doc in enumerate(["first", "second"], 1):
+        attributes: dict[str, Any] = {KIND: "RETRIEVER", "input.value": doc}
+        attributes["retrieval.documents.0.document.id"] = doc
+        at = TICK + 1000 * n
+        hop = tracer.start_span("search", context=context, start_time=at, attributes=attributes)
+        hop.end(end_time=at + 500)
+    root.end(end_time=TICK + 5000)
+    request = collector_json(encode_spans(spans.get_finished_spans()).SerializeToString())
+    for resource in request["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                if span["startTimeUnixNano"] == str(TICK + 2000):
+                    del span["startTimeUnixNano"]
+    path = tmp_path / "agent.jsonl"
+    path.write_text(json.dumps(request) + "\n", encoding="utf-8")
+    (agent,) = read_agent_traces(path)
+    assert [hop.ids for hop in agent.hops] == [["first"], ["second"]]
