@@ -126,7 +126,11 @@ def as_list(value: Any) -> list[Any] | None:
 
 
 def trace_row(
-    spans: Sequence[Span], root: Span, mapping: Mapping[str, str] | None = None
+    spans: Sequence[Span],
+    root: Span,
+    mapping: Mapping[str, str] | None = None,
+    *,
+    chat_turn: bool = False,
 ) -> dict[str, Any] | Skip:
     """The row of one trace, or why there is none.
 
@@ -134,6 +138,9 @@ def trace_row(
         spans: every span of the trace, in any order (a span given twice is read once).
         root: its root span (`assemble.Trace.root`): it gives the trace's id.
         mapping: field -> attribute for custom instrumentation (`check_mapping`).
+        chat_turn: the trace is a turn of a conversation (`--sessions`): one without a
+            retriever span is a turn too (no contexts, no ranking), not skipped: what
+            the user said in it is the history of the turns after it.
     """
     trace_id = root.trace_id
     ordered = forest_order(spans)
@@ -230,14 +237,16 @@ def trace_row(
                     entry["scores"] = value
                 elif value is not None:
                     entry["contents"] = value
-    if not retrievals:
+    if not retrievals and not chat_turn:
         return Skip(
             trace_id,
             "no_retriever",
             "the trace has no retriever span (openinference.span.kind RETRIEVER or RERANKER, "
             "or gen_ai.operation.name retrieval): nothing to judge the retrieval by",
         )
-    if retrieved_ids is not None and any(i is None for i in retrieved_ids):
+    if not retrievals:  # a chat turn answered without retrieving: no ranking
+        retrieved_ids = None
+    elif retrieved_ids is not None and any(i is None for i in retrieved_ids):
         retrieved_ids = None  # a document without an id: no ranking to score
     else:
         retrieved_ids = [str(i) for i in retrieved_ids or ()]

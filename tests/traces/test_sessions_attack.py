@@ -40,3 +40,32 @@ def test_a_trace_without_start_times_is_skipped_not_made_the_first_turn(tmp_path
     assert [t["content"] for t in session["turns"]] == ["Q1", "A1", "Q2", "A2"]
     (skip,) = jsonl(tmp_path / "skipped.jsonl")
     assert (skip["trace_id"], skip["reason"]) == (ids[2], "no_start_time")
+
+
+def test_a_turn_answered_without_retrieval_stays_in_its_session(tmp_path):
+    """A chat turn the app answered without retrieving ("I live in Lyon." "Noted.") was
+    skipped as no_retriever, so it was missing from its conversation: a later answer
+    resting on what the user said in it was judged without it (a hallucination, where
+    the user had said it). As rows (without --sessions) it is still skipped."""
+    traces = Traces()
+    traces.turn(1, "Which options are there?", "Express takes one day.", session="s")
+    said = traces.turn(2, "I live in Lyon.", "Noted.", session="s", retrieves=False)
+    traces.turn(3, "Where does it go?", "Your parcel goes to Lyon.", session="s")
+    path = traces.write(tmp_path / "t.jsonl")
+    out = tmp_path / "s.jsonl"
+    done = run("traces", "extract", path, "-o", out, "--sessions")
+    assert done.returncode == 0, done.stderr
+    ((session,),) = [jsonl(out)]
+    turns = session["turns"]
+    assert [t["content"] for t in turns][2:4] == ["I live in Lyon.", "Noted."]
+    assert (turns[3]["trace_id"], turns[3]["contexts"], turns[3]["retrieved_ids"]) == (
+        said,
+        [],
+        None,
+    )
+    assert not (tmp_path / "skipped.jsonl").exists() or jsonl(tmp_path / "skipped.jsonl") == []
+    rows = tmp_path / "rows.jsonl"
+    done = run("traces", "extract", path, "-o", rows)
+    assert done.returncode == 0, done.stderr
+    ((skip,),) = [jsonl(tmp_path / "skipped.jsonl")]
+    assert (skip["trace_id"], skip["reason"]) == (said, "no_retriever")
