@@ -95,12 +95,16 @@ def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _tool_result(calls: list[dict[str, Any]], message: Mapping[str, Any], content: str) -> None:
     """A tool message's content as the `output` of the call it answers: the call of its
-    `tool_call_id` (OpenAI's), else the first call without one (RAGAS's, in order)."""
+    `tool_call_id` (OpenAI's), else the first call waiting (RAGAS's, in order); one that
+    names an id no call has answers the first call without one (the calls lost their
+    ids in an export, the results kept theirs)."""
     ident = message.get("tool_call_id")
     waiting = [call for call in calls if "output" not in call]
     found = next((c for c in waiting if ident is not None and c.get("id") == ident), None)
     if found is None and ident is None and waiting:
         found = waiting[0]
+    elif found is None:
+        found = next((c for c in waiting if c.get("id") is None), None)
     if found is not None:
         found["output"] = content
 

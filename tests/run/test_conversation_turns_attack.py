@@ -197,3 +197,22 @@ def test_a_flat_tables_own_marks_are_not_the_readers():
     rows = flat_turn_records(table)
     assert [r.get("final_turn") for r in rows] == [None, True, True]
     assert [r.get("conversation_error") for r in rows] == [None, None, None]
+
+
+def test_a_tool_result_naming_a_call_id_the_calls_lost_answers_the_next_call():
+    """An export kept the tool messages' tool_call_id but not the calls' ids (RAGAS's
+    ToolCall has none): each result was dropped, and the trajectory judge saw calls
+    without their outputs. A call without an id is answered in order, whatever id the
+    answer names."""
+    chat = {
+        "id": "r",
+        "turns": [
+            user("Weather in Lyon?"),
+            {"role": "assistant", "content": "", "tool_calls": [{"name": "geo"}, {"name": "sky"}]},
+            {"role": "tool", "tool_call_id": "call_a", "content": "45.76, 4.84"},
+            {"role": "tool", "tool_call_id": "call_b", "content": "Sunny."},
+            assistant("Sunny.", "Sunny."),
+        ],
+    }
+    (row,) = turn_records(chat, 0)
+    assert [c.get("output") for c in row["tools_called"]] == ["45.76, 4.84", "Sunny."]
