@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from judge.testing import heuristic_judge
-from judge.traces.hops import read_agent_traces
+from judge.traces.hops import diagnose, read_agent_traces
 from tests.helpers.cli import eval_args, run
 from tests.helpers.traces import collector_json
 
@@ -144,3 +144,38 @@ def test_a_hop_that_lost_its_start_time_keeps_its_place(tmp_path):
     path.write_text(json.dumps(request) + "\n", encoding="utf-8")
     (agent,) = read_agent_traces(path)
     assert [hop.ids for hop in agent.hops] == [["first"], ["second"]]
+
+
+def test_an_llm_call_after_the_answer_is_not_the_generator(tmp_path):
+    """An agent that, once it answered, asks a model for follow-up suggestions: that last
+    LLM span was taken for the generator, whose prompt (the answer alone) holds no gold
+    document, so the gold passed to the real generator was "lost after hop 1". The
+    generator is the last LLM span that gave the trace's answer, when one did."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("agent")
+    passage = "Express shipping takes two business days."
+    answer = "Two business days."
+    with tracer.start_as_current_span("agent") as root:
+        root.set_attributes({KIND: "AGENT", "input.value": "How long is express shipping?"})
+        with tracer.start_as_current_span("search") as hop:
+            hop.set_attributes({KIND: "RETRIEVER", "input.value": "express shipping"})
+            hop.set_attributes(
+                {
+                    "retrieval.documents.0.document.id": "shipping",
+                    "retrieval.documents.0.document.content": passage,
+                }
+            )
+        with tracer.start_as_current_span("generate") as llm:
+            llm.set_attributes({KIND: "LLM", "input.value": f"Context: {passage}"})
+            llm.set_attribute("output.value", answer)
+        with tracer.start_as_current_span("follow-ups") as later:
+            later.set_attributes({KIND: "LLM", "input.value": f"Suggest questions after: {answer}"})
+            later.set_attribute("output.value", "Ask about returns?")
+        root.set_attribute("output.value", answer)
+    path = tmp_path / "agent.pb"
+    path.write_bytes(encode_spans(spans.get_finished_spans()).SerializeToString())
+    (agent,) = read_agent_traces(path)
+    record = diagnose(agent, ["shipping"])
+    assert record["generator_saw_gold"] is True and record["lost"] == []
