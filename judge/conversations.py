@@ -16,7 +16,9 @@ ground_truth, retrieved_ids, relevance), plus `conversation_id`, `turn` (the ass
 message's 1-based position in the conversation) and `history` (every message before it,
 the question's own included). The question is the user's message (several in a row:
 joined) since the assistant last said something: an assistant message that only calls
-tools (no content) is not a turn, and the tools' results stay in the history; the calls
+tools (no content) is not a turn, and the tools' results stay in the history; every
+assistant message that says something after it is a turn answering it (one saying "Let me
+check." as it calls a tool, then the answer from the tool's result); the calls
 made since the user's message (OpenAI's and RAGAS's `tool_calls` on assistant messages,
 each given the content of the tool message answering it, by `tool_call_id` or else in
 order) are the turn's `tools_called`, unless its answer gives DeepEval's. An assistant
@@ -60,7 +62,11 @@ APP_ERROR = "app_error"
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _CONTEXTS_KEYS = ("contexts", "retrieved_contexts", "retrieval_context")
 _TRUTH_KEYS = ("ground_truth", "reference", "expected_output")
-_MESSAGE_KEYS = frozenset({"role", "type", "content", *_CONTEXTS_KEYS, *_TRUTH_KEYS})
+# The reader's own marks of a turn's row: a message's or a conversation's field of one of
+# these names is not copied onto its rows (an app writing `final_turn` on every answer had
+# each turn's goal judged; one writing `conversation_error` hid a bad answer as an error).
+_READER_KEYS = frozenset({FINAL_TURN, CONVERSATION_ERROR})
+_MESSAGE_KEYS = frozenset({"role", "type", "content", *_CONTEXTS_KEYS, *_TRUTH_KEYS, *_READER_KEYS})
 # Turn-record keys a conversation-level field of the same name must not overwrite.
 _TURN_KEYS = frozenset(
     {
@@ -89,12 +95,16 @@ def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _tool_result(calls: list[dict[str, Any]], message: Mapping[str, Any], content: str) -> None:
     """A tool message's content as the `output` of the call it answers: the call of its
-    `tool_call_id` (OpenAI's), else the first call without one (RAGAS's, in order)."""
+    `tool_call_id` (OpenAI's), else the first call waiting (RAGAS's, in order); one that
+    names an id no call has answers the first call without one (the calls lost their
+    ids in an export, the results kept theirs)."""
     ident = message.get("tool_call_id")
     waiting = [call for call in calls if "output" not in call]
     found = next((c for c in waiting if ident is not None and c.get("id") == ident), None)
     if found is None and ident is None and waiting:
         found = waiting[0]
+    elif found is None:
+        found = next((c for c in waiting if c.get("id") is None), None)
     if found is not None:
         found["output"] = content
 
@@ -161,10 +171,13 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
     shared = {
         k: v
         for k, v in record.items()
-        if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS) and k not in _TURN_KEYS
+        if k not in (*TURNS_KEYS, RAGAS_MESSAGES, *ID_KEYS, *REFERENCE_KEYS)
+        and k not in _TURN_KEYS
+        and k not in _READER_KEYS
     }
     history = _Transcript()  # every message so far, in order
-    asked: list[str] = []  # the user's messages since the assistant last said something
+    asked: list[str] = []  # the user's messages of the question being answered
+    answered = False  # whether an assistant message answered `asked` already
     calls: list[dict[str, Any]] = []  # the tool calls made since then, with their results
     rows: list[dict[str, Any]] = []
     for position, message in enumerate(messages, start=1):
@@ -178,19 +191,24 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
         elif role == "tool":
             _tool_result(calls, message, content)
         if role == "user":
+            if answered:  # a new question
+                asked, calls, answered = [], [], False
             asked.append(content)
         # An assistant message that only calls tools says nothing to judge; the tools'
         # results and the answer after them still answer the same question. One that
         # records an app's failure (`judge experiment`) is a turn: an error row says so.
-        elif role == "assistant" and (content.strip() or _app_failed(message)):
-            if asked:
-                rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
-                if calls and rows[-1].get(TOOLS_CALLED) is None:
-                    rows[-1][TOOLS_CALLED] = calls
-                if reference is not None:
-                    rows[-1][CONVERSATION_REFERENCE] = reference
-            asked = []
-            calls = []
+        # Every assistant message that says something to the question is a turn: one
+        # that calls a tool saying "Let me check.", and the answer after the tool's
+        # result (which was no row, never judged), or a second chat bubble.
+        elif role == "assistant" and (content.strip() or _app_failed(message)) and asked:
+            rows.append(_turn_row(cid, position, message, asked, contexts, history, shared))
+            if calls and rows[-1].get(TOOLS_CALLED) is None:
+                # the calls so far (those made later are not this message's); each call's
+                # result, when its tool message comes later, still reaches it
+                rows[-1][TOOLS_CALLED] = list(calls)
+            if reference is not None:
+                rows[-1][CONVERSATION_REFERENCE] = reference
+            answered = True
         history.add(entry, Message(role, content, position, tuple(contexts)))
     if rows:
         rows[-1][FINAL_TURN] = True
@@ -444,7 +462,7 @@ def flat_turn_records(
     for index, key in enumerate(keys):
         if key is not None:
             by_conversation.setdefault(key[0], []).append((key[1], index))
-    out: list[dict[str, Any]] = [dict(record) for record in records]
+    out = [{k: v for k, v in record.items() if k not in _READER_KEYS} for record in records]
     for index, key in enumerate(keys):
         if key is None:
             record = records[index]

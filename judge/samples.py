@@ -100,8 +100,12 @@ def said(message: Message) -> bool:
 
 def question_start(history: Sequence[Message]) -> int:
     """Where the question of the turn after `history` starts: just after the assistant
-    last said something (the user's messages since then are the question)."""
-    for index in range(len(history) - 1, -1, -1):
+    last said something before the user's last message (the user's messages since then
+    are the question, which the assistant may have answered already: a second answer to
+    it, or the answer after a tool call made saying "Let me check.", answers it too)."""
+    users = (i for i in range(len(history) - 1, -1, -1) if history[i].role == "user")
+    last_user = next(users, len(history))  # no user message: after the assistant's last
+    for index in range(min(last_user, len(history) - 1), -1, -1):
         message = history[index]
         if message.role == "assistant" and said(message):
             return index + 1

@@ -54,19 +54,33 @@ MESSAGES = "messages"
 # The columns an app's reply fills; every other key of the reply is kept as it is.
 REPLY_FIELDS = ("answer", "contexts", "retrieved_ids", "retrieved_scores")
 # Names an extra key of a reply may not take, with what judge reads under each: the test
-# set's fields (a reply's "relevance" or "reference" would be the labels the app is graded
-# on), another name of retrieved_ids (judge eval would read it as the ranking), and the
-# columns of the call's own record. Other names of the question, id, answer and contexts
-# ("query", "response", ...) stay free: every output row has the columns read before them.
+# set's fields (a reply's "relevance", "reference" or "expected_tools" would be the labels
+# the app is graded on), another name of retrieved_ids (judge eval would read it as the
+# ranking), and the columns of the call's own record. Other names of the question, id,
+# answer and contexts ("query", "response", ...) stay free: every output row has the
+# columns read before them.
 RESERVED: dict[str, str] = {
     "question": "judge's name for the question column",
     "id": "judge's name for the id column",
     **{
         name: f"judge's name for the {fld} column"
-        for fld in ("ground_truth", "relevance", "retrieved_ids")
+        # a conversation's turn: a reply making its row one, with a history it wrote,
+        # had its claims "supported" by what it made the user say
+        for fld in (
+            "ground_truth",
+            "relevance",
+            "retrieved_ids",
+            "history",
+            "conversation_id",
+            "turn",
+        )
         for name in COLUMNS[fld].names
         if name not in REPLY_FIELDS
     },
+    # the labels of the tool metrics, and a conversation turn's ground truth under
+    # DeepEval's name: where the test set gave none, the app's own were read as them
+    "expected_tools": "judge's name for the expected tool calls (the tool metrics' labels)",
+    "expected_output": "DeepEval's name for a conversation turn's ground truth",
     APP_ERROR: "the column of the app's errors",
     "app_latency_s": "the column of the app's latency",
 }

@@ -9,7 +9,8 @@ the test set expects (`expected_tools`), each a name and, optionally, its argume
   name matches nothing;
 - `tool_call_precision`: matched calls / calls made;
 - `tool_call_recall`: matched calls / calls expected;
-- `tool_argument_match`: of the matched pairs whose expected call gives arguments, the
+- `tool_argument_match`: of the matched pairs whose expected call gives arguments (null
+  arguments are none given, as DeepEval dumps a ToolCall without them), the
   share whose arguments are equal as JSON: both parsed (JSON text is read), keys sorted,
   an integral float equal to the integer (JSON has one number type); arguments that are
   not JSON (malformed text, NaN) equal nothing; a call that records no arguments has {};
@@ -140,7 +141,8 @@ def tool_call(item: Any) -> ToolCall:
     has_arguments = False
     raw: Any = None
     for key in ("arguments", "input_parameters", "args", "input"):
-        if key in item:
+        # null is none given (DeepEval dumps ToolCall(name=...) with input_parameters null)
+        if item.get(key) is not None:
             has_arguments, raw = True, item[key]
             break
     arguments = canonical_arguments(raw)

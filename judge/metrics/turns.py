@@ -156,8 +156,10 @@ def earlier_user_messages(history: Sequence[Message]) -> list[Message]:
 
 
 def has_earlier_messages(history: Sequence[Message]) -> bool:
-    """Whether anything was said before a turn's question (evidence besides the question)."""
-    return any(said(m) for m in history[: question_start(history)])
+    """Whether the conversation gives a turn evidence besides its question: anything said
+    before the question, or since it (a tool's result, an earlier answer to it)."""
+    start = question_start(history)
+    return any(said(m) for k, m in enumerate(history) if k < start or m.role != "user")
 
 
 # How a report's name of a piece of the conversation starts (`history_name`).

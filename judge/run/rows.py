@@ -446,19 +446,23 @@ class RowTally:
 
     def turn_positions(self) -> np.ndarray | None:
         """Each row's position among its conversation's turns here, from 1 (the
-        conversation's 1st judged turn, 2nd, ...: ranked by `turn`, then by row), 0 for a row
-        that is no turn; None when no row is a conversation's turn."""
+        conversation's 1st judged turn, 2nd, ...: ranked by `turn`), 0 for a row that is no
+        turn; None when no row is a conversation's turn. Rows of one `turn` share its
+        position: two conversations given one id (forks of one chat) are not one
+        conversation of twice the turns."""
         if self._conversation is None or self._turn is None:
             return None
         conversation = np.frombuffer(self._conversation, dtype=np.int32)
         turn = np.frombuffer(self._turn, dtype=np.int32)
         rows = np.arange(conversation.size)
         order = np.lexsort((rows, turn, conversation))  # by conversation, then turn, then row
-        ordered = conversation[order]
+        ordered, turns = conversation[order], turn[order]
         starts = np.r_[True, ordered[1:] != ordered[:-1]] if ordered.size else ordered.astype(bool)
-        first = np.maximum.accumulate(np.where(starts, np.arange(ordered.size), 0))
+        new_turn = starts | (np.r_[True, turns[1:] != turns[:-1]] if turns.size else starts)
+        rank = np.cumsum(new_turn)  # counts the distinct turns, across conversations
+        first = np.maximum.accumulate(np.where(starts, rank, 0))
         positions = np.zeros(conversation.size, dtype=np.int64)
-        positions[order] = np.arange(ordered.size) - first + 1
+        positions[order] = rank - first + 1
         positions[conversation == NO_TURN] = 0
         return positions
 

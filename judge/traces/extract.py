@@ -290,6 +290,7 @@ def read_rows(
     on_skip: Callable[[Skip], None] | None = None,
     summary: ExtractSummary | None = None,
     query: bool = False,
+    chat_turns: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The rows of trace files, one per trace, streamed: a `judge eval` input.
 
@@ -309,6 +310,8 @@ def read_rows(
         summary: filled with the counts as the rows are read.
         query: give each row the `query` its first retriever span was given, when that
             is recorded and is not the question (`rows.retriever_query`).
+        chat_turns: the traces are turns of conversations: one without a retriever span
+            is a row too (`rows.trace_row`'s `chat_turn`).
     """
     path_list = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if source is not None and source not in SOURCES:
@@ -330,7 +333,7 @@ def read_rows(
         if trace.trace_id in judged_set:
             summary.judged_before += 1
             continue
-        result = trace_result(trace, checked, query=query)
+        result = trace_result(trace, checked, query=query, chat_turn=chat_turns)
         _counted(summary, counts)
         if isinstance(result, Skip):
             summary.skipped[result.reason] += 1
@@ -351,7 +354,11 @@ def read_rows(
 
 
 def trace_result(
-    trace: Trace, mapping: Mapping[str, str] | None = None, *, query: bool = False
+    trace: Trace,
+    mapping: Mapping[str, str] | None = None,
+    *,
+    query: bool = False,
+    chat_turn: bool = False,
 ) -> dict[str, Any] | Skip:
     """One whole trace (as `read_traces` gives it) as its row, or why it gives none: what
     `read_rows` does with each trace it keeps, for a reader that assembles traces itself.
@@ -360,10 +367,11 @@ def trace_result(
         trace: a trace with its root found.
         mapping: field -> attribute, checked (`rows.check_mapping`).
         query: give the row the `query` its first retriever span was given.
+        chat_turn: the trace is a conversation's turn (`rows.trace_row`).
     """
     root = trace.root
     assert root is not None  # assemble gives every trace it emits a root
-    result = trace_row(trace.spans, root, dict(mapping or {}))
+    result = trace_row(trace.spans, root, dict(mapping or {}), chat_turn=chat_turn)
     if query and not isinstance(result, Skip):
         found = retriever_query(trace.spans, result["question"])
         if found is not None:
@@ -411,7 +419,10 @@ def conversations(
     try:
         # Every trace is read: one judged before or started before `since` is a turn of
         # its session's history, written when the session has a turn that is new.
-        for row in read_rows(paths, on_skip=on_skip, summary=summary, query=True, **options):
+        rows = read_rows(
+            paths, on_skip=on_skip, summary=summary, query=True, chat_turns=True, **options
+        )
+        for row in rows:
             fresh = row["trace_id"] not in judged_set and (
                 since_ns is None or parse_since(row["start_time"]) >= since_ns
             )

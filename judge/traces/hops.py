@@ -8,7 +8,8 @@ extract`: OTLP, Phoenix, Langfuse):
 - a hop is a retriever span (OpenInference RETRIEVER, GenAI operation "retrieval"), in
   start order; its ranking is its documents in the order recorded (a repeated id once, a
   document without an id left out), as `judge traces extract --retriever-run` ranks them;
-- the generator is the trace's last LLM span (in start order); its input is the documents
+- the generator is the trace's last LLM span (in start order) that gave the trace's
+  answer, else its last LLM span; its input is the documents
   it lists (`input.documents`, by id) or else the text of its prompt (input.value,
   llm.input_messages, llm.prompts, llm.prompt_template.variables, gen_ai.input.messages):
   a document is in it when its content (as a hop recorded it, white space collapsed) is
@@ -52,7 +53,7 @@ from judge.metrics.tools import (
 from judge.traces import openinference as oi
 from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace
 from judge.traces.extract import read_traces
-from judge.traces.rows import as_list, check_mapping, forest_order, mapped_value
+from judge.traces.rows import as_list, check_mapping, forest_order, mapped_value, started
 from judge.traces.spans import Span
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ REASONS = {
     NO_HOPS: "the trace has no retriever span",
     NO_GOLD_RETRIEVED: "no hop retrieved a gold document",
     NONE_LOST: "every gold document retrieved reached the generator's input",
-    NO_GENERATOR_INPUT: "the trace has no LLM span, or its last one records no input "
+    NO_GENERATOR_INPUT: "the trace has no LLM span, or its generator records no input "
     "(input.documents, input.value, llm.input_messages, ...): what the generator saw is unknown",
     NO_DOCUMENT_CONTENTS: "the generator's input is recorded as text only, and the hops "
     "recorded no content of the gold documents they retrieved, to look for in it",
@@ -169,13 +170,44 @@ def check_hop_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
+def _outputs(span: Span) -> list[str]:
+    """What an LLM span answered: its output, and its output messages' contents."""
+    found = [oi.answer_of(span)]
+    found += [
+        value
+        for key, value in span.attributes.items()
+        if key.startswith("llm.output_messages.") and key.endswith(".message.content")
+    ]
+    return [_collapsed(text) for text in found if isinstance(text, str) and text.strip()]
+
+
+def _generator(spans: Sequence[Span], llms: Sequence[Span]) -> Span:
+    """The LLM span that generated the trace's answer: the last that gave it (an agent may
+    ask a model something after it answered: follow-up suggestions, a summary for its
+    memory), else the last LLM span."""
+    answer = next(
+        (
+            oi.answer_of(span)
+            for span in spans
+            if oi.kind_of(span) not in (oi.RETRIEVER, oi.RERANKER, oi.LLM, "EMBEDDING")
+            and oi.question_of(span) is not None
+        ),
+        None,
+    )
+    if answer is not None and answer.strip():
+        gave = [span for span in llms if _collapsed(answer) in _outputs(span)]
+        if gave:
+            return gave[-1]
+    return llms[-1]
+
+
 def agent_trace(trace: Trace, mapping: Mapping[str, str] | None = None) -> AgentTrace:
     """The hops, generator input and tool calls of one trace (`read_traces` gives them);
     `mapping` (`check_hop_mapping`) reads the question, and each hop's ranked ids, from
     attributes of custom instrumentation."""
     mapping = mapping or {}
     spans = forest_order(trace.spans)
-    by_start = sorted(spans, key=lambda s: s.start_ns)  # stable: the forest order in a tie
+    by_start = sorted(spans, key=started)  # stable: the forest order in a tie
     hops = []
     ids_attribute = mapping.get("retrieved_ids")
     for span in by_start:
@@ -197,10 +229,11 @@ def agent_trace(trace: Trace, mapping: Mapping[str, str] | None = None) -> Agent
     llms = [span for span in by_start if oi.kind_of(span) == oi.LLM]
     generator_ids = generator_text = None
     if llms:
-        listed = oi.documents(llms[-1], oi.INPUT_DOCUMENTS)
+        generator = _generator(spans, llms)
+        listed = oi.documents(generator, oi.INPUT_DOCUMENTS)
         if any(d.get("id") is not None for d in listed):
             generator_ids = [str(d["id"]) for d in listed if d.get("id") is not None]
-        texts = [_collapsed(t) for t in oi.input_texts(llms[-1])]
+        texts = [_collapsed(t) for t in oi.input_texts(generator)]
         if any(texts):
             generator_text = [t for t in texts if t]
     calls = [tool_call(oi.tool_call_of(span)) for span in by_start if oi.is_tool(span)]
@@ -274,13 +307,16 @@ class JudgedClaim:
 
 def read_claims(results: PathLike, labels: Labels) -> None:
     """The answer claims of a `judge eval` run of the traces (its folder or results.jsonl),
-    by trace id (the row's id), into `labels.claims_by_trace`: a claim's hop is found by
-    the text of the context that supports it, among the hops' documents."""
+    by trace id (the row's `trace_id`, else its id: a run of `extract --sessions`'s
+    conversations names its turns "session#turn"), into `labels.claims_by_trace`: a
+    claim's hop is found by the text of the context that supports it, among the hops'
+    documents."""
     from judge.metrics.evidence import Evidence
     from judge.traces.reading import read_results
 
     for row in read_results(results):
-        if row.id is None:
+        trace_id = row.trace_id if row.trace_id is not None else row.id
+        if trace_id is None:
             continue
         claims = Evidence(row.evidence).claims("answer")
         if claims is None:
@@ -301,7 +337,7 @@ def read_claims(results: PathLike, labels: Labels) -> None:
                     _collapsed(context) if isinstance(context, str) else None,
                 )
             )
-        labels.claims_by_trace[str(row.id)] = judged
+        labels.claims_by_trace[str(trace_id)] = judged
 
 
 def attribute_claims(trace: AgentTrace, claims: Sequence[JudgedClaim]) -> list[dict[str, Any]]:

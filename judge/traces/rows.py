@@ -69,9 +69,16 @@ def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
+def started(span: Span) -> int:
+    """When a span started, for putting spans in order: its start time, else (lost in a
+    damaged export: 0 in OTLP) its end, which a sequential agent's spans keep in order."""
+    return span.start_ns or span.end_ns
+
+
 def forest_order(spans: Sequence[Span]) -> list[Span]:
     """The spans as one forest, depth first: the roots (spans without a parent, or whose
-    parent is not among the spans) in start order, each span's children in start order.
+    parent is not among the spans) in start order, each span's children in start order
+    (then end order: those starting in one tick of the clock ran in the order they ended).
     Each span once, however many times it was given."""
     by_id = {span.span_id: span for span in reversed(spans)}  # the first of a repeated id
     unique = list(by_id.values())
@@ -82,7 +89,9 @@ def forest_order(spans: Sequence[Span]) -> list[Span]:
             roots.append(span)
         else:
             children.setdefault(span.parent_id, []).append(span)
-    order = lambda s: (s.start_ns, s.span_id)  # noqa: E731
+    # Siblings that start in one tick of a coarse clock (a millisecond export, a Windows
+    # clock) in the order they ran, as far as their ends say; their ids are random.
+    order = lambda s: (started(s), s.end_ns, s.span_id)  # noqa: E731
     for kids in children.values():
         kids.sort(key=order)
     out: list[Span] = []
@@ -117,7 +126,11 @@ def as_list(value: Any) -> list[Any] | None:
 
 
 def trace_row(
-    spans: Sequence[Span], root: Span, mapping: Mapping[str, str] | None = None
+    spans: Sequence[Span],
+    root: Span,
+    mapping: Mapping[str, str] | None = None,
+    *,
+    chat_turn: bool = False,
 ) -> dict[str, Any] | Skip:
     """The row of one trace, or why there is none.
 
@@ -125,6 +138,9 @@ def trace_row(
         spans: every span of the trace, in any order (a span given twice is read once).
         root: its root span (`assemble.Trace.root`): it gives the trace's id.
         mapping: field -> attribute for custom instrumentation (`check_mapping`).
+        chat_turn: the trace is a turn of a conversation (`--sessions`): one without a
+            retriever span is a turn too (no contexts, no ranking), not skipped: what
+            the user said in it is the history of the turns after it.
     """
     trace_id = root.trace_id
     ordered = forest_order(spans)
@@ -172,7 +188,7 @@ def trace_row(
     rounds: list[tuple[str, list[dict[str, Any]]]] = []
     found_spans = sorted(
         ((span, kind) for span, kind in kinds if kind in (oi.RETRIEVER, oi.RERANKER)),
-        key=lambda item: item[0].start_ns,
+        key=lambda item: started(item[0]),
     )
     for span, kind in found_spans:
         docs = oi.retrieved(span, kind)
@@ -221,14 +237,16 @@ def trace_row(
                     entry["scores"] = value
                 elif value is not None:
                     entry["contents"] = value
-    if not retrievals:
+    if not retrievals and not chat_turn:
         return Skip(
             trace_id,
             "no_retriever",
             "the trace has no retriever span (openinference.span.kind RETRIEVER or RERANKER, "
             "or gen_ai.operation.name retrieval): nothing to judge the retrieval by",
         )
-    if retrieved_ids is not None and any(i is None for i in retrieved_ids):
+    if not retrievals:  # a chat turn answered without retrieving: no ranking
+        retrieved_ids = None
+    elif retrieved_ids is not None and any(i is None for i in retrieved_ids):
         retrieved_ids = None  # a document without an id: no ranking to score
     else:
         retrieved_ids = [str(i) for i in retrieved_ids or ()]
@@ -263,8 +281,9 @@ def trace_row(
             if session is not None:
                 break
     # The trace's time: from its first span's start to its last span's end (a child may
-    # outlive the request: async work, a stream).
-    start_ns = min(span.start_ns for span in ordered)
+    # outlive the request: async work, a stream). A span without a start time (0 in
+    # OTLP: a damaged export) says nothing of when the trace started.
+    start_ns = min((span.start_ns for span in ordered if span.start_ns > 0), default=0)
     end_ns = max(span.end_ns for span in ordered)
     row = {
         "id": trace_id,
@@ -282,7 +301,7 @@ def trace_row(
         "token_counts": {"prompt": prompt, "completion": completion, "total": total},
         "session_id": session,
     }
-    tools = sorted((span for span in ordered if oi.is_tool(span)), key=lambda s: s.start_ns)
+    tools = sorted((span for span in ordered if oi.is_tool(span)), key=started)
     if tools:  # a trace without tool spans keeps the row it always had
         row["tools_called"] = [_tool_called(span) for span in tools]
     return row
@@ -303,7 +322,7 @@ def retriever_query(spans: Sequence[Span], question: str) -> str | None:
     (a chat app rewrites a turn into a standalone query); else None."""
     retrievers = sorted(
         (span for span in spans if oi.kind_of(span) == oi.RETRIEVER),
-        key=lambda span: (span.start_ns, span.span_id),
+        key=lambda span: (started(span), span.end_ns, span.span_id),
     )
     for span in retrievers:
         query = span.attributes.get(oi.GEN_AI_RETRIEVAL_QUERY)

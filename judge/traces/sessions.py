@@ -28,6 +28,7 @@ from typing import Any
 
 from judge.lines import LIMIT_VARIABLE, max_line_bytes, shown_limit
 from judge.traces.rows import Skip
+from judge.traces.spans import iso_utc
 
 
 def session_problem(session: str) -> str | None:
@@ -124,6 +125,14 @@ class SessionSpool:
                 f"the trace's session id {session!r} {problem}: it cannot name a "
                 "conversation; fix the instrumentation, or map another attribute with "
                 "--map session_id=ATTRIBUTE",
+            )
+        if str(row["start_time"]) == iso_utc(0):  # no span of the trace has a start time
+            return Skip(
+                trace_id,
+                "no_start_time",
+                "the trace's spans have no start time (a damaged export): its place among "
+                "its session's turns is unknown, and a turn judged with the wrong turns "
+                "before it would be judged wrongly",
             )
         turns = json.dumps(turns_of(row), ensure_ascii=False)[1:-1]
         start = str(row["start_time"])

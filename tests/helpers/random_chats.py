@@ -1,5 +1,6 @@
 """Random conversations for property-style tests of long chats (seeded, so reproducible):
-system messages, greetings, several user messages in a row, tool calls with their results,
+system messages, greetings, several user messages in a row, tool calls with their results
+(some said aloud), two assistant messages in a row,
 facts repeated across turns, blank contexts, and conversations sharing an id and a
 beginning but going on differently."""
 
@@ -32,6 +33,11 @@ def random_chat(rng: random.Random, cid: str, turns: int) -> dict[str, Any]:
         if rng.random() < 0.2:
             messages.append({"role": "assistant", "content": ""})  # a tool call alone
             messages.append({"role": "tool", "content": rng.choice(FACTS)})
+        elif rng.random() < 0.15:  # a tool call said aloud: a turn of its own
+            call = {"name": "look_up", "arguments": "{}"}
+            said_aloud = {"role": "assistant", "content": "Let me check.", "tool_calls": [call]}
+            messages.append({**said_aloud, "contexts": [rng.choice(FACTS)]})  # (see below)
+            messages.append({"role": "tool", "content": rng.choice(FACTS)})
         said = rng.sample(FACTS, rng.randint(1, 3))
         if rng.random() < 0.3:
             said.append(f"Note {cid} {number} stands alone.")
@@ -41,6 +47,9 @@ def random_chat(rng: random.Random, cid: str, turns: int) -> dict[str, Any]:
         if number and rng.random() < 0.1:
             contexts = ["  "]  # blank contexts only: none
         messages.append({"role": "assistant", "content": " ".join(said), "contexts": contexts})
+        if rng.random() < 0.1:  # a second chat bubble answering the same question
+            bubble = {"role": "assistant", "content": rng.choice(FACTS)}
+            messages.append({**bubble, "contexts": [rng.choice(FACTS)]})
     return {"id": cid, "turns": messages}
 
 

@@ -41,23 +41,25 @@ class Traces:
         query: str | None = None,
         docs: tuple[str, ...] = ("d1",),
         session_key: str = "session.id",
+        retrieves: bool = True,
     ) -> str:
         """One chat turn at START + `at` seconds: a CHAIN root (the question, the answer,
-        the session id) with a RETRIEVER child (its query, its documents); its trace id
-        (`roots` maps it to the root span's id)."""
+        the session id) with a RETRIEVER child (its query, its documents; none when not
+        `retrieves`); its trace id (`roots` maps it to the root span's id)."""
         t = START + at * SECOND
         root = self.tracer.start_span("chat", start_time=t)
         root.set_attribute(KIND, "CHAIN")
         root.set_attribute("input.value", question)
         if session is not None:
             root.set_attribute(session_key, session)
-        child = self.tracer.start_span(
-            "retrieve", context=set_span_in_context(root), start_time=t + 1000
-        )
-        child.set_attribute(KIND, "RETRIEVER")
-        child.set_attribute("input.value", query if query is not None else question)
-        child.set_attributes(documents("retrieval.documents", list(docs), [0.5] * len(docs)))
-        child.end(end_time=t + 2000)
+        if retrieves:
+            child = self.tracer.start_span(
+                "retrieve", context=set_span_in_context(root), start_time=t + 1000
+            )
+            child.set_attribute(KIND, "RETRIEVER")
+            child.set_attribute("input.value", query if query is not None else question)
+            child.set_attributes(documents("retrieval.documents", list(docs), [0.5] * len(docs)))
+            child.end(end_time=t + 2000)
         root.set_attribute("output.value", answer)
         root.end(end_time=t + 3000)
         trace_id = format(root.get_span_context().trace_id, "032x")
