@@ -52,13 +52,16 @@ class RowOffsets(LazySequence[int]):
         )
         self.path = Path(name)
         self._size = size
-        self._file = os.fdopen(handle, "r+b")
-        weakref.finalize(self, _close_and_unlink, self._file, self.path)
+        weakref.finalize(self, _unlink, self.path)
         # the rows and offsets set since the last flush (two arrays: 16 bytes each)
         self._numbers = array("q")
         self._values = array("q")
         try:
-            self._file.truncate(size * _OFFSET)  # sparse: nothing is written but offsets
+            # sparse: nothing is written but offsets; the file is opened only to write and
+            # read it, so a process may keep any number of results without running out of
+            # file descriptors
+            with os.fdopen(handle, "r+b") as records:
+                records.truncate(size * _OFFSET)
         except OSError as exc:
             raise write_failure(self.path, exc) from None
 
@@ -85,12 +88,12 @@ class RowOffsets(LazySequence[int]):
         # where a run of consecutive rows ends
         ends = [*(np.flatnonzero(np.diff(numbers) != 1) + 1).tolist(), numbers.size]
         try:
-            start = 0
-            for end in ends:
-                self._file.seek(int(numbers[start]) * _OFFSET)
-                self._file.write(values[start:end].tobytes())
-                start = end
-            self._file.flush()  # for the handles that read it
+            with open(self.path, "r+b") as records:
+                start = 0
+                for end in ends:
+                    records.seek(int(numbers[start]) * _OFFSET)
+                    records.write(values[start:end].tobytes())
+                    start = end
         except OSError as exc:
             raise write_failure(self.path, exc) from None
         self._numbers = array("q")
@@ -99,12 +102,12 @@ class RowOffsets(LazySequence[int]):
     def at(self, number: int) -> int:
         """Where row `number`'s line starts."""
         self.flush()
-        self._file.seek(number * _OFFSET)
-        return array("q", self._file.read(_OFFSET))[0]
+        with open(self.path, "rb") as records:
+            records.seek(number * _OFFSET)
+            return array("q", records.read(_OFFSET))[0]
 
     def __iter__(self) -> Iterator[int]:
         self.flush()
-        # A handle of its own: `at` may be called while this is iterated.
         with open(self.path, "rb") as records:
             for start in range(0, self._size, OFFSETS_HELD):
                 chunk = array("q")
@@ -355,9 +358,4 @@ def open_for_appending(path: Path) -> BinaryIO:
 
 
 def _unlink(path: Path) -> None:
-    path.unlink(missing_ok=True)
-
-
-def _close_and_unlink(file: BinaryIO, path: Path) -> None:
-    file.close()
     path.unlink(missing_ok=True)

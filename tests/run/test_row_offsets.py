@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,19 @@ def test_the_offsets_file_of_a_killed_run_is_removed_by_the_next(tmp_path):
     left = list(tmp_path.glob(".judge-rows-*.offsets"))
     assert len(left) == 1
     assert remove_debris(tmp_path) == left and not left[0].exists()
+
+
+def test_results_kept_alive_hold_no_open_file_each(tmp_path):
+    def open_files() -> int:
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("counts open files from /proc")
+    before = open_files()
+    kept = []
+    for _ in range(50):  # a caller may keep many results: ulimit -n is often 1024
+        offsets = RowOffsets(3, temporary_dir=tmp_path)
+        offsets[1] = 9
+        assert offsets[1] == 9
+        kept.append(offsets)
+    assert open_files() == before
