@@ -79,10 +79,10 @@ async def execute(
     judged, retrieval = list(plan.metrics.judged), list(plan.metrics.retrieval)
     names = plan.names
     # Finished rows go to disk as they finish and are read back when asked: memory holds
-    # offsets and score vectors, not the rows. The result reads them from a temporary file
-    # of its own (beside the checkpoint, so not in a RAM-backed /tmp when there is one):
-    # the checkpoint may be deleted (judge eval does, once results.jsonl is written) or
-    # rewritten by a later run while the result is still in use.
+    # score vectors, not the rows nor where they are. The result reads them from a
+    # temporary file of its own (beside the checkpoint, so not in a RAM-backed /tmp when
+    # there is one): the checkpoint may be deleted (judge eval does, once results.jsonl is
+    # written) or rewritten by a later run while the result is still in use.
     store = Checkpoint(checkpoint, plan.fingerprint) if checkpoint else None
     temporary_dir = Path(checkpoint).parent if checkpoint else None
     spill = Checkpoint(None, plan.fingerprint, temporary_dir=temporary_dir)
