@@ -1,6 +1,7 @@
-"""Finished rows on disk: the append-only checkpoint of a run, and the lazy sequence that
-reads rows back from a JSON-lines file, so a run of any size keeps only byte offsets and
-score vectors in memory, never every row with its evidence."""
+"""Finished rows on disk: the append-only checkpoint of a run, the lazy sequence that
+reads rows back from a JSON-lines file, and the file of where each row's line starts
+(`RowOffsets`), so a run of any size keeps score vectors in memory, never every row with
+its evidence nor an offset per row."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from judge.json_values import dumps_nan_as_null
 from judge.lines import bounded_lines
 from judge.run.data import LazySequence
@@ -21,6 +24,95 @@ from judge.run.rows import ResultRow
 
 _RESULT_KEY = '"result": '
 _ROW_KEY = ', "row": '
+
+# Bytes of one offset in a `RowOffsets` file: a signed 64-bit integer, native byte order.
+_OFFSET = array("q").itemsize
+# Offsets a `RowOffsets` holds before writing them out, and reads back at once: 64 KiB.
+OFFSETS_HELD = 1 << 13
+
+
+class RowOffsets(LazySequence[int]):
+    """Where each of `size` rows' lines starts, in a temporary file of 8-byte records (row
+    i's at byte 8 * i) rather than in memory: 8 MiB a million rows that a run need not hold.
+
+    Rows finish out of order, each offset set once (`self[i] = offset`); the offsets set
+    are held until `OFFSETS_HELD` of them are, then written, each run of consecutive rows
+    in one write (rows finish nearly in order, so the runs are long). Reading flushes
+    them first. The file is removed when the object is gone (or by a later run over the
+    folder, if the process was killed: it is named as a temporary rows file is).
+
+    Args:
+        size: the number of rows.
+        temporary_dir: where the file goes (default: the system's temporary folder).
+    """
+
+    def __init__(self, size: int, *, temporary_dir: str | os.PathLike[str] | None = None):
+        handle, name = tempfile.mkstemp(
+            prefix=temporary_prefix("rows"), suffix=".offsets", dir=temporary_dir
+        )
+        self.path = Path(name)
+        self._size = size
+        weakref.finalize(self, _unlink, self.path)
+        # the rows and offsets set since the last flush (two arrays: 16 bytes each)
+        self._numbers = array("q")
+        self._values = array("q")
+        try:
+            # sparse: nothing is written but offsets; the file is opened only to write and
+            # read it, so a process may keep any number of results without running out of
+            # file descriptors
+            with os.fdopen(handle, "r+b") as records:
+                records.truncate(size * _OFFSET)
+        except OSError as exc:
+            raise write_failure(self.path, exc) from None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __setitem__(self, number: int, offset: int) -> None:
+        if not 0 <= number < self._size:
+            raise IndexError(f"row {number} of {self._size}")
+        self._numbers.append(number)
+        self._values.append(offset)
+        if len(self._numbers) >= OFFSETS_HELD:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the offsets held, each run of consecutive rows at once (a row set twice:
+        the later offset)."""
+        if not self._numbers:
+            return
+        numbers = np.frombuffer(self._numbers, dtype=np.int64)
+        order = np.argsort(numbers, kind="stable")
+        numbers = numbers[order]
+        values = np.frombuffer(self._values, dtype=np.int64)[order]
+        # where a run of consecutive rows ends
+        ends = [*(np.flatnonzero(np.diff(numbers) != 1) + 1).tolist(), numbers.size]
+        try:
+            with open(self.path, "r+b") as records:
+                start = 0
+                for end in ends:
+                    records.seek(int(numbers[start]) * _OFFSET)
+                    records.write(values[start:end].tobytes())
+                    start = end
+        except OSError as exc:
+            raise write_failure(self.path, exc) from None
+        self._numbers = array("q")
+        self._values = array("q")
+
+    def at(self, number: int) -> int:
+        """Where row `number`'s line starts."""
+        self.flush()
+        with open(self.path, "rb") as records:
+            records.seek(number * _OFFSET)
+            return array("q", records.read(_OFFSET))[0]
+
+    def __iter__(self) -> Iterator[int]:
+        self.flush()
+        with open(self.path, "rb") as records:
+            for start in range(0, self._size, OFFSETS_HELD):
+                chunk = array("q")
+                chunk.frombytes(records.read(min(OFFSETS_HELD, self._size - start) * _OFFSET))
+                yield from chunk
 
 
 class RowFile(LazySequence[ResultRow]):
@@ -32,7 +124,8 @@ class RowFile(LazySequence[ResultRow]):
     Args:
         path: the JSON-lines file.
         offsets: where each row's line starts, in the order of the sequence (an
-            `array("q")` is kept, not copied: the caller leaves it as it is).
+            `array("q")` or a `RowOffsets` is kept, not copied: the caller leaves it as
+            it is).
         wrapped: lines are checkpoint records (`{"run", "row", "input", "result"}`), not
             bare result rows.
         owner: an object kept alive with the sequence (the temporary file's owner).
@@ -54,9 +147,11 @@ class RowFile(LazySequence[ResultRow]):
     ):
         self.path = Path(path)
         self._verbatim = verbatim
-        # An array of offsets is kept as it is: a copy was 8 MiB more per million rows.
-        is_array = isinstance(offsets, array) and offsets.typecode == "q"
-        self._offsets = offsets if is_array else array("q", offsets)
+        # An array or file of offsets is kept as it is: a copy was 8 MiB more per million rows.
+        kept = isinstance(offsets, RowOffsets) or (
+            isinstance(offsets, array) and offsets.typecode == "q"
+        )
+        self._offsets: Sequence[int] = offsets if kept else array("q", offsets)
         self._wrapped = wrapped
         self._owner = owner
         self._order = {m: i for i, m in enumerate(metrics)}

@@ -26,7 +26,7 @@ from judge.metrics.tools import (
     row_tool_calls,
     score_tool_calls,
 )
-from judge.run.checkpoint import Checkpoint
+from judge.run.checkpoint import Checkpoint, RowOffsets
 from judge.run.data import Row
 from judge.run.digest import DataDigest, row_hash
 from judge.run.inputs import InputRows
@@ -79,14 +79,13 @@ async def execute(
     judged, retrieval = list(plan.metrics.judged), list(plan.metrics.retrieval)
     names = plan.names
     # Finished rows go to disk as they finish and are read back when asked: memory holds
-    # offsets and score vectors, not the rows. The result reads them from a temporary file
-    # of its own (beside the checkpoint, so not in a RAM-backed /tmp when there is one):
-    # the checkpoint may be deleted (judge eval does, once results.jsonl is written) or
-    # rewritten by a later run while the result is still in use.
+    # score vectors, not the rows nor where they are. The result reads them from a
+    # temporary file of its own (beside the checkpoint, so not in a RAM-backed /tmp when
+    # there is one): the checkpoint may be deleted (judge eval does, once results.jsonl is
+    # written) or rewritten by a later run while the result is still in use.
     store = Checkpoint(checkpoint, plan.fingerprint) if checkpoint else None
-    spill = Checkpoint(
-        None, plan.fingerprint, temporary_dir=Path(checkpoint).parent if checkpoint else None
-    )
+    temporary_dir = Path(checkpoint).parent if checkpoint else None
+    spill = Checkpoint(None, plan.fingerprint, temporary_dir=temporary_dir)
     done = store.load() if store else {}
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
@@ -97,7 +96,8 @@ async def execute(
     # The summary's counts are gathered as rows finish, each at its place in input order,
     # so the rows are not read back for it.
     tally = RowTally(names, size=size)
-    offsets = array("q", [-1]) * size  # where each finished row is in the spill file
+    # Where each finished row is in the spill file: on disk too (8 MiB a million rows).
+    offsets = RowOffsets(size, temporary_dir=temporary_dir)
     digest = DataDigest() if plan.data_sha256 is None else None
     resumed = 0
     for row, input_hash in _mine(plan, rows, hashes, None) if done else ():

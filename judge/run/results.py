@@ -32,9 +32,10 @@ class EvaluationResult:
 
     `rows` is any sequence: `judge.evaluate` gives one that reads each row back from disk
     when asked (see `judge.run.checkpoint.RowFile`), so a run of 100,000 rows keeps only
-    offsets and score vectors in memory. Summaries and counts are computed once, in one
-    pass, when the result is made (or taken from `tally`, gathered as the rows were
-    written); `list(result.rows)` holds every row at once.
+    score vectors in memory (where each row is, `RowOffsets`, is on disk too). Summaries
+    and counts are computed once, in one pass, when the result is made (or taken from
+    `tally`, gathered as the rows were written); `list(result.rows)` holds every row at
+    once.
     """
 
     def __init__(

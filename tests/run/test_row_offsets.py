@@ -1,0 +1,137 @@
+"""Where a run's finished rows are in its spill file is kept on disk (`RowOffsets`), not in
+memory: read back as set, whatever order the rows finished in, and removed with the run's
+result (or, after a kill, by the next run over the folder)."""
+
+from __future__ import annotations
+
+import gc
+import random
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from judge.run import checkpoint as checkpoint_module
+from judge.run.checkpoint import RowFile, RowOffsets
+from judge.run.output_folder import remove_debris
+
+
+def _peak(call) -> int:
+    """The bytes `call()` allocated at its peak, beyond what was held before it."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        call()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("held", [1, 5, 1 << 13])
+def test_offsets_set_in_any_order_are_read_back_by_row(monkeypatch, tmp_path, held):
+    monkeypatch.setattr(checkpoint_module, "OFFSETS_HELD", held)
+    size = 1_000
+    values = [random.Random(held).randrange(2**40) for _ in range(size)]
+    order = list(range(size))
+    # mostly in order, as rows finish: shuffled within windows of 40, a few far apart
+    for start in range(0, size, 40):
+        window = order[start : start + 40]
+        random.Random(start).shuffle(window)
+        order[start : start + 40] = window
+    order[10], order[900] = order[900], order[10]
+    offsets = RowOffsets(size, temporary_dir=tmp_path)
+    for number in order:
+        offsets[number] = values[number]
+    assert len(offsets) == size
+    assert list(offsets) == values
+    assert [offsets[i] for i in (0, 10, 900, 999, -1, -size)] == [
+        values[0],
+        values[10],
+        values[900],
+        values[999],
+        values[-1],
+        values[0],
+    ]
+    assert offsets[3:7] == values[3:7]
+    offsets[5] = 7  # set again: the later offset
+    assert offsets[5] == 7 and list(offsets)[4:7] == [values[4], 7, values[6]]
+    with pytest.raises(IndexError):
+        offsets[size] = 1
+    with pytest.raises(IndexError):
+        offsets[size]
+
+
+def test_offsets_of_many_rows_are_not_held_in_memory(tmp_path):
+    size = 200_000  # an array of their offsets is 1.6 MB
+
+    def fill() -> None:
+        offsets = RowOffsets(size, temporary_dir=tmp_path)
+        for number in range(size):
+            offsets[number] = number * 100
+        assert sum(1 for _ in offsets) == size
+
+    # the offsets held before a write (16 bytes each), flush's sorted copies, a chunk read
+    assert _peak(fill) < 2**19
+
+
+def test_a_row_file_keeps_the_offsets_file_it_is_given(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b'{"row": 0}\n{"row": 1}\n')
+    offsets = RowOffsets(200_000, temporary_dir=tmp_path)
+    for number in range(200_000):
+        offsets[number] = 11 * (number % 2)
+    assert _peak(lambda: RowFile(path, offsets)) < 2**16  # not copied into an array
+    rows = RowFile(path, offsets)
+    assert [rows[0].row, rows[1].row, rows[-1].row] == [0, 1, 1]
+
+
+def test_a_run_keeps_its_offsets_beside_its_checkpoint_until_its_result_is_gone(tmp_path):
+    from judge.run.evaluate import evaluate
+
+    rows = [
+        {"question": "q", "retrieved_ids": ["a", "b"], "relevance": {"b": 1}, "id": str(i)}
+        for i in range(30)
+    ]
+    result = evaluate(
+        rows, metrics=["mrr"], checkpoint=tmp_path / "ck.jsonl", progress=False, concurrency=4
+    )
+    files = list(tmp_path.glob(".judge-rows-*.offsets"))
+    assert len(files) == 1 and files[0].stat().st_size == 30 * 8
+    assert [r.id for r in result.rows] == [str(i) for i in range(30)]
+    assert result.rows[7].scores == {"mrr": 0.5}
+    del result
+    gc.collect()
+    assert not list(tmp_path.glob(".judge-rows-*.offsets"))
+
+
+def test_the_offsets_file_of_a_killed_run_is_removed_by_the_next(tmp_path):
+    killed = (
+        "import os, sys\n"
+        "from judge.run.checkpoint import RowOffsets\n"
+        "offsets = RowOffsets(10, temporary_dir=sys.argv[1])\n"
+        "offsets[3] = 5\n"
+        "offsets.flush()\n"
+        "os._exit(0)\n"  # no clean-up, as when killed
+    )
+    subprocess.run([sys.executable, "-c", killed, str(tmp_path)], check=True)
+    left = list(tmp_path.glob(".judge-rows-*.offsets"))
+    assert len(left) == 1
+    assert remove_debris(tmp_path) == left and not left[0].exists()
+
+
+def test_results_kept_alive_hold_no_open_file_each(tmp_path):
+    def open_files() -> int:
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("counts open files from /proc")
+    before = open_files()
+    kept = []
+    for _ in range(50):  # a caller may keep many results: ulimit -n is often 1024
+        offsets = RowOffsets(3, temporary_dir=tmp_path)
+        offsets[1] = 9
+        assert offsets[1] == 9
+        kept.append(offsets)
+    assert open_files() == before
