@@ -138,6 +138,49 @@ def _prefix(history: Sequence[Message], length: int) -> tuple[Message, ...]:
     return tuple(history[:length])
 
 
+# The characters of conversation (about 150 tokens) that the judges reading a turn's question
+# get before it, at most (`context_before`): about the last exchange of a chat. The last
+# four messages whole made the claims and grading calls of a long chat's turns 1.53x a
+# single-turn row's (three prompts of a turn carry them; bench/quality/conversation_cost.py).
+QUESTION_CONTEXT_BUDGET = 600
+_CUT = "..."
+
+
+def context_before(
+    history: Sequence[Message], messages: int, budget: int | None = QUESTION_CONTEXT_BUDGET
+) -> list[str]:
+    """The lines ("role: content") of the last `messages` user and assistant messages
+    before the question of the turn after `history`, in order, the most recent kept first
+    while their lines fit in `budget` characters (None: all of them). The most recent is
+    given even when longer than the budget: its end, cut at a space where there is one
+    and marked "...", as a follow-up usually refers to what was said last (an offer, the
+    thing named last). An older message that does not fit ends the lines, so those given
+    follow each other in the conversation.
+    """
+    shown = last_messages(history, question_start(history), messages, _shown)
+    lines: list[str] = []
+    left = budget
+    for message in reversed(shown):
+        line = f"{message.role}: {message.content}"
+        if left is not None and len(line) > left:
+            if not lines:
+                room = left - len(f"{message.role}: {_CUT}")
+                lines.append(f"{message.role}: {_CUT}{_end(message.content, room)}")
+            break
+        lines.append(line)
+        if left is not None:
+            left -= len(line)
+    return lines[::-1]
+
+
+def _end(text: str, size: int) -> str:
+    """The end of `text` in at most `size` characters, from a word's start where a space
+    falls in it (text without spaces, Chinese say, is cut anywhere)."""
+    end = text[len(text) - max(size, 1) :]
+    space = end.find(" ")
+    return end[space + 1 :] if 0 <= space < len(end) - 1 else end
+
+
 @dataclass(frozen=True)
 class Sample:
     """The inputs of one RAG interaction (contexts in retrieval order); for a turn of a
@@ -158,21 +201,26 @@ class Sample:
         """Whether the sample is an assistant turn of a conversation."""
         return self.turn is not None
 
-    def question_in_context(self, messages: int = 4) -> str:
-        """The question as the judges read it: for a turn, the last `messages` messages of
-        the conversation before the question, then the question; else the question alone.
+    def question_in_context(
+        self, messages: int = 4, budget: int | None = QUESTION_CONTEXT_BUDGET
+    ) -> str:
+        """The question as the judges read it: for a turn, the conversation just before the
+        question (`context_before`), then the question whole; else the question alone.
 
         A follow-up ("and how much is it?") means nothing alone: the judges that read the
-        question (claims, grades, sentences) get the exchange it follows. A few messages,
+        question (claims, grades, sentences) get the exchange it follows. A bounded part,
         not all, so a long chat does not make every request long; the verdicts see every
         earlier user message and supported claim (`judge.metrics.turns`).
+
+        Args:
+            messages: how many user and assistant messages before the question, at most.
+            budget: the characters those messages may take, at most (None: no bound).
         """
         if not self.in_conversation or messages <= 0:
             return self.question
-        shown = last_messages(self.history, question_start(self.history), messages, _shown)
-        if not shown:
+        lines = context_before(self.history, messages, budget)
+        if not lines:
             return self.question
-        lines = [f"{m.role}: {m.content}" for m in shown]
         return "Conversation so far:\n" + "\n".join(lines) + f"\nQuestion now: {self.question}"
 
     def value(self, name: str) -> Any:

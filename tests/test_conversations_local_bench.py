@@ -7,9 +7,12 @@ from types import SimpleNamespace
 
 from bench.quality.conversations_local import (
     CONVERSATIONS,
+    LONG_CONVERSATIONS,
+    LONG_ORDER,
     ORDER,
     claim_outcome,
     conversations,
+    cut_turns,
     flattened_cost,
     labels_by_turn,
     llm_for,
@@ -45,3 +48,23 @@ def test_the_flattened_turns_verify_the_claims_the_model_gave_the_conversation()
     # one turn: its claims call and its verify call, which reads exactly those claims
     assert (count, requests) == (1, 2)
     assert characters > sum(len(c) for c in claims["lyon#2"])
+
+
+def test_the_long_conversations_later_turns_are_those_the_bound_cuts():
+    assert set(LONG_ORDER) == {c["id"] for c in LONG_CONVERSATIONS}
+    labels = labels_by_turn(LONG_CONVERSATIONS)
+    for turn in labels.values():
+        assert len(turn["relevant"]) == len(turn["contexts"])
+        assert set(turn["labels"]) <= {"contexts", "history", "none"}
+    assert [name for name, _ in cut_turns(LONG_CONVERSATIONS)] == [
+        "movers#4",
+        "movers#6",
+        "dinner#4",
+        "dinner#6",
+    ]
+    # the user's first message, which the later answers rest on, is beyond the bound
+    for _, sample in cut_turns(LONG_CONVERSATIONS):
+        first = sample.history[0].content
+        assert first in sample.question_in_context(budget=None)
+        assert first not in sample.question_in_context()
+    assert cut_turns(CONVERSATIONS) == []  # the short ones are read whole

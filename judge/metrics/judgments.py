@@ -617,7 +617,8 @@ class SampleJudgments:
             similarities: list[float] = []
         else:
             vectors = await self.session.embed_array(
-                [s.question_in_context(RELEVANCY_MESSAGES), *generated.questions],
+                # one embedding's text, not a prompt: the exchange whole, unbounded
+                [s.question_in_context(RELEVANCY_MESSAGES, None), *generated.questions],
                 ledger=self.ledger,
             )
             similarities = cosine_similarities(vectors[0], vectors[1:])
