@@ -52,16 +52,19 @@ def test_over_the_budget_the_latest_messages_are_given_and_an_older_one_too_long
         ("assistant", long_answer.strip()),
         ("user", "And the kettle?"),
         ("assistant", "Kettles ship in two days."),
+        ("user", "And to Lyon?"),  # the question's own message: not before it
     )
     got = context_before(history, 4, budget=100)
     # the short first message would fit, but after a gap it would read as the one before
     assert got == ["user: And the kettle?", "assistant: Kettles ship in two days."]
-    assert context_before(history, 4, budget=None) == [f"{m.role}: {m.content}" for m in history]
+    assert context_before(history, 4, budget=None) == [
+        f"{m.role}: {m.content}" for m in history[:-1]
+    ]
 
 
 def test_the_latest_message_alone_over_the_budget_is_given_as_its_end_from_a_words_start():
     answer = " ".join(f"word{i}" for i in range(300)) + " Shall I book express?"
-    history = messages(("user", "I live in Lyon."), ("assistant", answer))
+    history = messages(("user", "I live in Lyon."), ("assistant", answer), ("user", "Yes?"))
     (line,) = context_before(history, 4, budget=120)
     assert line.startswith("assistant: ...word")
     assert line.endswith("Shall I book express?")
@@ -72,7 +75,8 @@ def test_the_latest_message_alone_over_the_budget_is_given_as_its_end_from_a_wor
 
 def test_text_without_spaces_is_cut_anywhere_within_the_budget():
     answer = "上海到北京每天都有多班高铁，" * 60
-    (line,) = context_before(messages(("user", "你好"), ("assistant", answer)), 4, budget=50)
+    history = messages(("user", "你好"), ("assistant", answer), ("user", "好的"))
+    (line,) = context_before(history, 4, budget=50)
     assert line.startswith("assistant: ...") and answer.endswith(line[len("assistant: ...") :])
     assert len(line) == 50
 
@@ -82,7 +86,9 @@ def test_a_single_turn_rows_question_is_read_alone_and_a_turns_question_whole():
     assert Sample(question).question_in_context() == question
     turn = Sample(
         question,
-        history=tuple(messages(("user", "x " * 400), ("assistant", "y " * 400))),
+        history=tuple(
+            messages(("user", "x " * 400), ("assistant", "y " * 400), ("user", question))
+        ),
         turn=4,
         conversation_id="c",
     )
