@@ -29,6 +29,7 @@ later turns and is not a row.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -130,9 +131,29 @@ def conversation_id(record: Mapping[str, Any], number: int) -> str:
     """The conversation's id: its id field, else its number in the input."""
     for key in ID_KEYS:
         value = record.get(key)
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+        if _usable_id(value):
             return str(value)
     return str(number)
+
+
+def _usable_id(value: Any) -> bool:
+    return (
+        isinstance(value, (str, int)) and not isinstance(value, bool) and bool(str(value).strip())
+    )
+
+
+def _bad_id(record: Mapping[str, Any], cid: str) -> None:
+    """Refuse an id field whose value is no id: falling back to the conversation's number,
+    it could be another conversation's id (the third chat's "3"), and two chats one."""
+    if any(_usable_id(record.get(k)) for k in ID_KEYS):
+        return
+    key = next((k for k in ID_KEYS if record.get(k) is not None), None)  # null: none given
+    if key is not None:
+        raise BadConversation(
+            f"conversation {cid} (its number in the input): its {key} must be a string or an "
+            f"integer, not {json.dumps(record[key], ensure_ascii=False)[:80]}; give each "
+            "conversation an id of its own"
+        )
 
 
 def turn_records(record: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
@@ -141,6 +162,7 @@ def turn_records(record: Mapping[str, Any], number: int) -> list[dict[str, Any]]
     conversation cannot be read or has no such turn."""
     cid = conversation_id(record, number)
     try:
+        _bad_id(record, cid)
         return _turns(record, cid)
     except BadConversation as exc:
         # Its question column is there (empty): an input of conversations none of which can

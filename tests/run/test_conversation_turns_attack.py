@@ -7,7 +7,7 @@ from typing import Any
 
 import judge
 from judge import LLM
-from judge.conversations import flat_turn_records, turn_records
+from judge.conversations import CONVERSATION_ERROR, flat_turn_records, turn_records
 from judge.samples import Message, Sample
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.chats import assistant, user
@@ -216,3 +216,17 @@ def test_a_tool_result_naming_a_call_id_the_calls_lost_answers_the_next_call():
     }
     (row,) = turn_records(chat, 0)
     assert [c.get("output") for c in row["tools_called"]] == ["45.76, 4.84", "Sunny."]
+
+
+def test_an_id_that_is_no_string_or_integer_is_an_error_not_the_conversations_number():
+    """An id of 1.5, true or a list fell back to the conversation's number in the file:
+    "3" for the third, which is another conversation's id too, so two chats were one."""
+    chat = [user("I live in Lyon."), assistant("Noted.", "Lyon is in France.")]
+    for bad in (1.5, True, ["c1"], {"id": 1}, "  "):
+        (row,) = turn_records({"id": bad, "turns": chat}, 3)
+        assert "must be a string or an integer" in row[CONVERSATION_ERROR], bad
+        assert row["conversation_id"] == "3"
+    (ok,) = turn_records({"conversation_id": 7, "turns": chat}, 3)
+    assert ok["conversation_id"] == "7" and CONVERSATION_ERROR not in ok
+    (none,) = turn_records({"turns": chat}, 3)  # no id at all: its number, as documented
+    assert none["conversation_id"] == "3" and CONVERSATION_ERROR not in none
