@@ -32,7 +32,7 @@ from judge.traces.assemble import DEFAULT_LINGER, AssemblyCounts, Trace, assembl
 from judge.traces.langfuse import is_langfuse, read_langfuse
 from judge.traces.otlp import is_otlp, read_requests
 from judge.traces.phoenix import is_phoenix, read_phoenix
-from judge.traces.rows import Skip, check_mapping, retriever_query, trace_row
+from judge.traces.rows import Skip, check_mapping, no_answer, retriever_query, trace_row
 from judge.traces.sessions import Conversation, SessionSpool, too_long
 from judge.traces.spans import unix_ns
 
@@ -340,6 +340,11 @@ def read_rows(
             if on_skip is not None:
                 on_skip(result)
             continue
+        if result["answer"] is None:  # a chat turn the app failed: no row to judge, but
+            skip = no_answer(trace.trace_id)  # its question is its session's history
+            summary.skipped[skip.reason] += 1
+            if on_skip is not None:
+                on_skip(skip)
         if sampler is not None:
             sampler.add(result)
             continue
@@ -423,12 +428,17 @@ def conversations(
             paths, on_skip=on_skip, summary=summary, query=True, chat_turns=True, **options
         )
         for row in rows:
-            fresh = row["trace_id"] not in judged_set and (
-                since_ns is None or parse_since(row["start_time"]) >= since_ns
+            # A turn the app failed (no answer: reported as no_output already) is history
+            # only: nothing of it is judged, so it never makes its session new.
+            answered = row["answer"] is not None
+            fresh = (
+                answered
+                and row["trace_id"] not in judged_set
+                and (since_ns is None or parse_since(row["start_time"]) >= since_ns)
             )
             runs = (_ranking(row["retrieved_ids"]), retriever_ids(row))
             skip = spool.add(row, fresh, runs)
-            if skip is not None:
+            if skip is not None and answered:
                 skipped(skip)
         summary.rows = 0
         summary.duplicate_traces = spool.duplicates

@@ -139,8 +139,9 @@ def trace_row(
         root: its root span (`assemble.Trace.root`): it gives the trace's id.
         mapping: field -> attribute for custom instrumentation (`check_mapping`).
         chat_turn: the trace is a turn of a conversation (`--sessions`): one without a
-            retriever span is a turn too (no contexts, no ranking), not skipped: what
-            the user said in it is the history of the turns after it.
+            retriever span is a turn too (no contexts, no ranking), and one without an
+            answer (the app failed) a row whose answer is None (`no_answer`), not
+            skipped: what the user said in it is the history of the turns after it.
     """
     trace_id = root.trace_id
     ordered = forest_order(spans)
@@ -172,7 +173,7 @@ def trace_row(
         answer = None if found is None else str(found[1])
     else:
         answer = oi.answer_of(qa_span)
-    if answer is None:
+    if answer is None and not chat_turn:
         return Skip(
             trace_id,
             "no_output",
@@ -305,6 +306,16 @@ def trace_row(
     if tools:  # a trace without tool spans keeps the row it always had
         row["tools_called"] = [_tool_called(span) for span in tools]
     return row
+
+
+def no_answer(trace_id: str) -> Skip:
+    """Why a trace gives no row to judge: the span with the question has no output."""
+    return Skip(
+        trace_id,
+        "no_output",
+        "the span that has the question has no output (output.value): the app failed or the "
+        "trace is incomplete",
+    )
 
 
 def _tool_called(span: Span) -> dict[str, Any]:

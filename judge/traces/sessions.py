@@ -53,7 +53,10 @@ def turns_of(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     assistant's answer (with the contexts and ids it was given, its trace id, the span id of
     the span that gave the question and the answer, which scores sent back are parented to
     as a row's are, the retriever's query when it is recorded and is not the question, and
-    the tool spans' calls when it has any)."""
+    the tool spans' calls when it has any); a turn the app failed (no answer), the user's
+    question alone: the next turn's answer answers it too."""
+    if row["answer"] is None:
+        return [{"role": "user", "content": row["question"]}]
     assistant: dict[str, Any] = {
         "role": "assistant",
         "content": row["answer"],

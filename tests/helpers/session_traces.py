@@ -36,7 +36,7 @@ class Traces:
         self,
         at: int,
         question: str,
-        answer: str,
+        answer: str | None,
         session: Any = None,
         query: str | None = None,
         docs: tuple[str, ...] = ("d1",),
@@ -60,7 +60,8 @@ class Traces:
             child.set_attribute("input.value", query if query is not None else question)
             child.set_attributes(documents("retrieval.documents", list(docs), [0.5] * len(docs)))
             child.end(end_time=t + 2000)
-        root.set_attribute("output.value", answer)
+        if answer is not None:  # None: the app failed, the root has no output
+            root.set_attribute("output.value", answer)
         root.end(end_time=t + 3000)
         trace_id = format(root.get_span_context().trace_id, "032x")
         self.roots[trace_id] = format(root.get_span_context().span_id, "016x")

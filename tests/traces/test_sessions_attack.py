@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from judge.conversations import turn_records
 from tests.helpers.cli import run
 from tests.helpers.session_traces import Traces
 
@@ -69,3 +70,32 @@ def test_a_turn_answered_without_retrieval_stays_in_its_session(tmp_path):
     assert done.returncode == 0, done.stderr
     ((skip,),) = [jsonl(tmp_path / "skipped.jsonl")]
     assert (skip["trace_id"], skip["reason"]) == (said, "no_retriever")
+
+
+def test_a_turn_the_app_failed_keeps_what_the_user_said_in_its_session(tmp_path):
+    """A turn whose trace has no answer (the app failed) was left out of its session, and
+    what the user said in it with it: the next answer, resting on it, was judged without
+    it. The user's message stays (the next turn answers both), the trace is still reported
+    as skipped (no_output: no answer to judge), and as rows nothing changes."""
+    traces = Traces()
+    traces.turn(1, "Which options are there?", "Express takes one day.", session="s")
+    failed = traces.turn(2, "Ship it to my flat in Lyon.", None, session="s")
+    traces.turn(3, "When does it arrive?", "Your parcel reaches Lyon tomorrow.", session="s")
+    path = traces.write(tmp_path / "t.jsonl")
+    out = tmp_path / "s.jsonl"
+    done = run("traces", "extract", path, "-o", out, "--sessions")
+    assert done.returncode == 0, done.stderr
+    ((session,),) = [jsonl(out)]
+    assert [(t["role"], t["content"]) for t in session["turns"]] == [
+        ("user", "Which options are there?"),
+        ("assistant", "Express takes one day."),
+        ("user", "Ship it to my flat in Lyon."),
+        ("user", "When does it arrive?"),
+        ("assistant", "Your parcel reaches Lyon tomorrow."),
+    ]
+    (skip,) = jsonl(tmp_path / "skipped.jsonl")
+    assert (skip["trace_id"], skip["reason"]) == (failed, "no_output")
+    assert "1 no_output" in done.stdout
+    rows = turn_records(session, 0)
+    assert [r["turn"] for r in rows] == [2, 5]
+    assert rows[1]["question"] == "Ship it to my flat in Lyon.\n\nWhen does it arrive?"
