@@ -1,7 +1,7 @@
 """A replay's judgments of whole samples, remembered by the samples' content, so a sample
 met again (the same question, answer, contexts, ground truth and extra columns under
 another id) takes the scores, evidence and usage of the first without going through its
-judges' calls again, and its row's checkpoint line is put together from the first row's
+judges' calls again, and its row's checkpoint line is put together from an earlier row's
 rather than encoded again.
 
 Sound only where judging is a function of the sample: a replay (`Cache(mode="replay")`)
@@ -30,9 +30,11 @@ from judge.run.score import SampleResult
 from judge.samples import Sample
 
 DEFAULT_BYTES = 16 * 2**20
-# What a remembered sample's scores, evidence and usage are counted as, beside its texts
-# (twice their length: the evidence restates claims and questions taken from them).
-_RESULT_BYTES = 4096
+# What a remembered sample holds, as measured (tracemalloc) for the bench's rows: about
+# 8 KiB of scores, evidence, usage and line template, and its texts about four times over
+# (the evidence restates claims and questions taken from them; the template holds them).
+_RESULT_BYTES = 8192
+_TEXT_TIMES = 4
 
 # Strict JSON for the extra columns in a key: a value JSON does not hold (a date, NaN
 # aside) makes the sample not remembered, rather than a key two different values share.
@@ -47,15 +49,19 @@ _BUILT_IN = "judge.metrics.registry"
 
 class SampleMemo:
     """Samples' judgments by content, least recently used dropped past `limit` bytes;
-    with `lines`, also the checkpoint line of each one's first row, as a template for the
-    lines of the rows that meet it again (rows that hold nothing else, as a run without
-    retrieval metrics writes them).
+    with `lines`, also the checkpoint line of the first row that met one again, as a
+    template for the lines of the rows that meet it later (rows that hold nothing else, as
+    a run without retrieval metrics writes them).
+
+    A memo that fills up before any sample is met again stops: the rows are all different
+    (a realistic log) or repeat further apart than it holds, and either way it would only
+    cost the rows time and the run memory.
 
     Args:
         usage: the run's usage ledger (the session's): a remembered sample's cache hits
             are counted there again each time it is met, as its judges would have.
         limit: the memory budget in (estimated) bytes.
-        lines: whether rows' lines are put together from their first row's line.
+        lines: whether rows' lines are put together from an earlier row's line.
     """
 
     def __init__(self, usage: UsageLedger, limit: int = DEFAULT_BYTES, *, lines: bool = False):
@@ -64,6 +70,7 @@ class SampleMemo:
         self.lines = lines
         self.used = 0
         self.hits = 0
+        self.stopped = False
         self._entries: OrderedDict[SampleKey, _Entry] = OrderedDict()
 
     @staticmethod
@@ -83,7 +90,7 @@ class SampleMemo:
     def key(self, row: Row) -> SampleKey | None:
         """What the row's judgments depend on, or None when it is not to be remembered."""
         sample = row.sample
-        if sample is None or row.error is not None or sample.in_conversation:
+        if self.stopped or sample is None or row.error is not None or sample.in_conversation:
             return None
         extra = ""
         if sample.extra:
@@ -104,6 +111,7 @@ class SampleMemo:
         for label, count in entry.hits.items():
             self.usage.of(label).cache_hits += count
         self.hits += 1
+        entry.met = True
         result = entry.result
         return SampleResult(
             sample,
@@ -124,7 +132,7 @@ class SampleMemo:
             return
         question, answer, contexts, truth, extra = key
         texts = len(question) + len(answer or "") + len(truth or "") + len(extra)
-        size = _RESULT_BYTES + 2 * (texts + sum(len(c) for c in contexts))
+        size = _RESULT_BYTES + _TEXT_TIMES * (texts + sum(len(c) for c in contexts))
         if size > self.limit:
             return
         old = self._entries.pop(key, None)
@@ -132,13 +140,17 @@ class SampleMemo:
             self.used -= old.size
         self._entries[key] = _Entry(result, hits, size)
         self.used += size
+        if self.used > self.limit and not self.hits:
+            self.stopped = True  # see the class docstring
+            self._entries.clear()
+            self.used = 0
         while self.used > self.limit:
             _, dropped = self._entries.popitem(last=False)
             self.used -= dropped.size
 
     def line(self, row: Row, record: ResultRow, input_hash: str) -> bytes | None:
-        """The checkpoint line of a row judged from memory, put together from its sample's
-        first row's; None for another row (encode it, then `keep_line`)."""
+        """The checkpoint line of a row judged from memory, put together from an earlier
+        row's of its sample; None for another row (encode it, then `keep_line`)."""
         entry = self._served(row, record)
         if entry is None or not entry.template:
             return None
@@ -147,9 +159,10 @@ class SampleMemo:
     def keep_line(
         self, row: Row, record: ResultRow, input_hash: str, line: bytes, fingerprint: str
     ) -> None:
-        """Keep the line of a remembered sample's first row as the template of the others'."""
+        """Keep the line of the first row that met a remembered sample again as the template
+        of the later ones' (a sample met once costs no template)."""
         entry = self._served(row, record)
-        if entry is not None and entry.template is None:
+        if entry is not None and entry.met and entry.template is None:
             template = LineTemplate.of(line, fingerprint, row.number, input_hash, record.id)
             entry.template = template or False  # tried once: a line of another layout
 
@@ -169,12 +182,14 @@ class SampleMemo:
 
 @dataclass
 class _Entry:
-    """A remembered sample: its judgments, its cache hits by judge, its estimated size, and
-    its first row's line as a template (None: not yet made; False: not to be)."""
+    """A remembered sample: its judgments, its cache hits by judge, its estimated size,
+    whether a row met it again, and that row's line as a template (None: not yet made;
+    False: not to be)."""
 
     result: SampleResult
     hits: dict[str, int]
     size: int
+    met: bool = False
     template: LineTemplate | Literal[False] | None = None
 
 

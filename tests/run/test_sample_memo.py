@@ -139,8 +139,8 @@ def test_a_replay_from_memory_writes_what_judging_every_row_writes(
     assert len(memos) == 1 and memos[0].hits == 5
     if "ndcg@10" in metrics:
         assert not lines  # a row's retrieval scores are its own: its line is encoded
-    else:
-        assert len(lines) == 5
+    else:  # c0, the second row to meet sample 0 again: put together from b0's line
+        assert len(lines) == 1
 
     monkeypatch.setattr(SampleMemo, "for_run", staticmethod(lambda *a, **k: None))
     plain = replay(tmp_path, "plain", models, filled, metrics)
@@ -218,14 +218,23 @@ def test_only_samples_judged_wholly_from_the_cache_are_remembered():
 
 def test_the_memo_forgets_the_least_recently_used_past_its_budget():
     samples = [Sample.create(f"q{i}?", "a.", ["c."], None, str(i)) for i in range(3)]
-    memo = SampleMemo(UsageLedger(), limit=2 * (4096 + 2 * 7))  # 7: the texts' length
+    memo = SampleMemo(UsageLedger(), limit=2 * (8192 + 4 * 7))  # 7: the texts' length
     keys = [memo.key(row_of(s)) for s in samples]
     for s, key in zip(samples[:2], keys[:2], strict=True):
         memo.put(key, judged(s))
     assert memo.get(keys[0], samples[0]) is not None  # now the most recently used
     memo.put(keys[2], judged(samples[2]))
     assert memo.get(keys[1], samples[1]) is None and len(memo) == 2
-    assert memo.get(keys[0], samples[0]) is not None
+    assert memo.get(keys[0], samples[0]) is not None and not memo.stopped
+
+
+def test_a_memo_full_before_any_sample_is_met_again_stops():
+    samples = [Sample.create(f"q{i}?", "a.", ["c."], None, str(i)) for i in range(3)]
+    memo = SampleMemo(UsageLedger(), limit=2 * (8192 + 4 * 7))
+    for s in samples:
+        memo.put(memo.key(row_of(s)), judged(s))
+    assert memo.stopped and len(memo) == 0 and memo.used == 0
+    assert memo.key(row_of(samples[2])) is None  # nothing more is remembered or looked up
 
 
 @pytest.mark.parametrize(
