@@ -3,10 +3,12 @@
 The rows are --distinct samples (5 contexts each; the four core metrics with embeddings)
 repeated until there are --rows of them, each with its own id. The cache is filled by one
 `judge eval` of the distinct samples against the fake server; the replay then does all of
-a row's work for every row (hashing each request, a lookup, parsing and validating each
-reply, scoring, writing the row, the summary and the report) without a request. A run
-remembers the responses it has read (`LLMSession(memo_bytes=...)`), so repeated rows skip
-the SQLite lookup and the JSON decoding.
+a row's work for every distinct row (hashing each request, a lookup, parsing and
+validating each reply, scoring, writing the row, the summary and the report) without a
+request. A replay judges a sample met again under another id from memory
+(`judge.run.sample_memo.SampleMemo`: its scores, evidence and usage, and its line put
+together from an earlier row's), so a repeated row costs reading, hashing and writing it;
+--all-distinct is the case where every row goes through its judges.
 
 --all-distinct makes every row different, as in real logs: row n is project 100000+n.
 Filling that cache through the fake server would take 600,000 requests, so it is derived

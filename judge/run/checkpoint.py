@@ -12,7 +12,7 @@ import weakref
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -343,6 +343,71 @@ class Checkpoint:
             except OSError as exc:
                 raise write_failure(self.path, exc) from None
         return RowFile(self.path, offsets, wrapped=True, owner=self, metrics=metrics)
+
+
+class LineTemplate:
+    """A checkpoint line (`Checkpoint.encode`) as a template for the lines of rows whose
+    results equal its row's but for the row's number and id (and input hash): the same
+    sample judged again, whose line is put together without encoding the row again.
+
+    The parts are cut from the line at its record's last keys, which sort after every key
+    of the evidence and hold no text a user wrote unescaped: the result's `"row"`, then
+    its `"id"` before the question.
+    """
+
+    def __init__(self, parts: tuple[bytes, bytes, bytes, bytes, bytes]):
+        self._parts = parts
+
+    @classmethod
+    def of(
+        cls, line: bytes, fingerprint: str, row_number: int, input_hash: str, row_id: Any
+    ) -> LineTemplate | None:
+        """The template of one row's line, or None when the line is not laid out as its
+        record's encoding (checked by putting the line together again)."""
+        head = b'{"input": ' + _json_bytes(input_hash) + b', "result": '
+        tail = f', "row": {row_number}, "run": {dumps_nan_as_null(fingerprint)}}}\n'.encode()
+        if not (line.startswith(head) and line.endswith(tail)):
+            return None
+        result = line[len(head) : -len(tail)]
+        number = f', "row": {row_number}, "scores": '.encode()
+        at_row = result.rfind(number)
+        ident = b', "id": ' + _json_bytes(row_id) + b', "question": '
+        at_id = result.rfind(ident, 0, at_row)
+        if at_row < 0 or at_id < 0:
+            return None
+        template = cls(
+            (
+                b'{"input": ',
+                b', "result": ' + result[: at_id + len(b', "id": ')],
+                result[at_id + len(ident) - len(b', "question": ') : at_row + len(b', "row": ')],
+                result[at_row + len(number) - len(b', "scores": ') :] + b', "row": ',
+                f', "run": {dumps_nan_as_null(fingerprint)}}}\n'.encode(),
+            )
+        )
+        return template if template.line(row_number, input_hash, row_id) == line else None
+
+    def line(self, row_number: int, input_hash: str, row_id: Any) -> bytes:
+        """The line of the row of this number, input hash and id."""
+        start, result, question, scores, run = self._parts
+        number = str(row_number).encode("ascii")
+        return b"".join(
+            (
+                start,
+                _json_bytes(input_hash),
+                result,
+                _json_bytes(row_id),
+                question,
+                number,
+                scores,
+                number,
+                run,
+            )
+        )
+
+
+def _json_bytes(value: Any) -> bytes:
+    """A value's JSON as a checkpoint line holds it."""
+    return dumps_nan_as_null(value).encode("utf-8")
 
 
 def open_for_appending(path: Path) -> BinaryIO:

@@ -35,6 +35,7 @@ from judge.run.plan import RunPlan
 from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
+from judge.run.sample_memo import SampleMemo
 from judge.run.score import score_sample
 from judge.samples import Sample
 
@@ -125,6 +126,8 @@ async def execute(
     )
 
     conversations = Conversations()
+    # A replay judges a sample met again (another id, the same texts) from memory.
+    memo = SampleMemo.for_run(judged, session, retrieval)
 
     async def worker() -> None:
         # A fixed pool of workers takes rows one by one: a task per row would hold a
@@ -132,11 +135,15 @@ async def execute(
         turn = time.monotonic() + TURN_SECONDS
         for row, input_hash in pending:
             record = await evaluate_row(
-                row, judged, retrieval, session, plan.prompts, conversations
+                row, judged, retrieval, session, plan.prompts, conversations, memo
             )
             at = place(row.number)
             tally.add(record, at=at)
-            line = spill.encode(row.number, input_hash, record)
+            line = memo.line(row, record, input_hash) if memo is not None else None
+            if line is None:
+                line = spill.encode(row.number, input_hash, record)
+                if memo is not None:
+                    memo.keep_line(row, record, input_hash, line, spill.fingerprint)
             if store:
                 store.write(line)
             offsets[at] = spill.write(line)
@@ -267,10 +274,12 @@ async def evaluate_row(
     session: Judge | None,
     prompts: Mapping[str, Prompt] | None = None,
     conversations: Conversations | None = None,
+    memo: SampleMemo | None = None,
 ) -> ResultRow:
     """One input row judged and scored: the row `judge eval` writes to results.jsonl, with
-    the run's built-in prompts (`load_prompts()`; else read when used) and, for the turns
-    of conversations, the run's shared judgments of earlier turns (`conversations`)."""
+    the run's built-in prompts (`load_prompts()`; else read when used), for the turns of
+    conversations the run's shared judgments of earlier turns (`conversations`), and in a
+    replay the judgments of samples already met (`memo`)."""
     record = _result_row(row)
     names = [m.name for m in judged] + retrieval
     if row.sample is None:
@@ -278,9 +287,16 @@ async def evaluate_row(
         record.reasons = dict.fromkeys(names, ROW_ERROR)
         return record
     if session and judged:
-        result = await score_sample(
-            row.sample, judged, session, prompts=prompts, conversations=conversations
-        )
+        key = memo.key(row) if memo is not None else None
+        found = memo.get(key, row.sample) if memo is not None and key is not None else None
+        if found is not None:
+            result = found
+        else:
+            result = await score_sample(
+                row.sample, judged, session, prompts=prompts, conversations=conversations
+            )
+            if memo is not None and key is not None:
+                memo.put(key, result)
         record.scores = dict(result.scores)
         record.reasons = dict(result.reasons)
         record.errors, record.evidence, record.usage = result.errors, result.evidence, result.usage

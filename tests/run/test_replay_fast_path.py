@@ -18,6 +18,7 @@ from judge.cli.finish import finish_run
 from judge.llm.session import LLMSession
 from judge.run.evaluate import evaluate
 from judge.run.gates import Gates
+from judge.run.sample_memo import SampleMemo
 from judge.testing import heuristic_judge
 
 TOPICS = ["Python", "Rust", "SQLite"]
@@ -117,7 +118,12 @@ def test_a_mixed_replay_through_the_fast_paths_equals_the_plain_paths(
         )
 
 
-def test_repeated_requests_are_read_from_the_cache_once_per_run(tmp_path, models):
+@pytest.mark.parametrize("sample_memo", [True, False])
+def test_repeated_requests_are_read_from_the_cache_once_per_run(
+    tmp_path, models, monkeypatch, sample_memo
+):
+    if not sample_memo:  # each row's requests made, so the response memo answers them
+        monkeypatch.setattr(SampleMemo, "for_run", staticmethod(lambda *a, **k: None))
     path = tmp_path / "c.sqlite"
     evaluate(ROWS[:2], llm=models["llm"], embeddings=models["embeddings"], cache=path)
     repeated = [sample(0, f"copy{n}") for n in range(5)]
@@ -129,7 +135,7 @@ def test_repeated_requests_are_read_from_the_cache_once_per_run(tmp_path, models
         result = evaluate(repeated, llm=session, progress=False)
         per_row = result.rows[0].usage["total"]["cache_hits"]
         assert per_row > 0 and result.usage["cache_hits"] == 5 * per_row  # counted every time
-        if memo_bytes:  # each distinct request read from SQLite once (the first row's)
+        if memo_bytes or sample_memo:  # each distinct request read from SQLite once
             assert cache.hits <= per_row
         else:
             assert cache.hits == 5 * per_row
