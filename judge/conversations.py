@@ -54,6 +54,7 @@ FINAL_TURN = "final_turn"
 # A turn's tool calls: DeepEval's field on the answer, else gathered from the assistant
 # messages' `tool_calls` since the user's message, each with its tool message's result.
 TOOLS_CALLED = "tools_called"
+EXPECTED_TOOLS = "expected_tools"
 # A conversation that cannot be read gives one record holding why: its row is an error.
 CONVERSATION_ERROR = "conversation_error"
 # An assistant message's record of the app's failure to answer (`judge experiment`).
@@ -190,6 +191,14 @@ def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
     reference = _first(record, REFERENCE_KEYS)
     if reference is not None and not isinstance(reference, str):
         raise BadConversation(f"conversation {cid!r}: its reference must be a string")
+    if record.get(EXPECTED_TOOLS) is not None:
+        # Copied onto every turn like any other field, each turn's calls would be scored
+        # against the whole conversation's (one of two expected calls made: recall 0.5).
+        raise BadConversation(
+            f"conversation {cid!r} gives expected_tools for the whole conversation: the tool "
+            "metrics score each turn's calls, so give expected_tools on the assistant "
+            "message of the turn that should make them"
+        )
     shared = {
         k: v
         for k, v in record.items()

@@ -230,3 +230,25 @@ def test_an_id_that_is_no_string_or_integer_is_an_error_not_the_conversations_nu
     assert ok["conversation_id"] == "7" and CONVERSATION_ERROR not in ok
     (none,) = turn_records({"turns": chat}, 3)  # no id at all: its number, as documented
     assert none["conversation_id"] == "3" and CONVERSATION_ERROR not in none
+
+
+def test_expected_tools_on_the_conversation_is_an_error_not_every_turns_labels():
+    """A conversation-level expected_tools (RAGAS keeps a conversation's expected calls
+    there, as reference_tool_calls) was copied onto every turn like any other field: each
+    turn's calls were scored against the whole conversation's (a turn making one of two
+    expected calls: recall 0.5, though it made all it should)."""
+    chat = [
+        user("Find my order."),
+        assistant("It is order 17.", "Order 17: shipped.", tools_called=[{"name": "search"}]),
+        user("Book a pickup."),
+        assistant("Booked.", "Pickups: daily.", tools_called=[{"name": "book"}]),
+    ]
+    record = {"id": "c", "turns": chat, "expected_tools": [{"name": "search"}, {"name": "book"}]}
+    (row,) = turn_records(record, 0)
+    assert "expected_tools" in row[CONVERSATION_ERROR]
+    assert "assistant message" in row[CONVERSATION_ERROR]
+    per_turn = [dict(m) for m in chat]
+    per_turn[1]["expected_tools"] = [{"name": "search"}]
+    per_turn[3]["expected_tools"] = [{"name": "book"}]
+    rows = turn_records({"id": "c", "turns": per_turn}, 0)
+    assert [r["expected_tools"] for r in rows] == [[{"name": "search"}], [{"name": "book"}]]
