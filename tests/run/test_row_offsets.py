@@ -135,3 +135,29 @@ def test_results_kept_alive_hold_no_open_file_each(tmp_path):
         assert offsets[1] == 9
         kept.append(offsets)
     assert open_files() == before
+
+
+def test_a_result_whose_folder_was_removed_says_so_when_its_rows_are_read(tmp_path):
+    import shutil
+
+    from judge.errors import OutputError
+    from judge.run.evaluate import evaluate
+
+    rows = [
+        {"question": "q", "retrieved_ids": ["a", "b"], "relevance": {"b": 1}, "id": str(i)}
+        for i in range(30)
+    ]
+    folder = tmp_path / "out"
+    result = evaluate(rows, metrics=["mrr"], checkpoint=folder / "ck.jsonl", progress=False)
+    shutil.rmtree(folder)  # the offsets not yet written out: the first read writes them
+    assert len(result.rows) == 30  # kept in memory
+    for read in (
+        lambda: result.rows[4],  # the offsets file's write, then its read
+        lambda: result.rows[5],
+        lambda: list(result.rows),  # the rows file's
+        lambda: list(result.rows.json_lines()),
+        result.to_pandas,
+    ):
+        with pytest.raises(OutputError, match=r"removed while .* keep that folder") as raised:
+            read()
+        assert str(folder) in str(raised.value)
