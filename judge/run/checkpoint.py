@@ -5,12 +5,13 @@ its evidence nor an offset per row."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import weakref
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
@@ -53,7 +54,7 @@ class RowOffsets(LazySequence[int]):
         )
         self.path = Path(name)
         self._size = size
-        weakref.finalize(self, _unlink, self.path)
+        self._remove = weakref.finalize(self, _unlink, self.path)
         # the rows and offsets set since the last flush (two arrays: 16 bytes each)
         self._numbers = array("q")
         self._values = array("q")
@@ -68,6 +69,10 @@ class RowOffsets(LazySequence[int]):
 
     def __len__(self) -> int:
         return self._size
+
+    def discard(self) -> None:
+        """Remove the file now (the run failed: no result reads it)."""
+        self._remove()
 
     def __setitem__(self, number: int, offset: int) -> None:
         if not 0 <= number < self._size:
@@ -264,10 +269,11 @@ class Checkpoint:
             )
             os.close(handle)
             self.path = Path(name)
-            weakref.finalize(self, _unlink, self.path)
+            self._remove: Callable[[], object] | None = weakref.finalize(self, _unlink, self.path)
         else:
             self.path = Path(path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._remove = None
         self._out: BinaryIO | None = None
 
     def load(self) -> dict[tuple[int, str], int]:
@@ -335,6 +341,16 @@ class Checkpoint:
                 out.close()
             except OSError as exc:  # the buffered lines of a spill file meet a full disk
                 raise write_failure(self.path, exc) from None
+
+    def discard(self) -> None:
+        """Close a temporary file and remove it now (the run failed: no result reads it);
+        a user's checkpoint is kept, closed."""
+        out, self._out = self._out, None
+        if out is not None:
+            with contextlib.suppress(OSError):  # lines buffered for a file going away
+                out.close()
+        if self._remove is not None:
+            self._remove()
 
     def rows(self, offsets: Sequence[int], metrics: Sequence[str]) -> RowFile:
         """The rows at these offsets, read lazily; keeps a temporary file alive while used."""

@@ -160,6 +160,12 @@ async def execute(
         # A configuration error in one row stops them all: finished rows are already
         # checkpointed and their judgments cached, so a rerun after the fix resumes.
         await gather_or_cancel(worker() for _ in range(max(1, min(concurrency, todo))))
+    except BaseException:
+        # No result is made of a failed run: its files go now, not when the failure's
+        # reference cycles (its traceback holds the tasks, which hold it) are collected.
+        spill.discard()
+        offsets.discard()
+        raise
     finally:
         spill.close()
         if store:

@@ -161,3 +161,32 @@ def test_a_result_whose_folder_was_removed_says_so_when_its_rows_are_read(tmp_pa
         with pytest.raises(OutputError, match=r"removed while .* keep that folder") as raised:
             read()
         assert str(folder) in str(raised.value)
+
+
+def test_a_run_that_fails_removes_its_files_at_once(tmp_path, fake_llm_server):
+    import judge
+    from judge.errors import LLMConfigError
+    from judge.testing import heuristic_judge
+    from judge.testing.server import Fault
+
+    fake_llm_server.chat = heuristic_judge
+    fake_llm_server.fail_next(Fault.status(401))  # the key refused: the run stops
+    llm = judge.LLM("openai/m", api_base=fake_llm_server.base_url, api_key="k", max_retries=0)
+    rows = [{"question": f"q{i}?", "answer": "A is b.", "contexts": ["A is b."]} for i in range(9)]
+    gc.disable()  # the failure's reference cycles are not collected before the check
+    try:
+        with pytest.raises(LLMConfigError):
+            judge.evaluate(
+                rows,
+                metrics=["faithfulness"],
+                llm=llm,
+                checkpoint=tmp_path / "ck.jsonl",
+                progress=False,
+                concurrency=2,
+            )
+        # no result holds them: the spill and offsets files (made as the run starts) went
+        # with it; the checkpoint, if a row finished, stays
+        assert not list(tmp_path.glob(".judge-rows-*"))
+        assert {p.name for p in tmp_path.iterdir()} <= {"ck.jsonl"}
+    finally:
+        gc.enable()
