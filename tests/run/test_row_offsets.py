@@ -5,6 +5,7 @@ result (or, after a kill, by the next run over the folder)."""
 from __future__ import annotations
 
 import gc
+import os
 import random
 import subprocess
 import sys
@@ -190,3 +191,23 @@ def test_a_run_that_fails_removes_its_files_at_once(tmp_path, fake_llm_server):
         assert {p.name for p in tmp_path.iterdir()} <= {"ck.jsonl"}
     finally:
         gc.enable()
+
+
+def test_a_python_run_removes_what_a_killed_run_left_beside_its_checkpoint(tmp_path):
+    from judge.run.evaluate import evaluate
+
+    killed = (
+        "import os, sys\n"
+        "from judge.run.checkpoint import Checkpoint, RowOffsets\n"
+        "spill = Checkpoint(None, 'f' * 64, temporary_dir=sys.argv[1])\n"
+        "offsets = RowOffsets(10, temporary_dir=sys.argv[1])\n"
+        "os._exit(0)\n"  # no clean-up, as when killed
+    )
+    subprocess.run([sys.executable, "-c", killed, str(tmp_path)], check=True)
+    assert len(list(tmp_path.glob(".judge-rows-*"))) == 2
+    rows = [{"question": "q", "retrieved_ids": ["a"], "relevance": {"a": 1}} for _ in range(3)]
+    result = evaluate(rows, metrics=["mrr"], checkpoint=tmp_path / "ck.jsonl", progress=False)
+    # the rerun's own two files, not the killed run's
+    left = list(tmp_path.glob(".judge-rows-*"))
+    assert len(left) == 2 and all(f"-{os.getpid()}-" in p.name for p in left)
+    assert [r.scores["mrr"] for r in result.rows] == [1.0, 1.0, 1.0]
