@@ -5,17 +5,19 @@ its evidence nor an offset per row."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import weakref
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 
+from judge.errors import OutputError
 from judge.json_values import dumps_nan_as_null
 from judge.lines import bounded_lines
 from judge.run.data import LazySequence
@@ -52,7 +54,7 @@ class RowOffsets(LazySequence[int]):
         )
         self.path = Path(name)
         self._size = size
-        weakref.finalize(self, _unlink, self.path)
+        self._remove = weakref.finalize(self, _unlink, self.path)
         # the rows and offsets set since the last flush (two arrays: 16 bytes each)
         self._numbers = array("q")
         self._values = array("q")
@@ -67,6 +69,10 @@ class RowOffsets(LazySequence[int]):
 
     def __len__(self) -> int:
         return self._size
+
+    def discard(self) -> None:
+        """Remove the file now (the run failed: no result reads it)."""
+        self._remove()
 
     def __setitem__(self, number: int, offset: int) -> None:
         if not 0 <= number < self._size:
@@ -88,7 +94,7 @@ class RowOffsets(LazySequence[int]):
         # where a run of consecutive rows ends
         ends = [*(np.flatnonzero(np.diff(numbers) != 1) + 1).tolist(), numbers.size]
         try:
-            with open(self.path, "r+b") as records:
+            with _open_kept(self.path, "r+b") as records:
                 start = 0
                 for end in ends:
                     records.seek(int(numbers[start]) * _OFFSET)
@@ -102,13 +108,13 @@ class RowOffsets(LazySequence[int]):
     def at(self, number: int) -> int:
         """Where row `number`'s line starts."""
         self.flush()
-        with open(self.path, "rb") as records:
+        with _open_kept(self.path) as records:
             records.seek(number * _OFFSET)
             return array("q", records.read(_OFFSET))[0]
 
     def __iter__(self) -> Iterator[int]:
         self.flush()
-        with open(self.path, "rb") as records:
+        with _open_kept(self.path) as records:
             for start in range(0, self._size, OFFSETS_HELD):
                 chunk = array("q")
                 chunk.frombytes(records.read(min(OFFSETS_HELD, self._size - start) * _OFFSET))
@@ -164,7 +170,7 @@ class RowFile(LazySequence[ResultRow]):
         return self._read(self._offsets[number])
 
     def __iter__(self) -> Iterator[ResultRow]:
-        with open(self.path, "rb") as lines:
+        with _open_kept(self.path) as lines:
             for offset in self._offsets:
                 lines.seek(offset)
                 yield self._parse(lines.readline())
@@ -178,7 +184,7 @@ class RowFile(LazySequence[ResultRow]):
         tool's file, which may be laid out otherwise) are re-encoded.
         """
         if self._verbatim:
-            with open(self.path, "rb") as lines:
+            with _open_kept(self.path) as lines:
                 for offset in self._offsets:
                     lines.seek(offset)
                     yield lines.readline().decode("utf-8")
@@ -187,7 +193,7 @@ class RowFile(LazySequence[ResultRow]):
             for row in self:
                 yield row.json_line() + "\n"
             return
-        with open(self.path, "rb") as lines:
+        with _open_kept(self.path) as lines:
             for offset in self._offsets:
                 lines.seek(offset)
                 line = lines.readline().decode("utf-8")
@@ -206,7 +212,7 @@ class RowFile(LazySequence[ResultRow]):
         self.path = Path(path)
 
     def _read(self, offset: int) -> ResultRow:
-        with open(self.path, "rb") as lines:
+        with _open_kept(self.path) as lines:
             lines.seek(offset)
             return self._parse(lines.readline())
 
@@ -263,10 +269,11 @@ class Checkpoint:
             )
             os.close(handle)
             self.path = Path(name)
-            weakref.finalize(self, _unlink, self.path)
+            self._remove: Callable[[], object] | None = weakref.finalize(self, _unlink, self.path)
         else:
             self.path = Path(path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._remove = None
         self._out: BinaryIO | None = None
 
     def load(self) -> dict[tuple[int, str], int]:
@@ -334,6 +341,16 @@ class Checkpoint:
                 out.close()
             except OSError as exc:  # the buffered lines of a spill file meet a full disk
                 raise write_failure(self.path, exc) from None
+
+    def discard(self) -> None:
+        """Close a temporary file and remove it now (the run failed: no result reads it);
+        a user's checkpoint is kept, closed."""
+        out, self._out = self._out, None
+        if out is not None:
+            with contextlib.suppress(OSError):  # lines buffered for a file going away
+                out.close()
+        if self._remove is not None:
+            self._remove()
 
     def rows(self, offsets: Sequence[int], metrics: Sequence[str]) -> RowFile:
         """The rows at these offsets, read lazily; keeps a temporary file alive while used."""
@@ -403,6 +420,21 @@ class LineTemplate:
                 run,
             )
         )
+
+
+def _open_kept(path: Path, mode: str = "rb") -> IO[bytes]:
+    """A file a result reads its rows from (`RowFile`, `RowOffsets`), opened; one removed
+    while the result is in use is an `OutputError` saying so and what to do, not a bare
+    FileNotFoundError (or a write failure's advice to rerun). The caller closes it."""
+    try:
+        return open(path, mode)
+    except FileNotFoundError:
+        raise OutputError(
+            f"{path} was removed while a result read its rows from it: keep that folder "
+            "until the result is no longer used, or save what you need first (write_jsonl, "
+            "write_csv, to_pandas); judge.evaluate's result keeps its rows in files beside "
+            "checkpoint=, else in the temporary folder, until the result is gone"
+        ) from None
 
 
 def _json_bytes(value: Any) -> bytes:

@@ -31,6 +31,7 @@ from judge.run.data import Row
 from judge.run.digest import DataDigest, row_hash
 from judge.run.inputs import InputRows
 from judge.run.options import RunSpec
+from judge.run.output_folder import remove_debris
 from judge.run.plan import RunPlan
 from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
@@ -86,6 +87,10 @@ async def execute(
     # written) or rewritten by a later run while the result is still in use.
     store = Checkpoint(checkpoint, plan.fingerprint) if checkpoint else None
     temporary_dir = Path(checkpoint).parent if checkpoint else None
+    if temporary_dir is not None:
+        # A run killed there (kill -9, a crash) left its result's files, as big as its
+        # checkpoint: a rerun removes them, as judge eval does in its folder.
+        remove_debris(temporary_dir)
     spill = Checkpoint(None, plan.fingerprint, temporary_dir=temporary_dir)
     done = store.load() if store else {}
     if concurrency is None:  # as many samples in flight as the judge takes requests
@@ -160,6 +165,12 @@ async def execute(
         # A configuration error in one row stops them all: finished rows are already
         # checkpointed and their judgments cached, so a rerun after the fix resumes.
         await gather_or_cancel(worker() for _ in range(max(1, min(concurrency, todo))))
+    except BaseException:
+        # No result is made of a failed run: its files go now, not when the failure's
+        # reference cycles (its traceback holds the tasks, which hold it) are collected.
+        spill.discard()
+        offsets.discard()
+        raise
     finally:
         spill.close()
         if store:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import judge
 from judge import Cache
@@ -79,6 +81,88 @@ def test_text_without_spaces_is_cut_anywhere_within_the_budget():
     (line,) = context_before(history, 4, budget=50)
     assert line.startswith("assistant: ...") and answer.endswith(line[len("assistant: ...") :])
     assert len(line) == 50
+
+
+FLAGS = "\U0001f1fa\U0001f1f8\U0001f1eb\U0001f1f7"  # two flags: four regional indicators
+FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji of five code points
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "e\u0301" * 300 + "!",  # e and a combining acute accent: one letter, two code points
+        FLAGS * 150 + "!",  # a cut between a flag's two halves pairs the others wrongly
+        FAMILY * 130 + "!!",
+        "\u0915\u094d\u0937\u093e" * 150 + "!",  # Devanagari ksa: one cluster of four
+        "line\r\n" * 100 + "!",  # a cut between CR and LF leaves a lone LF
+        "word " * 100 + " \u0301" * 100 + "!",  # a space followed by an accent is one character
+    ],
+    ids=["combining accent", "flags", "family emoji", "indic conjunct", "crlf", "accented space"],
+)
+def test_a_cut_message_keeps_whole_the_characters_it_gives(answer):
+    import regex
+
+    history = messages(("user", "Hi."), ("assistant", answer), ("user", "Sure?"))
+    (line,) = context_before(history, 4, budget=100)
+    kept = line.removeprefix("assistant: ...")
+    assert answer.endswith(kept) and len(line) <= 100 and kept.endswith("!")
+    # what is given starts where a character a reader sees starts (a grapheme cluster,
+    # Unicode's UAX #29), and reads as the end of the message does: the same characters
+    whole, tail = regex.findall(r"\X", answer), regex.findall(r"\X", kept)
+    assert tail == whole[len(whole) - len(tail) :]
+
+
+# Characters that join others into one cluster, or break it, for the property below.
+PIECES = [
+    "a",
+    " ",
+    "\r",
+    "\n",
+    "\u0301",
+    "\u200d",
+    "\ufe0f",
+    "\U0001f468",
+    "\U0001f1fa",
+    "\U0001f1f8",
+    "\u1100",
+    "\u1161",
+    "\u11a8",
+    "\uac00",
+    "\u0915",
+    "\u094d",
+    "\u093e",
+    "\u0600",
+    "\x00",
+    "\u0e33",
+    "\u00a9",
+    "中",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    answer=st.lists(st.sampled_from(PIECES), min_size=1, max_size=60).map("".join),
+    budget=st.integers(min_value=15, max_value=60),
+)
+def test_any_cut_message_is_the_end_of_its_grapheme_clusters(answer, budget):
+    import regex
+
+    if not answer.strip():
+        return  # an assistant message that says nothing is not given
+    history = messages(("user", "Hi."), ("assistant", answer), ("user", "Sure?"))
+    (line,) = context_before(history, 1, budget=budget)
+    if line == f"assistant: {answer}":
+        return  # it fit
+    kept = line.removeprefix("assistant: ...")
+    assert answer.endswith(kept) and len(line) <= budget
+    whole, tail = regex.findall(r"\X", answer), regex.findall(r"\X", kept)
+    assert tail == whole[len(whole) - len(tail) :]
+
+
+def test_a_message_of_one_character_longer_than_the_budget_is_given_as_nothing_of_it():
+    answer = "a" + "\u0301" * 1000  # one letter and a thousand accents: one character
+    history = messages(("user", "Hi."), ("assistant", answer), ("user", "Sure?"))
+    assert context_before(history, 4, budget=100) == ["assistant: ..."]
 
 
 def test_a_single_turn_rows_question_is_read_alone_and_a_turns_question_whole():

@@ -5,6 +5,7 @@ result (or, after a kill, by the next run over the folder)."""
 from __future__ import annotations
 
 import gc
+import os
 import random
 import subprocess
 import sys
@@ -135,3 +136,78 @@ def test_results_kept_alive_hold_no_open_file_each(tmp_path):
         assert offsets[1] == 9
         kept.append(offsets)
     assert open_files() == before
+
+
+def test_a_result_whose_folder_was_removed_says_so_when_its_rows_are_read(tmp_path):
+    import shutil
+
+    from judge.errors import OutputError
+    from judge.run.evaluate import evaluate
+
+    rows = [
+        {"question": "q", "retrieved_ids": ["a", "b"], "relevance": {"b": 1}, "id": str(i)}
+        for i in range(30)
+    ]
+    folder = tmp_path / "out"
+    result = evaluate(rows, metrics=["mrr"], checkpoint=folder / "ck.jsonl", progress=False)
+    shutil.rmtree(folder)  # the offsets not yet written out: the first read writes them
+    assert len(result.rows) == 30  # kept in memory
+    for read in (
+        lambda: result.rows[4],  # the offsets file's write, then its read
+        lambda: result.rows[5],
+        lambda: list(result.rows),  # the rows file's
+        lambda: list(result.rows.json_lines()),
+        result.to_pandas,
+    ):
+        with pytest.raises(OutputError, match=r"removed while .* keep that folder") as raised:
+            read()
+        assert str(folder) in str(raised.value)
+
+
+def test_a_run_that_fails_removes_its_files_at_once(tmp_path, fake_llm_server):
+    import judge
+    from judge.errors import LLMConfigError
+    from judge.testing import heuristic_judge
+    from judge.testing.server import Fault
+
+    fake_llm_server.chat = heuristic_judge
+    fake_llm_server.fail_next(Fault.status(401))  # the key refused: the run stops
+    llm = judge.LLM("openai/m", api_base=fake_llm_server.base_url, api_key="k", max_retries=0)
+    rows = [{"question": f"q{i}?", "answer": "A is b.", "contexts": ["A is b."]} for i in range(9)]
+    gc.disable()  # the failure's reference cycles are not collected before the check
+    try:
+        with pytest.raises(LLMConfigError):
+            judge.evaluate(
+                rows,
+                metrics=["faithfulness"],
+                llm=llm,
+                checkpoint=tmp_path / "ck.jsonl",
+                progress=False,
+                concurrency=2,
+            )
+        # no result holds them: the spill and offsets files (made as the run starts) went
+        # with it; the checkpoint, if a row finished, stays
+        assert not list(tmp_path.glob(".judge-rows-*"))
+        assert {p.name for p in tmp_path.iterdir()} <= {"ck.jsonl"}
+    finally:
+        gc.enable()
+
+
+def test_a_python_run_removes_what_a_killed_run_left_beside_its_checkpoint(tmp_path):
+    from judge.run.evaluate import evaluate
+
+    killed = (
+        "import os, sys\n"
+        "from judge.run.checkpoint import Checkpoint, RowOffsets\n"
+        "spill = Checkpoint(None, 'f' * 64, temporary_dir=sys.argv[1])\n"
+        "offsets = RowOffsets(10, temporary_dir=sys.argv[1])\n"
+        "os._exit(0)\n"  # no clean-up, as when killed
+    )
+    subprocess.run([sys.executable, "-c", killed, str(tmp_path)], check=True)
+    assert len(list(tmp_path.glob(".judge-rows-*"))) == 2
+    rows = [{"question": "q", "retrieved_ids": ["a"], "relevance": {"a": 1}} for _ in range(3)]
+    result = evaluate(rows, metrics=["mrr"], checkpoint=tmp_path / "ck.jsonl", progress=False)
+    # the rerun's own two files, not the killed run's
+    left = list(tmp_path.glob(".judge-rows-*"))
+    assert len(left) == 2 and all(f"-{os.getpid()}-" in p.name for p in left)
+    assert [r.scores["mrr"] for r in result.rows] == [1.0, 1.0, 1.0]
