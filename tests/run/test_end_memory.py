@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-import tracemalloc
 from array import array
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 
 from judge.run import rows as rows_module
 from judge.run.rows import ResultRow, RowTally, histogram_counts
+from tests.helpers.memory import peak_bytes
 
 
 def _tally(rows: int, metric: str = "m", seed: int = 0) -> RowTally:
@@ -25,17 +25,6 @@ def _tally(rows: int, metric: str = "m", seed: int = 0) -> RowTally:
     tally.row_failed = array("b", bytes(rows))
     tally.rows = rows
     return tally
-
-
-def _peak(call) -> int:
-    """The bytes `call()` allocated at its peak, beyond what was held before it."""
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        call()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
@@ -58,13 +47,13 @@ def test_a_histogram_counted_by_chunks_is_that_of_every_value_at_once(monkeypatc
 def test_the_report_histogram_of_many_rows_holds_no_copy_of_their_scores():
     tally = _tally(400_000)  # 3 MiB of scores: a copy of them, scaled, cast, was 9 MiB
     # a few small chunks, not the rows (chunks of 1 << 16 rows took 1.4 MB)
-    assert _peak(lambda: tally.histogram("m")) < 2**19
+    assert peak_bytes(lambda: tally.histogram("m")) < 2**19
 
 
 def test_the_worst_rows_of_many_are_found_in_small_chunks():
     tally = _tally(400_000)
     # chunks of 1 << 16 rows took 5 MB: 3.6 MiB of the peak of a run of 300,000 rows
-    assert _peak(lambda: tally.worst(10)) < 2**20
+    assert peak_bytes(lambda: tally.worst(10)) < 2**20
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 1 << 16])
@@ -102,7 +91,7 @@ def test_the_summaries_of_many_rows_hold_no_copy_of_their_scores():
     tally = _tally(400_000)
     tally._scores["m"] = array("d", np.nan_to_num(np.frombuffer(tally._scores["m"])).tobytes())
     # 3 MiB of scores: their defined copy and np.unique's sorted copy were 6 MiB more
-    assert _peak(lambda: tally.summary("m")) < 2 * 2**20
+    assert peak_bytes(lambda: tally.summary("m")) < 2 * 2**20
 
 
 def test_a_row_file_keeps_the_array_of_offsets_it_is_given(tmp_path):
@@ -111,6 +100,6 @@ def test_a_row_file_keeps_the_array_of_offsets_it_is_given(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_bytes(b'{"row": 0}\n{"row": 1}\n')
     offsets = array("q", [0, 11]) * 200_000  # 3 MiB: the run's own, not copied again
-    assert _peak(lambda: RowFile(path, offsets)) < 2**16
+    assert peak_bytes(lambda: RowFile(path, offsets)) < 2**16
     assert [r.row for r in RowFile(path, array("q", [11, 0]))] == [1, 0]
     assert [r.row for r in RowFile(path, [11, 0])] == [1, 0]  # any sequence: copied

@@ -9,7 +9,6 @@ import os
 import random
 import subprocess
 import sys
-import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,17 +16,7 @@ import pytest
 from judge.run import checkpoint as checkpoint_module
 from judge.run.checkpoint import RowFile, RowOffsets
 from judge.run.output_folder import remove_debris
-
-
-def _peak(call) -> int:
-    """The bytes `call()` allocated at its peak, beyond what was held before it."""
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        call()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
+from tests.helpers.memory import peak_bytes
 
 
 @pytest.mark.parametrize("held", [1, 5, 1 << 13])
@@ -74,7 +63,7 @@ def test_offsets_of_many_rows_are_not_held_in_memory(tmp_path):
         assert sum(1 for _ in offsets) == size
 
     # the offsets held before a write (16 bytes each), flush's sorted copies, a chunk read
-    assert _peak(fill) < 2**19
+    assert peak_bytes(fill) < 2**19
 
 
 def test_a_row_file_keeps_the_offsets_file_it_is_given(tmp_path):
@@ -83,7 +72,7 @@ def test_a_row_file_keeps_the_offsets_file_it_is_given(tmp_path):
     offsets = RowOffsets(200_000, temporary_dir=tmp_path)
     for number in range(200_000):
         offsets[number] = 11 * (number % 2)
-    assert _peak(lambda: RowFile(path, offsets)) < 2**16  # not copied into an array
+    assert peak_bytes(lambda: RowFile(path, offsets)) < 2**16  # not copied into an array
     rows = RowFile(path, offsets)
     assert [rows[0].row, rows[1].row, rows[-1].row] == [0, 1, 1]
 
