@@ -17,7 +17,7 @@ from typing import IO, Any, BinaryIO
 
 import numpy as np
 
-from judge.errors import OutputError
+from judge.errors import JudgeError, OutputError
 from judge.json_values import dumps_nan_as_null
 from judge.lines import bounded_lines
 from judge.run.data import LazySequence
@@ -33,11 +33,17 @@ _OFFSET = array("q").itemsize
 OFFSETS_HELD = 1 << 13
 
 
+class UnsetOffset(JudgeError, LookupError):
+    """A row's offset read before it was set: a defect of judge, never the user's input."""
+
+
 class RowOffsets(LazySequence[int]):
     """Where each of `size` rows' lines starts, in a temporary file of 8-byte records (row
     i's at byte 8 * i) rather than in memory: 8 MiB a million rows that a run need not hold.
 
-    Rows finish out of order, each offset set once (`self[i] = offset`); the offsets set
+    Rows finish out of order, each offset set once (`self[i] = offset`), stored plus one:
+    the file is sparse, and a record never written reads as 0, which would be row 0's
+    line (read, it is an `UnsetOffset`, not another row's result); the offsets set
     are held until `OFFSETS_HELD` of them are, then written, each run of consecutive rows
     in one write (rows finish nearly in order, so the runs are long). Reading flushes
     them first. The file is removed when the object is gone (or by a later run over the
@@ -98,7 +104,7 @@ class RowOffsets(LazySequence[int]):
                 start = 0
                 for end in ends:
                     records.seek(int(numbers[start]) * _OFFSET)
-                    records.write(values[start:end].tobytes())
+                    records.write((values[start:end] + 1).tobytes())
                     start = end
         except OSError as exc:
             raise write_failure(self.path, exc) from None
@@ -110,15 +116,28 @@ class RowOffsets(LazySequence[int]):
         self.flush()
         with _open_kept(self.path) as records:
             records.seek(number * _OFFSET)
-            return array("q", records.read(_OFFSET))[0]
+            stored = array("q", records.read(_OFFSET))[0]
+        if stored == 0:
+            raise _unset(number)
+        return stored - 1
 
     def __iter__(self) -> Iterator[int]:
         self.flush()
         with _open_kept(self.path) as records:
             for start in range(0, self._size, OFFSETS_HELD):
-                chunk = array("q")
-                chunk.frombytes(records.read(min(OFFSETS_HELD, self._size - start) * _OFFSET))
-                yield from chunk
+                read = records.read(min(OFFSETS_HELD, self._size - start) * _OFFSET)
+                chunk = np.frombuffer(read, dtype=np.int64)
+                unset = np.flatnonzero(chunk == 0)
+                if unset.size:
+                    raise _unset(start + int(unset[0]))
+                yield from (chunk - 1).tolist()
+
+
+def _unset(number: int) -> UnsetOffset:
+    return UnsetOffset(
+        f"row {number}'s place in the rows file was never recorded: a defect of judge; "
+        "please report it with the command that was run"
+    )
 
 
 class RowFile(LazySequence[ResultRow]):

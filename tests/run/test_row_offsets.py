@@ -200,3 +200,17 @@ def test_a_python_run_removes_what_a_killed_run_left_beside_its_checkpoint(tmp_p
     left = list(tmp_path.glob(".judge-rows-*"))
     assert len(left) == 2 and all(f"-{os.getpid()}-" in p.name for p in left)
     assert [r.scores["mrr"] for r in result.rows] == [1.0, 1.0, 1.0]
+
+
+def test_an_offset_never_set_is_an_error_not_row_zeros_line(tmp_path):
+    """The file is sparse: a record never written reads as 0 bytes, which is where row 0's
+    line starts, so a row whose offset was lost would have shown row 0's result."""
+    offsets = RowOffsets(3, temporary_dir=tmp_path)
+    offsets[0], offsets[2] = 0, 120
+    assert offsets.at(0) == 0 and offsets.at(2) == 120
+    with pytest.raises(LookupError, match="row 1"):
+        offsets.at(1)
+    with pytest.raises(LookupError, match="row 1"):
+        list(offsets)
+    offsets[1] = 57
+    assert list(offsets) == [0, 57, 120]
