@@ -258,6 +258,35 @@ def scan_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
             offset += len(line)
 
 
+class DoneRows:
+    """Where a checkpoint's finished rows start, by row number: two arrays, 16 bytes a row
+    (a dict keyed by row number and 64-digit input hash held about 250). A row written
+    twice (a run resumed, then changed input) is found at its last line.
+
+    Args:
+        numbers: the row numbers, in the order of their lines.
+        offsets: where each line starts.
+    """
+
+    def __init__(self, numbers: array[int], offsets: array[int]) -> None:
+        rows = np.frombuffer(numbers, dtype=np.int64) if numbers else np.empty(0, np.int64)
+        at = np.frombuffer(offsets, dtype=np.int64) if offsets else np.empty(0, np.int64)
+        # the last line of each row number: unique over the reversed lines finds it first
+        unique, first = np.unique(rows[::-1], return_index=True)
+        self._numbers = unique
+        self._offsets = at[::-1][first]
+
+    def __len__(self) -> int:
+        return int(self._numbers.size)
+
+    def offset(self, number: int) -> int | None:
+        """Where row `number`'s last line starts, or None when it has none."""
+        k = int(np.searchsorted(self._numbers, number))
+        if k < self._numbers.size and self._numbers[k] == number:
+            return int(self._offsets[k])
+        return None
+
+
 class Checkpoint:
     """Finished rows appended as JSON lines; a restarted run with the same arguments reuses them.
 
@@ -295,20 +324,22 @@ class Checkpoint:
             self._remove = None
         self._out: BinaryIO | None = None
 
-    def load(self) -> dict[tuple[int, str], int]:
-        """Where the rows already done start, by (row number, input hash); torn or foreign
-        lines are skipped."""
-        done: dict[tuple[int, str], int] = {}
-        if not self.path.exists():
-            return done
-        for offset, line in scan_lines(self.path):
-            try:
-                item = json.loads(line)
-            except (ValueError, RecursionError):  # not JSON, cut inside a UTF-8 character
-                continue  # the last line of a killed run may be cut short
-            if isinstance(item, dict) and item.get("run") == self.fingerprint:
-                done[item["row"], item["input"]] = offset
-        return done
+    def load(self) -> DoneRows:
+        """Where the rows already done start, by row number (a row's input hash is in its
+        line: checked when the row is taken); torn or foreign lines are skipped."""
+        numbers, offsets = array("q"), array("q")
+        if self.path.exists():
+            for offset, line in scan_lines(self.path):
+                try:
+                    item = json.loads(line)
+                except (ValueError, RecursionError):  # not JSON, cut inside a UTF-8 character
+                    continue  # the last line of a killed run may be cut short
+                if isinstance(item, dict) and item.get("run") == self.fingerprint:
+                    number = item.get("row")
+                    if isinstance(number, int) and not isinstance(number, bool):
+                        numbers.append(number)
+                        offsets.append(offset)
+        return DoneRows(numbers, offsets)
 
     def line_at(self, offset: int) -> bytes:
         """The line (with its newline) starting at offset."""

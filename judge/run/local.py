@@ -92,7 +92,7 @@ async def execute(
         # checkpoint: a rerun removes them, as judge eval does in its folder.
         remove_debris(temporary_dir)
     spill = Checkpoint(None, plan.fingerprint, temporary_dir=temporary_dir)
-    done = store.load() if store else {}
+    done = store.load() if store else None
     if concurrency is None:  # as many samples in flight as the judge takes requests
         concurrency = session.llm.max_concurrency if session and session.llm else 16
     # Nothing is kept of the rows but where each one's result goes: `rows` may read each
@@ -106,16 +106,23 @@ async def execute(
     offsets = RowOffsets(size, temporary_dir=temporary_dir)
     digest = DataDigest() if plan.data_sha256 is None else None
     resumed = 0
-    for row, input_hash in _mine(plan, rows, hashes, None) if done else ():
-        offset = done.get((row.number, input_hash))
-        if offset is not None and store:  # counted by Progress(resumed=...)
-            # Encoded again, as this run writes rows (results.jsonl is cut from these lines).
-            line = json.loads(store.line_at(offset))
-            record = ResultRow.from_json(line["result"])
-            at = place(row.number)
-            tally.add(record, at=at)
-            offsets[at] = spill.write(spill.encode(row.number, line["input"], record))
-            resumed += 1
+    # The places of the rows taken from the checkpoint (a byte a row, only on a resume).
+    taken = bytearray(size) if done else None
+    for row, input_hash in _mine(plan, rows, hashes, None) if taken is not None else ():
+        assert taken is not None and done is not None and store is not None  # a resume
+        offset = done.offset(row.number)
+        if offset is None:
+            continue
+        line = json.loads(store.line_at(offset))
+        if line["input"] != input_hash:  # the row changed since: judged again
+            continue
+        # Encoded again, as this run writes rows (results.jsonl is cut from these lines).
+        record = ResultRow.from_json(line["result"])
+        at = place(row.number)
+        tally.add(record, at=at)
+        offsets[at] = spill.write(spill.encode(row.number, line["input"], record))
+        taken[at] = 1
+        resumed += 1  # counted by Progress(resumed=...)
     todo = size - resumed
     bar = Progress(
         size,
@@ -127,7 +134,7 @@ async def execute(
     pending = (
         (row, input_hash)
         for row, input_hash in _mine(plan, rows, hashes, digest)
-        if (row.number, input_hash) not in done
+        if taken is None or not taken[place(row.number)]
     )
 
     conversations = Conversations()
