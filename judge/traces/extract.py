@@ -341,7 +341,9 @@ def read_rows(
                 on_skip(result)
             continue
         if result["answer"] is None:  # a chat turn the app failed: no row to judge, but
-            skip = no_answer(trace.trace_id)  # its question is its session's history
+            # its question is its session's history
+            asked = next(s for s in trace.spans if s.span_id == result["span_id"])
+            skip = no_answer(trace.trace_id, asked)
             summary.skipped[skip.reason] += 1
             if on_skip is not None:
                 on_skip(skip)

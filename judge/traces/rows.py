@@ -174,12 +174,7 @@ def trace_row(
     else:
         answer = oi.answer_of(qa_span)
     if answer is None and not chat_turn:
-        return Skip(
-            trace_id,
-            "no_output",
-            f"the span {qa_span.span_id} ({qa_span.name}) that has the question has no output "
-            "(output.value): the app failed or the trace is incomplete",
-        )
+        return no_answer(trace_id, qa_span)
 
     # The retrievals in start order, and what the generator saw: a retriever adds its
     # documents (one found before is kept at its first place), a reranker replaces what
@@ -308,13 +303,13 @@ def trace_row(
     return row
 
 
-def no_answer(trace_id: str) -> Skip:
-    """Why a trace gives no row to judge: the span with the question has no output."""
+def no_answer(trace_id: str, span: Span) -> Skip:
+    """Why a trace gives no row to judge: `span`, the one with the question, has no output."""
     return Skip(
         trace_id,
         "no_output",
-        "the span that has the question has no output (output.value): the app failed or the "
-        "trace is incomplete",
+        f"the span {span.span_id} ({span.name}) that has the question has no output "
+        "(output.value): the app failed or the trace is incomplete",
     )
 
 

@@ -95,6 +95,7 @@ def test_a_turn_the_app_failed_keeps_what_the_user_said_in_its_session(tmp_path)
     ]
     (skip,) = jsonl(tmp_path / "skipped.jsonl")
     assert (skip["trace_id"], skip["reason"]) == (failed, "no_output")
+    assert f"the span {traces.roots[failed]} (chat) that has the question" in skip["message"]
     assert "1 no_output" in done.stdout
     rows = turn_records(session, 0)
     assert [r["turn"] for r in rows] == [2, 5]
