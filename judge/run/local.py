@@ -107,22 +107,23 @@ async def execute(
     digest = DataDigest() if plan.data_sha256 is None else None
     resumed = 0
     # The places of the rows taken from the checkpoint (a byte a row, only on a resume).
-    taken = bytearray(size) if done else None
-    for row, input_hash in _mine(plan, rows, hashes, None) if taken is not None else ():
-        assert taken is not None and done is not None and store is not None  # a resume
-        offset = done.offset(row.number)
-        if offset is None:
-            continue
-        line = json.loads(store.line_at(offset))
-        if line["input"] != input_hash:  # the row changed since: judged again
-            continue
-        # Encoded again, as this run writes rows (results.jsonl is cut from these lines).
-        record = ResultRow.from_json(line["result"])
-        at = place(row.number)
-        tally.add(record, at=at)
-        offsets[at] = spill.write(spill.encode(row.number, line["input"], record))
-        taken[at] = 1
-        resumed += 1  # counted by Progress(resumed=...)
+    taken: bytearray | None = None
+    if store is not None and done:
+        taken = bytearray(size)
+        for row, input_hash in _mine(plan, rows, hashes, None):
+            offset = done.offset(row.number)
+            if offset is None:
+                continue
+            line = json.loads(store.line_at(offset))
+            if line["input"] != input_hash:  # the row changed since: judged again
+                continue
+            # Encoded again, as this run writes rows (results.jsonl is cut from these lines).
+            record = ResultRow.from_json(line["result"])
+            at = place(row.number)
+            tally.add(record, at=at)
+            offsets[at] = spill.write(spill.encode(row.number, line["input"], record))
+            taken[at] = 1
+            resumed += 1  # counted by Progress(resumed=...)
     todo = size - resumed
     bar = Progress(
         size,
