@@ -38,6 +38,7 @@ from judge.cli.options import (
     trace_mapping,
     trace_source_options,
 )
+from judge.cli.output import DRY_RUN_FORMAT, output_options
 from judge.errors import CacheStoreError, JudgeError, LLMConfigError
 from judge.formatting import counted, shell_word, terminal_text
 
@@ -129,12 +130,7 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "can run and score a row, and unreadable rows (and rows over the context window) "
         "are within --max-error-rate; else 2",
     )
-    p.add_argument(
-        "--format",
-        choices=["text", "json"],
-        default="text",
-        help="with --dry-run: print the estimate as a text table or as JSON (default text)",
-    )
+    output_options(p, format_help=DRY_RUN_FORMAT)
     p.add_argument(
         "--ray",
         action="store_true",

@@ -25,6 +25,7 @@ from judge.cli.options import (
     runs_options,
     runs_path,
 )
+from judge.cli.output import DRY_RUN_FORMAT, output_options
 from judge.errors import JudgeError
 from judge.formatting import counted, terminal_text
 
@@ -114,12 +115,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "are the test set's. The app's module is imported, never called. Exit 0 when the "
         "test set is usable for the metrics, else 2",
     )
-    p.add_argument(
-        "--format",
-        choices=["text", "json"],
-        default="text",
-        help="with --dry-run: print the estimate as a text table or as JSON (default text)",
-    )
+    output_options(p, format_help=DRY_RUN_FORMAT)
     p.add_argument(
         "--assume-answer-chars",
         type=int,

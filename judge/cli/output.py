@@ -35,14 +35,19 @@ def written(folder: str | os.PathLike[str], *names: str) -> str:
     return ", ".join([str(Path(folder) / first), *rest])
 
 
-def output_options(p: argparse.ArgumentParser, files: str | None = None) -> None:
-    """Add --format text|json and, when the command writes `files`, --out DIR."""
-    p.add_argument(
-        "--format",
-        choices=["text", "json"],
-        default="text",
-        help="what to print: text or JSON (default text)",
-    )
+# --format's help where it is the format of a --dry-run estimate (judge eval, experiment).
+DRY_RUN_FORMAT = "with --dry-run: print the estimate as a text table or as JSON (default text)"
+
+
+def output_options(
+    p: argparse.ArgumentParser,
+    files: str | None = None,
+    *,
+    format_help: str = "what to print: text or JSON (default text)",
+) -> None:
+    """Add --format text|json (helped by `format_help`) and, when the command writes
+    `files`, --out DIR."""
+    p.add_argument("--format", choices=["text", "json"], default="text", help=format_help)
     if files is not None:
         p.add_argument("--out", help=f"also write {files} here")
 
