@@ -1,4 +1,4 @@
-"""map_ahead: a function applied in a thread, one item ahead, results in order."""
+"""map_ahead: a function applied in threads, items ahead, results in order."""
 
 from __future__ import annotations
 
@@ -54,3 +54,27 @@ def test_a_caller_that_stops_early_leaves_no_worker_thread():
         assert next(results) == 0
         assert set(threading.enumerate()) - before  # the worker is running meanwhile
     assert set(threading.enumerate()) == before  # closed: the worker has ended
+
+
+def test_with_two_workers_two_items_are_worked_on_at_once_and_results_stay_in_order():
+    # Both workers must be inside the function together to pass the barrier: with one
+    # worker, the first item would wait for a second that never starts (BrokenBarrierError).
+    together = threading.Barrier(2, timeout=10)
+    produced: list[int] = []
+
+    def items():
+        for i in range(6):
+            produced.append(i)
+            yield i
+
+    def slow_square(i: int) -> int:
+        if i < 2:
+            together.wait()
+        return i * i
+
+    results = []
+    for result in map_ahead(slow_square, items(), workers=2):
+        results.append(result)
+        # Item k's result is used while items k + 1 and k + 2 are produced.
+        assert len(produced) == min(len(results) + 2, 6)
+    assert results == [0, 1, 4, 9, 16, 25]

@@ -28,6 +28,7 @@ from judge.ir.rank_counts import count_above
 from judge.ir.ranking import Pairs, RankedJudgments, ranked_judgments
 from judge.ir.trec import PathLike
 from judge.ir.trec_columns import (
+    PARSERS,
     TrecColumns,
     Unsuitable,
     chunks,
@@ -343,7 +344,9 @@ def rank_run_file(
             return None
         with open(path, "rb") as handle:
             stream = _Stream(judged_from(qrels), least_grade)
-            parsed = map_ahead(lambda chunk: parse_chunk(*chunk, "run"), chunks(handle, "run"))
+            parsed = map_ahead(
+                lambda chunk: parse_chunk(*chunk, "run"), chunks(handle, "run"), workers=PARSERS
+            )
             with contextlib.closing(parsed):
                 for piece in parsed:
                     stream.add(piece, last=False)
