@@ -13,7 +13,13 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_BYTES = 64 * 2**20
+# A few MiB: what a run meets again is mostly near (a row's own requests, a question's
+# embedding in the rows about it), and a sample met again whole is a replay's `SampleMemo`'s.
+# 64 MiB (a cached vector once cost the most to decode, it is now read from bytes) kept
+# most of a replay of rows all different, each met once: 90 MB more at the peak of 10,000
+# such rows, and the garbage collector's passes over them 1.0-1.2 s of their 10-15 s of
+# CPU (0.2 s with 4 MiB).
+DEFAULT_BYTES = 4 * 2**20
 # Estimates of what a decoded value holds: a list of n floats is about 32 bytes a float
 # (8 for the pointer, 24 for the float); a chat reply (a few short strings and numbers)
 # is counted as 2 KiB, more than the built-in judges' replies hold.

@@ -209,3 +209,29 @@ def test_the_memo_forgets_the_least_recently_used_past_its_budget():
     memo.put("huge", [0.0] * 1000)  # over the whole budget: not kept, nothing dropped
     assert memo.get("huge") is None and memo.get("c") is not None
     assert ResponseMemo(limit=0).get("a") is None
+
+
+def test_a_replay_of_requests_all_different_holds_only_the_last_few_mib_of_responses(
+    tmp_path, fake_llm_server
+):
+    # 6,000 texts' vectors of 256 floats (about 13 MB as remembered): a replay meets each
+    # once, as a replay of real logs meets its rows' requests; a session that kept them
+    # all (64 MiB were allowed) grew with the rows, and its garbage collector's passes
+    # over them cost a replay of 10,000 such rows a second of CPU in ten.
+    from tests.helpers.memory import peak_bytes
+
+    texts = [f"text number {i} of the replay" for i in range(6000)]
+    embeddings = Embeddings("openai/embed-model", api_base=fake_llm_server.base_url, api_key="k")
+    path = tmp_path / "cache.sqlite"
+    with Cache(path) as cache:
+        aio.run_sync(LLMSession(embeddings=embeddings, cache=cache).embed_array(texts))
+    with Cache(path, mode="replay") as cache:
+        session = LLMSession(embeddings=embeddings, cache=cache)
+
+        async def replay() -> None:
+            for start in range(0, len(texts), 4):  # a row's few texts at a time
+                await session.embed_array(texts[start : start + 4])
+
+        peak = peak_bytes(lambda: aio.run_sync(replay()))
+        assert cache.hits == len(texts)
+    assert peak < 8 * 2**20
