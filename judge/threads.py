@@ -33,12 +33,25 @@ def map_ahead(
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         pending: deque[Future[R]] = deque()
-        for item in items:
+        iterator = iter(items)
+        failed: Exception | None = None
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                break
+            except Exception as exc:  # (not Ctrl-C: that stops at once)
+                # Raised after the results of the items before it (and their errors), which
+                # are being worked on: in order, as if the items were done one by one.
+                failed = exc
+                break
             pending.append(pool.submit(function, item))
             if len(pending) > workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+        if failed is not None:
+            raise failed
     finally:
         # On every exit (done, an error of either side, the caller closing us early): the
         # items not started are dropped, those running are waited for, so no thread of

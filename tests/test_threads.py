@@ -78,3 +78,33 @@ def test_with_two_workers_two_items_are_worked_on_at_once_and_results_stay_in_or
         # Item k's result is used while items k + 1 and k + 2 are produced.
         assert len(produced) == min(len(results) + 2, 6)
     assert results == [0, 1, 4, 9, 16, 25]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_error_of_the_items_comes_after_the_results_of_the_items_before_it(workers: int):
+    def items():
+        yield from range(3)
+        raise ValueError("the fourth item")
+
+    got = []
+    with pytest.raises(ValueError, match="fourth"):
+        for result in map_ahead(lambda i: i * 10, items(), workers=workers):
+            got.append(result)
+    assert got == [0, 10, 20]
+
+
+def test_a_work_error_before_an_error_of_the_items_is_the_one_raised():
+    def items():
+        yield from range(3)
+        raise ValueError("the fourth item")
+
+    def fail_on_one(i: int) -> int:
+        if i == 1:
+            raise KeyError("one")
+        return i
+
+    got = []
+    with pytest.raises(KeyError, match="one"):
+        for result in map_ahead(fail_on_one, items(), workers=2):
+            got.append(result)
+    assert got == [0]

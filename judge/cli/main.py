@@ -73,8 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return EXIT_USAGE
-    if threading.current_thread() is threading.main_thread():
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread:
         previous = raise_on_sigterm()
+        interrupt = signal.getsignal(signal.SIGINT)
     try:
         return int(args.func(args))
     except JudgeError as exc:
@@ -92,10 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"judge: error: {terminal_text(f'{where}{exc.strerror or exc}')}", file=sys.stderr)
         return EXIT_USAGE
     except Terminated:
+        _stopping(in_main_thread)
         quiet_after_stop()
         print("judge: terminated (SIGTERM)", file=sys.stderr)
         return EXIT_TERMINATED
     except KeyboardInterrupt:
+        _stopping(in_main_thread)
         quiet_after_stop()
         print("judge: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -109,8 +113,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERNAL
     finally:
-        if threading.current_thread() is threading.main_thread():
+        if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
+            if interrupt is not None:  # (None: not set from Python; left as it is)
+                signal.signal(signal.SIGINT, interrupt)
+
+
+def _stopping(in_main_thread: bool) -> None:
+    """Ignore Ctrl-C and SIGTERM while judge says it stopped: the run has already unwound,
+    and a second signal there (users press Ctrl-C again) would end in a traceback after
+    judge's one-line message."""
+    if in_main_thread:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
