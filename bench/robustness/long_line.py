@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench.support.peak_memory import run_launched
 
 HEAD = b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "'
 CHUNK = (b"the river is long and the answer is in the documents " * 20_000)[: 1 << 20]
@@ -36,13 +36,10 @@ def write_line(out, size: int, head: bytes = HEAD) -> None:
 
 def peak(command: list[str]) -> tuple[int, float, str]:
     """(exit code, peak RSS in MiB, the last line of stderr) of one judge command."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "judge", *command], stderr=subprocess.PIPE, text=True
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    error = process.stderr.read().strip().splitlines() if process.stderr else []
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, usage.ru_maxrss / 1024, error[-1] if error else ""
+    # Through a small launcher: see bench/support/peak_memory.py.
+    done = run_launched([sys.executable, "-m", "judge", *command])
+    error = done.stderr.decode().strip().splitlines()
+    return done.code, done.peak_bytes / 2**20, error[-1] if error else ""
 
 
 def main() -> None:

@@ -14,10 +14,12 @@ judgments, so `--metrics faithfulness,mrr,ndcg@10` measures retrieval metrics to
 are not in the default because judge.ir scores a row in about 0.7 ms (1M rows: minutes
 of CPU more, for the same memory question).
 
-Peak memory is the max RSS of the `judge eval` process (ru_maxrss), start-up included.
-Under `--processes 2` the parent's own peak and the largest shard's are printed apart
-(ru_maxrss of the children is the largest of them). CPU is user plus system time of the
-process and its children; the machine's load is printed beside each figure.
+Peak memory is the peak resident memory of the `judge eval` process since its start
+(VmHWM, start-up included; not ru_maxrss, which starts from this benchmark's own peak: see
+bench/support/peak_memory.py). Under `--processes 2` the parent's own peak and the largest
+shard's are printed apart (each shard writes its own VmHWM when it exits). CPU is user plus
+system time of the process and its children; the machine's load is printed beside each
+figure.
 
 Run: python -m bench.speed.eval_memory [--rows 10000,100000,1000000] [--distinct 100]
      [--processes-rows 100000] [--concurrency 32] [--metrics faithfulness] [--keep DIR]
@@ -34,20 +36,26 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.support.peak_memory import (
+    OWN_PEAK,
+    children_peak_kib,
+    recorded_peaks,
+    recording_peaks,
+)
 from judge.testing import FakeLLMServer, heuristic_judge
 
 TOPICS = ["Python", "Rust", "SQLite", "Linux", "HTTP", "Unicode", "NumPy", "Git"]
 METRICS = "faithfulness"
-# Runs `judge` and reports on stderr its own peak RSS and its children's largest (KiB on
-# Linux), and its CPU time with theirs.
+# Runs `judge` and reports on stderr its process id, its own peak RSS (KiB, `OWN_PEAK`),
+# and its CPU time with its children's.
 MEASURED = (
-    "import resource, sys\n"
+    "import os, resource, sys\n"
     "from judge.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     "own = resource.getrusage(resource.RUSAGE_SELF)\n"
     "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "print('OWN_KIB', own.ru_maxrss, file=sys.stderr)\n"
-    "print('KIDS_KIB', kids.ru_maxrss, file=sys.stderr)\n"
+    "print('PID', os.getpid(), file=sys.stderr)\n"
+    f"{OWN_PEAK}"
     "cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime\n"
     "print('CPU_S', cpu, file=sys.stderr)\n"
     "sys.exit(code)\n"
@@ -112,19 +120,21 @@ def command(
 
 
 def measure(cmd: list[str]) -> dict[str, float]:
-    """Wall seconds, own and children's peak RSS (MiB), CPU seconds of one command."""
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
+    """Wall seconds, own and largest child's peak RSS (MiB), CPU seconds of one command."""
+    with recording_peaks() as (env, folder):
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        wall = time.perf_counter() - start
+        peaks = recorded_peaks(folder)
     if done.returncode not in (0, 1):  # 1: a gate; none here, but not a failure to measure
         raise SystemExit(f"judge eval failed ({done.returncode}):\n{done.stderr[-3000:]}")
     found = dict(
-        line.split() for line in done.stderr.splitlines() if line[:4] in ("OWN_", "KIDS", "CPU_")
+        line.split() for line in done.stderr.splitlines() if line[:4] in ("PID ", "PEAK", "CPU_")
     )
     return {
         "wall": wall,
-        "own": int(found["OWN_KIB"]) / 1024,
-        "kids": int(found["KIDS_KIB"]) / 1024,
+        "own": int(found["PEAK_KIB"]) / 1024,
+        "kids": children_peak_kib(peaks, int(found["PID"])) / 1024,
         "cpu": float(found["CPU_S"]),
     }
 

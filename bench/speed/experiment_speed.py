@@ -18,12 +18,13 @@ import argparse
 import asyncio
 import json
 import math
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.support.peak_memory import own_peak_kib
 
 SLEEP = 0.1
 
@@ -64,7 +65,7 @@ def child(kind: str, questions: int, concurrency: int) -> None:
             app, data, out=Path(folder) / "run", app_concurrency=concurrency, progress=False
         )
         wall = time.perf_counter() - started
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_kib = own_peak_kib()  # not ru_maxrss: see bench/support/peak_memory.py
     print(
         json.dumps(
             {

@@ -6,8 +6,10 @@ ndcg@10, map, mrr (recip_rank) and P@10, judged queries missing from the run sco
 (trec_eval -c). Builds trec_eval from the shared trec_eval/src in a temporary folder (its
 Makefile, as the README there says), runs each tool in a fresh process and prints the wall
 time, CPU time (user + system, of the child alone) and peak memory (max RSS of the child,
-from wait4) side by side: the median of each, and the ratio of each pair of runs (the
-tools run in turn, so a pair shares the machine's load) with its median and range,
+from wait4 in a small launcher: wait4 in this process would count this process's own peak,
+see bench/support/peak_memory.py) side by side: the median of each, and the ratio of each
+pair of runs (the tools run in turn, so a pair shares the machine's load) with its median
+and range,
 against the goal (issue 39: time at most 0.15x trec_eval's, memory at most 0.5x); then
 checks that both printed the same values. A note says when judge's or its
 libraries' modules have no compiled bytecode (each run would compile them). Then
@@ -37,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bench.support.peak_memory import run_launched
 
 REPO = Path(__file__).resolve().parents[2]
 # The shared folder beside the checkout (or beside the folder of worktrees).
@@ -93,21 +97,12 @@ def build_trec_eval(work: Path) -> Path:
 
 
 def measure(command: list[str]) -> tuple[float, float, int, str]:
-    """Wall seconds, CPU seconds and peak RSS bytes (of this child alone, from wait4) and
-    stdout."""
-    with tempfile.TemporaryFile() as out:
-        start = time.perf_counter()
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE)
-        assert child.stderr is not None
-        errors = child.stderr.read()
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - start
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode != 0:
-            sys.exit(f"{command[0]} failed ({child.returncode}): {errors.decode()}")
-        out.seek(0)
-        cpu = usage.ru_utime + usage.ru_stime
-        return seconds, cpu, usage.ru_maxrss * 1024, out.read().decode()
+    """Wall seconds, CPU seconds and peak RSS bytes (of this child alone, from wait4 in a
+    small launcher: see bench/support/peak_memory.py) and stdout."""
+    done = run_launched(command)
+    if done.code != 0:
+        sys.exit(f"{command[0]} failed ({done.code}): {done.stderr.decode()}")
+    return done.seconds, done.cpu, done.peak_bytes, done.stdout.decode()
 
 
 def parse_means(text: str, judge: bool) -> dict[str, float]:

@@ -22,9 +22,11 @@ normalised, as float32 like the fake server's), where the default fake embedding
 hashed bag of words of 256 dimensions, mostly zeros. A provider's vectors are dense (1,536
 for text-embedding-3-small): each replayed vector is N decimal numbers to parse.
 
-Peak memory is the replay process's own maximum resident set size (start-up, input rows,
-cache and output writing included); CPU is its user plus system time. Goals: under 60 s
-and under 1 GB.
+Peak memory is the replay process's own maximum resident set size since its start
+(VmHWM: start-up, input rows, cache and output writing included; before 2026-12-06 it was
+ru_maxrss, which starts from this benchmark's own peak, 440 MiB once it has derived an
+--all-distinct cache: see bench/support/peak_memory.py); CPU is its user plus system time.
+Goals: under 60 s and under 1 GB.
 
 --shards N runs the replay as N `judge eval --replay --shard I/N` processes at once (each
 its own output directory, all reading the one cache file), then `judge merge`. Its wall
@@ -67,25 +69,33 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from bench.support.peak_memory import (
+    OWN_PEAK,
+    children_peak_kib,
+    recorded_peaks,
+    recording_peaks,
+)
 from judge.cache.store import Cache, CacheEntry, cache_key
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import hashed_embedding
 
 TOPICS = ["Python", "Rust", "SQLite", "Linux", "HTTP", "Unicode", "NumPy", "Git"]
-# Runs `judge` and reports on stderr its peak RSS (KiB on Linux: the largest of its own and
-# of its processes', as --processes starts) and its CPU time with theirs.
+# Runs `judge` and reports on stderr its process id, its own peak RSS (KiB, `OWN_PEAK`:
+# not ru_maxrss, which starts from this benchmark's own peak) and its CPU time with its
+# processes' (as --processes starts; their peaks are recorded as they exit).
 MEASURED = (
-    "import resource, sys\n"
+    "import os, resource, sys\n"
     "from judge.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     "own = resource.getrusage(resource.RUSAGE_SELF)\n"
     "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "print('MAXRSS_KIB', max(own.ru_maxrss, kids.ru_maxrss), file=sys.stderr)\n"
+    "print('PID', os.getpid(), file=sys.stderr)\n"
+    f"{OWN_PEAK}"
     "cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime\n"
     "print('CPU_S', cpu, file=sys.stderr)\n"
     "sys.exit(code)\n"
@@ -195,19 +205,39 @@ def eval_command(
     ]
 
 
-def finish(process: subprocess.Popen, start: float) -> tuple[float, float, float]:
-    """(seconds since start, peak RSS in MiB, CPU seconds) of a MEASURED process."""
-    _, err = process.communicate()
-    seconds = time.perf_counter() - start
-    if process.returncode != 0:
-        raise SystemExit(f"{process.args[3]} failed ({process.returncode}):\n{err[-3000:]}")
-    found = dict(line.split() for line in err.splitlines() if line[:6] in ("MAXRSS", "CPU_S "))
-    return seconds, int(found["MAXRSS_KIB"]) / 1024, float(found["CPU_S"])
+@dataclass
+class Running:
+    """A measured command started, and where the processes it starts record their peaks."""
+
+    process: subprocess.Popen
+    recording: contextlib.ExitStack
+    peaks: Path
 
 
-def launch(command: list[str]) -> subprocess.Popen:
+def finish(running: Running, start: float) -> tuple[float, float, float]:
+    """(seconds since start, peak RSS in MiB: the largest of its own and its processes',
+    CPU seconds) of a MEASURED process."""
+    with running.recording:
+        _, err = running.process.communicate()
+        seconds = time.perf_counter() - start
+        peaks = recorded_peaks(running.peaks)
+    if running.process.returncode != 0:
+        raise SystemExit(
+            f"{running.process.args[3]} failed ({running.process.returncode}):\n{err[-3000:]}"
+        )
+    found = dict(line.split() for line in err.splitlines() if line[:4] in ("PID ", "PEAK", "CPU_"))
+    kib = max(int(found["PEAK_KIB"]), children_peak_kib(peaks, int(found["PID"])))
+    return seconds, kib / 1024, float(found["CPU_S"])
+
+
+def launch(command: list[str]) -> Running:
     """A measured command started (stdout and stderr captured)."""
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recording = contextlib.ExitStack()
+    env, peaks = recording.enter_context(recording_peaks())
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    return Running(process, recording, peaks)
 
 
 def measure(command: list[str]) -> tuple[float, float, float]:

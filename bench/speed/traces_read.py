@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.support.peak_memory import own_peak_kib
 
 DAY_NS = 86_400 * 10**9
 START_NS = 1_796_000_000 * 10**9
@@ -167,7 +168,7 @@ def child(path: str, sessions: bool = False) -> None:
     else:
         rows = sum(1 for _ in read_rows(path, summary=summary))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = own_peak_kib() / 1024  # not ru_maxrss: see bench/support/peak_memory.py
     print(
         json.dumps(
             {"rows": rows, "wall_s": wall, "cpu_s": cpu, "peak_mib": peak, **summary.to_dict()}
