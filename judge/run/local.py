@@ -8,6 +8,7 @@ import bisect
 import itertools
 import json
 import math
+import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -31,7 +32,7 @@ from judge.run.data import Row
 from judge.run.digest import DataDigest, row_hash
 from judge.run.inputs import InputRows
 from judge.run.options import RunSpec
-from judge.run.output_folder import remove_debris
+from judge.run.output_folder import remove_debris, sweep_shared_folder
 from judge.run.plan import RunPlan
 from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
@@ -91,6 +92,8 @@ async def execute(
         # A run killed there (kill -9, a crash) left its result's files, as big as its
         # checkpoint: a rerun removes them, as judge eval does in its folder.
         remove_debris(temporary_dir)
+    else:  # the system's temporary folder, which processes of other containers may share
+        sweep_shared_folder(Path(tempfile.gettempdir()))
     spill = Checkpoint(None, plan.fingerprint, temporary_dir=temporary_dir)
     done = store.load() if store else None
     if concurrency is None:  # as many samples in flight as the judge takes requests

@@ -13,6 +13,7 @@ a second run on the same folder; the cache stays shareable.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -32,6 +33,7 @@ __all__ = [
     "check_results_hash",
     "file_sha256",
     "remove_debris",
+    "sweep_shared_folder",
     "temporary_prefix",
     "write_failure",
 ]
@@ -43,6 +45,8 @@ ROWS_PREFIX = ".judge-rows-"  # judge.run.checkpoint's spill files
 # process that had the same id (in a container judge may be process 1 on every run).
 _DEBRIS = re.compile(r"^\.judge-(?:out|rows)-(\d+)-(?:([0-9a-f]{8})-)?")
 _TOKEN = secrets.token_hex(4)
+LIVE_PREFIX = ".judge-live-"
+_MARK = re.compile(r"^\.judge-live-(\d+)-([0-9a-f]{8})$")
 
 
 def temporary_prefix(kind: str) -> str:
@@ -79,6 +83,76 @@ def remove_debris(folder: Path) -> list[Path]:
                 path.unlink()
                 removed.append(path)
     return removed
+
+
+# This process's live marks, by folder (see `sweep_shared_folder`): held, by design, for as
+# long as the process lives, as its process id and token are.
+_MARKS: dict[str, IO[str] | None] = {}
+
+
+def sweep_shared_folder(folder: Path) -> list[Path]:
+    """In a temporary folder other processes share (the system's, perhaps with other
+    containers, where a process id names another process or none): hold this process's
+    live mark there, and remove the files of processes whose mark is no longer held (they
+    ended, even by kill -9, with their results' files left). Once per process and folder;
+    returns what was removed.
+
+    A mark is a lock file, `.judge-live-PID-TOKEN`, held while its process lives and
+    removed when it exits; files whose process has no mark (an older judge, a system
+    without file locks) are left, as nothing here can tell whether it is alive.
+    """
+    key = str(folder)
+    if key in _MARKS:
+        return []
+    _MARKS[key] = _hold_mark(folder / f"{LIVE_PREFIX}{os.getpid()}-{_TOKEN}")
+    owners: dict[tuple[str, str], list[Path]] = {}
+    with contextlib.suppress(OSError):
+        for path in folder.iterdir():
+            match = _DEBRIS.match(path.name) or _MARK.match(path.name)
+            if match is not None and match.group(2) is not None:
+                owners.setdefault((match.group(1), match.group(2)), []).append(path)
+    removed = []
+    for (pid, token), paths in owners.items():
+        if (pid, token) == (str(os.getpid()), _TOKEN):
+            continue
+        mark = folder / f"{LIVE_PREFIX}{pid}-{token}"
+        if not mark.exists():
+            continue  # nothing tells whether its process is alive
+        try:
+            held = hold_lock(mark)  # held: its process has ended
+        except (LockHeld, OSError):
+            continue  # alive (or the mark cannot be read)
+        if held is None:
+            continue  # no locks on this file system: nothing tells
+        with held:
+            for path in paths:
+                if path != mark:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+                        removed.append(path)
+            with contextlib.suppress(OSError):
+                mark.unlink()
+    return removed
+
+
+def _hold_mark(path: Path) -> IO[str] | None:
+    """This process's live mark at `path`, held until the process exits (then removed);
+    None where it cannot be held (no locks, a folder not writable)."""
+    try:
+        held = hold_lock(path)
+    except (LockHeld, OSError):
+        return None
+    if held is not None:
+        atexit.register(_drop_mark, path, held, os.getpid())
+    return held
+
+
+def _drop_mark(path: Path, held: IO[str], owner: int) -> None:
+    if os.getpid() != owner:  # a forked child exiting: the mark is its parent's
+        return
+    with contextlib.suppress(OSError):
+        path.unlink()
+    held.close()
 
 
 def write_failure(path: Path, exc: OSError) -> OutputError:

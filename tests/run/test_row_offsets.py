@@ -234,3 +234,72 @@ def test_a_checkpoints_finished_rows_are_found_without_a_dict_entry_each(tmp_pat
     done = store.load()
     assert done.offset(0) == 0 and done.offset(rows - 1) is not None
     assert done.offset(rows) is None and len(done) == rows
+
+
+# A process that ran judge.evaluate without a checkpoint and ended with its result alive,
+# its clean-up skipped (as a notebook's kernel killed, or kill -9): what a result reads is
+# left in the system's temporary folder.
+_ENDED_HOLDING_A_RESULT = (
+    "import os, sys\n"
+    "from judge.run.evaluate import evaluate\n"
+    "rows = [{'question': 'q', 'retrieved_ids': ['a'], 'relevance': {'a': 1}}] * 3\n"
+    "result = evaluate(rows, metrics=['mrr'], progress=False)\n"
+    "print('ready', flush=True)\n"
+    "if sys.argv[1:] == ['wait']:\n"
+    "    sys.stdin.readline()\n"
+    "os._exit(0)\n"
+)
+
+
+def test_a_run_without_checkpoint_removes_what_ended_processes_left_in_the_shared_temp(
+    tmp_path, monkeypatch
+):
+    import tempfile
+
+    from judge.run.evaluate import evaluate
+
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    env = {**os.environ, "TMPDIR": str(shared)}
+    subprocess.run([sys.executable, "-c", _ENDED_HOLDING_A_RESULT], env=env, check=True)
+    ended = set(shared.glob(".judge-rows-*"))
+    assert len(ended) == 2  # its rows and their offsets
+    # A process that is still alive, with its result: its files must stay.
+    alive = subprocess.Popen(
+        [sys.executable, "-c", _ENDED_HOLDING_A_RESULT, "wait"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert alive.stdout is not None and alive.stdout.readline() == "ready\n"
+        theirs = set(shared.glob(".judge-rows-*")) - ended
+        assert len(theirs) == 2
+        # A file of a process this one cannot tell about (no mark: an older judge, another
+        # machine on a shared folder): left, since a process id alone says nothing here.
+        unmarked = shared / ".judge-rows-1-0badcafe-x.jsonl"
+        unmarked.write_text("")
+        monkeypatch.setattr(tempfile, "tempdir", str(shared))
+        rows = [{"question": "q", "retrieved_ids": ["a"], "relevance": {"a": 1}}]
+        result = evaluate(rows, metrics=["mrr"], progress=False)
+        assert [r.scores["mrr"] for r in result.rows] == [1.0]
+        left = set(shared.glob(".judge-rows-*"))
+        assert not ended & left  # the ended process's files are gone
+        assert theirs <= left and unmarked in left
+    finally:
+        assert alive.stdin is not None
+        alive.stdin.write("\n")
+        alive.stdin.close()
+        alive.wait(timeout=30)
+
+
+def test_a_process_that_exits_leaves_neither_files_nor_its_live_mark_in_the_shared_temp(
+    tmp_path,
+):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    ends = _ENDED_HOLDING_A_RESULT.replace("os._exit(0)", "sys.exit(0)")
+    env = {**os.environ, "TMPDIR": str(shared)}
+    subprocess.run([sys.executable, "-c", ends], env=env, check=True, capture_output=True)
+    assert list(shared.iterdir()) == []
