@@ -19,6 +19,8 @@ import errno
 import os
 import re
 import secrets
+import stat
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -26,6 +28,9 @@ from typing import IO
 from judge.errors import OutputError
 from judge.locks import LockHeld, hold_lock
 from judge.run.folder import OUTPUT_NAMES, check_results_hash, file_sha256
+
+if sys.platform != "win32":  # on Windows the shared temporary folder is not swept
+    import fcntl
 
 __all__ = [
     "OUTPUT_NAMES",
@@ -87,7 +92,7 @@ def remove_debris(folder: Path) -> list[Path]:
 
 # This process's live marks, by folder (see `sweep_shared_folder`): held, by design, for as
 # long as the process lives, as its process id and token are.
-_MARKS: dict[str, IO[str] | None] = {}
+_MARKS: dict[str, int | None] = {}
 
 
 def sweep_shared_folder(folder: Path) -> list[Path]:
@@ -99,10 +104,12 @@ def sweep_shared_folder(folder: Path) -> list[Path]:
 
     A mark is a lock file, `.judge-live-PID-TOKEN`, held while its process lives and
     removed when it exits; files whose process has no mark (an older judge, a system
-    without file locks) are left, as nothing here can tell whether it is alive.
+    without file locks) are left, as nothing here can tell whether it is alive. Only this
+    user's regular files are touched, never through a symbolic link (anyone may write in
+    /tmp).
     """
     key = str(folder)
-    if key in _MARKS:
+    if key in _MARKS or sys.platform == "win32":
         return []
     _MARKS[key] = _hold_mark(folder / f"{LIVE_PREFIX}{os.getpid()}-{_TOKEN}")
     owners: dict[tuple[str, str], list[Path]] = {}
@@ -116,43 +123,73 @@ def sweep_shared_folder(folder: Path) -> list[Path]:
         if (pid, token) == (str(os.getpid()), _TOKEN):
             continue
         mark = folder / f"{LIVE_PREFIX}{pid}-{token}"
-        if not mark.exists():
-            continue  # nothing tells whether its process is alive
-        try:
-            held = hold_lock(mark)  # held: its process has ended
-        except (LockHeld, OSError):
-            continue  # alive (or the mark cannot be read)
+        held = _ended_mark(mark)
         if held is None:
-            continue  # no locks on this file system: nothing tells
-        with held:
+            continue  # alive, or nothing tells
+        try:
             for path in paths:
-                if path != mark:
+                if path != mark and _own_file(path):
                     with contextlib.suppress(OSError):
                         path.unlink()
                         removed.append(path)
             with contextlib.suppress(OSError):
                 mark.unlink()
+        finally:
+            os.close(held)
     return removed
 
 
-def _hold_mark(path: Path) -> IO[str] | None:
-    """This process's live mark at `path`, held until the process exits (then removed);
-    None where it cannot be held (no locks, a folder not writable)."""
+def _hold_mark(path: Path) -> int | None:
+    """This process's live mark at `path` (a new file, never followed through a link),
+    locked until the process exits, then removed; None where it cannot be held."""
     try:
-        held = hold_lock(path)
-    except (LockHeld, OSError):
+        held = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:
         return None
-    if held is not None:
-        atexit.register(_drop_mark, path, held, os.getpid())
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # no locks on this file system: no mark
+        os.close(held)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    atexit.register(_drop_mark, path, held, os.getpid())
     return held
 
 
-def _drop_mark(path: Path, held: IO[str], owner: int) -> None:
+def _ended_mark(path: Path) -> int | None:
+    """The mark of an ended process, opened and locked by this one (an open descriptor);
+    None when its process lives, or when it is not this user's regular file."""
+    try:
+        held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # gone, or a link
+        return None
+    try:
+        found = os.fstat(held)
+        if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid():
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return held
+    except OSError:  # held by its living process (or no locks here)
+        pass
+    os.close(held)
+    return None
+
+
+def _own_file(path: Path) -> bool:
+    """Whether `path` is this user's regular file (not followed through a link)."""
+    try:
+        found = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid()
+
+
+def _drop_mark(path: Path, held: int, owner: int) -> None:
     if os.getpid() != owner:  # a forked child exiting: the mark is its parent's
         return
     with contextlib.suppress(OSError):
         path.unlink()
-    held.close()
+    os.close(held)
 
 
 def write_failure(path: Path, exc: OSError) -> OutputError:

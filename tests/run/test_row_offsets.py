@@ -303,3 +303,34 @@ def test_a_process_that_exits_leaves_neither_files_nor_its_live_mark_in_the_shar
     env = {**os.environ, "TMPDIR": str(shared)}
     subprocess.run([sys.executable, "-c", ends], env=env, check=True, capture_output=True)
     assert list(shared.iterdir()) == []
+
+
+def test_the_sweep_of_the_shared_temp_follows_no_link_anyone_could_have_put_there(tmp_path):
+    from judge.run.output_folder import sweep_shared_folder
+
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    victim = tmp_path / "notes.txt"  # a file of the user's, outside the temporary folder
+    victim.write_text("keep me\n")
+    # In /tmp anyone may name a "mark" after a process that seems to have ended: a link
+    # to the user's file. Locking it through the link (as an output folder's lock is
+    # taken: opened to append, then rewritten with the holder's id) would empty the file.
+    (shared / ".judge-live-4242-0badcafe").symlink_to(victim)
+    debris = shared / ".judge-rows-4242-0badcafe-a.jsonl"
+    debris.write_text("")
+    # A dead process's real mark, with a "debris" link to the user's file beside it.
+    subprocess.run(
+        [sys.executable, "-c", _ENDED_HOLDING_A_RESULT],
+        check=True,
+        env={**os.environ, "TMPDIR": str(shared)},
+        capture_output=True,
+    )
+    (mark,) = [m for m in shared.glob(".judge-live-*") if not m.is_symlink()]
+    owner = mark.name.removeprefix(".judge-live-")
+    link = shared / f".judge-rows-{owner}-b.jsonl"
+    link.symlink_to(victim)
+    removed = sweep_shared_folder(shared)
+    assert victim.read_text() == "keep me\n"
+    assert debris.exists()  # its "mark" is a link: nothing tells whether it ended
+    assert link.is_symlink() and link not in removed  # only regular files are removed
+    assert len(removed) == 2 and not mark.exists()  # the ended process's two files
