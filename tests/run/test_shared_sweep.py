@@ -1,0 +1,130 @@
+"""Attacks on the sweep of the shared temporary folder (judge.run.output_folder)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from judge.run import output_folder
+from judge.run.output_folder import remove_debris, sweep_shared_folder, temporary_prefix
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="no sweep on Windows")
+
+_SWEEP = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from judge.run.output_folder import sweep_shared_folder\n"
+    "print(len(sweep_shared_folder(Path(sys.argv[1]))))\n"
+)
+
+# Holds a lock on the mark given, as a live judge process does, until stdin closes.
+_HOLDER = (
+    "import fcntl, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.readline()\n"
+)
+
+
+def test_a_fifo_named_as_a_mark_does_not_hang_the_sweep(tmp_path):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    # Anyone may put a FIFO in /tmp named as a mark: opening it to read waits for a writer.
+    os.mkfifo(shared / ".judge-live-4242-0badcafe")
+    (shared / ".judge-rows-4242-0badcafe-a.jsonl").write_text("")
+    done = subprocess.run(
+        [sys.executable, "-c", _SWEEP, str(shared)], capture_output=True, text=True, timeout=10
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "0\n"  # nothing tells whether 4242 ended: its file is left
+    assert (shared / ".judge-rows-4242-0badcafe-a.jsonl").exists()
+
+
+def test_a_mark_is_never_seen_before_it_is_locked(tmp_path, monkeypatch):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    # This process's files from before its mark (a run with a checkpoint in this folder).
+    mine = shared / f"{temporary_prefix('rows')}a.jsonl"
+    mine.write_text("a row a result still reads\n")
+    real = output_folder.fcntl
+    swept = []
+
+    def flock(fd: int, operation: int) -> None:
+        # Another process sweeps just as this one has made its mark, before locking it.
+        if not swept:
+            swept.append(
+                subprocess.run(
+                    [sys.executable, "-c", _SWEEP, str(shared)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )
+        real.flock(fd, operation)
+
+    monkeypatch.setattr(
+        output_folder,
+        "fcntl",
+        types.SimpleNamespace(flock=flock, LOCK_EX=real.LOCK_EX, LOCK_NB=real.LOCK_NB),
+    )
+    sweep_shared_folder(shared)
+    assert swept == ["0\n"]
+    assert mine.read_text() == "a row a result still reads\n"
+    # and the mark is in place, held: a later sweep leaves this process's files
+    monkeypatch.setattr(output_folder, "fcntl", real)
+    assert (shared / f".judge-live-{os.getpid()}-{mine.name.split('-')[3]}").exists()
+    later = subprocess.run(
+        [sys.executable, "-c", _SWEEP, str(shared)], capture_output=True, text=True, check=True
+    )
+    assert later.stdout == "0\n" and mine.exists()
+
+
+def test_a_checkpoint_in_the_shared_temp_leaves_the_files_of_a_live_marked_process(tmp_path):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    # A process of another container (its id means nothing here) holding a result: its
+    # mark is held. A run whose checkpoint is in this folder must not remove its files.
+    pid = 4194000
+    while pid > 1 and output_folder.process_alive(pid):
+        pid -= 1
+    mark = shared / f".judge-live-{pid}-0badcafe"
+    theirs = shared / f".judge-rows-{pid}-0badcafe-a.jsonl"
+    theirs.write_text("")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(mark)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        assert remove_debris(shared) == []
+        assert theirs.exists()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    # once it has ended, its files go
+    assert set(remove_debris(shared)) == {theirs}
+
+
+def test_a_process_leaves_no_pending_mark_behind(tmp_path):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    code = (
+        "import json\n"
+        + _SWEEP
+        + "print(json.dumps(sorted(p.name for p in Path(sys.argv[1]).iterdir())))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(shared)], check=True, capture_output=True, text=True
+    )
+    (mark,) = json.loads(done.stdout.splitlines()[1])  # while it lived: its mark alone
+    assert mark.startswith(".judge-live-")
+    assert list(shared.iterdir()) == []  # and nothing once it exited
