@@ -128,3 +128,32 @@ def test_a_process_leaves_no_pending_mark_behind(tmp_path):
     (mark,) = json.loads(done.stdout.splitlines()[1])  # while it lived: its mark alone
     assert mark.startswith(".judge-live-")
     assert list(shared.iterdir()) == []  # and nothing once it exited
+
+
+_FORKS_HOLDING_A_RESULT = (
+    "import os, sys\n"
+    "from judge.run.evaluate import evaluate\n"
+    "rows = [{'question': 'q', 'retrieved_ids': ['a'], 'relevance': {'a': 1}}] * 3\n"
+    "result = evaluate(rows, metrics=['mrr'], progress=False)\n"
+    "child = os.fork()\n"
+    "if child == 0:\n"
+    "    del result\n"  # a child dropping its copy, then exiting as a script does
+    "    sys.exit(0)\n"
+    "os.waitpid(child, 0)\n"
+    "print([r.scores['mrr'] for r in result.rows])\n"
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_exiting_leaves_its_parents_result_readable(tmp_path):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKS_HOLDING_A_RESULT],
+        env={**os.environ, "TMPDIR": str(shared)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[1.0, 1.0, 1.0]\n"
+    assert list(shared.iterdir()) == []  # the parent removed them when it exited
