@@ -104,9 +104,9 @@ def _marked_alive(folder: Path, pid: int, token: str, seen: dict[tuple[int, str]
     return seen[pid, token]
 
 
-# This process's live marks, by folder (see `sweep_shared_folder`): held, by design, for as
-# long as the process lives, as its process id and token are.
-_MARKS: dict[str, int | None] = {}
+# This process's live marks, by folder and process id (see `sweep_shared_folder`): held, by
+# design, for as long as the process lives, as its process id and token are.
+_MARKS: dict[tuple[str, int], int | None] = {}
 
 
 def sweep_shared_folder(folder: Path) -> list[Path]:
@@ -122,7 +122,9 @@ def sweep_shared_folder(folder: Path) -> list[Path]:
     user's regular files are touched, never through a symbolic link (anyone may write in
     /tmp).
     """
-    key = str(folder)
+    # by process too: a forked child names its files with its own id, so it needs its own
+    # mark (its parent's, inherited, would leave them unswept once the child is killed)
+    key = (str(folder), os.getpid())
     if key in _MARKS or sys.platform == "win32":
         return []
     _MARKS[key] = _hold_mark(folder / f"{LIVE_PREFIX}{os.getpid()}-{_TOKEN}")

@@ -157,3 +157,44 @@ def test_a_forked_child_exiting_leaves_its_parents_result_readable(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "[1.0, 1.0, 1.0]\n"
     assert list(shared.iterdir()) == []  # the parent removed them when it exited
+
+
+_FORK_KILLED_HOLDING_A_RESULT = (
+    "import os, signal, sys\n"
+    "from judge.run.evaluate import evaluate\n"
+    "rows = [{'question': 'q', 'retrieved_ids': ['a'], 'relevance': {'a': 1}}] * 3\n"
+    "result = evaluate(rows, metrics=['mrr'], progress=False)\n"
+    "child = os.fork()\n"
+    "if child == 0:\n"
+    "    again = evaluate(rows, metrics=['mrr'], progress=False)\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "os.waitpid(child, 0)\n"
+    "print(child, flush=True)\n"
+    "sys.stdin.readline()\n"
+    "print([r.scores['mrr'] for r in result.rows])\n"
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_the_files_of_a_killed_forked_child_are_swept_and_its_parents_kept(tmp_path):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _FORK_KILLED_HOLDING_A_RESULT],
+        env={**os.environ, "TMPDIR": str(shared)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None and parent.stdin is not None
+    child = int(parent.stdout.readline())
+    childs = set(shared.glob(f".judge-rows-{child}-*"))
+    assert len(childs) == 2  # its result's rows and offsets, left by kill -9
+    sweep = subprocess.run(
+        [sys.executable, "-c", _SWEEP, str(shared)], capture_output=True, text=True, check=True
+    )
+    parent.stdin.write("\n")
+    parent.stdin.close()
+    assert parent.stdout.readline() == "[1.0, 1.0, 1.0]\n"  # the parent's are kept
+    assert parent.wait(timeout=30) == 0
+    assert sweep.stdout == "2\n" and not childs & set(shared.iterdir())
