@@ -198,3 +198,51 @@ def test_the_files_of_a_killed_forked_child_are_swept_and_its_parents_kept(tmp_p
     assert parent.stdout.readline() == "[1.0, 1.0, 1.0]\n"  # the parent's are kept
     assert parent.wait(timeout=30) == 0
     assert sweep.stdout == "2\n" and not childs & set(shared.iterdir())
+
+
+_HOLDS_A_CHECKPOINTED_RESULT = (
+    "import os, sys, tempfile\n"
+    "from judge.run.evaluate import evaluate\n"
+    "rows = [{'question': 'q', 'retrieved_ids': ['a'], 'relevance': {'a': 1}}] * 3\n"
+    "checkpoint = os.path.join(tempfile.gettempdir(), 'theirs.jsonl')\n"
+    "result = evaluate(rows, metrics=['mrr'], progress=False, checkpoint=checkpoint)\n"
+    "os.remove(checkpoint)\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "print([r.scores['mrr'] for r in result.rows], flush=True)\n"
+)
+
+
+def test_a_checkpoint_in_the_shared_temp_marks_its_process_alive(tmp_path, monkeypatch):
+    import tempfile
+
+    from judge.run.evaluate import evaluate
+
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    # A process of another container keeps a result whose files are beside its
+    # checkpoint, in the temporary folder both share.
+    theirs = subprocess.Popen(
+        [sys.executable, "-c", _HOLDS_A_CHECKPOINTED_RESULT],
+        env={**os.environ, "TMPDIR": str(shared)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert theirs.stdout is not None and theirs.stdout.readline() == "ready\n"
+        # This process runs with a checkpoint there too; its process ids name none of
+        # the other container's processes.
+        monkeypatch.setattr(output_folder, "process_alive", lambda pid: False)
+        monkeypatch.setattr(tempfile, "tempdir", str(shared))
+        rows = [{"question": "q", "retrieved_ids": ["a"], "relevance": {"a": 1}}]
+        mine = evaluate(rows, metrics=["mrr"], progress=False, checkpoint=shared / "mine.jsonl")
+        assert [r.scores["mrr"] for r in mine.rows] == [1.0]
+        assert theirs.stdin is not None
+        theirs.stdin.write("\n")
+        theirs.stdin.flush()
+        assert theirs.stdout.readline() == "[1.0, 1.0, 1.0]\n"
+    finally:
+        assert theirs.stdin is not None
+        theirs.stdin.close()
+        theirs.wait(timeout=30)
