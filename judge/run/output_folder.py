@@ -72,7 +72,7 @@ def process_alive(pid: int) -> bool:
 
 def remove_debris(folder: Path) -> list[Path]:
     """Remove the temporary files that runs killed in this folder left behind (their
-    process is gone); returns what was removed."""
+    process is gone; only this user's regular files); returns what was removed."""
     removed = []
     marks: dict[tuple[int, str], bool] = {}
     with contextlib.suppress(OSError):
@@ -85,6 +85,8 @@ def remove_debris(folder: Path) -> list[Path]:
                 continue  # ours: a result of this process may still read it
             if pid != os.getpid() and process_alive(pid):
                 continue  # another live process's (a Python caller without the lock)
+            if not _own_file(path):
+                continue  # another user's (root's run in a shared /tmp), or not a file
             if token is not None and _marked_alive(folder, pid, token, marks):
                 # a live process of another container (its id names none here) when the
                 # folder is the shared temporary one: see sweep_shared_folder

@@ -246,3 +246,19 @@ def test_a_checkpoint_in_the_shared_temp_marks_its_process_alive(tmp_path, monke
         assert theirs.stdin is not None
         theirs.stdin.close()
         theirs.wait(timeout=30)
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to chown")
+def test_debris_removal_touches_only_this_users_files(tmp_path):
+    # Run as root (a container's user), with a checkpoint in the shared /tmp: the files
+    # of another user's process there are not this run's to remove, whatever its id says.
+    pid = 4194000
+    while pid > 1 and output_folder.process_alive(pid):
+        pid -= 1
+    theirs = tmp_path / f".judge-rows-{pid}-0badcafe-a.jsonl"
+    theirs.write_text("")
+    os.chown(theirs, 65534, 65534)
+    ended = tmp_path / f".judge-rows-{pid}-0badcafe-b.jsonl"
+    ended.write_text("")
+    assert remove_debris(tmp_path) == [ended]
+    assert theirs.exists()
