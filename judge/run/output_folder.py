@@ -63,7 +63,7 @@ def process_alive(pid: int) -> bool:
     """Whether a process with this id exists (signal 0 checks without sending)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # none, or an id no process can have
         return False
     except PermissionError:  # someone else's process: alive
         return True

@@ -262,3 +262,11 @@ def test_debris_removal_touches_only_this_users_files(tmp_path):
     ended.write_text("")
     assert remove_debris(tmp_path) == [ended]
     assert theirs.exists()
+
+
+def test_debris_named_after_an_impossible_process_id_does_not_crash_the_run(tmp_path):
+    # Anyone may name a file so in /tmp (or a shared output folder): no process has the id.
+    impossible = tmp_path / ".judge-rows-99999999999999999999-0badcafe-a.jsonl"
+    impossible.write_text("")
+    assert remove_debris(tmp_path) == [impossible]
+    assert sweep_shared_folder(tmp_path) == []
