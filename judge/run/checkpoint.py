@@ -60,7 +60,7 @@ class RowOffsets(LazySequence[int]):
         )
         self.path = Path(name)
         self._size = size
-        self._remove = weakref.finalize(self, _unlink, self.path)
+        self._remove = weakref.finalize(self, _unlink, self.path, os.getpid())
         # the rows and offsets set since the last flush (two arrays: 16 bytes each)
         self._numbers = array("q")
         self._values = array("q")
@@ -317,7 +317,9 @@ class Checkpoint:
             )
             os.close(handle)
             self.path = Path(name)
-            self._remove: Callable[[], object] | None = weakref.finalize(self, _unlink, self.path)
+            self._remove: Callable[[], object] | None = weakref.finalize(
+                self, _unlink, self.path, os.getpid()
+            )
         else:
             self.path = Path(path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -504,5 +506,9 @@ def open_for_appending(path: Path) -> BinaryIO:
     return out
 
 
-def _unlink(path: Path) -> None:
-    path.unlink(missing_ok=True)
+def _unlink(path: Path, owner: int) -> None:
+    # A forked child has a copy of its parent's results, finalized as it exits (or drops
+    # them) while the parent still reads the files: only the process that made one
+    # removes it.
+    if os.getpid() == owner:
+        path.unlink(missing_ok=True)

@@ -8,6 +8,7 @@ import bisect
 import itertools
 import json
 import math
+import os
 import tempfile
 import time
 from array import array
@@ -89,6 +90,10 @@ async def execute(
     store = Checkpoint(checkpoint, plan.fingerprint) if checkpoint else None
     temporary_dir = Path(checkpoint).parent if checkpoint else None
     if temporary_dir is not None:
+        if _in_shared_temp(temporary_dir):
+            # a checkpoint in the shared temporary folder: this process's files there need
+            # its live mark, or another container's run would take them for debris
+            sweep_shared_folder(Path(tempfile.gettempdir()))
         # A run killed there (kill -9, a crash) left its result's files, as big as its
         # checkpoint: a rerun removes them, as judge eval does in its folder.
         remove_debris(temporary_dir)
@@ -203,6 +208,14 @@ async def execute(
         cache_damaged=cache.damaged - damaged if cache is not None else 0,
     )
     return EvaluationResult(finished, names, config, usage, tally=tally)
+
+
+def _in_shared_temp(folder: Path) -> bool:
+    """Whether `folder` is the system's temporary folder (by any path to it)."""
+    try:
+        return os.path.samefile(folder, tempfile.gettempdir())
+    except OSError:  # either is absent (no usable temporary folder: not this run's concern)
+        return False
 
 
 def _places(plan: RunPlan, rows: Sequence[Row] | InputRows) -> tuple[int, Callable[[int], int]]:

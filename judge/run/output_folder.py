@@ -63,7 +63,7 @@ def process_alive(pid: int) -> bool:
     """Whether a process with this id exists (signal 0 checks without sending)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # none, or an id no process can have
         return False
     except PermissionError:  # someone else's process: alive
         return True
@@ -72,8 +72,9 @@ def process_alive(pid: int) -> bool:
 
 def remove_debris(folder: Path) -> list[Path]:
     """Remove the temporary files that runs killed in this folder left behind (their
-    process is gone); returns what was removed."""
+    process is gone; only this user's regular files); returns what was removed."""
     removed = []
+    marks: dict[tuple[int, str], bool] = {}
     with contextlib.suppress(OSError):
         for path in folder.iterdir():
             match = _DEBRIS.match(path.name)
@@ -84,15 +85,30 @@ def remove_debris(folder: Path) -> list[Path]:
                 continue  # ours: a result of this process may still read it
             if pid != os.getpid() and process_alive(pid):
                 continue  # another live process's (a Python caller without the lock)
+            if not _own_file(path):
+                continue  # another user's (root's run in a shared /tmp), or not a file
+            if token is not None and _marked_alive(folder, pid, token, marks):
+                # a live process of another container (its id names none here) when the
+                # folder is the shared temporary one: see sweep_shared_folder
+                continue
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed.append(path)
     return removed
 
 
-# This process's live marks, by folder (see `sweep_shared_folder`): held, by design, for as
-# long as the process lives, as its process id and token are.
-_MARKS: dict[str, int | None] = {}
+def _marked_alive(folder: Path, pid: int, token: str, seen: dict[tuple[int, str], bool]) -> bool:
+    """Whether process `pid` of this `token` holds its live mark in `folder`."""
+    if sys.platform == "win32":
+        return False
+    if (pid, token) not in seen:
+        seen[pid, token] = _mark_held(folder / f"{LIVE_PREFIX}{pid}-{token}")
+    return seen[pid, token]
+
+
+# This process's live marks, by folder and process id (see `sweep_shared_folder`): held, by
+# design, for as long as the process lives, as its process id and token are.
+_MARKS: dict[tuple[str, int], int | None] = {}
 
 
 def sweep_shared_folder(folder: Path) -> list[Path]:
@@ -108,7 +124,9 @@ def sweep_shared_folder(folder: Path) -> list[Path]:
     user's regular files are touched, never through a symbolic link (anyone may write in
     /tmp).
     """
-    key = str(folder)
+    # by process too: a forked child names its files with its own id, so it needs its own
+    # mark (its parent's, inherited, would leave them unswept once the child is killed)
+    key = (str(folder), os.getpid())
     if key in _MARKS or sys.platform == "win32":
         return []
     _MARKS[key] = _hold_mark(folder / f"{LIVE_PREFIX}{os.getpid()}-{_TOKEN}")
@@ -140,39 +158,74 @@ def sweep_shared_folder(folder: Path) -> list[Path]:
 
 
 def _hold_mark(path: Path) -> int | None:
-    """This process's live mark at `path` (a new file, never followed through a link),
-    locked until the process exits, then removed; None where it cannot be held."""
+    """This process's live mark at `path` (never opened through a link), locked until the
+    process exits, then removed; None where it cannot be held."""
+    # Made and locked under a name no sweep reads as a mark, then renamed into place: a
+    # mark seen unlocked, even for a moment, would be taken for an ended process's, and
+    # the files this process already has in the folder (a checkpoint's) removed.
+    pending = path.with_name(f"{temporary_prefix('rows')}live")
     try:
-        held = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        held = os.open(pending, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError:
         return None
     try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(pending, path)
     except OSError:  # no locks on this file system: no mark
         os.close(held)
         with contextlib.suppress(OSError):
-            path.unlink()
+            pending.unlink()
         return None
     atexit.register(_drop_mark, path, held, os.getpid())
     return held
 
 
+def _open_mark(path: Path) -> int | None:
+    """`path` opened to read, if it is this user's regular file (never through a link,
+    nor a FIFO's open left waiting for a writer); None otherwise."""
+    if not _own_file(path):
+        return None
+    try:
+        held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # gone, or a link
+        return None
+    with contextlib.suppress(OSError):
+        found = os.fstat(held)  # what was opened, should it have been replaced since
+        if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid():
+            return held
+    os.close(held)
+    return None
+
+
 def _ended_mark(path: Path) -> int | None:
     """The mark of an ended process, opened and locked by this one (an open descriptor);
     None when its process lives, or when it is not this user's regular file."""
-    try:
-        held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:  # gone, or a link
+    held = _open_mark(path)
+    if held is None:
         return None
     try:
-        found = os.fstat(held)
-        if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid():
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return held
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return held
     except OSError:  # held by its living process (or no locks here)
         pass
     os.close(held)
     return None
+
+
+def _mark_held(path: Path) -> bool:
+    """Whether `path` is a live process's mark (this user's file, locked)."""
+    held = _open_mark(path)
+    if held is None:
+        return False
+    try:
+        fcntl.flock(held, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # no locks here: nothing tells
+        return False
+    finally:
+        os.close(held)
+    return False
 
 
 def _own_file(path: Path) -> bool:
