@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import functools
 import os
 import re
 import secrets
@@ -170,6 +171,7 @@ def _hold_mark(path: Path) -> int | None:
         return None
     try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(held, f"{_boot_id()}\n".encode())
         os.rename(pending, path)
     except OSError:  # no locks on this file system: no mark
         os.close(held)
@@ -205,7 +207,8 @@ def _ended_mark(path: Path) -> int | None:
         return None
     try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return held
+        if _made_here(held):
+            return held
     except OSError:  # held by its living process (or no locks here)
         pass
     os.close(held)
@@ -219,13 +222,32 @@ def _mark_held(path: Path) -> bool:
         return False
     try:
         fcntl.flock(held, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return not _made_here(held)  # another kernel's: its lock is not seen here
     except BlockingIOError:
         return True
     except OSError:  # no locks here: nothing tells
         return False
     finally:
         os.close(held)
-    return False
+
+
+def _made_here(mark: int) -> bool:
+    """Whether an open mark was made under this kernel: a folder shared between machines
+    (NFS) holds marks whose locks, another machine's, are not seen here."""
+    try:
+        return os.pread(mark, 64, 0).decode("ascii", "replace").strip() == _boot_id()
+    except OSError:
+        return False
+
+
+@functools.cache
+def _boot_id() -> str:
+    """This kernel's boot id (Linux; '' elsewhere), written in every mark."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            return boot.read().strip()
+    except (OSError, ValueError):
+        return ""
 
 
 def _own_file(path: Path) -> bool:

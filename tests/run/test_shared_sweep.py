@@ -22,11 +22,14 @@ _SWEEP = (
     "print(len(sweep_shared_folder(Path(sys.argv[1]))))\n"
 )
 
-# Holds a lock on the mark given, as a live judge process does, until stdin closes.
+# Holds a lock on the mark given, as a live judge process does (with this kernel's boot
+# id in it), until stdin closes.
 _HOLDER = (
     "import fcntl, os, sys\n"
     "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)\n"
     "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "boot = '/proc/sys/kernel/random/boot_id'\n"
+    "os.write(fd, (open(boot).read() if os.path.exists(boot) else '\\n').encode())\n"
     "print('ready', flush=True)\n"
     "sys.stdin.readline()\n"
 )
@@ -270,3 +273,28 @@ def test_debris_named_after_an_impossible_process_id_does_not_crash_the_run(tmp_
     impossible.write_text("")
     assert remove_debris(tmp_path) == [impossible]
     assert sweep_shared_folder(tmp_path) == []
+
+
+def test_a_mark_made_under_another_kernel_is_never_taken_for_an_ended_process(tmp_path):
+    # A temporary folder shared between machines (NFS): another machine's locks are not
+    # seen here, so its live processes' marks look free. A mark says which kernel made it
+    # (Linux's boot id); only this kernel's marks are judged by their lock.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    mark = shared / ".judge-live-4242-0badcafe"
+    mark.write_text("00000000-0000-0000-0000-000000000000\n")  # another machine's kernel
+    debris = shared / ".judge-rows-4242-0badcafe-a.jsonl"
+    debris.write_text("")
+    assert sweep_shared_folder(shared) == []
+    assert debris.exists() and mark.exists()
+    assert remove_debris(shared) == [] and debris.exists()
+    # The same files under this kernel's boot id: an ended process's, removed.
+    boot = "/proc/sys/kernel/random/boot_id"
+    if not os.path.exists(boot):
+        pytest.skip("no boot id to compare")
+    with open(boot) as f:
+        mark.write_text(f.read())
+    again = subprocess.run(
+        [sys.executable, "-c", _SWEEP, str(shared)], capture_output=True, text=True, check=True
+    )
+    assert again.stdout.strip() == "1" and not debris.exists() and not mark.exists()
