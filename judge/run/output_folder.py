@@ -121,7 +121,9 @@ def sweep_shared_folder(folder: Path) -> list[Path]:
 
     A mark is a lock file, `.judge-live-PID-TOKEN`, held while its process lives and
     removed when it exits; files whose process has no mark (an older judge, a system
-    without file locks) are left, as nothing here can tell whether it is alive. Only this
+    without file locks) are left, as nothing here can tell whether it is alive, and so are
+    those of a mark made under another kernel (its boot id, written in the mark: another
+    machine's, on a folder shared over NFS, whose locks are not seen here). Only this
     user's regular files are touched, never through a symbolic link (anyone may write in
     /tmp).
     """
