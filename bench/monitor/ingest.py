@@ -52,6 +52,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.support.peak_memory import status_kib
+
 BATCH = 512  # spans per request: the SDK's default max_export_batch_size
 SPANS_PER_TRACE = 3
 TEMPLATES = 12  # requests per cycle: 12 x 512 spans = 2,048 whole traces
@@ -191,10 +193,7 @@ def cpu_seconds(pid: int) -> float:
 
 def peak_rss_mib(pid: int) -> float:
     """A process's peak resident memory so far (VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/PID/status")
+    return status_kib("VmHWM", pid) / 1024
 
 
 def free_port() -> int:

@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 
 from bench.support.peak_memory import (
-    OWN_PEAK,
-    children_peak_kib,
+    MEASURED_JUDGE,
+    judge_figures,
     recorded_peaks,
     recording_peaks,
 )
@@ -46,20 +46,6 @@ from judge.testing import FakeLLMServer, heuristic_judge
 
 TOPICS = ["Python", "Rust", "SQLite", "Linux", "HTTP", "Unicode", "NumPy", "Git"]
 METRICS = "faithfulness"
-# Runs `judge` and reports on stderr its process id, its own peak RSS (KiB, `OWN_PEAK`),
-# and its CPU time with its children's.
-MEASURED = (
-    "import os, resource, sys\n"
-    "from judge.cli.main import main\n"
-    "code = main(sys.argv[1:])\n"
-    "own = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "print('PID', os.getpid(), file=sys.stderr)\n"
-    f"{OWN_PEAK}"
-    "cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime\n"
-    "print('CPU_S', cpu, file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
 
 
 def row(number: int, distinct: int) -> str:
@@ -96,7 +82,7 @@ def command(
     return [
         sys.executable,
         "-c",
-        MEASURED,
+        MEASURED_JUDGE,
         "eval",
         str(data),
         "--model",
@@ -128,14 +114,12 @@ def measure(cmd: list[str]) -> dict[str, float]:
         peaks = recorded_peaks(folder)
     if done.returncode not in (0, 1):  # 1: a gate; none here, but not a failure to measure
         raise SystemExit(f"judge eval failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    found = dict(
-        line.split() for line in done.stderr.splitlines() if line[:4] in ("PID ", "PEAK", "CPU_")
-    )
+    figures = judge_figures(done.stderr, peaks)
     return {
         "wall": wall,
-        "own": int(found["PEAK_KIB"]) / 1024,
-        "kids": children_peak_kib(peaks, int(found["PID"])) / 1024,
-        "cpu": float(found["CPU_S"]),
+        "own": figures.own_kib / 1024,
+        "kids": figures.children_kib / 1024,
+        "cpu": figures.cpu,
     }
 
 

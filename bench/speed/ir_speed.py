@@ -27,6 +27,8 @@ from operator import attrgetter, methodcaller
 
 import numpy as np
 
+from bench.support.peak_memory import status_kib
+
 JUDGE_METRICS = ["ndcg@10", "map", "mrr", "P@10"]
 TREC_METRICS = {"ndcg_cut.10", "map", "recip_rank", "P.10"}
 
@@ -100,14 +102,6 @@ def timed(fn, qrels: dict, run: dict) -> tuple[float, float, dict]:
     return time.perf_counter() - start, time.process_time() - cpu, out
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(field)
-
-
 def memory_child(tool: str, nq: int, nd: int, nj: int) -> None:
     """In a fresh process: build the data, reset the peak, run one tool, print the added peak."""
     qrels, run = make_data(nq, nd, nj)
@@ -116,11 +110,11 @@ def memory_child(tool: str, nq: int, nd: int, nj: int) -> None:
     elif tool == "pytrec_eval":
         import pytrec_eval  # noqa: F401
     gc.collect()
-    before = _status("VmRSS:")
+    before = status_kib("VmRSS") * 1024
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM to the current RSS
     TOOLS[tool](qrels, run)
-    print(json.dumps({"peak_added_bytes": _status("VmHWM:") - before}))
+    print(json.dumps({"peak_added_bytes": status_kib("VmHWM") * 1024 - before}))
 
 
 def available(tool: str) -> bool:

@@ -75,8 +75,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.support.peak_memory import (
-    OWN_PEAK,
-    children_peak_kib,
+    MEASURED_JUDGE,
+    judge_figures,
     recorded_peaks,
     recording_peaks,
 )
@@ -85,22 +85,6 @@ from judge.testing import FakeLLMServer, heuristic_judge
 from judge.testing.replies import hashed_embedding
 
 TOPICS = ["Python", "Rust", "SQLite", "Linux", "HTTP", "Unicode", "NumPy", "Git"]
-# Runs `judge` and reports on stderr its process id, its own peak RSS (KiB, `OWN_PEAK`:
-# not ru_maxrss, which starts from this benchmark's own peak) and its CPU time with its
-# processes' (as --processes starts; their peaks are recorded as they exit).
-MEASURED = (
-    "import os, resource, sys\n"
-    "from judge.cli.main import main\n"
-    "code = main(sys.argv[1:])\n"
-    "own = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "print('PID', os.getpid(), file=sys.stderr)\n"
-    f"{OWN_PEAK}"
-    "cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime\n"
-    "print('CPU_S', cpu, file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
-
 # The I/O floor (see the module docstring): CPU seconds of reading the input and writing
 # the results, and nothing else; the result rows are parsed outside the measured time.
 FLOOR = (
@@ -181,7 +165,7 @@ def eval_command(
     return [
         sys.executable,
         "-c",
-        MEASURED,
+        MEASURED_JUDGE,
         "eval",
         str(data),
         "--model",
@@ -216,7 +200,7 @@ class Running:
 
 def finish(running: Running, start: float) -> tuple[float, float, float]:
     """(seconds since start, peak RSS in MiB: the largest of its own and its processes',
-    CPU seconds) of a MEASURED process."""
+    CPU seconds) of a MEASURED_JUDGE process."""
     with running.recording:
         _, err = running.process.communicate()
         seconds = time.perf_counter() - start
@@ -225,9 +209,8 @@ def finish(running: Running, start: float) -> tuple[float, float, float]:
         raise SystemExit(
             f"{running.process.args[3]} failed ({running.process.returncode}):\n{err[-3000:]}"
         )
-    found = dict(line.split() for line in err.splitlines() if line[:4] in ("PID ", "PEAK", "CPU_"))
-    kib = max(int(found["PEAK_KIB"]), children_peak_kib(peaks, int(found["PID"])))
-    return seconds, kib / 1024, float(found["CPU_S"])
+    figures = judge_figures(err, peaks)
+    return seconds, max(figures.own_kib, figures.children_kib) / 1024, figures.cpu
 
 
 def launch(command: list[str]) -> Running:
@@ -277,7 +260,7 @@ def sharded_replay(
         for i in range(1, shards + 1)
     ]
     done = [finish(process, start) for process in running]
-    merge_command = [sys.executable, "-c", MEASURED, "merge", str(root / "merged")]
+    merge_command = [sys.executable, "-c", MEASURED_JUDGE, "merge", str(root / "merged")]
     merge_command += [str(root / f"shard{i}") for i in range(1, shards + 1)]
     merge_start = time.perf_counter()
     merge = finish(launch(merge_command), merge_start)

@@ -60,10 +60,56 @@ _RECORDER = (
 )
 
 
+# Runs `judge` (the arguments after this code) and reports on stderr its process id, its
+# own peak (`OWN_PEAK`) and its CPU time with its children's: read back by `judge_figures`.
+MEASURED_JUDGE = (
+    "import os, resource, sys\n"
+    "from judge.cli.main import main\n"
+    "code = main(sys.argv[1:])\n"
+    "own = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print('PID', os.getpid(), file=sys.stderr)\n"
+    f"{OWN_PEAK}"
+    "cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime\n"
+    "print('CPU_S', cpu, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+@dataclass
+class JudgeFigures:
+    """What a `MEASURED_JUDGE` process reported: its own peak, the largest peak of the
+    processes it started (0: none recorded), both in KiB, and its CPU seconds."""
+
+    own_kib: int
+    children_kib: int
+    cpu: float
+
+
+def judge_figures(stderr: str, peaks: dict[tuple[int, int], int]) -> JudgeFigures:
+    """The figures a `MEASURED_JUDGE` process printed, with its children's recorded peaks."""
+    found = dict(
+        line.split() for line in stderr.splitlines() if line[:4] in ("PID ", "PEAK", "CPU_")
+    )
+    return JudgeFigures(
+        int(found["PEAK_KIB"]),
+        children_peak_kib(peaks, int(found["PID"])),
+        float(found["CPU_S"]),
+    )
+
+
+def status_kib(field: str, pid: int | str = "self") -> int:
+    """A figure of /proc/PID/status in KiB (`VmHWM`: the peak since the process started)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
 def own_peak_kib() -> int:
     """This process's peak resident memory since its start, in KiB."""
-    with open("/proc/self/status") as status:
-        return int(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+    return status_kib("VmHWM")
 
 
 @dataclass
