@@ -8,8 +8,6 @@ import bisect
 import itertools
 import json
 import math
-import os
-import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -33,7 +31,7 @@ from judge.run.data import Row
 from judge.run.digest import DataDigest, row_hash
 from judge.run.inputs import InputRows
 from judge.run.options import RunSpec
-from judge.run.output_folder import remove_debris, sweep_shared_folder
+from judge.run.output_folder import remove_leftovers
 from judge.run.plan import RunPlan
 from judge.run.progress import Progress
 from judge.run.results import EvaluationResult
@@ -89,16 +87,9 @@ async def execute(
     # written) or rewritten by a later run while the result is still in use.
     store = Checkpoint(checkpoint, plan.fingerprint) if checkpoint else None
     temporary_dir = Path(checkpoint).parent if checkpoint else None
-    if temporary_dir is not None:
-        if _in_shared_temp(temporary_dir):
-            # a checkpoint in the shared temporary folder: this process's files there need
-            # its live mark, or another container's run would take them for debris
-            sweep_shared_folder(Path(tempfile.gettempdir()))
-        # A run killed there (kill -9, a crash) left its result's files, as big as its
-        # checkpoint: a rerun removes them, as judge eval does in its folder.
-        remove_debris(temporary_dir)
-    else:  # the system's temporary folder, which processes of other containers may share
-        sweep_shared_folder(Path(tempfile.gettempdir()))
+    # A run killed there (kill -9, a crash) left its result's files, as big as its
+    # checkpoint: a rerun removes them, as judge eval does in its folder.
+    remove_leftovers(temporary_dir)
     spill = Checkpoint(None, plan.fingerprint, temporary_dir=temporary_dir)
     done = store.load() if store else None
     if concurrency is None:  # as many samples in flight as the judge takes requests
@@ -208,14 +199,6 @@ async def execute(
         cache_damaged=cache.damaged - damaged if cache is not None else 0,
     )
     return EvaluationResult(finished, names, config, usage, tally=tally)
-
-
-def _in_shared_temp(folder: Path) -> bool:
-    """Whether `folder` is the system's temporary folder (by any path to it)."""
-    try:
-        return os.path.samefile(folder, tempfile.gettempdir())
-    except OSError:  # either is absent (no usable temporary folder: not this run's concern)
-        return False
 
 
 def _places(plan: RunPlan, rows: Sequence[Row] | InputRows) -> tuple[int, Callable[[int], int]]:

@@ -22,6 +22,7 @@ import re
 import secrets
 import stat
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -39,6 +40,7 @@ __all__ = [
     "check_results_hash",
     "file_sha256",
     "remove_debris",
+    "remove_leftovers",
     "sweep_shared_folder",
     "temporary_prefix",
     "write_failure",
@@ -105,6 +107,26 @@ def _marked_alive(folder: Path, pid: int, token: str, seen: dict[tuple[int, str]
     if (pid, token) not in seen:
         seen[pid, token] = _mark_held(folder / f"{LIVE_PREFIX}{pid}-{token}")
     return seen[pid, token]
+
+
+def remove_leftovers(folder: Path | None) -> None:
+    """Before a run keeps files in `folder` (None: the system's temporary folder), remove
+    what ended runs left there: by `sweep_shared_folder` in the system's temporary folder
+    (which also marks this process alive there, so its own files are not taken for
+    leftovers), by `remove_debris` in a folder of the run's own (a checkpoint's)."""
+    shared = Path(tempfile.gettempdir())
+    if folder is None or _same_folder(folder, shared):
+        sweep_shared_folder(shared)
+    if folder is not None:
+        remove_debris(folder)
+
+
+def _same_folder(folder: Path, other: Path) -> bool:
+    """Whether two paths name one folder (either absent: no)."""
+    try:
+        return os.path.samefile(folder, other)
+    except OSError:
+        return False
 
 
 # This process's live marks, by folder and process id (see `sweep_shared_folder`): held, by
