@@ -308,6 +308,23 @@ def test_take_gathers_what_pyarrow_take_gathers(
         assert arrow.take(first, rows).to_pylist() == first.take(pa.array(rows)).to_pylist()
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    strings=st.lists(st.text(max_size=30), min_size=1, max_size=30),
+    start=st.integers(0, 30),
+)
+def test_equal_strings_hash_alike_wherever_they_are(strings: list[str], start: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    hashes = arrow.string_hashes(pa.array(strings, pa.string()))
+    alone = [int(arrow.string_hashes(pa.array([s], pa.string()))[0]) for s in strings]
+    assert hashes.tolist() == alone  # whatever else is in the array, however long
+    part = pa.array(strings, pa.string()).slice(min(start, len(strings)))
+    assert np.array_equal(arrow.string_hashes(part), hashes[len(strings) - len(part) :])
+    assert len(set(alone)) == len(set(strings))  # (and these few do not collide)
+
+
 @pytest.mark.parametrize(
     "grade", ["1" * 18, "-" + "9" * 18, "1" * 19, "9" * 30, "-0", "0007", "+3", "-", "--1", "1-"]
 )
