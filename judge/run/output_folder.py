@@ -78,26 +78,36 @@ def remove_debris(folder: Path) -> list[Path]:
     process is gone; only this user's regular files); returns what was removed."""
     removed = []
     marks: dict[tuple[int, str], bool] = {}
-    with contextlib.suppress(OSError):
-        for path in folder.iterdir():
-            match = _DEBRIS.match(path.name)
-            if match is None:
-                continue
-            pid, token = int(match.group(1)), match.group(2)
-            if pid == os.getpid() and token == _TOKEN:
-                continue  # ours: a result of this process may still read it
-            if pid != os.getpid() and process_alive(pid):
-                continue  # another live process's (a Python caller without the lock)
-            if not _own_file(path):
-                continue  # another user's (root's run in a shared /tmp), or not a file
-            if token is not None and _marked_alive(folder, pid, token, marks):
-                # a live process of another container (its id names none here) when the
-                # folder is the shared temporary one: see sweep_shared_folder
-                continue
-            with contextlib.suppress(OSError):
-                path.unlink()
-                removed.append(path)
+    for name in _judge_names(folder):
+        match = _DEBRIS.match(name)
+        if match is None:
+            continue
+        path = folder / name
+        pid, token = int(match.group(1)), match.group(2)
+        if pid == os.getpid() and token == _TOKEN:
+            continue  # ours: a result of this process may still read it
+        if pid != os.getpid() and process_alive(pid):
+            continue  # another live process's (a Python caller without the lock)
+        if not _own_file(path):
+            continue  # another user's (root's run in a shared /tmp), or not a file
+        if token is not None and _marked_alive(folder, pid, token, marks):
+            # a live process of another container (its id names none here) when the
+            # folder is the shared temporary one: see sweep_shared_folder
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
     return removed
+
+
+def _judge_names(folder: Path) -> list[str]:
+    """The names in `folder` that start as judge's files do (none if it cannot be listed):
+    a shared temporary folder may hold many other files, passed over by their name alone."""
+    try:
+        with os.scandir(folder) as entries:
+            return [entry.name for entry in entries if entry.name.startswith(".judge-")]
+    except OSError:
+        return []
 
 
 def _marked_alive(folder: Path, pid: int, token: str, seen: dict[tuple[int, str], bool]) -> bool:
@@ -155,22 +165,28 @@ def sweep_shared_folder(folder: Path) -> list[Path]:
     if key in _MARKS or sys.platform == "win32":
         return []
     _MARKS[key] = _hold_mark(folder / f"{LIVE_PREFIX}{os.getpid()}-{_TOKEN}")
-    owners: dict[tuple[str, str], list[Path]] = {}
-    with contextlib.suppress(OSError):
-        for path in folder.iterdir():
-            match = _DEBRIS.match(path.name) or _MARK.match(path.name)
-            if match is not None and match.group(2) is not None:
-                owners.setdefault((match.group(1), match.group(2)), []).append(path)
+    owners: dict[tuple[str, str], list[str]] = {}
+    marked: set[tuple[str, str]] = set()
+    for name in _judge_names(folder):
+        match = _DEBRIS.match(name) or _MARK.match(name)
+        if match is not None and match.group(2) is not None:
+            owner = (match.group(1), match.group(2))
+            owners.setdefault(owner, []).append(name)
+            if name.startswith(LIVE_PREFIX):
+                marked.add(owner)
     removed = []
-    for (pid, token), paths in owners.items():
-        if (pid, token) == (str(os.getpid()), _TOKEN):
+    for (pid, token), names in owners.items():
+        # Only the marks listed are opened: files with none are left anyway, and a folder
+        # anyone can fill with such names cost every run a look for each (1.2 s for
+        # 100,000 of them).
+        if (pid, token) == (str(os.getpid()), _TOKEN) or (pid, token) not in marked:
             continue
         mark = folder / f"{LIVE_PREFIX}{pid}-{token}"
         held = _ended_mark(mark)
         if held is None:
             continue  # alive, or nothing tells
         try:
-            for path in paths:
+            for path in (folder / name for name in names):
                 if path != mark and _own_file(path):
                     with contextlib.suppress(OSError):
                         path.unlink()
