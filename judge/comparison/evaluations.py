@@ -343,18 +343,48 @@ def lower_is_better(source: Any) -> list[str]:
     return users_metrics(str(m) for m in found or [])
 
 
-def match_key(rows_a: list[ResultRow], rows_b: list[ResultRow]) -> str:
-    """The field that pairs the samples of two evaluations: "id", or "question" when more
-    samples share a question than an id and every question is unique on both sides."""
+def match_key(
+    rows_a: list[ResultRow], rows_b: list[ResultRow], label_a: str = "A", label_b: str = "B"
+) -> str:
+    """The field that pairs the samples of two evaluations: "id", or "question" when every
+    question is unique on both sides and more samples share a question than an id, or ids
+    name several judged rows. Neither unique: an InputFormatError naming the run (by its
+    label) whose ids repeat, as a pairing by them would keep one row of each such id."""
     by_id_a, by_id_b = keyed_scores(rows_a, "id"), keyed_scores(rows_b, "id")
     by_q_a, by_q_b = keyed_scores(rows_a, "question"), keyed_scores(rows_b, "question")
     shared_ids = len(by_id_a.keys() & by_id_b.keys())
     shared_questions = len(by_q_a.keys() & by_q_b.keys())
+    doubled = {label: _repeated(rows) for label, rows in ((label_a, rows_a), (label_b, rows_b))}
     # Ids usually identify samples; when two exports numbered them differently, the
     # question text is the better key.
-    if shared_questions > shared_ids and len(by_q_a) == len(rows_a) and len(by_q_b) == len(rows_b):
+    if (
+        (shared_questions > shared_ids or any(doubled.values()))
+        and len(by_q_a) == len(rows_a)
+        and len(by_q_b) == len(rows_b)
+    ):
         return "question"
+    for label, ids in doubled.items():
+        if ids:
+            raise InputFormatError(
+                f"{label}: ids {', '.join(map(repr, ids[:5]))} name several judged rows, "
+                "and questions repeat too: the samples of two runs are paired by id (or "
+                "by question when every question is unique); give each sample its own id "
+                "(an id column) and evaluate again"
+            )
     return "id"
+
+
+def _repeated(rows: list[ResultRow]) -> list[str]:
+    """The ids that name several judged rows (not error rows), in order."""
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}
+    for row in rows:
+        if not row.error:
+            ident = str(row.id)
+            if ident in seen:
+                repeated[ident] = None
+            seen.add(ident)
+    return list(repeated)
 
 
 def keyed_scores(rows: list[ResultRow], key: str) -> Scores:
@@ -410,7 +440,7 @@ def compare(a: Any, b: Any, *, metrics: list[str] | None = None) -> Comparison:
     """
     rows_a, label_a = load_results(a)
     rows_b, label_b = load_results(b)
-    key = match_key(rows_a, rows_b)
+    key = match_key(rows_a, rows_b, label_a, label_b)
     scores_a, scores_b = keyed_scores(rows_a, key), keyed_scores(rows_b, key)
     conversations = paired_conversations(rows_a, rows_b, key)
     comparison = compare_scores(

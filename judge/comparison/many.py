@@ -419,7 +419,7 @@ def compare_many(
     versus = []
     base_rows = row_sets[0]
     for label, rows in zip(labels[1:], row_sets[1:], strict=True):
-        key = match_key(base_rows, rows)
+        key = match_key(base_rows, rows, labels[0], label)
         comparison = compare_scores(
             keyed_scores(base_rows, key),
             keyed_scores(rows, key),

@@ -152,7 +152,7 @@ def _paired_differences(a: Any, b: Any, metric: str) -> tuple[np.ndarray, np.nda
     `judge compare` pairs them, and each pair's conversation (None unless turns)."""
     rows_a, label_a = load_results(a)
     rows_b, label_b = load_results(b)
-    key = match_key(rows_a, rows_b)
+    key = match_key(rows_a, rows_b, label_a, label_b)
     scores_a, scores_b = keyed_scores(rows_a, key), keyed_scores(rows_b, key)
     for scores, label in ((scores_a, label_a), (scores_b, label_b)):
         if not any(metric in s for s in scores.values()):

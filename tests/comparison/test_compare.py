@@ -13,6 +13,8 @@ import pytest
 
 from judge import ir
 from judge.comparison.evaluations import compare, compare_one, compare_scores
+from judge.comparison.many import compare_many
+from judge.comparison.plan import plan_questions
 from judge.comparison.trec_runs import compare_runs, lost_from_top_k
 from judge.errors import InputFormatError
 from judge.run.diagnose import diagnose
@@ -150,6 +152,28 @@ def test_compare_results_files_by_id_or_question(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"row": 0}\n')
     with pytest.raises(InputFormatError, match=r"bad\.jsonl:1: not a judge results row"):
         compare(a, tmp_path / "bad.jsonl")
+
+
+def test_ids_that_name_several_rows_never_pair_in_silence(tmp_path):
+    # Two samples with one id: a pairing by id kept one row of the id on each side, and
+    # the comparison went on with a sample fewer (or pairs crossed) without a word.
+    a = write_results(tmp_path / "a.jsonl", [0.1, 0.9, 0.5], ids=["s0", "s0", "s1"])
+    b = write_results(tmp_path / "b.jsonl", [0.9, 0.1, 0.5], ids=["s0", "s0", "s1"])
+    for path in (a, b):  # questions unique: pairs by question, every sample paired
+        path.write_text(path.read_text().replace('"qs0"', '"first"', 1))
+    result = compare(a, b)
+    assert result.metrics["faithfulness"].n == 3
+    assert result.metrics["faithfulness"].wins == 1 and result.metrics["faithfulness"].losses == 1
+    for path in (a, b):  # questions repeat too: nothing pairs the two s0 rows
+        path.write_text(path.read_text().replace('"first"', '"qs0"'))
+    with pytest.raises(InputFormatError, match=r"a\.jsonl: ids 's0' name several judged rows"):
+        compare(a, b)
+    done = judge_cli("compare", str(a), str(b))
+    assert done.returncode == 2 and "ids 's0' name several judged rows" in done.stderr
+    with pytest.raises(InputFormatError, match="name several judged rows"):
+        compare_many(a, [b, b])
+    with pytest.raises(InputFormatError, match="name several judged rows"):
+        plan_questions(a, b, metric="faithfulness", difference=0.1)
 
 
 def judge_cli(*args) -> subprocess.CompletedProcess[str]:
