@@ -312,9 +312,8 @@ def test_the_sweep_opens_only_the_marks_it_lists(tmp_path, monkeypatch):
     ended = shared / ".judge-rows-4242-0badcafe-a.jsonl"
     ended.write_text("")
     boot = "/proc/sys/kernel/random/boot_id"
-    (shared / ".judge-live-4242-0badcafe").write_text(
-        open(boot).read() if os.path.exists(boot) else ""
-    )
+    with open(boot) if os.path.exists(boot) else open(os.devnull) as kernel:
+        (shared / ".judge-live-4242-0badcafe").write_text(kernel.read())
     looked = []
     real = output_folder._ended_mark
     monkeypatch.setattr(
