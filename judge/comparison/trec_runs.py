@@ -260,8 +260,16 @@ def compare_ranked_columns(
         if not any(name in r for r in records):
             raise InputFormatError(f"no column {name!r} in the data")
     qrels, run_a, run_b = {}, {}, {}
+    first_row: dict[str, int] = {}
     for number, record in enumerate(records):
         query = str(record.get(columns.get("id", ""), number))
+        if first_row.setdefault(query, number) != number:
+            # Each row is one query of both rankings: a second would replace the first.
+            raise InputFormatError(
+                f"rows {first_row[query]} and {number} have the same id {query!r} (a row "
+                "without an id is named by its number): each row is one query of the two "
+                "rankings; give each row its own id"
+            )
         try:
             qrels[query] = parse_relevance(record.get(columns["relevance"]) or {})
         except (ValueError, TypeError) as exc:

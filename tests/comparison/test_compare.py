@@ -15,7 +15,7 @@ from judge import ir
 from judge.comparison.evaluations import compare, compare_one, compare_scores
 from judge.comparison.many import compare_many
 from judge.comparison.plan import plan_questions
-from judge.comparison.trec_runs import compare_runs, lost_from_top_k
+from judge.comparison.trec_runs import compare_ranked_columns, compare_runs, lost_from_top_k
 from judge.errors import InputFormatError
 from judge.run.diagnose import diagnose
 from judge.stats import bootstrap_ci, holm, permutation_p_value
@@ -289,6 +289,27 @@ def test_two_ranked_columns_of_a_dataset(tmp_path):
     assert comparison["lost_from_top_k"]["queries"] == [
         {"query": "q2", "docs": ["d5"], "rank_in_b": {"d5": 3}}
     ]
+
+
+def test_ranked_columns_refuse_two_rows_of_one_id(tmp_path):
+    # Each row is a query of both rankings: a second row of an id replaced the first, and
+    # the comparison went on with a query fewer ("Unmatched: 0").
+    rows = [
+        {"id": "q1", "question": "a", "relevance": ["d1"], "first": ["d1", "d2"], "second": ["d2"]},
+        {"id": "q1", "question": "b", "relevance": ["d5"], "first": ["d5", "d2"], "second": ["d2"]},
+        {"question": "c", "relevance": ["d3"], "first": ["d3"], "second": ["d3"]},
+    ]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = judge_cli("compare", data, "--columns", "first,second")
+    assert done.returncode == 2 and "rows 0 and 1 have the same id 'q1'" in done.stderr
+    rows[1]["id"] = "2"  # the third row has no id: its number, 2, names it
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputFormatError, match="rows 1 and 2 have the same id '2'"):
+        compare_ranked_columns(data, "first", "second")
+    rows[1]["id"] = "q2"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert compare_ranked_columns(data, "first", "second").metrics["mrr"].n == 3
 
 
 def compare_columns_via_cli(tmp_path: Path, rows: list[dict]) -> dict:
