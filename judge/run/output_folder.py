@@ -53,6 +53,18 @@ ROWS_PREFIX = ".judge-rows-"  # judge.run.checkpoint's spill files
 # process that had the same id (in a container judge may be process 1 on every run).
 _DEBRIS = re.compile(r"^\.judge-(?:out|rows)-(\d+)-(?:([0-9a-f]{8})-)?")
 _TOKEN = secrets.token_hex(4)
+
+
+def _new_token() -> None:
+    """A forked child's own token. With its parent's, a child given the id of an earlier
+    child that was killed would take that child's files and live mark for its own: its mark
+    replaced the ended one, and the files were left for good once it exited."""
+    global _TOKEN  # (this module's process state: the token is per process by design)
+    _TOKEN = secrets.token_hex(4)
+
+
+if hasattr(os, "register_at_fork"):  # (not on Windows, which has no fork)
+    os.register_at_fork(after_in_child=_new_token)
 LIVE_PREFIX = ".judge-live-"
 _MARK = re.compile(r"^\.judge-live-(\d+)-([0-9a-f]{8})$")
 

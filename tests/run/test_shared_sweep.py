@@ -323,3 +323,41 @@ def test_the_sweep_opens_only_the_marks_it_lists(tmp_path, monkeypatch):
     assert looked == [shared / ".judge-live-4242-0badcafe"]
     assert removed == ([ended] if os.path.exists(boot) else [])
     assert len(list(shared.glob(".judge-rows-5*"))) == 200  # (left: nothing tells)
+
+
+_CHILD_WITH_AN_ENDED_CHILDS_ID = (
+    "import os, sys\n"
+    "from judge.run.evaluate import evaluate\n"
+    "from judge.run.output_folder import temporary_prefix\n"
+    "token = temporary_prefix('rows').split('-')[3]\n"
+    "boot = '/proc/sys/kernel/random/boot_id'\n"
+    "child = os.fork()\n"
+    "if child == 0:\n"
+    "    # What an earlier child with this id, killed, left: its mark and a file.\n"
+    "    folder, pid = sys.argv[1], os.getpid()\n"
+    "    with open(f'{folder}/.judge-live-{pid}-{token}', 'w') as mark:\n"
+    "        mark.write(open(boot).read() if os.path.exists(boot) else '')\n"
+    "    open(f'{folder}/.judge-rows-{pid}-{token}-x.jsonl', 'w').close()\n"
+    "    print(token != temporary_prefix('rows').split('-')[3], flush=True)\n"
+    "    rows = [{'question': 'q', 'retrieved_ids': ['a'], 'relevance': {'a': 1}}]\n"
+    "    evaluate(rows, metrics=['mrr'], progress=False)\n"
+    "    sys.exit(0)\n"
+    "os.waitpid(child, 0)\n"
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_has_a_token_of_its_own(tmp_path):
+    # Children shared their parent's token: one given the id of an earlier child that was
+    # killed took its mark and files for its own, and they were never swept.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD_WITH_AN_ENDED_CHILDS_ID, str(shared)],
+        env={**os.environ, "TMPDIR": str(shared)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"  # another token than its parent's
+    assert list(shared.iterdir()) == []  # the ended child's mark and file swept
