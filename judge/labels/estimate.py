@@ -393,6 +393,32 @@ def _unique_positions(rows: Sequence[ResultRow], where: str, ids: Iterable[str])
     return {ident: found[0] for ident, found in positions.items()}
 
 
+_ROWS_SHOWN = 5  # the rows of a repeated id an error quotes
+
+
+def _paired_positions(rows: Sequence[ResultRow], where: str) -> dict[str, int]:
+    """Row id (as text) -> its position, for a difference that pairs two runs' rows by id:
+    an id that names several rows, labelled or not, is refused, as pairing by it would
+    pair one row of each run and leave the others out."""
+    positions: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        positions.setdefault(str(row.id), []).append(i)
+    doubled = [(ident, found) for ident, found in positions.items() if len(found) > 1]
+    if doubled:
+        ident, found = doubled[0]
+        numbers = [str(rows[i].row) for i in found[:_ROWS_SHOWN]]
+        shown = f"{', '.join(numbers[:-1])} and {numbers[-1]}"
+        if len(found) > _ROWS_SHOWN:
+            shown = f"{', '.join(numbers)} and {len(found) - _ROWS_SHOWN} more"
+        others = f" (and {len(doubled) - 1} other ids)" if len(doubled) > 1 else ""
+        raise InputFormatError(
+            f"{where}: id {ident!r} names rows {shown}{others}: the label-corrected "
+            "difference pairs A's and B's rows by id, so an id must name one row of each "
+            "run; give each sample its own id (an id column) and evaluate again"
+        )
+    return {ident: found[0] for ident, found in positions.items()}
+
+
 def _doubled(where: str, doubled: Sequence[str]) -> InputFormatError:
     """The error of labelled ids that name several rows."""
     return InputFormatError(
@@ -966,6 +992,10 @@ def estimate_difference(
         annotator: use this annotator's labels only.
         require_random: refuse labels whose rows do not all record a random sample.
         keyword: how the caller names `metric` in messages.
+
+    Raises:
+        InputFormatError: among others, when an id names several rows of either run
+            (labelled or not): the rows are paired by id.
     """
     folders = RunFolder.of(a), RunFolder.of(b)
     rows_a, rows_b = (_run_rows(f) for f in folders)
@@ -987,8 +1017,8 @@ def estimate_difference(
     for rows, folder in ((rows_a, folders[0]), (rows_b, folders[1])):
         _has_metric(rows, chosen, str(folder.results), keyword)
     where_a, where_b = str(folders[0].results), str(folders[1].results)
-    at_a = _unique_positions(rows_a, where_a, found_a.labels)
-    at_b = _unique_positions(rows_b, where_b, found_b.labels)
+    at_a = _paired_positions(rows_a, f"A ({where_a})")
+    at_b = _paired_positions(rows_b, f"B ({where_b})")
     paired = [ident for ident in at_a if ident in at_b]
     if not paired:
         raise InputFormatError(

@@ -36,11 +36,13 @@ def write_part(folder: Path, worker: str, nodeid: str, call: int, kind: str, res
         rows = [_sample_row(result)]
     elif kind == "conversation":
         rows = [_sample_row(turn) for turn in result.turns]
-        for row in rows:
-            # The test's conversation: another test's of the same id is another one.
-            row.conversation_id = f"{nodeid}{suffix}::{row.conversation_id}"
     else:
         rows = list(result.rows)
+    for row in rows:
+        if row.conversation_id is not None:
+            # The test's conversation (a conversation's turns, or an evaluation's rows of
+            # one): another test's of the same id is another one, resampled apart.
+            row.conversation_id = f"{nodeid}{suffix}::{row.conversation_id}"
     # The metrics in the order the test named them (a row's scores are written sorted):
     # the run's fingerprint follows it, as judge eval's follows --metrics.
     if kind == "sample":

@@ -20,6 +20,7 @@ from tests.helpers.cli import run
 from tests.helpers.corrected_runs import (
     CHOSEN,
     PEOPLE,
+    SAMPLE,
     SCORES,
     data_file,
     eval_command,
@@ -396,3 +397,54 @@ def test_merge_corrects_the_joined_run_as_a_plain_run_is(tmp_path, data, fake_ll
     bad = run("merge", tmp_path / "bad", *shards, "--labels", labels, "--no-record")
     assert bad.returncode == 2 and "name the labels' column with --label COLUMN" in bad.stderr
     assert not (tmp_path / "bad" / "summary.json").exists()
+
+
+def questioned_run(folder: Path, order: list[int], ids: list[str] | None = None) -> Path:
+    """A results.jsonl of the rows `order` of SCORES (question i and, for row i, id `ids[i]`,
+    else ri) in that order: every question its own, so `judge compare` itself pairs repeated
+    ids by question."""
+    folder.mkdir(exist_ok=True)
+    ids = ids or [f"r{i}" for i in range(len(SCORES))]
+    rows = [
+        ResultRow(row=n, id=ids[i], question=f"question {i}", scores={"faithfulness": SCORES[i]})
+        for n, i in enumerate(order)
+    ]
+    (folder / "results.jsonl").write_text("".join(r.json_line() + "\n" for r in rows))
+    return folder / "results.jsonl"
+
+
+def test_compare_refuses_a_labelled_difference_over_ids_that_name_several_rows(tmp_path):
+    """Rows 2 and 3 of both runs had the id 'dup', unlabelled, B's in the other order: the
+    corrected difference paired A's first 'dup' with B's first, left the others out (59
+    pairs of 60 rows) and gave the judge-only difference of two runs of the same rows as
+    0.0056, where it is 0. It now refuses, in A's and in B's words."""
+    from judge.labels.estimate import estimate_difference
+
+    ids = [f"r{i}" for i in range(len(SCORES))]
+    ids[2] = ids[3] = "dup"
+    assert SCORES[2] != SCORES[3]
+    in_order = list(range(len(SCORES)))
+    a = questioned_run(tmp_path / "a", in_order, ids)
+    b = questioned_run(tmp_path / "b", [0, 1, 3, 2, *in_order[4:]], ids)  # A's 2 and 3 swapped
+    labelled = [{"id": f"r{i}", "faithful": PEOPLE[i], "sample": SAMPLE} for i in CHOSEN]
+    labelled = [r for r in labelled if r["id"] != "r3"]  # no label of 'dup' (rows 2 and 3)
+    labels = write_jsonl(tmp_path / "labels.jsonl", labelled)
+    flags = ["--labels-a", labels, "--labels-b", labels, "--label", "faithful"]
+    done = run("compare", a, b, *flags, "--format", "json")
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert f"A ({a}): id 'dup' names rows 2 and 3: the label-corrected difference" in done.stderr
+    assert "give each sample its own id" in done.stderr
+    # the judge's own comparison pairs them by question: only the labelled part is refused
+    plain = run("compare", a, b, "--format", "json")
+    assert plain.returncode == 0 and json.loads(plain.stdout)["metrics"]["faithfulness"]["n"] == 60
+    # in B alone, and from Python
+    unique = questioned_run(tmp_path / "c", in_order)
+    with pytest.raises(InputFormatError, match=r"B \(.*\): id 'dup' names rows 2 and 3"):
+        estimate_difference(unique, b, labels_a=labelled, labels_b=labelled, label="faithful")
+    # the same rows in another order pair by id: a difference of exactly 0 over every row
+    backwards = questioned_run(tmp_path / "d", in_order[::-1])
+    same = estimate_difference(
+        unique, backwards, labels_a=labelled, labels_b=labelled, label="faithful"
+    )
+    assert same.rows == len(SCORES) and same.ppi.judge_only.mean == 0.0
+    assert (same.ppi.n_labelled, same.ppi.n_unlabelled) == (29, 31)

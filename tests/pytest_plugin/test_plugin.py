@@ -228,6 +228,49 @@ def test_judge_report_writes_the_output_folder_of_the_judged_samples(
     assert not (report / ".parts").exists()
 
 
+def test_judge_report_keeps_apart_the_conversations_of_different_tests(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """Four tests each evaluated a turn of its own conversation 'c1' (rag_judge.evaluate):
+    the report took them for one conversation of 4 turns and resampled it whole, a
+    bootstrap interval of [0.5, 0.5] for scores 1, 0, 1, 0. A test's conversation is the
+    test's own, as for a conversation judged with rag_judge.score."""
+    pytester.makepyfile(
+        test_turns="""
+        import pytest
+
+        @pytest.mark.parametrize("n", range(4))
+        def test_turn(rag_judge, n):
+            answer = "The Eiffel Tower is in Paris." if n % 2 == 0 else "Bananas are blue."
+            row = {
+                "conversation_id": "c1",
+                "turn": 1,
+                "question": "Where is the Eiffel Tower?",
+                "answer": answer,
+                "contexts": ["The Eiffel Tower is a tower in Paris, France."],
+            }
+            result = rag_judge.evaluate([row], metrics=["faithfulness"])
+            assert result.rows[0].scores["faithfulness"] == (1.0 if n % 2 == 0 else 0.0)
+            # what the test holds is its own: the report's names are the report's
+            assert (result.rows[0].id, result.rows[0].conversation_id) == ("0", "c1")
+        """
+    )
+    report = tmp_path / "report"
+    result = pytester.runpytest(
+        *judge_args(server, tmp_path / "cache.sqlite"), "--judge-report", str(report)
+    )
+    result.assert_outcomes(passed=4)
+    rows = [json.loads(line) for line in (report / "results.jsonl").read_text().splitlines()]
+    tests = [f"test_turns.py::test_turn[{n}]" for n in range(4)]
+    assert [(r["id"], r["conversation_id"]) for r in rows] == [
+        (f"{test}::0", f"{test}::c1") for test in tests
+    ]
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["resampled"] == {"unit": "conversation", "conversations": 4, "turns": 4}
+    stats = summary["metrics"]["faithfulness"]
+    assert stats["mean"] == 0.5 and stats["ci_low"] < 0.5 < stats["ci_high"]
+
+
 def test_an_undefined_score_fails_with_its_reason_unless_allowed(
     pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
 ) -> None:
