@@ -242,23 +242,58 @@
     return out;
   }
 
-  // Ids usually identify samples; when two runs numbered them differently, the question
-  // text is the better key (as judge compare decides).
+  // The ids that name several rows of a run, in order of their rows.
+  function repeatedIds(rows) {
+    var seen = new Set(), repeated = new Set();
+    rows.forEach(function (row) {
+      if (row.id === null || row.id === undefined) return;
+      if (seen.has(row.id)) repeated.add(row.id);
+      seen.add(row.id);
+    });
+    return Array.from(repeated);
+  }
+
+  // Ids usually identify samples; when two runs numbered them differently, or an id names
+  // several rows of a run, the question text is the better key if every question is unique
+  // on both sides (as judge compare decides). An id that names several rows, and questions
+  // that repeat: no pairs (`by` null), as keeping one row of each id would pair rows of
+  // different samples.
   function pairRows(rowsA, rowsB) {
     var idsA = keyed(rowsA, "id"), idsB = keyed(rowsB, "id");
     var qsA = keyed(rowsA, "question"), qsB = keyed(rowsB, "question");
     var sharedIds = 0, sharedQs = 0;
     idsA.forEach(function (_, key) { if (idsB.has(key)) sharedIds++; });
     qsA.forEach(function (_, key) { if (qsB.has(key)) sharedQs++; });
-    var byQuestion = sharedQs > sharedIds && qsA.size === rowsA.length &&
-      qsB.size === rowsB.length;
+    var repeated = [repeatedIds(rowsA), repeatedIds(rowsB)];
+    var doubled = repeated[0].length > 0 || repeated[1].length > 0;
+    var unique = [qsA.size === rowsA.length, qsB.size === rowsB.length];
+    var byQuestion = (sharedQs > sharedIds || doubled) && unique[0] && unique[1];
+    if (doubled && !byQuestion) {
+      return { by: null, pairs: [], repeated: repeated, unique: unique };
+    }
     var a = byQuestion ? qsA : idsA, b = byQuestion ? qsB : idsB;
     var pairs = [];
     a.forEach(function (rowA, key) {
       if (b.has(key)) pairs.push({ key: key, a: rowA, b: b.get(key) });
     });
     return { by: byQuestion ? "question" : "id", pairs: pairs, onlyA: a.size - pairs.length,
-      onlyB: b.size - pairs.length };
+      onlyB: b.size - pairs.length, repeated: repeated };
+  }
+
+  // `start` + "A: 'x', 'y'; in B: 'x'" (five ids of a run at most), for the runs whose
+  // ids repeat; each id isolated.
+  function repeatedNote(start, runs, repeated) {
+    var parts = [];
+    runs.forEach(function (run, i) {
+      var ids = repeated[i];
+      if (!ids.length) return;
+      parts.push(parts.length ? "; in " : start, runLabel(run), ": ");
+      ids.slice(0, 5).forEach(function (id, at) {
+        parts.push(at ? ", '" : "'", bdi(id), "'");
+      });
+      if (ids.length > 5) parts.push(" and " + (ids.length - 5) + " more");
+    });
+    return parts;
   }
 
   function diffMetrics(pairs) {
@@ -340,6 +375,19 @@
       return;
     }
     var paired = pairRows(resA.rows, resB.rows);
+    if (paired.by === null) {
+      var why = repeatedNote("Ids name several rows in ", [runA, runB], paired.repeated);
+      why.push(". Questions repeat in ");
+      [runA, runB].filter(function (_, i) { return !paired.unique[i]; }).forEach(
+        function (run, i) { why.push(i ? " and in " : "", runLabel(run)); });
+      why.push(". The questions of these runs cannot be paired (by id, or by question " +
+        "when every question is unique): give each sample its own id (an id column) and " +
+        "evaluate again.");
+      note.replaceChildren.apply(note, why);
+      note.className = "bad";
+      section.scrollIntoView();
+      return;
+    }
     var metrics = diffMetrics(paired.pairs);
     var skipped = resA.skipped + resB.skipped;
     note.className = "small";
@@ -349,6 +397,10 @@
       (skipped ? "; " + skipped + " rows with input errors left out" : "") +
       ". \u0394 = ", runLabel(runB), " \u2212 ", runLabel(runA),
       "; the largest drop first.");
+    if (paired.by === "question" && (paired.repeated[0].length || paired.repeated[1].length)) {
+      note.append.apply(note, repeatedNote(" Matched by question: ids name several rows in ",
+        [runA, runB], paired.repeated).concat(["."]));
+    }
     [runA, runB].forEach(function (run) {
       if (data.results[run.id].verified === false) {
         note.append(" The rows of ", runLabel(run), " cannot be checked against the run: " +
