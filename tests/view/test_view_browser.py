@@ -601,3 +601,94 @@ def test_ids_and_questions_that_repeat_show_no_pairs_and_say_why(repeated_page: 
     assert repeated_page.locator("#diff-sort").count() == 0
     assert repeated_page.problems == []
 
+
+# Another conversation given the id "parcel", and one of its own.
+SECOND_PARCEL = {
+    "id": "other",
+    "turns": [
+        {"role": "user", "content": "Where is my parcel?"},
+        {
+            "role": "assistant",
+            "content": "Couriers collect parcels daily.",
+            "contexts": ["Couriers collect parcels daily."],
+        },
+    ],
+}
+SHORT = {"id": "short", "turns": SECOND_PARCEL["turns"]}
+
+
+@pytest.fixture(scope="module")
+def shared_id_view(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A run of three conversations, two of which have the id "parcel", as judge eval
+    writes them (its rows: parcel's turns 2 and 4, then the other parcel's turn 2)."""
+    from judge import LLM, evaluate
+    from judge.testing import FakeLLMServer
+    from tests.helpers.judging import judge_handler
+
+    tmp = tmp_path_factory.mktemp("shared-id")
+    chats = tmp / "chats"
+    with FakeLLMServer() as server:
+        server.chat = judge_handler
+        llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=1)
+        result = evaluate(
+            [CHAT, SECOND_PARCEL, SHORT], metrics=["faithfulness"], llm=llm, progress=False
+        )
+        result.write(chats)
+    # The second conversation's id given as "parcel" in the file itself: the test does not
+    # depend on whether judge eval accepts an input whose conversations share an id.
+    results = chats / "results.jsonl"
+    text = results.read_text(encoding="utf-8")
+    for old, new in (
+        ('"conversation_id": "other"', '"conversation_id": "parcel"'),
+        ('"id": "other#2"', '"id": "parcel#2"'),
+    ):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    results.write_text(text, encoding="utf-8")
+    chat_record = record("base", chats) | {
+        "id": run_id("chats"),
+        "name": "chats",
+        "metrics": ["faithfulness"],
+        "results_sha256": file_sha256(results),
+    }
+    return build_view([chat_record], tmp / "judge-view")
+
+
+def test_conversations_that_share_an_id_are_not_shown_as_one(
+    browser: Any, shared_id_view: Any
+) -> None:
+    page = watched_page(browser)
+    page.goto(shared_id_view.as_uri())
+    page.wait_for_load_state("load")
+    link = page.locator(".conversations-link")
+    assert link.inner_text() == "2 conversation ids (1 names several conversations)"
+    link.click()
+    parcel = page.locator('#conversations tr[data-conversation="parcel"]')
+    # no means over the turns of two conversations
+    assert parcel.locator("td").all_inner_texts() == [
+        "parcel",
+        "3",
+        "several conversations have this id (turn 2 repeats)",
+    ]
+    assert parcel.locator("td.bad").count() == 1
+    short = page.locator('#conversations tr[data-conversation="short"]')
+    assert short.locator("td").all_inner_texts() == ["short", "1", "1.000"]
+    assert page.inner_text("#conversations-note").endswith(
+        " 1 id names several conversations (a turn of it repeats): their turns cannot be told "
+        "apart; give each conversation its own id and evaluate again."
+    )
+    parcel.locator("a").click()
+    note = page.locator("#conversation-note")
+    assert note.get_attribute("class") == "bad"
+    assert note.inner_text() == (
+        "Several conversations of this run have the id parcel (turn 2 repeats): their turns "
+        "cannot be told apart, so none is shown; give each conversation its own id and "
+        "evaluate again."
+    )
+    assert page.locator("#turns article.turn").count() == 0
+    # a conversation of its own id opens as before
+    page.goto(page.url.split("#")[0] + f"#conversation={run_id('chats')},short")
+    page.reload()
+    assert page.locator("#turns article.turn").count() == 1
+    assert page.problems == []
+    page.close()

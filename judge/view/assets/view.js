@@ -160,10 +160,13 @@
       }
       var talks = rows && rows.status === "ok" ? conversationsOf(rows.rows) : [];
       if (talks.length) {
+        var shared = sharedIds(talks);
         var link = el("a", {
           className: "conversations-link",
           href: "#conversations=" + encodeURIComponent(run.id),
-          text: talks.length + (talks.length === 1 ? " conversation" : " conversations"),
+          text: shared ? talks.length + " conversation ids (" + shared +
+            (shared === 1 ? " names" : " name") + " several conversations)" :
+            talks.length + (talks.length === 1 ? " conversation" : " conversations"),
         });
         // Opens the run's conversations; the click does not choose the row for Compare.
         link.addEventListener("click", function (event) {
@@ -457,7 +460,9 @@
   }
 
   // ---- conversations: a run's rows that are turns, grouped by conversation_id, each
-  // conversation's turns in order of `turn` (then of row)
+  // conversation's turns in order of `turn` (then of row), and the turns that repeat: a
+  // conversation has one row per turn, so an id whose turn repeats names several
+  // conversations (two given one id), whose turns cannot be told apart.
   function conversationsOf(rows) {
     var byId = new Map();
     rows.forEach(function (row, at) {
@@ -472,9 +477,27 @@
         var b = y.row.turn === null ? Infinity : y.row.turn;
         return a === b ? x.at - y.at : a - b;
       });
-      out.push({ id: id, turns: turns.map(function (t) { return t.row; }) });
+      var repeats = [];
+      turns.forEach(function (t, i) {
+        var turn = t.row.turn;
+        if (i && turn !== null && turn === turns[i - 1].row.turn &&
+          repeats[repeats.length - 1] !== turn) repeats.push(turn);
+      });
+      out.push({ id: id, turns: turns.map(function (t) { return t.row; }), repeats: repeats });
     });
     return out;
+  }
+
+  // How many conversation ids name several conversations.
+  function sharedIds(talks) {
+    return talks.filter(function (t) { return t.repeats.length; }).length;
+  }
+
+  // "turn 2 repeats", "turns 2, 4 and 6 repeat".
+  function repeatedTurns(repeats) {
+    if (repeats.length === 1) return "turn " + repeats[0] + " repeats";
+    return "turns " + repeats.slice(0, -1).join(", ") + " and " +
+      repeats[repeats.length - 1] + " repeat";
   }
 
   function turnMetrics(turns) {
@@ -511,9 +534,14 @@
     document.getElementById("conversations-title").replaceChildren(
       "Conversations of ", runLabel(run));
     var turns = talks.reduce(function (n, t) { return n + t.turns.length; }, 0);
+    var shared = sharedIds(talks);
     document.getElementById("conversations-note").textContent = talks.length +
-      " conversations, " + turns + " judged turns, in the order of the run's rows; each " +
-      "metric's mean over a conversation's turns. Open one to read it turn by turn.";
+      (shared ? " conversation ids, " : " conversations, ") + turns + " judged turns, in " +
+      "the order of the run's rows; each metric's mean over a conversation's turns. Open " +
+      "one to read it turn by turn." + (shared ? " " + shared + (shared === 1 ?
+        " id names several conversations (a turn of it repeats)" :
+        " ids name several conversations (a turn of each repeats)") + ": their turns " +
+      "cannot be told apart; give each conversation its own id and evaluate again." : "");
     var all = [];
     talks.forEach(function (t) { all = all.concat(t.turns); });
     var metrics = turnMetrics(all);
@@ -528,12 +556,18 @@
         window.location.hash = conversationHash(runId, talk.id);
         showConversation(runId, talk.id);
       });
+      // No means over the turns of several conversations.
+      var means = talk.repeats.length ? [el("td", {
+        className: "bad",
+        colspan: Math.max(metrics.length, 1),
+        text: "several conversations have this id (" + repeatedTurns(talk.repeats) + ")",
+      })] : metrics.map(function (m) {
+        return el("td", { className: "n", text: num(meanOf(talk.turns, m)) });
+      });
       body.appendChild(el("tr", { "data-conversation": talk.id }, [
         el("td", {}, [open]),
         el("td", { className: "n", text: talk.turns.length }),
-      ].concat(metrics.map(function (m) {
-        return el("td", { className: "n", text: num(meanOf(talk.turns, m)) });
-      }))));
+      ].concat(means)));
     });
     table.appendChild(body);
     section.scrollIntoView();
@@ -605,6 +639,15 @@
     if (!talk) {
       note.className = "bad";
       note.textContent = "This run has no conversation of that id.";
+      return;
+    }
+    if (talk.repeats.length) {
+      note.className = "bad";
+      note.replaceChildren("Several conversations of this run have the id ",
+        bdi(conversationId), " (" + repeatedTurns(talk.repeats) + "): their turns cannot " +
+        "be told apart, so none is shown; give each conversation its own id and evaluate " +
+        "again.");
+      section.scrollIntoView();
       return;
     }
     note.className = "small";
