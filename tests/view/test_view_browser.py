@@ -14,8 +14,17 @@ import pytest
 
 from judge.run.output_folder import file_sha256
 from judge.view import build_view
-from tests.helpers.browser import chromium
-from tests.helpers.view import HOSTILE, judged_runs, record, results_rows, run_id
+from tests.helpers.browser import chromium, watched_page
+from tests.helpers.view import (
+    CONTEXTS,
+    HOSTILE,
+    SUPPORTED,
+    UNSUPPORTED,
+    judged_runs,
+    record,
+    results_rows,
+    run_id,
+)
 
 
 @pytest.fixture(scope="module")
@@ -485,3 +494,201 @@ def test_markup_and_control_characters_in_a_conversation_are_shown_inert(
     )
     assert isolate == [EVIL_CHAT["id"], "isolate", " of "]
     assert chat_page.problems == []
+
+
+# ---- ids that name several rows of a run
+
+
+def _sample(ident: str, question: str, answer: str) -> dict[str, Any]:
+    return {"id": ident, "question": question, "answer": answer, "contexts": CONTEXTS}
+
+
+# Two samples given the id "dup" in every run, in another order in "reordered": the same
+# question keeps the same answer (and scores) in all three runs.
+ONE = _sample("dup", "Who made Python? (one)", SUPPORTED)
+TWO = _sample("dup", "Who made Python? (two)", UNSUPPORTED)
+REPEATED_IDS = {
+    # ids repeat; every question unique
+    "base": [ONE, TWO, _sample("x", "three", SUPPORTED), _sample("y", "four", SUPPORTED)],
+    # more ids than questions shared with base (x and y were reworded)
+    "reordered": [
+        TWO,
+        ONE,
+        _sample("x", "three, reworded", SUPPORTED),
+        _sample("y", "4", SUPPORTED),
+    ],
+    # ids and questions repeat: x and y ask the same question
+    "asked-twice": [TWO, ONE, _sample("x", "three", SUPPORTED), _sample("y", "three", SUPPORTED)],
+}
+
+
+@pytest.fixture(scope="module")
+def repeated_view(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Runs whose ids name several rows (judged through the fake server), as `judge view`
+    writes them."""
+    from judge import LLM, evaluate
+    from judge.testing import FakeLLMServer
+    from tests.helpers.judging import judge_handler
+
+    tmp = tmp_path_factory.mktemp("repeated")
+    records = []
+    with FakeLLMServer() as server:
+        server.chat = judge_handler
+        llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=1)
+        for day, (name, rows) in enumerate(REPEATED_IDS.items(), 1):
+            result = evaluate(rows, metrics=["faithfulness"], llm=llm, progress=False)
+            result.write(tmp / name)
+            records.append(
+                record("base", tmp / name)
+                | {"id": run_id(name), "name": name, "created": f"2026-12-0{day}T10:00:00Z"}
+            )
+    return build_view(records, tmp / "judge-view")
+
+
+@pytest.fixture
+def repeated_page(browser: Any, repeated_view: Any) -> Iterator[Any]:
+    page = watched_page(browser)
+    page.goto(repeated_view.as_uri())
+    page.wait_for_load_state("load")
+    yield page
+    page.close()
+
+
+def _compare(page: Any, first: str, second: str) -> None:
+    page.click(f'#runs tr[data-run="{run_id(first)}"]')
+    page.click(f'#runs tr[data-run="{run_id(second)}"]')
+    page.click("#compare")
+
+
+def test_ids_that_name_several_rows_pair_the_runs_by_question(repeated_page: Any) -> None:
+    # More ids than questions are shared, but "dup" names two rows on both sides: paired by
+    # id, one row of each would be kept, and question one shown against question two.
+    _compare(repeated_page, "base", "reordered")
+    rows = repeated_page.locator("#diff tbody tr")
+    shown = {
+        rows.nth(i).get_attribute("data-key"): rows.nth(i)
+        .locator("td.delta")
+        .get_attribute("data-delta")
+        for i in range(rows.count())
+    }
+    assert shown == {"Who made Python? (one)": "0", "Who made Python? (two)": "0"}
+    note = repeated_page.inner_text("#diff-note")
+    assert note.startswith("2 questions in both runs, matched by question")
+    assert f"2 only in {_label('base')}, 2 only in {_label('reordered')}" in note
+    assert (
+        f"Matched by question: ids name several rows in {_label('base')}: 'dup'; "
+        f"in {_label('reordered')}: 'dup'."
+    ) in note
+    assert repeated_page.problems == []
+
+
+def _label(name: str) -> str:
+    """A run as the page names it: its name and the start of its id."""
+    return f"{name} ({run_id(name)[:8]})"
+
+
+def test_ids_and_questions_that_repeat_show_no_pairs_and_say_why(repeated_page: Any) -> None:
+    _compare(repeated_page, "asked-twice", "base")
+    note = repeated_page.locator("#diff-note")
+    assert note.get_attribute("class") == "bad"
+    assert note.inner_text() == (
+        f"Ids name several rows in {_label('base')}: 'dup'; in {_label('asked-twice')}: "
+        f"'dup'. Questions repeat in {_label('asked-twice')}. The questions of these runs "
+        "cannot be paired (by id, or by question when every question is unique): give each "
+        "sample its own id (an id column) and evaluate again."
+    )
+    assert repeated_page.locator("#diff tbody tr").count() == 0
+    assert repeated_page.locator("#diff-sort").count() == 0
+    assert repeated_page.problems == []
+
+
+# Another conversation given the id "parcel", and one of its own.
+SECOND_PARCEL = {
+    "id": "other",
+    "turns": [
+        {"role": "user", "content": "Where is my parcel?"},
+        {
+            "role": "assistant",
+            "content": "Couriers collect parcels daily.",
+            "contexts": ["Couriers collect parcels daily."],
+        },
+    ],
+}
+SHORT = {"id": "short", "turns": SECOND_PARCEL["turns"]}
+
+
+@pytest.fixture(scope="module")
+def shared_id_view(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A run of three conversations, two of which have the id "parcel", as judge eval
+    writes them (its rows: parcel's turns 2 and 4, then the other parcel's turn 2)."""
+    from judge import LLM, evaluate
+    from judge.testing import FakeLLMServer
+    from tests.helpers.judging import judge_handler
+
+    tmp = tmp_path_factory.mktemp("shared-id")
+    chats = tmp / "chats"
+    with FakeLLMServer() as server:
+        server.chat = judge_handler
+        llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=1)
+        result = evaluate(
+            [CHAT, SECOND_PARCEL, SHORT], metrics=["faithfulness"], llm=llm, progress=False
+        )
+        result.write(chats)
+    # The second conversation's id given as "parcel" in the file itself: the test does not
+    # depend on whether judge eval accepts an input whose conversations share an id.
+    results = chats / "results.jsonl"
+    text = results.read_text(encoding="utf-8")
+    for old, new in (
+        ('"conversation_id": "other"', '"conversation_id": "parcel"'),
+        ('"id": "other#2"', '"id": "parcel#2"'),
+    ):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    results.write_text(text, encoding="utf-8")
+    chat_record = record("base", chats) | {
+        "id": run_id("chats"),
+        "name": "chats",
+        "metrics": ["faithfulness"],
+        "results_sha256": file_sha256(results),
+    }
+    return build_view([chat_record], tmp / "judge-view")
+
+
+def test_conversations_that_share_an_id_are_not_shown_as_one(
+    browser: Any, shared_id_view: Any
+) -> None:
+    page = watched_page(browser)
+    page.goto(shared_id_view.as_uri())
+    page.wait_for_load_state("load")
+    link = page.locator(".conversations-link")
+    assert link.inner_text() == "2 conversation ids (1 names several conversations)"
+    link.click()
+    parcel = page.locator('#conversations tr[data-conversation="parcel"]')
+    # no means over the turns of two conversations
+    assert parcel.locator("td").all_inner_texts() == [
+        "parcel",
+        "3",
+        "several conversations have this id (turn 2 repeats)",
+    ]
+    assert parcel.locator("td.bad").count() == 1
+    short = page.locator('#conversations tr[data-conversation="short"]')
+    assert short.locator("td").all_inner_texts() == ["short", "1", "1.000"]
+    assert page.inner_text("#conversations-note").endswith(
+        " 1 id names several conversations (a turn of it repeats): their turns cannot be told "
+        "apart; give each conversation its own id and evaluate again."
+    )
+    parcel.locator("a").click()
+    note = page.locator("#conversation-note")
+    assert note.get_attribute("class") == "bad"
+    assert note.inner_text() == (
+        "Several conversations of this run have the id parcel (turn 2 repeats): their turns "
+        "cannot be told apart, so none is shown; give each conversation its own id and "
+        "evaluate again."
+    )
+    assert page.locator("#turns article.turn").count() == 0
+    # a conversation of its own id opens as before
+    page.goto(page.url.split("#")[0] + f"#conversation={run_id('chats')},short")
+    page.reload()
+    assert page.locator("#turns article.turn").count() == 1
+    assert page.problems == []
+    page.close()

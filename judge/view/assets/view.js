@@ -160,10 +160,13 @@
       }
       var talks = rows && rows.status === "ok" ? conversationsOf(rows.rows) : [];
       if (talks.length) {
+        var shared = sharedIds(talks);
         var link = el("a", {
           className: "conversations-link",
           href: "#conversations=" + encodeURIComponent(run.id),
-          text: talks.length + (talks.length === 1 ? " conversation" : " conversations"),
+          text: shared ? talks.length + " conversation ids (" + shared +
+            (shared === 1 ? " names" : " name") + " several conversations)" :
+            talks.length + (talks.length === 1 ? " conversation" : " conversations"),
         });
         // Opens the run's conversations; the click does not choose the row for Compare.
         link.addEventListener("click", function (event) {
@@ -242,23 +245,58 @@
     return out;
   }
 
-  // Ids usually identify samples; when two runs numbered them differently, the question
-  // text is the better key (as judge compare decides).
+  // The ids that name several rows of a run, in order of their rows.
+  function repeatedIds(rows) {
+    var seen = new Set(), repeated = new Set();
+    rows.forEach(function (row) {
+      if (row.id === null || row.id === undefined) return;
+      if (seen.has(row.id)) repeated.add(row.id);
+      seen.add(row.id);
+    });
+    return Array.from(repeated);
+  }
+
+  // Ids usually identify samples; when two runs numbered them differently, or an id names
+  // several rows of a run, the question text is the better key if every question is unique
+  // on both sides (as judge compare decides). An id that names several rows, and questions
+  // that repeat: no pairs (`by` null), as keeping one row of each id would pair rows of
+  // different samples.
   function pairRows(rowsA, rowsB) {
     var idsA = keyed(rowsA, "id"), idsB = keyed(rowsB, "id");
     var qsA = keyed(rowsA, "question"), qsB = keyed(rowsB, "question");
     var sharedIds = 0, sharedQs = 0;
     idsA.forEach(function (_, key) { if (idsB.has(key)) sharedIds++; });
     qsA.forEach(function (_, key) { if (qsB.has(key)) sharedQs++; });
-    var byQuestion = sharedQs > sharedIds && qsA.size === rowsA.length &&
-      qsB.size === rowsB.length;
+    var repeated = [repeatedIds(rowsA), repeatedIds(rowsB)];
+    var doubled = repeated[0].length > 0 || repeated[1].length > 0;
+    var unique = [qsA.size === rowsA.length, qsB.size === rowsB.length];
+    var byQuestion = (sharedQs > sharedIds || doubled) && unique[0] && unique[1];
+    if (doubled && !byQuestion) {
+      return { by: null, pairs: [], repeated: repeated, unique: unique };
+    }
     var a = byQuestion ? qsA : idsA, b = byQuestion ? qsB : idsB;
     var pairs = [];
     a.forEach(function (rowA, key) {
       if (b.has(key)) pairs.push({ key: key, a: rowA, b: b.get(key) });
     });
     return { by: byQuestion ? "question" : "id", pairs: pairs, onlyA: a.size - pairs.length,
-      onlyB: b.size - pairs.length };
+      onlyB: b.size - pairs.length, repeated: repeated };
+  }
+
+  // `start` + "A: 'x', 'y'; in B: 'x'" (five ids of a run at most), for the runs whose
+  // ids repeat; each id isolated.
+  function repeatedNote(start, runs, repeated) {
+    var parts = [];
+    runs.forEach(function (run, i) {
+      var ids = repeated[i];
+      if (!ids.length) return;
+      parts.push(parts.length ? "; in " : start, runLabel(run), ": ");
+      ids.slice(0, 5).forEach(function (id, at) {
+        parts.push(at ? ", '" : "'", bdi(id), "'");
+      });
+      if (ids.length > 5) parts.push(" and " + (ids.length - 5) + " more");
+    });
+    return parts;
   }
 
   function diffMetrics(pairs) {
@@ -340,6 +378,19 @@
       return;
     }
     var paired = pairRows(resA.rows, resB.rows);
+    if (paired.by === null) {
+      var why = repeatedNote("Ids name several rows in ", [runA, runB], paired.repeated);
+      why.push(". Questions repeat in ");
+      [runA, runB].filter(function (_, i) { return !paired.unique[i]; }).forEach(
+        function (run, i) { why.push(i ? " and in " : "", runLabel(run)); });
+      why.push(". The questions of these runs cannot be paired (by id, or by question " +
+        "when every question is unique): give each sample its own id (an id column) and " +
+        "evaluate again.");
+      note.replaceChildren.apply(note, why);
+      note.className = "bad";
+      section.scrollIntoView();
+      return;
+    }
     var metrics = diffMetrics(paired.pairs);
     var skipped = resA.skipped + resB.skipped;
     note.className = "small";
@@ -349,6 +400,10 @@
       (skipped ? "; " + skipped + " rows with input errors left out" : "") +
       ". \u0394 = ", runLabel(runB), " \u2212 ", runLabel(runA),
       "; the largest drop first.");
+    if (paired.by === "question" && (paired.repeated[0].length || paired.repeated[1].length)) {
+      note.append.apply(note, repeatedNote(" Matched by question: ids name several rows in ",
+        [runA, runB], paired.repeated).concat(["."]));
+    }
     [runA, runB].forEach(function (run) {
       if (data.results[run.id].verified === false) {
         note.append(" The rows of ", runLabel(run), " cannot be checked against the run: " +
@@ -405,7 +460,9 @@
   }
 
   // ---- conversations: a run's rows that are turns, grouped by conversation_id, each
-  // conversation's turns in order of `turn` (then of row)
+  // conversation's turns in order of `turn` (then of row), and the turns that repeat: a
+  // conversation has one row per turn, so an id whose turn repeats names several
+  // conversations (two given one id), whose turns cannot be told apart.
   function conversationsOf(rows) {
     var byId = new Map();
     rows.forEach(function (row, at) {
@@ -420,9 +477,27 @@
         var b = y.row.turn === null ? Infinity : y.row.turn;
         return a === b ? x.at - y.at : a - b;
       });
-      out.push({ id: id, turns: turns.map(function (t) { return t.row; }) });
+      var repeats = [];
+      turns.forEach(function (t, i) {
+        var turn = t.row.turn;
+        if (i && turn !== null && turn === turns[i - 1].row.turn &&
+          repeats[repeats.length - 1] !== turn) repeats.push(turn);
+      });
+      out.push({ id: id, turns: turns.map(function (t) { return t.row; }), repeats: repeats });
     });
     return out;
+  }
+
+  // How many conversation ids name several conversations.
+  function sharedIds(talks) {
+    return talks.filter(function (t) { return t.repeats.length; }).length;
+  }
+
+  // "turn 2 repeats", "turns 2, 4 and 6 repeat".
+  function repeatedTurns(repeats) {
+    if (repeats.length === 1) return "turn " + repeats[0] + " repeats";
+    return "turns " + repeats.slice(0, -1).join(", ") + " and " +
+      repeats[repeats.length - 1] + " repeat";
   }
 
   function turnMetrics(turns) {
@@ -459,9 +534,14 @@
     document.getElementById("conversations-title").replaceChildren(
       "Conversations of ", runLabel(run));
     var turns = talks.reduce(function (n, t) { return n + t.turns.length; }, 0);
+    var shared = sharedIds(talks);
     document.getElementById("conversations-note").textContent = talks.length +
-      " conversations, " + turns + " judged turns, in the order of the run's rows; each " +
-      "metric's mean over a conversation's turns. Open one to read it turn by turn.";
+      (shared ? " conversation ids, " : " conversations, ") + turns + " judged turns, in " +
+      "the order of the run's rows; each metric's mean over a conversation's turns. Open " +
+      "one to read it turn by turn." + (shared ? " " + shared + (shared === 1 ?
+        " id names several conversations (a turn of it repeats)" :
+        " ids name several conversations (a turn of each repeats)") + ": their turns " +
+      "cannot be told apart; give each conversation its own id and evaluate again." : "");
     var all = [];
     talks.forEach(function (t) { all = all.concat(t.turns); });
     var metrics = turnMetrics(all);
@@ -476,12 +556,18 @@
         window.location.hash = conversationHash(runId, talk.id);
         showConversation(runId, talk.id);
       });
+      // No means over the turns of several conversations.
+      var means = talk.repeats.length ? [el("td", {
+        className: "bad",
+        colspan: Math.max(metrics.length, 1),
+        text: "several conversations have this id (" + repeatedTurns(talk.repeats) + ")",
+      })] : metrics.map(function (m) {
+        return el("td", { className: "n", text: num(meanOf(talk.turns, m)) });
+      });
       body.appendChild(el("tr", { "data-conversation": talk.id }, [
         el("td", {}, [open]),
         el("td", { className: "n", text: talk.turns.length }),
-      ].concat(metrics.map(function (m) {
-        return el("td", { className: "n", text: num(meanOf(talk.turns, m)) });
-      }))));
+      ].concat(means)));
     });
     table.appendChild(body);
     section.scrollIntoView();
@@ -553,6 +639,15 @@
     if (!talk) {
       note.className = "bad";
       note.textContent = "This run has no conversation of that id.";
+      return;
+    }
+    if (talk.repeats.length) {
+      note.className = "bad";
+      note.replaceChildren("Several conversations of this run have the id ",
+        bdi(conversationId), " (" + repeatedTurns(talk.repeats) + "): their turns cannot " +
+        "be told apart, so none is shown; give each conversation its own id and evaluate " +
+        "again.");
+      section.scrollIntoView();
       return;
     }
     note.className = "small";
