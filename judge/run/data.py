@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from abc import abstractmethod
 from array import array
@@ -510,34 +511,67 @@ def _list_of_str(value: Any, name: str) -> list[str]:
 
 def parse_relevance(value: Any) -> dict[str, int]:
     """A row's relevance judgments as {doc_id: grade}: from a list of relevant ids (grade 1),
-    a {doc_id: grade} mapping, or either as JSON text (an empty or blank text: none). A None
-    grade is no judgment: Parquet and `datasets` keep every row's mapping in one struct, so
-    a row reads back the other rows' documents with None."""
+    a {doc_id: grade} mapping (or an Arrow map column's (doc_id, grade) pairs), or either
+    as JSON text (an empty or blank text: none). A None grade is no judgment: Parquet and
+    `datasets` keep every row's mapping in one struct, so a row reads back the other rows'
+    documents with None. A doc graded twice is an error: which grade holds is not known."""
     if isinstance(value, str):
         if not value.strip():  # an empty CSV cell, as an empty retrieved_ids cell
             return {}
         try:
-            value = json.loads(value)
+            # (pairs: json.loads would keep the last of a doc's two grades without a word)
+            value = json.loads(value, object_pairs_hook=list)
         except json.JSONDecodeError:
             raise ValueError(
                 "relevance must be a list of relevant ids or a {id: grade} mapping (JSON "
                 f"text in CSV), got {value!r:.80}"
             ) from None
+        if isinstance(value, list) and value and all(type(p) is tuple for p in value):
+            value = _GradePairs(value)  # a JSON object's (key, value) pairs
+    pairs = _grade_pairs(value)
+    if pairs is None:
+        return {doc: 1 for doc in _list_of_str(value, "relevance")}  # a list of relevant ids
+    grades: dict[str, int] = {}
+    for doc, grade in pairs:
+        if grade is None:
+            continue
+        if str(doc) in grades:
+            raise ValueError(f"relevance grades {str(doc)!r} twice: give each doc one grade")
+        grades[str(doc)] = _whole_grade(grade, doc)
+    return grades
+
+
+def _whole_grade(grade: Any, doc: Any) -> int:
+    """A relevance grade as an int: a whole number, numpy's too (np.int64 from pandas and
+    Parquet, 2.0 from a float column); anything else (True, 1.5, inf, "1") is an error."""
+    if not isinstance(grade, bool):
+        if isinstance(grade, numbers.Integral):
+            return int(grade)
+        if isinstance(grade, numbers.Real):
+            number = float(grade)
+            if math.isfinite(number) and number.is_integer():
+                return int(number)
+    raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
+
+
+class _GradePairs(list):  # type: ignore[type-arg]
+    """The (key, value) pairs of a JSON object, in order, duplicates kept."""
+
+
+def _grade_pairs(value: Any) -> Iterable[tuple[Any, Any]] | None:
+    """The (doc, grade) pairs of a mapping, of a JSON object, or of an Arrow map column
+    (Parquet, `datasets`: a list of (key, value) tuples); None for anything else."""
     if isinstance(value, Mapping):
-        grades = {}
-        for doc, grade in value.items():
-            if grade is None:
-                continue
-            if (
-                isinstance(grade, bool)
-                or not isinstance(grade, (int, float))
-                or not math.isfinite(grade)
-                or grade != int(grade)
-            ):
-                raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
-            grades[str(doc)] = int(grade)
-        return grades
-    return {doc: 1 for doc in _list_of_str(value, "relevance")}  # a list of relevant ids
+        return value.items()
+    if isinstance(value, _GradePairs):
+        return value
+    if (
+        isinstance(value, list)
+        and value
+        and all(type(p) is tuple and len(p) == 2 and isinstance(p[0], str) for p in value)
+    ):
+        return value  # a map column's entries (a list of ids is a list of strings)
+    return None
 
 
 def _text(value: Any, name: str) -> str | None:

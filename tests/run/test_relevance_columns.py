@@ -5,7 +5,9 @@ None grade, which means "not judged here", not a bad row."""
 import math
 
 import pandas as pd
+import pytest
 
+from judge.errors import InputFormatError
 from judge.ir import evaluate as ir_evaluate
 from judge.run.data import parse_relevance
 from judge.run.evaluate import evaluate
@@ -36,3 +38,50 @@ def test_graded_relevance_in_parquet_scores_as_in_jsonl(tmp_path):
         mean = sum(from_parquet.scores(metric)) / 2
         assert math.isclose(mean, expected[metric])
         assert from_parquet.scores(metric) == from_jsonl.scores(metric)
+
+
+def test_a_map_column_of_grades_scores_as_a_mapping(tmp_path):
+    # An Arrow map<string, int64> column (Parquet, datasets) reads back as (doc, grade)
+    # pairs: each row was an error row ("relevance item 0 is a tuple").
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kind = pa.map_(pa.string(), pa.int64())
+    table = pa.table(
+        {
+            "question": [r["question"] for r in ROWS],
+            "retrieved_ids": [r["retrieved_ids"] for r in ROWS],
+            "relevance": pa.array([list(r["relevance"].items()) for r in ROWS], kind),
+        }
+    )
+    pq.write_table(table, tmp_path / "rows.parquet")
+    pd.DataFrame(ROWS).to_json(tmp_path / "rows.jsonl", orient="records", lines=True)
+    metrics = ["ndcg@10", "recall@10"]
+    from_map = evaluate(str(tmp_path / "rows.parquet"), metrics=metrics, progress=False)
+    from_jsonl = evaluate(str(tmp_path / "rows.jsonl"), metrics=metrics, progress=False)
+    assert from_map.rows_with_errors == 0
+    for metric in metrics:
+        assert from_map.scores(metric) == from_jsonl.scores(metric)
+
+
+def test_a_doc_graded_twice_is_an_error_row(tmp_path):
+    # JSON text keeps the last of two grades of one key without a word (mrr 0 here).
+    (tmp_path / "rows.csv").write_text(
+        'question,retrieved_ids,relevance\nq,"[""d1""]","{""d1"": 1, ""d1"": 0}"\n'
+        'r,"[""d1""]","{""d1"": 1}"\n'
+    )
+    result = evaluate(str(tmp_path / "rows.csv"), metrics=["mrr"], progress=False)
+    assert result.rows_with_errors == 1
+    assert "relevance grades 'd1' twice" in str(result.rows[0].error)
+    assert result.scores("mrr") == [1.0]  # (the judged rows')
+    with_ints = [{"question": "q", "retrieved_ids": ["1"], "relevance": {1: 1, "1": 0}}]
+    with pytest.raises(InputFormatError, match="relevance grades '1' twice"):
+        evaluate(with_ints, metrics=["mrr"], progress=False)  # (its only row)
+
+
+def test_numpy_whole_grades_are_grades():
+    import numpy as np
+
+    assert parse_relevance({"d1": np.int64(2), "d2": np.float64(1.0)}) == {"d1": 2, "d2": 1}
+    rows = [{"question": "q", "retrieved_ids": ["d1"], "relevance": {"d1": np.int64(1)}}]
+    assert evaluate(rows, metrics=["mrr"], progress=False).scores("mrr") == [1.0]
