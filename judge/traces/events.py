@@ -46,7 +46,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.conversations import is_conversation, turn_records
+from judge.conversations import conversation_id, is_conversation, turn_records
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import counted
 from judge.metrics.registry import JUDGE_ERROR
@@ -130,11 +130,14 @@ class EvaluationEvents:
             `unreadable_row` (judge could not read the row: no score to send).
         trace_only: the ids of the result rows whose span id is not an OpenTelemetry
             span id (Langfuse's observation ids): their events link to the trace alone.
+        linked_rows: how many result rows gave events (two rows of one id, on one span,
+            are two).
     """
 
     events: list[EvaluationEvent] = field(default_factory=list)
     skipped: dict[str, list[str]] = field(default_factory=dict)
     trace_only: list[str] = field(default_factory=list)
+    linked_rows: int = 0
 
     def __iter__(self) -> Iterator[EvaluationEvent]:
         return iter(self.events)
@@ -169,7 +172,7 @@ class EvaluationEvents:
 
 
 def trace_links(
-    rows: Iterable[Mapping[str, Any]], *, path: str | None = None
+    rows: Iterable[Mapping[str, Any]], *, path: str | None = None, named: str | None = None
 ) -> dict[str, TraceLink | None]:
     """The trace link of each row by its id (the row number when it has no id, as `judge
     eval` numbers rows); None for a row without a trace_id.
@@ -179,23 +182,108 @@ def trace_links(
     rows (`<conversation id>#<turn>`, read by `judge.conversations.turn_records`), each
     from its turn's `trace_id` and `span_id`.
 
+    Two rows of one id (two conversations of one id: their turns) are refused unless they
+    name the same trace and span: a result row finds its trace by its id alone, so one of
+    them would take the other's scores.
+
     Args:
         rows: the rows `judge eval` judged, with `trace_id` and `span_id` columns (as
             `judge traces extract` writes them), or the conversations it judged.
         path: the file the rows come from, for error messages.
+        named: how the caller named the rows, for error messages (the CLI's `--rows
+            FILE`); by default the path, or `rows[i]` without one.
+
+    Raises:
+        InputFormatError: a trace_id that is not one, or an id that names rows of
+            different traces or spans.
     """
     links: dict[str, TraceLink | None] = {}
+    # The first row of each id, to name it when another row takes that id: one small
+    # entry per row, as `links` holds already.
+    firsts: dict[str, _Origin] = {}
     for number, record in enumerate(rows):
         # A conversation is numbered as judge eval numbers it: by its place among the records.
-        turns = turn_records(record, number) if is_conversation(record) else [record]
+        conversation = is_conversation(record)
+        turns = turn_records(record, number) if conversation else [record]
+        # Does the record give its id, or go by its number (for the error below)?
+        given = conversation_id(record, number) != str(number) if conversation else None
         for row in turns:
             key = str(row["id"]) if row.get("id") is not None else str(number)
             trace = _trace_id(row.get("trace_id"), path, number)
             span_value = row.get("span_id")
             span = _span_id(span_value)
             unlinked = None if span is not None or span_value in (None, "") else str(span_value)
-            links[key] = None if trace is None else TraceLink(trace, span, unlinked)
+            link = None if trace is None else TraceLink(trace, span, unlinked)
+            named_row = row.get("id") is not None if given is None else given
+            origin = _Origin(number, conversation, named_row, row.get("turn"))
+            first = firsts.setdefault(key, origin)
+            if first is not origin and links[key] != link:
+                raise _repeated_id(key, first, origin, links[key], link, named or path)
+            links[key] = link
     return links
+
+
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    """Where a trace link's id came from: a row, or a conversation's turn."""
+
+    number: int  # its record's place in the rows, as judge eval numbers them
+    conversation: bool
+    given: bool  # the record gives its id (else it goes by its number)
+    turn: int | None = None
+
+
+def _repeated_id(
+    key: str,
+    first: _Origin,
+    second: _Origin,
+    first_link: TraceLink | None,
+    second_link: TraceLink | None,
+    where: str | None,
+) -> InputFormatError:
+    """The error of two records whose rows share an id but not a trace and span, in the
+    caller's words: `rows[0]` in Python, `rows 0` after the file or flag."""
+    kinds = {"conversation" if o.conversation else "row" for o in (first, second)}
+
+    def called(origin: _Origin) -> str:
+        if where is None:
+            return f"rows[{origin.number}]"
+        return f"{'conversation' if origin.conversation else 'row'} {origin.number}"
+
+    if where is not None and len(kinds) == 1:
+        both = f"{kinds.pop()}s {first.number} and {second.number}"
+    else:
+        both = f"{called(first)} and {called(second)}"
+        if where is None and kinds == {"conversation"}:
+            both = "the conversations " + both
+    conversations = first.conversation and second.conversation
+    ident = key.rpartition("#")[0] if conversations else key
+    none = [
+        f"{called(o)} has none: it goes by its number, as judge eval numbers "
+        f"{'conversations' if o.conversation else 'rows'}"
+        for o in (first, second)
+        if not o.given
+    ]
+    same_trace = (
+        first_link is not None
+        and second_link is not None
+        and first_link.trace_id == second_link.trace_id
+    )
+    differ = "spans" if same_trace else "traces"
+    text = f"{both} have the same id {ident!r}" + (f" ({'; '.join(none)})" if none else "")
+    if conversations:
+        turn = first.turn if first.turn is not None else second.turn
+        text += (
+            f" but different {differ}{'' if turn is None else f' for turn {turn}'}: a turn's "
+            "score finds its trace by its conversation's id and its place; give each "
+            "conversation its own id and evaluate again"
+        )
+    else:
+        text += (
+            f" but different {differ}: a score finds its trace by its row's id; give each "
+            "row its own id (an id column) and evaluate again"
+        )
+    return InputFormatError(text if where is None else f"{where}: {text}")
 
 
 def _trace_id(value: Any, path: str | None, number: int) -> str | None:
@@ -281,6 +369,7 @@ def evaluation_events(
             out.skipped.setdefault(why or "no_trace_row", []).append(row_id)
             continue
         seen.update(row.scores)
+        out.linked_rows += bool(row.scores)
         if link.unlinked_span is not None and row.scores:
             out.trace_only.append(row_id)
         for metric in sorted(row.scores):
