@@ -46,7 +46,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.conversations import conversation_id, is_conversation, turn_records
+from judge.conversations import is_conversation, turn_records
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import counted
 from judge.metrics.registry import JUDGE_ERROR
@@ -198,15 +198,12 @@ def trace_links(
             different traces or spans.
     """
     links: dict[str, TraceLink | None] = {}
-    # The first row of each id, to name it when another row takes that id: one small
-    # entry per row, as `links` holds already.
-    firsts: dict[str, _Origin] = {}
+    # The number of the first record of each id, to name it when another takes that id.
+    firsts: dict[str, int] = {}
     for number, record in enumerate(rows):
         # A conversation is numbered as judge eval numbers it: by its place among the records.
         conversation = is_conversation(record)
         turns = turn_records(record, number) if conversation else [record]
-        # Does the record give its id, or go by its number (for the error below)?
-        given = conversation_id(record, number) != str(number) if conversation else None
         for row in turns:
             key = str(row["id"]) if row.get("id") is not None else str(number)
             trace = _trace_id(row.get("trace_id"), path, number)
@@ -214,76 +211,61 @@ def trace_links(
             span = _span_id(span_value)
             unlinked = None if span is not None or span_value in (None, "") else str(span_value)
             link = None if trace is None else TraceLink(trace, span, unlinked)
-            named_row = row.get("id") is not None if given is None else given
-            origin = _Origin(number, conversation, named_row, row.get("turn"))
-            first = firsts.setdefault(key, origin)
-            if first is not origin and links[key] != link:
-                raise _repeated_id(key, first, origin, links[key], link, named or path)
+            first = firsts.setdefault(key, number)
+            if first != number and links[key] != link:
+                turn = row.get("turn") if conversation else None  # a row's "turn" is data
+                clash = _Clash(key, first, number, conversation, turn)
+                raise clash.error(links[key], link, named or path)
             links[key] = link
     return links
 
 
-@dataclass(frozen=True, slots=True)
-class _Origin:
-    """Where a trace link's id came from: a row, or a conversation's turn."""
+@dataclass(frozen=True)
+class _Clash:
+    """Two records whose rows have one id: `first` and `second` are the records' numbers,
+    `conversation` says whether they are conversations (an input holds one kind: `judge
+    eval` refuses a mix), `turn` the turn of theirs that has that id."""
 
-    number: int  # its record's place in the rows, as judge eval numbers them
+    key: str
+    first: int
+    second: int
     conversation: bool
-    given: bool  # the record gives its id (else it goes by its number)
-    turn: int | None = None
+    turn: int | None
 
-
-def _repeated_id(
-    key: str,
-    first: _Origin,
-    second: _Origin,
-    first_link: TraceLink | None,
-    second_link: TraceLink | None,
-    where: str | None,
-) -> InputFormatError:
-    """The error of two records whose rows share an id but not a trace and span, in the
-    caller's words: `rows[0]` in Python, `rows 0` after the file or flag."""
-    kinds = {"conversation" if o.conversation else "row" for o in (first, second)}
-
-    def called(origin: _Origin) -> str:
+    def error(
+        self, first: TraceLink | None, second: TraceLink | None, where: str | None
+    ) -> InputFormatError:
+        """The error, in the caller's words: `rows[0]` in Python, `rows 0` after the file
+        or flag (`where`)."""
+        kind = "conversation" if self.conversation else "row"
         if where is None:
-            return f"rows[{origin.number}]"
-        return f"{'conversation' if origin.conversation else 'row'} {origin.number}"
-
-    if where is not None and len(kinds) == 1:
-        both = f"{kinds.pop()}s {first.number} and {second.number}"
-    else:
-        both = f"{called(first)} and {called(second)}"
-        if where is None and kinds == {"conversation"}:
-            both = "the conversations " + both
-    conversations = first.conversation and second.conversation
-    ident = key.rpartition("#")[0] if conversations else key
-    none = [
-        f"{called(o)} has none: it goes by its number, as judge eval numbers "
-        f"{'conversations' if o.conversation else 'rows'}"
-        for o in (first, second)
-        if not o.given
-    ]
-    same_trace = (
-        first_link is not None
-        and second_link is not None
-        and first_link.trace_id == second_link.trace_id
-    )
-    differ = "spans" if same_trace else "traces"
-    text = f"{both} have the same id {ident!r}" + (f" ({'; '.join(none)})" if none else "")
-    if conversations:
-        turn = first.turn if first.turn is not None else second.turn
-        text += (
-            f" but different {differ}{'' if turn is None else f' for turn {turn}'}: a turn's "
-            "score finds its trace by its conversation's id and its place; give each "
-            "conversation its own id and evaluate again"
+            both = f"rows[{self.first}] and rows[{self.second}]"
+            both = "the conversations " + both if self.conversation else both
+        else:
+            both = f"{kind}s {self.first} and {self.second}"
+        # The record's id (a turn's id is its conversation's, "#", and its place).
+        ident = self.key.rpartition("#")[0] if self.turn is not None else self.key
+        unnamed = [n for n in (self.first, self.second) if ident == str(n)]
+        none = "".join(
+            f" ({f'rows[{n}]' if where is None else f'{kind} {n}'} has none: it goes by its "
+            f"number, as judge eval numbers {kind}s)"
+            for n in unnamed
         )
-    else:
-        text += (
-            f" but different {differ}: a score finds its trace by its row's id; give each "
-            "row its own id (an id column) and evaluate again"
-        )
-    return InputFormatError(text if where is None else f"{where}: {text}")
+        same_trace = first is not None and second is not None and first.trace_id == second.trace_id
+        differ = "spans" if same_trace else "traces"
+        text = f"{both} have the same id {ident!r}{none} but different {differ}"
+        if self.conversation:
+            text += (
+                f"{'' if self.turn is None else f' for turn {self.turn}'}: a turn's score "
+                "finds its trace by its conversation's id and its place; give each "
+                "conversation its own id and evaluate again"
+            )
+        else:
+            text += (
+                ": a score finds its trace by its row's id; give each row its own id (an id "
+                "column) and evaluate again"
+            )
+        return InputFormatError(text if where is None else f"{where}: {text}")
 
 
 def _trace_id(value: Any, path: str | None, number: int) -> str | None:

@@ -876,6 +876,7 @@ def test_a_row_without_id_known_by_its_number_cannot_take_the_row_of_that_id(tmp
     id and row 0 whose id is "1" would share a trace link, so they are refused."""
     a, b = f"{0xA:032x}", f"{0xB:032x}"
     rows = [{"id": "1", "trace_id": a, "span_id": "a" * 16}, {"trace_id": b, "span_id": "b" * 16}]
+    rows[0]["turn"] = rows[1]["turn"] = 3  # a column of the rows, not a conversation's turn
     results = [
         ResultRow(row=0, id="1", scores={"faithfulness": 1.0}),
         ResultRow(row=1, id=None, scores={"faithfulness": 0.0}),
