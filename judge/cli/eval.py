@@ -234,7 +234,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
 @dataclass(frozen=True)
 class TraceRows:
-    """The rows of a trace file given as DATA, one per trace, and their traces."""
+    """The rows of a trace file given as DATA, one per trace, and their traces (empty
+    when the scores are not sent back)."""
 
     rows: list[dict[str, Any]]
     links: dict[str, Any]
@@ -270,7 +271,10 @@ def read_trace_rows(args: argparse.Namespace) -> TraceRows | None:
         )
     if not rows:
         raise JudgeError(f"{args.data}: no trace gave a row (see the reasons above)")
-    return TraceRows(rows, trace_links(rows, path=str(args.data)))
+    # Only the scores sent back need the links: a row of a trace read again too late (see
+    # judge.traces.assemble) shares its trace's id, which trace_links refuses.
+    links = trace_links(rows, path=str(args.data)) if destinations(args) else {}
+    return TraceRows(rows, links)
 
 
 def run_dry(args: argparse.Namespace, data: Any, gates: Gates, labels: Labels | None = None) -> int:

@@ -203,7 +203,7 @@ def export_scores(
         )
     # When judge judged: the results' time, so the same results give the same bytes.
     stamp = results_file.stat().st_mtime_ns
-    rows = len({e.row_id for e in events})
+    rows = events.linked_rows
     metrics = len({e.metric for e in events})
     what = (
         f"{counted(len(events), 'evaluation event')} ({counted(rows, 'row')}, "

@@ -47,7 +47,7 @@ def run_export_command(args: argparse.Namespace) -> int:
     if not destinations(args):
         raise JudgeError("say where the scores go: give --otlp-json, --export-otlp or --phoenix")
     check_destinations(args)
-    links = trace_links(read_rows(args.rows), path=args.rows)
+    links = trace_links(read_rows(args.rows), path=args.rows, named=f"--rows {args.rows}")
     if not any(links.values()):
         raise JudgeError(
             f"--rows {args.rows}: no row has a trace_id (nor any turn of a conversation); give "

@@ -130,11 +130,14 @@ class EvaluationEvents:
             `unreadable_row` (judge could not read the row: no score to send).
         trace_only: the ids of the result rows whose span id is not an OpenTelemetry
             span id (Langfuse's observation ids): their events link to the trace alone.
+        linked_rows: how many result rows gave events (two rows of one id, on one span,
+            are two).
     """
 
     events: list[EvaluationEvent] = field(default_factory=list)
     skipped: dict[str, list[str]] = field(default_factory=dict)
     trace_only: list[str] = field(default_factory=list)
+    linked_rows: int = 0
 
     def __iter__(self) -> Iterator[EvaluationEvent]:
         return iter(self.events)
@@ -169,7 +172,7 @@ class EvaluationEvents:
 
 
 def trace_links(
-    rows: Iterable[Mapping[str, Any]], *, path: str | None = None
+    rows: Iterable[Mapping[str, Any]], *, path: str | None = None, named: str | None = None
 ) -> dict[str, TraceLink | None]:
     """The trace link of each row by its id (the row number when it has no id, as `judge
     eval` numbers rows); None for a row without a trace_id.
@@ -179,23 +182,90 @@ def trace_links(
     rows (`<conversation id>#<turn>`, read by `judge.conversations.turn_records`), each
     from its turn's `trace_id` and `span_id`.
 
+    Two rows of one id (two conversations of one id: their turns) are refused unless they
+    name the same trace and span: a result row finds its trace by its id alone, so one of
+    them would take the other's scores.
+
     Args:
         rows: the rows `judge eval` judged, with `trace_id` and `span_id` columns (as
             `judge traces extract` writes them), or the conversations it judged.
         path: the file the rows come from, for error messages.
+        named: how the caller named the rows, for error messages (the CLI's `--rows
+            FILE`); by default the path, or `rows[i]` without one.
+
+    Raises:
+        InputFormatError: a trace_id that is not one, or an id that names rows of
+            different traces or spans.
     """
     links: dict[str, TraceLink | None] = {}
+    # The number of the first record of each id, to name it when another takes that id.
+    firsts: dict[str, int] = {}
     for number, record in enumerate(rows):
         # A conversation is numbered as judge eval numbers it: by its place among the records.
-        turns = turn_records(record, number) if is_conversation(record) else [record]
+        conversation = is_conversation(record)
+        turns = turn_records(record, number) if conversation else [record]
         for row in turns:
             key = str(row["id"]) if row.get("id") is not None else str(number)
             trace = _trace_id(row.get("trace_id"), path, number)
             span_value = row.get("span_id")
             span = _span_id(span_value)
             unlinked = None if span is not None or span_value in (None, "") else str(span_value)
-            links[key] = None if trace is None else TraceLink(trace, span, unlinked)
+            link = None if trace is None else TraceLink(trace, span, unlinked)
+            first = firsts.setdefault(key, number)
+            if first != number and links[key] != link:
+                turn = row.get("turn") if conversation else None  # a row's "turn" is data
+                clash = _Clash(key, first, number, conversation, turn)
+                raise clash.error(links[key], link, named or path)
+            links[key] = link
     return links
+
+
+@dataclass(frozen=True)
+class _Clash:
+    """Two records whose rows have one id: `first` and `second` are the records' numbers,
+    `conversation` says whether they are conversations (an input holds one kind: `judge
+    eval` refuses a mix), `turn` the turn of theirs that has that id."""
+
+    key: str
+    first: int
+    second: int
+    conversation: bool
+    turn: int | None
+
+    def error(
+        self, first: TraceLink | None, second: TraceLink | None, where: str | None
+    ) -> InputFormatError:
+        """The error, in the caller's words: `rows[0]` in Python, `rows 0` after the file
+        or flag (`where`)."""
+        kind = "conversation" if self.conversation else "row"
+        if where is None:
+            both = f"rows[{self.first}] and rows[{self.second}]"
+            both = "the conversations " + both if self.conversation else both
+        else:
+            both = f"{kind}s {self.first} and {self.second}"
+        # The record's id (a turn's id is its conversation's, "#", and its place).
+        ident = self.key.rpartition("#")[0] if self.turn is not None else self.key
+        unnamed = [n for n in (self.first, self.second) if ident == str(n)]
+        none = "".join(
+            f" ({f'rows[{n}]' if where is None else f'{kind} {n}'} has none: it goes by its "
+            f"number, as judge eval numbers {kind}s)"
+            for n in unnamed
+        )
+        same_trace = first is not None and second is not None and first.trace_id == second.trace_id
+        differ = "spans" if same_trace else "traces"
+        text = f"{both} have the same id {ident!r}{none} but different {differ}"
+        if self.conversation:
+            text += (
+                f"{'' if self.turn is None else f' for turn {self.turn}'}: a turn's score "
+                "finds its trace by its conversation's id and its place; give each "
+                "conversation its own id and evaluate again"
+            )
+        else:
+            text += (
+                ": a score finds its trace by its row's id; give each row its own id (an id "
+                "column) and evaluate again"
+            )
+        return InputFormatError(text if where is None else f"{where}: {text}")
 
 
 def _trace_id(value: Any, path: str | None, number: int) -> str | None:
@@ -281,6 +351,7 @@ def evaluation_events(
             out.skipped.setdefault(why or "no_trace_row", []).append(row_id)
             continue
         seen.update(row.scores)
+        out.linked_rows += bool(row.scores)
         if link.unlinked_span is not None and row.scores:
             out.trace_only.append(row_id)
         for metric in sorted(row.scores):

@@ -808,3 +808,150 @@ def test_the_scores_of_a_sessions_run_land_on_each_turns_trace_and_root_span(tmp
     assert "A#2, A#4" in done.stderr
     sent = [r for line in moved.read_text().splitlines() for r in records(as_protobuf(line))]
     assert {r.trace_id.hex() for r in sent} == {turns["B#2"], turns["B#4"]}
+
+
+# --- ids that repeat: a score must never reach another row's trace -------------------------
+
+
+def judge_rows(records: list[dict], tmp_path: Path, server: FakeLLMServer) -> tuple[Path, Path]:
+    """`judge eval` (faithfulness) of these records, written as a rows file: the rows file
+    and the run's --out folder."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    done = run(
+        "eval", rows, "--model", "openai/judge", "--api-base", server.base_url, "--api-key",
+        "k", "--cache", tmp_path / "c.sqlite", "--out", tmp_path / "out", "--metrics",
+        "faithfulness", "--no-progress", "--no-record",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return rows, tmp_path / "out"
+
+
+def test_rows_of_one_id_on_different_traces_are_refused_not_sent_to_one_trace(
+    tmp_path, fake_llm_server: FakeLLMServer
+):
+    """Two rows named `r1` on traces 1 and 2: the last one's trace used to take both rows'
+    scores (trace 1 got none, trace 2 got trace 1's). A score finds its trace by its row's
+    id, so such a file is refused, before anything is written."""
+    fake_llm_server.chat = judge_handler
+    records = [trace_row(1), trace_row(2), trace_row(3)]
+    records[1]["id"] = records[0]["id"] = "r1"
+    rows, out = judge_rows(records, tmp_path, fake_llm_server)
+    events = tmp_path / "events.jsonl"
+    message = cli_error(str(out), "--rows", str(rows), "--otlp-json", str(events))
+    assert message.startswith(
+        f"--rows {rows}: rows 0 and 1 have the same id 'r1' but different traces: a score "
+        "finds its trace by its row's id; give each row its own id"
+    )
+    assert not events.exists()
+    # In Python, the rows passed are named as Python names them.
+    with pytest.raises(InputFormatError) as caught:
+        evaluation_events(read_results(out), read_rows(rows))
+    assert str(caught.value).startswith("rows[0] and rows[1] have the same id 'r1' but different")
+
+
+def test_rows_of_one_id_on_the_same_span_each_send_their_scores_there(
+    tmp_path, capsys, fake_llm_server: FakeLLMServer
+):
+    """The same row twice (the same trace and span): both are that span's, nothing to
+    mistake; each result row's events go to it, and each row is counted."""
+    fake_llm_server.chat = judge_handler
+    twice = trace_row(1)
+    records = [twice, {**twice, "question": "Who made Python?"}, trace_row(2)]
+    rows, out = judge_rows(records, tmp_path, fake_llm_server)
+    events = tmp_path / "events.jsonl"
+    assert export(str(out), "--rows", str(rows), "--otlp-json", str(events)) == 0
+    assert "wrote 3 evaluation events (3 rows, 1 metric)" in capsys.readouterr().out
+    sent = [r for line in events.read_text().splitlines() for r in records_of(line)]
+    spans = [(r.trace_id.hex(), r.span_id.hex()) for r in sent]
+    assert sorted(spans) == sorted((r["trace_id"], r["span_id"]) for r in records)
+
+
+def records_of(line: str) -> list[LogRecord]:
+    return records(as_protobuf(line))
+
+
+def test_a_row_without_id_known_by_its_number_cannot_take_the_row_of_that_id(tmp_path):
+    """A row without an id goes by its number, as `judge eval` numbers it: row 1 without an
+    id and row 0 whose id is "1" would share a trace link, so they are refused."""
+    a, b = f"{0xA:032x}", f"{0xB:032x}"
+    rows = [{"id": "1", "trace_id": a, "span_id": "a" * 16}, {"trace_id": b, "span_id": "b" * 16}]
+    rows[0]["turn"] = rows[1]["turn"] = 3  # a column of the rows, not a conversation's turn
+    results = [
+        ResultRow(row=0, id="1", scores={"faithfulness": 1.0}),
+        ResultRow(row=1, id=None, scores={"faithfulness": 0.0}),
+    ]
+    with pytest.raises(InputFormatError) as caught:
+        evaluation_events(results, rows)
+    assert str(caught.value).startswith(
+        "rows[0] and rows[1] have the same id '1' (rows[1] has none: it goes by its number, "
+        "as judge eval numbers rows) but different traces"
+    )
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    from judge.traces.export import trace_links
+
+    with pytest.raises(InputFormatError, match=r"rows\.jsonl: rows 0 and 1 have the same id '1' "):
+        trace_links(read_rows(path), path=str(path))
+
+
+def test_conversations_of_one_id_are_refused_saying_the_conversation_id_repeats(
+    tmp_path, fake_llm_server: FakeLLMServer
+):
+    """Two conversations named `c1`: their turns are both `c1#2`, on two traces. It used to
+    send one turn's scores and leave out the other with a note blaming a file extracted
+    again; the command now says the conversation id repeats."""
+    fake_llm_server.chat = judge_handler
+
+    def chat(i: int) -> dict:
+        row = trace_row(i)
+        turn = {"role": "assistant", "content": row["answer"], "contexts": row["contexts"]}
+        turn |= {"trace_id": row["trace_id"], "span_id": row["span_id"]}
+        return {"id": "c1", "turns": [{"role": "user", "content": row["question"]}, turn]}
+
+    rows, out = judge_rows([chat(1), chat(2)], tmp_path, fake_llm_server)
+    events = tmp_path / "events.jsonl"
+    message = cli_error(str(out), "--rows", str(rows), "--otlp-json", str(events))
+    assert message.startswith(
+        f"--rows {rows}: conversations 0 and 1 have the same id 'c1' but different traces "
+        "for turn 2: a turn's score finds its trace by its conversation's id and its place; "
+        "give each conversation its own id"
+    )
+    assert not events.exists()
+
+
+def test_an_id_repeated_in_python_names_the_rows_as_python_indexes_them():
+    """Through the Python API: the rows given are `rows[i]`; one trace with two spans is
+    "different spans"; two conversations of one id name their turn; unreadable
+    conversations of one id (no trace: nothing to send) are let be."""
+    trace = "ab" * 16
+    spans = [{"id": "r", "trace_id": trace, "span_id": s * 16} for s in "ab"]
+    with pytest.raises(InputFormatError) as caught:
+        evaluation_events([], spans)
+    assert str(caught.value) == (
+        "rows[0] and rows[1] have the same id 'r' but different spans: a score finds its "
+        "trace by its row's id; give each row its own id (an id column) and evaluate again"
+    )
+
+    def chat(trace_id: str) -> dict:
+        return {
+            "id": "c",
+            "turns": [
+                {"role": "user", "content": "Q"},
+                {"role": "assistant", "content": "A", "trace_id": trace_id},
+            ],
+        }
+
+    with pytest.raises(InputFormatError) as caught:
+        evaluation_events([], [chat("ab" * 16), chat("cd" * 16)])
+    assert str(caught.value).startswith(
+        "the conversations rows[0] and rows[1] have the same id 'c' but different traces "
+        "for turn 2: "
+    )
+    from judge.traces.export import trace_links
+
+    unreadable = {"id": "c", "turns": "not a list"}
+    assert trace_links([chat("ab" * 16), chat("ab" * 16), unreadable, unreadable]) == {
+        "c#2": TraceLink("ab" * 16, None),
+        "c": None,
+    }
