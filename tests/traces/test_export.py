@@ -304,6 +304,29 @@ def test_the_turns_of_conversations_are_linked_by_the_ids_judge_eval_gives_their
         trace_links(read_rows(path), path=str(path))
 
 
+def test_a_conversation_of_an_earlier_ones_id_links_no_turn(tmp_path):
+    """judge eval judges the first of two conversations of one id and makes the second an
+    error row: the second's turn (the same id, `c#2`) took the link of the first's, so the
+    first's scores were refused as naming another trace (or sent to the second's trace,
+    before results named their traces)."""
+    from judge.run.data import load_rows
+    from judge.traces.export import trace_links
+
+    t1, t2 = (f"{n:032x}" for n in (1, 2))
+    conversations = [
+        {"id": "c", "turns": [{"role": "user", "content": "Q1"},
+                              {"role": "assistant", "content": "A1", "trace_id": t1}]},
+        {"id": "c", "turns": [{"role": "user", "content": "Q2"},
+                              {"role": "assistant", "content": "A2", "trace_id": t2}]},
+    ]  # fmt: skip
+    path = tmp_path / "conversations.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
+    links = trace_links(read_rows(path), path=str(path))
+    assert links == {"c#2": TraceLink(t1, None), "c": None}
+    rows, _, _ = load_rows(path)
+    assert [str(row.sample.id if row.sample else row.id) for row in rows] == list(links)
+
+
 def test_a_malformed_trace_id_is_an_input_error(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"id": "r", "trace_id": "not-hex"}) + "\n", encoding="utf-8")
