@@ -166,9 +166,56 @@ def turn_records(record: Mapping[str, Any], number: int) -> list[dict[str, Any]]
         _bad_id(record, cid)
         return _turns(record, cid)
     except BadConversation as exc:
-        # Its question column is there (empty): an input of conversations none of which can
-        # be read is their error rows, not "no question column".
-        return [{"id": cid, "conversation_id": cid, "question": None, CONVERSATION_ERROR: str(exc)}]
+        return [_error_row(cid, str(exc))]
+
+
+def _error_row(cid: str, why: str) -> dict[str, Any]:
+    """The one row of a conversation that is not judged, saying why."""
+    # Its question column is there (empty): an input of conversations none of which can be
+    # read is their error rows, not "no question column".
+    return {"id": cid, "conversation_id": cid, "question": None, CONVERSATION_ERROR: why}
+
+
+class DistinctIds:
+    """`turn_records` of the conversations of one input, in input order, each id once: a
+    conversation giving an earlier one's id is one error row saying so (the earlier one is
+    judged, as rows are judged while the input is read). Two conversations of one id were
+    one conversation to the statistics (one resampling unit) and their rows shared ids
+    (`c1#2` twice) that results, `judge compare` and `judge traces export` pair rows by.
+
+    Keeps each conversation's id and number (its first), as `RowTally` keeps each id once:
+    memory grows with the conversations, not their turns."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, int] = {}
+
+    def turn_records(self, record: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
+        """The rows of conversation `number` (as `turn_records` gives them), or its error
+        row when an earlier conversation has its id."""
+        cid = conversation_id(record, number)
+        given = _given_id(record)
+        if not given and any(record.get(k) is not None for k in ID_KEYS):
+            # an id that is no id (1.5): its error row says so, under the conversation's
+            # number, which is no id it gave
+            return turn_records(record, number)
+        first = self._first.setdefault(cid, number)
+        if first == number:
+            return turn_records(record, number)
+        numbered = "" if given else f" (conversation {number} has no id: its number is its id)"
+        return [
+            _error_row(
+                cid,
+                f"conversations {first} and {number} (numbered from 0 in the input) have the "
+                f"same id {cid!r}{numbered}: one id would make them one conversation and give "
+                f"their rows the same ids, so conversation {first} is judged and this one is "
+                "not; give each conversation its own id",
+            )
+        ]
+
+
+def _given_id(record: Mapping[str, Any]) -> bool:
+    """Whether the conversation gives an id (else its number is its id)."""
+    return any(_usable_id(record.get(k)) for k in ID_KEYS)
 
 
 def _turns(record: Mapping[str, Any], cid: str) -> list[dict[str, Any]]:
@@ -398,10 +445,12 @@ def conversation_rows(
     records: Iterable[tuple[int, Mapping[str, Any]]],
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, turn record) of every turn of the conversations, numbered on from 0
-    across conversations in input order."""
+    across conversations in input order; a conversation of an earlier one's id is one
+    error row (`DistinctIds`)."""
     number = 0
+    ids = DistinctIds()
     for position, record in records:
-        for row in turn_records(record, position):
+        for row in ids.turn_records(record, position):
             yield number, row
             number += 1
 

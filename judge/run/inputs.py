@@ -29,12 +29,12 @@ from typing import Any
 
 from judge.conversations import (
     CONVERSATION_KEYS,
+    DistinctIds,
     conversation_rows,
     flat_turn_records,
     flat_turn_units,
     is_conversation,
     is_flat_turns,
-    turn_records,
 )
 from judge.errors import InputFormatError
 from judge.lines import universal_lines
@@ -380,8 +380,10 @@ class ConversationRecords(Records):
         """(row number, conversation's record number, turn record) of the turns the shard
         holds."""
         number = 0
+        # Every shard reads every conversation, so each knows the ids before its own.
+        ids = DistinctIds()
         for position, conversation in self.inner.read():
-            for record in turn_records(conversation, position):
+            for record in ids.turn_records(conversation, position):
                 if _held_turn(shard, number, position):
                     yield number, position, record
                 number += 1

@@ -144,6 +144,7 @@ def import_review(folder: str | os.PathLike[str], path: str | os.PathLike[str]) 
     rows = _rows(path)
     questions: dict[str, tuple[int, dict[str, str]]] = {}
     grades: dict[str, dict[str, int]] = {i.id: dict(i.relevance) for i in items}
+    graded: dict[tuple[str, str], int] = {}  # (question, chunk) -> the line grading it
     for line, row in enumerate(rows, start=2):
         qid = row["question_id"]
         if qid not in by_id:
@@ -161,6 +162,14 @@ def import_review(folder: str | os.PathLike[str], path: str | os.PathLike[str]) 
                 raise ReviewFileError(f"{path}:{line}: chunk {chunk!r} was not judged for {qid}")
             if row["grade"] not in ("0", "1", "2"):
                 raise ReviewFileError(f"{path}:{line}: grade {row['grade']!r}: write 0, 1 or 2")
+            # Refused even with one grade: the later row's was kept, and an earlier one's
+            # grade lost without a word; each chunk of a question is one row.
+            earlier = graded.setdefault((qid, chunk), line)
+            if earlier != line:
+                raise ReviewFileError(
+                    f"{path}:{line}: chunk {chunk!r} of question {qid!r} appears twice "
+                    f"(lines {earlier} and {line}); keep one"
+                )
             grades[qid][chunk] = int(row["grade"])
         else:
             raise ReviewFileError(f"{path}:{line}: kind {row['kind']!r}: question or chunk")

@@ -46,7 +46,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge.conversations import is_conversation, turn_records
+from judge.conversations import DistinctIds, is_conversation
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import counted
 from judge.metrics.registry import JUDGE_ERROR
@@ -179,12 +179,12 @@ def trace_links(
 
     A record that is a conversation (`judge traces extract --sessions` writes one per
     session) gives the links of its assistant turns, by the ids `judge eval` gives their
-    rows (`<conversation id>#<turn>`, read by `judge.conversations.turn_records`), each
-    from its turn's `trace_id` and `span_id`.
+    rows (`<conversation id>#<turn>`, read by `judge.conversations.DistinctIds`), each
+    from its turn's `trace_id` and `span_id`; a conversation of an earlier one's id has
+    none (judge eval does not judge it).
 
-    Two rows of one id (two conversations of one id: their turns) are refused unless they
-    name the same trace and span: a result row finds its trace by its id alone, so one of
-    them would take the other's scores.
+    Two rows of one id are refused unless they name the same trace and span: a result row
+    finds its trace by its id alone, so one of them would take the other's scores.
 
     Args:
         rows: the rows `judge eval` judged, with `trace_id` and `span_id` columns (as
@@ -198,12 +198,13 @@ def trace_links(
             different traces or spans.
     """
     links: dict[str, TraceLink | None] = {}
+    ids = DistinctIds()  # a conversation of an earlier one's id is judge eval's error row
     # The number of the first record of each id, to name it when another takes that id.
     firsts: dict[str, int] = {}
     for number, record in enumerate(rows):
         # A conversation is numbered as judge eval numbers it: by its place among the records.
         conversation = is_conversation(record)
-        turns = turn_records(record, number) if conversation else [record]
+        turns = ids.turn_records(record, number) if conversation else [record]
         for row in turns:
             key = str(row["id"]) if row.get("id") is not None else str(number)
             trace = _trace_id(row.get("trace_id"), path, number)

@@ -14,6 +14,7 @@ from pydantic import Field, WithJsonSchema, create_model
 
 import judge
 from judge import LLM
+from judge.conversations import turn_records
 from judge.metrics.judges import Verdict
 from judge.metrics.turns import SaidSoFar, given_for, said_before
 from judge.run.data import load_rows
@@ -95,12 +96,14 @@ def test_every_turns_verify_evidence_is_its_contexts_then_said_before(seed):
     `said_before` of its history (the earlier turns' supported claims as the run judged
     them) as `given_for` bounds it: prompts are what they were before evidence was grown
     turn by turn."""
-    chats = random_chats(seed)
+    # As rows with their histories: given as conversations, the branches (conversations of
+    # one id) would be error rows, each id naming one conversation.
+    turns = [row for number, c in enumerate(random_chats(seed)) for row in turn_records(c, number)]
     verifies: list[Verify] = []
     with FakeLLMServer(chat=recording(verifies)) as server:
         llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)
-        result = judge.evaluate(chats, metrics=["faithfulness"], llm=llm, progress=False)
-    rows, _, _ = load_rows(chats)
+        result = judge.evaluate(turns, metrics=["faithfulness"], llm=llm, progress=False)
+    rows, _, _ = load_rows(turns)
     assert not any(r.errors for r in result.rows)
     # Each turn's supported claims, by its conversation (in input order) and turn.
     expected = set()

@@ -226,12 +226,19 @@ def _apples_and_bananas(fake_llm_server: FakeLLMServer, data: list[dict[str, Any
 
 
 def test_two_conversations_with_one_id_are_each_judged_on_their_own_answer(fake_llm_server):
+    """Given as conversations, the second is an error row (one id would make them one
+    conversation); their turns given as rows (`turn_records`'s, each with its history) are
+    each judged on its own answer, not served the first's judgments."""
+
     def chat(answer: str) -> dict[str, Any]:
         return {"id": "c1", "turns": [user("Which?"), assistant(answer, "Apples are red.")]}
 
-    bananas, apples = _apples_and_bananas(
-        fake_llm_server, [chat("Bananas are blue."), chat("Apples are red.")]
-    )
+    chats = [chat("Bananas are blue."), chat("Apples are red.")]
+    bananas, second = _apples_and_bananas(fake_llm_server, chats)
+    assert bananas.scores["faithfulness"] == 0.0
+    assert second.error is not None and "the same id 'c1'" in second.error
+    turns = [row for number, c in enumerate(chats) for row in turn_records(c, number)]
+    bananas, apples = _apples_and_bananas(fake_llm_server, turns)
     assert bananas.scores["faithfulness"] == 0.0
     assert apples.evidence["answer_claims"] == ["Apples are red."]
     assert apples.scores["faithfulness"] == 1.0

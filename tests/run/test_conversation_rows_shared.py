@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from judge.conversations import flat_turn_records, turn_records
+from judge.conversations import conversation_rows, flat_turn_records, turn_records
 from judge.run.data import build_rows, load_rows, resolve_columns
 from judge.run.digest import row_hash
 from judge.run.inputs import open_input
@@ -41,13 +41,13 @@ def test_a_conversations_rows_hash_alike_however_they_are_read(tmp_path, seed):
     hashes = [row_hash(row) for row in streamed]
     loaded, columns, _ = load_rows(path)
     assert [row_hash(row) for row in loaded] == hashes
-    # rows alike (the beginnings two conversations of one id share) hash alike, no others
+    # rows alike hash alike, no others
     assert len(set(hashes)) == len({repr((r.sample, r.error)) for r in loaded})
     sharded: dict[int, str] = {}
     for index in (1, 2, 3):
         sharded.update((r.number, row_hash(r)) for r in streamed.only(Shard(index, 3)))
     assert [sharded[n] for n in range(len(hashes))] == hashes
-    records = [r for i, c in enumerate(random_chats(seed)) for r in turn_records(c, i)]
+    records = [r for _, r in conversation_rows(enumerate(random_chats(seed)))]
     for copy in (plain, lambda r: pickle.loads(pickle.dumps(r))):
         again = build_rows([copy(r) for r in records], columns)
         assert [row_hash(row) for row in again] == hashes

@@ -128,6 +128,29 @@ def test_a_sheet_that_does_not_match_is_refused_and_nothing_written(
     assert (built / "testset.jsonl").read_bytes() == snapshot
 
 
+@pytest.mark.parametrize("same_grade", [False, True])
+def test_a_chunk_row_given_twice_is_refused_naming_both_lines(built, tmp_path, capsys, same_grade):
+    """The last of two rows of one (question, chunk) was kept: a reviewer's grade on the
+    first was lost without a word. Refused even when the grades agree: each chunk of a
+    question is one row, as each question is."""
+    sheet = tmp_path / "review.csv"
+    main(["testset", "review", str(built), "--export", str(sheet)])
+    rows = _sheet(sheet)
+    at = next(i for i, r in enumerate(rows) if r["kind"] == "chunk")
+    first = rows[at]
+    again = {**first, "grade": first["grade"] if same_grade else str((int(first["grade"]) + 1) % 3)}
+    rows.insert(at + 1, again)
+    _write(sheet, rows)
+    snapshot = (built / "testset.jsonl").read_bytes()
+    assert main(["testset", "review", str(built), "--import", str(sheet)]) == 2
+    line = at + 2  # the header is line 1
+    assert (
+        f"{sheet}:{line + 1}: chunk {first['chunk_id']!r} of question "
+        f"{first['question_id']!r} appears twice (lines {line} and {line + 1}); keep one"
+    ) in capsys.readouterr().err
+    assert (built / "testset.jsonl").read_bytes() == snapshot
+
+
 def test_a_file_that_is_not_a_review_sheet_exits_2(built, tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n", "utf-8")

@@ -304,6 +304,29 @@ def test_the_turns_of_conversations_are_linked_by_the_ids_judge_eval_gives_their
         trace_links(read_rows(path), path=str(path))
 
 
+def test_a_conversation_of_an_earlier_ones_id_links_no_turn(tmp_path):
+    """judge eval judges the first of two conversations of one id and makes the second an
+    error row: the second's turn (the same id, `c#2`) took the link of the first's, so the
+    first's scores were refused as naming another trace (or sent to the second's trace,
+    before results named their traces)."""
+    from judge.run.data import load_rows
+    from judge.traces.export import trace_links
+
+    t1, t2 = (f"{n:032x}" for n in (1, 2))
+    conversations = [
+        {"id": "c", "turns": [{"role": "user", "content": "Q1"},
+                              {"role": "assistant", "content": "A1", "trace_id": t1}]},
+        {"id": "c", "turns": [{"role": "user", "content": "Q2"},
+                              {"role": "assistant", "content": "A2", "trace_id": t2}]},
+    ]  # fmt: skip
+    path = tmp_path / "conversations.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in conversations), encoding="utf-8")
+    links = trace_links(read_rows(path), path=str(path))
+    assert links == {"c#2": TraceLink(t1, None), "c": None}
+    rows, _, _ = load_rows(path)
+    assert [str(row.sample.id if row.sample else row.id) for row in rows] == list(links)
+
+
 def test_a_malformed_trace_id_is_an_input_error(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"id": "r", "trace_id": "not-hex"}) + "\n", encoding="utf-8")
@@ -895,12 +918,13 @@ def test_a_row_without_id_known_by_its_number_cannot_take_the_row_of_that_id(tmp
         trace_links(read_rows(path), path=str(path))
 
 
-def test_conversations_of_one_id_are_refused_saying_the_conversation_id_repeats(
+def test_conversations_of_one_id_send_only_the_judged_ones_scores(
     tmp_path, fake_llm_server: FakeLLMServer
 ):
-    """Two conversations named `c1`: their turns are both `c1#2`, on two traces. It used to
-    send one turn's scores and leave out the other with a note blaming a file extracted
-    again; the command now says the conversation id repeats."""
+    """Two conversations named `c1`: their turns were both `c1#2`, on two traces, and one
+    turn's scores went out while the other was left out with a note blaming a file
+    extracted again. judge eval now judges the first and makes the second an error row:
+    the first's scores go to its own trace, nothing to the second's."""
     fake_llm_server.chat = judge_handler
 
     def chat(i: int) -> dict:
@@ -909,15 +933,16 @@ def test_conversations_of_one_id_are_refused_saying_the_conversation_id_repeats(
         turn |= {"trace_id": row["trace_id"], "span_id": row["span_id"]}
         return {"id": "c1", "turns": [{"role": "user", "content": row["question"]}, turn]}
 
-    rows, out = judge_rows([chat(1), chat(2)], tmp_path, fake_llm_server)
-    events = tmp_path / "events.jsonl"
-    message = cli_error(str(out), "--rows", str(rows), "--otlp-json", str(events))
-    assert message.startswith(
-        f"--rows {rows}: conversations 0 and 1 have the same id 'c1' but different traces "
-        "for turn 2: a turn's score finds its trace by its conversation's id and its place; "
-        "give each conversation its own id"
-    )
-    assert not events.exists()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(c) + "\n" for c in (chat(1), chat(2))), encoding="utf-8")
+    done = run(
+        "eval", rows, "--model", "openai/judge", "--api-base", fake_llm_server.base_url,
+        "--api-key", "k", "--cache", tmp_path / "c.sqlite", "--out", tmp_path / "out",
+        "--metrics", "faithfulness", "--no-progress", "--no-record", "--max-error-rate", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    events = evaluation_events(read_results(tmp_path / "out"), read_rows(rows))
+    assert {(e.row_id, e.trace_id) for e in events} == {("c1#2", trace_row(1)["trace_id"])}
 
 
 def test_an_id_repeated_in_python_names_the_rows_as_python_indexes_them():
@@ -942,13 +967,11 @@ def test_an_id_repeated_in_python_names_the_rows_as_python_indexes_them():
             ],
         }
 
-    with pytest.raises(InputFormatError) as caught:
-        evaluation_events([], [chat("ab" * 16), chat("cd" * 16)])
-    assert str(caught.value).startswith(
-        "the conversations rows[0] and rows[1] have the same id 'c' but different traces "
-        "for turn 2: "
-    )
     from judge.traces.export import trace_links
+
+    # Two conversations of one id: the first's turn links (judge eval judges it only).
+    links = trace_links([chat("ab" * 16), chat("cd" * 16)])
+    assert links == {"c#2": TraceLink("ab" * 16, None), "c": None}  # (c: the error row's)
 
     unreadable = {"id": "c", "turns": "not a list"}
     assert trace_links([chat("ab" * 16), chat("ab" * 16), unreadable, unreadable]) == {
