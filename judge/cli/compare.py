@@ -224,7 +224,7 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
     """B against A: two evaluations, two TREC runs (--qrels) or two columns (--columns)."""
     from judge.comparison.evaluations import compare, write_json
     from judge.comparison.html import write_compare
-    from judge.comparison.trec_runs import compare_runs, unjudged_loss_warning
+    from judge.comparison.trec_runs import compare_runs, left_out_note, unjudged_loss_warning
     from judge.ir import read_qrels, read_run
 
     metrics = metrics_of(args) or None
@@ -275,6 +275,9 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
         print(terminal_text(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False)))
     else:
         print(terminal_text(comparison.table()))
+        left_out = comparison.extra.get("left_out", {}).get("no_relevance_judgments")
+        if left_out:
+            print(terminal_text(left_out_note(left_out)))
         lost = comparison.extra.get("lost_from_top_k")
         if lost is not None:
             print(
