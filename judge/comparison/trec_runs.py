@@ -229,7 +229,13 @@ def compare_runs(
 
 
 def _ranked_run(ids: Any, column: str, row: int) -> dict[str, float]:
-    ids = cell_list(ids)  # CSV cells hold lists as JSON text
+    try:
+        ids = cell_list(ids)  # CSV cells hold lists as JSON text
+    except ValueError:
+        raise InputFormatError(
+            f"row {row}: {column} must be a list of doc ids in rank order (a JSON list in "
+            f"CSV), got {ids!r:.80}"
+        ) from None
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
     if not isinstance(ids, list) or not all(isinstance(d, str) for d in ids):

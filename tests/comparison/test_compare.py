@@ -351,6 +351,20 @@ def test_ranked_columns_of_a_csv_leave_out_a_blank_relevance_cell(tmp_path):
     assert comparison.extra["left_out"] == {"no_relevance_judgments": ["b"]}
 
 
+def test_ranked_columns_of_a_csv_refuse_a_cell_that_is_no_json_list(tmp_path):
+    # A Python-style list cell ended in an internal error (a json.JSONDecodeError, exit 70).
+    data = tmp_path / "data.csv"
+    data.write_text(
+        'id,question,first,rr,relevance\na,q,"[""d1"",""d2""]","[\'d2\',\'d1\']","[""d1""]"\n'
+    )
+    done = judge_cli("compare", data, "--columns", "first,rr")
+    assert done.returncode == 2, done.stderr
+    assert "row 0: rr must be a list of doc ids in rank order (a JSON list in CSV), got " in (
+        done.stderr
+    )
+    assert "internal error" not in done.stderr
+
+
 def test_ranked_columns_refuse_rows_of_which_none_is_judged(tmp_path):
     data = tmp_path / "data.jsonl"
     row = {"question": "q", "first": ["d1"], "rr": ["d2"], "relevance": None}
