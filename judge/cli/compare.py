@@ -20,6 +20,22 @@ if TYPE_CHECKING:
     from judge.runs.store import RunRecord, RunStore
 
 
+DEFAULT_TOP_K = 5  # -k when not given, with run files or --columns
+
+
+def _cutoff(text: str) -> int:
+    """-k/--top-k: a whole number of 1 or more (a rank cutoff)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number of 1 or more (the cutoff K: the top K ranks)"
+        )
+    return value
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the compare subcommand."""
     p = sub.add_parser(
@@ -67,9 +83,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "-k",
         "--top-k",
-        type=int,
-        help="for run files: cutoff K of the default "
-        "metrics, and list queries whose relevant docs fell out of B's top K",
+        type=_cutoff,
+        help=f"for run files: cutoff K of the default metrics (default {DEFAULT_TOP_K}), and "
+        "list queries whose relevant docs fell out of B's top K",
     )
     runs_path_option(p)
     output_options(p, "comparison.json and compare.html")
@@ -177,7 +193,7 @@ def run_compare(args: argparse.Namespace) -> int:
             "give two or more evaluations (the first is the baseline, or --baseline RUN), or "
             "--columns COL_A,COL_B to compare two columns of one dataset"
         )
-    if args.top_k:
+    if args.top_k is not None:
         raise JudgeError("--top-k applies to run files or --columns")
     if len(others) == 1:
         return _compare_two(args, baseline, others[0])
@@ -224,7 +240,7 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
     """B against A: two evaluations, two TREC runs (--qrels) or two columns (--columns)."""
     from judge.comparison.evaluations import compare, write_json
     from judge.comparison.html import write_compare
-    from judge.comparison.trec_runs import compare_runs, unjudged_loss_warning
+    from judge.comparison.trec_runs import compare_runs, left_out_note, unjudged_loss_warning
     from judge.ir import read_qrels, read_run
 
     metrics = metrics_of(args) or None
@@ -241,7 +257,7 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             second.strip(),
             metrics,
             relevance_level=args.relevance_level,
-            k=args.top_k or 5,
+            k=DEFAULT_TOP_K if args.top_k is None else args.top_k,
         )
     elif b is None:
         raise JudgeError("give B, or --columns COL_A,COL_B to compare two columns of A")
@@ -252,7 +268,7 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             read_run(b),
             metrics,
             relevance_level=args.relevance_level,
-            k=args.top_k or 5,
+            k=DEFAULT_TOP_K if args.top_k is None else args.top_k,
             label_a=a,
             label_b=b,
         )
@@ -275,6 +291,9 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
         print(terminal_text(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False)))
     else:
         print(terminal_text(comparison.table()))
+        left_out = comparison.extra.get("left_out", {}).get("no_relevance_judgments")
+        if left_out:
+            print(terminal_text(left_out_note(left_out)))
         lost = comparison.extra.get("lost_from_top_k")
         if lost is not None:
             print(

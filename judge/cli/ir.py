@@ -49,9 +49,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     output_options(p)
     p.add_argument(
-        "--digits", type=int, default=4, help="decimals in text output (default 4, as trec_eval)"
+        "--digits",
+        type=_digits,
+        default=4,
+        help=f"decimals in text output, 0 to {MAX_DIGITS} (default 4, as trec_eval)",
     )
     p.set_defaults(func=run_ir)
+
+
+# The decimals of a double's exact value: 2**-1074, the least, has that many and no double
+# more, so any further digit would be a 0 (and Python refuses a precision below 0).
+MAX_DIGITS = 1074
+
+
+def _digits(text: str) -> int:
+    """--digits: a whole number from 0 to MAX_DIGITS."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_DIGITS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number from 0 to {MAX_DIGITS} (decimals to print; "
+            f"{MAX_DIGITS} print any value exactly)"
+        )
+    return value
 
 
 def _small_scores(args: argparse.Namespace, metrics: list[str]) -> QueryScores | None:

@@ -8,6 +8,7 @@ import os
 
 from judge.comparison.evaluations import ALPHA, Comparison, MetricComparison
 from judge.comparison.many import ManyComparison, MetricChange, QuestionDiff
+from judge.comparison.trec_runs import left_out_note
 from judge.formatting import MISSING, escape, number, page, write_page
 from judge.run.report_html import contexts_html, evidence_html
 from judge.run.rows import ResultRow
@@ -129,6 +130,12 @@ def _corrected_html(comparison: Comparison) -> str:
     )
 
 
+def _left_out_html(comparison: Comparison) -> str:
+    """The rows of two ranked columns left out for want of judgments, as a sentence."""
+    rows = comparison.extra.get("left_out", {}).get("no_relevance_judgments")
+    return f" {escape(left_out_note(rows))}." if rows else ""
+
+
 def render_compare(comparison: Comparison, findings: list[str]) -> str:
     """The HTML text of the comparison page."""
     rows = [_stats_row(m, marked=False) for m in comparison.metrics.values()]
@@ -153,9 +160,9 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         "<h1>judge compare</h1>"
         f"<p class=small>A: {escape(comparison.label_a)}<br>B: {escape(comparison.label_b)}<br>"
         f"{len(comparison.keys)} paired samples; unmatched {len(comparison.unmatched_a)} in A, "
-        f"{len(comparison.unmatched_b)} in B. Δ = B - A; 95% paired bootstrap CI; two-sided "
-        f"paired randomisation test; Holm-Bonferroni adjustment; significant at p < {ALPHA}."
-        f"{_resampled_note(comparison)}</p>"
+        f"{len(comparison.unmatched_b)} in B.{_left_out_html(comparison)} Δ = B - A; 95% "
+        "paired bootstrap CI; two-sided paired randomisation test; Holm-Bonferroni "
+        f"adjustment; significant at p < {ALPHA}.{_resampled_note(comparison)}</p>"
         "<table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"
         "<th>p</th><th>p (Holm)</th><th>W/T/L</th><th>n</th><th>verdict</th></tr>"
         f"{''.join(rows)}</table>{_corrected_html(comparison)}{_turns_html(comparison)}"

@@ -10,6 +10,7 @@ from judge import ir
 from judge.comparison.evaluations import Comparison, Scores, compare_scores
 from judge.errors import InputFormatError
 from judge.fields import cell_list
+from judge.formatting import counted
 from judge.ir.measure_names import JUDGED_FAMILIES, parse_measure
 from judge.ir.ranking import Qrels, Run
 from judge.run.data import parse_relevance, read_records, resolve_columns
@@ -132,6 +133,13 @@ def _new_unjudged(qrels: Qrels, loser: Run, winner: Run, k: int) -> float | None
     return unjudged / new if new else None
 
 
+def left_out_note(rows: Sequence[str]) -> str:
+    """The rows `compare_ranked_columns` left out for want of judgments, as a sentence."""
+    shown = ", ".join(repr(row) for row in rows[:5])
+    more = f", ... ({len(rows)} in all)" if len(rows) > 5 else ""
+    return f"{counted(len(rows), 'row')} left out, without relevance judgments: {shown}{more}"
+
+
 def unjudged_loss_warning(found: Mapping[str, Any], label_a: str, label_b: str) -> str:
     """One `unjudged_losses` entry as a sentence for the terminal."""
     k = found["k"]
@@ -221,7 +229,13 @@ def compare_runs(
 
 
 def _ranked_run(ids: Any, column: str, row: int) -> dict[str, float]:
-    ids = cell_list(ids)  # CSV cells hold lists as JSON text
+    try:
+        ids = cell_list(ids)  # CSV cells hold lists as JSON text
+    except ValueError:
+        raise InputFormatError(
+            f"row {row}: {column} must be a list of doc ids in rank order (a JSON list in "
+            f"CSV), got {ids!r:.80}"
+        ) from None
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
     if not isinstance(ids, list) or not all(isinstance(d, str) for d in ids):
@@ -242,6 +256,11 @@ def compare_ranked_columns(
 ) -> Comparison:
     """Compare two ranked id columns of a dataset (e.g. first-stage and reranked ids).
 
+    A row without relevance judgments (null, empty or blank) is left out, as `judge eval`
+    leaves it out (NaN, `no_relevance_judgments`), and listed in
+    `extra["left_out"]["no_relevance_judgments"]`; a row whose id is null is named by its
+    number, as a row without an id.
+
     Args:
         data: anything `judge.evaluate` reads; it needs a relevance column (relevant ids,
             or `{doc_id: grade}`) besides the two ranked columns.
@@ -260,9 +279,11 @@ def compare_ranked_columns(
         if not any(name in r for r in records):
             raise InputFormatError(f"no column {name!r} in the data")
     qrels, run_a, run_b = {}, {}, {}
+    unjudged: list[str] = []
     first_row: dict[str, int] = {}
     for number, record in enumerate(records):
-        query = str(record.get(columns.get("id", ""), number))
+        named = record.get(columns["id"]) if "id" in columns else None
+        query = str(number if named is None else named)  # a null id is none, as judge eval reads it
         if first_row.setdefault(query, number) != number:
             # Each row is one query of both rankings: a second would replace the first.
             raise InputFormatError(
@@ -271,11 +292,24 @@ def compare_ranked_columns(
                 "rankings; give each row its own id"
             )
         try:
-            qrels[query] = parse_relevance(record.get(columns["relevance"]) or {})
+            judged = parse_relevance(record.get(columns["relevance"]) or {})
         except (ValueError, TypeError) as exc:
             raise InputFormatError(f"row {number}: relevance: {exc}") from None
-        run_a[query] = _ranked_run(record.get(a) or [], a, number)
-        run_b[query] = _ranked_run(record.get(b) or [], b, number)
-    return compare_runs(
+        ranked_a = _ranked_run(record.get(a) or [], a, number)
+        ranked_b = _ranked_run(record.get(b) or [], b, number)
+        if not judged:
+            # Left out, as judge eval leaves it out (NaN, no_relevance_judgments): scored 0
+            # on both sides, it would pull both means toward 0 and count as a tie.
+            unjudged.append(query)
+            continue
+        qrels[query], run_a[query], run_b[query] = judged, ranked_a, ranked_b
+    if not qrels:
+        raise InputFormatError(
+            f"no row has relevance judgments (column {columns['relevance']!r}): nothing to "
+            "compare the two rankings against; give the rows relevant ids or {doc_id: grade}"
+        )
+    comparison = compare_runs(
         qrels, run_a, run_b, metrics, relevance_level=relevance_level, k=k, label_a=a, label_b=b
     )
+    comparison.extra["left_out"] = {"no_relevance_judgments": unjudged}  # judge eval's reason
+    return comparison

@@ -110,8 +110,9 @@ def evaluate(
 
     Returns:
         An `IRResult` dict. Means are over every judged query: a judged query missing from
-        the run scores 0 and counts; run queries without judgments are ignored. Both are
-        listed on the result and reported with a `CoverageWarning`.
+        the run scores 0 and counts; run queries without judgments (a query judged `{}`
+        has none) are ignored. Both are listed on the result and reported with a
+        `CoverageWarning`.
     """
     # Means do not depend on the order of queries (fsum is correctly rounded): no sort.
     scores = _score(qrels, run, metrics, relevance_level, in_order=per_query)

@@ -47,6 +47,7 @@ def rank_judged(
     dicts in the order they were built reads memory in order), and the run's unjudged
     queries, sorted.
     """
+    qrels = judged_only(qrels)
     qids = list(qrels)
     nq = len(qids)
     if len(run) == nq and list(run) == qids:  # the same queries in the same order: no look-ups
@@ -97,6 +98,14 @@ def rank_judged(
     doc_ids = _DictDocIds(runs, judged, judged_length)
     ranked = ranked_judgments(qids, judged_query, grades, run_length, pairs, doc_ids, least_grade)
     return ranked, unjudged
+
+
+def judged_only(qrels: Qrels) -> Qrels:
+    """`qrels` without its queries judged `{}`: a query with no judgments is no judged query
+    (a qrels file cannot hold one), so its run results are ignored rather than scored 0."""
+    if all(map(len, qrels.values())):  # the usual case: no copy
+        return qrels
+    return {query: docs for query, docs in qrels.items() if len(docs)}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from judge.errors import JudgeError
 from judge.ir.arrow import mix, string_hashes, strings_to_arrow, take
-from judge.ir.from_dicts import rank_judged
+from judge.ir.from_dicts import judged_only, rank_judged
 from judge.ir.ranking import (
     Qrels,
     RankedJudgments,
@@ -49,6 +49,8 @@ def rank_sources(
         least_grade: rank the judged docs graded this or more: 1, or 0 for bpref and
             judged@k.
     """
+    if isinstance(qrels, Mapping):
+        qrels = judged_only(qrels)
     judged = _columns(qrels, "qrels")
     if judged is not None and not isinstance(run, Mapping):
         # A run file grouped by query is ranked as it is read, keeping only its scores.

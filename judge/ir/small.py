@@ -36,6 +36,8 @@ def score_small(
     """
     check_relevance_level(relevance_level)
     measures = parse_measures(metrics)
+    # A query judged `{}` is no judged query, as on the numpy path (`judged_only`).
+    qrels = {query: docs for query, docs in qrels.items() if docs}
     if not qrels:
         raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
     qids = sorted(qrels)

@@ -312,6 +312,84 @@ def test_ranked_columns_refuse_two_rows_of_one_id(tmp_path):
     assert compare_ranked_columns(data, "first", "second").metrics["mrr"].n == 3
 
 
+@pytest.mark.parametrize("relevance", [None, {}, [], ""])
+def test_ranked_columns_leave_out_rows_without_judgments_as_judge_eval_does(tmp_path, relevance):
+    # Such a row scored 0 on both sides and counted as a tied pair (n 3, means 0.5), where
+    # judge eval leaves it out (NaN, no_relevance_judgments).
+    d1 = ["d1"]
+    rows = [
+        {"id": "a", "question": "q", "first": ["d1", "d2"], "rr": ["d2", "d1"], "relevance": d1},
+        {"id": "b", "question": "q", "first": ["d1"], "rr": ["d2"], "relevance": relevance},
+        {"id": "c", "question": "q", "first": ["d3", "d1"], "rr": ["d1", "d3"], "relevance": d1},
+    ]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    comparison = compare_ranked_columns(data, "first", "rr")
+    mrr = comparison.metrics["mrr"]
+    assert (mrr.n, mrr.mean_a, mrr.mean_b, mrr.ties) == (2, 0.75, 0.75, 0)
+    assert comparison.extra["left_out"] == {"no_relevance_judgments": ["b"]}
+    done = judge_cli("compare", data, "--columns", "first,rr")
+    assert done.returncode == 0, done.stderr
+    assert "2 paired samples" in done.stdout
+    assert "1 row left out, without relevance judgments: 'b'" in done.stdout
+    done = judge_cli("compare", data, "--columns", "first,rr", "--format", "json")
+    assert json.loads(done.stdout)["left_out"] == {"no_relevance_judgments": ["b"]}
+    done = judge_cli("compare", data, "--columns", "first,rr", "--out", tmp_path / "out")
+    html = (tmp_path / "out" / "compare.html").read_text()
+    assert "1 row left out, without relevance judgments: &#x27;b&#x27;." in html
+
+
+def test_ranked_columns_of_a_csv_leave_out_a_blank_relevance_cell(tmp_path):
+    data = tmp_path / "data.csv"
+    data.write_text(
+        "id,question,first,rr,relevance\n"
+        'a,q,"[""d1"",""d2""]","[""d2"",""d1""]","[""d1""]"\n'
+        'b,q,"[""d1""]","[""d2""]",\n'
+    )
+    comparison = compare_ranked_columns(data, "first", "rr")
+    assert comparison.keys == ["a"] and comparison.metrics["mrr"].mean_a == 1.0
+    assert comparison.extra["left_out"] == {"no_relevance_judgments": ["b"]}
+
+
+def test_ranked_columns_of_a_csv_refuse_a_cell_that_is_no_json_list(tmp_path):
+    # A Python-style list cell ended in an internal error (a json.JSONDecodeError, exit 70).
+    data = tmp_path / "data.csv"
+    data.write_text(
+        'id,question,first,rr,relevance\na,q,"[""d1"",""d2""]","[\'d2\',\'d1\']","[""d1""]"\n'
+    )
+    done = judge_cli("compare", data, "--columns", "first,rr")
+    assert done.returncode == 2, done.stderr
+    assert "row 0: rr must be a list of doc ids in rank order (a JSON list in CSV), got " in (
+        done.stderr
+    )
+    assert "internal error" not in done.stderr
+
+
+def test_ranked_columns_refuse_rows_of_which_none_is_judged(tmp_path):
+    data = tmp_path / "data.jsonl"
+    row = {"question": "q", "first": ["d1"], "rr": ["d2"], "relevance": None}
+    data.write_text(json.dumps(row) + "\n")
+    with pytest.raises(InputFormatError, match="no row has relevance judgments"):
+        compare_ranked_columns(data, "first", "rr")
+
+
+def test_ranked_columns_name_a_row_of_a_null_id_by_its_number(tmp_path):
+    # "rows 0 and 1 have the same id 'None' (a row without an id is named by its number)"
+    rows = [
+        {"id": None, "question": "a", "relevance": ["d1"], "first": ["d1", "d2"], "rr": ["d2"]},
+        {"id": None, "question": "b", "relevance": ["d2"], "first": ["d1", "d2"], "rr": ["d2"]},
+    ]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    comparison = compare_ranked_columns(data, "first", "rr")
+    assert comparison.keys == ["0", "1"]
+    assert comparison.metrics["mrr"].mean_a == 0.75  # (1 + 1/2) / 2
+    rows[1]["id"] = "0"  # the first row, of a null id, is named 0
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = judge_cli("compare", data, "--columns", "first,rr")
+    assert done.returncode == 2 and "rows 0 and 1 have the same id '0'" in done.stderr
+
+
 def compare_columns_via_cli(tmp_path: Path, rows: list[dict]) -> dict:
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
