@@ -133,10 +133,17 @@ def read_qrels_by_line(path: PathLike) -> dict[str, dict[str, int]]:
             )
         query, _, doc, grade_text = fields
         try:
+            # int() alone reads "_" between digits and any script's digits, which
+            # trec_eval's atol() stops at ("0_1" is its grade 0).
+            if not grade_text.isascii() or "_" in grade_text:
+                raise ValueError
             grade = int(grade_text)
         except ValueError:
             raise InputFormatError(
-                f"grade {grade_text!r} is not an integer", path=str(path), line=number
+                f"grade {grade_text!r} is not an integer as trec_eval reads one: write "
+                "ASCII digits with an optional sign",
+                path=str(path),
+                line=number,
             ) from None
         judged = qrels.setdefault(query, {})
         if doc in judged:
@@ -164,12 +171,22 @@ def read_run_by_line(path: PathLike) -> dict[str, dict[str, float]]:
             )
         query, doc, score_text = fields[0], fields[2], fields[4]
         try:
+            # As for grades: float() reads "_" and other scripts' digits, atof() does not.
+            if not score_text.isascii() or "_" in score_text:
+                raise ValueError
             score = float(score_text)
         except ValueError:
-            score = math.nan
+            raise InputFormatError(
+                f"score {score_text!r} is not a number as trec_eval reads one: write ASCII "
+                "digits with an optional sign, '.' and exponent, or inf",
+                path=str(path),
+                line=number,
+            ) from None
         if math.isnan(score):
             raise InputFormatError(
-                f"score {score_text!r} is not a number", path=str(path), line=number
+                f"score {score_text!r} is not a number: give each document a number",
+                path=str(path),
+                line=number,
             )
         docs = run.setdefault(query, {})
         if doc in docs:

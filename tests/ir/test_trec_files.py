@@ -12,6 +12,7 @@ import judge.ir.small
 from judge.cli.main import main
 from judge.errors import InputFormatError, JudgeError
 from judge.ir import evaluate, read_qrels, read_run, write_qrels, write_run
+from judge.ir.trec import read_qrels_by_line, read_run_by_line
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -167,3 +168,58 @@ def test_bytes_trec_eval_reads_otherwise_are_refused(
     with pytest.raises(InputFormatError, match=fragment) as info:
         reader(path)
     assert info.value.path == str(path) and info.value.line == line
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["small", "numpy"])
+@pytest.mark.parametrize(
+    ("qrels_text", "run_text", "bad"),
+    [
+        # trec_eval reads a grade with atol() and a score with atof(): each stops at the
+        # first byte that is not part of a C number ("0_1" is grade 0, "0_5" score 0), where
+        # Python's int() and float() read "_" between digits and any script's digits.
+        ("q1 0 d1 0_1\nq1 0 d2 1\n", "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\n", "grade '0_1'"),
+        ("q1 0 d1 \u0661\nq1 0 d2 1\n", "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\n", "grade '\u0661'"),
+        ("q1 0 d1 \uff11\nq1 0 d2 1\n", "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\n", "grade '\uff11'"),
+        ("q1 0 d1 1\nq1 0 d2 0\n", "q1 Q0 d2 1 0.1 t\nq1 Q0 d1 2 0_5 t\n", "score '0_5'"),
+        ("q1 0 d1 1\nq1 0 d2 0\n", "q1 Q0 d2 1 0.1 t\nq1 Q0 d1 2 \u0665 t\n", "score '\u0665'"),
+        ("q1 0 d1 1\nq1 0 d2 0\n", "q1 Q0 d2 1 0.1 t\nq1 Q0 d1 2 1_0.5 t\n", "score '1_0.5'"),
+    ],
+)
+def test_grades_and_scores_are_plain_ascii_numbers(
+    tmp_path: Path,
+    capsys: Any,
+    monkeypatch: Any,
+    qrels_text: str,
+    run_text: str,
+    bad: str,
+    small: bool,
+) -> None:
+    if not small:
+        monkeypatch.setattr(judge.ir.small, "SMALL_BYTES", 0)
+    qrels, run = write(tmp_path, "qrels", qrels_text), write(tmp_path, "run", run_text)
+    wrong = qrels if bad.startswith("grade") else run
+    assert main(["ir", str(qrels), str(run), "-m", "mrr,P@1"]) == 2
+    said = capsys.readouterr().err
+    assert f"{wrong}:{1 if wrong is qrels else 2}: {bad}" in said
+    for reader in (
+        (read_qrels, read_qrels_by_line) if wrong is qrels else (read_run, read_run_by_line)
+    ):
+        with pytest.raises(InputFormatError, match=bad) as info:
+            reader(wrong)
+        assert info.value.path == str(wrong)
+    with pytest.raises(InputFormatError, match=bad):
+        evaluate(qrels, run, ["mrr"])
+
+
+@pytest.mark.parametrize("grade", ["+3", "-1", "007", "-0"])
+def test_signed_and_zero_padded_grades_read_as_trec_eval_reads_them(
+    tmp_path: Path, grade: str
+) -> None:
+    path = write(tmp_path, "qrels", f"q 0 a {grade}\n")
+    assert read_qrels(path) == {"q": {"a": int(grade)}}
+
+
+@pytest.mark.parametrize("score", ["1.", ".5", "+.5", "1E+05", "-INF", "Infinity", "1e400", "-0"])
+def test_every_c_number_form_python_reads_alike_is_read(tmp_path: Path, score: str) -> None:
+    path = write(tmp_path, "run", f"q Q0 a 1 {score} t\n")
+    assert read_run(path) == read_run_by_line(path) == {"q": {"a": float(score)}}
