@@ -13,20 +13,77 @@ from judge.errors import InputFormatError
 PathLike = str | os.PathLike[str]
 
 
+# ASCII bytes str.split() splits on and trec_eval (C's isspace()) does not: id bytes.
+_STR_SPACE_BYTES = (b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+_BATCH_BYTES = 1 << 16  # lines checked at a time
+
+
 def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of every non-blank line; a missing file is a clear error."""
+    """(line number, fields) of every non-blank line, split as trec_eval splits it; a
+    missing file is a clear error.
+
+    trec_eval ends a line at \\n only and splits it on the C locale's white space (space,
+    \\t, \\n, \\v, \\f, \\r: what bytes.split() splits on), so a no-break space or U+2028
+    is part of an id, as is any other byte but NUL, where its C strings end: a NUL, or a
+    carriage return that does not end a line (which trec_eval reads as white space,
+    joining two "lines"), is refused rather than read otherwise.
+    """
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 (closed below; open errors differ)
+        handle = open(path, "rb")  # noqa: SIM115 (closed below; open errors differ)
     except OSError as exc:
         raise InputFormatError(f"cannot open: {exc.strerror}", path=str(path)) from exc
+    number = 0
     with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                fields = line.split()
+        for batch in iter(lambda: handle.readlines(_BATCH_BYTES), []):
+            # Most files are ASCII without those bytes: there str.split() splits each line
+            # as trec_eval does, faster than splitting bytes and decoding each field.
+            block = b"".join(batch)
+            plain = (
+                block.isascii()
+                and not any(c in block for c in (*_STR_SPACE_BYTES, b"\0"))
+                and block.count(b"\r") == block.count(b"\r\n")
+            )
+            if plain:
+                lines = block.decode("ascii").split("\n")
+                if block.endswith(b"\n"):
+                    lines.pop()  # ("" after the last line end)
+                for line in lines:
+                    number += 1
+                    fields = line.split()
+                    if fields:
+                        yield number, fields
+                continue
+            for raw in batch:
+                number += 1
+                fields = _fields(raw, path, number)
                 if fields:
                     yield number, fields
-        except UnicodeDecodeError as exc:
-            raise InputFormatError(f"not UTF-8 text ({exc.reason})", path=str(path)) from exc
+
+
+def _fields(line: bytes, path: PathLike, number: int) -> list[str]:
+    """The fields of a line of any bytes, or `InputFormatError` for those trec_eval would
+    read otherwise or that are not UTF-8."""
+    raw = line.split()
+    if not raw:
+        return []
+    if b"\r" in (line[:-2] if line.endswith(b"\r\n") else line):
+        raise InputFormatError(
+            "a carriage return (\\r) that does not end the line: trec_eval ends lines at "
+            "\\n only and reads it as white space, joining two lines; convert the file's "
+            "line endings to \\n or \\r\\n",
+            path=str(path),
+            line=number,
+        )
+    if b"\0" in line:
+        raise InputFormatError(
+            "a NUL byte: trec_eval ends the field there; remove it", path=str(path), line=number
+        )
+    try:
+        return [field.decode("utf-8") for field in raw]
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(
+            f"not UTF-8 text ({exc.reason})", path=str(path), line=number
+        ) from exc
 
 
 def read_qrels(path: PathLike) -> dict[str, dict[str, int]]:
@@ -63,7 +120,8 @@ def read_run(path: PathLike) -> dict[str, dict[str, float]]:
 
 
 def read_qrels_by_line(path: PathLike) -> dict[str, dict[str, int]]:
-    """`read_qrels` line by line: any whitespace, any fields, the errors with line numbers."""
+    """`read_qrels` line by line: any of trec_eval's white space, any fields, the errors
+    with line numbers."""
     qrels: dict[str, dict[str, int]] = {}
     where: dict[tuple[str, str], int] = {}
     for number, fields in _lines(path):
@@ -75,10 +133,17 @@ def read_qrels_by_line(path: PathLike) -> dict[str, dict[str, int]]:
             )
         query, _, doc, grade_text = fields
         try:
+            # int() alone reads "_" between digits and any script's digits, which
+            # trec_eval's atol() stops at ("0_1" is its grade 0).
+            if not grade_text.isascii() or "_" in grade_text:
+                raise ValueError
             grade = int(grade_text)
         except ValueError:
             raise InputFormatError(
-                f"grade {grade_text!r} is not an integer", path=str(path), line=number
+                f"grade {grade_text!r} is not an integer as trec_eval reads one: write "
+                "ASCII digits with an optional sign",
+                path=str(path),
+                line=number,
             ) from None
         judged = qrels.setdefault(query, {})
         if doc in judged:
@@ -94,7 +159,8 @@ def read_qrels_by_line(path: PathLike) -> dict[str, dict[str, int]]:
 
 
 def read_run_by_line(path: PathLike) -> dict[str, dict[str, float]]:
-    """`read_run` line by line: any whitespace, any fields, the errors with line numbers."""
+    """`read_run` line by line: any of trec_eval's white space, any fields, the errors
+    with line numbers."""
     run: dict[str, dict[str, float]] = {}
     for number, fields in _lines(path):
         if len(fields) < 5:
@@ -105,12 +171,22 @@ def read_run_by_line(path: PathLike) -> dict[str, dict[str, float]]:
             )
         query, doc, score_text = fields[0], fields[2], fields[4]
         try:
+            # As for grades: float() reads "_" and other scripts' digits, atof() does not.
+            if not score_text.isascii() or "_" in score_text:
+                raise ValueError
             score = float(score_text)
         except ValueError:
-            score = math.nan
+            raise InputFormatError(
+                f"score {score_text!r} is not a number as trec_eval reads one: write ASCII "
+                "digits with an optional sign, '.' and exponent, or inf",
+                path=str(path),
+                line=number,
+            ) from None
         if math.isnan(score):
             raise InputFormatError(
-                f"score {score_text!r} is not a number", path=str(path), line=number
+                f"score {score_text!r} is not a number: give each document a number",
+                path=str(path),
+                line=number,
             )
         docs = run.setdefault(query, {})
         if doc in docs:

@@ -1,9 +1,10 @@
 """Read big TREC qrels and run files straight into arrays with pyarrow's CSV reader.
 
 The fast path reads only what it can read exactly as the line reader in `judge.ir.trec`
-does (`str.split()` on each line): ASCII files whose fields are separated by one space or
-one tab, every line with as many fields as the first. Anything else (no pyarrow, other
-whitespace, a malformed line, a NaN score, a doc listed twice, an unreadable file) returns
+does (trec_eval's split on C white space, lines ended by \n): ASCII files whose fields are
+separated by one space or one tab, every line with as many fields as the first. Anything
+else (no pyarrow, other white space, a carriage return that does not end a line, a NUL, a
+malformed line, a NaN score, a doc listed twice, an unreadable file) returns
 None, and the caller reads the file line by line, which accepts the same files and raises
 the errors that name the file and line.
 """
@@ -37,9 +38,11 @@ _BLOCK_BYTES = 1 << 20  # bytes of a chunk per pyarrow parsing task (4 tasks a c
 # them (the 5M-line run of bench/speed/ir_files.py: 13% less wall time, one chunk's
 # tables more in memory).
 PARSERS = 2
-# Whitespace that str.split() splits on and the fast path does not: left to the line reader.
 _BATCH_LINES = 1 << 16  # lines turned into Python objects at a time by to_dicts
-_OTHER_WHITESPACE = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f")
+# Bytes left to the line reader: white space to trec_eval (C's isspace()) that the fast
+# path does not split on, and NUL, which the line reader refuses. (A lone \r, white space
+# too, pyarrow reads as a line end: `_lone_return` finds it.)
+_OTHER_BYTES = (b"\x0b", b"\x0c", b"\x00")
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,9 @@ def parse_chunk(block: bytes, cut: int, separator: bytes, fields: int, kind: Kin
 
     other = b" " if separator == b"\t" else b"\t"
     # (The bytes past `cut` are checked too: they are the start of the next chunk.)
-    if not block.isascii() or any(c in block for c in (other, *_OTHER_WHITESPACE)):
+    if not block.isascii() or any(c in block for c in (other, *_OTHER_BYTES)):
+        raise Unsuitable
+    if _lone_return(block, cut):
         raise Unsuitable
     if _empty_field(block, cut, separator):
         raise Unsuitable
@@ -264,6 +269,12 @@ def parse_chunk(block: bytes, cut: int, separator: bytes, fields: int, kind: Kin
     docs = table.column("f2").chunks
     doc_hash = np.concatenate([string_hashes(chunk) for chunk in docs])
     return distinct, local, docs, scores, mix(doc_hash ^ query_hash)
+
+
+def _lone_return(block: bytes, cut: int) -> bool:
+    """Whether `block[:cut]` holds a \\r not followed by \\n (chunks end after a \\n, so no
+    pair is cut in two); three scans of the chunk only when it holds a \\r at all."""
+    return b"\r" in block and block.count(b"\r", 0, cut) != block.count(b"\r\n", 0, cut)
 
 
 def _empty_field(block: bytes, cut: int, separator: bytes) -> bool:

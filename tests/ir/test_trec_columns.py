@@ -49,9 +49,14 @@ def quiet(qrels: Any, run: Any) -> Any:
 # Tokens and separators that str.split() and a CSV reader could read differently.
 ODD_FIELDS = [
     *("", "nan", "NaN", "-inf", "Infinity", "1e400", "1_0", "0x10", "0X1f", "+1", "-0", "007"),
-    *("é", "٣", "a\x00b", '"q"', "'q'", "#", "1,5", "1.5e", "\ufeffq"),
+    *("é", "٣", "a\x00b", '"q"', "'q'", "#", "1,5", "1.5e", "\ufeffq", "0_5", "\uff11"),
+    *("a\x1cb", "a\xa0b", "a\u3000b", ".5", "1.", "+inf", "-INFINITY", "a\rb"),
 ]
-ODD_SEPARATORS = ["  ", "\t", " \t", "\x0b", "\x0c", "\x1c", "\x1f", "\xa0", "\u2003", "\x85"]
+# trec_eval splits on C white space (space, \t, \v, \f, \r): the others are bytes of an id.
+ODD_SEPARATORS = [
+    *("  ", "\t", " \t", "\x0b", "\x0c", "\r", " \r", "\x1c", "\x1d", "\x1e", "\x1f"),
+    *("\xa0", "\u2003", "\u3000", "\u2028", "\u2029", "\x85", "\x00"),
+]
 ODD_ENDINGS = ["\r\n", "\r", " \n", "\n\n", "\n \n", "\n\r\n", ""]
 
 

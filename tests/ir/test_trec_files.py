@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import judge.ir.small
+from judge.cli.main import main
 from judge.errors import InputFormatError, JudgeError
 from judge.ir import evaluate, read_qrels, read_run, write_qrels, write_run
+from judge.ir.trec import read_qrels_by_line, read_run_by_line
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -102,3 +107,119 @@ def test_evaluate_names_the_query_of_a_nan_score_not_a_missing_judged_doc():
         evaluate({}, {"q": {"a": 1.0}}, ["map"])
     with pytest.raises(JudgeError, match="relevance_level must be an integer"):
         evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, ["map"], relevance_level=1.5)
+
+
+QRELS_123 = "q1 0 d1 1\nq1 0 d2 0\nq1 0 d3 1\n"
+FOUR = ["P@1", "P@2", "map", "ndcg@10"]
+
+
+def judge_ir(capsys: Any, qrels: Path, run: Path, metrics: list[str]) -> dict[str, float]:
+    """The metrics `judge ir --format json` prints for the files."""
+    assert main(["ir", str(qrels), str(run), "-m", ",".join(metrics), "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["metrics"]
+
+
+# White space to Python's str.split() but not to trec_eval, which splits fields on the C
+# locale's isspace() bytes only (space, \t, \n, \v, \f, \r): a byte of an id there.
+UNICODE_SPACES = ["\u00a0", "\u3000", "\u2028", "\u2003", "\x85", "\x1c", "\x1d", "\x1e", "\x1f"]
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["small", "numpy"])
+@pytest.mark.parametrize("space", UNICODE_SPACES)
+def test_only_the_c_locale_white_space_separates_fields(
+    tmp_path: Path, capsys: Any, monkeypatch: Any, space: str, small: bool
+) -> None:
+    if not small:
+        monkeypatch.setattr(judge.ir.small, "SMALL_BYTES", 0)
+    qrels = write(tmp_path, "qrels", QRELS_123)
+    run = write(tmp_path, "run", f"q1 Q0 d2 1 9.0 t\nq1 Q0 d1{space}x 2 0.1 t\nq1 Q0 d4 3 0.05 t\n")
+    # trec_eval 10.0 on these files: 0 for all four (d1<space>x is not the judged d1, and
+    # 0.1, not the rank 2, is its score).
+    assert judge_ir(capsys, qrels, run, FOUR) == dict.fromkeys(FOUR, 0.0)
+    assert read_run(run) == {"q1": {"d2": 9.0, f"d1{space}x": 0.1, "d4": 0.05}}
+    # An id holding such a character is an id like any other: it matches only itself.
+    judged = write(tmp_path, "judged", f"q1 0 d1{space}x 1\nq1 0 d1 0\n")
+    assert read_qrels(judged) == {"q1": {f"d1{space}x": 1, "d1": 0}}
+    assert judge_ir(capsys, judged, run, ["P@2", "map"]) == {"P@2": 0.5, "map": 0.5}
+
+
+@pytest.mark.parametrize("space", [" ", "\t", "\x0b", "\x0c", " \t\x0b\x0c "])
+def test_the_c_locale_white_space_separates_fields(tmp_path: Path, space: str) -> None:
+    path = write(tmp_path, "run", f"q1{space}Q0 d1 1{space}0.5 t\nq1 Q0{space}d2 2 0.25{space}t\n")
+    assert read_run(path) == {"q1": {"d1": 0.5, "d2": 0.25}}
+
+
+@pytest.mark.parametrize(
+    ("reader", "text", "line", "fragment"),
+    [
+        (read_run, "q Q0 a 1 0.5 t\rq Q0 b 2 0.25 t\n", 1, "carriage return"),
+        (read_qrels, "q 0 c 1\nq 0 a 1\rq 0 b 0\n", 2, "carriage return"),
+        (read_run, "q Q0 a 1 0.5 t\r", 1, "carriage return"),
+        (read_run, "q Q0 a\x00b 1 0.5 t\n", 1, "NUL"),
+        (read_qrels, "q 0 a 1\nq\x00 0 b 0\n", 2, "NUL"),
+    ],
+)
+def test_bytes_trec_eval_reads_otherwise_are_refused(
+    tmp_path: Path, reader: Any, text: str, line: int, fragment: str
+) -> None:
+    # trec_eval ends a line at \n only (a lone \r is white space inside it, so the next
+    # "line" is fields after the tag) and an id at a NUL byte (C strings): read otherwise.
+    path = write(tmp_path, "file", text)
+    with pytest.raises(InputFormatError, match=fragment) as info:
+        reader(path)
+    assert info.value.path == str(path) and info.value.line == line
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["small", "numpy"])
+@pytest.mark.parametrize(
+    ("qrels_text", "run_text", "bad"),
+    [
+        # trec_eval reads a grade with atol() and a score with atof(): each stops at the
+        # first byte that is not part of a C number ("0_1" is grade 0, "0_5" score 0), where
+        # Python's int() and float() read "_" between digits and any script's digits.
+        ("q1 0 d1 0_1\nq1 0 d2 1\n", "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\n", "grade '0_1'"),
+        ("q1 0 d1 \u0661\nq1 0 d2 1\n", "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\n", "grade '\u0661'"),
+        ("q1 0 d1 \uff11\nq1 0 d2 1\n", "q1 Q0 d1 1 2 t\nq1 Q0 d2 2 1 t\n", "grade '\uff11'"),
+        ("q1 0 d1 1\nq1 0 d2 0\n", "q1 Q0 d2 1 0.1 t\nq1 Q0 d1 2 0_5 t\n", "score '0_5'"),
+        ("q1 0 d1 1\nq1 0 d2 0\n", "q1 Q0 d2 1 0.1 t\nq1 Q0 d1 2 \u0665 t\n", "score '\u0665'"),
+        ("q1 0 d1 1\nq1 0 d2 0\n", "q1 Q0 d2 1 0.1 t\nq1 Q0 d1 2 1_0.5 t\n", "score '1_0.5'"),
+    ],
+)
+def test_grades_and_scores_are_plain_ascii_numbers(
+    tmp_path: Path,
+    capsys: Any,
+    monkeypatch: Any,
+    qrels_text: str,
+    run_text: str,
+    bad: str,
+    small: bool,
+) -> None:
+    if not small:
+        monkeypatch.setattr(judge.ir.small, "SMALL_BYTES", 0)
+    qrels, run = write(tmp_path, "qrels", qrels_text), write(tmp_path, "run", run_text)
+    wrong = qrels if bad.startswith("grade") else run
+    assert main(["ir", str(qrels), str(run), "-m", "mrr,P@1"]) == 2
+    said = capsys.readouterr().err
+    assert f"{wrong}:{1 if wrong is qrels else 2}: {bad}" in said
+    for reader in (
+        (read_qrels, read_qrels_by_line) if wrong is qrels else (read_run, read_run_by_line)
+    ):
+        with pytest.raises(InputFormatError, match=bad) as info:
+            reader(wrong)
+        assert info.value.path == str(wrong)
+    with pytest.raises(InputFormatError, match=bad):
+        evaluate(qrels, run, ["mrr"])
+
+
+@pytest.mark.parametrize("grade", ["+3", "-1", "007", "-0"])
+def test_signed_and_zero_padded_grades_read_as_trec_eval_reads_them(
+    tmp_path: Path, grade: str
+) -> None:
+    path = write(tmp_path, "qrels", f"q 0 a {grade}\n")
+    assert read_qrels(path) == {"q": {"a": int(grade)}}
+
+
+@pytest.mark.parametrize("score", ["1.", ".5", "+.5", "1E+05", "-INF", "Infinity", "1e400", "-0"])
+def test_every_c_number_form_python_reads_alike_is_read(tmp_path: Path, score: str) -> None:
+    path = write(tmp_path, "run", f"q Q0 a 1 {score} t\n")
+    assert read_run(path) == read_run_by_line(path) == {"q": {"a": float(score)}}
