@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from judge.errors import InputFormatError
+from judge.ir.dict_input import check_dict
 from judge.ir.measure_names import JUDGED_FAMILIES, check_relevance_level, parse_measures
 from judge.ir.result import IRResult as IRResult  # (these three are public here too)
 from judge.ir.result import QueryScores as QueryScores
@@ -47,7 +48,10 @@ def _score(
     in_order: bool,
 ) -> QueryScores:
     """score_queries; `in_order=False` leaves queries in the order ranked (for means)."""
-    check_relevance_level(relevance_level)
+    relevance_level = check_relevance_level(relevance_level)
+    for data, name in ((qrels, "qrels"), (run, "run")):
+        if isinstance(data, Mapping):
+            check_dict(data, name)
     measures = parse_measures(list(metrics) if not isinstance(metrics, str) else metrics)
     import numpy as np
 
@@ -101,11 +105,13 @@ def evaluate(
             are non-relevant. Or the path of a TREC qrels file.
         run: retrieved documents, `{query_id: {doc_id: score}}`; higher scores rank first,
             ties are broken by doc id, descending. Or the path of a TREC run file, read
-            straight into arrays (much faster than `read_run` for big runs).
+            straight into arrays (much faster than `read_run` for big runs). In dicts, ids
+            are strings and grades and scores numbers (Python's or numpy's), as a TREC
+            file gives them: anything else raises `InputFormatError`.
         metrics: metric names such as `["ndcg@10", "map", "P@5"]`, or one comma-separated
             string; see `judge.ir.valid_names()`.
-        relevance_level: smallest grade that counts as relevant (nDCG gains use the raw
-            grade regardless).
+        relevance_level: smallest grade that counts as relevant, an integer of at least 1
+            (nDCG gains use the raw grade regardless).
         per_query: return `{query_id: {metric: value}}` instead of `{metric: mean}`.
 
     Returns:

@@ -45,7 +45,7 @@ def as_float_array(values: Iterator[object], count: int) -> np.ndarray:
     """Scores or grades as float64; anything not a number is a clear error."""
     try:
         return np.fromiter(values, dtype=np.float64, count=count)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputFormatError(
             f"run scores and qrels grades must be numbers ({exc}); convert them first"
         ) from exc
@@ -111,8 +111,8 @@ def check_scores(
 
 
 def check_grades(grades: np.ndarray, lengths: np.ndarray, qids: list[str]) -> None:
-    """Refuse grades that are not integers."""
-    bad = np.flatnonzero(grades != np.floor(grades))
+    """Refuse grades that are not integers (an infinite one is not)."""
+    bad = np.flatnonzero((grades != np.floor(grades)) | np.isinf(grades))
     if bad.size:
         query = _query_of(int(bad[0]), lengths, qids)
         raise InputFormatError(

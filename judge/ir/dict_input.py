@@ -1,0 +1,91 @@
+"""Refuse qrels and run dicts that would be misread, before anything is computed from them.
+
+A TREC file holds ids and numbers as text, read one way; a dict can hold anything. An id
+that is not a string never equals the same id as text (the int 1 is not the doc "1"), so
+a qrels or run keyed by ints would match nothing without a word; and numpy parses a
+string score or grade that Python would compare as a string. So ids must be strings
+(numpy's str_ is one) and values numbers (Python or numpy ints and floats; a bool is the
+int it is). Each rule is checked by one walk in C over the dicts; only a dict that breaks
+one is walked in Python, to name what broke it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from itertools import repeat
+from operator import methodcaller
+from typing import Any
+
+from judge.errors import InputFormatError
+
+_VALUES = methodcaller("values")
+
+
+def check_dict(data: Mapping[Any, Any], name: str) -> None:
+    """Refuse a qrels or run dict judge would misread, naming the query and the id or value.
+
+    Args:
+        data: `{query_id: {doc_id: grade}}` or `{query_id: {doc_id: score}}`.
+        name: the argument it was given as, "qrels" or "run" (its values are grades or
+            scores).
+    """
+    if not all(issubclass(t, str) for t in set(map(type, data))):
+        query = next(q for q in data if not isinstance(q, str))
+        raise InputFormatError(
+            f"{name}: query id {query!r} is {_a(query)}, not a string; {_AS_TEXT} "
+            "(give ids as strings: str(query_id))"
+        )
+    if not all(issubclass(t, Mapping) for t in set(map(type, data.values()))):
+        query, docs = next((q, d) for q, d in data.items() if not isinstance(d, Mapping))
+        value = "grade" if name == "qrels" else "score"
+        raise InputFormatError(
+            f"{name}: query {query!r} holds {_a(docs)}, not a dict; give each query's "
+            f"documents as a dict {{doc_id: {value}}}"
+        )
+    try:
+        # str.join refuses anything but strings, and runs in C.
+        deque(map("".join, data.values()), maxlen=0)
+    except TypeError:
+        query, doc = next(
+            (q, d) for q, docs in data.items() for d in docs if not isinstance(d, str)
+        )
+        raise InputFormatError(
+            f"{name}: doc id {doc!r} of query {query!r} is {_a(doc)}, not a string; "
+            f"{_AS_TEXT} (give ids as strings: str(doc_id))"
+        ) from None
+    try:
+        # Adding each value to a float refuses what is not a number (a string, bytes,
+        # None, a Decimal), and an int too large for a double, in C.
+        deque(map(sum, map(_VALUES, data.values()), repeat(0.0)), maxlen=0)
+    except (TypeError, OverflowError):
+        _name_the_value(data, name)
+
+
+def _name_the_value(data: Mapping[str, Mapping[str, Any]], name: str) -> None:
+    value_name = "grade" if name == "qrels" else "score"
+    for query, docs in data.items():
+        for doc, value in docs.items():
+            try:
+                _ = 0.0 + value
+            except OverflowError:
+                raise InputFormatError(
+                    f"{name}: {value_name} {value!r} of doc {doc!r} of query {query!r} is "
+                    "too large for a double (trec_eval reads numbers as doubles)"
+                ) from None
+            except TypeError:
+                raise InputFormatError(
+                    f"{name}: {value_name} {value!r} of doc {doc!r} of query {query!r} is "
+                    f"not a number but {_a(value)}; {value_name}s must be numbers (judge "
+                    f"does not parse text in dicts): give them as numbers, e.g. "
+                    f"{'int(grade)' if name == 'qrels' else 'float(score)'}"
+                ) from None
+    # Only a sum of values that are each numbers failed: the arrays refuse those later.
+
+
+_AS_TEXT = "ids are compared as strings, as in a TREC file, and 1 never matches '1'"
+
+
+def _a(value: object) -> str:
+    kind = type(value).__name__
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
