@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from abc import abstractmethod
 from array import array
@@ -528,16 +529,22 @@ def parse_relevance(value: Any) -> dict[str, int]:
         for doc, grade in value.items():
             if grade is None:
                 continue
-            if (
-                isinstance(grade, bool)
-                or not isinstance(grade, (int, float))
-                or not math.isfinite(grade)
-                or grade != int(grade)
-            ):
+            whole = _integer(grade)
+            if whole is None:
                 raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
-            grades[str(doc)] = int(grade)
+            grades[str(doc)] = whole
         return grades
     return {doc: 1 for doc in _list_of_str(value, "relevance")}  # a list of relevant ids
+
+
+def _integer(grade: object) -> int | None:
+    """The grade as an int if it is an integer, numpy's included (not a bool: JSON's true)."""
+    if isinstance(grade, bool) or not isinstance(grade, numbers.Real):
+        return None
+    if isinstance(grade, numbers.Integral):
+        return int(grade)
+    value = float(grade)
+    return int(value) if math.isfinite(value) and value == int(value) else None
 
 
 def _text(value: Any, name: str) -> str | None:

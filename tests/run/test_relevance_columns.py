@@ -36,3 +36,16 @@ def test_graded_relevance_in_parquet_scores_as_in_jsonl(tmp_path):
         mean = sum(from_parquet.scores(metric)) / 2
         assert math.isclose(mean, expected[metric])
         assert from_parquet.scores(metric) == from_jsonl.scores(metric)
+
+
+def test_numpy_integer_grades_are_integers():
+    # Rows built from pandas or numpy hold numpy ints: np.int64(1) was "not an integer".
+    import numpy as np
+
+    rows = [{**ROWS[0], "relevance": {"d1": np.int64(2), "d9": np.int32(1)}}, ROWS[1]]
+    assert parse_relevance(rows[0]["relevance"]) == {"d1": 2, "d9": 1}
+    result = evaluate(rows, metrics=["ndcg@10"], progress=False)
+    assert result.rows_with_errors == 0
+    assert result.scores("ndcg@10") == evaluate(ROWS, metrics=["ndcg@10"], progress=False).scores(
+        "ndcg@10"
+    )
