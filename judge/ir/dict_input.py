@@ -33,7 +33,7 @@ def check_dict(data: Mapping[Any, Any], name: str) -> None:
     if not all(issubclass(t, str) for t in set(map(type, data))):
         query = next(q for q in data if not isinstance(q, str))
         raise InputFormatError(
-            f"{name}: query id {query!r} is {_a(query)}, not a string; {_AS_TEXT} "
+            f"{name}: query id {query!r} is {_a(query)}, not a string; {_as_text(query)} "
             "(give ids as strings: str(query_id))"
         )
     if not all(issubclass(t, Mapping) for t in set(map(type, data.values()))):
@@ -52,7 +52,7 @@ def check_dict(data: Mapping[Any, Any], name: str) -> None:
         )
         raise InputFormatError(
             f"{name}: doc id {doc!r} of query {query!r} is {_a(doc)}, not a string; "
-            f"{_AS_TEXT} (give ids as strings: str(doc_id))"
+            f"{_as_text(doc)} (give ids as strings: str(doc_id))"
         ) from None
     try:
         # Adding each value to a float refuses what is not a number (a string, bytes,
@@ -83,7 +83,8 @@ def _name_the_value(data: Mapping[str, Mapping[str, Any]], name: str) -> None:
     # Only a sum of values that are each numbers failed: the arrays refuse those later.
 
 
-_AS_TEXT = "ids are compared as strings, as in a TREC file, and 1 never matches '1'"
+def _as_text(value: object) -> str:
+    return f"ids are compared as strings, as in a TREC file: {value!r} never matches {str(value)!r}"
 
 
 def _a(value: object) -> str:

@@ -116,7 +116,7 @@ def check_grades(grades: np.ndarray, lengths: np.ndarray, qids: list[str]) -> No
     if bad.size:
         query = _query_of(int(bad[0]), lengths, qids)
         raise InputFormatError(
-            f"qrels grade {grades[bad[0]]!r} for query {query!r} is not an integer; "
+            f"qrels grade {float(grades[bad[0]])!r} for query {query!r} is not an integer; "
             "grades are integers (-1 and 0 non-relevant)"
         )
 

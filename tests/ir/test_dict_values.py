@@ -55,6 +55,8 @@ def test_a_doc_id_that_is_not_a_string_is_refused_naming_query_and_id(files, qre
             ir.evaluate(q, r, METRICS)
         assert said in str(caught.value)
         assert "str(doc_id)" in str(caught.value)
+        with pytest.raises(InputFormatError, match="not a string"):
+            ir.score_queries(q, r, METRICS)
 
 
 @pytest.mark.parametrize(
