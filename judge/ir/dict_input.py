@@ -5,25 +5,24 @@ that is not a string never equals the same id as text (the int 1 is not the doc 
 a qrels or run keyed by ints would match nothing without a word; and numpy parses a
 string score or grade that Python would compare as a string. So ids must be strings
 (numpy's str_ is one) and values numbers (Python or numpy ints and floats; a bool is the
-int it is). Each rule is checked by one walk in C over the dicts; only a dict that breaks
-one is walked in Python, to name what broke it.
+int it is). The ids are checked by walks in C over the dicts, the values as they are
+converted to arrays; only a dict that breaks a rule is walked in Python, to name what
+broke it.
 """
 
 from __future__ import annotations
 
+import numbers
+import struct
 from collections import deque
 from collections.abc import Mapping
-from itertools import repeat
-from operator import methodcaller
 from typing import Any
 
 from judge.errors import InputFormatError
 
-_VALUES = methodcaller("values")
-
 
 def check_dict(data: Mapping[Any, Any], name: str) -> None:
-    """Refuse a qrels or run dict judge would misread, naming the query and the id or value.
+    """Refuse a qrels or run dict whose ids judge would misread, naming the query and the id.
 
     Args:
         data: `{query_id: {doc_id: grade}}` or `{query_id: {doc_id: score}}`.
@@ -54,33 +53,35 @@ def check_dict(data: Mapping[Any, Any], name: str) -> None:
             f"{name}: doc id {doc!r} of query {query!r} is {_a(doc)}, not a string; "
             f"{_as_text(doc)} (give ids as strings: str(doc_id))"
         ) from None
-    try:
-        # Adding each value to a float refuses what is not a number (a string, bytes,
-        # None, a Decimal), and an int too large for a double, in C.
-        deque(map(sum, map(_VALUES, data.values()), repeat(0.0)), maxlen=0)
-    except (TypeError, OverflowError):
-        _name_the_value(data, name)
 
 
-def _name_the_value(data: Mapping[str, Mapping[str, Any]], name: str) -> None:
+def name_the_value(data: Mapping[str, Mapping[str, Any]], name: str) -> None:
+    """Raise `InputFormatError` naming the first grade or score in `data` that is not a
+    number, as the arrays take numbers (`judge.ir.ranking.as_float_array`); else nothing.
+
+    Args:
+        data: a qrels or run dict whose ids `check_dict` passed.
+        name: "qrels" or "run".
+    """
     value_name = "grade" if name == "qrels" else "score"
     for query, docs in data.items():
         for doc, value in docs.items():
             try:
-                _ = 0.0 + value
-            except OverflowError:
+                _DOUBLE.pack(value)
+            except struct.error:
+                where = f"{name}: {value_name} {value!r} of doc {doc!r} of query {query!r}"
+                if isinstance(value, numbers.Integral):
+                    raise InputFormatError(
+                        f"{where} is too large for a double (trec_eval reads numbers as doubles)"
+                    ) from None
                 raise InputFormatError(
-                    f"{name}: {value_name} {value!r} of doc {doc!r} of query {query!r} is "
-                    "too large for a double (trec_eval reads numbers as doubles)"
-                ) from None
-            except TypeError:
-                raise InputFormatError(
-                    f"{name}: {value_name} {value!r} of doc {doc!r} of query {query!r} is "
-                    f"not a number but {_a(value)}; {value_name}s must be numbers (judge "
-                    f"does not parse text in dicts): give them as numbers, e.g. "
+                    f"{where} is not a number but {_a(value)}; {value_name}s must be numbers "
+                    "(judge does not parse text in dicts): give them as numbers, e.g. "
                     f"{'int(grade)' if name == 'qrels' else 'float(score)'}"
                 ) from None
-    # Only a sum of values that are each numbers failed: the arrays refuse those later.
+
+
+_DOUBLE = struct.Struct("d")
 
 
 def _as_text(value: object) -> str:
