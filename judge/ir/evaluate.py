@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from judge.errors import InputFormatError
+from judge.ir.dict_input import check_dict, name_the_value
 from judge.ir.measure_names import JUDGED_FAMILIES, check_relevance_level, parse_measures
 from judge.ir.result import IRResult as IRResult  # (these three are public here too)
 from judge.ir.result import QueryScores as QueryScores
@@ -47,27 +48,39 @@ def _score(
     in_order: bool,
 ) -> QueryScores:
     """score_queries; `in_order=False` leaves queries in the order ranked (for means)."""
-    check_relevance_level(relevance_level)
+    relevance_level = check_relevance_level(relevance_level)
+    for data, name in ((qrels, "qrels"), (run, "run")):
+        if isinstance(data, Mapping):
+            check_dict(data, name)
     measures = parse_measures(list(metrics) if not isinstance(metrics, str) else metrics)
     import numpy as np
 
     from judge.ir.from_dicts import rank_judged
     from judge.ir.per_query import MetricTable
     from judge.ir.rank_columns import rank_sources
+    from judge.ir.ranking import NotNumbersError
 
     # bpref and judged@k also read the docs graded 0: rank those only when they are asked for.
     least_grade = 0 if any(m.family in JUDGED_FAMILIES for m in measures) else 1
-    if isinstance(qrels, Mapping) and isinstance(run, Mapping):
-        ranked, unjudged = rank_judged(qrels, run, least_grade)
-    elif isinstance(qrels, (Mapping, str, os.PathLike)) and isinstance(
-        run, (Mapping, str, os.PathLike)
+    if not (
+        isinstance(qrels, (Mapping, str, os.PathLike))
+        and isinstance(run, (Mapping, str, os.PathLike))
     ):
-        ranked, unjudged = rank_sources(qrels, run, least_grade)
-    else:
         raise InputFormatError(
             "qrels and run must be dicts: {query_id: {doc_id: grade}} and "
             "{query_id: {doc_id: score}}, or paths of TREC qrels and run files"
         )
+    try:
+        if isinstance(qrels, Mapping) and isinstance(run, Mapping):
+            ranked, unjudged = rank_judged(qrels, run, least_grade)
+        else:
+            ranked, unjudged = rank_sources(qrels, run, least_grade)
+    except NotNumbersError:
+        # The arrays refuse a value that is not a number as they take it; name it.
+        for data, name in ((qrels, "qrels"), (run, "run")):
+            if isinstance(data, Mapping):
+                name_the_value(data, name)
+        raise
     if not ranked.qids:
         raise InputFormatError("qrels has no queries: there is nothing to evaluate against")
     table = MetricTable(ranked, relevance_level)
@@ -101,11 +114,13 @@ def evaluate(
             are non-relevant. Or the path of a TREC qrels file.
         run: retrieved documents, `{query_id: {doc_id: score}}`; higher scores rank first,
             ties are broken by doc id, descending. Or the path of a TREC run file, read
-            straight into arrays (much faster than `read_run` for big runs).
+            straight into arrays (much faster than `read_run` for big runs). In dicts, ids
+            are strings and grades and scores numbers (Python's or numpy's), as a TREC
+            file gives them: anything else raises `InputFormatError`.
         metrics: metric names such as `["ndcg@10", "map", "P@5"]`, or one comma-separated
             string; see `judge.ir.valid_names()`.
-        relevance_level: smallest grade that counts as relevant (nDCG gains use the raw
-            grade regardless).
+        relevance_level: smallest grade that counts as relevant, an integer of at least 1
+            (nDCG gains use the raw grade regardless).
         per_query: return `{query_id: {metric: value}}` instead of `{metric: mean}`.
 
     Returns:

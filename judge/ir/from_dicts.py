@@ -178,9 +178,11 @@ class _DictDocIds:
     def tied(self, query: int, scores: set[float]) -> dict[float, list[str]]:
         """Sorted ids of the query's retrieved docs that have one of `scores`, by score."""
         groups: dict[float, list[str]] = {}
-        for doc, score in self.runs[query].items():
+        for doc, value in self.runs[query].items():
+            # Compared as the doubles they were ranked as (an int beyond 2**53 is one).
+            score = float(value)
             if score in scores:
-                groups.setdefault(float(score), []).append(doc)
+                groups.setdefault(score, []).append(doc)
         for docs in groups.values():
             docs.sort()
         return groups

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -208,16 +209,18 @@ def parse_measures(names: str | list[str] | tuple[str, ...]) -> list[Measure]:
     return measures
 
 
-def check_relevance_level(level: int) -> None:
-    """Refuse a relevance level that is not an integer of at least 1.
+def check_relevance_level(level: object) -> int:
+    """The relevance level as an int; refuse one that is not an integer of at least 1
+    (a numpy integer is one; a bool or a float is not).
 
     trec_eval's `-l 0` counts every judged document as relevant (grade 0 too), and a
     negative level also the retrieved documents not judged at all (its P and MAP then
     count them relevant while its recall and MAP denominators do not); judge ranks only
     positively graded documents, so it would give other values: it refuses them.
     """
-    if isinstance(level, bool) or not isinstance(level, int):
+    if isinstance(level, bool) or not isinstance(level, numbers.Integral):
         raise JudgeError(f"relevance_level must be an integer, got {level!r}")
+    level = int(level)
     if level < 1:
         raise JudgeError(
             f"relevance_level {level}: give 1 or more, the smallest grade that counts as "
@@ -225,3 +228,4 @@ def check_relevance_level(level: int) -> None:
             "relevant, and a level below 0 those not judged too: judge does not compute "
             "those)"
         )
+    return level

@@ -87,8 +87,10 @@ def columns_from_mapping(data: Mapping[str, Mapping[str, Any]], kind: Kind) -> T
         ids = strings_to_arrow(query_ids)
     except (JudgeError, AttributeError, UnicodeError, ValueError):
         return None  # not numbers, ids that are not strings, or over 2 GB of ids
-    if np.isnan(values).any() or (kind == "qrels" and np.any(values != np.floor(values))):
-        return None
+    if np.isnan(values).any() or (
+        kind == "qrels" and not np.array_equal(values, np.floor(values[np.isfinite(values)]))
+    ):
+        return None  # NaN scores, or grades that are not integers (infinite ones neither)
     query = np.repeat(np.arange(len(query_ids), dtype=np.int32), lengths)
     keys = mix(string_hashes(docs) ^ mix(string_hashes(ids))[query])
     ordered = np.sort(keys)

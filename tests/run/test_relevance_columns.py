@@ -85,3 +85,16 @@ def test_numpy_whole_grades_are_grades():
     assert parse_relevance({"d1": np.int64(2), "d2": np.float64(1.0)}) == {"d1": 2, "d2": 1}
     rows = [{"question": "q", "retrieved_ids": ["d1"], "relevance": {"d1": np.int64(1)}}]
     assert evaluate(rows, metrics=["mrr"], progress=False).scores("mrr") == [1.0]
+
+
+def test_numpy_integer_grades_are_integers():
+    # Rows built from pandas or numpy hold numpy ints: np.int64(1) was "not an integer".
+    import numpy as np
+
+    rows = [{**ROWS[0], "relevance": {"d1": np.int64(2), "d9": np.int32(1)}}, ROWS[1]]
+    assert parse_relevance(rows[0]["relevance"]) == {"d1": 2, "d9": 1}
+    result = evaluate(rows, metrics=["ndcg@10"], progress=False)
+    assert result.rows_with_errors == 0
+    assert result.scores("ndcg@10") == evaluate(ROWS, metrics=["ndcg@10"], progress=False).scores(
+        "ndcg@10"
+    )
