@@ -98,3 +98,20 @@ def test_numpy_integer_grades_are_integers():
     assert result.scores("ndcg@10") == evaluate(ROWS, metrics=["ndcg@10"], progress=False).scores(
         "ndcg@10"
     )
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_doc_graded_twice_in_a_json_row_is_an_error_row(tmp_path, suffix):
+    # A JSONL row's relevance object (not text in a cell) kept the last of two grades of
+    # one doc without a word, as json.loads does: mrr 0 where the first grade gives 1.
+    rows = [
+        '{"question": "q", "retrieved_ids": ["d1"], "relevance": {"d1": 1, "d1": 0}}',
+        '{"question": "r", "retrieved_ids": ["d1"], "relevance": {"d1": 1}}',
+    ]
+    text = "\n".join(rows) + "\n" if suffix == ".jsonl" else "[" + ",".join(rows) + "]"
+    path = tmp_path / f"rows{suffix}"
+    path.write_text(text)
+    result = evaluate(str(path), metrics=["mrr"], progress=False)
+    assert result.rows_with_errors == 1
+    assert "relevance grades 'd1' twice" in str(result.rows[0].error)
+    assert result.scores("mrr") == [1.0]
