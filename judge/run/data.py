@@ -539,16 +539,15 @@ def parse_relevance(value: Any) -> dict[str, int]:
         if not value.strip():  # an empty CSV cell, as an empty retrieved_ids cell
             return {}
         try:
-            # (pairs: json.loads would keep the last of a doc's two grades without a word)
-            value = json.loads(value, object_pairs_hook=list)
+            # (objects marked by `_object`: json.loads would keep the last of a doc's two
+            # grades without a word)
+            value = json.loads(value, object_pairs_hook=_object)
         except json.JSONDecodeError:
             raise ValueError(
                 "relevance must be a list of relevant ids or a {id: grade} mapping (JSON "
                 f"text in CSV), got {value!r:.80}"
             ) from None
-        if isinstance(value, list) and value and all(type(p) is tuple for p in value):
-            value = _GradePairs(value)  # a JSON object's (key, value) pairs
-    if isinstance(value, _DoubledKeys):  # a JSON row's object: json.loads kept the last
+    if isinstance(value, _DoubledKeys):  # a JSON object given a doc twice (the last kept)
         raise ValueError(f"relevance grades {value.doubled[0]!r} twice: give each doc one grade")
     pairs = _grade_pairs(value)
     if pairs is None:
@@ -576,17 +575,11 @@ def _whole_grade(grade: Any, doc: Any) -> int:
     raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
 
 
-class _GradePairs(list):  # type: ignore[type-arg]
-    """The (key, value) pairs of a JSON object, in order, duplicates kept."""
-
-
 def _grade_pairs(value: Any) -> Iterable[tuple[Any, Any]] | None:
-    """The (doc, grade) pairs of a mapping, of a JSON object, or of an Arrow map column
+    """The (doc, grade) pairs of a mapping (a JSON object's too) or of an Arrow map column
     (Parquet, `datasets`: a list of (key, value) tuples); None for anything else."""
     if isinstance(value, Mapping):
         return value.items()
-    if isinstance(value, _GradePairs):
-        return value
     if (
         isinstance(value, list)
         and value
