@@ -357,10 +357,11 @@ def match_key(
     doubled = {label: _repeated(rows) for label, rows in ((label_a, rows_a), (label_b, rows_b))}
     # Ids usually identify samples; when two exports numbered them differently, the
     # question text is the better key.
+    # (Unique among the judged rows, the ones paired: an error row's sample is none.)
     if (
         (shared_questions > shared_ids or any(doubled.values()))
-        and len(by_q_a) == len(rows_a)
-        and len(by_q_b) == len(rows_b)
+        and len(by_q_a) == _judged(rows_a)
+        and len(by_q_b) == _judged(rows_b)
     ):
         return "question"
     for label, ids in doubled.items():
@@ -372,6 +373,11 @@ def match_key(
                 "(an id column) and evaluate again"
             )
     return "id"
+
+
+def _judged(rows: list[ResultRow]) -> int:
+    """How many rows were judged (not error rows)."""
+    return sum(1 for row in rows if not row.error)
 
 
 def _repeated(rows: list[ResultRow]) -> list[str]:

@@ -25,8 +25,8 @@ def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
     trec_eval ends a line at \\n only and splits it on the C locale's white space (space,
     \\t, \\n, \\v, \\f, \\r: what bytes.split() splits on), so a no-break space or U+2028
     is part of an id, as is any other byte but NUL, where its C strings end: a NUL, or a
-    carriage return that does not end a line (which trec_eval reads as white space,
-    joining two "lines"), is refused rather than read otherwise.
+    carriage return with more fields after it on its line (which trec_eval reads as
+    white space, joining two "lines"), is refused rather than read otherwise.
     """
     try:
         handle = open(path, "rb")  # noqa: SIM115 (closed below; open errors differ)
@@ -66,7 +66,9 @@ def _fields(line: bytes, path: PathLike, number: int) -> list[str]:
     raw = line.split()
     if not raw:
         return []
-    if b"\r" in (line[:-2] if line.endswith(b"\r\n") else line):
+    # Only a \r with more fields after it joins lines: one among the white space that
+    # ends a line (\r\r\n, a last line ended by \r) is white space to trec_eval, as here.
+    if b"\r" in line.rstrip():
         raise InputFormatError(
             "a carriage return (\\r) that does not end the line: trec_eval ends lines at "
             "\\n only and reads it as white space, joining two lines; convert the file's "

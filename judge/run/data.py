@@ -15,6 +15,7 @@ import numbers
 import os
 from abc import abstractmethod
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,8 +239,27 @@ def loads_json(text: str) -> Any:
     return _LOOSE.decode(text)
 
 
-# What json.loads(text, strict=False) builds on every call (every input line, read twice).
-_LOOSE = json.JSONDecoder(strict=False)
+class _DoubledKeys(dict):  # type: ignore[type-arg]
+    """A JSON object that gave a key twice, as json.loads reads it (the last value kept),
+    with the keys given twice: a relevance object's doc graded twice is a row error."""
+
+    doubled: list[str]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as json.loads builds it, marked when a key is given twice."""
+    built = dict(pairs)
+    if len(built) == len(pairs):
+        return built
+    marked = _DoubledKeys(built)
+    counts = Counter(k for k, _ in pairs)
+    marked.doubled = [k for k, n in counts.items() if n > 1]
+    return marked
+
+
+# What json.loads(text, strict=False) builds on every call (every input line, read twice);
+# its objects built by `_object` (5% more time per line).
+_LOOSE = json.JSONDecoder(strict=False, object_pairs_hook=_object)
 
 
 def _read_json(path: Path) -> list[dict[str, Any]]:
@@ -519,15 +539,16 @@ def parse_relevance(value: Any) -> dict[str, int]:
         if not value.strip():  # an empty CSV cell, as an empty retrieved_ids cell
             return {}
         try:
-            # (pairs: json.loads would keep the last of a doc's two grades without a word)
-            value = json.loads(value, object_pairs_hook=list)
+            # (objects marked by `_object`: json.loads would keep the last of a doc's two
+            # grades without a word)
+            value = json.loads(value, object_pairs_hook=_object)
         except json.JSONDecodeError:
             raise ValueError(
                 "relevance must be a list of relevant ids or a {id: grade} mapping (JSON "
                 f"text in CSV), got {value!r:.80}"
             ) from None
-        if isinstance(value, list) and value and all(type(p) is tuple for p in value):
-            value = _GradePairs(value)  # a JSON object's (key, value) pairs
+    if isinstance(value, _DoubledKeys):  # a JSON object given a doc twice (the last kept)
+        raise ValueError(f"relevance grades {value.doubled[0]!r} twice: give each doc one grade")
     pairs = _grade_pairs(value)
     if pairs is None:
         return {doc: 1 for doc in _list_of_str(value, "relevance")}  # a list of relevant ids
@@ -554,17 +575,11 @@ def _whole_grade(grade: Any, doc: Any) -> int:
     raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
 
 
-class _GradePairs(list):  # type: ignore[type-arg]
-    """The (key, value) pairs of a JSON object, in order, duplicates kept."""
-
-
 def _grade_pairs(value: Any) -> Iterable[tuple[Any, Any]] | None:
-    """The (doc, grade) pairs of a mapping, of a JSON object, or of an Arrow map column
+    """The (doc, grade) pairs of a mapping (a JSON object's too) or of an Arrow map column
     (Parquet, `datasets`: a list of (key, value) tuples); None for anything else."""
     if isinstance(value, Mapping):
         return value.items()
-    if isinstance(value, _GradePairs):
-        return value
     if (
         isinstance(value, list)
         and value

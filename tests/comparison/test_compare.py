@@ -474,3 +474,19 @@ def test_cli_warns_when_the_loss_may_lie_in_unjudged_docs(tmp_path, capsys):
     assert "100% of the docs it ranks there that" in err
     assert main(["compare", *files, "-k", "10", "-m", "P@10,bpref"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_an_error_row_does_not_stop_a_pairing_by_unique_questions(tmp_path):
+    # Ids repeat and questions are unique: the runs pair by question. An error row (a
+    # timeout) is no judged sample, yet it made the questions count as not unique, and
+    # the comparison was refused.
+    a = write_results(tmp_path / "a.jsonl", [0.1, 0.9, 0.5, 0.4], ids=["s0", "s0", "s1", "s2"])
+    b = write_results(tmp_path / "b.jsonl", [0.9, 0.1, 0.5, 0.4], ids=["s0", "s0", "s1", "s2"])
+    for path in (a, b):
+        path.write_text(path.read_text().replace('"qs0"', '"first"', 1))
+    lines = a.read_text().splitlines()
+    error_row = {**json.loads(lines[3]), "scores": {}, "error": "timed out"}
+    a.write_text("\n".join([*lines[:3], json.dumps(error_row)]) + "\n")
+    result = compare(a, b)
+    assert result.metrics["faithfulness"].n == 3  # the error row's sample is not paired
+    assert result.metrics["faithfulness"].wins == 1 and result.metrics["faithfulness"].losses == 1

@@ -154,7 +154,7 @@ def test_the_c_locale_white_space_separates_fields(tmp_path: Path, space: str) -
     [
         (read_run, "q Q0 a 1 0.5 t\rq Q0 b 2 0.25 t\n", 1, "carriage return"),
         (read_qrels, "q 0 c 1\nq 0 a 1\rq 0 b 0\n", 2, "carriage return"),
-        (read_run, "q Q0 a 1 0.5 t\r", 1, "carriage return"),
+        (read_run, "q Q0 a 1 0.5 t\rq Q0 b 2 0.25 t\r", 1, "carriage return"),
         (read_run, "q Q0 a\x00b 1 0.5 t\n", 1, "NUL"),
         (read_qrels, "q 0 a 1\nq\x00 0 b 0\n", 2, "NUL"),
     ],
@@ -168,6 +168,27 @@ def test_bytes_trec_eval_reads_otherwise_are_refused(
     with pytest.raises(InputFormatError, match=fragment) as info:
         reader(path)
     assert info.value.path == str(path) and info.value.line == line
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["small", "numpy"])
+@pytest.mark.parametrize("end", ["\r\r\n", "\r \r\n", "\r\t\n", " \r\n", "last \r"])
+def test_a_carriage_return_among_a_lines_trailing_white_space_is_white_space(
+    tmp_path: Path, capsys: Any, monkeypatch: Any, end: str, small: bool
+) -> None:
+    # trec_eval reads a \r as white space: at a line's end, with nothing after it but
+    # white space, it joins no lines, and the fields are the line's own. Such files (\r\r\n
+    # from a CRLF file converted twice, a last line ended by \r) were read before the
+    # lone \r was refused, and trec_eval reads them: they are read.
+    if not small:
+        monkeypatch.setattr(judge.ir.small, "SMALL_BYTES", 0)
+    run_text = "q1 Q0 d2 1 9.0 t\nq1 Q0 d1 2 0.1 t\nq1 Q0 d3 3 0.05 t\n"
+    ended = (lambda t: t[:-1] + "\r") if end == "last \r" else (lambda t: t.replace("\n", end))
+    qrels = write(tmp_path, "qrels", ended(QRELS_123))
+    run = write(tmp_path, "run", ended(run_text))
+    plain = judge_ir(capsys, write(tmp_path, "q", QRELS_123), write(tmp_path, "r", run_text), FOUR)
+    assert judge_ir(capsys, qrels, run, FOUR) == plain
+    assert read_run(run) == {"q1": {"d2": 9.0, "d1": 0.1, "d3": 0.05}}
+    assert read_qrels(qrels) == {"q1": {"d1": 1, "d2": 0, "d3": 1}}
 
 
 @pytest.mark.parametrize("small", [True, False], ids=["small", "numpy"])

@@ -98,3 +98,33 @@ def test_numpy_integer_grades_are_integers():
     assert result.scores("ndcg@10") == evaluate(ROWS, metrics=["ndcg@10"], progress=False).scores(
         "ndcg@10"
     )
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_doc_graded_twice_in_a_json_row_is_an_error_row(tmp_path, suffix):
+    # A JSONL row's relevance object (not text in a cell) kept the last of two grades of
+    # one doc without a word, as json.loads does: mrr 0 where the first grade gives 1.
+    rows = [
+        '{"question": "q", "retrieved_ids": ["d1"], "relevance": {"d1": 1, "d1": 0}}',
+        '{"question": "r", "retrieved_ids": ["d1"], "relevance": {"d1": 1}}',
+    ]
+    text = "\n".join(rows) + "\n" if suffix == ".jsonl" else "[" + ",".join(rows) + "]"
+    path = tmp_path / f"rows{suffix}"
+    path.write_text(text)
+    result = evaluate(str(path), metrics=["mrr"], progress=False)
+    assert result.rows_with_errors == 1
+    assert "relevance grades 'd1' twice" in str(result.rows[0].error)
+    assert result.scores("mrr") == [1.0]
+
+
+def test_an_object_inside_relevance_text_is_named_as_the_object_it_is():
+    # Read as (key, value) pairs to find a doc graded twice, a nested object was named
+    # as a list of tuples in the error ("grade [('g', 1)]", "item 0 is a list").
+    with pytest.raises(ValueError, match=r"relevance grade \{'g': 1\} of 'd1' is not"):
+        parse_relevance('{"d1": {"g": 1}}')
+    with pytest.raises(ValueError, match="relevance item 0 is a dict"):
+        parse_relevance('[{"a": 1}]')
+    with pytest.raises(ValueError, match="relevance grades 'd1' twice"):
+        parse_relevance('{"d1": 1, "d1": 0}')
+    assert parse_relevance("{}") == {}
+    assert parse_relevance('{"d1": 2, "d0": 0}') == {"d1": 2, "d0": 0}
