@@ -19,8 +19,9 @@ _BATCH_BYTES = 1 << 16  # lines checked at a time
 
 
 def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of every non-blank line, split as trec_eval splits it; a
-    missing file is a clear error.
+    """(line number, fields) of every line that is neither blank nor a comment (its first
+    non-blank character `#`: trec_eval's formats ignore such lines), split as trec_eval
+    splits it; a missing file is a clear error.
 
     trec_eval ends a line at \\n only and splits it on the C locale's white space (space,
     \\t, \\n, \\v, \\f, \\r: what bytes.split() splits on), so a no-break space or U+2028
@@ -50,13 +51,13 @@ def _lines(path: PathLike) -> Iterator[tuple[int, list[str]]]:
                 for line in lines:
                     number += 1
                     fields = line.split()
-                    if fields:
+                    if fields and fields[0][0] != "#":
                         yield number, fields
                 continue
             for raw in batch:
                 number += 1
                 fields = _fields(raw, path, number)
-                if fields:
+                if fields and fields[0][0] != "#":
                     yield number, fields
 
 
@@ -241,6 +242,11 @@ def _checked_ids(table: Mapping[str, Mapping[str, object]]) -> None:
     a refused id leaves no file half written."""
     for query, docs in table.items():
         check_trec_id(query, "query id")
+        if query.startswith("#"):  # (a line that starts so is a comment: it would be skipped)
+            raise InputFormatError(
+                f"query id {query!r} cannot be written to a TREC file: a line starting "
+                "with '#' is a comment there, skipped when the file is read"
+            )
         for doc in docs:
             check_trec_id(doc, f"document id of query {query!r}")
 

@@ -228,6 +228,8 @@ def parse_chunk(block: bytes, cut: int, separator: bytes, fields: int, kind: Kin
         raise Unsuitable
     if _lone_return(block, cut):
         raise Unsuitable
+    if b"#" in block and (block[:1] == b"#" or b"\n#" in block):
+        raise Unsuitable  # a comment line: the line reader skips it, as trec_eval does
     if _empty_field(block, cut, separator):
         raise Unsuitable
     value = "f4" if kind == "run" else "f3"

@@ -17,7 +17,7 @@ import judge.ir.arrow as arrow
 import judge.ir.trec_columns as columns
 from judge.errors import CoverageWarning, InputFormatError
 from judge.ir import evaluate, read_qrels, read_run
-from judge.ir.trec import read_qrels_by_line, read_run_by_line
+from judge.ir.trec import read_qrels_by_line, read_run_by_line, write_qrels
 from judge.ir.trec_columns import read_columns
 
 FIXTURE = HealthCheck.function_scoped_fixture  # tmp_path is rewritten on every example
@@ -396,3 +396,25 @@ def test_a_chunk_parsed_keeps_its_ids_when_the_next_chunk_reuses_the_buffer() ->
     assert distinct == ["q1"]
     assert [doc for chunk in docs for doc in chunk.to_pylist()] == [f"doc{i}" for i in range(500)]
     assert scores.tolist() == [i + 0.5 for i in range(500)]
+
+
+def test_comment_lines_are_skipped_as_trec_eval_skips_them(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # trec_eval's formats: "Lines starting with '#' are ignored". They were read as data: a
+    # judged query '#q2' missing from the run lowered every mean.
+    qrels, run = write_big(tmp_path)
+    expected = quiet(qrels, run)
+    qrels.write_text("#q2 0 doc1 1\n# judged by hand\n" + qrels.read_text())
+    lines = run.read_text().splitlines()
+    lines.insert(len(lines) // 2, "# q1 Q0 doc3 1 9.5 a comment of six fields")
+    run.write_text("# a run\n" + "\n".join(lines) + "\n")
+    for chunk_bytes in (None, 256):  # one chunk, or the comment in a later one
+        if chunk_bytes:
+            monkeypatch.setattr(columns, "_CHUNK_BYTES", chunk_bytes)
+        assert quiet(qrels, run) == expected
+        assert outcome(read_run, run) == outcome(read_run_by_line, run)
+        assert outcome(read_qrels, qrels) == outcome(read_qrels_by_line, qrels)
+    assert "#q2" not in read_qrels_by_line(qrels)
+    with pytest.raises(InputFormatError, match="'#' is a comment"):
+        write_qrels({"#q": {"d": 1}}, tmp_path / "out")

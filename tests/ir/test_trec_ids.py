@@ -31,7 +31,13 @@ def unfit(text: str) -> bool:
 
 
 def refused_naming_an_unfit_id(error: InputFormatError, table: dict) -> bool:
-    unfit_ids = [i for q, docs in table.items() for i in (q, *docs) if unfit(i)]
+    # (a query id may not start with '#' either: its line would be a comment)
+    unfit_ids = [
+        i
+        for q, docs in table.items()
+        for i in (q, *docs)
+        if unfit(i) or (i == q and q.startswith("#"))
+    ]
     return bool(unfit_ids) and any(repr(i) in str(error) for i in unfit_ids)
 
 
