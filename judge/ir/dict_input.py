@@ -49,7 +49,7 @@ def check_dict(data: Mapping[Any, Any], name: str) -> None:
         raise InputFormatError(
             f"{name}: doc id {doc!r} of query {query!r} is {_a(doc)}, not a string; "
             f"{_as_text(doc)} (give ids as strings: str(doc_id))"
-        ) from None
+        )
 
 
 def _doc_ids_are_strings(data: Mapping[Any, Mapping[Any, Any]], every: bool) -> bool:

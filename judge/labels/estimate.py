@@ -382,11 +382,17 @@ def _source_text(labels: str | os.PathLike[str] | list[dict[str, Any]]) -> str:
     return f"{len(labels)} records" if isinstance(labels, list) else str(labels)
 
 
-def _unique_positions(rows: Sequence[ResultRow], where: str, ids: Iterable[str]) -> dict[str, int]:
-    """Row id (as text) -> its position; ids among `ids` that name several rows are refused."""
+def _row_positions(rows: Sequence[ResultRow]) -> dict[str, list[int]]:
+    """Row id (as text) -> the positions of the rows it names, in order."""
     positions: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         positions.setdefault(str(row.id), []).append(i)
+    return positions
+
+
+def _unique_positions(rows: Sequence[ResultRow], where: str, ids: Iterable[str]) -> dict[str, int]:
+    """Row id (as text) -> its position; ids among `ids` that name several rows are refused."""
+    positions = _row_positions(rows)
     doubled = [ident for ident in ids if len(positions.get(ident, ())) > 1]
     if doubled:
         raise _doubled(where, doubled)
@@ -400,9 +406,7 @@ def _paired_positions(rows: Sequence[ResultRow], where: str) -> dict[str, int]:
     """Row id (as text) -> its position, for a difference that pairs two runs' rows by id:
     an id that names several rows, labelled or not, is refused, as pairing by it would
     pair one row of each run and leave the others out."""
-    positions: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        positions.setdefault(str(row.id), []).append(i)
+    positions = _row_positions(rows)
     doubled = [(ident, found) for ident, found in positions.items() if len(found) > 1]
     if doubled:
         ident, found = doubled[0]

@@ -53,6 +53,8 @@ ROWS_PREFIX = ".judge-rows-"  # judge.run.checkpoint's spill files
 # process that had the same id (in a container judge may be process 1 on every run).
 _DEBRIS = re.compile(r"^\.judge-(?:out|rows)-(\d+)-(?:([0-9a-f]{8})-)?")
 _TOKEN = secrets.token_hex(4)
+LIVE_PREFIX = ".judge-live-"
+_MARK = re.compile(r"^\.judge-live-(\d+)-([0-9a-f]{8})$")
 
 
 def _new_token() -> None:
@@ -65,8 +67,6 @@ def _new_token() -> None:
 
 if hasattr(os, "register_at_fork"):  # (not on Windows, which has no fork)
     os.register_at_fork(after_in_child=_new_token)
-LIVE_PREFIX = ".judge-live-"
-_MARK = re.compile(r"^\.judge-live-(\d+)-([0-9a-f]{8})$")
 
 
 def temporary_prefix(kind: str) -> str:
