@@ -28,9 +28,11 @@ later turns and is not a row.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -211,6 +213,99 @@ class DistinctIds:
                 "not; give each conversation its own id",
             )
         ]
+
+
+class DistinctTurns:
+    """Rows that give their own place in a conversation (`conversation_id` and `turn`,
+    with their `history`, as `turn_records` writes them), each place once, in input order:
+    a row at an earlier row's place (its conversation and turn) is an error row naming
+    that row, and the earlier one is judged (rows are judged while the input is read). Two rows of
+    one place were one conversation to the statistics (one resampling unit, the turn
+    counted twice at its position): two conversations given one id, or one turn given
+    twice. Rows of one conversation need not follow each other (a log of chats in time
+    order interleaves them); their turns must differ.
+
+    Keeps per conversation its id and, per row, its turn and number packed in 8 bytes,
+    in one `array` sorted by turn (a plain int while the conversation has one row): 110-140
+    bytes for a conversation of one row, 200-230 for one of five, 8 more a row after
+    (`DistinctIds` keeps 108-135 a conversation). Rows in order of turn append to the
+    array; one out of order is put in its place."""
+
+    _ROW = (1 << 32) - 1  # a packed place's row number (its turn is above it)
+
+    def __init__(self) -> None:
+        self._turns: dict[str, int | array[int]] = {}
+        self._rest: dict[tuple[str, int], int] = {}  # turns too large to pack
+
+    def repeat(self, cid: Any, turn: Any, number: int) -> str | None:
+        """Why row `number` (from 0), of conversation `cid` at `turn` as the row gives them,
+        is not judged: an earlier row has its place; None when none has (the place is
+        kept), or when the row gives no place `judge.run.data` reads (its error says so)."""
+        if not _place(cid, turn):
+            return None
+        cid = str(cid)
+        first = self._first(cid, turn, number)
+        if first is None:
+            return None
+        return (
+            f"rows {first} and {number} (numbered from 0 in the input) are both turn {turn} "
+            f"of conversation {cid!r:.80}: two conversations given one conversation_id, or "
+            f"one turn given twice, would be one conversation to the intervals, so row "
+            f"{first} is judged and this one is not; give each conversation its own "
+            "conversation_id (a fork of a chat too) and each turn one row"
+        )
+
+    def _first(self, cid: str, turn: int, number: int) -> int | None:
+        """The number of the earlier row at the place, else None (the place kept)."""
+        if turn >= 1 << 31:  # no 8-byte place holds it (row numbers are below 2**32)
+            first = self._rest.setdefault((cid, turn), number)
+            return None if first == number else first
+        packed = turn << 32 | number
+        kept = self._turns.get(cid)
+        if kept is None:
+            self._turns[cid] = packed
+            return None
+        if isinstance(kept, int):
+            if kept >> 32 == turn:
+                return kept & self._ROW
+            kept = self._turns[cid] = array("q", [kept])
+        at = bisect.bisect_left(kept, turn << 32)
+        if at < len(kept) and kept[at] >> 32 == turn:
+            return kept[at] & self._ROW
+        kept.insert(at, packed)
+        return None
+
+
+def _place(cid: Any, turn: Any) -> bool:
+    """Whether a row's conversation_id and turn are a place `judge.run.data` reads (a
+    string or integer id, a positive integer turn); any other is the row's error."""
+    return (
+        isinstance(turn, int)
+        and not isinstance(turn, bool)
+        and turn >= 1
+        and isinstance(cid, (str, int))
+        and not isinstance(cid, bool)
+        and bool(str(cid).strip())
+    )
+
+
+def distinct_turns(
+    records: Iterable[tuple[int, dict[str, Any]]], columns: Mapping[str, str]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(number, record) of rows, each giving its own place in a conversation (the
+    `conversation_id` and `turn` of `columns`, field -> column), a row at an earlier row's
+    place given `conversation_error` naming it (`DistinctTurns`)."""
+    places = DistinctTurns()
+    cid_column, turn_column = columns["conversation_id"], columns["turn"]
+    for number, record in records:
+        why = places.repeat(record.get(cid_column), record.get(turn_column), number)
+        yield number, record if why is None else {**record, CONVERSATION_ERROR: why}
+
+
+def has_places(columns: Mapping[str, str]) -> bool:
+    """Whether rows of these columns (field -> column) give their own place in a
+    conversation: conversation_id and turn."""
+    return all(key in columns for key in FLAT_KEYS)
 
 
 def _given_id(record: Mapping[str, Any]) -> bool:
