@@ -194,25 +194,37 @@ class DistinctIds:
     def turn_records(self, record: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
         """The rows of conversation `number` (as `turn_records` gives them), or its error
         row when an earlier conversation has its id."""
-        cid = conversation_id(record, number)
-        given = _given_id(record)
-        if not given and any(record.get(k) is not None for k in ID_KEYS):
-            # an id that is no id (1.5): its error row says so, under the conversation's
-            # number, which is no id it gave
+        first = self.earlier(record, number)
+        if first is None:
             return turn_records(record, number)
-        first = self._first.setdefault(cid, number)
-        if first == number:
-            return turn_records(record, number)
-        numbered = "" if given else f" (conversation {number} has no id: its number is its id)"
         return [
             _error_row(
-                cid,
-                f"conversations {first} and {number} (numbered from 0 in the input) have the "
-                f"same id {cid!r}{numbered}: one id would make them one conversation and give "
-                f"their rows the same ids, so conversation {first} is judged and this one is "
-                "not; give each conversation its own id",
+                conversation_id(record, number),
+                f"{same_id(record, first, number)}: one id would make them one conversation "
+                f"and give their rows the same ids, so conversation {first} is judged and "
+                "this one is not; give each conversation its own id",
             )
         ]
+
+    def earlier(self, record: Mapping[str, Any], number: int) -> int | None:
+        """The number of the earlier conversation of the id of conversation `number` (from
+        0); None when none has it (the id is kept), or when its id is no id (its error row
+        says so, under the conversation's number, which is no id it gave)."""
+        if not _given_id(record) and any(record.get(k) is not None for k in ID_KEYS):
+            return None
+        first = self._first.setdefault(conversation_id(record, number), number)
+        return None if first == number else first
+
+
+def same_id(record: Mapping[str, Any], first: int, number: int) -> str:
+    """Conversations `first` and `number` (this record) sharing an id, said."""
+    numbered = (
+        "" if _given_id(record) else f" (conversation {number} has no id: its number is its id)"
+    )
+    return (
+        f"conversations {first} and {number} (numbered from 0 in the input) have the same id "
+        f"{conversation_id(record, number)!r}{numbered}"
+    )
 
 
 class DistinctTurns:
@@ -237,23 +249,12 @@ class DistinctTurns:
         self._turns: dict[str, int | array[int]] = {}
         self._rest: dict[tuple[str, int], int] = {}  # turns too large to pack
 
-    def repeat(self, cid: Any, turn: Any, number: int) -> str | None:
-        """Why row `number` (from 0), of conversation `cid` at `turn` as the row gives them,
-        is not judged: an earlier row has its place; None when none has (the place is
-        kept), or when the row gives no place `judge.run.data` reads (its error says so)."""
-        if not _place(cid, turn):
-            return None
-        cid = str(cid)
-        first = self._first(cid, turn, number)
-        if first is None:
-            return None
-        return (
-            f"rows {first} and {number} (numbered from 0 in the input) are both turn {turn} "
-            f"of conversation {cid!r:.80}: two conversations given one conversation_id, or "
-            f"one turn given twice, would be one conversation to the intervals, so row "
-            f"{first} is judged and this one is not; give each conversation its own "
-            "conversation_id (a fork of a chat too) and each turn one row"
-        )
+    def earlier(self, cid: Any, turn: Any, number: int) -> int | None:
+        """The number of the earlier row at the place of row `number` (from 0), of
+        conversation `cid` at `turn` as the row gives them; None when none is (the place
+        is kept), or when the row gives no place `judge.run.data` reads (its error says
+        so)."""
+        return self._first(str(cid), turn, number) if _place(cid, turn) else None
 
     def _first(self, cid: str, turn: int, number: int) -> int | None:
         """The number of the earlier row at the place, else None (the place kept)."""
@@ -289,6 +290,15 @@ def _place(cid: Any, turn: Any) -> bool:
     )
 
 
+def same_place(cid: Any, turn: Any, first: int, number: int) -> str:
+    """Rows `first` and `number` at one place, said."""
+    return (
+        f"rows {first} and {number} (numbered from 0 in the input) are both turn {turn} of "
+        f"conversation {str(cid)!r:.80}: two chats given one conversation_id, or one turn "
+        "given twice, would be one conversation to the intervals"
+    )
+
+
 def distinct_turns(
     records: Iterable[tuple[int, dict[str, Any]]], columns: Mapping[str, str]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -298,8 +308,16 @@ def distinct_turns(
     places = DistinctTurns()
     cid_column, turn_column = columns["conversation_id"], columns["turn"]
     for number, record in records:
-        why = places.repeat(record.get(cid_column), record.get(turn_column), number)
-        yield number, record if why is None else {**record, CONVERSATION_ERROR: why}
+        cid, turn = record.get(cid_column), record.get(turn_column)
+        first = places.earlier(cid, turn, number)
+        if first is not None:
+            why = (
+                f"{same_place(cid, turn, first, number)}, so row {first} is judged and this "
+                "one is not; give each chat its own conversation_id (a fork of one too) and "
+                "each turn one row"
+            )
+            record = {**record, CONVERSATION_ERROR: why}
+        yield number, record
 
 
 def has_places(columns: Mapping[str, str]) -> bool:

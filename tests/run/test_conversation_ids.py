@@ -151,7 +151,7 @@ def test_a_later_row_at_an_earlier_rows_turn_is_an_error_row(fake_llm_server, tm
         assert [r.scores["faithfulness"] for r in judged[:2]] == [1.0, 1.0]
         assert math.isnan(judged[2].scores["faithfulness"])
         assert judged[2].error is not None and ROW_TWICE in judged[2].error
-        assert "give each conversation its own conversation_id" in judged[2].error
+        assert "give each chat its own conversation_id" in judged[2].error
         assert judged[2].conversation_id is None
         assert result.tally.resampling().units == 3  # was 2: rows 0 and 2 were one
         by_turn = [(t.position, t.turns) for t in result.tally.by_turn(["faithfulness"])]
