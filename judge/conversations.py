@@ -231,11 +231,11 @@ class DistinctTurns:
     """Rows that give their own place in a conversation (`conversation_id` and `turn`,
     with their `history`, as `turn_records` writes them), each place once, in input order:
     a row at an earlier row's place (its conversation and turn) is an error row naming
-    that row, and the earlier one is judged (rows are judged while the input is read). Two rows of
-    one place were one conversation to the statistics (one resampling unit, the turn
-    counted twice at its position): two conversations given one id, or one turn given
-    twice. Rows of one conversation need not follow each other (a log of chats in time
-    order interleaves them); their turns must differ.
+    that row, and the earlier one is judged (rows are judged while the input is read).
+    Two rows of one place were one conversation to the statistics (one resampling unit,
+    the turn counted twice at its position): two conversations given one id, or one turn
+    given twice. Rows of one conversation need not follow each other (a log of chats in
+    time order interleaves them); their turns must differ.
 
     Keeps per conversation its id and, per row, its turn and number packed in 8 bytes,
     in one `array` sorted by turn (a plain int while the conversation has one row): 110-140
