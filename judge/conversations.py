@@ -28,9 +28,11 @@ later turns and is not a row.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -192,25 +194,136 @@ class DistinctIds:
     def turn_records(self, record: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
         """The rows of conversation `number` (as `turn_records` gives them), or its error
         row when an earlier conversation has its id."""
-        cid = conversation_id(record, number)
-        given = _given_id(record)
-        if not given and any(record.get(k) is not None for k in ID_KEYS):
-            # an id that is no id (1.5): its error row says so, under the conversation's
-            # number, which is no id it gave
+        first = self.earlier(record, number)
+        if first is None:
             return turn_records(record, number)
-        first = self._first.setdefault(cid, number)
-        if first == number:
-            return turn_records(record, number)
-        numbered = "" if given else f" (conversation {number} has no id: its number is its id)"
         return [
             _error_row(
-                cid,
-                f"conversations {first} and {number} (numbered from 0 in the input) have the "
-                f"same id {cid!r}{numbered}: one id would make them one conversation and give "
-                f"their rows the same ids, so conversation {first} is judged and this one is "
-                "not; give each conversation its own id",
+                conversation_id(record, number),
+                f"{same_id(record, first, number)}: one id would make them one conversation "
+                f"and give their rows the same ids, so conversation {first} is judged and "
+                "this one is not; give each conversation its own id",
             )
         ]
+
+    def earlier(self, record: Mapping[str, Any], number: int) -> int | None:
+        """The number of the earlier conversation of the id of conversation `number` (from
+        0); None when none has it (the id is kept), or when its id is no id (its error row
+        says so, under the conversation's number, which is no id it gave)."""
+        if not _given_id(record) and any(record.get(k) is not None for k in ID_KEYS):
+            return None
+        first = self._first.setdefault(conversation_id(record, number), number)
+        return None if first == number else first
+
+
+def same_id(record: Mapping[str, Any], first: int, number: int) -> str:
+    """Conversations `first` and `number` (this record) sharing an id, said."""
+    numbered = (
+        "" if _given_id(record) else f" (conversation {number} has no id: its number is its id)"
+    )
+    return (
+        f"conversations {first} and {number} (numbered from 0 in the input) have the same id "
+        f"{conversation_id(record, number)!r}{numbered}"
+    )
+
+
+class DistinctTurns:
+    """Rows that give their own place in a conversation (`conversation_id` and `turn`,
+    with their `history`, as `turn_records` writes them), each place once, in input order:
+    a row at an earlier row's place (its conversation and turn) is an error row naming
+    that row, and the earlier one is judged (rows are judged while the input is read).
+    Two rows of one place were one conversation to the statistics (one resampling unit,
+    the turn counted twice at its position): two conversations given one id, or one turn
+    given twice. Rows of one conversation need not follow each other (a log of chats in
+    time order interleaves them); their turns must differ.
+
+    Keeps per conversation its id and, per row, its turn and number packed in 8 bytes,
+    in one `array` sorted by turn (a plain int while the conversation has one row): 110-140
+    bytes for a conversation of one row, 200-230 for one of five, 8 more a row after
+    (`DistinctIds` keeps 108-135 a conversation). Rows in order of turn append to the
+    array; one out of order is put in its place."""
+
+    _ROW = (1 << 32) - 1  # a packed place's row number (its turn is above it)
+
+    def __init__(self) -> None:
+        self._turns: dict[str, int | array[int]] = {}
+        self._rest: dict[tuple[str, int], int] = {}  # turns too large to pack
+
+    def earlier(self, cid: Any, turn: Any, number: int) -> int | None:
+        """The number of the earlier row at the place of row `number` (from 0), of
+        conversation `cid` at `turn` as the row gives them; None when none is (the place
+        is kept), or when the row gives no place `judge.run.data` reads (its error says
+        so)."""
+        return self._first(str(cid), turn, number) if _place(cid, turn) else None
+
+    def _first(self, cid: str, turn: int, number: int) -> int | None:
+        """The number of the earlier row at the place, else None (the place kept)."""
+        if turn >= 1 << 31:  # no 8-byte place holds it (row numbers are below 2**32)
+            first = self._rest.setdefault((cid, turn), number)
+            return None if first == number else first
+        packed = turn << 32 | number
+        kept = self._turns.get(cid)
+        if kept is None:
+            self._turns[cid] = packed
+            return None
+        if isinstance(kept, int):
+            if kept >> 32 == turn:
+                return kept & self._ROW
+            kept = self._turns[cid] = array("q", [kept])
+        at = bisect.bisect_left(kept, turn << 32)
+        if at < len(kept) and kept[at] >> 32 == turn:
+            return kept[at] & self._ROW
+        kept.insert(at, packed)
+        return None
+
+
+def _place(cid: Any, turn: Any) -> bool:
+    """Whether a row's conversation_id and turn are a place `judge.run.data` reads (a
+    string or integer id, a positive integer turn); any other is the row's error."""
+    return (
+        isinstance(turn, int)
+        and not isinstance(turn, bool)
+        and turn >= 1
+        and isinstance(cid, (str, int))
+        and not isinstance(cid, bool)
+        and bool(str(cid).strip())
+    )
+
+
+def same_place(cid: Any, turn: Any, first: int, number: int) -> str:
+    """Rows `first` and `number` at one place, said."""
+    return (
+        f"rows {first} and {number} (numbered from 0 in the input) are both turn {turn} of "
+        f"conversation {str(cid)!r:.80}: two chats given one conversation_id, or one turn "
+        "given twice, would be one conversation to the intervals"
+    )
+
+
+def distinct_turns(
+    records: Iterable[tuple[int, dict[str, Any]]], columns: Mapping[str, str]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(number, record) of rows, each giving its own place in a conversation (the
+    `conversation_id` and `turn` of `columns`, field -> column), a row at an earlier row's
+    place given `conversation_error` naming it (`DistinctTurns`)."""
+    places = DistinctTurns()
+    cid_column, turn_column = columns["conversation_id"], columns["turn"]
+    for number, record in records:
+        cid, turn = record.get(cid_column), record.get(turn_column)
+        first = places.earlier(cid, turn, number)
+        if first is not None:
+            why = (
+                f"{same_place(cid, turn, first, number)}, so row {first} is judged and this "
+                "one is not; give each chat its own conversation_id (a fork of one too) and "
+                "each turn one row"
+            )
+            record = {**record, CONVERSATION_ERROR: why}
+        yield number, record
+
+
+def has_places(columns: Mapping[str, str]) -> bool:
+    """Whether rows of these columns (field -> column) give their own place in a
+    conversation: conversation_id and turn."""
+    return all(key in columns for key in FLAT_KEYS)
 
 
 def _given_id(record: Mapping[str, Any]) -> bool:

@@ -37,6 +37,13 @@ def cases(
         conversation, for `rag_judge.assert_scores(case, ...)` or
         `rag_judge.score_conversation(case)`; so does a flat table of turns (columns
         `conversation_id` and `turn`, one row per turn: a user's question and the answer).
+
+    Raises:
+        judge.errors.InputFormatError: no rows; a flat table's row that gives no turn, or
+            a turn given twice; among the cases given, a conversation of an earlier one's
+            id, or a row giving an earlier row's conversation_id and turn (`judge eval`
+            judges the earlier alone: pytest would make them two tests of one
+            conversation).
     """
     from judge.conversations import flat_conversations, is_flat_turns
     from judge.run.data import read_records
@@ -54,7 +61,47 @@ def cases(
         records = flat_conversations(records)  # one case per conversation, as in a file of them
     if limit is not None:
         records = records[:limit]
+    _one_each(records, source)
     return [pytest.param(dict(r), id=case_id(r, n, id_column)) for n, r in enumerate(records)]
+
+
+def _one_each(records: list[dict[str, Any]], source: str) -> None:
+    """Refuse cases `judge eval` would not judge apart: a conversation of an earlier one's
+    id, or a row giving an earlier row's conversation_id and turn (it judges the earlier
+    alone, as one conversation to the intervals would be two); pytest would make them two
+    tests of one conversation."""
+    from judge.conversations import (
+        FLAT_KEYS,
+        DistinctIds,
+        DistinctTurns,
+        is_conversation,
+        same_id,
+        same_place,
+    )
+
+    if records and is_conversation(records[0]):
+        ids = DistinctIds()
+        for number, record in enumerate(records):
+            first = ids.earlier(record, number)
+            if first is not None:
+                raise InputFormatError(
+                    f"{source}: {same_id(record, first, number)}: `judge eval` judges "
+                    f"conversation {first} alone, as one id would make them one "
+                    "conversation; give each conversation its own id"
+                )
+        return
+    if not all(any(k in r for r in records) for k in FLAT_KEYS):
+        return
+    places = DistinctTurns()
+    for number, record in enumerate(records):
+        cid, turn = record.get("conversation_id"), record.get("turn")
+        first = places.earlier(cid, turn, number)
+        if first is not None:
+            raise InputFormatError(
+                f"{source}: {same_place(cid, turn, first, number)}: `judge eval` judges row "
+                f"{first} alone; give each chat its own conversation_id (a fork of one too) "
+                "and each turn one row"
+            )
 
 
 def case_id(record: Mapping[str, Any], number: int, id_column: str = "id") -> str:

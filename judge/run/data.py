@@ -25,7 +25,9 @@ from judge.conversations import (
     CONVERSATION_ERROR,
     TurnHistory,
     conversation_rows,
+    distinct_turns,
     flat_turn_records,
+    has_places,
     is_conversation,
     is_flat_turns,
 )
@@ -608,10 +610,14 @@ def load_rows(
 ) -> tuple[list[Row], dict[str, str], str]:
     """(rows, field -> column used, source description); bad rows carry their error."""
     records, source = read_records(data)
+    given = records
     records = as_turn_records(records, column_map, source)
+    turned = records is not given  # conversations' turns, read each place once
     if not records:
         raise InputFormatError(f"{source}: no rows to evaluate")
     columns = resolve_columns(dict.fromkeys(k for r in records for k in r), column_map, source)
+    if has_places(columns) and not turned:  # rows giving their own place: each place once
+        records = [record for _, record in distinct_turns(enumerate(records), columns)]
     return build_rows(records, columns), columns, source
 
 

@@ -31,8 +31,10 @@ from judge.conversations import (
     CONVERSATION_KEYS,
     DistinctIds,
     conversation_rows,
+    distinct_turns,
     flat_turn_records,
     flat_turn_units,
+    has_places,
     is_conversation,
     is_flat_turns,
 )
@@ -437,6 +439,36 @@ class FlatTurnRecords(Records):
         return self.inner.identity()
 
 
+class PlacedRecords(Records):
+    """The rows of an input whose rows give their own place in a conversation (their
+    conversation_id and turn, and their history), each place once (`distinct_turns`: a
+    row at an earlier row's place is an error row naming it). A shard reads every row, as
+    the places before its own may be in any shard, and keeps its own."""
+
+    def __init__(self, inner: Records, columns: Mapping[str, str]):
+        self.inner = inner
+        self.source = inner.source
+        self.columns = columns  # field -> column: where the rows' places are read
+
+    def scan(self) -> tuple[list[str], int]:
+        """The input's names and rows."""
+        return self.inner.scan()
+
+    def read(self, shard: Shard | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The rows the shard holds, each place once."""
+        for number, record in distinct_turns(self.inner.read(), self.columns):
+            if _held(shard, number):
+                yield number, record
+
+    def identity(self) -> str | None:
+        """The identity of the input."""
+        return self.inner.identity()
+
+    def changed(self, count: int) -> InputFormatError:
+        """The input's own error for a read of more rows than scanned."""
+        return self.inner.changed(count)
+
+
 def as_conversations(
     records: Records, names: Sequence[str], columns: Mapping[str, str] | None = None
 ) -> Records | None:
@@ -611,6 +643,8 @@ def open_input(data: Any, column_map: Mapping[str, str] | None = None) -> InputR
     if not count:
         raise InputFormatError(f"{records.source}: no rows to evaluate")
     columns = resolve_columns(names, column_map, records.source)
+    if turns is None and has_places(columns):
+        records = PlacedRecords(records, columns)
     return InputRows(records, columns, names, count)
 
 
@@ -635,4 +669,6 @@ def reopen_input(
     if "history" in columns:  # turns, of conversations or of a flat table: which, says a record
         first = next(iter(records.read()), None)
         turns = as_conversations(records, list(first[1]) if first else [], columns)
+    if turns is None and has_places(columns):
+        turns = PlacedRecords(records, columns)
     return InputRows(turns or records, columns, [], count)

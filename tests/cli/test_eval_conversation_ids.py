@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from judge.conversations import turn_records
 from judge.testing import FakeLLMServer, heuristic_judge
 from tests.helpers.chats import assistant, conversation, user
 from tests.helpers.cli import run
@@ -122,3 +123,48 @@ def test_traces_export_sends_the_first_conversations_scores_to_its_own_trace(tmp
         for record in scope["logRecords"]
     ]
     assert sorted(sent) == [f"{1:032x}", f"{2:032x}"]  # not conversation 2's trace (3)
+
+
+# The same chats as rows giving their own place (conversation_id, turn, history), as
+# turn_records writes them: rows 2 and 4 repeat rows 0 and 1's places. Split round-robin by
+# row into two shards, row 1 is in shard 2 and its repeat, row 4, in shard 1.
+ROWS = [row for number, c in enumerate(CHATS) for row in turn_records(c, number)]
+ROW_REPEATS = {
+    2: "rows 0 and 2 (numbered from 0 in the input) are both turn 2 of conversation 'c1'",
+    4: "rows 1 and 4 (numbered from 0 in the input) are both turn 2 of conversation 'c2'",
+}
+
+
+def test_a_row_at_an_earlier_rows_place_is_an_error_row_in_shards_processes_and_dry_run(
+    tmp_path, server
+):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    done = run(*args(data, server, tmp_path / "one"))
+    assert done.returncode == 0, done.stderr
+    rows = judged(tmp_path / "one")
+    assert [r[1] for r in rows] == ["c1#2", "c2#2", "c1#2", "c3#2", "c2#2"]
+    for number, why in ROW_REPEATS.items():
+        assert why in rows[number][2] and rows[number][3] is None and rows[number][4] is None
+    assert [r[3] for r in rows if r[2] is None] == [1.0, 1.0, 1.0]
+    assert summary(tmp_path / "one")["resampled"] == {
+        "unit": "conversation",
+        "conversations": 5,  # was 3: each repeat was one conversation with the first
+        "turns": 5,
+    }
+    shards = []
+    for index in (1, 2):
+        out = tmp_path / f"shard{index}"
+        done = run(*args(data, server, out, "--shard", f"{index}/2"))
+        assert done.returncode == 0, done.stderr
+        shards.append(out)
+    done = run("merge", tmp_path / "merged", *shards, "--no-record", "--max-error-rate", "1")
+    assert done.returncode == 0, done.stderr
+    done = run(*args(data, server, tmp_path / "procs", "--processes", "2"))
+    assert done.returncode == 0, done.stderr
+    for out in (tmp_path / "merged", tmp_path / "procs"):
+        assert judged(out) == rows
+        assert summary(out) == summary(tmp_path / "one")
+    done = run(*args(data, server, tmp_path / "dry", "--dry-run"))
+    assert done.returncode == 0, done.stderr
+    assert all(why in done.stdout for why in ROW_REPEATS.values()), done.stdout

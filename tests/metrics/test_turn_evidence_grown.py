@@ -96,9 +96,11 @@ def test_every_turns_verify_evidence_is_its_contexts_then_said_before(seed):
     `said_before` of its history (the earlier turns' supported claims as the run judged
     them) as `given_for` bounds it: prompts are what they were before evidence was grown
     turn by turn."""
-    # As rows with their histories: given as conversations, the branches (conversations of
-    # one id) would be error rows, each id naming one conversation.
-    turns = [row for number, c in enumerate(random_chats(seed)) for row in turn_records(c, number)]
+    # The branches (sharing an id and their first turns with earlier conversations) given
+    # ids of their own: as conversations or as rows with their histories, a conversation
+    # of an earlier one's id, or a row at an earlier row's turn of it, is an error row.
+    chats = [{**c, "id": f"{c['id']}/{number}"} for number, c in enumerate(random_chats(seed))]
+    turns = [row for number, c in enumerate(chats) for row in turn_records(c, number)]
     verifies: list[Verify] = []
     with FakeLLMServer(chat=recording(verifies)) as server:
         llm = LLM("openai/judge-model", api_base=server.base_url, api_key="k", max_retries=0)

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import judge
+from judge.conversations import turn_records
 from judge.errors import InputFormatError
-from judge.pytest_plugin import ConversationResult, ScoreAssertionError
+from judge.pytest_plugin import ConversationResult, ScoreAssertionError, cases
 from judge.pytest_plugin.conversation import turn_samples
 from judge.testing import FakeLLMServer
 from tests.helpers.pytester import judge_args, judging, load_judged_modules
@@ -306,3 +307,51 @@ def test_new(rag_judge):
     replay = pytester.runpytest(*judge_args(server, cache), "--judge-replay")
     replay.assert_outcomes(failed=1)
     replay.stdout.fnmatch_lines(["*ReplayMiss: knowledge_retention of 'never#*"])
+
+
+def test_cases_refuse_a_conversation_of_an_earlier_ones_id(
+    pytester: pytest.Pytester, server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """Two conversations of one id were two cases, judged and reported as two, where
+    `judge eval` judges the first alone (one id would make them one conversation): the
+    file is refused at collection, naming both, as a flat table giving a turn twice is."""
+    data = tmp_path / "chats.jsonl"
+    forked = {**GROUNDED, "id": "parcel"}
+    data.write_text("".join(json.dumps(c) + "\n" for c in (CHAT, GROUNDED, forked)))
+    twice = "conversations 0 and 2 (numbered from 0 in the input) have the same id 'parcel'"
+    with pytest.raises(InputFormatError) as caught:
+        cases(data)
+    assert twice in str(caught.value) and "give each conversation its own id" in str(caught.value)
+    assert [p.id for p in cases(data, limit=2)] == ["parcel", "weight"]  # the cases given
+    write_tests(
+        pytester,
+        f"""
+import pytest
+from judge.pytest_plugin import cases
+
+@pytest.mark.parametrize("chat", cases({str(data)!r}))
+def test_each(rag_judge, chat):
+    rag_judge.assert_scores(chat, faithfulness=0.5)
+""",
+    )
+    result = pytester.runpytest(*judge_args(server, tmp_path / "cache.sqlite"))
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*InputFormatError: *{twice}*"])
+    assert server.count() == 0
+
+
+def test_cases_refuse_a_row_at_an_earlier_rows_place() -> None:
+    """Rows giving their own conversation_id, turn and history: two rows at one place were
+    two cases where `judge eval` judges the first alone."""
+    forked = {**GROUNDED, "id": "parcel"}
+    rows = [row for n, c in enumerate([CHAT, forked]) for row in turn_records(c, n)]
+    with pytest.raises(InputFormatError) as caught:
+        cases(rows)
+    assert (
+        "rows 0 and 2 (numbered from 0 in the input) are both turn 2 of conversation 'parcel'"
+        in str(caught.value)
+    )
+    assert "give each chat its own conversation_id" in str(caught.value)
+    assert len(cases(rows, limit=2)) == 2
+    interleaved = [rows[0], *turn_records(GROUNDED, 1), rows[1]]  # one chat's rows apart
+    assert [p.values[0]["turn"] for p in cases(interleaved)] == [2, 2, 4, 4]

@@ -225,10 +225,10 @@ def _apples_and_bananas(fake_llm_server: FakeLLMServer, data: list[dict[str, Any
     return list(result.rows)
 
 
-def test_two_conversations_with_one_id_are_each_judged_on_their_own_answer(fake_llm_server):
+def test_a_conversation_or_a_row_at_an_earlier_ones_place_is_an_error_row(fake_llm_server):
     """Given as conversations, the second is an error row (one id would make them one
-    conversation); their turns given as rows (`turn_records`'s, each with its history) are
-    each judged on its own answer, not served the first's judgments."""
+    conversation); so it is given as rows (`turn_records`'s, each with its history): both
+    are turn 2 of conversation c1. The first is judged on its own answer."""
 
     def chat(answer: str) -> dict[str, Any]:
         return {"id": "c1", "turns": [user("Which?"), assistant(answer, "Apples are red.")]}
@@ -238,27 +238,47 @@ def test_two_conversations_with_one_id_are_each_judged_on_their_own_answer(fake_
     assert bananas.scores["faithfulness"] == 0.0
     assert second.error is not None and "the same id 'c1'" in second.error
     turns = [row for number, c in enumerate(chats) for row in turn_records(c, number)]
-    bananas, apples = _apples_and_bananas(fake_llm_server, turns)
+    bananas, second = _apples_and_bananas(fake_llm_server, turns)
     assert bananas.scores["faithfulness"] == 0.0
-    assert apples.evidence["answer_claims"] == ["Apples are red."]
-    assert apples.scores["faithfulness"] == 1.0
+    assert second.error is not None and "are both turn 2 of conversation 'c1'" in second.error
 
 
-def test_two_rows_of_one_turn_are_each_judged_on_their_own_answer(fake_llm_server):
-    def row(answer: str) -> dict[str, Any]:
-        return {
-            "conversation_id": "c",
+def test_a_turn_rests_on_its_own_historys_earlier_turn_not_another_rows_of_its_id(
+    fake_llm_server,
+):
+    """Rows giving their own place: a conversation's turns 2 and 4 may come from two
+    chats given one id (not known: their places differ). Turn 4's history says turn 2
+    answered "Apples are red." from its contexts; the row at turn 2 answered "Bananas are
+    blue.". Turn 4 rests on its own history's turn 2 (judged by what it says), so its claim
+    repeating the apples is supported by the conversation."""
+    which = {**user("Which?"), "turn": 1}
+    rows = [
+        {
+            "conversation_id": "c1",
             "turn": 2,
-            "history": [{**user("Which?"), "turn": 1}],
+            "history": [which],
             "question": "Which?",
-            "answer": answer,
+            "answer": "Bananas are blue.",
             "contexts": ["Apples are red."],
-        }
-
-    _, apples = _apples_and_bananas(
-        fake_llm_server, [row("Bananas are blue."), row("Apples are red.")]
-    )
+        },
+        {
+            "conversation_id": "c1",
+            "turn": 4,
+            "history": [
+                which,
+                {**assistant("Apples are red.", "Apples are red."), "turn": 2},
+                {**user("Sure?"), "turn": 3},
+            ],
+            "question": "Sure?",
+            "answer": "Apples are red.",
+            "contexts": [],
+        },
+    ]
+    bananas, apples = _apples_and_bananas(fake_llm_server, rows)
+    assert bananas.scores["faithfulness"] == 0.0
     assert apples.scores["faithfulness"] == 1.0
+    (verdict,) = apples.evidence["answer_verdicts"]
+    assert (verdict["source"], verdict["turn"]) == ("history", 2)
 
 
 # --- shapes that are read in silence, or refused in the wrong words ------------------------

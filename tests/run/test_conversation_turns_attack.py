@@ -138,10 +138,11 @@ def test_an_answer_from_a_tools_result_alone_is_judged_against_it(fake_llm_serve
 def test_two_conversations_of_one_id_are_not_one_conversation_of_twice_the_turns(
     fake_llm_server,
 ):
-    """Two forks of one chat (one id, one beginning, then each its own answer), their
-    turns given as rows with their histories (as conversations, the second fork is an
-    error row): their second turns were positions 3 and 4 of the mean by turn position,
-    turns neither conversation has."""
+    """Two forks of one chat (one id, one beginning, then each its own answer): their
+    second turns were positions 3 and 4 of the mean by turn position, turns neither
+    conversation has. Given as conversations or as rows with their histories, the second
+    fork's turns are error rows (each at the first fork's place); given ids of their own,
+    each fork's turns are positions 1 and 2."""
     fake_llm_server.chat = heuristic_judge
     start = [user("Parcel goes to Lyon."), assistant("Parcel goes to Lyon.", "Lyon.")]
     forks = [
@@ -149,8 +150,15 @@ def test_two_conversations_of_one_id_are_not_one_conversation_of_twice_the_turns
         {"id": "c", "turns": [*start, user("Ok?"), assistant("Mars is red.", "y")]},
     ]
     turns = [row for number, fork in enumerate(forks) for row in turn_records(fork, number)]
+    own = [{**forks[0], "id": "c-a"}, {**forks[1], "id": "c-b"}]
+    for data in (forks, turns):
+        result = judge.evaluate(
+            data, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+        )
+        by_turn = [(t.position, t.turns) for t in result.tally.by_turn(["faithfulness"])]
+        assert by_turn == [(1, 1), (2, 1)]
     result = judge.evaluate(
-        turns, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
+        own, metrics=["faithfulness"], llm=llm_at(fake_llm_server), progress=False
     )
     by_turn = [(t.position, t.turns) for t in result.tally.by_turn(["faithfulness"])]
     assert by_turn == [(1, 2), (2, 2)]
