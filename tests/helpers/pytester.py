@@ -3,7 +3,7 @@ once in the outer process; the fake server as they judge with it, the plugin's o
 pointing at it, and a judged test that passes.
 
 pytester's in-process runs forget the modules each run imported, and numpy (which the
-judge loads) cannot be imported twice in one process; modules loaded before a run are
+judge loads) and pandas cannot be imported twice in one process; modules loaded before a run are
 kept, so every run after the first finds them loaded.
 """
 
@@ -17,6 +17,9 @@ import pytest
 from judge.testing import FakeLLMServer, heuristic_judge
 
 JUDGED = (
+    # judge.run.data reads a CSV test set with pandas, imported on first use: a second
+    # import (pandas 3) leaves two string dtypes and read_csv(dtype=str) refuses its own.
+    "pandas",
     "judge.comparison.evaluations",
     "judge.llm.transport",
     "judge.pytest_plugin.assertions",
