@@ -946,7 +946,7 @@ def units_needed(
     """
     formula = normal_units(sd, difference, power=power, alpha=alpha, step=step)
     floor = smallest_units(alpha)
-    if sd == 0 or step > 0 or formula > SMALL_UNITS:
+    if sd == 0 or step > 0 or max(formula, floor) > SMALL_UNITS:
         return max(formula, floor)
     effect = abs(float(difference)) / sd
     for n in range(floor, SMALL_UNITS + 1):

@@ -67,6 +67,9 @@ def test_the_smallest_count_is_where_the_exact_test_can_reject():
     assert smallest_units(0.05) == 6  # 2/32 = 0.0625 >= 0.05 > 2/64
     assert smallest_units(0.05 / 4) == 8  # 2/128 = 0.0156 >= 0.0125 > 2/256
     assert smallest_units(0.0625) == 6  # p < alpha rejects: 2/32 is not below 0.0625
+    # never below the floor, however many tests: 2/2^16 < 0.05 / 1000 <= 2/2^15
+    assert normal_units(0.01, 0.1, alpha=0.05 / 1000) == 9
+    assert smallest_units(0.05 / 1000) == 16 == units_needed(0.01, 0.1, alpha=0.05 / 1000)
     with pytest.raises(judge.InputFormatError, match="below the smallest p"):
         smallest_units(1e-7)
 
