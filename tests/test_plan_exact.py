@@ -162,3 +162,14 @@ def test_judge_plan_takes_the_tests_to_correct_for(tmp_path):
     assert math.isclose(
         judge.plan_questions(a, b, metric="faithfulness", difference=0.1, tests=4).level, 0.0125
     )
+
+
+def test_a_pilot_with_no_spread_plans_the_floor(tmp_path):
+    """Every pilot difference the same (-0.1): the formula's count was 2, at which judge
+    compare's p is 0.5 at best."""
+    a = write_metrics(tmp_path / "a.jsonl", {"faithfulness": np.linspace(0.3, 0.8, 40)})
+    b = write_metrics(tmp_path / "b.jsonl", {"faithfulness": np.linspace(0.3, 0.8, 40) - 0.125})
+    plan = judge.plan_questions(a, b, metric="faithfulness", difference=0.1)
+    assert plan.spread.sd == 0 and plan.needed == 6
+    assert any("no spread, so the fewest the test can reject on" in n for n in plan.notes)
+    assert permutation_p_value(np.full(plan.needed, -0.1)) < ALPHA

@@ -400,8 +400,9 @@ def plan_questions(
         )
     if spread.sd == 0:
         notes.append(
-            f"every pilot {unit}'s difference is the same: no spread, so 2 are enough by "
-            "this formula; a pilot with some variation gives a count to trust"
+            f"every pilot {unit}'s difference is the same: no spread, so the fewest the "
+            "test can reject on are enough by this formula; a pilot with some variation "
+            "gives a count to trust"
         )
     if unit == "conversation" and spread.units < spread.rows:
         notes.append(
