@@ -69,6 +69,10 @@ def test_a_judge_scoring_every_row_1_plans_the_labels_the_exact_interval_needs(
     )
     exact = math.ceil(math.log(0.025) / math.log(1 - 2 * half_width))
     assert plan.needed == exact and plan.labels_only == exact
+    # the half-width at the count is the exact interval's (half its width), not the normal 0
+    assert (
+        plan.reached == pytest.approx((1 - 0.025 ** (1 / exact)) / 2) and plan.reached <= half_width
+    )
     assert estimate_width(run, tmp_path, [1] * plan.needed) <= 2 * half_width
     assert estimate_width(run, tmp_path, [1] * (plan.needed - 1)) > 2 * half_width
     assert any("Clopper-Pearson" in note for note in plan.notes)

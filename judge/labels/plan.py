@@ -332,6 +332,11 @@ def plan_labels(
     if zero_one and labels_only < floor:
         labels_only = floor
     at = found if found is not None else int(np.argmin(widths))
+    reached = float(widths[at])
+    if floor > 2 and found is not None and counts[found] == floor:
+        # at the floor, labels all alike are the case that binds: their exact interval's
+        # half its width
+        reached = max(reached, (1 - ((1 - confidence) / 2) ** (1 / floor)) / 2)
     if scored < scores.size:
         notes.append(f"{scores.size - scored} rows the judge left NaN are not counted")
     if any(r.conversation_id is not None for r in base.rows):
@@ -353,7 +358,7 @@ def plan_labels(
         rows=total,
         needed=None if found is None else int(counts[found]),
         lam=float(lams[at]),
-        reached=float(widths[at]),
+        reached=reached,
         reached_at=int(counts[at]),
         labels_only=labels_only,
         source=source,
