@@ -64,6 +64,23 @@ def number(value: float | None, digits: int = 3, sign: str = "") -> str:
     return f"{value:{sign}.{digits}f}"
 
 
+def p_text(value: float | None, digits: int = 3) -> str:
+    """A p-value for a table: `number` of it, but below 10^-digits `<0.001` (the smallest
+    p judge compare gives, 1/200,001, is not 0.000); MISSING if undefined."""
+    if value is not None and not math.isnan(value) and value < 10.0**-digits:
+        return f"<{10.0**-digits:.{digits}f}"
+    return number(value, digits)
+
+
+def pairs_used(total: int, used: dict[str, int]) -> str:
+    """`40 paired samples`, and, when some metrics used fewer pairs (undefined on a side),
+    how many each of those used: `40 paired samples (answer_relevancy: 30, the others
+    undefined on a side)`."""
+    fewer = [f"{metric}: {n}" for metric, n in used.items() if n != total]
+    head = counted(total, "paired sample")
+    return head + (f" ({', '.join(fewer)}, the others undefined on a side)" if fewer else "")
+
+
 def counted(count: int, word: str, plural: str = "") -> str:
     """A count and its noun in the right number: "1 row", "2 rows" (`plural` for a noun
     that takes more than an "s": "1 run query", "2 run queries")."""

@@ -822,7 +822,59 @@ def lattice_step(values: np.ndarray) -> float:
     return float(step)
 
 
-def units_needed(
+def smallest_units(alpha: float = 0.05) -> int:
+    """The fewest units (questions, or conversations) at which `permutation_p_value`, the
+    test `judge compare` runs, can give p < `alpha` at all: its smallest p on n units is
+    2 / 2^n (every difference of one sign, only it and its mirror image as extreme), so n
+    must exceed 1 + log2(1 / alpha): 6 at 0.05, 8 at 0.05 / 4. Below it the test has no
+    power whatever the data.
+
+    Raises:
+        judge.InputFormatError: `alpha` at or below 1 / 200,001, the smallest p its Monte
+            Carlo form (beyond 20 units) can give: no count would do.
+    """
+    alpha = _probability(alpha, "alpha", "0.05")
+    for n in range(1, EXACT_LIMIT + 1):
+        if 2.0 / (1 << n) < alpha:
+            if alpha <= 1.0 / (RANDOM_PERMUTATIONS + 1):
+                break
+            return n
+    raise InputFormatError(
+        f"alpha= {alpha:g} (per test) is below the smallest p judge compare's randomisation "
+        f"test can give on more than {EXACT_LIMIT} units, 1/{RANDOM_PERMUTATIONS + 1:,}: no "
+        "count of questions would do; plan at a larger alpha, or for fewer tests"
+    )
+
+
+# Up to this many units, `units_needed` checks the normal formula against the exact test's
+# power (seeded, SMALL_POWER_DRAWS normal data sets): the exact test's discreteness makes
+# the formula promise too much there (power 0.62 at n = 6 for 0.8 planned, 0.75 at n = 7).
+SMALL_UNITS = 12
+SMALL_POWER_DRAWS = 2_000
+
+
+def exact_test_power(n: int, effect: float, alpha: float = 0.05, *, seed: int = SEED) -> float:
+    """The power of `permutation_p_value` (exact on n <= EXACT_LIMIT units) at level
+    `alpha` (p < alpha rejects) when the n differences are normal with mean `effect` and
+    standard deviation 1: the share of SMALL_POWER_DRAWS seeded data sets it rejects.
+    Exact in each data set (all 2^n sign patterns); for small n (its cost is 2^n n per
+    data set)."""
+    if n > EXACT_LIMIT:
+        raise ValueError(f"n = {n}: the exact test runs on at most {EXACT_LIMIT} units")
+    rng = np.random.default_rng(seed)
+    data = rng.normal(effect, 1.0, size=(SMALL_POWER_DRAWS, n))
+    bits = np.arange(n, dtype=np.int64)
+    observed = np.abs(data.sum(axis=1))
+    slack = observed - 1e-12 * np.maximum(1.0, observed)
+    extreme = np.zeros(SMALL_POWER_DRAWS, dtype=np.int64)
+    for lo in range(0, 1 << n, 1 << 10):
+        patterns = np.arange(lo, min(lo + (1 << 10), 1 << n), dtype=np.int64)
+        signs = 1.0 - 2.0 * ((patterns[:, None] >> bits) & 1)
+        extreme += (np.abs(signs @ data.T) >= slack).sum(axis=0)
+    return float((extreme / (1 << n) < alpha).mean())
+
+
+def normal_units(
     sd: float,
     difference: float,
     *,
@@ -830,28 +882,9 @@ def units_needed(
     alpha: float = 0.05,
     step: float = 0.0,
 ) -> int:
-    """The units (questions, or conversations) a two-sided paired test at level `alpha`
-    needs to detect a true mean difference `difference` with probability `power`, when one
-    unit's difference has standard deviation `sd`.
-
-    The paired t-test's normal-approximation sample size, ((z_{1-alpha/2} + z_{power}) * sd /
-    D)^2, plus z_{1-alpha/2}^2 / 2, Guenther's correction for the t-test's estimated variance
-    (Guenther 1981, "Sample size formulas for normal theory t tests", The American
-    Statistician 35, 243-244); rounded up, at least 2. `judge compare`'s sign-flip
-    randomisation test (`permutation_p_value`) rejects about as often: its null spread,
-    sqrt(sd^2 + D^2), is wider, but its statistic, normalised by that spread as observed,
-    varies less by about as much (tests/test_plan.py simulates it). For differences on a
-    lattice of step h (`lattice_step`: 1 for 0/1 scores, where the test is the sign test,
-    discrete and so conservative) a continuity correction: the least n with D * n >=
-    (z_{1-alpha/2} + z_{power}) * sd * sqrt(n) + h, plus Guenther's term.
-
-    Args:
-        sd: the standard deviation of one unit's difference (`paired_spread`).
-        difference: the true mean difference to detect (its sign does not matter).
-        power: the probability of detecting it, strictly between 0 and 1.
-        alpha: the test's two-sided level, strictly between 0 and 1.
-        step: the lattice step of one unit's difference (`lattice_step`); 0 for none.
-    """
+    """`units_needed`'s normal formula alone (at least 2): the paired t-test's
+    normal-approximation sample size with Guenther's correction, continuity-corrected on a
+    lattice; without the exact test's floor and small-sample check."""
     z_alpha = NormalDist().inv_cdf(1 - _probability(alpha, "alpha", "0.05") / 2)
     z_power = NormalDist().inv_cdf(_probability(power, "power", "0.8 for 80%"))
     if (
@@ -872,6 +905,54 @@ def units_needed(
     n = root**2 + z_alpha**2 / 2
     # 1e-9: a figure that is an integer up to rounding error is that integer
     return max(2, math.ceil(n - 1e-9))
+
+
+def units_needed(
+    sd: float,
+    difference: float,
+    *,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    step: float = 0.0,
+) -> int:
+    """The units (questions, or conversations) a two-sided paired test at level `alpha`
+    needs to detect a true mean difference `difference` with probability `power`, when one
+    unit's difference has standard deviation `sd`.
+
+    The paired t-test's normal-approximation sample size, ((z_{1-alpha/2} + z_{power}) * sd /
+    D)^2, plus z_{1-alpha/2}^2 / 2, Guenther's correction for the t-test's estimated variance
+    (Guenther 1981, "Sample size formulas for normal theory t tests", The American
+    Statistician 35, 243-244); rounded up (`normal_units`). `judge compare`'s sign-flip
+    randomisation test (`permutation_p_value`) rejects about as often: its null spread,
+    sqrt(sd^2 + D^2), is wider, but its statistic, normalised by that spread as observed,
+    varies less by about as much (tests/test_plan.py simulates it). For differences on a
+    lattice of step h (`lattice_step`: 1 for 0/1 scores, where the test is the sign test,
+    discrete and so conservative) a continuity correction: the least n with D * n >=
+    (z_{1-alpha/2} + z_{power}) * sd * sqrt(n) + h, plus Guenther's term.
+
+    Two checks for the exact test at few units: the count is at least `smallest_units`
+    (alpha), the fewest at which the test can reject at all (6 at alpha 0.05: the smallest p
+    of 5 units is 2/32); and for differences on no lattice, when the formula gives at most
+    SMALL_UNITS (12), the count is the least from that floor at which `exact_test_power`,
+    the exact test's power on normal differences of mean D / sd, reaches `power`.
+
+    Args:
+        sd: the standard deviation of one unit's difference (`paired_spread`).
+        difference: the true mean difference to detect (its sign does not matter).
+        power: the probability of detecting it, strictly between 0 and 1.
+        alpha: the test's two-sided level, strictly between 0 and 1 (per test: the level
+            the first of k tests must reach under Holm's correction is alpha / k).
+        step: the lattice step of one unit's difference (`lattice_step`); 0 for none.
+    """
+    formula = normal_units(sd, difference, power=power, alpha=alpha, step=step)
+    floor = smallest_units(alpha)
+    if sd == 0 or step > 0 or max(formula, floor) > SMALL_UNITS:
+        return max(formula, floor)
+    effect = abs(float(difference)) / sd
+    for n in range(floor, SMALL_UNITS + 1):
+        if exact_test_power(n, effect, alpha) >= power:
+            return n
+    return max(formula, SMALL_UNITS + 1)
 
 
 def ppi_half_widths(

@@ -13,7 +13,7 @@ from judge.errors import JudgeError
 from judge.formatting import terminal_text
 
 # the flags of each plan (their dest names)
-QUESTION_FLAGS = ("power", "alpha", "pair_correlation")
+QUESTION_FLAGS = ("power", "alpha", "pair_correlation", "tests")
 LABEL_FLAGS = ("labels", "label", "judge_correlation", "confidence", "rows", "annotator")
 
 
@@ -34,6 +34,17 @@ def _number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _count(text: str) -> int:
+    """--tests: a whole number of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -79,6 +90,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="R",
         help="with one RUN: the assumed correlation of A's and B's scores of a question "
         "(default 0)",
+    )
+    p.add_argument(
+        "--tests",
+        type=_count,
+        metavar="K",
+        help="the tests judge compare will correct with Holm's method: the metrics "
+        "compared, times the runs against the baseline; the plan is made at alpha / K "
+        "(default: the metrics the pilot's runs share, as judge compare A B tests them)",
     )
     p.add_argument(
         "--half-width",
@@ -153,6 +172,7 @@ def run_plan(args: argparse.Namespace) -> int:
             power=0.8 if args.power is None else args.power,
             alpha=0.05 if args.alpha is None else args.alpha,
             pair_correlation=args.pair_correlation,
+            tests=args.tests,
         )
         out["questions"] = _cli_notes(questions.to_dict())
         texts.append(questions.text())

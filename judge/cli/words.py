@@ -52,6 +52,7 @@ FLAGS = {
     "power": "--power",
     "alpha": "--alpha",  # judge monitor's flag too
     "pair_correlation": "--pair-correlation",
+    "tests": "--tests",
     "half_width": "--half-width",
     "judge_correlation": "--judge-correlation",
     "rows": "--rows",

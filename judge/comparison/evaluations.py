@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from judge.errors import InputFormatError
-from judge.formatting import MISSING, number
+from judge.formatting import MISSING, number, p_text, pairs_used
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
@@ -136,11 +136,12 @@ class Comparison:
             delta = number(m.delta, sign="+")
             lines.append(
                 f"{m.metric:<20} {number(m.mean_a):>7} {number(m.mean_b):>7} {delta:>7}{arrow} "
-                f"{ci:>18} {number(m.p_value):>7} {number(m.p_adjusted):>7}  "
+                f"{ci:>18} {p_text(m.p_value):>7} {p_text(m.p_adjusted):>7}  "
                 f"{m.wins}/{m.ties}/{m.losses}{star}"
             )
         lines.append(
-            f"\n{len(self.keys)} paired samples; * = significant after Holm-Bonferroni "
+            f"\n{pairs_used(len(self.keys), {m.metric: m.n for m in self.metrics.values()})}; "
+            "* = significant after Holm-Bonferroni "
             f"(p < {ALPHA}). Unmatched: {len(self.unmatched_a)} in A, "
             f"{len(self.unmatched_b)} in B."
         )

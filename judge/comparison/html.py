@@ -9,7 +9,7 @@ import os
 from judge.comparison.evaluations import ALPHA, Comparison, MetricComparison
 from judge.comparison.many import ManyComparison, MetricChange, QuestionDiff
 from judge.comparison.trec_runs import left_out_note
-from judge.formatting import MISSING, escape, number, page, write_page
+from judge.formatting import MISSING, escape, number, p_text, page, write_page
 from judge.run.report_html import contexts_html, evidence_html
 from judge.run.rows import ResultRow
 
@@ -200,8 +200,8 @@ def _stats_row(m: MetricComparison, *, marked: bool) -> str:
         number(m.mean_b),
         number(m.delta, sign="+"),
         f"[{number(m.ci_low, sign='+')}, {number(m.ci_high, sign='+')}]",
-        number(m.p_value),
-        number(m.p_adjusted),
+        p_text(m.p_value),
+        p_text(m.p_adjusted),
         f"{m.wins}/{m.ties}/{m.losses}",
         m.n,
     )
@@ -275,7 +275,7 @@ def render_many(many: ManyComparison) -> str:
         changes = "".join(
             f"<li class={'bad' if m.worse else 'ok'}>{escape(m.metric)}: "
             f"{'worse' if m.worse else 'better'}, Δ {number(m.delta, sign='+')} "
-            f"(p Holm {number(m.p_adjusted)})</li>"
+            f"(p Holm {p_text(m.p_adjusted)})</li>"
             for m in significant
         )
         sections.append(

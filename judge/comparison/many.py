@@ -31,7 +31,7 @@ from judge.comparison.evaluations import (
     paired_conversations,
 )
 from judge.errors import InputFormatError, JudgeError
-from judge.formatting import MISSING, number
+from judge.formatting import MISSING, number, p_text, pairs_used
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
@@ -250,9 +250,10 @@ class ManyComparison:
             lines.append(f"{name:<{wide}} {r.rows:>5}  {cells}")
         for v in self.versus:
             c = v.comparison
+            used = pairs_used(len(c.keys), {m.metric: m.n for m in c.metrics.values()})
             lines += [
                 "",
-                f"{v.label} vs {self.baseline}: {len(c.keys)} paired samples (by {v.matched_by}); "
+                f"{v.label} vs {self.baseline}: {used} (by {v.matched_by}); "
                 f"unmatched {len(c.unmatched_a)} in the baseline, {len(c.unmatched_b)} in the run",
                 f"  {'metric':<20} {'base':>7} {'run':>7} {'Δ':>8} {'95% CI of Δ':>18} "
                 f"{'p':>7} {'p_holm':>7}  W/T/L",
@@ -262,8 +263,8 @@ class ManyComparison:
                 star = " *" if m.significant else ""
                 lines.append(
                     f"  {m.metric:<20} {number(m.mean_a):>7} {number(m.mean_b):>7} "
-                    f"{number(m.delta, sign='+'):>8} {ci:>18} {number(m.p_value):>7} "
-                    f"{number(m.p_adjusted):>7}  {m.wins}/{m.ties}/{m.losses}{star}"
+                    f"{number(m.delta, sign='+'):>8} {ci:>18} {p_text(m.p_value):>7} "
+                    f"{p_text(m.p_adjusted):>7}  {m.wins}/{m.ties}/{m.losses}{star}"
                 )
             if c.resampled is not None:
                 lines.append(f"  CI and p {c.resampled}")

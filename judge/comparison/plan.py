@@ -19,7 +19,13 @@ import numpy as np
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import number
 from judge.json_values import nan_to_null
-from judge.stats import PairedSpread, paired_spread, units_needed
+from judge.stats import (
+    PairedSpread,
+    normal_units,
+    paired_spread,
+    smallest_units,
+    units_needed,
+)
 
 from .evaluations import keyed_scores, load_results, match_key, paired_conversations
 
@@ -35,7 +41,14 @@ class QuestionPlan:
         metric: the metric compared.
         difference: the true mean difference B - A to detect (its size; either sign).
         power: the probability of detecting it.
-        alpha: the two-sided test's level.
+        alpha: the two-sided test's level, for the family of `tests` tests.
+        tests: the tests `judge compare` corrects with Holm's method (the metrics compared,
+            times the runs against the baseline); the plan is made at alpha / tests.
+        tests_source: "given" (`tests=`), or "pilot" (the metrics the pilot's runs share,
+            which `judge compare` of two runs tests by default).
+        formula: the normal formula's count at alpha / tests (`judge.stats.normal_units`).
+        floor: the fewest units at which judge compare's test can reject at alpha / tests
+            at all (`judge.stats.smallest_units`).
         unit: "question", or "conversation" when the rows are turns of conversations.
         needed: the questions (or conversations) needed.
         turns: for conversations, the turns that many conversations hold at the pilot's
@@ -61,6 +74,10 @@ class QuestionPlan:
     paired: bool
     pair_correlation: float | None
     observed: float | None
+    tests: int = 1
+    tests_source: str = "given"
+    formula: int = 0
+    floor: int = 0
     notes: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
@@ -72,8 +89,13 @@ class QuestionPlan:
             "difference": self.difference,
             "power": self.power,
             "alpha": self.alpha,
+            "tests": self.tests,
+            "tests_from": self.tests_source,
+            "alpha_per_test": self.level,
             "unit": self.unit,
             "needed": self.needed,
+            "formula": self.formula,
+            "floor": self.floor,
             "turns": self.turns,
             "sd": s.sd,
             "pilot": {
@@ -92,13 +114,23 @@ class QuestionPlan:
         }
         return nan_to_null(data)  # type: ignore[no-any-return]
 
+    @property
+    def level(self) -> float:
+        """The level the plan is made at: alpha / tests (Holm's first step)."""
+        return self.alpha / self.tests
+
     def text(self) -> str:
         """The plan in a few lines for the terminal."""
         s = self.spread
         units = "questions" if self.unit == "question" else "conversations"
+        level = (
+            f"alpha {self.alpha:g}"
+            if self.tests == 1
+            else f"alpha {self.alpha:g} / {self.tests} tests = {self.level:.3g} each, Holm"
+        )
         head = (
             f"{self.metric}: {self.needed} {units} to detect a difference of "
-            f"{self.difference:g} with power {self.power:g} (two-sided, alpha {self.alpha:g})"
+            f"{self.difference:g} with power {self.power:g} (two-sided, {level})"
         )
         if self.turns is not None:
             head += f", about {self.turns} turns"
@@ -147,9 +179,13 @@ def _numbered(labels: Sequence[Hashable]) -> np.ndarray:
     return np.array([numbers.setdefault(x, len(numbers)) for x in labels], dtype=np.int64)
 
 
-def _paired_differences(a: Any, b: Any, metric: str) -> tuple[np.ndarray, np.ndarray | None]:
+def _paired_differences(
+    a: Any, b: Any, metric: str
+) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
     """B - A of `metric` per question both judged (NaN on either side left out), paired as
-    `judge compare` pairs them, and each pair's conversation (None unless turns)."""
+    `judge compare` pairs them, each pair's conversation (None unless turns), and the
+    metrics `judge compare` of the two would test by default (those of A's first judged
+    row that B's first has, as `compare_scores` takes them)."""
     rows_a, label_a = load_results(a)
     rows_b, label_b = load_results(b)
     key = match_key(rows_a, rows_b, label_a, label_b)
@@ -176,12 +212,15 @@ def _paired_differences(a: Any, b: Any, metric: str) -> tuple[np.ndarray, np.nda
     diff = np.array([scores_b[k][metric] - scores_a[k][metric] for k in keys], dtype=np.float64)
     conversations = paired_conversations(rows_a, rows_b, key)
     clusters = None if conversations is None else _numbered([conversations[k] for k in keys])
-    return diff, clusters
+    first_a, first_b = next(iter(scores_a.values())), next(iter(scores_b.values()))
+    shared = [m for m in first_a if m in first_b]
+    return diff, clusters, shared if metric in shared else [*shared, metric]
 
 
-def _single_run(a: Any, metric: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """One run's scores of `metric` (NaN left out) and each row's conversation (None unless
-    turns; a row that is no turn is a conversation of its own)."""
+def _single_run(a: Any, metric: str) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    """One run's scores of `metric` (NaN left out), each row's conversation (None unless
+    turns; a row that is no turn is a conversation of its own), and the run's metrics (its
+    first judged row's)."""
     rows, label = load_results(a)
     kept = [r for r in rows if not r.error and not math.isnan(r.scores.get(metric, math.nan))]
     if not kept:
@@ -191,13 +230,15 @@ def _single_run(a: Any, metric: str) -> tuple[np.ndarray, np.ndarray | None]:
             "name one of them with metric="
         )
     scores = np.array([r.scores[metric] for r in kept], dtype=np.float64)
+    first = next(r for r in rows if not r.error)
+    metrics = list(first.scores) if metric in first.scores else [*first.scores, metric]
     if not any(r.conversation_id is not None for r in kept):
-        return scores, None
+        return scores, None, metrics
     owners = [
         ("c", r.conversation_id) if r.conversation_id is not None else ("row", i)
         for i, r in enumerate(kept)
     ]
-    return scores, _numbered(owners)
+    return scores, _numbered(owners), metrics
 
 
 def plan_questions(
@@ -209,6 +250,7 @@ def plan_questions(
     power: float = 0.8,
     alpha: float = 0.05,
     pair_correlation: float | None = None,
+    tests: int | None = None,
 ) -> QuestionPlan:
     """The questions a paired comparison of two systems needs to detect a true difference
     of `difference` in `metric` with probability `power` at level `alpha`, from a pilot.
@@ -239,6 +281,11 @@ def plan_questions(
         alpha: the two-sided test's level, strictly between 0 and 1.
         pair_correlation: with one run only, the assumed correlation of A's and B's scores
             of a question, in [-1, 1) (default 0).
+        tests: how many tests `judge compare` will correct with Holm's method: the
+            metrics compared, times the runs compared with the baseline. The plan is made
+            at alpha / tests, the level the first test to be rejected must reach (a bound:
+            the power is then at least `power`). Default: the metrics the pilot's runs
+            share (one run: its metrics), which `judge compare A B` tests by default.
 
     Returns:
         A `QuestionPlan`: `needed`, `text()` for the terminal, `to_dict()` for JSON.
@@ -246,16 +293,22 @@ def plan_questions(
     Raises:
         judge.InputFormatError: a run without the metric, runs with no question in common,
             fewer than 2 pilot units, a power, alpha or difference out of range.
-        judge.JudgeError: `pair_correlation` given with two runs, or out of range.
+        judge.JudgeError: `pair_correlation` given with two runs, or out of range; `tests`
+            not a whole number of 1 or more.
     """
     notes: list[str] = []
+    if tests is not None and (isinstance(tests, bool) or not isinstance(tests, int) or tests < 1):
+        raise JudgeError(
+            f"tests= must be a whole number of 1 or more (the metrics judge compare will "
+            f"test, times the runs against the baseline), not {tests!r}"
+        )
     if b is not None:
         if pair_correlation is not None:
             raise JudgeError(
                 "pair_correlation= is for a plan from one run: with two runs the "
                 "differences are observed; leave it out, or give one run"
             )
-        diff, clusters = _paired_differences(a, b, metric)
+        diff, clusters, shared = _paired_differences(a, b, metric)
         spread = paired_spread(diff, clusters)
         observed: float | None = float(diff.mean())
     else:
@@ -265,7 +318,7 @@ def plan_questions(
                 f"pair_correlation= must lie in [-1, 1) (0 assumes no benefit of pairing), "
                 f"not {pair_correlation!r}"
             )
-        scores, clusters = _single_run(a, metric)
+        scores, clusters, shared = _single_run(a, metric)
         one = paired_spread(scores, clusters)
         spread = PairedSpread(
             sd=one.sd * math.sqrt(2 * (1 - r)),
@@ -298,7 +351,48 @@ def plan_questions(
             f"the pilot has {spread.units} {unit}: a spread needs at least 2 "
             f"({FEW_PILOT_UNITS} or more for a steady one)"
         )
-    needed = units_needed(spread.sd, difference, power=power, alpha=alpha, step=spread.step)
+    _probability_checked(alpha)
+    k = len(shared) if tests is None else tests
+    level = alpha / k
+    needed = units_needed(spread.sd, difference, power=power, alpha=level, step=spread.step)
+    formula = normal_units(spread.sd, difference, power=power, alpha=level, step=spread.step)
+    floor = smallest_units(level)
+    units_word = f"{unit}s"
+    if needed == floor and formula < floor:
+        notes.append(
+            f"judge compare's test cannot reject on fewer than {floor} {units_word} at "
+            f"{'alpha' if k == 1 else 'alpha / tests'} {level:.3g}: its smallest p on n "
+            f"{units_word} is 2/2^n ({2 / 2 ** (floor - 1):.3g} on {floor - 1}); the count "
+            f"is that floor, not the normal formula's {formula}"
+        )
+    elif needed != formula:
+        notes.append(
+            f"at {needed} {units_word} or fewer judge compare's exact test is coarse: the "
+            f"count is the least at which its power (simulated on normal differences) "
+            f"reaches {power:g}; the normal formula says {formula}"
+        )
+    if tests is None and k > 1:
+        alone = units_needed(spread.sd, difference, power=power, alpha=alpha, step=spread.step)
+        notes.append(
+            f"planned at alpha / {k} = {level:.3g}: judge compare tests the {k} metrics "
+            f"{'these runs share' if b is not None else 'of this run'} "
+            f"({', '.join(shared)}) with Holm's correction by default, and the first test "
+            f"it rejects must reach alpha / {k} (a bound: the power is at least "
+            f"{power:g}); comparing {metric} alone (judge compare --metric {metric}), "
+            f"plan with tests= 1: {alone} {units_word}"
+        )
+    elif tests is None:
+        notes.append(
+            f"planned for one test at alpha {alpha:g}: judge compare of more than two runs, "
+            "or of more metrics, corrects across them all with Holm's method; give tests= "
+            "(the metrics times the runs against the baseline) to plan for that"
+        )
+    elif k > 1:
+        notes.append(
+            f"planned at alpha / {k} = {level:.3g}: under Holm's correction across {k} "
+            f"tests the first rejected must reach alpha / {k} (a bound: the power is at "
+            f"least {power:g})"
+        )
     if spread.units < FEW_PILOT_UNITS:
         notes.append(
             f"the SD comes from {spread.units} pilot {unit}s: the count may be off by a "
@@ -306,8 +400,9 @@ def plan_questions(
         )
     if spread.sd == 0:
         notes.append(
-            f"every pilot {unit}'s difference is the same: no spread, so 2 are enough by "
-            "this formula; a pilot with some variation gives a count to trust"
+            f"every pilot {unit}'s difference is the same: no spread, so the fewest the "
+            "test can reject on are enough by this formula; a pilot with some variation "
+            "gives a count to trust"
         )
     if unit == "conversation" and spread.units < spread.rows:
         notes.append(
@@ -319,6 +414,7 @@ def plan_questions(
     if unit == "conversation":
         turns = math.ceil(needed * spread.mean_size - 1e-9)
     config = {
+        "tests": tests,
         "a": _source(a),
         "b": None if b is None else _source(b),
         "test": "paired, two-sided: normal approximation with Guenther's t correction"
@@ -331,6 +427,10 @@ def plan_questions(
         alpha=alpha,
         unit=unit,
         needed=needed,
+        tests=k,
+        tests_source="pilot" if tests is None else "given",
+        formula=formula,
+        floor=floor,
         turns=turns,
         spread=spread,
         paired=b is not None,
@@ -339,6 +439,12 @@ def plan_questions(
         notes=notes,
         config=config,
     )
+
+
+def _probability_checked(alpha: float) -> None:
+    """alpha= strictly between 0 and 1 (before it is divided by the tests)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise InputFormatError(f"alpha= must lie strictly between 0 and 1 (0.05), not {alpha!r}")
 
 
 def _source(run: Any) -> str:

@@ -111,6 +111,19 @@ class LabelPlan:
         return "\n".join([head, basis, *[f"note: {note}" for note in self.notes]])
 
 
+def exact_floor(half_width: float, confidence: float = 0.95) -> int:
+    """The fewest labels, all 1 (or all 0), whose exact interval is no wider than a
+    normal one of half-width `half_width`: `judge estimate` gives 0/1 labels with no spread
+    the Clopper-Pearson interval [(alpha/2)^(1/n), 1] (Clopper & Pearson 1934, Biometrika
+    26, 404-413; at 95% the two-sided form of Hanley & Lippman-Hand's "rule of three",
+    JAMA 249, 1743-1745, 1983), 2 * half_width wide from n = ln(alpha/2) / ln(1 - 2
+    half_width): 36 at 0.05, 17 at 0.1. At least 2 (judge estimate's least)."""
+    if 2 * half_width >= 1:
+        return 2
+    n = math.log((1 - confidence) / 2) / math.log(1 - 2 * half_width)
+    return max(2, math.ceil(n - 1e-9))
+
+
 def _search(half_widths: np.ndarray, target: float) -> int | None:
     """The position of the first half-width at most `target`, None if none is."""
     met = np.flatnonzero(half_widths <= target * (1 + 1e-12))
@@ -144,6 +157,13 @@ def plan_labels(
     labels whose mean is the judge's (variance m (1 - m), the most a label on [0, 1] with
     that mean can spread: so the count errs high; for a judge outside [0, 1], the judge's
     own variance), correlated with the judge's scores by that much.
+
+    For 0/1 labels (a pilot's, or assumed at the judge's mean) the count is at least
+    `exact_floor`: labels all 1 (or all 0), likely at a small count, get judge estimate's
+    exact Clopper-Pearson interval, 2 * half_width wide only from ln(alpha/2) / ln(1 - 2
+    half_width) labels (36 at 0.05). A judge scoring every row alike has no spread (the
+    assumed labels' variance is then 0): the count is that floor, and a note gives the
+    count for labels at a mean of 0.5, z^2 / (4 half_width^2).
 
     Args:
         results: the run: its output folder or results.jsonl.
@@ -205,6 +225,7 @@ def plan_labels(
                 "score: the plan needs at least 2 (30 or more for a steady one); label more "
                 "rows of a random sample"
             )
+        zero_one = bool(np.isin(values, (0.0, 1.0)).all())
         if values.size and bool((values == values[0]).all()):
             # No spread to plan with: every count's normal half-width would be 0, and
             # judge estimate gives such labels an exact binomial interval, not PPI's.
@@ -257,6 +278,7 @@ def plan_labels(
         mean = float(every.mean())
         on_unit = bool(((every >= 0) & (every <= 1)).all())
         var_y = max(mean * (1 - mean), var_f) if on_unit else var_f
+        zero_one = on_unit  # the labels are assumed 0/1, at the judge's mean
         correlation = float(r)
         cov = correlation * math.sqrt(var_y * var_f)
         source = "assumed"
@@ -265,6 +287,15 @@ def plan_labels(
             "no labels: the judge-label correlation is assumed; a pilot of 30 or more "
             "random labels (labels=) measures it"
         )
+        if var_f == 0:
+            worst = math.ceil(z**2 * 0.25 / half_width**2 - 1e-9)
+            notes.append(
+                f"the judge scores every row {float(every[0]):g}: its scores have no spread, "
+                "so they neither correct the labels nor say how people's labels spread; "
+                f"the count assumes labels all {float(every[0]):g} too. Labels that vary "
+                f"need more: up to {worst} (z^2 / (4 W^2), labels at a mean of 0.5); a "
+                "pilot (labels=) tells"
+            )
     up = base.up
     scored = int(every.size)
     total = scored if rows is None else rows
@@ -283,8 +314,29 @@ def plan_labels(
         confidence=confidence,
     )
     found = _search(widths, half_width)
-    at = found if found is not None else int(np.argmin(widths))
     labels_only = max(2, math.ceil(z**2 * var_y / half_width**2 - 1e-9))
+    # 0/1 labels (or assumed so) all alike get judge estimate's exact interval, not the
+    # normal one, and a count the normal formula finds small is one at which they are
+    # likely all alike: the count is at least the exact interval's floor.
+    floor = exact_floor(half_width, confidence) if zero_one else 2
+    if found is not None and counts[found] < floor:
+        normal = int(counts[found])
+        found = floor - 2 if floor <= total else None
+        notes.append(
+            f"{floor} labels at least: 0/1 labels all 1 (or all 0), which so few labels "
+            "may well be, get judge estimate's exact (Clopper-Pearson) interval, "
+            f"{2 * half_width:g} wide "
+            f"(±{half_width:g}) only from {floor} labels; the normal count was {normal}"
+            + ("" if found is not None else f", and these {total} rows are fewer")
+        )
+    if zero_one and labels_only < floor:
+        labels_only = floor
+    at = found if found is not None else int(np.argmin(widths))
+    reached = float(widths[at])
+    if floor > 2 and found is not None and counts[found] == floor:
+        # at the floor, labels all alike are the case that binds: their exact interval's
+        # half its width
+        reached = max(reached, (1 - ((1 - confidence) / 2) ** (1 / floor)) / 2)
     if scored < scores.size:
         notes.append(f"{scores.size - scored} rows the judge left NaN are not counted")
     if any(r.conversation_id is not None for r in base.rows):
@@ -306,7 +358,7 @@ def plan_labels(
         rows=total,
         needed=None if found is None else int(counts[found]),
         lam=float(lams[at]),
-        reached=float(widths[at]),
+        reached=reached,
         reached_at=int(counts[at]),
         labels_only=labels_only,
         source=source,

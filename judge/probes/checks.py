@@ -26,6 +26,12 @@ TOLERANCE = {
     "kappa": 0.60,  # cross-model Cohen's kappa of pass/fail at the threshold at least this
 }
 MOVED = 1e-9  # a score differing by more than this has moved (float slack)
+# The fewest compared rows on which a bar met counts as held. None of n rows moving is what
+# a judge that moves half the rows shows with probability 0.5^n: 1/16 at 4 rows, 1/32 at 5,
+# the first below 0.05 (a one-sided 95% bound: from 5 rows, a clean result rules out such a
+# judge; the sign test's reasoning, Clopper-Pearson's bound 1 - 0.05^(1/n) < 1/2). Fewer
+# rows cannot tell: the check is n/a, with the count. A bar broken on fewer still fails.
+MIN_ROWS = 5
 WORST = 5  # rows named in a check as the ones that moved most
 
 
@@ -51,7 +57,8 @@ class Check:
         expectation: what a stable judge does, in words, with the tolerance.
         rows: rows compared (every compared score defined).
         figures: what was measured (names in the expectation).
-        held: whether the expectation held; None when no row could be compared.
+        held: whether the expectation held; None when no row could be compared, or the
+            bar was met on fewer than MIN_ROWS rows (too few to tell).
         note: why a figure is undefined, when one is.
         worst: the rows (input positions, from 0) that moved most, largest first.
     """
@@ -64,6 +71,15 @@ class Check:
     held: bool | None = None
     note: str | None = None
     worst: list[int] = field(default_factory=list)
+
+
+def _few(held: bool | None, rows: int, note: str | None = None) -> tuple[bool | None, str | None]:
+    """A verdict on `rows` compared rows: below MIN_ROWS a bar met cannot tell (None), and
+    the note says so with the count (a broken bar stays broken, noted)."""
+    if rows >= MIN_ROWS or held is None:
+        return held, note
+    few = f"{rows} row{'s' if rows != 1 else ''} compared, fewer than {MIN_ROWS}: too few to tell"
+    return (None if held else held), (few if note is None else f"{few}; {note}")
 
 
 def _defined(*arrays: np.ndarray) -> np.ndarray:
@@ -99,7 +115,8 @@ def repeat(metric: str, runs: np.ndarray, threshold: float) -> Check:
         and figures["crossing_share"] <= TOLERANCE["repeat_crossing"]
     )
     worst = _worst(mask, std)
-    return Check("repeat", metric, expectation, kept.shape[1], figures, held, worst=worst)
+    verdict, note = _few(held, kept.shape[1])
+    return Check("repeat", metric, expectation, kept.shape[1], figures, verdict, note, worst)
 
 
 def unchanged(
@@ -120,7 +137,8 @@ def unchanged(
     }
     held = figures["mean_abs_change"] <= tolerance
     worst = _worst(mask, np.abs(change))
-    return Check(probe, metric, expectation, int(mask.sum()), figures, held, worst=worst)
+    verdict, note = _few(held, int(mask.sum()))
+    return Check(probe, metric, expectation, int(mask.sum()), figures, verdict, note, worst)
 
 
 def no_gain(metric: str, before: np.ndarray, after: np.ndarray) -> Check:
@@ -141,7 +159,8 @@ def no_gain(metric: str, before: np.ndarray, after: np.ndarray) -> Check:
     }
     held = figures["mean_gain"] <= TOLERANCE["verbosity"]
     worst = _worst(mask, np.maximum(gain, 0.0))
-    return Check("verbosity", metric, expectation, int(mask.sum()), figures, held, worst=worst)
+    verdict, note = _few(held, int(mask.sum()))
+    return Check("verbosity", metric, expectation, int(mask.sum()), figures, verdict, note, worst)
 
 
 def models(metric: str, first: np.ndarray, second: np.ndarray, threshold: float) -> Check:
@@ -186,6 +205,6 @@ def models(metric: str, first: np.ndarray, second: np.ndarray, threshold: float)
         if math.isnan(rho.value) and math.isnan(kappa.value)
         else bool(rho.value >= TOLERANCE["spearman"] and kappa.value >= TOLERANCE["kappa"])
     )
-    note = "; ".join(notes) or None
+    held, note = _few(held, int(mask.sum()), "; ".join(notes) or None)
     worst = _worst(mask, np.abs(a - b))  # the widest gaps between the two models
     return Check("models", metric, expectation, int(mask.sum()), figures, held, note, worst)

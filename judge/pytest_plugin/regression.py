@@ -11,7 +11,7 @@ from typing import Any
 
 from judge.comparison.evaluations import Comparison, compare
 from judge.errors import JudgeError
-from judge.formatting import counted, number
+from judge.formatting import counted, number, p_text
 from judge.pytest_plugin.assertions import ScoreAssertionError
 
 
@@ -84,7 +84,7 @@ def assert_no_regression(
         if m.n == 0
         else f"  {m.metric}: {number(m.mean_a)} -> {number(m.mean_b)}, "
         f"Δ {number(m.delta, sign='+')} [{number(m.ci_low, sign='+')}, "
-        f"{number(m.ci_high, sign='+')}], p_holm {number(m.p_adjusted)}"
+        f"{number(m.ci_high, sign='+')}], p_holm {p_text(m.p_adjusted)}"
         + (" (significantly worse)" if m in worse else "")
         for m in comparison.metrics.values()
     ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import judge
+from judge.cli.words import cli_words
 from judge.run.rows import ResultRow
 from tests.helpers.cli import run
 
@@ -49,7 +50,8 @@ def test_plan_prints_the_questions_and_the_labels_as_the_python_api_gives_them(p
     assert done.returncode == 0, done.stderr
     questions = judge.plan_questions(a, b, metric="faithfulness", difference=0.05)
     needed = judge.plan_labels(a, metric="faithfulness", half_width=0.09, labels=labels, label="ok")
-    assert done.stdout.strip() == f"{questions.text()}\n\n{needed.text()}"
+    # the CLI's words: a note's keyword argument (tests=) is its flag (--tests)
+    assert done.stdout.strip() == cli_words(f"{questions.text()}\n\n{needed.text()}")
     assert f"faithfulness: {questions.needed} questions to detect a difference of 0.05" in (
         done.stdout
     )

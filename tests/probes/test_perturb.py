@@ -66,23 +66,24 @@ def test_repeat_check_counts_spread_and_crossings():
     assert check.figures["crossing_share"] == pytest.approx(1 / 3)  # 0.4 vs 0.5, 0.6
     assert check.figures["max_std"] == pytest.approx(np.std([0.5, 0.4, 0.6]))
     assert check.held is False  # a third of the rows cross: over 0.10
-    steady = checks.repeat("faithfulness", np.array([[1.0, 0.2], [1.0, 0.2]]), 0.5)
+    steady = checks.repeat("faithfulness", np.tile([1.0, 0.2, 0.3, 0.9, 0.6], (2, 1)), 0.5)
     assert steady.held is True and steady.figures["mean_std"] == 0.0
     none = checks.repeat("faithfulness", np.full((2, 2), math.nan), 0.5)
     assert none.held is None and none.rows == 0 and "no row" in (none.note or "")
 
 
 def test_unchanged_and_no_gain_checks_use_the_documented_tolerances():
-    before = np.array([1.0, 0.5, 0.0, math.nan])
-    moved = checks.unchanged("order", "faithfulness", before, np.array([1.0, 0.5, 0.1, 1.0]), "x")
-    assert moved.rows == 3 and moved.figures["mean_abs_change"] == pytest.approx(0.1 / 3)
-    assert moved.held is True  # 0.033 <= order tolerance 0.05
+    before = np.array([1.0, 0.5, 0.0, 0.3, 0.7, math.nan])
+    after = np.array([1.0, 0.5, 0.1, 0.3, 0.7, 1.0])
+    moved = checks.unchanged("order", "faithfulness", before, after, "x")
+    assert moved.rows == 5 and moved.figures["mean_abs_change"] == pytest.approx(0.1 / 5)
+    assert moved.held is True  # 0.02 <= order tolerance 0.05
     assert "mean_abs_change <= 0.05" in moved.expectation
     far = checks.unchanged("granularity:joined", "faithfulness", before, before * 0, "y")
-    assert far.held is False and far.figures["rows_moved"] == 2
-    gained = checks.no_gain("faithfulness", before, np.array([1.0, 0.75, 0.0, 0.0]))
-    assert gained.figures["mean_gain"] == pytest.approx(0.25 / 3) and gained.held is False
-    lost = checks.no_gain("faithfulness", before, np.array([0.8, 0.4, 0.0, 0.0]))
+    assert far.held is False and far.figures["rows_moved"] == 4
+    gained = checks.no_gain("faithfulness", before, np.array([1.0, 0.75, 0.0, 0.3, 0.7, 0.0]))
+    assert gained.figures["mean_gain"] == pytest.approx(0.25 / 5) and gained.held is False
+    lost = checks.no_gain("faithfulness", before, np.array([0.8, 0.4, 0.0, 0.3, 0.7, 0.0]))
     assert lost.held is True and lost.figures["rows_losing"] == 2
 
 
@@ -101,3 +102,37 @@ def test_models_check_reuses_the_label_measures():
     both = checks.models("faithfulness", np.ones(3), np.ones(3), 0.5)
     assert "kappa undefined: one model passed (or failed) every row at 0.5" in both.note
     assert both.held is None and both.rows == 3  # nothing to tell: neither measure defined
+
+
+def test_a_check_on_too_few_rows_cannot_tell():
+    """The audit's case: repeat and order held on one comparable row, with no note. Below
+    MIN_ROWS (5) rows a check whose bar was met says it could not tell (held None), with
+    the count: none of n rows moving is what a judge that moves half the rows shows with
+    probability 0.5^n, 1/16 at 4 rows, 1/32 at 5 (one-sided 95%: below 0.05 from 5)."""
+    one = checks.repeat("faithfulness", np.array([[1.0, math.nan], [1.0, 0.3], [1.0, 0.2]]), 0.5)
+    assert one.rows == 1 and one.held is None
+    assert one.note == "1 row compared, fewer than 5: too few to tell"
+    before = np.array([1.0, 0.5, 0.0, 0.2, math.nan, math.nan])
+    order = checks.unchanged("order", "faithfulness", before, before.copy(), "x")
+    assert order.rows == 4 and order.held is None
+    assert order.note == "4 rows compared, fewer than 5: too few to tell"
+    gain = checks.no_gain("faithfulness", before, before.copy())
+    assert gain.held is None and "too few to tell" in (gain.note or "")
+    agree = checks.models("faithfulness", before[:4], before[:4], 0.5)
+    assert agree.held is None and "4 rows compared, fewer than 5" in (agree.note or "")
+    # five rows are enough; a bar broken on fewer still fails (with the count noted)
+    five = np.array([1.0, 0.5, 0.0, 0.2, 0.7])
+    assert checks.unchanged("order", "faithfulness", five, five.copy(), "x").held is True
+    broken = checks.unchanged("order", "faithfulness", before, before + 0.5, "x")
+    assert broken.held is False and "fewer than 5" in (broken.note or "")
+    assert checks.MIN_ROWS == 5 and 0.5**5 < 0.05 <= 0.5**4
+
+
+def test_a_probe_table_counts_a_check_on_too_few_rows_as_n_a():
+    from judge.probes.result import ProbeResult
+
+    check = checks.repeat("faithfulness", np.array([[0.9], [0.9], [0.9]]), 0.5)
+    table = ProbeResult([check], {}, {}).table()
+    assert "repeat              faithfulness           1  n/a" in table
+    assert "(1 row compared, fewer than 5: too few to tell)" in table
+    assert "0 of 1 checks held, 0 failed" in table

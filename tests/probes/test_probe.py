@@ -298,9 +298,10 @@ def test_the_granularity_probe_catches_a_judge_that_does_not_split_joined_senten
 
 def test_a_judge_with_atomic_claims_holds_the_granularity_probe(server):
     server.chat = atomic_judge
-    two = [row(0, f"{PYTHON} {PARIS}"), row(1, f"{PYTHON} {WRONG}")]
+    # five rows: the fewest on which a check can hold (checks.MIN_ROWS)
+    five = [row(i, f"{PYTHON} {PARIS if i % 2 == 0 else WRONG}") for i in range(5)]
     result = probe(
-        two, llm=llm(server), probes=["granularity"], metrics=["faithfulness"], progress=False
+        five, llm=llm(server), probes=["granularity"], metrics=["faithfulness"], progress=False
     )
     for variant in ("joined", "lines"):
         check = by(result, f"granularity:{variant}")
