@@ -11,6 +11,7 @@ from judge.comparison.evaluations import Comparison, Scores, compare_scores
 from judge.errors import InputFormatError
 from judge.fields import cell_list
 from judge.formatting import counted
+from judge.ir.from_dicts import judged_only
 from judge.ir.measure_names import JUDGED_FAMILIES, parse_measure
 from judge.ir.ranking import Qrels, Run
 from judge.run.data import parse_relevance, read_records, resolve_columns
@@ -121,10 +122,12 @@ def _means(values: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _new_unjudged(qrels: Qrels, loser: Run, winner: Run, k: int) -> float | None:
-    """Of the docs in the loser's top k and not in the winner's (over the judged queries),
-    the share that has no judgment (grade below 0, or none); None when there is none."""
+    """Of the docs in the loser's top k and not in the winner's (over the judged queries:
+    `qrels` without queries judged `{}`), the share that has no judgment (grade below 0, or
+    none); None when there is none."""
     new = unjudged = 0
-    for query, judged in qrels.items():
+    # A query judged `{}` is left out of judged@k and of the pairs: of this share too.
+    for query, judged in judged_only(qrels).items():
         before = set(top_k(winner.get(query, {}), k))
         for doc in top_k(loser.get(query, {}), k):
             if doc not in before:
