@@ -9,6 +9,7 @@ never stopping the run.
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import numbers
@@ -564,7 +565,8 @@ def parse_relevance(value: Any) -> dict[str, int]:
 
 def _whole_grade(grade: Any, doc: Any) -> int:
     """A relevance grade as an int: a whole number, numpy's too (np.int64 from pandas and
-    Parquet, 2.0 from a float column); anything else (True, 1.5, inf, "1") is an error."""
+    Parquet, 2.0 from a float column), a Decimal's (2.00 from a decimal column, as
+    `judge.ir` takes it); anything else (True, 1.5, inf, NaN, "1") is an error."""
     if not isinstance(grade, bool):
         if isinstance(grade, numbers.Integral):
             return int(grade)
@@ -572,6 +574,10 @@ def _whole_grade(grade: Any, doc: Any) -> int:
             number = float(grade)
             if math.isfinite(number) and number.is_integer():
                 return int(number)
+        # (no Real: exact, where float() would round 2.000000000000000000001 to 2.0)
+        whole = isinstance(grade, decimal.Decimal) and grade.is_finite()
+        if whole and grade == grade.to_integral_value():
+            return int(grade)
     raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
 
 
