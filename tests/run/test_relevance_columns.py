@@ -184,3 +184,26 @@ def test_whole_decimal_grades_are_grades_and_other_decimals_are_refused_as_float
     float_said = "relevance grade 1.5 of 'd1' is not an integer"
     with pytest.raises(ValueError, match=float_said):
         parse_relevance({"d1": 1.5})
+
+
+def test_a_grade_beyond_a_double_is_an_error_row_not_the_end_of_the_run(tmp_path):
+    # judge.ir reads grades as doubles and refuses a larger one: the row's grade reached it
+    # unchecked and stopped the whole run, in words of a qrels dict of a query 'q'.
+    from decimal import Decimal
+
+    huge = "1" + "0" * 400
+    (tmp_path / "rows.csv").write_text(
+        'question,retrieved_ids,relevance\nq,"[""d1""]","{""d1"": ' + huge + '}"\n'
+        'r,"[""d1""]","{""d1"": 1}"\n'
+    )
+    for data in (
+        str(tmp_path / "rows.csv"),
+        [{**ROWS[0], "relevance": {"d1": Decimal(huge)}}, ROWS[1]],
+    ):
+        result = evaluate(data, metrics=["mrr"], progress=False)
+        assert result.rows_with_errors == 1
+        said = "relevance grade of 'd1' is too large for a double"
+        assert str(result.rows[0].error).startswith(said)
+        assert result.scores("mrr") == [1.0]
+    # The largest a double holds is a grade, as in judge.ir.
+    assert parse_relevance({"d1": int(1.7e308)}) == {"d1": int(1.7e308)}
