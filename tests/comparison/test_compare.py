@@ -514,3 +514,36 @@ def test_a_query_judged_empty_is_left_out_of_the_unjudged_share_as_of_the_pairs(
     assert comparison.extra["lost_from_top_k"] == expected.extra["lost_from_top_k"]
     for side in ("a", "b"):  # its run results are reported as of an unjudged query
         assert comparison.extra["coverage"][side]["unjudged_queries"] == ["qx"]
+
+
+def test_ranked_columns_of_a_dataframe_read_from_parquet(tmp_path):
+    # pandas reads Parquet list columns as numpy arrays, which `judge eval` reads as lists:
+    # here "value or []" asked an array its truth ("row 0: relevance: The truth value of an
+    # array with more than one element is ambiguous"), and of a ranked column raised that
+    # ValueError itself.
+    import pandas as pd
+
+    rows = [
+        {
+            "id": "a",
+            "question": "x",
+            "relevance": ["d1", "d2"],
+            "first": ["d3", "d1"],
+            "rr": ["d1"],
+        },
+        {
+            "id": "b",
+            "question": "y",
+            "relevance": ["d2"],
+            "first": ["d1", "d2"],
+            "rr": ["d2", "d1"],
+        },
+        {"id": "c", "question": "z", "relevance": ["d4"], "first": None, "rr": ["d4"]},
+    ]
+    pd.DataFrame(rows).to_parquet(tmp_path / "rows.parquet")
+    frame = pd.read_parquet(tmp_path / "rows.parquet")
+    assert isinstance(frame["relevance"][0], np.ndarray)
+    from_frame = compare_ranked_columns(frame, "first", "rr")
+    from_dicts = compare_ranked_columns(rows, "first", "rr")
+    assert from_frame.to_dict() == from_dicts.to_dict()
+    assert (from_frame.metrics["mrr"].mean_a, from_frame.metrics["mrr"].mean_b) == (1 / 3, 1.0)
