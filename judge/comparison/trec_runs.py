@@ -11,6 +11,7 @@ from judge.comparison.evaluations import Comparison, Scores, compare_scores
 from judge.errors import InputFormatError
 from judge.fields import cell_list
 from judge.formatting import counted
+from judge.ir.from_dicts import judged_only
 from judge.ir.measure_names import JUDGED_FAMILIES, parse_measure
 from judge.ir.ranking import Qrels, Run
 from judge.run.data import parse_relevance, read_records, resolve_columns
@@ -121,10 +122,12 @@ def _means(values: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _new_unjudged(qrels: Qrels, loser: Run, winner: Run, k: int) -> float | None:
-    """Of the docs in the loser's top k and not in the winner's (over the judged queries),
-    the share that has no judgment (grade below 0, or none); None when there is none."""
+    """Of the docs in the loser's top k and not in the winner's (over the judged queries:
+    `qrels` without queries judged `{}`), the share that has no judgment (grade below 0, or
+    none); None when there is none."""
     new = unjudged = 0
-    for query, judged in qrels.items():
+    # A query judged `{}` is left out of judged@k and of the pairs: of this share too.
+    for query, judged in judged_only(qrels).items():
         before = set(top_k(winner.get(query, {}), k))
         for doc in top_k(loser.get(query, {}), k):
             if doc not in before:
@@ -228,6 +231,11 @@ def compare_runs(
     return comparison
 
 
+def _null_as_no_docs(ids: Any) -> Any:
+    """A ranked column's cell, a null cell as no docs."""
+    return [] if ids is None else ids
+
+
 def _ranked_run(ids: Any, column: str, row: int) -> dict[str, float]:
     try:
         ids = cell_list(ids)  # CSV cells hold lists as JSON text
@@ -291,12 +299,15 @@ def compare_ranked_columns(
                 "without an id is named by its number): each row is one query of the two "
                 "rankings; give each row its own id"
             )
+        # (`is None`, not `or`: a cell of a DataFrame read from Parquet is a numpy array,
+        # which has no truth value)
+        relevance = record.get(columns["relevance"])
         try:
-            judged = parse_relevance(record.get(columns["relevance"]) or {})
+            judged = parse_relevance({} if relevance is None else relevance)
         except (ValueError, TypeError) as exc:
             raise InputFormatError(f"row {number}: relevance: {exc}") from None
-        ranked_a = _ranked_run(record.get(a) or [], a, number)
-        ranked_b = _ranked_run(record.get(b) or [], b, number)
+        ranked_a = _ranked_run(_null_as_no_docs(record.get(a)), a, number)
+        ranked_b = _ranked_run(_null_as_no_docs(record.get(b)), b, number)
         if not judged:
             # Left out, as judge eval leaves it out (NaN, no_relevance_judgments): scored 0
             # on both sides, it would pull both means toward 0 and count as a tie.

@@ -9,6 +9,7 @@ never stopping the run.
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import numbers
@@ -566,15 +567,35 @@ def parse_relevance(value: Any) -> dict[str, int]:
 
 def _whole_grade(grade: Any, doc: Any) -> int:
     """A relevance grade as an int: a whole number, numpy's too (np.int64 from pandas and
-    Parquet, 2.0 from a float column); anything else (True, 1.5, inf, "1") is an error."""
-    if not isinstance(grade, bool):
-        if isinstance(grade, numbers.Integral):
-            return int(grade)
-        if isinstance(grade, numbers.Real):
-            number = float(grade)
-            if math.isfinite(number) and number.is_integer():
-                return int(number)
-    raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
+    Parquet, 2.0 from a float column), a Decimal's (2.00 from a decimal column, as
+    `judge.ir` takes it); anything else (True, 1.5, inf, NaN, "1") is an error, as is a
+    number beyond a double's range, which `judge.ir` refuses."""
+    value = _whole_number(grade)
+    if value is None:
+        raise ValueError(f"relevance grade {grade!r} of {doc!r} is not an integer")
+    try:
+        float(value)
+    except OverflowError:
+        # (its digits unsaid: Python refuses to write an int of more than 4,300)
+        raise ValueError(
+            f"relevance grade of {doc!r} is too large for a double (grades are scored as "
+            "doubles, as in judge.ir): give it as a small integer"
+        ) from None
+    return value
+
+
+def _whole_number(grade: Any) -> int | None:
+    if isinstance(grade, bool):
+        return None
+    if isinstance(grade, numbers.Integral):
+        return int(grade)
+    if isinstance(grade, numbers.Real):
+        number = float(grade)
+        return int(number) if math.isfinite(number) and number.is_integer() else None
+    # (no Real: exact, where float() would round 2.000000000000000000001 to 2.0)
+    if isinstance(grade, decimal.Decimal) and grade.is_finite():
+        return int(grade) if grade == grade.to_integral_value() else None
+    return None
 
 
 def _grade_pairs(value: Any) -> Iterable[tuple[Any, Any]] | None:

@@ -490,3 +490,60 @@ def test_an_error_row_does_not_stop_a_pairing_by_unique_questions(tmp_path):
     result = compare(a, b)
     assert result.metrics["faithfulness"].n == 3  # the error row's sample is not paired
     assert result.metrics["faithfulness"].wins == 1 and result.metrics["faithfulness"].losses == 1
+
+
+def test_a_query_judged_empty_is_left_out_of_the_unjudged_share_as_of_the_pairs():
+    """A query judged `{}` is no judged query (as in judge.ir and trec_eval): it is left
+    out of the paired values, and was still counted in the share of new unjudged docs
+    (every doc the loser ranked for it counting as new and unjudged)."""
+    qrels, run_a, run_b = pooled_case(unjudged_top=4)
+    for q in qrels:  # B also brings in one judged doc, n9, that A ranks 11th
+        qrels[q]["n9"] = 0
+        run_a[q]["n9"] = 0.0
+        run_b[q]["n9"] = 95.5  # just below r, at rank 6
+    expected = compare_runs(qrels, run_a, run_b, k=10)
+    share = [f["new_unjudged"] for f in expected.extra["unjudged_losses"]]
+    assert share == [0.8, 0.8]  # of B's 5 new docs per query, 4 are unjudged
+    qrels["qx"] = {}
+    run_a["qx"] = {"x": 1.0}
+    run_b["qx"] = {f"y{j}": 10.0 - j for j in range(10)}
+    comparison = compare_runs(qrels, run_a, run_b, k=10)
+    assert comparison.metrics["mrr"].n == 20 and "qx" not in comparison.keys
+    found = comparison.extra["unjudged_losses"]
+    assert found == expected.extra["unjudged_losses"]
+    assert comparison.extra["lost_from_top_k"] == expected.extra["lost_from_top_k"]
+    for side in ("a", "b"):  # its run results are reported as of an unjudged query
+        assert comparison.extra["coverage"][side]["unjudged_queries"] == ["qx"]
+
+
+def test_ranked_columns_of_a_dataframe_read_from_parquet(tmp_path):
+    # pandas reads Parquet list columns as numpy arrays, which `judge eval` reads as lists:
+    # here "value or []" asked an array its truth ("row 0: relevance: The truth value of an
+    # array with more than one element is ambiguous"), and of a ranked column raised that
+    # ValueError itself.
+    import pandas as pd
+
+    rows = [
+        {
+            "id": "a",
+            "question": "x",
+            "relevance": ["d1", "d2"],
+            "first": ["d3", "d1"],
+            "rr": ["d1"],
+        },
+        {
+            "id": "b",
+            "question": "y",
+            "relevance": ["d2"],
+            "first": ["d1", "d2"],
+            "rr": ["d2", "d1"],
+        },
+        {"id": "c", "question": "z", "relevance": ["d4"], "first": None, "rr": ["d4"]},
+    ]
+    pd.DataFrame(rows).to_parquet(tmp_path / "rows.parquet")
+    frame = pd.read_parquet(tmp_path / "rows.parquet")
+    assert isinstance(frame["relevance"][0], np.ndarray)
+    from_frame = compare_ranked_columns(frame, "first", "rr")
+    from_dicts = compare_ranked_columns(rows, "first", "rr")
+    assert from_frame.to_dict() == from_dicts.to_dict()
+    assert (from_frame.metrics["mrr"].mean_a, from_frame.metrics["mrr"].mean_b) == (1 / 3, 1.0)

@@ -128,3 +128,82 @@ def test_an_object_inside_relevance_text_is_named_as_the_object_it_is():
         parse_relevance('{"d1": 1, "d1": 0}')
     assert parse_relevance("{}") == {}
     assert parse_relevance('{"d1": 2, "d0": 0}') == {"d1": 2, "d0": 0}
+
+
+def test_whole_decimal_grades_are_grades_and_other_decimals_are_refused_as_floats_are(tmp_path):
+    # A decimal128 column reads back as decimal.Decimal, which judge.ir.evaluate takes as
+    # a grade in dicts: each row was an error row ("relevance grade Decimal('2') ... is
+    # not an integer").
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = sorted({d for r in ROWS for d in r["relevance"]})
+    kind = pa.struct([(d, pa.decimal128(5, 2)) for d in docs])  # as pandas would store it
+    grades = [{d: Decimal(g) for d, g in r["relevance"].items()} for r in ROWS]
+    table = pa.table(
+        {
+            "question": [r["question"] for r in ROWS],
+            "retrieved_ids": [r["retrieved_ids"] for r in ROWS],
+            "relevance": pa.array(grades, kind),
+        }
+    )
+    pq.write_table(table, tmp_path / "rows.parquet")
+    metrics = ["ndcg@10", "recall@10"]
+    from_decimals = evaluate(str(tmp_path / "rows.parquet"), metrics=metrics, progress=False)
+    assert from_decimals.rows_with_errors == 0
+    from_ints = evaluate(ROWS, metrics=metrics, progress=False)
+    for metric in metrics:
+        assert from_decimals.scores(metric) == from_ints.scores(metric)
+    assert parse_relevance({"d1": Decimal("2.00"), "d2": Decimal("-0"), "d3": Decimal("1E+1")}) == {
+        "d1": 2,
+        "d2": 0,
+        "d3": 10,
+    }
+    # A Python row, and a DataFrame of an Arrow map column ((doc, grade) pairs).
+    rows = [{**ROWS[0], "relevance": grades[0]}, ROWS[1]]
+    assert evaluate(rows, metrics=metrics, progress=False).scores("ndcg@10") == (
+        from_ints.scores("ndcg@10")
+    )
+    pairs = pa.array([list(g.items()) for g in grades], pa.map_(pa.string(), pa.decimal128(4)))
+    frame = table.set_column(2, "relevance", pairs).to_pandas()
+    assert evaluate(frame, metrics=metrics, progress=False).scores("ndcg@10") == (
+        from_ints.scores("ndcg@10")
+    )
+    # Not a whole number, NaN or infinite: refused as a float that is not a whole number is.
+    for bad in ("1.5", "2.000000000000000000001", "NaN", "sNaN", "Infinity", "-Infinity"):
+        grade = Decimal(bad)
+        with pytest.raises(ValueError, match="is not an integer") as caught:
+            parse_relevance({"d1": grade})
+        assert str(caught.value) == f"relevance grade {grade!r} of 'd1' is not an integer"
+        result = evaluate(
+            [{**ROWS[0], "relevance": {"d1": grade}}, ROWS[1]], progress=False, metrics=metrics
+        )
+        assert result.rows_with_errors == 1 and "is not an integer" in str(result.rows[0].error)
+    float_said = "relevance grade 1.5 of 'd1' is not an integer"
+    with pytest.raises(ValueError, match=float_said):
+        parse_relevance({"d1": 1.5})
+
+
+def test_a_grade_beyond_a_double_is_an_error_row_not_the_end_of_the_run(tmp_path):
+    # judge.ir reads grades as doubles and refuses a larger one: the row's grade reached it
+    # unchecked and stopped the whole run, in words of a qrels dict of a query 'q'.
+    from decimal import Decimal
+
+    huge = "1" + "0" * 400
+    (tmp_path / "rows.csv").write_text(
+        'question,retrieved_ids,relevance\nq,"[""d1""]","{""d1"": ' + huge + '}"\n'
+        'r,"[""d1""]","{""d1"": 1}"\n'
+    )
+    for data in (
+        str(tmp_path / "rows.csv"),
+        [{**ROWS[0], "relevance": {"d1": Decimal(huge)}}, ROWS[1]],
+    ):
+        result = evaluate(data, metrics=["mrr"], progress=False)
+        assert result.rows_with_errors == 1
+        said = "relevance grade of 'd1' is too large for a double"
+        assert str(result.rows[0].error).startswith(said)
+        assert result.scores("mrr") == [1.0]
+    # The largest a double holds is a grade, as in judge.ir.
+    assert parse_relevance({"d1": int(1.7e308)}) == {"d1": int(1.7e308)}
