@@ -612,8 +612,13 @@ def _grade_pairs(value: Any) -> Iterable[tuple[Any, Any]] | None:
     return None
 
 
+def _missing(value: Any) -> bool:
+    """Whether a cell is missing: None, or the NaN pandas fills a column a row lacks with."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
 def _text(value: Any, name: str) -> str | None:
-    if value is None or (isinstance(value, float) and value != value):  # None or NaN cell
+    if _missing(value):
         return None
     if (
         isinstance(value, list)
@@ -675,6 +680,7 @@ def build_rows(
             continue
         try:
             get = {fld: record.get(col) for fld, col in columns.items()}
+            get = {fld: None if _missing(value) else value for fld, value in get.items()}
             if "retrieved_ids" in columns and get["retrieved_ids"] is not None:
                 row.retrieved_ids = _list_of_str(get["retrieved_ids"], "retrieved_ids")
             if "relevance" in columns and get["relevance"] is not None:

@@ -207,3 +207,22 @@ def test_a_grade_beyond_a_double_is_an_error_row_not_the_end_of_the_run(tmp_path
         assert result.scores("mrr") == [1.0]
     # The largest a double holds is a grade, as in judge.ir.
     assert parse_relevance({"d1": int(1.7e308)}) == {"d1": int(1.7e308)}
+
+
+def test_a_missing_cell_of_a_dataframe_is_read_as_a_missing_key():
+    # pandas fills a column a row lacks with NaN: relevance, retrieved_ids and contexts
+    # made that row an error row ("relevance must be a list of strings, got float") where
+    # the same row as a dict without the key is read (its relevance: no judgments).
+    rows = [
+        {"question": "q1", "retrieved_ids": ["d3", "d1"], "relevance": {"d1": 2}},
+        {"question": "q2", "retrieved_ids": ["d4", "d2"]},
+        {"question": "q3", "relevance": {"d4": 1}, "contexts": ["c"]},
+    ]
+    frame = pd.DataFrame(rows)
+    assert frame["relevance"].isna().sum() == 1 and frame["contexts"].isna().sum() == 2
+    metrics = ["ndcg@10", "recall@10"]
+    from_frame = evaluate(frame, metrics=metrics, progress=False)
+    from_dicts = evaluate(rows, metrics=metrics, progress=False)
+    assert from_frame.rows_with_errors == from_dicts.rows_with_errors == 0
+    for metric in metrics:
+        assert str(from_frame.scores(metric)) == str(from_dicts.scores(metric))
