@@ -294,6 +294,37 @@ def permutation_p_value(diff: np.ndarray, *, clusters: np.ndarray | None = None)
     return (extreme + 1) / (RANDOM_PERMUTATIONS + 1)
 
 
+def smallest_p_value(units: int) -> float:
+    """The smallest p-value `permutation_p_value` can give on `units` differences (pairs,
+    or conversations when their signs are flipped whole), whatever they are: exact (n <=
+    20), 2 / 2^n, when every difference has the same sign (the observed pattern and its
+    mirror image); Monte Carlo, 1 / (200,000 + 1), when no random pattern is as extreme;
+    1 for no units. With ties (zero differences) it is larger: a tie's sign flips nothing.
+    """
+    if units <= 0:
+        return 1.0
+    if units <= EXACT_LIMIT:
+        return 2.0 / (1 << units)
+    return 1.0 / (RANDOM_PERMUTATIONS + 1)
+
+
+def units_to_reach(alpha: float, tests: int = 1) -> int | None:
+    """The fewest units whose smallest p-value, Holm-adjusted for `tests` tests as the
+    first (smallest) of them is, min(1, tests * p), is below `alpha` (p < alpha, as the
+    gates decide): below it no data can make a gate fail. None when no number of units
+    can (tests / alpha past the Monte Carlo test's 200,001 patterns)."""
+    for units in range(1, EXACT_LIMIT + 2):  # EXACT_LIMIT + 1: Monte Carlo, as for any more
+        if reaches(units, alpha, tests):
+            return units
+    return None
+
+
+def reaches(units: int, alpha: float, tests: int = 1) -> bool:
+    """Whether `units` differences could give a Holm-adjusted p-value below `alpha`
+    among `tests` tests (`units_to_reach`)."""
+    return min(1.0, max(tests, 1) * smallest_p_value(units)) < alpha
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (NaN stays NaN and is not counted)."""
     indexed = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))

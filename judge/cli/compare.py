@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -233,7 +234,34 @@ def _compare_many(args: argparse.Namespace, baseline: str, others: list[str]) ->
             ),
             file=sys.stderr,
         )
-    return 1 if args.fail_on_regression and regressions else 0
+    compared = [
+        (f"{v.label}: {m.metric}", m) for v in many.versus for m in v.comparison.metrics.values()
+    ]
+    return _gate(args, bool(regressions), compared, many.tests, "fewer metrics (--metric) or runs")
+
+
+def _gate(
+    args: argparse.Namespace,
+    failed: bool,
+    compared: list[tuple[str, Any]],
+    tests: int,
+    fewer: str = "fewer metrics (--metric)",
+) -> int:
+    """--fail-on-regression's exit code: 1 on a regression; a gate that could not have
+    failed (too few paired questions or conversations for the test to reach p < 0.05
+    after Holm's adjustment, `cannot_fail`) is refused (exit 2) rather than passed, and
+    beside a regression it is warned of."""
+    from judge.comparison.evaluations import ALPHA, GateWording, cannot_fail
+    from judge.errors import GateCannotFailError
+
+    if not args.fail_on_regression:
+        return 0
+    why = cannot_fail(compared, ALPHA, tests, GateWording("--fail-on-regression", fewer))
+    if why is not None and not failed:
+        raise GateCannotFailError(why)
+    if why is not None:
+        print(terminal_text(f"judge: warning: {why}"), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
@@ -330,7 +358,9 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             ),
             file=sys.stderr,
         )
-    return 1 if args.fail_on_regression and (regressions or worse) else 0
+    compared = [(m.metric, m) for m in comparison.metrics.values()]
+    tests = sum(not math.isnan(m.p_value) for m in comparison.metrics.values())
+    return _gate(args, bool(regressions or worse), compared, tests)
 
 
 def _label_corrected(args: argparse.Namespace, comparison: Comparison, a: str, b: str) -> str:
