@@ -19,14 +19,19 @@ from judge.stats import permutation_p_value, smallest_p_value, units_to_reach
 from tests.helpers.cli import run
 
 
-def write(path: Path, scores: list[float], conversations: list[str] | None = None) -> Path:
+def write(
+    path: Path,
+    scores: list[float],
+    conversations: list[str] | None = None,
+    metrics: tuple[str, ...] = ("faithfulness", "answer_relevancy"),
+) -> Path:
     lines = []
     for i, score in enumerate(scores):
         row = {
             "row": i,
             "id": f"s{i}",
             "question": f"question {i}",
-            "scores": {"faithfulness": score, "answer_relevancy": score},
+            "scores": dict.fromkeys(metrics, score),
             "reasons": {},
             "errors": {},
             "error": None,
@@ -131,3 +136,40 @@ def test_the_units_needed_per_alpha_and_number_of_tests():
     assert [units_to_reach(0.01, k) for k in (1, 2, 4)] == [8, 9, 10]
     assert units_to_reach(0.1) == 5
     assert units_to_reach(1e-6) is None  # past the Monte Carlo test's 1/200,001
+
+
+def labelled_runs(tmp_path: Path, a: list[int], b: list[int]) -> list[object]:
+    """Two runs of 40 rows, judged alike, and people's labels of the first len(a) rows."""
+    rng = np.random.default_rng(7)
+    scores = rng.uniform(0.5, 0.9, 40).round(3)
+    later = (scores + rng.normal(0, 0.05, 40)).clip(0, 1).round(3)
+    one = ("faithfulness",)
+    run_a = write(tmp_path / "lab_a.jsonl", scores.tolist(), metrics=one)
+    run_b = write(tmp_path / "lab_b.jsonl", later.tolist(), metrics=one)
+    sample = {"method": "random", "seed": 1, "of": 40}
+    files = []
+    for name, values in (("labels_a.jsonl", a), ("labels_b.jsonl", b)):
+        records = [{"id": f"s{i}", "faithful": v, "sample": sample} for i, v in enumerate(values)]
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        files.append(path)
+    return [run_a, run_b, "--labels-a", files[0], "--labels-b", files[1], "--label", "faithful"]
+
+
+def test_three_labelled_pairs_give_no_verdict_of_the_labels(tmp_path: Path):
+    # The audit's case: differences (-1, -1, 0) gave REGRESSION on the interval
+    # [-1.1999, -0.1340], past -1, exit 1; the exact sign test's p is 0.5.
+    args = labelled_runs(tmp_path, [1, 1, 1], [0, 0, 1])
+    done = run("compare", *args, "--fail-on-regression")
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = done.stderr
+    assert "--fail-on-regression: the labels give no verdict on faithfulness" in said
+    assert "3 labelled pairs" in said and "needs at least 6 labelled pairs" in said
+    assert "REGRESSION" not in said
+    shown = run("compare", *args)  # no gate: the comparison, and the warning
+    assert shown.returncode == 0 and "judge: warning: the labels give no verdict" in shown.stderr
+    # six labelled pairs, every one worse by the labels: a verdict, and a regression
+    args = labelled_runs(tmp_path, [1] * 6, [0] * 6)
+    done = run("compare", *args, "--fail-on-regression")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "got worse by the labels" in done.stderr
