@@ -316,8 +316,9 @@ def cannot_fail(
         )
     else:
         todo = (
-            f"it needs at least {needed} {first_unit}s per metric: compare more questions, "
-            f"or {words.fewer}{larger}"
+            f"it needs at least {needed} {first_unit}s per metric: compare more "
+            f"{'conversations' if first_unit == 'conversation' else 'questions'}, or "
+            f"{words.fewer}{larger}"
         )
     return (
         f"{words.gate} cannot fail: {listed}, and on {most} the paired randomisation "
