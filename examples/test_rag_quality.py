@@ -59,4 +59,8 @@ def test_the_whole_set_does_not_regress(rag_judge):
     # Held to a baseline run: JUDGE_BASELINE (a run id or name of the run store, or an
     # output folder), else the run pinned with `judge runs baseline ID`. It fails only on
     # a significant drop (paired test over the shared questions, Holm across metrics).
-    judge.assert_no_regression(result, os.environ.get("JUDGE_BASELINE"), alpha=0.05)
+    # Six questions can show a drop of one metric at alpha 0.05 (six are needed), not of
+    # two under Holm's adjustment (seven): a gate that could not fail is refused.
+    judge.assert_no_regression(
+        result, os.environ.get("JUDGE_BASELINE"), alpha=0.05, metrics=["faithfulness"]
+    )

@@ -94,3 +94,8 @@ class CacheStoreError(CacheError):
     """The cache could not store a judgment (disk full, I/O error, a read-only file): every
     later judgment would be paid for and lost the same way, so `score` and `evaluate` stop
     the run with it, as with `LLMConfigError`; the rows finished before it are kept."""
+
+
+class GateCannotFailError(JudgeError):
+    """A gate that no data could fail, refused rather than passed: a regression gate with
+    too few paired questions (or conversations) for its test to reach its alpha."""

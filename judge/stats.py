@@ -255,7 +255,20 @@ def permutation_p_value(diff: np.ndarray, *, clusters: np.ndarray | None = None)
     (the conversation, not the turn, is the exchangeable unit, as in a cluster-randomised
     trial's randomisation test; Gail et al. 1996, Statistics in Medicine 15, 1069-1092).
     mean(diff) is sum(totals) / n, so the test of the totals' mean is the same test.
+
+    NaN for no differences. A NaN difference is refused (an InputFormatError): it would
+    make every pattern's mean NaN and the p-value 0, and a NaN p-value counts as no test,
+    which a gate reads as no regression; leave out the pairs where either score is
+    undefined first, as `judge.compare` does (`bootstrap_ci` takes no NaN either).
     """
+    diff = np.asarray(diff, dtype=np.float64)
+    undefined = int(np.isnan(diff).sum())
+    if undefined:
+        raise InputFormatError(
+            f"diff= holds {undefined} NaN difference{'s' if undefined != 1 else ''} of "
+            f"{diff.size}: leave out the pairs where either score is undefined (NaN) "
+            "before the test"
+        )
     if clusters is not None:
         return permutation_p_value(cluster_totals(diff, clusters))
     n = diff.size
@@ -279,6 +292,37 @@ def permutation_p_value(diff: np.ndarray, *, clusters: np.ndarray | None = None)
         signs = rng.integers(0, 2, size=(size, n)) * 2.0 - 1.0
         extreme += _count_extreme(diff, signs, observed)
     return (extreme + 1) / (RANDOM_PERMUTATIONS + 1)
+
+
+def smallest_p_value(units: int) -> float:
+    """The smallest p-value `permutation_p_value` can give on `units` differences (pairs,
+    or conversations when their signs are flipped whole), whatever they are: exact (n <=
+    20), 2 / 2^n, when every difference has the same sign (the observed pattern and its
+    mirror image); Monte Carlo, 1 / (200,000 + 1), when no random pattern is as extreme;
+    1 for no units. With ties (zero differences) it is larger: a tie's sign flips nothing.
+    """
+    if units <= 0:
+        return 1.0
+    if units <= EXACT_LIMIT:
+        return 2.0 / (1 << units)
+    return 1.0 / (RANDOM_PERMUTATIONS + 1)
+
+
+def units_to_reach(alpha: float, tests: int = 1) -> int | None:
+    """The fewest units whose smallest p-value, Holm-adjusted for `tests` tests as the
+    first (smallest) of them is, min(1, tests * p), is below `alpha` (p < alpha, as the
+    gates decide): below it no data can make a gate fail. None when no number of units
+    can (tests / alpha past the Monte Carlo test's 200,001 patterns)."""
+    for units in range(1, EXACT_LIMIT + 2):  # EXACT_LIMIT + 1: Monte Carlo, as for any more
+        if reaches(units, alpha, tests):
+            return units
+    return None
+
+
+def reaches(units: int, alpha: float, tests: int = 1) -> bool:
+    """Whether `units` differences could give a Holm-adjusted p-value below `alpha`
+    among `tests` tests (`units_to_reach`)."""
+    return min(1.0, max(tests, 1) * smallest_p_value(units)) < alpha
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -411,17 +455,25 @@ def ppi_tuned(
     arithmetic as the authors' ppi_py (ppi_mean_ci: covariance and standard deviations
     over n, the variance of all judged scores over n + N - 1), which a test checks.
     With N = 0 (every row labelled) lambda is 0: the labels' own mean.
+
+    Spread is decided on the data, not on the float results (the mean of n labels all 0.9
+    is off 0.9 in the last bit for some n, and their variance ~1e-33, not 0): labels all
+    equal have covariance 0 with anything, so lambda 0, and their own value as the
+    estimate; a judge whose scores are all equal gets lambda 0; and the standard error is
+    exactly 0 when `no_spread` says so.
     """
     n, big_n = labels.shape[-1], judged.shape[-1]
+    same_labels = _all_equal(labels)
     centred_y = labels - labels.mean(axis=-1, keepdims=True)
     centred_f = judged_labelled - judged_labelled.mean(axis=-1, keepdims=True)
-    cov = (centred_y * centred_f).mean(axis=-1)
+    cov = np.where(same_labels, 0.0, (centred_y * centred_f).mean(axis=-1))
     if big_n:
         everything = np.concatenate([judged_labelled, judged], axis=-1)
         var_f = everything.var(axis=-1, ddof=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             lam = np.clip(cov / ((1 + n / big_n) * var_f), 0.0, 1.0)
-        lam = np.where(var_f > 0, lam, 0.0)  # a judge that gives one score tells nothing
+        # a judge that gives one score tells nothing
+        lam = np.where(_all_equal(everything), 0.0, lam)
         imputed = lam**2 * judged.var(axis=-1) / big_n
         judged_mean = judged.mean(axis=-1)
     else:  # every row labelled: nothing for the judge to add
@@ -429,9 +481,34 @@ def ppi_tuned(
         imputed = np.zeros(cov.shape)
         judged_mean = np.zeros(cov.shape)
     rectifier = labels - lam[..., None] * judged_labelled
-    theta = lam * judged_mean + rectifier.mean(axis=-1)
+    theta = np.where(same_labels, labels[..., 0], lam * judged_mean + rectifier.mean(axis=-1))
     se = np.sqrt(imputed + rectifier.var(axis=-1) / n)
+    se = np.where(no_spread(labels, judged_labelled, judged, lam), 0.0, se)
     return theta, se, lam
+
+
+def variance(values: np.ndarray, ddof: int = 0) -> float:
+    """The variance of the values, exactly 0.0 when they are all equal (the float one of n
+    values all 0.9 is ~1e-33, and a weight divided by it is anything)."""
+    return 0.0 if bool(_all_equal(values)) else float(values.var(ddof=ddof))
+
+
+def _all_equal(values: np.ndarray) -> np.ndarray:
+    """Whether the values along the last axis are all equal (True for none)."""
+    return np.all(values == values[..., :1], axis=-1)  # type: ignore[no-any-return]
+
+
+def no_spread(
+    labels: np.ndarray, judged_labelled: np.ndarray, judged: np.ndarray, lam: np.ndarray
+) -> np.ndarray:
+    """Whether `ppi_tuned`'s standard error is 0, decided on the data: the rectifier
+    labels - lambda * judged_labelled all equal (with lambda 0: the labels all equal),
+    and no imputed part (lambda 0, no unlabelled row, or the unlabelled scores all equal).
+    A float test of the computed standard error misses labels all equal whose mean is off
+    in the last bit."""
+    rectifier = labels - lam[..., None] * judged_labelled
+    flat = (lam == 0) | _all_equal(judged) if judged.shape[-1] else np.ones(lam.shape, bool)
+    return _all_equal(rectifier) & flat  # type: ignore[no-any-return]
 
 
 def _numbers(values: Any, name: str) -> np.ndarray:
@@ -566,22 +643,28 @@ def _ppi(
         )
     every = np.concatenate([scores, unlabelled])
     judge_low, judge_high = bootstrap_ci(every, confidence)
-    labels_mean = float(kept_labels.mean())
+    same_labels = bool(_all_equal(kept_labels))
+    labels_mean = float(kept_labels[0]) if same_labels else float(kept_labels.mean())
     labels_half = z * float(kept_labels.std()) / math.sqrt(n)
     low, high = float(theta - z * se), float(theta + z * se)
     labels_low, labels_high = labels_mean - labels_half, labels_mean + labels_half
     notes = []
-    if float(se) == 0.0:
+    # Decided on the data, not by se == 0.0: labels all 0.9 have a mean off in the last
+    # bit for some n, a standard error ~1e-17, and so an interval of zero width.
+    flat = bool(no_spread(kept_labels, scores, unlabelled, np.asarray(lam)))
+    if flat:
         # Labels that are all the same have no spread, so the CLT interval has zero width
         # (95% sure of a perfect mean from two labels); lambda is then 0, and the estimate
         # is the labels' own mean.
         low, high, note = _no_spread_interval(
             kept_labels, confidence, proportion, binary_difference
         )
-        if float(lam) == 0.0:
-            labels_low, labels_high = low, high
         notes.append(note)
-    if n < PPI_FEW_LABELS and not (float(se) == 0.0 and math.isfinite(low)):  # exact: no CLT
+    if same_labels:  # the labels-only interval: the same rule
+        labels_low, labels_high, _ = _no_spread_interval(
+            kept_labels, confidence, proportion, binary_difference
+        )
+    if n < PPI_FEW_LABELS and not (flat and math.isfinite(low)):  # exact: no CLT
         notes.append(
             f"only {n} labels: the normal interval may cover less than {confidence:.0%}; "
             f"{PPI_FEW_LABELS} or more are safer"
@@ -769,7 +852,7 @@ def paired_spread(differences: np.ndarray, clusters: np.ndarray | None = None) -
             when the rows are independent.
     """
     rows = int(differences.size)
-    row_var = float(differences.var(ddof=1)) if rows > 1 else math.nan
+    row_var = variance(differences, ddof=1) if rows > 1 else math.nan  # 0 when all equal
     step = lattice_step(differences)
     if clusters is None:
         return PairedSpread(sd=math.sqrt(row_var), units=rows, rows=rows, step=step)
@@ -830,15 +913,14 @@ def smallest_units(alpha: float = 0.05) -> int:
     power whatever the data.
 
     Raises:
-        judge.InputFormatError: `alpha` at or below 1 / 200,001, the smallest p its Monte
-            Carlo form (beyond 20 units) can give: no count would do.
+        judge.InputFormatError: `alpha` so small that neither the exact test (on at most
+            20 units: 2 / 2^20) nor its Monte Carlo form (1 / 200,001) gives a p below it:
+            no count would do.
     """
     alpha = _probability(alpha, "alpha", "0.05")
-    for n in range(1, EXACT_LIMIT + 1):
-        if 2.0 / (1 << n) < alpha:
-            if alpha <= 1.0 / (RANDOM_PERMUTATIONS + 1):
-                break
-            return n
+    units = units_to_reach(alpha)  # the gates' own rule: one count for plans and gates
+    if units is not None:
+        return units
     raise InputFormatError(
         f"alpha= {alpha:g} (per test) is below the smallest p judge compare's randomisation "
         f"test can give on more than {EXACT_LIMIT} units, 1/{RANDOM_PERMUTATIONS + 1:,}: no "

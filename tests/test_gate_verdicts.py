@@ -167,3 +167,44 @@ def test_fail_under_a_lower_is_better_metric_is_refused_naming_the_gate(
     assert "--gate 'hallucination_rate<=0.1'" in done.stderr
     assert not server.requests  # refused before any row is judged
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_one_scored_row_of_ten_misses_the_gate_in_every_front_end(
+    server: FakeLLMServer, tmp_path: Path
+) -> None:
+    # 1 faithful answer, 9 with no claims (undefined): judge eval --gate passed on the
+    # mean of the one row while judge.assert_evaluation refused it. One rule now, the
+    # Gates' (`Gates.undefined_rows`), with the same allowance under both names.
+    rows = [
+        {**rows_of(ANSWERS["faithful"])[0], "id": f"r{i}"}
+        if i == 0
+        else {**rows_of("...")[0], "id": f"r{i}"}
+        for i in range(10)
+    ]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    gate = "faithfulness>=0.8"
+    assert not cli_verdict(data, "faithfulness", gate, server, tmp_path)
+    summary = json.loads((tmp_path / "cli-out" / "summary.json").read_text(encoding="utf-8"))
+    (missed,) = summary["thresholds"]["missed"]
+    assert missed.startswith("faithfulness: 9 rows undefined (9 no_claims); pass --allow-nan")
+    assert "mean of the 1 row scored" in missed
+    assert not python_verdict(rows, "faithfulness", gate, server)
+    llm = judge.LLM("openai/judge-model", api_base=server.base_url, api_key="k")
+    result = judge.evaluate(rows, metrics=["faithfulness"], llm=llm, cache=None, progress=False)
+    with pytest.raises(
+        ScoreAssertionError, match=r"9 rows undefined \(9 no_claims\); pass allow_nan=True"
+    ):
+        judge.assert_evaluation(result, gates=[gate])
+    assert result.write(tmp_path / "py-out", gates=[gate]).code == 1
+    # allowed, both gate the mean of the row scored
+    judge.assert_evaluation(result, gates=[gate], allow_nan={"faithfulness"})
+    allowed = judge.Gates.of([gate], allow_nan={"faithfulness"})
+    assert result.write(tmp_path / "py-allowed", gates=allowed).code == 0
+    done = run(
+        "eval", data, "--model", "openai/judge-model", "--api-base", server.base_url,
+        "--cache", tmp_path / "cli-cache.sqlite", "--metrics", "faithfulness",
+        "--out", tmp_path / "cli-allowed", "--no-progress", "--no-record",
+        "--gate", gate, "--allow-nan", "faithfulness",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr

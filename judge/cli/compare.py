@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from judge.cli.label_options import KEYWORD, label_options, pair_of
 from judge.cli.options import metric_option, metrics_of, runs_path, runs_path_option
 from judge.cli.output import output_options, write_files
-from judge.errors import JudgeError
-from judge.formatting import terminal_text
+from judge.errors import GateCannotFailError, JudgeError
+from judge.formatting import counted, terminal_text
 
 if TYPE_CHECKING:
     from judge.comparison.evaluations import Comparison
@@ -233,7 +234,33 @@ def _compare_many(args: argparse.Namespace, baseline: str, others: list[str]) ->
             ),
             file=sys.stderr,
         )
-    return 1 if args.fail_on_regression and regressions else 0
+    compared = [
+        (f"{v.label}: {m.metric}", m) for v in many.versus for m in v.comparison.metrics.values()
+    ]
+    return _gate(args, bool(regressions), compared, many.tests, "fewer metrics (--metric) or runs")
+
+
+def _gate(
+    args: argparse.Namespace,
+    failed: bool,
+    compared: list[tuple[str, Any]],
+    tests: int,
+    fewer: str = "fewer metrics (--metric)",
+) -> int:
+    """--fail-on-regression's exit code: 1 on a regression; a gate that could not have
+    failed (too few paired questions or conversations for the test to reach p < 0.05
+    after Holm's adjustment, `cannot_fail`) is refused (exit 2) rather than passed, and
+    beside a regression it is warned of."""
+    from judge.comparison.evaluations import ALPHA, GateWording, cannot_fail
+
+    if not args.fail_on_regression:
+        return 0
+    why = cannot_fail(compared, ALPHA, tests, GateWording("--fail-on-regression", fewer))
+    if why is not None and not failed:
+        raise GateCannotFailError(why)
+    if why is not None:
+        print(terminal_text(f"judge: warning: {why}"), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
@@ -320,7 +347,9 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
     # see a loss (on the labels' scale, higher is better, whatever the metric's direction).
     labelled: dict[str, Any] = comparison.extra.get("label_corrected") or {}
     ppi = labelled.get("ppi") or {}
-    worse = (ppi.get("high") or 0.0) < 0  # null (no interval): no verdict
+    # too few labelled pairs: the labels' verdict cannot be trusted, and decides nothing
+    untrusted = _few_labels(labelled)
+    worse = untrusted is None and (ppi.get("high") or 0.0) < 0  # null: no verdict
     if worse:
         print(
             terminal_text(
@@ -330,7 +359,37 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
             ),
             file=sys.stderr,
         )
-    return 1 if args.fail_on_regression and (regressions or worse) else 0
+    if untrusted is not None and args.fail_on_regression and not regressions:
+        raise GateCannotFailError(f"--fail-on-regression: {untrusted}")
+    if untrusted is not None:
+        print(terminal_text(f"judge: warning: {untrusted}"), file=sys.stderr)
+    compared = [(m.metric, m) for m in comparison.metrics.values()]
+    tests = sum(not math.isnan(m.p_value) for m in comparison.metrics.values())
+    return _gate(args, bool(regressions or worse), compared, tests)
+
+
+def _few_labels(labelled: dict[str, Any]) -> str | None:
+    """Why the label-corrected verdict cannot be trusted, or None: fewer labelled pairs
+    than the paired randomisation test needs to reach p < 0.05 (6), the rule of a
+    regression gate that could not fail (`cannot_fail`). The verdict rests on a normal
+    interval, which on so few labels covers far less than 95% and can reach past the
+    metric's range (3 labelled pairs gave [-1.20, -0.13])."""
+    from judge.comparison.evaluations import ALPHA
+    from judge.stats import reaches, smallest_p_value, units_to_reach
+
+    pairs = labelled.get("n_labelled")
+    if pairs is None or reaches(pairs, ALPHA):
+        return None
+    return (
+        f"the labels give no verdict on {labelled['metric']}: "
+        f"{counted(pairs, 'labelled pair')} (rows labelled under both --labels-a and "
+        f"--labels-b), too few for the paired randomisation test to reach p < {ALPHA:g} "
+        f"(its smallest p-value on {pairs} is {smallest_p_value(pairs):.4g}), and the "
+        "normal interval of the label-corrected difference covers far less than 95% on so "
+        f"few; it needs at least {units_to_reach(ALPHA)} labelled pairs (30 or more for an "
+        "interval to trust): label more rows of the random sample, or compare without "
+        "--labels-a/--labels-b"
+    )
 
 
 def _label_corrected(args: argparse.Namespace, comparison: Comparison, a: str, b: str) -> str:

@@ -28,8 +28,8 @@ DEFAULT_MAX_ERROR_RATE = 0.05
 
 
 def gate_options(p: argparse.ArgumentParser) -> None:
-    """Add --gate, --fail-under and --max-error-rate, the gates of a finished run (exit 1
-    and 3); `gates_of` reads them into one `judge.run.gates.Gates`."""
+    """Add --gate, --fail-under, --max-error-rate and --allow-nan, the gates of a finished
+    run (exit 1 and 3); `gates_of` reads them into one `judge.run.gates.Gates`."""
     p.add_argument(
         "--gate",
         action="append",
@@ -58,10 +58,21 @@ def gate_options(p: argparse.ArgumentParser) -> None:
         f"their scores are then missing from the means (default {DEFAULT_MAX_ERROR_RATE}; "
         "1 turns the check off; a --replay that misses fails whatever this says)",
     )
+    p.add_argument(
+        "--allow-nan",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="gate the metric's mean over the rows it scored although some rows are "
+        "undefined (no claims, no contexts, no ground truth); without it a gated metric "
+        "with undefined rows misses its gate (exit 1), as a mean over the rest could stand "
+        "on a few rows (repeatable or comma-separated)",
+    )
 
 
 def gates_of(args: argparse.Namespace) -> Gates:
-    """The --gate, --fail-under and --max-error-rate of a command, checked, as one value."""
+    """The --gate, --fail-under, --max-error-rate and --allow-nan of a command, checked, as
+    one value."""
     from judge.run.gates import CLI_WORDS, Gates
 
     floors: dict[str, float] = {}
@@ -78,8 +89,13 @@ def gates_of(args: argparse.Namespace) -> Gates:
             raise JudgeError(
                 f"--fail-under needs a number: {metric}={value} (e.g. faithfulness=0.8)"
             ) from None
+    allowed = [m.strip() for item in args.allow_nan for m in item.split(",") if m.strip()]
     return Gates.of(
-        args.gate, fail_under=floors, max_error_rate=args.max_error_rate, words=CLI_WORDS
+        args.gate,
+        fail_under=floors,
+        max_error_rate=args.max_error_rate,
+        words=CLI_WORDS,
+        allow_nan=allowed,
     )
 
 

@@ -27,13 +27,20 @@ from typing import Any, Protocol
 import numpy as np
 
 from judge.errors import InputFormatError
-from judge.formatting import MISSING, number, p_text, pairs_used
+from judge.formatting import MISSING, counted, number, p_text, pairs_used
 from judge.json_values import nan_to_null
 from judge.metrics.registry import higher_is_better
 from judge.run.folder import RunFolder
 from judge.run.gates import users_metrics
 from judge.run.rows import Resampling, ResultRow, RowTally
-from judge.stats import bootstrap_ci, holm, permutation_p_value
+from judge.stats import (
+    bootstrap_ci,
+    holm,
+    permutation_p_value,
+    reaches,
+    smallest_p_value,
+    units_to_reach,
+)
 
 Scores = dict[str, dict[str, float]]  # sample key -> metric -> value (NaN: undefined)
 ALPHA = 0.05
@@ -253,6 +260,71 @@ def compare_one(
         losses=int((diff < 0).sum()) if better_up else int((diff > 0).sum()),
         higher_is_better=better_up,
         conversations=None if groups is None else len(set(groups.tolist())),
+    )
+
+
+@dataclass(frozen=True)
+class GateWording:
+    """How a regression gate's caller names it and what the user can change, for the
+    refusal of a gate that cannot fail (`cannot_fail`): CLI flags or keyword arguments."""
+
+    gate: str  # e.g. "--fail-on-regression", "assert_no_regression"
+    fewer: str  # how to run fewer tests: "fewer metrics (--metric)"
+    alpha: str | None = None  # how to give a larger alpha, when the caller has one
+
+
+def units_of(m: MetricComparison) -> tuple[int, str]:
+    """The units a metric's randomisation test flips the signs of: (count, name), paired
+    questions, or conversations when conversations were resampled."""
+    if m.conversations is not None:
+        return m.conversations, "conversation"
+    return m.n, "paired question"
+
+
+def cannot_fail(
+    compared: Sequence[tuple[str, MetricComparison]],
+    alpha: float,
+    tests: int,
+    words: GateWording,
+) -> str | None:
+    """Why a regression gate over `compared` ((label, metric comparison) pairs, its p-values
+    Holm-adjusted across `tests` tests) cannot fail, or None when every metric could.
+
+    The paired randomisation test on n units (`judge.stats.permutation_p_value`) cannot
+    give a p-value below 2 / 2^n (1 / 200,001 past 20 units), and Holm's adjustment
+    multiplies the smallest by the number of tests: with too few units no regression,
+    however large, is significant, and a gate that could not have failed must not pass
+    in silence. The one rule of every regression gate (`judge compare
+    --fail-on-regression`, two runs or many, `judge.assert_no_regression`)."""
+    short = [(label, *units_of(m)) for label, m in compared]
+    short = [(label, n, unit) for label, n, unit in short if not reaches(n, alpha, tests)]
+    if not short:
+        return None
+    needed = units_to_reach(alpha, tests)
+    most = max(n for _, n, _ in short)
+    (first, first_n, first_unit), *others = short
+    listed = f"{first} has {counted(first_n, first_unit)}" + "".join(
+        f", {label} {n}" for label, n, _ in others
+    )
+    smallest = smallest_p_value(most)
+    shown = f"2/2^{most} = {smallest:.4g}" if 0 < most <= 20 else f"{smallest:.4g}"
+    family = f" (Holm across {tests} tests: {alpha:g}/{tests})" if tests > 1 else ""
+    larger = f", or a larger {words.alpha}" if words.alpha else ""
+    if needed is None:
+        todo = (
+            f"no number of questions is enough at {alpha:g} with {tests} tests: compare "
+            f"{words.fewer}{larger}"
+        )
+    else:
+        todo = (
+            f"it needs at least {needed} {first_unit}s per metric: compare more "
+            f"{'conversations' if first_unit == 'conversation' else 'questions'}, or "
+            f"{words.fewer}{larger}"
+        )
+    return (
+        f"{words.gate} cannot fail: {listed}, and on {most} the paired randomisation "
+        f"test's smallest p-value is {shown}, not below {alpha:g}{family}, so no "
+        f"regression, however large, could fail it; {todo}"
     )
 
 

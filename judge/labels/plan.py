@@ -14,7 +14,7 @@ import numpy as np
 from judge.errors import InputFormatError, JudgeError
 from judge.formatting import number
 from judge.json_values import nan_to_null
-from judge.stats import normal_quantile, ppi_half_widths, ppi_tuned
+from judge.stats import normal_quantile, ppi_half_widths, ppi_tuned, variance
 
 from .estimate import RunScores, labelled_run, run_scores
 
@@ -237,9 +237,9 @@ def plan_labels(
             )
         unlabelled = scores[run.unlabelled]
         every = np.concatenate([judged_l, unlabelled[~np.isnan(unlabelled)]])
-        var_f = float(every.var(ddof=1))
-        var_fl = float(judged_l.var())
-        var_y = float(values.var())
+        var_f = variance(every, ddof=1)  # exactly 0 for scores all equal
+        var_fl = variance(judged_l)
+        var_y = variance(values)
         cov = float(((values - values.mean()) * (judged_l - judged_l.mean())).mean())
         correlation = cov / math.sqrt(var_y * var_fl) if var_y > 0 and var_fl > 0 else 0.0
         pilot_labels = int(values.size)
@@ -274,7 +274,7 @@ def plan_labels(
                 f"{every.size} row scored on {metric!r}: the plan needs the judge's spread "
                 "over at least 2"
             )
-        var_f = var_fl = float(every.var(ddof=1))
+        var_f = var_fl = variance(every, ddof=1)
         mean = float(every.mean())
         on_unit = bool(((every >= 0) & (every <= 1)).all())
         var_y = max(mean * (1 - mean), var_f) if on_unit else var_f

@@ -8,6 +8,7 @@ the pytest plugin (`judge.pytest_plugin.plugin`) only adds how a failure is show
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from judge.pytest_plugin.conversation import ConversationResult
 from judge.run.gates import (
     DEFAULT_MAX_ERROR_RATE,
     Gates,
+    allowed_nan,
     check_fail_under,
     given_whole,
     good_side,
@@ -374,7 +376,13 @@ def assert_evaluation(
     config = getattr(result, "config", None)
     lower = list(getattr(config, "lower_is_better", None) or [])
     checked = _gates(gates, fail_under, max_error_rate, lower)
-    allowed = _allowed(allow_nan)
+    if allow_nan is not False:  # the Gates' rule of undefined rows, allowed here
+        if isinstance(gates, Gates) and gates.allow_nan is not False:
+            raise JudgeError(
+                "gates= is a judge.Gates with its own allow_nan: give allow_nan in it, or "
+                "here, not both"
+            )
+        checked = dataclasses.replace(checked, allow_nan=allowed_nan(allow_nan))
     failures: list[str] = []
     lines: list[str] = []
     for bound in checked.bounds:
@@ -389,14 +397,10 @@ def assert_evaluation(
             f"{number(stats.ci_high)}] over {counted(stats.scored, 'row')}, threshold "
             f"{'<=' if bound.at_most else '>='} {bound.value:g}"
         )
-        undefined = sum(stats.nan.values())
-        if undefined and metric not in allowed:
-            reasons = ", ".join(f"{n} {why}" for why, n in sorted(stats.nan.items()))
+        undefined = checked.undefined_rows(stats)  # judge eval --gate's rule, the same
+        if undefined is not None:
             failures.append(metric)
-            lines.append(
-                f"{shown}; {counted(undefined, 'row')} undefined ({reasons}); pass allow_nan=True "
-                f"(or allow_nan={{{metric!r}}}) to judge the mean of the rest"
-            )
+            lines.append(f"{shown}; {undefined}")
         elif not bound.passes(stats.mean):  # a NaN mean never passes
             failures.append(metric)
             lines.append(shown)

@@ -4,12 +4,13 @@ alpha), never on a fixed threshold that flakes; print the differences either way
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from judge.comparison.evaluations import Comparison, compare
+from judge.comparison.evaluations import Comparison, GateWording, cannot_fail, compare
 from judge.errors import JudgeError
 from judge.formatting import counted, number, p_text
 from judge.pytest_plugin.assertions import ScoreAssertionError
@@ -69,6 +70,13 @@ def assert_no_regression(
 
     Returns:
         The `Comparison` (B against A), when no metric got significantly worse.
+
+    Raises:
+        ScoreAssertionError: a metric significantly worse; a metric with no paired
+            scores; or a gate that could not have failed: too few paired questions (or
+            conversations) for the paired randomisation test to reach p < alpha after
+            Holm's adjustment (6 at alpha 0.05 with one metric, 7 with two or three, 8
+            with four to six), whatever the scores; the message says how many it needs.
     """
     __tracebackhide__ = True
     if not 0 < alpha < 1:
@@ -105,6 +113,14 @@ def assert_no_regression(
     if unpaired:
         raise ScoreAssertionError(
             f"{counted(len(unpaired), 'metric')} could not be compared\n" + text, unpaired
+        )
+    compared = [(m.metric, m) for m in comparison.metrics.values()]
+    tests = sum(not math.isnan(m.p_value) for m in comparison.metrics.values())
+    words = GateWording("assert_no_regression", "fewer metrics (metrics=)", "alpha=")
+    why = cannot_fail(compared, alpha, tests, words)
+    if why is not None and not worse:  # a gate that could not have failed: no pass
+        raise ScoreAssertionError(
+            why + "\n" + text, [m.metric for m in comparison.metrics.values()]
         )
     if worse:
         raise ScoreAssertionError(

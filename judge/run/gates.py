@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judge.errors import JudgeError, is_replay_miss
+from judge.formatting import counted
 from judge.metrics.registry import higher_is_better
 from judge.run.data import APP_FAILED
 from judge.run.result_view import ResultView
@@ -42,14 +43,21 @@ class GateWords:
     gate: str = "gates"
     fail_under: str = "fail_under"
     max_error_rate: str = "max_error_rate"
+    allow_nan: str = "allow_nan"
 
     def gate_example(self, text: str) -> str:
         """How the caller writes one gate string."""
         return f"--gate {text!r}" if self.gate.startswith("--") else f"{self.gate}=[{text!r}]"
 
+    def allow_example(self, metric: str) -> str:
+        """How the caller lets a metric's undefined rows be left out of its mean."""
+        if self.allow_nan.startswith("--"):
+            return f"{self.allow_nan} {metric}"
+        return f"{self.allow_nan}=True (or {self.allow_nan}={{{metric!r}}})"
+
 
 PYTHON_WORDS = GateWords()
-CLI_WORDS = GateWords("--gate", "--fail-under", "--max-error-rate")
+CLI_WORDS = GateWords("--gate", "--fail-under", "--max-error-rate", "--allow-nan")
 
 
 @dataclass(frozen=True)
@@ -191,12 +199,17 @@ class Gates:
         max_error_rate: the largest share of judged rows with a failed judge, and of all
             rows that could not be read, that passes (exit 3 above it). A strict replay
             that missed a judgment, and a metric that scored no row, fail whatever it says.
+        allow_nan: True, or the metrics whose undefined rows (NaN: no claims, no
+            contexts, no ground truth) may be left out of the mean a bound holds; by
+            default a gated metric with undefined rows misses its bound, as a mean over
+            the rest could stand on a few rows (`undefined_rows`).
         words: how the caller names these settings, for error messages.
     """
 
     bounds: tuple[Bound, ...] = ()
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     words: GateWords = field(default=PYTHON_WORDS, compare=False, repr=False)
+    allow_nan: bool | frozenset[str] = False
 
     def __post_init__(self) -> None:
         rate = self.max_error_rate
@@ -219,6 +232,7 @@ class Gates:
         fail_under: Mapping[str, float] | None = None,
         max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
         words: GateWords = PYTHON_WORDS,
+        allow_nan: bool | Collection[str] = False,
     ) -> Gates:
         """The gates of `METRIC>=VALUE`/`METRIC<=VALUE` strings (or `Bound`s) and of
         `fail_under` floors (refused on a metric where lower is better).
@@ -227,6 +241,7 @@ class Gates:
             gates: the bounds, as strings or `Bound`s.
             fail_under: metric -> the lowest mean that passes.
             max_error_rate: see `Gates.max_error_rate`.
+            allow_nan: see `Gates.allow_nan`.
             words: how the caller names these settings (`CLI_WORDS` under the CLI).
         """
         if isinstance(gates, str):
@@ -242,7 +257,7 @@ class Gates:
                     f"{words.fail_under} {metric}: give a finite number, not {value!r}"
                 )
             bounds.append(floor(metric, float(number), words))
-        return cls(tuple(bounds), max_error_rate, words)
+        return cls(tuple(bounds), max_error_rate, words, allowed_nan(allow_nan, words))
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -295,10 +310,33 @@ class Gates:
             if b.metric in held:
                 missed += Gates((b,)).missed_by_intervals(held, what)
                 continue
-            mean = summary[b.metric].mean if b.metric in summary else math.nan
-            if not b.passes(mean):
+            stats = summary.get(b.metric)
+            mean = stats.mean if stats is not None else math.nan
+            undefined = self.undefined_rows(stats) if stats is not None else None
+            if not math.isnan(mean) and undefined is not None:
+                missed.append(f"{b.metric}: {undefined}")
+            elif not b.passes(mean):
                 missed.append(b.missed(mean))
         return missed
+
+    def undefined_rows(self, stats: MetricSummary) -> str | None:
+        """Why a gated metric's mean cannot be held to a bound for its undefined rows, or
+        None: the one rule of `judge eval --gate` (and every front end of `Gates.verdict`)
+        and `judge.assert_evaluation`. A metric with undefined rows (NaN: no claims, no
+        contexts, no ground truth) misses its bounds unless `allow_nan` allows it: a mean
+        over the rest could stand on a few rows (1 scored of 100 passed a gate)."""
+        undefined = sum(stats.nan.values())
+        allowed = self.allow_nan is True or (
+            not isinstance(self.allow_nan, bool) and stats.metric in self.allow_nan
+        )
+        if not undefined or allowed:
+            return None
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(stats.nan.items()))
+        return (
+            f"{counted(undefined, 'row')} undefined ({reasons}); pass "
+            f"{self.words.allow_example(stats.metric)} to gate the mean of the "
+            f"{counted(stats.scored, 'row')} scored, which could stand on a few rows"
+        )
 
     def missed_by_intervals(
         self, intervals: Mapping[str, tuple[float, float]], what: str = "interval"
@@ -360,6 +398,22 @@ class Gates:
             unreadable_failed=unreadable is not None,
             replay_missed=replay_missed is not None,
         )
+
+
+def allowed_nan(allow_nan: object, words: GateWords = PYTHON_WORDS) -> bool | frozenset[str]:
+    """`Gates.allow_nan` of an allow_nan= (True, False, or metric names), checked."""
+    if isinstance(allow_nan, bool):
+        return allow_nan
+    if (
+        isinstance(allow_nan, str)
+        or not isinstance(allow_nan, Iterable)
+        or not all(isinstance(m, str) for m in allow_nan)
+    ):
+        raise JudgeError(
+            f"{words.allow_nan}={allow_nan!r}: {words.allow_nan} takes True or a collection "
+            f"of metric names, e.g. {words.allow_nan}={{{allow_nan!r}}}"
+        )
+    return frozenset(allow_nan)
 
 
 def no_scores_failure(result: ResultView, unscored: Sequence[str]) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import judge
@@ -149,3 +150,48 @@ def test_the_two_sample_test_is_kolmogorov_smirnovs():
     expected = scipy_stats.ks_2samp(a, b)
     assert d == pytest.approx(expected.statistic, abs=1e-15)
     assert p == pytest.approx(scipy_stats.kstwobign.sf(d * (60 * 45 / 105) ** 0.5), rel=1e-9)
+
+
+@pytest.mark.parametrize("value", [0.1, 0.2, 0.3, 0.6, 0.7, 0.9, 2 / 3, 4.2])
+@pytest.mark.parametrize("n", [3, 30, 40, 47])
+def test_labels_all_equal_have_no_interval_whatever_their_floats_mean(value: float, n: int):
+    # The mean of n labels all 0.9 is off 0.9 in the last bit for some n, and their
+    # standard deviation then ~1e-17, not 0: "no spread" is decided on the labels (all
+    # equal), not on the float result, so no zero-width interval is given as one.
+    result = judge.ppi_mean(np.linspace(0.6, 1, 270), np.linspace(0.6, 1, n), [value] * n)
+    assert result.low != result.low and result.high != result.high  # NaN: no interval
+    assert result.labels_only.low != result.labels_only.low
+    assert any(f"every label is {value:g}" in note for note in result.notes)
+    assert result.lam == 0.0 and result.mean == pytest.approx(value, rel=1e-15)
+    differences = judge.ppi_mean_difference(
+        judged_a=[0.2, 0.3] * 20,
+        judged_b=[0.4, 0.35] * 20,
+        judged_labelled_a=np.linspace(0.1, 0.5, n),
+        judged_labelled_b=np.linspace(0.2, 0.9, n),
+        labels_a=[0.0] * n,
+        labels_b=[value] * n,
+    )
+    assert differences.low != differences.low  # differences all equal: no interval
+
+
+def test_a_judge_with_one_score_gets_no_weight_whatever_its_floats_variance():
+    # 0.9 judged on every row: the variance of the scores is ~1e-33, not 0, and lambda was
+    # cov / that, clipped to 1, for a judge that tells nothing.
+    result = judge.ppi_mean([0.9] * 270, [0.9] * 30, [0, 1, 1] * 10)
+    assert result.lam == 0.0 and result.mean == pytest.approx(2 / 3)
+
+
+def test_judge_estimate_gate_is_not_met_by_thirty_labels_all_equal(tmp_path: Path):
+    # 30 graded labels all 0.9: their float mean is off in the last bit, and the gate was
+    # met on the interval [0.900, 0.900] (exit 0).
+    scores = [round(0.6 + 0.4 * ((i * 37) % 300) / 300, 3) for i in range(300)]
+    results = write_run(tmp_path / "run", scores)
+    records = [{"id": f"r{i}", "grade": 0.9, "sample": RANDOM} for i in range(0, 300, 10)]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    done = run(
+        "estimate", results, "--labels", labels, "--label", "grade", "--metric", "faithfulness",
+        "--gate", "faithfulness>=0.9",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "every label is 0.9" in done.stdout + done.stderr
