@@ -38,6 +38,9 @@ DEFAULT = "default"
 # when migrated: their server is unknown, so they are served only to a run that claims it
 # on purpose with cache_as="unknown".
 UNKNOWN = "unknown"
+# How a run's note on replay misses begins: the cache holds the model's judgments under
+# other identities (judge.llm.session makes them, judge.run.config.run_notes orders them).
+REPLAY_MISSES = "replay misses: "
 
 # Each provider's own endpoint (as litellm and the openai SDK use it when no api_base is
 # given), so that naming it explicitly is the same identity as not naming it.

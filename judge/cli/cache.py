@@ -32,7 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             a.add_argument(
                 "file", nargs="?", help="the JSONL file to write (export) or read (import)"
             )
-        a.set_defaults(func=run_cache, file=None)
+        if action == "export":
+            a.add_argument(
+                "--reproducible",
+                action="store_true",
+                help="write each entry's recording time (created) as 0, so the same "
+                "judgments recorded again export to the same bytes (for files kept in git)",
+            )
+        a.set_defaults(func=run_cache, file=None, reproducible=False)
     merge = actions.add_parser(
         "merge",
         help="merge caches (of shards, of machines) into a new one",
@@ -147,7 +154,7 @@ def run_cache(args: argparse.Namespace) -> int:
         raise JudgeError(f"{args.file}: no such file")
     with Cache(args.cache) as cache:
         if args.action == "export":
-            exported = cache.export_jsonl(args.file)
+            exported = cache.export_jsonl(args.file, reproducible=args.reproducible)
             print(terminal_text(f"exported {counted(exported, 'entry', 'entries')} to {args.file}"))
         elif args.action == "import":
             imported = cache.import_jsonl(args.file)

@@ -124,8 +124,9 @@ def merge_into(
     labels: Corrector | None = None,
 ) -> int:
     """Join the shards' outputs into the (open) output folder as `judge merge` does;
-    returns the exit code. With `cache` (`judge eval --processes`: the shards' cache), the
-    joined run's notes and damaged cache entries are said as a plain run says them."""
+    returns the exit code. The joined run's notes (every shard's) are said as a plain run
+    says them; with `cache` (`judge eval --processes`: the shards' cache), its damaged
+    cache entries too."""
     from judge.run.folder import RESULTS
     from judge.run.merge import merge_shards
 
@@ -138,7 +139,7 @@ def merge_into(
         result = merge_shards(shard_dirs, joined)
         if cache is not None:
             say_damaged(result, cache, replay=replay)
-            say_notes(result)
+        say_notes(result)
     return finish_run(result, folder, gates, results_written=True, labels=labels)
 
 

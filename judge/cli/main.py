@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
 import importlib
+import re
 import signal
 import sys
 import threading
@@ -65,6 +68,14 @@ EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM): what `timeout` and CI cancels 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `judge` console script; returns the exit code."""
+    kept = _never_unencodable()
+    try:
+        return _main(argv)
+    finally:
+        _restore(kept)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     # The command is the first argument (options before it are judge's own: --help,
     # --version, which need every command).
@@ -126,6 +137,77 @@ def _stopping(in_main_thread: bool) -> None:
     if in_main_thread:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+# What stdout and stderr write for a character their encoding lacks (a latin-1 or ASCII
+# locale, a Windows pipe in cp1252): judge's own symbols as ASCII of the same width where
+# there is one, anything else as JSON's escape of it. Never an error: a result that was
+# computed, written and gated must not end in exit 70 because a terminal lacks a character.
+UNENCODABLE = "judge-terminal"
+_LOOKALIKES = {
+    "\u2013": "-",  # en dash: an undefined value in a table (formatting.MISSING)
+    "\u2014": "-",
+    "\u0394": "d",  # Delta: a difference (B - A) in judge compare's table
+    "\u2191": "^",  # up and down arrows: the sign of a difference
+    "\u2193": "v",
+    "\u2192": "->",
+    "\u2026": "...",  # a text cut short
+}
+_JSON = re.compile(r"\s*[\[{]")
+
+
+def _escape_unencodable(error: UnicodeError) -> tuple[str, int]:
+    """The codec error handler UNENCODABLE.
+
+    In text that is JSON (a write starting with `{` or `[`: `--format json`), every
+    character is written as JSON's escape of it (a surrogate pair above U+FFFF), so the
+    output parses to the same values; in other text the symbols of `_LOOKALIKES` are written
+    in ASCII (the columns of a table keep their width) and the rest as the same escape,
+    which `judge.formatting.terminal_text` uses for control characters.
+    """
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    json = _JSON.match(error.object) is not None
+    out = []
+    for char in error.object[error.start : error.end]:
+        code = ord(char)
+        if not json and char in _LOOKALIKES:
+            out.append(_LOOKALIKES[char])
+        elif code > 0xFFFF:
+            high, low = divmod(code - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), error.end
+
+
+codecs.register_error(UNENCODABLE, _escape_unencodable)
+
+
+def _never_unencodable() -> list[tuple[object, str | None]]:
+    """Set stdout's and stderr's error handler to UNENCODABLE (the encoding is kept: a UTF-8
+    stream writes every character but a lone surrogate); returns what to restore."""
+    kept = []
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:  # not a text file (a StringIO, which writes every character)
+            continue
+        try:
+            errors = stream.errors
+            reconfigure(errors=UNENCODABLE)
+        except (ValueError, OSError, AttributeError):  # closed, or its pipe gone
+            continue
+        kept.append((stream, errors))
+    return kept
+
+
+def _restore(kept: list[tuple[object, str | None]]) -> None:
+    """Put back the error handlers `_never_unencodable` replaced (main is called in-process
+    by tests and by Python programs, whose streams it leaves as it found them)."""
+    for stream, errors in kept:
+        # (ValueError: closed, as an app may close sys.stdout; OSError: its pipe gone)
+        with contextlib.suppress(ValueError, OSError):
+            stream.reconfigure(errors=errors)  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

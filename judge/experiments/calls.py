@@ -44,7 +44,9 @@ from judge.run.data import JsonlRecords, LazySequence, parse_relevance
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
-LATENCY = "app_latency_s"  # the columns every app_outputs.jsonl row has
+# The columns every app_outputs.jsonl row has; the latency is a timing, left out of the
+# rows' data hash (judge.run.digest.TIMINGS).
+LATENCY = "app_latency_s"
 ERROR = "app_error"
 
 

@@ -417,6 +417,7 @@ async def run_experiment(
     result = await aevaluate_rows(loaded, columns, source, judged)
     result.config = dataclasses.replace(
         result.config,
+        source=APP_OUTPUTS,  # in the folder: its bytes are the same wherever the folder is
         app=app_record(app, stats, testset, app_concurrency, app_timeout),
     )
     return result
@@ -462,7 +463,7 @@ async def _run_chats(
     # Every turn, also those not played after a failure (asked + reused counts the calls).
     record["questions"] = sum(len(chat.slots) for chat in testset.chats)
     record["conversations"] = len(testset.chats)
-    result.config = dataclasses.replace(result.config, app=record)
+    result.config = dataclasses.replace(result.config, source=APP_OUTPUTS, app=record)
     return result
 
 

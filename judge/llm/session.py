@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from judge.cache.entries import CacheEntry
-from judge.cache.identity import recorded_servers, server_identity
+from judge.cache.identity import REPLAY_MISSES, recorded_servers, server_identity
 from judge.cache.memo import DEFAULT_BYTES, ResponseMemo
 from judge.cache.store import Cache
 from judge.cache.write_batch import WriteBatch
@@ -340,7 +340,7 @@ class LLMSession:
                     f"{', '.join(repr(n) for n in others)}: to replay them through this "
                     f"address, pass {names}."
                 )
-                self.replay_hints.append(f"replay misses: {self._elsewhere[origin]}")
+                self.replay_hints.append(f"{REPLAY_MISSES}{self._elsewhere[origin]}")
             else:
                 self._elsewhere[origin] = (
                     "Record it with a read-write run, or check that the model, prompt, "

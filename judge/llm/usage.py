@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -48,6 +51,32 @@ class Usage:
 
 # The counted fields, in their order (dataclasses.fields is slow to ask for every row).
 COUNTED = tuple(f.name for f in fields(Usage) if f.name != "last_call")
+_COUNTS = tuple(name for name in COUNTED if name != "known_cost")  # the integers
+
+
+class UsageSum:
+    """Usage summed over a run's rows (each row's `usage.total`), the same in any order the
+    rows are added: the counts are integers, and the cost is summed exactly (`math.fsum`),
+    so a run resumed from its checkpoint sums what an uninterrupted one does."""
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(COUNTED, 0)
+        self.costs = array("d")  # the rows' known costs that are not 0 (8 bytes each)
+
+    def add(self, total: Mapping[str, Any]) -> None:
+        """Add one row's `usage.total` (a row without one adds nothing)."""
+        counts = self.counts
+        for name in _COUNTS:
+            counts[name] += total.get(name) or 0
+        cost = total.get("known_cost") or 0.0
+        if cost:
+            self.costs.append(cost)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The sum as `Usage.as_dict` gives it (the same keys, in the same order)."""
+        usage = Usage()
+        usage.__dict__.update(self.counts, known_cost=math.fsum(self.costs))
+        return usage.as_dict()
 
 
 class UsageLedger:

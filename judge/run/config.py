@@ -8,11 +8,26 @@ summary.json has always had. It reads as a mapping of that form too
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from judge.cache.identity import REPLAY_MISSES
 from judge.run.shard import Shard
+
+
+def run_notes(*parts: Iterable[str]) -> list[str]:
+    """A run's `notes` from those of its parts, the same list however the run was made: in
+    one process the plan's notes and the session's replay hints; joined from shards
+    (`judge merge`, `--processes`), each shard's notes.
+
+    Each note is listed once; the replay hints (one per model and server whose judgments
+    the cache holds under other identities, beginning with REPLAY_MISSES) come after the
+    other notes, sorted, as which shard or request missed first is not the run's to say.
+    """
+    seen = dict.fromkeys(note for notes in parts for note in notes)
+    hints = sorted(note for note in seen if note.startswith(REPLAY_MISSES))
+    return [note for note in seen if not note.startswith(REPLAY_MISSES)] + hints
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ def _sample_fields(sample: Sample) -> dict[str, Any]:
         sample = dataclasses.replace(sample, history=())
     if sample.extra:
         fields = dataclasses.asdict(sample)
+        for column in TIMINGS.intersection(fields["extra"]):
+            del fields["extra"][column]
     else:
         fields = {name: getattr(sample, name) for name in _SAMPLE_FIELDS}
     if not sample.in_conversation:
@@ -54,6 +56,10 @@ def _sample_fields(sample: Sample) -> dict[str, Any]:
     return fields
 
 
+# Columns that are timings, not data: kept in the rows, left out of their hash, so the same
+# data hashes alike however fast it was made (judge experiment's `app_latency_s`, the
+# app's latency, which judge.experiments.calls.LATENCY names).
+TIMINGS = frozenset({"app_latency_s"})
 _SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 _TURN_FIELDS = ("history", "turn", "conversation_id")
 

@@ -17,6 +17,7 @@ from judge import ir
 from judge.aio import gather_or_cancel
 from judge.llm.judge import Judge
 from judge.llm.session import LLMSession
+from judge.llm.usage import UsageSum
 from judge.metrics.judgments import Conversations
 from judge.metrics.prompts import Prompt
 from judge.metrics.registry import Metric
@@ -104,6 +105,8 @@ async def execute(
     # Where each finished row is in the spill file: on disk too (8 MiB a million rows).
     offsets = RowOffsets(size, temporary_dir=temporary_dir)
     digest = DataDigest() if plan.data_sha256 is None else None
+    # summary.json's usage: the rows', those resumed from the checkpoint among them.
+    usage = UsageSum()
     resumed = 0
     # The places of the rows taken from the checkpoint (a byte a row, only on a resume).
     taken: bytearray | None = None
@@ -120,6 +123,7 @@ async def execute(
             record = ResultRow.from_json(line["result"])
             at = place(row.number)
             tally.add(record, at=at)
+            usage.add(record.usage.get("total") or {})
             offsets[at] = spill.write(spill.encode(row.number, line["input"], record))
             taken[at] = 1
             resumed += 1  # counted by Progress(resumed=...)
@@ -151,6 +155,7 @@ async def execute(
             )
             at = place(row.number)
             tally.add(record, at=at)
+            usage.add(record.usage.get("total") or {})
             line = memo.line(row, record, input_hash) if memo is not None else None
             if line is None:
                 line = spill.encode(row.number, input_hash, record)
@@ -184,7 +189,8 @@ async def execute(
             store.close()
         bar.close()
     finished = spill.rows(offsets, names)
-    usage = session.usage.total().as_dict() if session else {}
+    # (summed over the rows in any order alike: a resumed run's is the uninterrupted run's)
+    summed = usage.as_dict() if session else {}
     # Every row went through the workers' generator, so through the digest.
     recorded = {} if digest is None else {"data_sha256": digest.hexdigest(plan.data_rows)}
     config = plan.config(
@@ -198,7 +204,7 @@ async def execute(
         # Damaged entries found in this run (never served): judge eval says so.
         cache_damaged=cache.damaged - damaged if cache is not None else 0,
     )
-    return EvaluationResult(finished, names, config, usage, tally=tally)
+    return EvaluationResult(finished, names, config, summed, tally=tally)
 
 
 def _places(plan: RunPlan, rows: Sequence[Row] | InputRows) -> tuple[int, Callable[[int], int]]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from judge.errors import InputFormatError
 from judge.run.checkpoint import RowFile, scan_lines
-from judge.run.config import RunConfig
+from judge.run.config import RunConfig, run_notes
 from judge.run.folder import RunFolder, check_results_hash, file_sha256
 from judge.run.results import EvaluationResult
 from judge.run.rows import ResultRow, RowTally
@@ -229,6 +229,8 @@ def merge_shards(
         resumed_rows=sum(int(s.config.get("resumed_rows", 0)) for s in shards),
         seconds=round(sum(float(s.config.get("seconds", 0.0)) for s in shards), 3),
         cache_damaged=sum(int(s.config.get("cache_damaged", 0)) for s in shards),
+        # every shard's: a replay miss in shard 2's rows alone is noted as one process does
+        notes=run_notes(*(s.config.get("notes") or [] for s in shards)),
     )
     rows = RowFile(rows_path, offsets, metrics=metrics, verbatim=True)
     usage = sum_usage([s.usage for s in shards])

@@ -28,7 +28,7 @@ from judge.llm.config import LLM, Embeddings
 from judge.metrics.prompts import Prompt, load_prompt_set, load_prompts
 from judge.metrics.registry import Metric, higher_is_better
 from judge.metrics.resolve import MetricChoice, MetricLike, choose_metrics
-from judge.run.config import RunConfig
+from judge.run.config import RunConfig, run_notes
 from judge.run.data import Row
 from judge.run.digest import row_hash
 from judge.run.gates import Gates
@@ -88,8 +88,8 @@ class RunPlan:
         """The run's `RunConfig`: this plan's choices, plus what execution recorded
         (structured_output, cache, cache_mode, resumed_rows, seconds, notes, ray,
         cache_damaged, and data_sha256 when the plan has none); the plan's notes come
-        first."""
-        notes = [*self.metrics.notes, *recorded.pop("notes", [])]
+        first, then the replay hints (`judge.run.config.run_notes`)."""
+        notes = run_notes(self.metrics.notes, recorded.pop("notes", []))
         data_sha256 = recorded.pop("data_sha256", None) or self.data_sha256
         if data_sha256 is None:
             raise ValueError("the plan's data hash is computed by its run: give data_sha256")

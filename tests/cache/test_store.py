@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sqlite3
 
@@ -136,3 +137,26 @@ def test_a_cache_whose_folder_cannot_be_made_says_it_is_the_cache(tmp_path):
     blocker.write_text("")
     with pytest.raises(CacheError, match=r"the cache's folder .* cannot be made .*--no-cache"):
         Cache(blocker / "sub" / "cache.sqlite")
+
+
+def test_cache_export_reproducible_writes_the_same_bytes_from_two_recordings(tmp_path):
+    """`judge cache export --reproducible` is `export_jsonl(reproducible=True)`: the same
+    judgments recorded at two times export to the same bytes (for fixtures kept in git)."""
+    from tests.helpers.cli import run
+
+    for name, created in (("a", 1.5), ("b", 99.25)):
+        with Cache(tmp_path / f"{name}.sqlite") as cache:
+            cache.put(dataclasses.replace(entry(1), created=created))
+        done = run("cache", "export", tmp_path / f"{name}.sqlite", tmp_path / f"{name}.jsonl",
+                   "--reproducible")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        plain = run("cache", "export", tmp_path / f"{name}.sqlite", tmp_path / f"{name}-t.jsonl")
+        assert plain.returncode == 0, plain.stderr
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert '"created":0.0' in (tmp_path / "a.jsonl").read_text()
+    assert '"created":99.25' in (tmp_path / "b-t.jsonl").read_text()  # without: the time
+    with Cache(tmp_path / "a.sqlite") as cache:
+        cache.export_jsonl(tmp_path / "python.jsonl", reproducible=True)
+    assert (tmp_path / "python.jsonl").read_bytes() == (tmp_path / "a.jsonl").read_bytes()
+    refused = run("cache", "import", tmp_path / "a.sqlite", tmp_path / "a.jsonl", "--reproducible")
+    assert refused.returncode == 2 and "--reproducible" in refused.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -278,3 +279,63 @@ def test_labels_are_refused_with_the_route_for_an_experiments_answers(server, tm
     assert "judge estimate OUT --labels FILE" in done.stderr
     assert "judge eval OUT/app_outputs.jsonl --labels FILE" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+# The fields of an experiment's summary.json that are timings (docs/guides/cache-and-replay.md
+# lists them): wall times, and the app's latencies.
+TIMINGS = (("seconds",), ("app", "seconds"), ("app", "latency_s"))
+_TIMING_TEXT = re.compile(r'(&quot;|")(seconds|p50|p95|max)\1: [0-9.]+')
+
+
+def without_timings(summary: dict) -> dict:
+    config = json.loads(json.dumps(summary["config"]))
+    for path in TIMINGS:
+        *parents, last = path
+        place = config
+        for key in parents:
+            place = place[key]
+        assert last in place, path
+        place[last] = None
+    return {**summary, "config": config}
+
+
+def test_two_identical_experiments_in_other_folders_write_the_same_bytes(server, tmp_path):
+    """Replayed twice, into folders of different names and places, an experiment writes
+    results.jsonl, summary.json and report.html byte for byte alike but for the timings:
+    the source is recorded as the file's name in the folder, and the data hash is of the
+    data (the app's latency column is a timing, not data)."""
+    data = questions(tmp_path / "q.jsonl")
+    args = ["--cache", tmp_path / "c.sqlite", "--cache-as", "fake", "--no-record"]
+
+    def flags(url: str, out: Path) -> list[str]:
+        given = experiment_args(data, "answer", server, out)
+        given.remove("--no-cache")
+        given[given.index(server.base_url)] = url
+        return given
+
+    fill = run(*flags(server.base_url, tmp_path / "fill"), *args)
+    assert fill.returncode == 0, fill.stderr
+    args = [*args, "--replay"]
+    outs = [tmp_path / "one", tmp_path / "elsewhere" / "two ü"]
+    offline = "http://127.0.0.1:1/v1"  # nothing listens: every judgment is the cache's
+    for out in outs:
+        done = run(*flags(offline, out), *args)
+        assert done.returncode == 0, done.stderr
+    one, two = outs
+    assert (one / "results.jsonl").read_bytes() == (two / "results.jsonl").read_bytes()
+    a = json.loads((one / "summary.json").read_text(encoding="utf-8"))
+    b = json.loads((two / "summary.json").read_text(encoding="utf-8"))
+    assert a["config"]["source"] == "app_outputs.jsonl"
+    assert without_timings(a) == without_timings(b)
+    for name in ("summary.json", "report.html"):
+        texts = [_TIMING_TEXT.sub("TIME", (out / name).read_text(encoding="utf-8")) for out in outs]
+        assert texts[0] == texts[1], name
+    # The latencies stay in the rows the app gave, and the hash is judge eval's of them.
+    rows = read_jsonl(one / "app_outputs.jsonl")
+    assert all(isinstance(row["app_latency_s"], float) for row in rows)
+    again = run("eval", one / "app_outputs.jsonl", "--model", "openai/judge", "--api-key", "k",
+                "--api-base", offline, "--out", tmp_path / "again", "--no-progress",
+                *args)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    c = json.loads((tmp_path / "again" / "summary.json").read_text(encoding="utf-8"))
+    assert c["config"]["data"] == a["config"]["data"]

@@ -55,5 +55,6 @@ def eval_args(data: Path, base_url: str, cache: Path, out: Path, *extra: object)
 
 
 def report_without_timing(text: str) -> str:
-    text = re.sub(r"&quot;seconds&quot;: [0-9.]+", "SECONDS", text)
+    """report.html (or summary.json) without config.seconds and config.cache."""
+    text = re.sub(r'(&quot;|")seconds(&quot;|"): [0-9.]+', "SECONDS", text)
     return re.sub(r"&quot;cache&quot;: &quot;[^&]*&quot;", "CACHE", text)

@@ -176,6 +176,63 @@ def test_processes_judge_as_shards_and_write_the_unsharded_outputs(tmp_path, fak
         assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
+def test_a_replay_hint_of_any_shard_reaches_the_joined_run(tmp_path, fake_llm_server):
+    """Replay misses in shard 2's rows alone: `--processes 2` and `judge merge` of the two
+    shards note the `--cache-as` to give as one process does, on stderr and in summary.json
+    and report.html, which are one process's byte for byte but for config.seconds."""
+    fake_llm_server.chat = heuristic_judge
+    items = [
+        {
+            "id": f"q{i}",
+            "question": f"What does item {i} cost?",
+            "answer": f"Item {i} costs {i} euros.",
+            "contexts": [f"Item {i} costs {i} euros.", "Shipping is free."],
+            "ground_truth": f"{i} euros.",
+        }
+        for i in range(8)
+    ]
+    data = tmp_path / "a.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in items), encoding="utf-8")
+    for item in items[1::2]:  # the odd rows, shard 2 of 2's, changed
+        item["answer"] += " It ships today."
+    changed = tmp_path / "b.jsonl"
+    changed.write_text("".join(json.dumps(r) + "\n" for r in items), encoding="utf-8")
+    flags = ["--model", "openai/judge", "--api-key", "k", "--metrics", "faithfulness"]
+    flags += ["--cache", tmp_path / "c.sqlite", "--no-progress", "--no-record"]
+    url = fake_llm_server.base_url
+    # The cache holds every row under the identity 'fake', the changed rows under 'other'.
+    for rows_file, name in ((data, "fake"), (changed, "other")):
+        done = run("eval", rows_file, *flags, "--api-base", url, "--cache-as", name, "--out",
+                   tmp_path / name)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    replay = ["eval", changed, *flags, "--api-base", "http://127.0.0.1:1/v1", "--replay"]
+    replay += ["--cache-as", "fake"]
+    one = run(*replay, "--out", tmp_path / "one")
+    assert one.returncode == 3
+    hint = "pass --cache-as other"
+    assert hint in one.stderr
+    notes = json.loads((tmp_path / "one" / "summary.json").read_text())["config"]["notes"]
+    assert len(notes) == 1 and notes[0].startswith("replay misses: ") and hint in notes[0]
+
+    two = run(*replay, "--processes", 2, "--out", tmp_path / "two")
+    for i in (1, 2):
+        done = run(*replay, "--shard", f"{i}/2", "--out", tmp_path / f"s{i}")
+        assert done.returncode == (0 if i == 1 else 3), done.stderr
+    assert "--cache-as" not in (tmp_path / "s1" / "summary.json").read_text()  # shard 2's
+    merged = run("merge", tmp_path / "merged", tmp_path / "s2", tmp_path / "s1", "--no-record")
+    for joined, done in (("two", two), ("merged", merged)):
+        assert done.returncode == 3, done.stderr
+        assert done.stderr.count(hint) == one.stderr.count(hint), done.stderr
+        folder = tmp_path / joined
+        assert (folder / "results.jsonl").read_bytes() == (
+            tmp_path / "one" / "results.jsonl"
+        ).read_bytes()
+        for name in ("summary.json", "report.html"):
+            assert report_without_timing((folder / name).read_text()) == report_without_timing(
+                (tmp_path / "one" / name).read_text()
+            ), (joined, name)
+
+
 def test_processes_resume_finished_shards_and_stop_on_a_dead_one(tmp_path, fake_llm_server):
     from judge.llm.config import LLM
     from judge.run.data import load_rows
