@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 # One stylesheet for report.html and compare.html; CJK font fallbacks for Chinese data.
@@ -62,6 +63,15 @@ def number(value: float | None, digits: int = 3, sign: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return MISSING
     return f"{value:{sign}.{digits}f}"
+
+
+def noted(notes: Mapping[str, str]) -> list[str]:
+    """Notes by name as lines, one a note, names that share one joined: {"a": "x", "b": "x"}
+    -> ["a, b: x."] (the intervals' notes under a table)."""
+    names: dict[str, list[str]] = {}
+    for name, note in notes.items():
+        names.setdefault(note, []).append(name)
+    return [f"{', '.join(shared)}: {note}." for note, shared in names.items()]
 
 
 def counted(count: int, word: str, plural: str = "") -> str:
