@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 # One stylesheet for report.html and compare.html; CJK font fallbacks for Chinese data.
@@ -79,6 +80,15 @@ def pairs_used(total: int, used: dict[str, int]) -> str:
     fewer = [f"{metric}: {n}" for metric, n in used.items() if n != total]
     head = counted(total, "paired sample")
     return head + (f" ({', '.join(fewer)}, the others undefined on a side)" if fewer else "")
+
+
+def noted(notes: Mapping[str, str]) -> list[str]:
+    """Notes by name as lines, one a note, names that share one joined: {"a": "x", "b": "x"}
+    -> ["a, b: x."] (the intervals' notes under a table)."""
+    names: dict[str, list[str]] = {}
+    for name, note in notes.items():
+        names.setdefault(note, []).append(name)
+    return [f"{', '.join(shared)}: {note}." for note, shared in names.items()]
 
 
 def counted(count: int, word: str, plural: str = "") -> str:

@@ -42,9 +42,21 @@ def _resamples(n: int) -> Iterator[np.ndarray]:
 
 
 def bootstrap_ci(
-    values: np.ndarray, level: float = 0.95, *, clusters: np.ndarray | None = None
+    values: np.ndarray,
+    level: float = 0.95,
+    *,
+    clusters: np.ndarray | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(values): of one metric, or of paired differences.
+    """Expanded percentile bootstrap interval of mean(values): of one metric, or of paired
+    differences.
+
+    The percentiles are taken at the level `expanded_tail` gives for n resampled units (rows,
+    or conversations with `clusters`): the plain percentile interval is too narrow with few
+    units (about 83% coverage for a "95%" interval at n = 5). One unit, or units whose means
+    are all equal, give no bootstrap interval: `few_units_interval` says what is given
+    instead (NaN bounds, or the exact bound when `bounds` is known and every value is at one
+    of its ends) and `interval_note` why.
 
     Seeded, so the same values give the same interval byte for byte; NaN for no values.
 
@@ -53,14 +65,264 @@ def bootstrap_ci(
         level: the interval's coverage.
         clusters: the cluster (conversation) of each value, numbered 0..C-1: whole
             clusters are resampled (`cluster_bootstrap_cis`); None resamples values.
+        bounds: the range every value is known to lie in, e.g. (0, 1) for judge's LLM metrics
+            and (-1, 1) for their paired differences; None when it is not known.
     """
     if clusters is not None:
-        return cluster_bootstrap_cis([values], [clusters], level)[0]
-    return bootstrap_cis([values], level)[0]
+        return cluster_bootstrap_cis([values], [clusters], level, bounds=[bounds])[0]
+    return bootstrap_cis([values], level, bounds=[bounds])[0]
 
 
-def bootstrap_cis(columns: Sequence[np.ndarray], level: float = 0.95) -> list[tuple[float, float]]:
-    """`bootstrap_ci` of each column, each interval exactly as `bootstrap_ci` gives it alone.
+# The significant digits of the expanded tail kept (`expanded_tail`): the last bits of
+# libm's lgamma, exp and erfc may differ between platforms; rounded, the tail (and so the
+# interval) is the same on each.
+_TAIL_DIGITS = 12
+T_EXPANSION_FROM = 1000  # `t_quantile` by its asymptotic expansion from this many df
+
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(upper: float, df: int) -> float:
+    """The t distribution's upper quantile: t with P(T > t) = `upper` for T ~ t(df).
+
+    Below `T_EXPANSION_FROM` degrees of freedom, found by bisection (to the last bit of a
+    float) on the tail probability 0.5 * I_x(df/2, 1/2), x = df / (df + t^2), the
+    regularised incomplete beta function evaluated by its continued fraction
+    (`_incomplete_beta`); from there on (where the fraction's rounding grows to 1e-11), the
+    Cornish-Fisher expansion of t in powers of 1/df to 1/df^4 (Abramowitz & Stegun 26.7.5),
+    whose next term is below 1e-15 there at 95%. Deterministic; tested against known
+    quantiles.
+
+    Args:
+        upper: the upper tail probability, strictly between 0 and 0.5.
+        df: the degrees of freedom, a positive integer.
+    """
+    if not 0 < upper < 0.5 or df < 1:
+        raise InputFormatError(
+            f"t_quantile needs upper= strictly between 0 and 0.5 and df= a whole number of "
+            f"at least 1, not upper={upper!r}, df={df!r}"
+        )
+    if df >= T_EXPANSION_FROM:
+        x = NormalDist().inv_cdf(1 - upper)
+        g1 = (x**3 + x) / 4
+        g2 = (5 * x**5 + 16 * x**3 + 3 * x) / 96
+        g3 = (3 * x**7 + 19 * x**5 + 17 * x**3 - 15 * x) / 384
+        g4 = (79 * x**9 + 776 * x**7 + 1482 * x**5 - 1920 * x**3 - 945 * x) / 92160
+        return x + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+    lo, hi = 0.0, 1.0
+    while _t_upper(hi, df) > upper:
+        lo, hi = hi, hi * 2
+    while True:
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            return hi
+        if _t_upper(mid, df) > upper:
+            lo = mid
+        else:
+            hi = mid
+
+
+def _t_upper(t: float, df: int) -> float:
+    """P(T > t) for T ~ t(df), t >= 0."""
+    t2 = t * t
+    if t2 == 0.0:
+        return 0.5
+    # log x and log(1 - x) of x = df / (df + t^2), each without cancellation
+    return 0.5 * _incomplete_beta(
+        df / 2, 0.5, df / (df + t2), t2 / (df + t2), -math.log1p(t2 / df), math.log(t2 / (df + t2))
+    )
+
+
+def _incomplete_beta(a: float, b: float, x: float, y: float, log_x: float, log_y: float) -> float:
+    """The regularised incomplete beta function I_x(a, b) of b = 1/2, y = 1 - x and the
+    logarithms of both given computed on their own (no cancellation): the continued
+    fraction of Abramowitz & Stegun 26.5.8, by the modified Lentz method (Press et al.,
+    Numerical Recipes, section 6.4), on the side where it converges fast."""
+    log_front = _log_gamma_ratio(a) - math.lgamma(b) + a * log_x + b * log_y
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, y) / b
+
+
+def _log_gamma_ratio(a: float) -> float:
+    """log(Gamma(a + 1/2) / Gamma(a)); for a >= 50 from the difference of the two Stirling
+    series (lgamma of large a loses the difference's digits: 1e-10 at a = 500,000)."""
+    if a < 50:
+        return math.lgamma(a + 0.5) - math.lgamma(a)
+    h = a + 0.5
+    # (h - 1/2) log h - h - ((a - 1/2) log a - a) = a log1p(1/(2a)) + log(a)/2 - 1/2
+    head = a * math.log1p(0.5 / a) + 0.5 * math.log(a) - 0.5
+    series = (
+        (1 / h - 1 / a) / 12
+        - (1 / h**3 - 1 / a**3) / 360
+        + (1 / h**5 - 1 / a**5) / 1260
+        - (1 / h**7 - 1 / a**7) / 1680
+    )
+    return head + series
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of I_x(a, b) (Numerical Recipes' betacf)."""
+    tiny, eps = 1e-300, 2.3e-16  # eps: just above a float's 2^-52
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):  # a <= 500 here: about sqrt(a) terms are enough
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < eps:
+            break
+    return h
+
+
+# Below this many units the expanded percentiles fall at the resamples' extremes: the
+# interval is their range (`interval_note` says so).
+RANGE_BOUND_UNITS = 5
+
+
+@functools.lru_cache(maxsize=256)
+def expanded_tail(n: int, level: float = 0.95) -> float:
+    """The tail probability at which the expanded percentile interval of n resampled units
+    takes its bootstrap percentiles.
+
+    Hesterberg's expanded percentile interval (T. Hesterberg, "What Teachers Should Know
+    About the Bootstrap: Resampling in the Undergraduate Statistics Curriculum", The
+    American Statistician 69(4), 371-386, 2015, section on the expanded percentile
+    interval): the percentile interval of a mean is too narrow in small samples, by the
+    factor sqrt((n-1)/n) of the plug-in standard deviation and by z in place of t; taking
+    the percentiles at alpha' with z_{alpha'/2} = sqrt(n/(n-1)) t_{alpha/2, n-1} undoes
+    both. The tail is rounded to `_TAIL_DIGITS` significant digits (the same on every
+    platform). n < 2: NaN (no interval).
+
+    Args:
+        n: the units resampled (rows, or conversations in a cluster bootstrap).
+        level: the interval's coverage, strictly between 0 and 1.
+    """
+    if n < 2:
+        return math.nan
+    t = t_quantile((1 - level) / 2, n - 1)
+    z = math.sqrt(n / (n - 1)) * t
+    return float(f"{0.5 * math.erfc(z / math.sqrt(2)):.{_TAIL_DIGITS}g}")
+
+
+def few_units_interval(
+    unit_means: np.ndarray,
+    values: np.ndarray,
+    level: float = 0.95,
+    bounds: tuple[float, float] | None = None,
+    unit: str = "row",
+    word: str = "value",
+) -> tuple[float, float, str] | None:
+    """The one rule for a mean the bootstrap cannot give an interval of: (low, high, note),
+    or None when the bootstrap applies (two units or more, not all the same).
+
+    One unit (one row, one conversation): no interval, NaN bounds. Units whose means are all
+    equal: every resample has that mean, so the bootstrap interval would have zero width.
+    When every value is at an end of `bounds` (all 1 of a [0, 1] metric), the exact bound
+    holds for any variable in that range: P(n units all at the top) <= (share of the range
+    the mean reaches)^n, so the interval is [lo + (hi - lo) (alpha/2)^(1/n), hi] (mirrored
+    at the bottom), Clopper-Pearson's for n successes in n. Otherwise NaN bounds.
+
+    Args:
+        unit_means: the mean of each unit (each value, or each conversation's mean).
+        values: the values themselves.
+        level: the interval's coverage.
+        bounds: the range the values are known to lie in, or None.
+        unit: what a unit is called in the note ("row", "conversation", "pair").
+        word: what a value is called in the note ("value", "difference").
+    """
+    n = unit_means.size
+    if n == 0:
+        return None
+    if n == 1:
+        return (
+            math.nan,
+            math.nan,
+            f"one {unit}: no interval (a bootstrap interval needs two {unit}s or more)",
+        )
+    top, bottom = float(unit_means.max()), float(unit_means.min())
+    if top - bottom > 1e-12 * max(1.0, abs(top), abs(bottom)):
+        return None
+    units = f"{n} {unit}s"
+    if bounds is not None:
+        lo, hi = float(bounds[0]), float(bounds[1])
+        end = ((1 - level) / 2) ** (1 / n)
+        for edge, low, high in ((hi, lo + (hi - lo) * end, hi), (lo, lo, hi - (hi - lo) * end)):
+            if bool(np.all(values == edge)):
+                return (
+                    low,
+                    high,
+                    f"every {word} is {edge:g}: the interval is the exact bound for {units} "
+                    f"all at the end of [{lo:g}, {hi:g}] (a bootstrap interval would have "
+                    "zero width)",
+                )
+    if bool(np.all(values == values[0])):
+        shown = f"every {word} is {bottom:g}"
+    else:
+        shown = f"the {units} have the same mean, {bottom:g}"
+    return (
+        math.nan,
+        math.nan,
+        f"{shown}: no interval (with no spread among the {units} a bootstrap interval "
+        "would have zero width)",
+    )
+
+
+def interval_note(
+    values: np.ndarray,
+    *,
+    clusters: np.ndarray | None = None,
+    level: float = 0.95,
+    bounds: tuple[float, float] | None = None,
+    unit: str = "row",
+) -> str | None:
+    """What the reader of `bootstrap_ci` of these arguments should know, or None: why it
+    gave no bootstrap interval (`few_units_interval`), or, from 2 to `RANGE_BOUND_UNITS` - 1
+    units, that the interval cannot reach past their values. Its units are called `unit`
+    ("row", or "pair" for paired differences), or conversations when `clusters` are given.
+
+    No resample's mean lies outside the units' own range, so however far the percentiles
+    are expanded, the interval of n units holds the mean no more often than their range
+    does: for a symmetric spread, 1 - 2^(1-n) (50% for 2, 75% for 3, 88% for 4). From 5
+    on the expanded percentiles lie inside the resamples (9 of 10,000 below at 5)."""
+    means = values if clusters is None else _cluster_means(values, clusters)
+    name = "conversation" if clusters is not None else unit
+    got = few_units_interval(
+        means, values, level, bounds, name, "difference" if unit == "pair" else "value"
+    )
+    if got is not None:
+        return got[2]
+    if 2 <= means.size < RANGE_BOUND_UNITS:
+        n = means.size
+        return (
+            f"only {n} {name}s: the interval cannot reach past their values, so it holds the "
+            f"true mean less often than {level:.0%} (about {1 - 2 ** (1 - n):.0%} for a "
+            "symmetric spread of scores)"
+        )
+    return None
+
+
+def _cluster_means(values: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    """The mean of each cluster's values, clusters numbered 0..C-1."""
+    if not values.size:
+        return np.zeros(0)
+    return np.bincount(clusters, weights=values) / np.bincount(clusters)
+
+
+def bootstrap_cis(
+    columns: Sequence[np.ndarray],
+    level: float = 0.95,
+    *,
+    bounds: Sequence[tuple[float, float] | None] | None = None,
+) -> list[tuple[float, float]]:
+    """`bootstrap_ci` of each column, each interval exactly as `bootstrap_ci` gives it alone
+    (`bounds`: each column's, or None for none known).
 
     Below `TIED_FROM` values, and for columns with more distinct values than one in
     `TIED_SHARE`, the resamples draw row indices (`_resamples`); columns of one length
@@ -72,11 +334,15 @@ def bootstrap_cis(columns: Sequence[np.ndarray], level: float = 0.95) -> list[tu
     """
     out: list[tuple[float, float]] = [(math.nan, math.nan)] * len(columns)
     by_size: dict[int, list[int]] = {}
-    tail = (1 - level) / 2
+    ranges = list(bounds) if bounds is not None else [None] * len(columns)
     for i, values in enumerate(columns):
+        rule = few_units_interval(values, values, level, ranges[i])
+        if rule is not None:
+            out[i] = rule[:2]
+            continue
         means = _tied_means(values)
         if means is not None:
-            out[i] = _percentiles(means, tail)
+            out[i] = _percentiles(means, expanded_tail(values.size, level))
         elif values.size:
             by_size.setdefault(values.size, []).append(i)
     # A chunk's means are taken in a thread while the next chunk's indices are drawn: numpy
@@ -85,15 +351,22 @@ def bootstrap_cis(columns: Sequence[np.ndarray], level: float = 0.95) -> list[tu
     for n, members in by_size.items():
         of_chunk = functools.partial(_chunk_means, [columns[i] for i in members])
         chunks = list(map_ahead(of_chunk, _resamples(n)))
+        tail = expanded_tail(n, level)
         for k, i in enumerate(members):
             out[i] = _percentiles(np.concatenate([chunk[k] for chunk in chunks]), tail)
     return out
 
 
 def cluster_bootstrap_cis(
-    columns: Sequence[np.ndarray], clusters: Sequence[np.ndarray], level: float = 0.95
+    columns: Sequence[np.ndarray],
+    clusters: Sequence[np.ndarray],
+    level: float = 0.95,
+    *,
+    bounds: Sequence[tuple[float, float] | None] | None = None,
 ) -> list[tuple[float, float]]:
-    """Percentile cluster-bootstrap interval of the mean of each column, its values grouped.
+    """Expanded percentile cluster-bootstrap interval of the mean of each column, its values
+    grouped: the percentiles at `expanded_tail` of C clusters, and `few_units_interval` for
+    one conversation or conversations whose means are all equal.
 
     The cluster (or "case") bootstrap of hierarchical data: each resample draws as many
     clusters as there are, uniformly with replacement, and keeps all the values of every
@@ -114,12 +387,13 @@ def cluster_bootstrap_cis(
         clusters: per column, the cluster of each value: integers 0..C-1, every one used
             (a value alone in its cluster is resampled as a row is).
         level: the interval's coverage.
+        bounds: each column's known range, as in `bootstrap_ci`, or None for none known.
 
     Returns:
         (low, high) per column; NaN for a column of no values.
     """
     out: list[tuple[float, float]] = [(math.nan, math.nan)] * len(columns)
-    tail = (1 - level) / 2
+    ranges = list(bounds) if bounds is not None else [None] * len(columns)
     by_size: dict[int, list[int]] = {}
     totals: list[tuple[np.ndarray, np.ndarray]] = []
     for i, (values, cluster) in enumerate(zip(columns, clusters, strict=True)):
@@ -130,7 +404,10 @@ def cluster_bootstrap_cis(
         if np.any(sizes == 0):
             raise ValueError(f"column {i}: cluster numbers must run 0..C-1 with none unused")
         totals.append((sums, sizes))
-        if values.size:
+        rule = few_units_interval(sums / sizes, values, level, ranges[i], "conversation")
+        if rule is not None:
+            out[i] = rule[:2]
+        elif values.size:
             by_size.setdefault(sums.size, []).append(i)
     for c, members in by_size.items():
         chunks: list[list[np.ndarray]] = [[] for _ in members]
@@ -138,6 +415,7 @@ def cluster_bootstrap_cis(
             for k, i in enumerate(members):
                 sums, sizes = totals[i]
                 chunks[k].append(sums[draws].sum(axis=1) / sizes[draws].sum(axis=1))
+        tail = expanded_tail(c, level)
         for k, i in enumerate(members):
             out[i] = _percentiles(np.concatenate(chunks[k]), tail)
     return out

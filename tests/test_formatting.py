@@ -48,3 +48,10 @@ def test_no_unsafe_character_is_left_and_json_stays_the_same_json(text: str) -> 
 )
 def test_one_is_singular_and_every_other_count_plural(count, word, plural, shown):
     assert counted(count, word, plural) == shown
+
+
+def test_noted_joins_the_names_that_share_a_note():
+    from judge.formatting import noted
+
+    assert noted({"a": "x", "b": "y", "c": "x"}) == ["a, c: x.", "b: y."]
+    assert noted({}) == []

@@ -27,15 +27,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from judge.errors import InputFormatError
-from judge.formatting import MISSING, counted, number, p_text, pairs_used
+from judge.formatting import MISSING, counted, noted, number, p_text, pairs_used
 from judge.json_values import nan_to_null
-from judge.metrics.registry import higher_is_better
+from judge.metrics.registry import higher_is_better, metric_range
 from judge.run.folder import RunFolder
 from judge.run.gates import users_metrics
 from judge.run.rows import Resampling, ResultRow, RowTally
 from judge.stats import (
     bootstrap_ci,
     holm,
+    interval_note,
     permutation_p_value,
     reaches,
     smallest_p_value,
@@ -65,6 +66,9 @@ class MetricComparison:
     higher_is_better: bool = True
     # the conversations its pairs belong to, when conversations were resampled; else None
     conversations: int | None = None
+    # why the interval is not a bootstrap one (one pair or conversation, differences all
+    # the same: `judge.stats.few_units_interval`); else None
+    interval_note: str | None = None
 
     @property
     def significant(self) -> bool:
@@ -116,7 +120,7 @@ class Comparison:
                 name: {
                     k: v
                     for k, v in asdict(m).items()
-                    if k != "metric" and not (k == "conversations" and v is None)
+                    if k != "metric" and not (k in ("conversations", "interval_note") and v is None)
                 }
                 for name, m in self.metrics.items()
             },
@@ -154,6 +158,9 @@ class Comparison:
         )
         if self.resampled is not None:
             lines.append(f"CI and p {self.resampled}.")
+        lines += noted(
+            {m.metric: m.interval_note for m in self.metrics.values() if m.interval_note}
+        )
         if self.by_turn:
             lines += ["", *self._turn_table()]
         return "\n".join(lines)
@@ -243,7 +250,9 @@ def compare_one(
     xb = np.array([p[1] for p in pairs], dtype=np.float64)
     diff = xb - xa
     groups = None if clusters is None else _numbered([clusters[i] for i in kept])
-    low, high = bootstrap_ci(diff, clusters=groups)
+    scale = None if lower else metric_range(metric)  # a runs' own metric: not known
+    bounds = None if scale is None else (scale[0] - scale[1], scale[1] - scale[0])
+    low, high = bootstrap_ci(diff, clusters=groups, bounds=bounds)
     better_up = higher_is_better(metric) and not lower
     return MetricComparison(
         metric=metric,
@@ -260,6 +269,7 @@ def compare_one(
         losses=int((diff < 0).sum()) if better_up else int((diff > 0).sum()),
         higher_is_better=better_up,
         conversations=None if groups is None else len(set(groups.tolist())),
+        interval_note=interval_note(diff, clusters=groups, bounds=bounds, unit="pair"),
     )
 
 

@@ -136,7 +136,7 @@ def pairwise(preferred: np.ndarray, other: np.ndarray) -> tuple[dict[str, Measur
         if values.size == 0:
             out[name] = Measure(math.nan, math.nan, math.nan, "no scored pairs")
             continue
-        low, high = bootstrap_ci(values.astype(np.float64))
+        low, high = bootstrap_ci(values.astype(np.float64), bounds=(0.0, 1.0))
         out[name] = Measure(float(values.mean()), low, high)
     p = measures.sign_test(counts["wins"], counts["losses"])
     out["sign_test_p"] = Measure(

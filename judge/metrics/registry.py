@@ -13,8 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge.conversations import CONVERSATION_REFERENCE, FINAL_TURN
-from judge.errors import UnknownMetricError
-from judge.ir.measure_names import cutoff_of, did_you_mean, retrieval_names, valid_names
+from judge.errors import JudgeError, UnknownMetricError
+from judge.ir.measure_names import (
+    cutoff_of,
+    did_you_mean,
+    parse_measure,
+    retrieval_names,
+    valid_names,
+)
 from judge.metrics import findings, scorers, turns
 from judge.metrics.evidence import ANSWER, TRUTH, Evidence
 from judge.metrics.findings import Finding, FindingsOf
@@ -395,6 +401,24 @@ def unknown_metric(name: str, others: Iterable[str] = ()) -> UnknownMetricError:
     return UnknownMetricError(
         f"unknown metric {name!r}; valid names: {valid} (k a positive integer)"
     )
+
+
+def metric_range(name: str) -> tuple[float, float] | None:
+    """The range every score of the metric lies in: (0, 1) for the LLM-judged built-ins
+    (shares, 0/1 verdicts, nDCG) but answer_relevancy (a cosine similarity, which can fall
+    below 0), the tool-call metrics and the retrieval metrics (`ndcg@10`, `mrr`); None for
+    any other name (a custom metric may score on any scale)."""
+    if name in TOOL_METRICS:
+        return (0.0, 1.0)
+    try:
+        metric = get_metric(name)
+    except UnknownMetricError:
+        try:
+            parse_measure(name)
+        except JudgeError:
+            return None
+        return (0.0, 1.0)
+    return None if metric.name == "answer_relevancy" else (0.0, 1.0)
 
 
 def higher_is_better(name: str) -> bool:

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 
 from judge.errors import JudgeError
+from judge.formatting import number
 from judge.metrics.registry import higher_is_better
 from judge.monitor.baseline import Baseline
 from judge.monitor.windows import WindowCheck
@@ -101,7 +102,8 @@ class Alert:
             `min_drop` in the bad direction.
         current_mean: the mean of this window's scores.
         current_interval: its 95% bootstrap interval (`judge.stats.bootstrap_ci`, as every
-            judge summary).
+            judge summary); NaN bounds (null in JSON) when there is none: one row, or
+            rows all the same but all 0 or all 1 (those get the exact bound).
         since_mean: the mean of the scores since `since_window`.
         since_rows: how many scores that is.
         statistic: the e-detector's value (the average of the e-CUSUM statistics).
@@ -137,7 +139,7 @@ class Alert:
         b_low, b_high = self.baseline_interval
         return (
             f"{self.metric} {moved}: window {self.window} mean {self.current_mean:.3f} "
-            f"[{low:.3f}, {high:.3f}], {self.since_mean:.3f} over {self.since_rows} scores "
+            f"[{number(low)}, {number(high)}], {self.since_mean:.3f} over {self.since_rows} scores "
             f"since window {self.since_window}, against baseline {self.baseline_mean:.3f} "
             f"[{b_low:.3f}, {b_high:.3f}] ({self.baseline_source}; "
             f"reference {self.reference:.3f}); evidence "
@@ -155,7 +157,8 @@ class Alert:
             "baseline_interval": list(self.baseline_interval),
             "reference": self.reference,
             "current_mean": self.current_mean,
-            "current_interval": list(self.current_interval),
+            # null bounds: no interval (one row, or rows all the same)
+            "current_interval": [None if math.isnan(v) else v for v in self.current_interval],
             "since_mean": self.since_mean,
             "since_rows": self.since_rows,
             "statistic": self.statistic,
@@ -381,7 +384,7 @@ class DropDetector:
         lead = int(np.argmax(self._log_m))
         since_mean = float(self._since_sum[lead] / self._since_rows[lead])
         positions = np.flatnonzero(~nan)[np.argsort(good, kind="stable")[:WORST_ROWS]]
-        low, high = bootstrap_ci(kept)
+        low, high = bootstrap_ci(kept, bounds=(0.0, 1.0))  # scores in [0, 1], checked
         alert = Alert(
             metric=self.metric,
             window=window,

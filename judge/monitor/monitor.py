@@ -32,9 +32,9 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from judge.aio import sync_twin
 from judge.cache.store import Cache
 from judge.errors import JudgeError
-from judge.formatting import terminal_text
+from judge.formatting import number, terminal_text
 from judge.llm.config import LLM, Embeddings
-from judge.metrics.registry import higher_is_better
+from judge.metrics.registry import higher_is_better, metric_range
 from judge.metrics.resolve import MetricLike, resolve_metrics, split_metrics
 from judge.monitor.alerts import UNCHECKED, drop_check
 from judge.monitor.baseline import Baseline, run_baseline, window_baseline
@@ -249,7 +249,7 @@ class MonitorReport:
             )
         for window in self.windows:
             figures = ", ".join(
-                f"{m} {s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
+                f"{m} {s['mean']:.3f} [{number(s['ci_low'])}, {number(s['ci_high'])}]"
                 for m, s in window["metrics"].items()
                 if s["mean"] is not None
             )
@@ -277,8 +277,8 @@ def alert_line(alert: Mapping[str, Any]) -> str:
     now, base = alert["current"], alert["baseline"]
     return (
         f"ALERT {alert['metric']} in window {alert['window']}: {now['mean']:.3f} "
-        f"[{now['ci_low']:.3f}, {now['ci_high']:.3f}] against the baseline's "
-        f"{base['mean']:.3f} [{base['ci_low']:.3f}, {base['ci_high']:.3f}]"
+        f"[{number(now['ci_low'])}, {number(now['ci_high'])}] against the baseline's "
+        f"{base['mean']:.3f} [{number(base['ci_low'])}, {number(base['ci_high'])}]"
         + (f" ({base['source']})" if base.get("source") else "")
         + "; worst traces "
         + ", ".join(w["trace_id"] for w in alert["worst"])
@@ -383,10 +383,10 @@ class Monitor:
         """The baseline's scored rows, mean and interval in an alert: a pinned run's from
         its record (as judge eval reported them), else computed from its scores."""
         if base.run is None:
-            return metric_summary(list(base))
+            return metric_summary(list(base), metric_range(metric))
         found = self._run_figures.get(metric)
         if found is None:  # a record without them: computed once, not at every alert
-            found = self._run_figures[metric] = metric_summary(list(base))
+            found = self._run_figures[metric] = metric_summary(list(base), metric_range(metric))
         return found
 
     def _check_settings(self) -> None:
@@ -728,7 +728,9 @@ class Monitor:
         spec = self.window
         rows = self._scores(db, [number])
         metrics = sorted({m for r in rows for m in r["scores"]})
-        figures = {m: metric_summary([r["scores"].get(m) for r in rows]) for m in metrics}
+        figures = {
+            m: metric_summary([r["scores"].get(m) for r in rows], metric_range(m)) for m in metrics
+        }
         figures = {m: s for m, s in figures.items() if s["scored"]}
         # The baseline is the first K windows closed, as each recorded it: not the K
         # lowest numbers, which a straggler's window (a trace from hours before, a skewed

@@ -79,15 +79,19 @@ class WindowCheck(Protocol):
         ...
 
 
-def metric_summary(values: Sequence[float]) -> dict[str, Any]:
-    """A metric's figures in a window: scored rows, mean and 95% bootstrap interval."""
+def metric_summary(
+    values: Sequence[float], bounds: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """A metric's figures in a window: scored rows, mean and 95% bootstrap interval (None
+    bounds when there is none: one row, or rows all the same; `bounds` the metric's range,
+    `judge.metrics.registry.metric_range`, or None)."""
     scores = np.array([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     if not len(scores):
         return {"scored": 0, "mean": None, "ci_low": None, "ci_high": None}
-    low, high = bootstrap_ci(scores)
+    low, high = bootstrap_ci(scores, bounds=bounds)
     return {
         "scored": len(scores),
         "mean": float(scores.mean()),
-        "ci_low": float(low),
-        "ci_high": float(high),
+        "ci_low": None if math.isnan(low) else float(low),
+        "ci_high": None if math.isnan(high) else float(high),
     }

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from judge.formatting import MISSING, number
+from judge.formatting import MISSING, noted, number
 from judge.json_values import nan_to_null
 from judge.run.config import RunConfig
 from judge.run.corrected import Corrector
@@ -254,6 +254,9 @@ class EvaluationResult:
             nan = ", ".join(f"{k} {v}" for k, v in s.nan.items()) or MISSING
             lines.append(f"{s.metric:<22} {mean:>7} {ci:>17} {s.scored:>7} {s.errored:>7}  {nan}")
         resampling = self._tally.resampling()
+        notes = self._tally.interval_notes([s.metric for s in self.summary.values()])
+        if notes:
+            lines += ["", *noted(notes)]
         if resampling.unit == "conversation":
             lines += ["", f"95% CI {resampling}.", "", *self.turn_table()]
         return "\n".join(lines)

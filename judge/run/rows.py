@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from judge.json_values import dumps_nan_as_null, nan_to_null
-from judge.metrics.registry import JUDGE_ERROR
-from judge.stats import bootstrap_cis, cluster_bootstrap_cis
+from judge.metrics.registry import JUDGE_ERROR, metric_range
+from judge.stats import bootstrap_cis, cluster_bootstrap_cis, interval_note
 
 
 def _score_json(value: float | None) -> float | None:
@@ -113,7 +113,8 @@ class ResultRow:
 
 @dataclass(frozen=True)
 class MetricSummary:
-    """Mean, 95% bootstrap CI (NaN when no row was scored), rows scored, NaN by reason, errored."""
+    """Mean, 95% bootstrap CI (NaN when no row was scored, or when the bootstrap gives none:
+    `judge.stats.few_units_interval`), rows scored, NaN by reason, errored."""
 
     metric: str
     mean: float
@@ -425,6 +426,34 @@ class RowTally:
                 return scores[~np.isnan(scores)]
         return scores
 
+    def _groups(self, metrics: Sequence[str]) -> list[np.ndarray] | None:
+        """Each metric's scored rows' conversations, numbered 0..C-1 among them (a row that
+        is no turn as a conversation of its own); None unless rows are turns."""
+        clusters = self.clusters()
+        if clusters is None:
+            return None
+        groups = []
+        for metric in metrics:
+            scores = np.frombuffer(self._scores[metric], dtype=np.float64)
+            # numbered again among the rows this metric scored, in the same order
+            groups.append(_first_seen_order(clusters[~np.isnan(scores)]))
+        return groups
+
+    def interval_notes(self, metrics: Sequence[str]) -> dict[str, str]:
+        """Why a metric's summary has no bootstrap interval (one row or conversation, or
+        scores all the same: `judge.stats.interval_note`), by metric; only those."""
+        groups = self._groups(metrics)
+        notes = {}
+        for k, metric in enumerate(metrics):
+            note = interval_note(
+                self._defined_or_all(metric),
+                clusters=None if groups is None else groups[k],
+                bounds=metric_range(metric),
+            )
+            if note is not None:
+                notes[metric] = note
+        return notes
+
     def summary(self, metric: str) -> MetricSummary:
         """Mean, bootstrap interval, counts of one metric."""
         return self.summaries([metric])[metric]
@@ -524,16 +553,12 @@ class RowTally:
         (`judge.stats.cluster_bootstrap_cis`), each row that is no turn as a conversation
         of its own; else rows, as they always did."""
         columns = [self._defined_or_all(m) for m in metrics]
-        clusters = self.clusters()
-        if clusters is None:
-            intervals = bootstrap_cis(columns)
+        bounds = [metric_range(m) for m in metrics]
+        groups = self._groups(metrics)
+        if groups is None:
+            intervals = bootstrap_cis(columns, bounds=bounds)
         else:
-            groups = []
-            for metric in metrics:
-                scores = np.frombuffer(self._scores[metric], dtype=np.float64)
-                # numbered again among the rows this metric scored, in the same order
-                groups.append(_first_seen_order(clusters[~np.isnan(scores)]))
-            intervals = cluster_bootstrap_cis(columns, groups)
+            intervals = cluster_bootstrap_cis(columns, groups, bounds=bounds)
         return {
             metric: MetricSummary(
                 metric=metric,

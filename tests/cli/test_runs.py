@@ -60,7 +60,9 @@ def test_a_run_is_recorded_then_listed_shown_tagged_pinned_and_forgotten(
 
     code, out, _ = judge(capsys, "runs", "show", run_id[:5])
     assert code == 0 and f"outputs     {record.out_dir}\n" in out
-    assert re.search(r"faithfulness\s+\d\.\d{3}\s+\[\d\.\d{3}, \d\.\d{3}\]\s+3", out), out
+    # 3 rows all 1: the exact bound 0.025^(1/3); faithfulness's 3 scores all 0.5: none
+    assert re.search(r"context_recall\s+1\.000\s+\[0\.292, 1\.000\]\s+3", out), out
+    assert re.search(r"faithfulness\s+0\.500\s+-\s+3", out), out
 
     tagged = judge(capsys, "runs", "tag", "dense", "prod", "v1")[1]
     assert tagged == f"run {run_id}: tags prod, v1\n"

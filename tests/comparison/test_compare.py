@@ -44,7 +44,12 @@ def test_bootstrap_matches_an_independent_numpy_reference():
     diff = np.array([0.1, 0.2, -0.05, 0.3, 0.0, 0.15])
     rng = np.random.default_rng(0)  # same seed and draws, computed the plain way
     means = diff[rng.integers(0, diff.size, size=(10_000, diff.size))].mean(axis=1)
-    assert bootstrap_ci(diff) == tuple(np.quantile(means, [0.025, 0.975]))
+    # Hesterberg's expanded percentile interval: z at alpha'/2 = sqrt(n / (n-1)) t(0.975, n-1)
+    z = math.sqrt(6 / 5) * 2.5705818356363155  # t(0.975, 5), scipy.stats.t.ppf
+    tail = 0.5 * math.erfc(z / math.sqrt(2))
+    assert bootstrap_ci(diff) == pytest.approx(
+        tuple(np.quantile(means, [tail, 1 - tail])), rel=1e-9
+    )
 
 
 def test_holm_by_hand():

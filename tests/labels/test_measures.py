@@ -11,7 +11,7 @@ from scipy import stats
 from sklearn import metrics as skm
 
 from judge.labels import kinds, measures
-from judge.stats import BOOTSTRAP_RESAMPLES, bootstrap_ci, bootstrap_ci_of
+from judge.stats import BOOTSTRAP_RESAMPLES, bootstrap_ci, bootstrap_ci_of, expanded_tail
 
 
 def one(n: int) -> np.ndarray:
@@ -159,8 +159,10 @@ def test_undefined_measures_are_nan_not_errors():
 
 def test_the_bootstrap_of_any_statistic_draws_as_bootstrap_ci_does():
     values = (np.arange(37) % 3 == 0).astype(np.float64)
-    low, high, left_out = bootstrap_ci_of(lambda w: (w @ values / 37)[:, None], 37)
-    assert (low[0], high[0]) == bootstrap_ci(values) and left_out[0] == 0
+    # at the expanded level bootstrap_ci takes its percentiles at
+    level = 1 - 2 * expanded_tail(37)
+    low, high, left_out = bootstrap_ci_of(lambda w: (w @ values / 37)[:, None], 37, level)
+    assert (low[0], high[0]) == pytest.approx(bootstrap_ci(values), rel=1e-12) and left_out[0] == 0
 
 
 def test_binary_kind_reports_one_class_as_undefined_with_a_note():

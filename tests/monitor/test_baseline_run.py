@@ -104,8 +104,9 @@ def test_the_alert_line_names_the_pinned_run(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr  # --once: an alert fired
     assert "window 0: 10 rows" in done.stdout  # not a baseline window
     assert (
-        "ALERT faithfulness in window 0: 0.000 [0.000, 0.000] against the baseline's 1.000 "
-        f"[1.000, 1.000] (run {run_id}); worst traces"
+        # 10 rows all 0 against 20 all 1: the exact bounds, 1 - 0.025^(1/10) and 0.025^(1/20)
+        "ALERT faithfulness in window 0: 0.000 [0.000, 0.308] against the baseline's 1.000 "
+        f"[0.832, 1.000] (run {run_id}); worst traces"
     ) in done.stdout
 
 
@@ -351,9 +352,9 @@ def test_an_alert_takes_a_pinned_run_s_figures_from_its_record(
     traces_folder(tmp_path / "bad", bad_from=0, first=100)
     sizes: list[int] = []
 
-    def summary_of(values: Any) -> Any:
+    def summary_of(values: Any, bounds: Any = None) -> Any:
         sizes.append(len(values))
-        return metric_summary(values)
+        return metric_summary(values, bounds)
 
     monkeypatch.setattr(monitor_module, "metric_summary", summary_of)
     with FakeLLMServer(heuristic_judge) as server:

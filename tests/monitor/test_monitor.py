@@ -305,7 +305,12 @@ def test_windows_of_an_hour_follow_the_traces_start_times(tmp_path: Path) -> Non
     ]
     assert [w["metrics"]["faithfulness"]["mean"] for w in report.windows] == [1.0, 1.0, 0.0]
     interval = report.windows[0]["metrics"]["faithfulness"]
-    assert (interval["scored"], interval["ci_low"], interval["ci_high"]) == (3, 1.0, 1.0)
+    # 3 scores all 1 of a [0, 1] metric: the exact bound 0.025^(1/3), not a zero width
+    assert (interval["scored"], interval["ci_low"], interval["ci_high"]) == (
+        3,
+        ((1 - 0.95) / 2) ** (1 / 3),
+        1.0,
+    )
     # 6 baseline rows are too few for the drop test: said, not a crash, not silence
     assert report.alerts == []
     assert report.notes == [

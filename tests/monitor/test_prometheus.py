@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import prometheus_client
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -153,7 +154,10 @@ def test_the_scrape_counts_what_was_sent_and_judged_and_the_alert_after_the_drop
             assert value(samples, "judge_monitor_judge_requests_total") == judge.count() == 120
             assert value(samples, "judge_monitor_alerts_total", metric="faithfulness") == 1
             assert value(samples, "judge_monitor_window_mean", metric="faithfulness") == 0.0
-            assert value(samples, "judge_monitor_window_ci_high", metric="faithfulness") == 0.0
+            # 10 scores all 0: the exact bound 1 - 0.025^(1/10) of a [0, 1] metric
+            assert value(
+                samples, "judge_monitor_window_ci_high", metric="faithfulness"
+            ) == pytest.approx(1 - ((1 - 0.95) / 2) ** (1 / 10))
             assert value(samples, "judge_monitor_window_scored", metric="faithfulness") == 10
             assert value(samples, "judge_monitor_baseline_mean", metric="faithfulness") == 1.0
             assert value(samples, "judge_monitor_last_window_number") == 5

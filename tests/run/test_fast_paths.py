@@ -16,7 +16,7 @@ from judge.llm.transport import Fields
 from judge.run.checkpoint import Checkpoint
 from judge.run.evaluate import evaluate
 from judge.run.results import EvaluationResult, ResultRow, RowTally
-from judge.stats import TIED_FROM, bootstrap_ci, bootstrap_ci_of, bootstrap_cis
+from judge.stats import TIED_FROM, bootstrap_ci, bootstrap_ci_of, bootstrap_cis, expanded_tail
 from tests.helpers.judging import GOOD
 
 METRICS = ["faithfulness", "context_recall"]
@@ -32,8 +32,12 @@ def test_bootstrap_of_several_columns_equals_each_alone():
 
 
 def index_draw_interval(values: np.ndarray) -> tuple[float, float]:
-    """The interval of resampled row indices (bootstrap_ci_of always draws those)."""
-    low, high, _ = bootstrap_ci_of(lambda w: (w @ values / values.size)[:, None], values.size)
+    """The interval of resampled row indices (bootstrap_ci_of always draws those), at the
+    expanded level of bootstrap_ci's."""
+    level = 1 - 2 * expanded_tail(values.size)
+    low, high, _ = bootstrap_ci_of(
+        lambda w: (w @ values / values.size)[:, None], values.size, level
+    )
     return (float(low[0]), float(high[0]))
 
 

@@ -179,12 +179,13 @@
       var many = data.windows.length > 150;
       var radius = many ? 1.5 : 4, marker = many ? 6 : 9;
       var datasets = [
+        // A window with no interval (one row, or scores all the same) breaks the band.
         { label: "95% interval", data: data.windows.map(function (w) {
           return figure(w, metric, "ci_high"); }),
-        borderWidth: 0, pointRadius: 0, backgroundColor: BAND, fill: "+1", spanGaps: true },
+        borderWidth: 0, pointRadius: 0, backgroundColor: BAND, fill: "+1", spanGaps: false },
         { label: "95% interval (low end)", data: data.windows.map(function (w) {
           return figure(w, metric, "ci_low"); }),
-        borderWidth: 0, pointRadius: 0, backgroundColor: BAND, fill: false, spanGaps: true },
+        borderWidth: 0, pointRadius: 0, backgroundColor: BAND, fill: false, spanGaps: false },
         {
           label: "window mean",
           data: data.windows.map(function (w) { return figure(w, metric, "mean"); }),

@@ -75,7 +75,8 @@
               pointRadius: 0,
               backgroundColor: BAND,
               fill: "+1",
-              spanGaps: true,
+              // a run with no interval (one row, or scores all the same) breaks the band
+              spanGaps: false,
             },
             {
               label: "95% interval (low end)",
@@ -84,7 +85,7 @@
               pointRadius: 0,
               backgroundColor: BAND,
               fill: false,
-              spanGaps: true,
+              spanGaps: false,
             },
             {
               label: "mean",
