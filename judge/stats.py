@@ -534,9 +534,10 @@ def permutation_p_value(diff: np.ndarray, *, clusters: np.ndarray | None = None)
     trial's randomisation test; Gail et al. 1996, Statistics in Medicine 15, 1069-1092).
     mean(diff) is sum(totals) / n, so the test of the totals' mean is the same test.
 
-    NaN for no differences. A NaN difference is refused (an InputFormatError): it would
-    make every pattern's mean NaN and the p-value 0, and a NaN p-value counts as no test,
-    which a gate reads as no regression; leave out the pairs where either score is
+    NaN for no differences. A NaN or infinite difference is refused (an InputFormatError):
+    either makes every pattern's mean NaN or infinite and the p-value 0 (and a NaN p-value
+    counts as no test,
+    which a gate reads as no regression); leave out the pairs where either score is
     undefined first, as `judge.compare` does (`bootstrap_ci` takes no NaN either).
     """
     diff = np.asarray(diff, dtype=np.float64)
@@ -546,6 +547,12 @@ def permutation_p_value(diff: np.ndarray, *, clusters: np.ndarray | None = None)
             f"diff= holds {undefined} NaN difference{'s' if undefined != 1 else ''} of "
             f"{diff.size}: leave out the pairs where either score is undefined (NaN) "
             "before the test"
+        )
+    infinite = int(np.isinf(diff).sum())
+    if infinite:  # every pattern's mean would be +-inf or NaN: p 0 below the test's floor
+        raise InputFormatError(
+            f"diff= holds {infinite} infinite difference{'s' if infinite != 1 else ''} of "
+            f"{diff.size}: scores must be finite numbers"
         )
     if clusters is not None:
         return permutation_p_value(cluster_totals(diff, clusters))

@@ -26,7 +26,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
@@ -55,6 +55,8 @@ def _prompt(name: str, prompt: str | os.PathLike[str]) -> Any:
 def _as_score(name: str, value: Any) -> MetricScore:
     """A scorer's return value as a MetricScore; anything but a number is a clear error."""
     if isinstance(value, MetricScore):
+        if math.isinf(value.value):
+            _not_finite(name, repr(value.value))
         return value
     reason = None
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str):
@@ -64,13 +66,26 @@ def _as_score(name: str, value: Any) -> MetricScore:
             f"the scorer of metric {name!r} returned {type(value).__name__} "
             f"({value!r:.60}); return a number, (nan, 'reason') or MetricScore"
         )
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        value = None
+    if value is None or math.isinf(value):
+        _not_finite(name, "a number beyond a double" if value is None else repr(value))
     if math.isnan(value) and reason is None:
         raise JudgeError(
             f"the scorer of metric {name!r} returned NaN without a reason; "
             "return (float('nan'), 'why')"
         )
     return MetricScore(value, reason)
+
+
+def _not_finite(name: str, shown: str) -> NoReturn:
+    # inf would be written as `Infinity` (not JSON), make the mean inf and pass any gate
+    raise JudgeError(
+        f"the scorer of metric {name!r} returned {shown}; return a finite number, "
+        "(nan, 'reason') or MetricScore"
+    )
 
 
 def judged_metric(

@@ -212,6 +212,26 @@ def test_a_scorer_that_returns_a_non_number():
     assert "returned str ('great'); return a number" in result.errors["bad"]
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(float("inf"), "inf"), (-float("inf"), "-inf"), (10**400, "a number beyond a double")],
+    ids=["inf", "-inf", "10**400"],
+)
+def test_a_scorer_that_returns_an_infinite_number(value, shown):
+    # inf was kept as a score: results.jsonl and summary.json held `Infinity` (not JSON),
+    # the mean was inf and a gate `>=1` passed on it; 10**400 crashed float().
+    metric = judged_metric(
+        "big",
+        prompt="<<<system>>>\ns\n<<<user>>>\n{{answer}}",
+        output=Empty,
+        score=lambda r: value,
+    )
+    with FakeLLMServer(chat=lambda body: "{}") as server:
+        result = judge.score("q", "a", metrics=[metric], llm=llm(server))
+    assert result.reasons["big"] == "judge_error"
+    assert f"returned {shown}; return a finite number" in result.errors["big"]
+
+
 def judge_in(folder: Path, *args: str, env: dict[str, str] | None = None):
     """`judge ARGS` run in folder (where its ./pyproject.toml is)."""
     environ = {k: v for k, v in os.environ.items() if k != "JUDGE_METRICS_MODULES"}
