@@ -12,6 +12,7 @@ import pytest
 
 import judge
 from judge.pytest_plugin.assertions import ScoreAssertionError
+from judge.run.gates import CLI_WORDS, PYTHON_WORDS, Gates
 from judge.testing import FakeLLMServer, heuristic_judge
 from judge.traces.export import PASS, evaluation_events, read_results
 from tests.helpers.cli import run
@@ -208,3 +209,29 @@ def test_one_scored_row_of_ten_misses_the_gate_in_every_front_end(
         "--gate", gate, "--allow-nan", "faithfulness",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "flag"), [(CLI_WORDS, "--allow-nan names"), (PYTHON_WORDS, "allow_nan= names")]
+)
+def test_allow_nan_naming_a_metric_the_run_does_not_compute_is_refused(words, flag):
+    # A misspelt --allow-nan context_recal was taken in silence (the gate then missed with
+    # a message asking for --allow-nan context_recall, the name given never questioned).
+    gates = Gates.of(["context_recall>=0.5"], allow_nan=["context_recal"], words=words)
+    with pytest.raises(judge.JudgeError, match=f"{flag} context_recal, which the run does not"):
+        gates.check_metrics(["context_recall", "faithfulness"])
+    Gates.of(["context_recall>=0.5"], allow_nan=["faithfulness"], words=words).check_metrics(
+        ["context_recall", "faithfulness"]
+    )
+
+
+def test_assert_evaluation_refuses_allow_nan_naming_a_metric_not_scored(server):
+    result = judge.evaluate(
+        rows_of(ANSWERS["faithful"]),
+        metrics=["faithfulness"],
+        llm=judge.LLM("openai/judge-model", api_base=server.base_url),
+        progress=False,
+    )
+    with pytest.raises(judge.JudgeError, match="allow_nan= names faithfulnes, which the run"):
+        judge.assert_evaluation(result, gates=["faithfulness>=0.5"], allow_nan=["faithfulnes"])
+    judge.assert_evaluation(result, gates=["faithfulness>=0.5"], allow_nan=["faithfulness"])

@@ -383,6 +383,7 @@ def assert_evaluation(
                 "here, not both"
             )
         checked = dataclasses.replace(checked, allow_nan=allowed_nan(allow_nan))
+    checked.check_allow_nan(summary)
     failures: list[str] = []
     lines: list[str] = []
     for bound in checked.bounds:

@@ -281,6 +281,22 @@ class Gates:
                 f"run does not compute (its metrics: {', '.join(names) or 'none'}): add "
                 f"{'it' if one else 'them'} to the metrics or drop the gate"
             )
+        self.check_allow_nan(names)
+
+    def check_allow_nan(self, computed: Iterable[str]) -> None:
+        """Refuse an allow_nan naming a metric the run does not compute (a misspelt name
+        would leave the metric it meant failing, the name given never questioned)."""
+        if isinstance(self.allow_nan, bool):
+            return
+        names = list(computed)
+        strays = sorted(m for m in self.allow_nan if m not in names)
+        if strays:
+            flag = self.words.allow_nan
+            raise JudgeError(
+                f"{flag if flag.startswith('--') else flag + '='} names {', '.join(strays)}, "
+                f"which the run does not compute (its metrics: {', '.join(names) or 'none'}):"
+                " name the metrics whose undefined rows the gates may leave out"
+            )
 
     def summary(self, missed: Sequence[str]) -> dict[str, Any]:
         """The gates as summary.json records them ("required": the floor by metric, the
