@@ -217,3 +217,22 @@ def test_a_monitor_window_of_one_row_has_no_interval():
         }
     )
     assert "0.400 [–, –] against the baseline's 0.900 [0.850, 0.950]" in line
+
+
+@pytest.mark.parametrize("n", [20, 50, 100, 1000])
+def test_one_value_off_the_end_is_no_narrower_than_none(n):
+    # 50 rows all 1 gave [0.929, 1] (the exact bound), 49 of 1 and one 0 gave [0.940, 1]:
+    # a run with a failure looked more certain than a perfect one.
+    perfect = np.ones(n)
+    one_off = perfect.copy()
+    one_off[0] = 0.0
+    low_perfect = bootstrap_ci(perfect, bounds=(0.0, 1.0))[0]
+    low_one_off = bootstrap_ci(one_off, bounds=(0.0, 1.0))[0]
+    assert low_one_off <= low_perfect
+    high_none = bootstrap_ci(1 - perfect, bounds=(0.0, 1.0))[1]
+    assert bootstrap_ci(1 - one_off, bounds=(0.0, 1.0))[1] >= high_none
+    # conversations: one conversation off the end of 20
+    clusters = np.repeat(np.arange(n // 2 if n > 20 else 10), 2)[:n]
+    size = clusters.size
+    low_c = bootstrap_ci(one_off[:size], clusters=clusters, bounds=(0.0, 1.0))[0]
+    assert low_c <= bootstrap_ci(perfect[:size], clusters=clusters, bounds=(0.0, 1.0))[0]
