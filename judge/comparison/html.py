@@ -9,7 +9,7 @@ import os
 from judge.comparison.evaluations import ALPHA, Comparison, MetricComparison
 from judge.comparison.many import ManyComparison, MetricChange, QuestionDiff
 from judge.comparison.trec_runs import left_out_note
-from judge.formatting import MISSING, escape, number, p_text, page, write_page
+from judge.formatting import MISSING, counted, escape, number, p_text, page, write_page
 from judge.run.report_html import contexts_html, evidence_html
 from judge.run.rows import ResultRow
 
@@ -159,8 +159,9 @@ def render_compare(comparison: Comparison, findings: list[str]) -> str:
         "judge compare",
         "<h1>judge compare</h1>"
         f"<p class=small>A: {escape(comparison.label_a)}<br>B: {escape(comparison.label_b)}<br>"
-        f"{len(comparison.keys)} paired samples; unmatched {len(comparison.unmatched_a)} in A, "
-        f"{len(comparison.unmatched_b)} in B.{_left_out_html(comparison)} Δ = B - A; 95% "
+        f"{counted(len(comparison.keys), 'paired sample')}; unmatched "
+        f"{len(comparison.unmatched_a)} in A, {len(comparison.unmatched_b)} in B."
+        f"{_left_out_html(comparison)} Δ = B - A; 95% "
         "paired bootstrap CI; two-sided paired randomisation test; Holm-Bonferroni "
         f"adjustment; significant at p < {ALPHA}.{_resampled_note(comparison)}</p>"
         "<table><tr><th>metric</th><th>A</th><th>B</th><th>Δ</th><th>95% CI of Δ</th>"

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from judge.formatting import counted
 from judge.json_values import dumps_nan_as_null, nan_to_null
 from judge.metrics.registry import JUDGE_ERROR, metric_range
 from judge.stats import bootstrap_cis, cluster_bootstrap_cis, interval_note
@@ -189,8 +190,11 @@ class Resampling:
 
     def __str__(self) -> str:
         if self.unit == "row":
-            return f"resampled by row ({self.rows} rows)"
-        return f"resampled by conversation ({self.units} conversations, {self.rows} turns)"
+            return f"resampled by row ({counted(self.rows, 'row')})"
+        return (
+            f"resampled by conversation ({counted(self.units, 'conversation')}, "
+            f"{counted(self.rows, 'turn')})"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The resampling as summary.json records it."""
