@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,28 +233,22 @@ def _compare_many(args: argparse.Namespace, baseline: str, others: list[str]) ->
             ),
             file=sys.stderr,
         )
+    from judge.comparison.evaluations import ALPHA, GateWording, cannot_fail
+
     compared = [
         (f"{v.label}: {m.metric}", m) for v in many.versus for m in v.comparison.metrics.values()
     ]
-    return _gate(args, bool(regressions), compared, many.tests, "fewer metrics (--metric) or runs")
+    words = GateWording("--fail-on-regression", "fewer metrics (--metric) or runs")
+    return _gate(args, bool(regressions), cannot_fail(compared, ALPHA, many.tests, words))
 
 
-def _gate(
-    args: argparse.Namespace,
-    failed: bool,
-    compared: list[tuple[str, Any]],
-    tests: int,
-    fewer: str = "fewer metrics (--metric)",
-) -> int:
+def _gate(args: argparse.Namespace, failed: bool, why: str | None) -> int:
     """--fail-on-regression's exit code: 1 on a regression; a gate that could not have
-    failed (too few paired questions or conversations for the test to reach p < 0.05
-    after Holm's adjustment, `cannot_fail`) is refused (exit 2) rather than passed, and
-    beside a regression it is warned of."""
-    from judge.comparison.evaluations import ALPHA, GateWording, cannot_fail
-
+    failed (`why`: too few paired questions or conversations for the test to reach
+    p < 0.05 after Holm's adjustment, `cannot_fail`) is refused (exit 2) rather than
+    passed, and beside a regression it is warned of."""
     if not args.fail_on_regression:
         return 0
-    why = cannot_fail(compared, ALPHA, tests, GateWording("--fail-on-regression", fewer))
     if why is not None and not failed:
         raise GateCannotFailError(why)
     if why is not None:
@@ -265,7 +258,7 @@ def _gate(
 
 def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
     """B against A: two evaluations, two TREC runs (--qrels) or two columns (--columns)."""
-    from judge.comparison.evaluations import compare, write_json
+    from judge.comparison.evaluations import ALPHA, GateWording, compare, write_json
     from judge.comparison.html import write_compare
     from judge.comparison.trec_runs import compare_runs, left_out_note, unjudged_loss_warning
     from judge.ir import read_qrels, read_run
@@ -363,9 +356,8 @@ def _compare_two(args: argparse.Namespace, a: str, b: str | None) -> int:
         raise GateCannotFailError(f"--fail-on-regression: {untrusted}")
     if untrusted is not None:
         print(terminal_text(f"judge: warning: {untrusted}"), file=sys.stderr)
-    compared = [(m.metric, m) for m in comparison.metrics.values()]
-    tests = sum(not math.isnan(m.p_value) for m in comparison.metrics.values())
-    return _gate(args, bool(regressions or worse), compared, tests)
+    words = GateWording("--fail-on-regression", "fewer metrics (--metric)")
+    return _gate(args, bool(regressions or worse), comparison.gate_cannot_fail(ALPHA, words))
 
 
 def _few_labels(labelled: dict[str, Any]) -> str | None:

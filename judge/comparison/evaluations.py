@@ -34,6 +34,7 @@ from judge.run.folder import RunFolder
 from judge.run.gates import users_metrics
 from judge.run.rows import Resampling, ResultRow, RowTally
 from judge.stats import (
+    EXACT_LIMIT,
     bootstrap_ci,
     holm,
     interval_note,
@@ -107,6 +108,12 @@ class Comparison:
     def regressions(self) -> list[MetricComparison]:
         """Metrics that got significantly worse."""
         return [m for m in self.metrics.values() if m.significant and m.worse]
+
+    def gate_cannot_fail(self, alpha: float, words: GateWording) -> str | None:
+        """`cannot_fail` of this comparison's metrics, Holm-adjusted across those tested
+        (the ones with a p-value)."""
+        tests = sum(not math.isnan(m.p_value) for m in self.metrics.values())
+        return cannot_fail([(m.metric, m) for m in self.metrics.values()], alpha, tests, words)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (the `--format json` output), NaN as null."""
@@ -317,7 +324,7 @@ def cannot_fail(
         f", {label} {n}" for label, n, _ in others
     )
     smallest = smallest_p_value(most)
-    shown = f"2/2^{most} = {smallest:.4g}" if 0 < most <= 20 else f"{smallest:.4g}"
+    shown = f"2/2^{most} = {smallest:.4g}" if 0 < most <= EXACT_LIMIT else f"{smallest:.4g}"
     family = f" (Holm across {tests} tests: {alpha:g}/{tests})" if tests > 1 else ""
     larger = f", or a larger {words.alpha}" if words.alpha else ""
     if needed is None:

@@ -4,13 +4,12 @@ alpha), never on a fixed threshold that flakes; print the differences either way
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from judge.comparison.evaluations import Comparison, GateWording, cannot_fail, compare
+from judge.comparison.evaluations import Comparison, GateWording, compare
 from judge.errors import JudgeError
 from judge.formatting import counted, number, p_text
 from judge.pytest_plugin.assertions import ScoreAssertionError
@@ -114,10 +113,8 @@ def assert_no_regression(
         raise ScoreAssertionError(
             f"{counted(len(unpaired), 'metric')} could not be compared\n" + text, unpaired
         )
-    compared = [(m.metric, m) for m in comparison.metrics.values()]
-    tests = sum(not math.isnan(m.p_value) for m in comparison.metrics.values())
     words = GateWording("assert_no_regression", "fewer metrics (metrics=)", "alpha=")
-    why = cannot_fail(compared, alpha, tests, words)
+    why = comparison.gate_cannot_fail(alpha, words)
     if why is not None and not worse:  # a gate that could not have failed: no pass
         raise ScoreAssertionError(
             why + "\n" + text, [m.metric for m in comparison.metrics.values()]
