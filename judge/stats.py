@@ -252,8 +252,8 @@ def few_units_interval(
     units = f"{n} {unit}s"
     if bounds is not None:
         lo, hi = float(bounds[0]), float(bounds[1])
-        end = ((1 - level) / 2) ** (1 / n)
-        for edge, low, high in ((hi, lo + (hi - lo) * end, hi), (lo, lo, hi - (hi - lo) * end)):
+        top_low, bottom_high = _end_bounds(n, level, lo, hi)
+        for edge, low, high in ((hi, top_low, hi), (lo, lo, bottom_high)):
             if bool(np.all(values == edge)):
                 return (
                     low,
@@ -434,10 +434,15 @@ def _no_tighter_at_an_end(
     from the ends the bound lies beyond the interval and changes nothing."""
     if bounds is None:
         return interval
-    lo, hi = float(bounds[0]), float(bounds[1])
+    top_low, bottom_high = _end_bounds(n, level, float(bounds[0]), float(bounds[1]))
+    return min(interval[0], top_low), max(interval[1], bottom_high)
+
+
+def _end_bounds(n: int, level: float, lo: float, hi: float) -> tuple[float, float]:
+    """The exact bounds of n units all at an end of [lo, hi]: the low bound when all are at
+    hi, lo + (hi - lo) (alpha/2)^(1/n), and the high bound when all are at lo (mirrored)."""
     end = ((1 - level) / 2) ** (1 / n)
-    low, high = interval
-    return min(low, lo + (hi - lo) * end), max(high, hi - (hi - lo) * end)
+    return lo + (hi - lo) * end, hi - (hi - lo) * end
 
 
 def cluster_totals(values: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
@@ -534,6 +539,15 @@ def bootstrap_ci_of(
     return (low, high, (~defined).sum(axis=0))
 
 
+def _sign_patterns(n: int, chunk: int) -> Iterator[np.ndarray]:
+    """Every pattern of n signs (+1 or -1), as the rows of matrices of at most `chunk` rows
+    (pattern k flips the units whose bit is set in k), in order."""
+    bits = np.arange(n, dtype=np.int64)
+    for lo in range(0, 1 << n, chunk):
+        patterns = np.arange(lo, min(lo + chunk, 1 << n), dtype=np.int64)
+        yield 1.0 - 2.0 * ((patterns[:, None] >> bits) & 1)
+
+
 def _count_extreme(diff: np.ndarray, signs: np.ndarray, observed: float) -> int:
     """How many sign patterns give |mean| at least the observed |mean| (with float slack)."""
     means = np.abs(signs @ diff) / diff.size
@@ -582,13 +596,8 @@ def permutation_p_value(diff: np.ndarray, *, clusters: np.ndarray | None = None)
     if observed == 0.0:
         return 1.0
     if n <= EXACT_LIMIT:
-        total, extreme = 1 << n, 0
-        bits = np.arange(n, dtype=np.int64)
-        for lo in range(0, total, 1 << 16):
-            patterns = np.arange(lo, min(lo + (1 << 16), total), dtype=np.int64)
-            signs = 1.0 - 2.0 * ((patterns[:, None] >> bits) & 1)
-            extreme += _count_extreme(diff, signs, observed)
-        return extreme / total
+        extreme = sum(_count_extreme(diff, signs, observed) for signs in _sign_patterns(n, 1 << 16))
+        return extreme / (1 << n)
     rng = np.random.default_rng(SEED)
     extreme, step = 0, max(1, 4_000_000 // n)
     for lo in range(0, RANDOM_PERMUTATIONS, step):
@@ -956,18 +965,16 @@ def _ppi(
     # Decided on the data, not by se == 0.0: labels all 0.9 have a mean off in the last
     # bit for some n, a standard error ~1e-17, and so an interval of zero width.
     flat = bool(no_spread(kept_labels, scores, unlabelled, np.asarray(lam)))
+    if flat or same_labels:
+        exact = _no_spread_interval(kept_labels, confidence, proportion, binary_difference)
     if flat:
         # Labels that are all the same have no spread, so the CLT interval has zero width
         # (95% sure of a perfect mean from two labels); lambda is then 0, and the estimate
         # is the labels' own mean.
-        low, high, note = _no_spread_interval(
-            kept_labels, confidence, proportion, binary_difference
-        )
+        low, high, note = exact
         notes.append(note)
     if same_labels:  # the labels-only interval: the same rule
-        labels_low, labels_high, _ = _no_spread_interval(
-            kept_labels, confidence, proportion, binary_difference
-        )
+        labels_low, labels_high, _ = exact
     if n < PPI_FEW_LABELS and not (flat and math.isfinite(low)):  # exact: no CLT
         notes.append(
             f"only {n} labels: the normal interval may cover less than {confidence:.0%}; "
@@ -1249,13 +1256,10 @@ def exact_test_power(n: int, effect: float, alpha: float = 0.05, *, seed: int = 
         raise ValueError(f"n = {n}: the exact test runs on at most {EXACT_LIMIT} units")
     rng = np.random.default_rng(seed)
     data = rng.normal(effect, 1.0, size=(SMALL_POWER_DRAWS, n))
-    bits = np.arange(n, dtype=np.int64)
     observed = np.abs(data.sum(axis=1))
     slack = observed - 1e-12 * np.maximum(1.0, observed)
     extreme = np.zeros(SMALL_POWER_DRAWS, dtype=np.int64)
-    for lo in range(0, 1 << n, 1 << 10):
-        patterns = np.arange(lo, min(lo + (1 << 10), 1 << n), dtype=np.int64)
-        signs = 1.0 - 2.0 * ((patterns[:, None] >> bits) & 1)
+    for signs in _sign_patterns(n, 1 << 10):
         extreme += (np.abs(signs @ data.T) >= slack).sum(axis=0)
     return float((extreme / (1 << n) < alpha).mean())
 
