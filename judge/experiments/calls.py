@@ -41,12 +41,13 @@ from judge.json_values import canonical_json, escape_surrogates, lone_surrogate_
 from judge.lines import LIMIT_VARIABLE, max_line_bytes, shown_limit
 from judge.run.checkpoint import open_for_appending, scan_lines
 from judge.run.data import JsonlRecords, LazySequence, parse_relevance
+from judge.run.digest import APP_LATENCY
 from judge.run.output_folder import write_failure
 from judge.run.progress import DEFAULT_INTERVAL, Progress
 
 # The columns every app_outputs.jsonl row has; the latency is a timing, left out of the
 # rows' data hash (judge.run.digest.TIMINGS).
-LATENCY = "app_latency_s"
+LATENCY = APP_LATENCY
 ERROR = "app_error"
 
 

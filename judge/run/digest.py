@@ -56,10 +56,12 @@ def _sample_fields(sample: Sample) -> dict[str, Any]:
     return fields
 
 
+# judge experiment's column of the app's latency in every app_outputs.jsonl row
+# (judge.experiments.calls.LATENCY).
+APP_LATENCY = "app_latency_s"
 # Columns that are timings, not data: kept in the rows, left out of their hash, so the same
-# data hashes alike however fast it was made (judge experiment's `app_latency_s`, the
-# app's latency, which judge.experiments.calls.LATENCY names).
-TIMINGS = frozenset({"app_latency_s"})
+# data hashes alike however fast it was made.
+TIMINGS = frozenset({APP_LATENCY})
 _SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 _TURN_FIELDS = ("history", "turn", "conversation_id")
 
