@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from judge.errors import InputFormatError
+from judge.formatting import counted
 from judge.threads import map_ahead
 
 SEED = 0
@@ -577,14 +578,14 @@ def permutation_p_value(diff: np.ndarray, *, clusters: np.ndarray | None = None)
     undefined = int(np.isnan(diff).sum())
     if undefined:
         raise InputFormatError(
-            f"diff= holds {undefined} NaN difference{'s' if undefined != 1 else ''} of "
+            f"diff= holds {counted(undefined, 'NaN difference')} of "
             f"{diff.size}: leave out the pairs where either score is undefined (NaN) "
             "before the test"
         )
     infinite = int(np.isinf(diff).sum())
     if infinite:  # every pattern's mean would be +-inf or NaN: p 0 below the test's floor
         raise InputFormatError(
-            f"diff= holds {infinite} infinite difference{'s' if infinite != 1 else ''} of "
+            f"diff= holds {counted(infinite, 'infinite difference')} of "
             f"{diff.size}: scores must be finite numbers"
         )
     if clusters is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from judge.formatting import counted
 from judge.labels import kinds
 
 # The bars, in score units (metrics run 0 to 1). Chosen so that a well-behaved judge with
@@ -78,7 +79,7 @@ def _few(held: bool | None, rows: int, note: str | None = None) -> tuple[bool | 
     the note says so with the count (a broken bar stays broken, noted)."""
     if rows >= MIN_ROWS or held is None:
         return held, note
-    few = f"{rows} row{'s' if rows != 1 else ''} compared, fewer than {MIN_ROWS}: too few to tell"
+    few = f"{counted(rows, 'row')} compared, fewer than {MIN_ROWS}: too few to tell"
     return (None if held else held), (few if note is None else f"{few}; {note}")
 
 
