@@ -617,6 +617,11 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
+def _present(value: Any) -> Any:
+    """A cell's value, None when it is missing (`_missing`)."""
+    return None if _missing(value) else value
+
+
 def _text(value: Any, name: str) -> str | None:
     if _missing(value):
         return None
@@ -679,8 +684,8 @@ def build_rows(
             rows.append(Row(number, error=unreadable, **_identity_of(record, columns, number)))
             continue
         try:
-            get = {fld: record.get(col) for fld, col in columns.items()}
-            get = {fld: None if _missing(value) else value for fld, value in get.items()}
+            # (a missing cell, None or pandas' NaN, as no value)
+            get = {fld: _present(record.get(col)) for fld, col in columns.items()}
             if "retrieved_ids" in columns and get["retrieved_ids"] is not None:
                 row.retrieved_ids = _list_of_str(get["retrieved_ids"], "retrieved_ids")
             if "relevance" in columns and get["relevance"] is not None:
