@@ -1188,7 +1188,7 @@ def paired_spread(differences: np.ndarray, clusters: np.ndarray | None = None) -
     )
 
 
-def _probability(value: float, name: str, example: str) -> float:
+def checked_probability(value: float, name: str, example: str) -> float:
     """A probability strictly between 0 and 1, or an InputFormatError naming `name`=."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
         raise InputFormatError(
@@ -1229,7 +1229,7 @@ def smallest_units(alpha: float = 0.05) -> int:
             20 units: 2 / 2^20) nor its Monte Carlo form (1 / 200,001) gives a p below it:
             no count would do.
     """
-    alpha = _probability(alpha, "alpha", "0.05")
+    alpha = checked_probability(alpha, "alpha", "0.05")
     units = units_to_reach(alpha)  # the gates' own rule: one count for plans and gates
     if units is not None:
         return units
@@ -1276,8 +1276,8 @@ def normal_units(
     """`units_needed`'s normal formula alone (at least 2): the paired t-test's
     normal-approximation sample size with Guenther's correction, continuity-corrected on a
     lattice; without the exact test's floor and small-sample check."""
-    z_alpha = NormalDist().inv_cdf(1 - _probability(alpha, "alpha", "0.05") / 2)
-    z_power = NormalDist().inv_cdf(_probability(power, "power", "0.8 for 80%"))
+    z_alpha = NormalDist().inv_cdf(1 - checked_probability(alpha, "alpha", "0.05") / 2)
+    z_power = NormalDist().inv_cdf(checked_probability(power, "power", "0.8 for 80%"))
     if (
         isinstance(difference, bool)
         or not isinstance(difference, (int, float))

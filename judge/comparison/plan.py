@@ -21,6 +21,7 @@ from judge.formatting import number
 from judge.json_values import nan_to_null
 from judge.stats import (
     PairedSpread,
+    checked_probability,
     normal_units,
     paired_spread,
     smallest_units,
@@ -351,7 +352,7 @@ def plan_questions(
             f"the pilot has {spread.units} {unit}: a spread needs at least 2 "
             f"({FEW_PILOT_UNITS} or more for a steady one)"
         )
-    _probability_checked(alpha)
+    checked_probability(alpha, "alpha", "0.05")  # before it is divided by the tests
     k = len(shared) if tests is None else tests
     level = alpha / k
     needed = units_needed(spread.sd, difference, power=power, alpha=level, step=spread.step)
@@ -439,12 +440,6 @@ def plan_questions(
         notes=notes,
         config=config,
     )
-
-
-def _probability_checked(alpha: float) -> None:
-    """alpha= strictly between 0 and 1 (before it is divided by the tests)."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise InputFormatError(f"alpha= must lie strictly between 0 and 1 (0.05), not {alpha!r}")
 
 
 def _source(run: Any) -> str:
